@@ -1,0 +1,185 @@
+"""Group admin APIs served per shard: ConsumerGroupDescribe, DescribeGroups, ListGroups,
+DeleteGroups. The service splits multi-group requests by shard and merges answers.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from . import record_helpers as rh
+from .classic_group import ClassicGroup, ClassicGroupState
+from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .kio_util import build, schema
+from .result import Result
+from .timeutil import from_ms
+
+if TYPE_CHECKING:
+    from .shard import GroupCoordinatorShard, RequestContext
+
+# Kafka's default when authorized operations were not requested (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Without an authorizer every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8),
+# DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) as `AclOperation` bits.
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+
+
+def group_type_name(group) -> str:
+    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+
+
+def group_state_name(group) -> str:
+    return group.state.value if isinstance(group, (ConsumerGroup, ClassicGroup)) else "Dead"
+
+
+def protocol_type_of(group) -> str:
+    if isinstance(group, ConsumerGroup):
+        return "consumer"
+    return group.protocol_type or ""
+
+
+# --------------------------------------------------- ConsumerGroupDescribe
+def _described_assignment(mod, image, assignment) -> object:
+    tps = []
+    for topic_id, parts in assignment.items():
+        t = image.topics_by_id.get(topic_id)
+        if t is None:
+            continue  # deleted topic: Kafka skips ids the image no longer knows
+        tps.append(mod.TopicPartitions(topic_id=topic_id, topic_name=t.name, partitions=tuple(sorted(parts))))
+    return mod.Assignment(topic_partitions=tuple(tps))
+
+
+def describe_consumer_group(shard: GroupCoordinatorShard, mod, group_id: str, include_ops: bool):
+    ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    if not group_id:
+        return build(mod.DescribedGroup, error_code=ErrorCode.invalid_group_id,
+                     error_message="The group id cannot be empty.", group_id=group_id, group_state="",
+                     group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                     authorized_operations=ops)
+    group = shard.groups.get(group_id)
+    if not isinstance(group, ConsumerGroup):
+        msg = (f"Group {group_id} not found." if group is None
+               else f"Group {group_id} is not a consumer group.")
+        return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=msg,
+                     group_id=group_id, group_state=ConsumerGroupState.DEAD.value, group_epoch=0,
+                     assignment_epoch=0, assignor_name="", members=(), authorized_operations=ops)
+    image = shard.image
+    members = []
+    for m in group.members.values():
+        members.append(build(
+            mod.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=tuple(m.subscribed_topic_names),
+            subscribed_topic_regex=m.subscribed_topic_regex or None,
+            assignment=_described_assignment(mod, image, m.assigned_partitions),
+            target_assignment=_described_assignment(mod, image, group.target_of(m.member_id)),
+            member_type=0 if m.uses_classic_protocol else 1))
+    return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
+                 group_state=group.state.value, group_epoch=group.group_epoch,
+                 assignment_epoch=group.assignment_epoch,
+                 assignor_name=group.preferred_server_assignor(shard.config.default_assignor),
+                 members=tuple(members), authorized_operations=ops)
+
+
+def consumer_group_describe(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+    mod = schema("consumer_group_describe", ctx.api_version)
+    groups = tuple(describe_consumer_group(shard, mod, gid, req.include_authorized_operations)
+                   for gid in req.group_ids)
+    return Result(response=mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=groups))
+
+
+# ----------------------------------------------------------- DescribeGroups
+def describe_group(shard: GroupCoordinatorShard, mod, api_version: int, group_id: str, include_ops: bool):
+    """DescribeGroups (API 15). Consumer groups are described in classic terms so that
+    tools that predate KIP-848 still see members (migration/ adds the embedded-protocol
+    bytes); a missing group is DEAD, or GROUP_ID_NOT_FOUND from v6 (KIP-1043)."""
+    ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    group = shard.groups.get(group_id)
+    if group is None:
+        if api_version >= 6:
+            return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found,
+                         error_message=f"Group {group_id} not found.", group_id=group_id,
+                         group_state="Dead", protocol_type="", protocol_data="", members=(),
+                         authorized_operations=ops)
+        return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
+                     group_state="Dead", protocol_type="", protocol_data="", members=(),
+                     authorized_operations=ops)
+    describer = shard.migration.describe_for_classic_api if isinstance(group, ConsumerGroup) else None
+    if describer is not None:
+        return describer(shard, mod, group, ops)
+    members = []
+    if isinstance(group, ClassicGroup) and group.state is not ClassicGroupState.PREPARING_REBALANCE:
+        stable = group.state is ClassicGroupState.STABLE
+        for m in group.members.values():
+            members.append(build(mod.DescribedGroupMember, member_id=m.member_id,
+                                 group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                 client_host=m.client_host,
+                                 member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                                 member_assignment=m.assignment if stable else b""))
+    protocol = group.protocol_name or "" if isinstance(group, ClassicGroup) else ""
+    return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
+                 group_state=group_state_name(group), protocol_type=protocol_type_of(group),
+                 protocol_data=protocol, members=tuple(members), authorized_operations=ops)
+
+
+def describe_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+    mod = schema("describe_groups", ctx.api_version)
+    include_ops = getattr(req, "include_authorized_operations", False)
+    groups = tuple(describe_group(shard, mod, ctx.api_version, gid, include_ops) for gid in req.groups)
+    return Result(response=build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=groups))
+
+
+# -------------------------------------------------------------- ListGroups
+def list_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+    mod = schema("list_groups", ctx.api_version)
+    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
+    out = []
+    for group in shard.groups.values():
+        state = group_state_name(group)
+        kind = group_type_name(group)
+        if states and state.lower() not in states:
+            continue
+        if types and kind not in types:
+            continue
+        out.append(build(mod.ListedGroup, group_id=group.group_id, protocol_type=protocol_type_of(group),
+                         group_state=state, group_type=kind))
+    return Result(response=build(mod.ListGroupsResponse, throttle_time=from_ms(0),
+                                 error_code=ErrorCode.none, groups=tuple(out)))
+
+
+# ------------------------------------------------------------ DeleteGroups
+def group_tombstones(group) -> list:
+    """Kafka's `createGroupTombstoneRecords` for either group type."""
+    gid = group.group_id
+    if isinstance(group, ClassicGroup):
+        return [rh.group_metadata_tombstone(gid)]
+    records = [rh.current_assignment_tombstone(gid, m) for m in group.members]
+    records += [rh.target_member_tombstone(gid, m) for m in group.members]
+    records.append(rh.target_metadata_tombstone(gid))
+    records += [rh.member_metadata_tombstone(gid, m) for m in group.members]
+    records += [rh.regex_tombstone(gid, r) for r in group.resolved_regexes]
+    records.append(rh.partition_metadata_tombstone(gid))
+    records.append(rh.group_epoch_tombstone(gid))
+    return records
+
+
+def delete_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+    mod = schema("delete_groups", ctx.api_version)
+    records = []
+    results = []
+    for gid in req.groups_names:
+        group = shard.groups.get(gid)
+        if group is None or (isinstance(group, ClassicGroup) and group.state is ClassicGroupState.DEAD):
+            code = ErrorCode.group_id_not_found
+        elif not group.is_empty() or (isinstance(group, ClassicGroup)
+                                      and group.state is not ClassicGroupState.EMPTY):
+            code = ErrorCode.non_empty_group
+        else:
+            code = ErrorCode.none
+            for topic, parts in shard.offsets.group(gid).items():
+                records.extend(rh.offset_tombstone(gid, topic, p) for p in parts)
+            records.extend(group_tombstones(group))
+        results.append(build(mod.DeletableGroupResult, group_id=gid, error_code=code))
+    return Result(response=build(mod.DeleteGroupsResponse, throttle_time=from_ms(0),
+                                 results=tuple(results)), records=records)

@@ -1,0 +1,292 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete (Kafka: `OffsetMetadataManager`).
+
+Commit fencing for consumer groups is KIP-1251's relaxed rule: a member may commit
+for a partition with any epoch between the partition's assignment epoch and its
+current member epoch (seed 002, reference §4.8).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from . import record_helpers as rh
+from .classic_group import ClassicGroup, ClassicGroupState
+from .consumer_group import ConsumerGroup
+from .errors import ApiError
+from .kio_util import build, schema
+from .result import Result
+from .timeutil import from_ms, to_ms
+
+if TYPE_CHECKING:
+    from .shard import GroupCoordinatorShard, RequestContext
+
+# Decides the error of one (topic id or None, topic name, partition) of a commit.
+PartitionCheck = Callable[[object, str, int], ErrorCode | None]
+_ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
+
+
+# ------------------------------------------------------------ validation
+def _validate_classic_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
+                             generation: int, transactional: bool) -> None:
+    """`ClassicGroup.validateOffsetCommit`."""
+    if group.state is ClassicGroupState.DEAD:
+        raise ApiError(ErrorCode.coordinator_not_available)
+    if generation < 0 and group.state is ClassicGroupState.EMPTY:
+        return  # the admin client, or a consumer that assigns partitions itself
+    if generation >= 0 or member_id or instance_id is not None:
+        _validate_classic_member(group, member_id, instance_id)
+        if generation != group.generation_id:
+            raise ApiError(ErrorCode.illegal_generation,
+                           f"The generation {generation} is not the group's generation "
+                           f"{group.generation_id}.")
+    elif not transactional and group.state is not ClassicGroupState.EMPTY:
+        raise ApiError(ErrorCode.unknown_member_id,
+                       "Offset commits without a member id are only accepted from an empty group.")
+    if not transactional and group.state is ClassicGroupState.COMPLETING_REBALANCE:
+        raise ApiError(ErrorCode.rebalance_in_progress)
+
+
+def _validate_classic_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
+    if instance_id is not None:
+        owner = next((m.member_id for m in group.members.values()
+                      if m.group_instance_id == instance_id), None)
+        if owner is None:
+            raise ApiError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+        if owner != member_id:
+            raise ApiError(ErrorCode.fenced_instance_id,
+                           f"Instance id {instance_id} is used by another member.")
+    elif member_id not in group.members:
+        raise ApiError(ErrorCode.unknown_member_id, f"Member {member_id} is unknown.")
+
+
+def _validate_consumer_commit(shard: GroupCoordinatorShard, group: ConsumerGroup, member_id: str,
+                              epoch: int, api_version: int) -> PartitionCheck:
+    """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs."""
+    if epoch < 0 and not group.members:
+        return _ACCEPT_ALL
+    member = group.members.get(member_id)
+    if member is None:
+        raise ApiError(ErrorCode.unknown_member_id,
+                       f"Member {member_id} is not a member of group {group.group_id}.")
+    stale = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
+    if not member.uses_classic_protocol and api_version < 9:
+        raise ApiError(ErrorCode.unsupported_version,
+                       "OffsetCommit version 9 or above must be used by members using the consumer "
+                       "group protocol.")
+    if epoch == member.member_epoch:
+        return _ACCEPT_ALL
+    if epoch > member.member_epoch:
+        raise ApiError(stale, f"The received member epoch {epoch} is larger than the member epoch "
+                              f"{member.member_epoch}.")
+    image = shard.image
+
+    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
+        if topic_id is None:
+            t = image.topics_by_name.get(topic)
+            topic_id = t.topic_id if t is not None else None
+        assignment_epoch = member.assigned_partitions.get(topic_id, {}).get(partition)
+        if assignment_epoch is None:
+            assignment_epoch = member.partitions_pending_revocation.get(topic_id, {}).get(partition)
+        if assignment_epoch is None or epoch < assignment_epoch:
+            return stale
+        return None
+
+    return check
+
+
+def _validate_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> PartitionCheck:
+    """`OffsetMetadataManager.validateOffsetCommit`."""
+    generation = req.generation_id_or_member_epoch
+    group = shard.groups.get(req.group_id)
+    if group is None:
+        if generation < 0:
+            return _ACCEPT_ALL  # replay creates a "simple" classic group
+        if ctx.api_version >= 9:
+            raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        raise ApiError(ErrorCode.illegal_generation)
+    if isinstance(group, ConsumerGroup):
+        return _validate_consumer_commit(shard, group, req.member_id, generation, ctx.api_version)
+    _validate_classic_commit(group, req.member_id, getattr(req, "group_instance_id", None),
+                             generation, transactional=False)
+    return _ACCEPT_ALL
+
+
+# ---------------------------------------------------------------- commit
+def offset_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+    mod = schema("offset_commit", ctx.api_version)
+    by_id = ctx.api_version >= 10
+    try:
+        check = _validate_commit(shard, ctx, req)
+        group_error = None
+    except ApiError as e:
+        check, group_error = _ACCEPT_ALL, e.code
+
+    retention_ms = to_ms(getattr(req, "retention_time", -1))
+    expire = now_ms + retention_ms if retention_ms != -1 else -1
+    records = []
+    topics_out = []
+    for t in req.topics:
+        topic_id = t.topic_id if by_id else None
+        name = t.name if not by_id else None
+        if by_id:
+            img = shard.image.topics_by_id.get(topic_id)
+            name = img.name if img is not None else None
+        else:
+            img = shard.image.topics_by_name.get(name)
+            topic_id = img.topic_id if (img is not None and ctx.api_version >= 10) else None
+        parts_out = []
+        for p in t.partitions:
+            code = group_error
+            if code is None and name is None:
+                code = ErrorCode.unknown_topic_id
+            if code is None:
+                code = check(topic_id, name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if code is None and len(metadata) > shard.config.offset_metadata_max_bytes:
+                code = ErrorCode.offset_metadata_too_large
+            if code is None:
+                code = ErrorCode.none
+                records.append(rh.offset_commit_record(
+                    req.group_id, name, p.partition_index, offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1), metadata=metadata,
+                    commit_timestamp=now_ms, expire_timestamp=expire, topic_id=topic_id))
+            parts_out.append(build(mod.OffsetCommitResponsePartition,
+                                   partition_index=p.partition_index, error_code=code))
+        topics_out.append(build(mod.OffsetCommitResponseTopic, name=t.name if not by_id else None,
+                                topic_id=t.topic_id if by_id else None, partitions=tuple(parts_out)))
+    return Result(response=build(mod.OffsetCommitResponse, throttle_time=from_ms(0),
+                                 topics=tuple(topics_out)), records=records)
+
+
+# ----------------------------------------------------------------- fetch
+def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
+    """OffsetFetch v9+ (KIP-848): a member must fetch with its exact current epoch."""
+    if member_id is None and member_epoch < 0:
+        return
+    if isinstance(group, ConsumerGroup):
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise ApiError(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {group.group_id}.")
+        if member_epoch != member.member_epoch:
+            code = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
+            raise ApiError(code, f"The received member epoch {member_epoch} does not match the member "
+                                 f"epoch {member.member_epoch}.")
+    elif isinstance(group, ClassicGroup) and member_id is not None:
+        _validate_classic_member(group, member_id, None)
+        if member_epoch != group.generation_id:
+            raise ApiError(ErrorCode.illegal_generation)
+
+
+def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: str, topics,
+                require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
+    """Offsets of one group as a list of response topics (Kafka: `fetchOffsets` /
+    `fetchAllOffsets`). Raises ApiError for group-level errors."""
+    group = shard.groups.get(group_id)
+    if group is not None:
+        _validate_fetch(group, member_id, member_epoch)
+    by_id = api_version >= 10
+    committed = shard.offsets.group(group_id)
+    part_cls = getattr(mod, "OffsetFetchResponsePartitions", None) or mod.OffsetFetchResponsePartition
+    topic_cls = getattr(mod, "OffsetFetchResponseTopics", None) or mod.OffsetFetchResponseTopic
+    image = shard.image
+
+    def partition(topic: str, p: int):
+        if require_stable and shard.offsets.has_pending(group_id, topic, p):
+            return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                         metadata="", error_code=ErrorCode.unstable_offset_commit)
+        o = committed.get(topic, {}).get(p)
+        if o is None:
+            return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                         metadata="", error_code=ErrorCode.none)
+        return build(part_cls, partition_index=p, committed_offset=o.offset,
+                     committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                     error_code=ErrorCode.none)
+
+    out = []
+    if topics is None:
+        for topic, parts in committed.items():
+            topic_id = None
+            if by_id:
+                img = image.topics_by_name.get(topic)
+                if img is None:
+                    continue  # v10 can only name topics that still exist
+                topic_id = img.topic_id
+            out.append(build(topic_cls, name=topic, topic_id=topic_id,
+                             partitions=tuple(partition(topic, p) for p in sorted(parts))))
+        return out
+    for t in topics:
+        if by_id:
+            img = image.topics_by_id.get(t.topic_id)
+            if img is None:
+                out.append(build(topic_cls, topic_id=t.topic_id, partitions=tuple(
+                    build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                          metadata="", error_code=ErrorCode.unknown_topic_id)
+                    for p in t.partition_indexes)))
+                continue
+            name = img.name
+        else:
+            name = t.name
+        out.append(build(topic_cls, name=name, topic_id=getattr(t, "topic_id", None),
+                         partitions=tuple(partition(name, p) for p in t.partition_indexes)))
+    return out
+
+
+def offset_fetch(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+    """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
+    service, which calls `fetch_group` for each group."""
+    mod = schema("offset_fetch", ctx.api_version)
+    try:
+        topics = fetch_group(shard, ctx.api_version, mod, req.group_id, req.topics,
+                             getattr(req, "require_stable", False))
+        code = ErrorCode.none
+    except ApiError as e:
+        topics, code = [], e.code
+    return Result(response=build(mod.OffsetFetchResponse, throttle_time=from_ms(0),
+                                 topics=tuple(topics), error_code=code))
+
+
+# ---------------------------------------------------------------- delete
+def _subscribed_topics(group) -> set[str]:
+    if isinstance(group, ConsumerGroup):
+        names = set(group.subscribed_topic_names)
+        for regex in group.regex_subscribers:
+            resolved = group.resolved_regexes.get(regex)
+            if resolved is not None:
+                names |= resolved.topics
+        return names
+    return set()
+
+
+def offset_delete(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+    mod = schema("offset_delete", ctx.api_version)
+    group = shard.groups.get(req.group_id)
+    error = ErrorCode.none
+    if group is None:
+        error = ErrorCode.group_id_not_found
+    elif isinstance(group, ClassicGroup) and group.state is ClassicGroupState.DEAD:
+        error = ErrorCode.group_id_not_found
+    elif isinstance(group, ClassicGroup) and not group.is_empty() and group.protocol_type != "consumer":
+        error = ErrorCode.non_empty_group
+    if error is not ErrorCode.none:
+        return Result(response=build(mod.OffsetDeleteResponse, error_code=error,
+                                     throttle_time=from_ms(0), topics=()))
+    subscribed = _subscribed_topics(group)
+    records = []
+    topics_out = []
+    for t in req.topics:
+        parts_out = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                code = ErrorCode.group_subscribed_to_topic
+            else:
+                code = ErrorCode.none
+                if shard.offsets.get(req.group_id, t.name, p.partition_index) is not None:
+                    records.append(rh.offset_tombstone(req.group_id, t.name, p.partition_index))
+            parts_out.append(build(mod.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                                   error_code=code))
+        topics_out.append(build(mod.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(parts_out)))
+    return Result(response=build(mod.OffsetDeleteResponse, error_code=ErrorCode.none,
+                                 throttle_time=from_ms(0), topics=tuple(topics_out)), records=records)

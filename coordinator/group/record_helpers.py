@@ -1,0 +1,156 @@
+"""Build `__consumer_offsets` records from the group model (Kafka:
+`GroupCoordinatorRecordHelpers`). Every consumer-group value is written at
+version 0; offset commits at version 4, or 1 when they carry an expire timestamp.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+
+from records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    TopicPartitions,
+)
+
+from .consumer_group import Assignment, ConsumerGroupMember, ResolvedRegularExpression
+
+
+def _record(key, value, version: int = 0) -> CoordinatorRecord:
+    return CoordinatorRecord(key=key, value=value, value_version=version)
+
+
+def _tombstone(key) -> CoordinatorRecord:
+    return CoordinatorRecord(key=key, value=None, value_version=0)
+
+
+# ----------------------------------------------------------------- members
+def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
+    return _record(
+        ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=m.member_id),
+        ConsumerGroupMemberMetadataValue(
+            instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
+            client_host=m.client_host, subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=m.classic_member_metadata))
+
+
+def member_metadata_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id))
+
+
+def _with_epochs(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    """KIP-1251: the writer always fills AssignmentEpochs, aligned with Partitions."""
+    out = []
+    for topic_id, parts in assignment.items():
+        ps = sorted(parts)
+        out.append(TopicPartitions(topic_id=topic_id, partitions=tuple(ps),
+                                   assignment_epochs=tuple(parts[p] for p in ps)))
+    return tuple(out)
+
+
+def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
+    return _record(
+        ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=m.member_id),
+        ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+            state=int(m.state), assigned_partitions=_with_epochs(m.assigned_partitions),
+            partitions_pending_revocation=_with_epochs(m.partitions_pending_revocation)))
+
+
+def current_assignment_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id))
+
+
+# ------------------------------------------------------------------- group
+def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> CoordinatorRecord:
+    return _record(ConsumerGroupMetadataKey(group_id=group_id),
+                   ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
+
+
+def group_epoch_tombstone(group_id: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupMetadataKey(group_id=group_id))
+
+
+def partition_metadata_tombstone(group_id: str) -> CoordinatorRecord:
+    # KIP-1101 (4.1) replaced subscription metadata by the metadata hash; a group that
+    # still has the old record gets it tombstoned on its next metadata update.
+    return _tombstone(ConsumerGroupPartitionMetadataKey(group_id=group_id))
+
+
+def target_member_record(group_id: str, member_id: str,
+                         target: Mapping[uuid.UUID, Iterable[int]]) -> CoordinatorRecord:
+    tps = tuple(TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)), assignment_epochs=())
+                for t, ps in target.items())
+    return _record(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
+                   ConsumerGroupTargetAssignmentMemberValue(topic_partitions=tps))
+
+
+def target_member_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id))
+
+
+def target_metadata_record(group_id: str, epoch: int, timestamp_ms: int) -> CoordinatorRecord:
+    return _record(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+                   ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch,
+                                                              assignment_timestamp=timestamp_ms))
+
+
+def target_metadata_tombstone(group_id: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id))
+
+
+def regex_record(group_id: str, regex: str, resolved: ResolvedRegularExpression) -> CoordinatorRecord:
+    return _record(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex),
+                   ConsumerGroupRegularExpressionValue(topics=tuple(sorted(resolved.topics)),
+                                                       version=resolved.version,
+                                                       timestamp=resolved.timestamp_ms))
+
+
+def regex_tombstone(group_id: str, regex: str) -> CoordinatorRecord:
+    return _tombstone(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex))
+
+
+def remove_member_records(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    """Kafka's `removeMember`: the replay order requires CurrentAssignment first, then the
+    target, then the member itself (reference §2.4)."""
+    return [current_assignment_tombstone(group_id, member_id),
+            target_member_tombstone(group_id, member_id),
+            member_metadata_tombstone(group_id, member_id)]
+
+
+# ----------------------------------------------------------------- offsets
+def offset_commit_record(group_id: str, topic: str, partition: int, *, offset: int,
+                         leader_epoch: int, metadata: str, commit_timestamp: int,
+                         expire_timestamp: int = -1,
+                         topic_id: uuid.UUID | None = None) -> CoordinatorRecord:
+    # Kafka writes version 1 only when the commit carries a retention time (expireTimestamp).
+    version = 1 if expire_timestamp != -1 else 4
+    value = OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+                              commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp,
+                              topic_id=topic_id if (topic_id is not None and version >= 4) else uuid.UUID(int=0))
+    return _record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), value, version)
+
+
+def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:
+    return _tombstone(OffsetCommitKey(group=group_id, topic=topic, partition=partition))
+
+
+def group_metadata_tombstone(group_id: str) -> CoordinatorRecord:
+    return _tombstone(GroupMetadataKey(group=group_id))

@@ -1,0 +1,261 @@
+"""Replay: the only way group and offset state changes (Kafka:
+`GroupMetadataManager.replay` / `OffsetMetadataManager.replay`).
+
+Loading a shard, applying a freshly written result and tests all go through
+`Replayer.replay`, so what is written is exactly what a reload rebuilds.
+Invariants follow reference §2.4; tombstones for unknown groups or members are
+ignored, a record that contradicts the state raises `IllegalStateError`.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import replace
+
+from records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    LegacyOffsetCommitKey,
+    OffsetCommitKey,
+    UnknownRecord,
+)
+
+from .assignors.partitions import partitions_of
+from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .consumer_group import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    IllegalStateError,
+    MemberState,
+    ResolvedRegularExpression,
+)
+from .offsets import OffsetAndMetadata, OffsetStore
+
+log = logging.getLogger("kcoord.replay")
+
+Group = ConsumerGroup | ClassicGroup
+
+
+def _assignment_from(tps, member_epoch: int) -> Assignment:
+    """KIP-1251: epochs aligned with partitions; absent, null or misaligned epochs mean every
+    partition was assigned at max(member epoch, 0) (`Utils.assignmentFromTopicPartitions`)."""
+    out: Assignment = {}
+    default = max(member_epoch, 0)
+    for tp in tps:
+        epochs = tp.assignment_epochs
+        if epochs and len(epochs) == len(tp.partitions):
+            out[tp.topic_id] = dict(zip(tp.partitions, epochs))
+        else:
+            if epochs:
+                log.error("assignment epochs of topic %s do not align with its partitions; "
+                          "using epoch %d", tp.topic_id, default)
+            out[tp.topic_id] = dict.fromkeys(tp.partitions, default)
+    return out
+
+
+class Replayer:
+    def __init__(self, groups: dict[str, Group], offsets: OffsetStore) -> None:
+        self.groups = groups
+        self.offsets = offsets
+        self.unknown_record_types: Counter[int] = Counter()
+
+    # ------------------------------------------------------------ dispatch
+    def replay(self, record: CoordinatorRecord | UnknownRecord, offset: int = -1,
+               producer_id: int = -1) -> None:
+        if isinstance(record, UnknownRecord):
+            # KIP-915: skip unknown types (a downgrade leaves records of newer features behind).
+            if record.record_type not in self.unknown_record_types:
+                log.warning("skipping record of unknown type %d at offset %d; it could be a left "
+                            "over from an aborted upgrade (KIP-915)", record.record_type, offset)
+            self.unknown_record_types[record.record_type] += 1
+            return
+        handler = _HANDLERS.get(type(record.key))
+        if handler is None:
+            raise IllegalStateError(f"no replay rule for record key {type(record.key).__name__}")
+        handler(self, record.key, record.value, offset, producer_id)
+
+    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
+        self.offsets.end_transaction(producer_id, committed)
+
+    # ------------------------------------------------------------- helpers
+    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if group is None:
+            if not create:
+                return None
+        elif isinstance(group, ClassicGroup) and not group.is_simple():
+            if not create:
+                return None
+            # Kafka: a consumer-group record only replaces a *simple* classic group; a
+            # classic group with members must have been tombstoned first (conversion order).
+            raise IllegalStateError(f"group {group_id} is not a consumer group")
+        group = ConsumerGroup(group_id)
+        self.groups[group_id] = group
+        return group
+
+    def _member_or_new(self, group: ConsumerGroup, member_id: str) -> ConsumerGroupMember:
+        m = group.members.get(member_id)
+        return m if m is not None else ConsumerGroupMember(member_id=member_id)
+
+    # ------------------------------------------------------------- offsets
+    def _offset_commit(self, key, value, offset, producer_id) -> None:
+        if value is None:
+            self.offsets.delete(key.group, key.topic, key.partition)
+            return
+        if key.group not in self.groups:
+            # An offset commit for an unknown group creates a simple classic group.
+            self.groups[key.group] = ClassicGroup(key.group)
+        self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata(
+            offset=value.offset, leader_epoch=getattr(value, "leader_epoch", -1),
+            metadata=value.metadata or "", commit_timestamp=value.commit_timestamp,
+            expire_timestamp=getattr(value, "expire_timestamp", -1),
+            topic_id=getattr(value, "topic_id", None), record_offset=offset), producer_id)
+
+    # ------------------------------------------------------------- classic
+    def _group_metadata(self, key, value, offset, producer_id) -> None:
+        group_id = key.group
+        if value is None:
+            existing = self.groups.get(group_id)
+            if isinstance(existing, ClassicGroup):
+                del self.groups[group_id]
+            return
+        state = ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY
+        group = ClassicGroup(group_id, state, value.current_state_timestamp)
+        group.protocol_type = value.protocol_type
+        group.protocol_name = value.protocol
+        group.generation_id = value.generation
+        group.leader_id = value.leader
+        for mm in value.members:
+            group.members[mm.member_id] = ClassicGroupMember(
+                member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                client_id=mm.client_id, client_host=mm.client_host,
+                rebalance_timeout_ms=mm.rebalance_timeout if mm.rebalance_timeout != -1 else mm.session_timeout,
+                session_timeout_ms=mm.session_timeout, protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", mm.subscription)],
+                assignment=mm.assignment)
+        existing = self.groups.get(group_id)
+        if isinstance(existing, ConsumerGroup) and not existing.is_empty():
+            raise IllegalStateError(f"group {group_id} is a non-empty consumer group")
+        self.groups[group_id] = group
+
+    # ------------------------------------------------------- consumer group
+    def _group_epoch(self, key, value, offset, producer_id) -> None:
+        if value is None:
+            group = self._consumer_group(key.group_id, create=False)
+            if group is None:
+                return
+            if group.members or group.target_assignment or group.assignment_epoch != -1:
+                raise IllegalStateError(
+                    f"group {key.group_id}: ConsumerGroupMetadata tombstone while the group still has "
+                    "members, a target assignment or an assignment epoch")
+            del self.groups[key.group_id]
+            return
+        group = self._consumer_group(key.group_id, create=True)
+        group.group_epoch = value.epoch
+        group.metadata_hash = value.metadata_hash
+
+    def _partition_metadata(self, key, value, offset, producer_id) -> None:
+        group = self._consumer_group(key.group_id, create=value is not None)
+        if group is not None:
+            group.has_partition_metadata_record = value is not None
+
+    def _member_metadata(self, key, value, offset, producer_id) -> None:
+        if value is None:
+            group = self._consumer_group(key.group_id, create=False)
+            if group is None or key.member_id not in group.members:
+                return
+            m = group.members[key.member_id]
+            if m.member_epoch != -1:
+                raise IllegalStateError(f"member {key.member_id} of {key.group_id} removed before its "
+                                        "current assignment was tombstoned")
+            if key.member_id in group.target_assignment:
+                raise IllegalStateError(f"member {key.member_id} of {key.group_id} removed before its "
+                                        "target assignment was tombstoned")
+            group.remove_member(key.member_id)
+            return
+        group = self._consumer_group(key.group_id, create=True)
+        m = self._member_or_new(group, key.member_id)
+        group.put_member(replace(
+            m, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+            client_host=value.client_host, subscribed_topic_names=tuple(value.subscribed_topic_names),
+            subscribed_topic_regex=value.subscribed_topic_regex or "",
+            rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
+            classic_member_metadata=value.classic_member_metadata))
+
+    def _target_metadata(self, key, value, offset, producer_id) -> None:
+        group = self._consumer_group(key.group_id, create=value is not None)
+        if group is None:
+            return
+        if value is None:
+            if group.target_assignment:
+                raise IllegalStateError(f"group {key.group_id}: target assignment metadata tombstone "
+                                        "while member targets remain")
+            group.assignment_epoch, group.assignment_timestamp_ms = -1, 0
+        else:
+            group.assignment_epoch = value.assignment_epoch
+            group.assignment_timestamp_ms = value.assignment_timestamp
+
+    def _target_member(self, key, value, offset, producer_id) -> None:
+        group = self._consumer_group(key.group_id, create=value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.remove_target(key.member_id)
+        else:
+            # Canonical partition sets, so an unchanged target compares equal to what the
+            # assignor returns and no record is written for it.
+            group.set_target(key.member_id, {tp.topic_id: partitions_of(tp.partitions)
+                                             for tp in value.topic_partitions if tp.partitions})
+
+    def _current_assignment(self, key, value, offset, producer_id) -> None:
+        group = self._consumer_group(key.group_id, create=value is not None)
+        if group is None:
+            return
+        if value is None:
+            m = group.members.get(key.member_id)
+            if m is not None:
+                group.put_member(replace(m, member_epoch=-1, previous_member_epoch=-1,
+                                         state=MemberState.STABLE, assigned_partitions={},
+                                         partitions_pending_revocation={}))
+            return
+        m = self._member_or_new(group, key.member_id)
+        group.put_member(replace(
+            m, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+            state=MemberState.from_byte(value.state),
+            assigned_partitions=_assignment_from(value.assigned_partitions, value.member_epoch),
+            partitions_pending_revocation=_assignment_from(value.partitions_pending_revocation,
+                                                           value.member_epoch)))
+
+    def _regex(self, key, value, offset, producer_id) -> None:
+        group = self._consumer_group(key.group_id, create=value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.resolved_regexes.pop(key.regular_expression, None)
+        else:
+            group.resolved_regexes[key.regular_expression] = ResolvedRegularExpression(
+                topics=frozenset(value.topics), version=value.version, timestamp_ms=value.timestamp)
+
+
+_HANDLERS = {
+    LegacyOffsetCommitKey: Replayer._offset_commit,
+    OffsetCommitKey: Replayer._offset_commit,
+    GroupMetadataKey: Replayer._group_metadata,
+    ConsumerGroupMetadataKey: Replayer._group_epoch,
+    ConsumerGroupPartitionMetadataKey: Replayer._partition_metadata,
+    ConsumerGroupMemberMetadataKey: Replayer._member_metadata,
+    ConsumerGroupTargetAssignmentMetadataKey: Replayer._target_metadata,
+    ConsumerGroupTargetAssignmentMemberKey: Replayer._target_member,
+    ConsumerGroupCurrentMemberAssignmentKey: Replayer._current_assignment,
+    ConsumerGroupRegularExpressionKey: Replayer._regex,
+}

@@ -1,0 +1,267 @@
+"""The group coordinator shard: the sans-IO core of one state-topic partition.
+
+A request and the current time go in; records, a response and timer changes come
+out as a `Result`. Handlers only read state. `apply(result)` replays the result's
+records, and `replay()` is the only way state changes, so loading, writing and
+tests share one path (Kafka: `GroupCoordinatorShard` + `GroupMetadataManager`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from records import CoordinatorRecord, UnknownRecord
+
+from ..config import CoordinatorConfig
+from . import consumer_heartbeat, group_admin, offset_ops
+from .assignors import ASSIGNORS
+from .classic_group import ClassicGroup
+from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from .errors import ApiError
+from .heartbeat_policy import HeartbeatIntervalPolicy
+from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
+from .membership import (
+    compute_target_assignment,
+    fence_members,
+    metadata_hash,
+    rebalance_timer,
+    session_timer,
+    subscribed_topic_names,
+)
+from . import record_helpers as rh
+from . import regex as regexes
+from .consumer_group import ResolvedRegularExpression
+from .offsets import OffsetStore
+from .replay import Replayer
+from .result import Result, ScheduleTimer, TimerOp
+
+log = logging.getLogger("kcoord.shard")
+
+ASSIGNMENT_TIMER = "assignment"
+REGEX_REFRESH_TIMER = "regex-refresh"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_version: int
+    client_id: str = ""
+    client_host: str = ""
+
+
+class NoMigration:
+    """Migration hooks before migration/ plugs in: a classic group with members cannot
+    be upgraded, and fencing never downgrades."""
+
+    describe_for_classic_api = None
+
+    def upgrade_for_heartbeat(self, shard, group, records):
+        raise ApiError(consumer_heartbeat.ErrorCode.group_id_not_found,
+                       f"Group {group.group_id} is not a consumer group.")
+
+    def downgrade_on_fence(self, shard, group, member_ids, now_ms) -> Result | None:
+        return None
+
+
+class GroupCoordinatorShard:
+    def __init__(self, partition: int, config: CoordinatorConfig | None = None,
+                 image: MetadataImage = EMPTY_IMAGE, assignors=None) -> None:
+        self.partition = partition
+        self.config = config or CoordinatorConfig()
+        self.image = image
+        self.assignors = {name: (assignors or ASSIGNORS)[name] for name in self.config.consumer_assignors}
+        self.groups: dict[str, ConsumerGroup | ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self._replayer = Replayer(self.groups, self.offsets)
+        self.migration: Any = NoMigration()
+        self.heartbeat_policy = HeartbeatIntervalPolicy(self.config)
+        self.last_image_version_with_new_topics = 0
+
+    # ---------------------------------------------------------------- replay
+    @property
+    def unknown_record_types(self):
+        return self._replayer.unknown_record_types
+
+    def replay(self, record: CoordinatorRecord | UnknownRecord, offset: int = -1,
+               producer_id: int = -1) -> None:
+        self._replayer.replay(record, offset, producer_id)
+
+    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
+        self._replayer.replay_end_transaction(producer_id, committed)
+
+    def apply(self, result: Result, base_offset: int = -1) -> None:
+        """Replay a result's records as the runtime appends them at `base_offset`..."""
+        for i, record in enumerate(result.records):
+            self.replay(record, base_offset + i if base_offset >= 0 else -1)
+
+    # -------------------------------------------------------------- requests
+    def consumer_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return consumer_heartbeat.heartbeat(self, ctx, req, now_ms)
+
+    def consumer_group_describe(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return group_admin.consumer_group_describe(self, ctx, req)
+
+    def describe_groups(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return group_admin.describe_groups(self, ctx, req)
+
+    def list_groups(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return group_admin.list_groups(self, ctx, req)
+
+    def delete_groups(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return group_admin.delete_groups(self, ctx, req, now_ms)
+
+    def offset_commit(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return offset_ops.offset_commit(self, ctx, req, now_ms)
+
+    def offset_fetch(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return offset_ops.offset_fetch(self, ctx, req, now_ms)
+
+    def offset_delete(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return offset_ops.offset_delete(self, ctx, req, now_ms)
+
+    # ------------------------------------------------------- shared decisions
+    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
+        if member.classic_member_metadata is not None:
+            return member.classic_member_metadata.session_timeout_ms
+        return self.config.consumer_session_timeout_ms
+
+    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
+        return self.heartbeat_policy.interval_ms(self, group, member)
+
+    def can_compute_assignment(self, group: ConsumerGroup, now_ms: int) -> bool:
+        """KIP-1263 `canComputeNextTargetAssignment`."""
+        interval = self.config.consumer_assignment_interval_ms
+        ts = group.assignment_timestamp_ms
+        return ts == 0 or interval == 0 or now_ms >= ts + interval
+
+    def assignment_timer(self, group: ConsumerGroup) -> ScheduleTimer:
+        return ScheduleTimer((ASSIGNMENT_TIMER, group.group_id),
+                             group.assignment_timestamp_ms + self.config.consumer_assignment_interval_ms)
+
+    def fence(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
+        downgraded = self.migration.downgrade_on_fence(self, group, member_ids, now_ms)
+        if downgraded is not None:
+            return downgraded
+        records, timers = fence_members(self, group, member_ids)
+        return Result(records=records, timers=timers)
+
+    def maybe_schedule_regex_refresh(self, group: ConsumerGroup, now_ms: int,
+                                     new_regex: str | None = None) -> ScheduleTimer | None:
+        """Kafka refreshes a group's regexes when one is unresolved, when topics were created
+        since the last resolution, or every `regex.refresh.interval.ms`; never more than once
+        per 10 s. Resolution runs as its own operation (a timer) like Kafka's background task."""
+        if not group.regex_subscribers and new_regex is None:
+            return None
+        resolved = group.resolved_regexes
+        last_refresh = max((r.timestamp_ms for r in resolved.values()), default=0)
+        unresolved = new_regex is not None or any(r not in resolved for r in group.regex_subscribers)
+        stale_version = min((r.version for r in resolved.values()), default=0)
+        new_topics = stale_version < self.last_image_version_with_new_topics
+        periodic = now_ms > last_refresh + self.config.consumer_regex_refresh_interval_ms
+        if not (unresolved or new_topics or periodic):
+            return None
+        deadline = max(now_ms, last_refresh + self.config.consumer_regex_batch_refresh_min_interval_ms)
+        return ScheduleTimer((REGEX_REFRESH_TIMER, group.group_id), deadline)
+
+    # ----------------------------------------------------------------- timers
+    def on_timer(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        kind, group_id = key[0], key[1]
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return Result()
+        if kind == "session-timeout":
+            member_id = key[2]
+            if member_id not in group.members:
+                return Result()
+            log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
+                     group_id, member_id)
+            return self.fence(group, [member_id], now_ms)
+        if kind == "rebalance-timeout":
+            member = group.members.get(key[2])
+            if member is None or member.member_epoch != payload:
+                return Result()
+            log.info("[GroupId %s] Member %s fenced from the group because it failed to transition "
+                     "from epoch %d within %dms.", group_id, member.member_id, payload,
+                     member.rebalance_timeout_ms)
+            return self.fence(group, [member.member_id], now_ms)
+        if kind == ASSIGNMENT_TIMER:
+            if group.members and group.assignment_epoch < group.group_epoch:
+                try:
+                    records, _ = compute_target_assignment(self, group, group.group_epoch, None, now_ms)
+                except ApiError as e:
+                    log.error("[GroupId %s] %s", group_id, e.message)
+                    return Result()
+                return Result(records=records)
+            return Result()
+        if kind == REGEX_REFRESH_TIMER:
+            return self._refresh_regexes(group, now_ms)
+        return Result()
+
+    def _refresh_regexes(self, group: ConsumerGroup, now_ms: int) -> Result:
+        """`handleRegularExpressionsResult`: one record per still-subscribed regex, and a new
+        group epoch when a resolution or the metadata hash changed."""
+        gid = group.group_id
+        records: list = []
+        changed = False
+        new_resolved = dict(group.resolved_regexes)
+        topic_names = list(self.image.topics_by_name)
+        for regex in group.regex_subscribers:
+            try:
+                topics = regexes.resolve(regex, topic_names)
+            except ApiError:
+                continue
+            resolved = ResolvedRegularExpression(topics, self.image.version, now_ms)
+            old = group.resolved_regexes.get(regex)
+            changed |= old is None or old.topics != topics
+            new_resolved[regex] = resolved
+            records.append(rh.regex_record(gid, regex, resolved))
+        names = set(group.subscribed_topic_names)
+        for regex in group.regex_subscribers:
+            if regex in new_resolved:
+                names |= new_resolved[regex].topics
+        new_hash = metadata_hash(self.image, names)
+        timers: list[TimerOp] = []
+        if changed or new_hash != group.metadata_hash:
+            records.append(rh.group_epoch_record(gid, group.group_epoch + 1, new_hash))
+            timers.append(ScheduleTimer((ASSIGNMENT_TIMER, gid), now_ms))
+        return Result(records=records, timers=timers)
+
+    # ------------------------------------------------------------ lifecycle
+    def on_loaded(self, now_ms: int) -> list[TimerOp]:
+        """Arm what Kafka's `onLoaded` arms: session timers for every member, rebalance
+        timers for members still revoking, plus pending target computations."""
+        timers: list[TimerOp] = []
+        for group in self.groups.values():
+            if not isinstance(group, ConsumerGroup):
+                continue
+            group.metadata_refresh_requested = True
+            for member in group.members.values():
+                timers.append(ScheduleTimer(session_timer(group.group_id, member.member_id),
+                                            now_ms + self.session_timeout_ms(group, member)))
+                if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic_protocol:
+                    timers.append(ScheduleTimer(rebalance_timer(group.group_id, member.member_id),
+                                                now_ms + member.rebalance_timeout_ms, member.member_epoch))
+            if group.members and group.assignment_epoch < group.group_epoch:
+                timers.append(self.assignment_timer(group))
+        return timers
+
+    def on_metadata_update(self, image: MetadataImage, now_ms: int) -> list[TimerOp]:
+        """A topic changed upstream: groups subscribed to it recompute their metadata hash on
+        the next heartbeat (Kafka: `requestMetadataRefresh`); regex groups re-resolve."""
+        old, self.image = self.image, image
+        changed = changed_topic_names(old, image)
+        if not changed:
+            return []
+        if image.topics_by_name.keys() - old.topics_by_name.keys():
+            self.last_image_version_with_new_topics = image.version
+        timers: list[TimerOp] = []
+        for group in self.groups.values():
+            if not isinstance(group, ConsumerGroup) or not group.members:
+                continue
+            names = subscribed_topic_names(group, group.subscribed_topic_names, group.regex_subscribers)
+            if names & changed:
+                group.metadata_refresh_requested = True
+            timer = self.maybe_schedule_regex_refresh(group, now_ms)
+            if timer is not None:
+                timers.append(timer)
+        return timers
