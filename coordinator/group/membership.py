@@ -135,6 +135,19 @@ def member_topic_ids(group: ConsumerGroup, image: MetadataImage,
 
 
 # ----------------------------------------------------------- target assignment
+class _TopicDescriber:
+    """The assignors' `SubscribedTopicDescriber` over the metadata image."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._by_id = image.topics_by_id
+
+    def num_partitions(self, topic_id: uuid.UUID) -> int:
+        t = self._by_id.get(topic_id)
+        return t.num_partitions if t is not None else -1
+
+
 def compute_target_assignment(shard: GroupCoordinatorShard, group: ConsumerGroup, group_epoch: int,
                               updated: ConsumerGroupMember | None, now_ms: int,
                               removed: Iterable[str] = ()
@@ -173,7 +186,7 @@ def compute_target_assignment(shard: GroupCoordinatorShard, group: ConsumerGroup
     assignor_name = group.preferred_server_assignor(shard.config.default_assignor, overlay)
     assignor = shard.assignors.get(assignor_name) or shard.assignors[shard.config.default_assignor]
     try:
-        result = assignor.assign(GroupSpec(spec_members, sub_type, current), image)
+        result = assignor.assign(GroupSpec(spec_members, sub_type, current), _TopicDescriber(image))
     except PartitionAssignorError as e:
         raise ApiError(ErrorCode.unknown_server_error,
                        f"Failed to compute a new target assignment for epoch {group_epoch}: {e}") from e

@@ -1,0 +1,123 @@
+"""The state topic on the upstream cluster, read and written with aiokafka.
+
+One compacted topic (default `__kcoord_offsets`, 50 partitions) holds every group's
+records in Kafka's `__consumer_offsets` format; each coordinator shard owns one
+partition. Loading reads a partition from its start to the high watermark taken from
+Fetch responses (not ListOffsets, which Tansu answers wrongly for multi-record
+batches, environment.md §3.4.1).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+log = logging.getLogger("kcoord.state_topic")
+
+# (partition, offset, key bytes, value bytes or None)
+RecordSink = Callable[[int, int, bytes, bytes | None], None]
+
+
+class StateTopic:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, replication_factor: int = -1,
+                 max_batch_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord") -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.max_batch_bytes = max_batch_bytes
+        self.client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        await self.ensure_topic()
+        # acks=all: a coordinator response is released only once the write is replicated,
+        # as Kafka releases it at the high watermark.
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-writer", acks="all",
+            linger_ms=0, max_request_size=self.max_batch_bytes, enable_idempotence=False,
+            request_timeout_ms=30_000)
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    async def ensure_topic(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin")
+        await admin.start()
+        try:
+            rf = self.replication_factor if self.replication_factor > 0 else 1
+            topic = NewTopic(self.topic, self.partitions, rf,
+                             topic_configs={"cleanup.policy": "compact", "compression.type": "producer"})
+            try:
+                resp = await admin.create_topics([topic])
+                for t in getattr(resp, "topic_errors", ()):
+                    if t[1] not in (0, TopicAlreadyExistsError.errno):
+                        raise RuntimeError(f"cannot create state topic {self.topic}: error {t[1]} {t[2]}")
+            except TopicAlreadyExistsError:
+                pass
+        finally:
+            await admin.close()
+
+    async def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+                     timestamp_ms: int) -> int:
+        """Append records as ONE batch (Kafka writes a result atomically) and return its base
+        offset once the upstream acknowledged it."""
+        assert self._producer is not None, "state topic not started"
+        batch = self._producer.create_batch()
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=timestamp_ms) is None:
+                raise ValueError(f"a coordinator write of more than {self.max_batch_bytes} bytes does "
+                                 f"not fit in one batch of partition {partition}")
+        batch.close()
+        fut = await self._producer.send_batch(batch, self.topic, partition=partition)
+        metadata = await fut
+        return metadata.offset
+
+    async def load(self, partitions: Iterable[int], sink: RecordSink,
+                   on_loaded: Callable[[int, int], None],
+                   progress: Callable[[int, int], None] | None = None) -> None:
+        """Replay partitions from their first offset until each reaches its high watermark.
+        `on_loaded(partition, log_end_offset)` fires as each one completes."""
+        tps = {TopicPartition(self.topic, p) for p in partitions}
+        if not tps:
+            return
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-loader",
+            enable_auto_commit=False, isolation_level="read_committed",
+            max_partition_fetch_bytes=5 * 1024 * 1024, fetch_max_bytes=50 * 1024 * 1024)
+        await consumer.start()
+        try:
+            consumer.assign(list(tps))
+            await consumer.seek_to_beginning(*tps)
+            pending = set(tps)
+            records = 0
+            last_report = time.monotonic()
+            while pending:
+                batches = await consumer.getmany(*pending, timeout_ms=200, max_records=50_000)
+                for tp, recs in batches.items():
+                    for r in recs:
+                        sink(tp.partition, r.offset, r.key, r.value)
+                    records += len(recs)
+                for tp in list(pending):
+                    hw = consumer.highwater(tp)
+                    if hw is None:
+                        continue
+                    position = await consumer.position(tp)
+                    if position >= hw:
+                        pending.discard(tp)
+                        consumer.pause(tp)
+                        on_loaded(tp.partition, position)
+                if progress is not None and time.monotonic() - last_report > 1.0:
+                    progress(records, len(tps) - len(pending))
+                    last_report = time.monotonic()
+                await asyncio.sleep(0)
+        finally:
+            await consumer.stop()

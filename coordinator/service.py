@@ -1,0 +1,272 @@
+"""GroupCoordinatorService: what the gateway calls for every group API.
+
+It routes each group to the shard that owns it (`abs(javaHash(groupId)) % partitions`,
+exactly Kafka's mapping), splits multi-group requests by shard, and turns shard-level
+failures (loading, not active, write failed) into the per-API error Kafka would send.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from .config import CoordinatorConfig
+from .group import consumer_heartbeat, group_admin, offset_ops
+from .group.errors import ApiError
+from .group.hashing import partition_for
+from .group.image import EMPTY_IMAGE, MetadataImage
+from .group.kio_util import build, schema
+from .group.result import Result
+from .group.shard import GroupCoordinatorShard, RequestContext
+from .group.timeutil import from_ms
+from .protocol.service import ClientInfo
+from .runtime import metrics
+from .runtime.shard_runtime import ShardRuntime, ShardState
+from .runtime.state_topic import StateTopic
+
+log = logging.getLogger("kcoord.service")
+
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 28, 42, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+
+# What this coordinator serves, at Kafka 4.3's versions (reference §3.1).
+API_VERSIONS: dict[int, tuple[int, int]] = {
+    OFFSET_COMMIT: (2, 10),
+    OFFSET_FETCH: (1, 10),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
+}
+# Answered, but not advertised: transactional offset commits are not built yet, so they
+# are refused per partition and never applied outside their transaction.
+ANSWERED_NOT_ADVERTISED: dict[int, tuple[int, int]] = {TXN_OFFSET_COMMIT: (0, 5)}
+
+_API_NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", DESCRIBE_GROUPS: "DescribeGroups",
+              LIST_GROUPS: "ListGroups", TXN_OFFSET_COMMIT: "TxnOffsetCommit", DELETE_GROUPS: "DeleteGroups",
+              OFFSET_DELETE: "OffsetDelete", CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
+              CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe"}
+
+
+class GroupCoordinatorService:
+    def __init__(self, config: CoordinatorConfig, state_topic: StateTopic,
+                 make_shard: Callable[[int], GroupCoordinatorShard] | None = None) -> None:
+        self.config = config
+        self.state_topic = state_topic
+        self.api_versions = dict(API_VERSIONS)
+        self.answered_versions = {**API_VERSIONS, **ANSWERED_NOT_ADVERTISED}
+        self.image: MetadataImage = EMPTY_IMAGE
+        self._make_shard = make_shard or (lambda p: GroupCoordinatorShard(p, self.config, self.image))
+        self.runtimes = [ShardRuntime(p, self._new_shard, state_topic,
+                                      write_timeout_ms=config.offsets_commit_timeout_ms)
+                         for p in range(config.state_topic_partitions)]
+        self._handlers = {
+            CONSUMER_GROUP_HEARTBEAT: self._heartbeat, CONSUMER_GROUP_DESCRIBE: self._consumer_describe,
+            OFFSET_COMMIT: self._offset_commit, OFFSET_FETCH: self._offset_fetch,
+            DESCRIBE_GROUPS: self._describe_groups, LIST_GROUPS: self._list_groups,
+            DELETE_GROUPS: self._delete_groups, OFFSET_DELETE: self._offset_delete,
+            TXN_OFFSET_COMMIT: self._txn_offset_commit,
+        }
+
+    def _new_shard(self, partition: int) -> GroupCoordinatorShard:
+        shard = self._make_shard(partition)
+        shard.image = self.image
+        return shard
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        started = time.monotonic()
+        for rt in self.runtimes:
+            rt.begin_load()
+        by_partition = {rt.partition: rt for rt in self.runtimes}
+
+        def progress(records: int, done: int) -> None:
+            log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
+                     self.state_topic.topic, records, done, len(self.runtimes))
+
+        await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
+                                    lambda p, leo: by_partition[p].finish_load(leo), progress)
+        log.info("loaded %d state partitions in %.2fs", len(self.runtimes), time.monotonic() - started)
+
+    def close(self) -> None:
+        for rt in self.runtimes:
+            rt.close()
+
+    def on_metadata_update(self, image: MetadataImage) -> None:
+        self.image = image
+        for rt in self.runtimes:
+            if rt.state is ShardState.ACTIVE:
+                timers = rt.shard.on_metadata_update(image, rt.clock())
+                if timers:
+                    rt.submit(lambda shard, now, t=timers: Result(timers=t))
+            else:
+                rt.shard.image = image
+
+    def shards(self):
+        return [rt.shard for rt in self.runtimes]
+
+    # --------------------------------------------------------------- routing
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.state_topic_partitions)
+
+    def runtime_for(self, group_id: str) -> ShardRuntime:
+        return self.runtimes[self.partition_for(group_id)]
+
+    async def handle(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
+        handler = self._handlers[api_key]
+        ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
+                             client_host=f"/{client.host}")
+        started = time.perf_counter()
+        response = await handler(ctx, request)
+        name = _API_NAMES[api_key]
+        metrics.REQUEST_SECONDS.labels(api=name).observe(time.perf_counter() - started)
+        metrics.REQUESTS.labels(api=name, error=_error_name(response)).inc()
+        return response
+
+    def _by_shard(self, group_ids) -> dict[ShardRuntime, list[str]]:
+        out: dict[ShardRuntime, list[str]] = defaultdict(list)
+        for gid in group_ids:
+            out[self.runtime_for(gid)].append(gid)
+        return out
+
+    # -------------------------------------------------------------- handlers
+    async def _heartbeat(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(
+                lambda shard, now: shard.consumer_group_heartbeat(ctx, req, now))
+        except ApiError as e:
+            mod = schema("consumer_group_heartbeat", ctx.api_version)
+            return mod.ConsumerGroupHeartbeatResponse(
+                throttle_time=from_ms(0), error_code=e.code, error_message=e.message, member_epoch=0,
+                heartbeat_interval=from_ms(0))
+
+    async def _consumer_describe(self, ctx: RequestContext, req):
+        mod = schema("consumer_group_describe", ctx.api_version)
+        include = req.include_authorized_operations
+        described = await self._per_group(req.group_ids, lambda shard, gid: group_admin.describe_consumer_group(
+            shard, mod, gid, include), lambda gid, e: build(
+            mod.DescribedGroup, error_code=e.code, error_message=e.message, group_id=gid, group_state="",
+            group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+            authorized_operations=group_admin.AUTHORIZED_OPERATIONS_OMITTED))
+        return mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=tuple(described))
+
+    async def _describe_groups(self, ctx: RequestContext, req):
+        mod = schema("describe_groups", ctx.api_version)
+        include = getattr(req, "include_authorized_operations", False)
+        described = await self._per_group(req.groups, lambda shard, gid: group_admin.describe_group(
+            shard, mod, ctx.api_version, gid, include), lambda gid, e: build(
+            mod.DescribedGroup, error_code=e.code, error_message=e.message, group_id=gid, group_state="",
+            protocol_type="", protocol_data="", members=(),
+            authorized_operations=group_admin.AUTHORIZED_OPERATIONS_OMITTED))
+        return build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=tuple(described))
+
+    async def _per_group(self, group_ids, describe, on_error) -> list:
+        """Run a read of several groups shard by shard; answers keep the request's order."""
+        answers: dict[str, Any] = {}
+
+        async def one(rt: ShardRuntime, gids: list[str]) -> None:
+            try:
+                results = await rt.run(lambda shard, now: Result(response=[describe(shard, g) for g in gids]))
+                answers.update(zip(gids, results))
+            except ApiError as e:
+                answers.update((g, on_error(g, e)) for g in gids)
+
+        await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(group_ids).items()))
+        return [answers[g] for g in group_ids]
+
+    async def _list_groups(self, ctx: RequestContext, req):
+        mod = schema("list_groups", ctx.api_version)
+        groups: list = []
+        error = ErrorCode.none
+        for rt in self.runtimes:
+            try:
+                resp = await rt.run(lambda shard, now: shard.list_groups(ctx, req, now))
+                groups.extend(resp.groups)
+            except ApiError as e:
+                error = e.code  # Kafka reports a loading coordinator rather than a partial list
+        return build(mod.ListGroupsResponse, throttle_time=from_ms(0), error_code=error, groups=tuple(groups))
+
+    async def _delete_groups(self, ctx: RequestContext, req):
+        mod = schema("delete_groups", ctx.api_version)
+        results: dict[str, Any] = {}
+
+        async def one(rt: ShardRuntime, gids: list[str]) -> None:
+            sub = type(req)(groups_names=tuple(g for g in gids if g))
+            try:
+                resp = await rt.run(lambda shard, now: shard.delete_groups(ctx, sub, now))
+                results.update((r.group_id, r) for r in resp.results)
+            except ApiError as e:
+                results.update((g, build(mod.DeletableGroupResult, group_id=g, error_code=e.code)) for g in gids)
+
+        await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(req.groups_names).items()))
+        out = [results.get(g) or build(mod.DeletableGroupResult, group_id=g, error_code=ErrorCode.invalid_group_id)
+               for g in req.groups_names]
+        return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
+
+    async def _offset_commit(self, ctx: RequestContext, req):
+        if not req.group_id:
+            return _commit_error(ctx, req, ErrorCode.invalid_group_id)
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_commit(ctx, req, now))
+        except ApiError as e:
+            return _commit_error(ctx, req, e.code)
+
+    async def _txn_offset_commit(self, ctx: RequestContext, req):
+        return _commit_error(ctx, req, ErrorCode.unsupported_version, api="txn_offset_commit")
+
+    async def _offset_delete(self, ctx: RequestContext, req):
+        mod = schema("offset_delete", ctx.api_version)
+        if not req.group_id:
+            return build(mod.OffsetDeleteResponse, error_code=ErrorCode.invalid_group_id,
+                         throttle_time=from_ms(0), topics=())
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_delete(ctx, req, now))
+        except ApiError as e:
+            return build(mod.OffsetDeleteResponse, error_code=e.code, throttle_time=from_ms(0), topics=())
+
+    async def _offset_fetch(self, ctx: RequestContext, req):
+        mod = schema("offset_fetch", ctx.api_version)
+        if ctx.api_version < 8:
+            try:
+                return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_fetch(ctx, req, now))
+            except ApiError as e:
+                return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), topics=(), error_code=e.code)
+
+        def one(shard, g):
+            try:
+                topics = offset_ops.fetch_group(shard, ctx.api_version, mod, g.group_id, g.topics,
+                                                req.require_stable, g.member_id, g.member_epoch)
+                return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
+                             error_code=ErrorCode.none)
+            except ApiError as e:
+                return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=(), error_code=e.code)
+
+        by_id = {g.group_id: g for g in req.groups}
+        groups = await self._per_group([g.group_id for g in req.groups], lambda shard, gid: one(shard, by_id[gid]),
+                                       lambda gid, e: build(mod.OffsetFetchResponseGroup, group_id=gid,
+                                                            topics=(), error_code=e.code))
+        return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))
+
+
+def _commit_error(ctx: RequestContext, req, code: ErrorCode, api: str = "offset_commit"):
+    """Every partition of a commit answered with one error (Kafka's group-level failures)."""
+    mod = schema(api, ctx.api_version)
+    prefix = "TxnOffsetCommit" if api == "txn_offset_commit" else "OffsetCommit"
+    part_cls, topic_cls = getattr(mod, f"{prefix}ResponsePartition"), getattr(mod, f"{prefix}ResponseTopic")
+    topics = tuple(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+                         partitions=tuple(build(part_cls, partition_index=p.partition_index, error_code=code)
+                                          for p in t.partitions)) for t in req.topics)
+    return build(getattr(mod, f"{prefix}Response"), throttle_time=from_ms(0), topics=topics)
+
+
+def _error_name(response: Any) -> str:
+    code = getattr(response, "error_code", None)
+    return code.name if code is not None else "none"
