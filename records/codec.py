@@ -1,0 +1,360 @@
+"""Encode and decode `__consumer_offsets` keys and values (framing: §2.1).
+
+    key   = int16 record type || key struct, classic encoding, version 0
+    value = int16 version     || value struct at that version; None = tombstone
+
+`decode_record` is the replay hot path: decoded keys are cached by their
+bytes (keys are immutable and repeat heavily in an offsets log), and offset
+commit keys/values have hand-unrolled fast paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any, Callable
+
+from records import _assignment as asg
+from records import _classic as cl
+from records import _consumer as cg
+from records._wire import (
+    LOW_LEVEL, MAX_STRING, FieldError, pack_h, pack_i, reason_of, string, unpack_h, unpack_i,
+    w_string,
+)
+from records.schemas import (
+    ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue, GroupMetadataKey, GroupMetadataValue,
+    LegacyOffsetCommitKey, LegacyOffsetCommitValue, OffsetCommitKey, OffsetCommitValue,
+)
+from records.types import (
+    CoordinatorRecord, RecordDecodeError, RecordEncodeError, UnknownRecord,
+    UnknownRecordTypeError, UnknownRecordVersionError,
+)
+
+# --- keys ----------------------------------------------------------------------
+# (key class, Kafka field names, layout: s = string, i = int32)
+_KEY_LAYOUTS: dict[int, tuple[type, tuple[str, ...], str]] = {
+    0: (LegacyOffsetCommitKey, ("group", "topic", "partition"), "ssi"),
+    1: (OffsetCommitKey, ("group", "topic", "partition"), "ssi"),
+    2: (GroupMetadataKey, ("group",), "s"),
+    3: (ConsumerGroupMetadataKey, ("GroupId",), "s"),
+    4: (ConsumerGroupPartitionMetadataKey, ("GroupId",), "s"),
+    5: (ConsumerGroupMemberMetadataKey, ("GroupId", "MemberId"), "ss"),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, ("GroupId",), "s"),
+    7: (ConsumerGroupTargetAssignmentMemberKey, ("GroupId", "MemberId"), "ss"),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, ("GroupId", "MemberId"), "ss"),
+    16: (ConsumerGroupRegularExpressionKey, ("GroupId", "RegularExpression"), "ss"),
+}
+_KEY_ATTRS = {cls: (rtype, tuple(f.name for f in dataclasses.fields(cls)), layout)
+              for rtype, (cls, _, layout) in _KEY_LAYOUTS.items()}
+
+
+def _key_decoder(cls: type, names: tuple[str, ...], layout: str) -> Callable[[bytes], Any]:
+    """A decoder unrolled for one key layout (keys are classic encoding, version 0)."""
+    if layout == "s":
+        def decode(b: bytes) -> Any:
+            pos = 2
+            try:
+                a, pos = string(b, pos)
+            except LOW_LEVEL as e:
+                raise FieldError(names[0], pos, reason_of(e, b)) from None
+            cl.check_end(b, pos)
+            return cls(a)
+    elif layout == "ss":
+        def decode(b: bytes) -> Any:
+            f, pos = names[0], 2
+            try:
+                a, pos = string(b, pos)
+                f = names[1]
+                c, pos = string(b, pos)
+            except LOW_LEVEL as e:
+                raise FieldError(f, pos, reason_of(e, b)) from None
+            cl.check_end(b, pos)
+            return cls(a, c)
+    else:
+        assert layout == "ssi"
+
+        def decode(b: bytes) -> Any:
+            f, pos = names[0], 2
+            try:
+                a, pos = string(b, pos)
+                f = names[1]
+                c, pos = string(b, pos)
+                f = names[2]
+                p = unpack_i(b, pos)[0]
+                pos += 4
+            except LOW_LEVEL as e:
+                raise FieldError(f, pos, reason_of(e, b)) from None
+            cl.check_end(b, pos)
+            return cls(a, c, p)
+    return decode
+
+
+_KEY_DECODERS = {rtype: _key_decoder(*layout) for rtype, layout in _KEY_LAYOUTS.items()}
+
+
+_new = object.__new__
+_set_group = OffsetCommitKey.group.__set__  # type: ignore[attr-defined]
+_set_topic = OffsetCommitKey.topic.__set__  # type: ignore[attr-defined]
+_set_partition = OffsetCommitKey.partition.__set__  # type: ignore[attr-defined]
+
+
+def _offset_commit_key_fast(b: bytes) -> OffsetCommitKey | None:
+    """Well-formed OffsetCommitKey, or None to let the checked path report the error."""
+    n = len(b)
+    if n < 10:
+        return None
+    g = (b[2] << 8) | b[3]
+    e1 = 4 + g
+    if g >= 0x8000 or e1 + 6 > n:
+        return None
+    t = (b[e1] << 8) | b[e1 + 1]
+    e2 = e1 + 2 + t
+    if t >= 0x8000 or e2 + 4 != n:
+        return None
+    try:
+        group = b[4:e1].decode()
+        topic = b[e1 + 2:e2].decode()
+    except UnicodeDecodeError:
+        return None
+    # Frozen-dataclass __init__ goes through object.__setattr__ per field;
+    # the slot descriptors do the same job at half the cost.
+    k = _new(OffsetCommitKey)
+    _set_group(k, group)
+    _set_topic(k, topic)
+    _set_partition(k, unpack_i(b, e2)[0])
+    return k
+
+
+def decode_key(data: bytes, *, topic: str | None = None, partition: int | None = None,
+               offset: int | None = None) -> Any:
+    """The key dataclass; UnknownRecordTypeError for a type this codec does not know."""
+    b = data if type(data) is bytes else bytes(data or b"")
+    if len(b) < 2:
+        raise RecordDecodeError(None, "record key", "type", 0, f"key is {len(b)} bytes; "
+                                "needs at least the 2-byte record type", part="key",
+                                topic=topic, partition=partition, offset=offset)
+    rtype = unpack_h(b, 0)[0]
+    if rtype not in _KEY_LAYOUTS:
+        raise UnknownRecordTypeError(rtype)
+    try:
+        if rtype == 1:
+            key = _offset_commit_key_fast(b)
+            if key is not None:
+                return key
+        return _KEY_DECODERS[rtype](b)
+    except FieldError as e:
+        raise RecordDecodeError(rtype, _KEY_LAYOUTS[rtype][0].__name__, e.field, e.position,
+                                e.reason, part="key", topic=topic, partition=partition,
+                                offset=offset) from None
+
+
+def encode_key(key: Any) -> bytes:
+    try:
+        rtype, attrs, layout = _KEY_ATTRS[type(key)]
+    except KeyError:
+        raise RecordEncodeError(f"{type(key).__name__} is not a record key") from None
+    try:
+        if rtype == 1:
+            group, topic = key.group.encode(), key.topic.encode()
+            if len(group) <= MAX_STRING and len(topic) <= MAX_STRING:
+                return b"".join((b"\x00\x01", pack_h(len(group)), group, pack_h(len(topic)),
+                                 topic, pack_i(key.partition)))
+        out = bytearray(pack_h(rtype))
+        for attr, kind in zip(attrs, layout):
+            v = getattr(key, attr)
+            if kind == "s":
+                w_string(out, v)
+            else:
+                out += struct.pack(">i", v)
+        return bytes(out)
+    except (struct.error, ValueError, TypeError, AttributeError) as e:
+        raise RecordEncodeError(f"cannot encode {type(key).__name__}: {e}") from e
+
+
+# --- values --------------------------------------------------------------------
+
+_VALUE_DECODERS: dict[int, dict[int, Callable[[bytes], Any]]] = {
+    0: {0: cl.decode_legacy_offset_commit_v0},
+    1: {0: cl.decode_offset_commit_v0, 1: cl.decode_offset_commit_v1,
+        2: cl.decode_offset_commit_v2, 3: cl.decode_offset_commit_v3,
+        4: cl.decode_offset_commit_v4},
+    2: {0: cl.decode_group_metadata_v0, 1: cl.decode_group_metadata_v1,
+        2: cl.decode_group_metadata_v2, 3: cl.decode_group_metadata_v3,
+        4: cl.decode_group_metadata_v4},
+    3: {0: cg.decode_consumer_group_metadata},
+    4: {0: cg.decode_consumer_group_partition_metadata},
+    5: {0: cg.decode_consumer_group_member_metadata},
+    6: {0: cg.decode_target_assignment_metadata},
+    7: {0: asg.decode_target_assignment_member},
+    8: {0: asg.decode_current_member_assignment},
+    16: {0: cg.decode_regular_expression},
+}
+
+_VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
+    LegacyOffsetCommitValue: (cl.encode_legacy_offset_commit, range(0, 1)),
+    OffsetCommitValue: (cl.encode_offset_commit, range(0, 5)),
+    GroupMetadataValue: (cl.encode_group_metadata, range(0, 5)),
+    ConsumerGroupMetadataValue: (cg.encode_consumer_group_metadata, range(0, 1)),
+    ConsumerGroupPartitionMetadataValue: (cg.encode_consumer_group_partition_metadata,
+                                          range(0, 1)),
+    ConsumerGroupMemberMetadataValue: (cg.encode_consumer_group_member_metadata, range(0, 1)),
+    ConsumerGroupTargetAssignmentMetadataValue: (cg.encode_target_assignment_metadata,
+                                                 range(0, 1)),
+    ConsumerGroupTargetAssignmentMemberValue: (asg.encode_target_assignment_member, range(0, 1)),
+    ConsumerGroupCurrentMemberAssignmentValue: (asg.encode_current_member_assignment,
+                                                range(0, 1)),
+    ConsumerGroupRegularExpressionValue: (cg.encode_regular_expression, range(0, 1)),
+}
+
+# GroupMetadataManager / GroupCoordinatorRecordHelpers: group metadata is written
+# at GROUP_METADATA_VALUE_VERSION = 3; offsets at 4, or 1 when the commit
+# carries an expire timestamp (the only version with that field).
+_OFFSET_COMMIT_V4_EMPTY_METADATA = struct.Struct(">hqiBqB")
+
+
+def latest_value_version(value: Any) -> int:
+    """The value version Kafka 4.3 writes for this value."""
+    t = type(value)
+    if t is OffsetCommitValue:
+        return 4 if value.expire_timestamp == -1 else 1
+    if t is GroupMetadataValue:
+        return 3
+    if t in _VALUE_ENCODERS:
+        return 0
+    raise RecordEncodeError(f"{t.__name__} is not a record value")
+
+
+def encode_value(value: Any, version: int | None = None) -> bytes | None:
+    """Value bytes (version prefix included); None for a tombstone.
+
+    Fields the chosen version lacks are dropped, as Kafka does for its
+    "ignorable" fields (all such fields in these schemas are ignorable).
+    """
+    if value is None:
+        return None
+    t = type(value)
+    try:
+        if t is OffsetCommitValue and (version is None or version == 4) \
+                and value.expire_timestamp == -1 and not value.metadata \
+                and not value.unknown_tagged_fields:
+            # Fast path: what the coordinator writes for nearly every commit.
+            tid = value.topic_id
+            head = _OFFSET_COMMIT_V4_EMPTY_METADATA.pack(
+                4, value.offset, value.leader_epoch, 1, value.commit_timestamp,
+                0 if tid.int == 0 else 1)
+            return head if tid.int == 0 else head + b"\x00\x10" + tid.bytes
+        entry = _VALUE_ENCODERS.get(t)
+        if entry is None:
+            raise RecordEncodeError(f"{t.__name__} is not a record value")
+        encoder, versions = entry
+        if version is None:
+            version = latest_value_version(value)
+        if version not in versions:
+            raise RecordEncodeError(f"{t.__name__} has no version {version} "
+                                    f"(valid: {versions.start}-{versions.stop - 1})")
+        return encoder(value, version)
+    except RecordEncodeError:
+        raise
+    except (struct.error, ValueError, TypeError, AttributeError, OverflowError) as e:
+        shown = latest_value_version(value) if version is None else version
+        raise RecordEncodeError(f"cannot encode {t.__name__} version {shown}: {e}") from e
+
+
+def _value_schema(rtype: int) -> str:
+    for cls in _VALUE_ENCODERS:
+        if cls.record_type == rtype:
+            return cls.__name__
+    return "value"
+
+
+def decode_value(record_type: int, data: bytes | None, *, topic: str | None = None,
+                 partition: int | None = None, offset: int | None = None) -> tuple[Any, int]:
+    """(value, version) for a value of a known record type; (None, 0) for a tombstone."""
+    if data is None:
+        return None, 0
+    decoders = _VALUE_DECODERS.get(record_type)
+    if decoders is None:
+        raise UnknownRecordTypeError(record_type)
+    b = data if type(data) is bytes else bytes(data)
+    if len(b) < 2:
+        raise RecordDecodeError(record_type, _value_schema(record_type), "version", 0,
+                                f"value is {len(b)} bytes; needs at least the 2-byte version",
+                                topic=topic, partition=partition, offset=offset)
+    version = unpack_h(b, 0)[0]
+    decoder = decoders.get(version)
+    if decoder is None:
+        raise UnknownRecordVersionError(record_type, version, topic=topic,
+                                        partition=partition, offset=offset)
+    try:
+        return decoder(b), version
+    except FieldError as e:
+        raise RecordDecodeError(record_type, _value_schema(record_type), e.field, e.position,
+                                e.reason, version=version, topic=topic, partition=partition,
+                                offset=offset) from None
+
+
+# Small enough to stay in CPU cache (a big dict makes every miss slower, and a
+# freshly compacted log is mostly misses), big enough for the hot partitions of
+# an active log. Measured with bench/bench_records.py.
+_KEY_CACHE: dict[bytes, Any] = {}
+_KEY_CACHE_MAX = 8192
+
+
+def decode_record(key: bytes, value: bytes | None, *, topic: str | None = None,
+                  partition: int | None = None,
+                  offset: int | None = None) -> CoordinatorRecord | UnknownRecord:
+    """Decode one record. Unknown record types give an UnknownRecord (KIP-915)."""
+    if type(key) is not bytes:
+        if key is None:
+            raise RecordDecodeError(None, "record key", "key", 0, "record has no key",
+                                    part="key", topic=topic, partition=partition,
+                                    offset=offset)
+        key = bytes(key)
+    k = _KEY_CACHE.get(key)
+    if k is None:
+        if len(key) < 2:
+            decode_key(key, topic=topic, partition=partition, offset=offset)  # raises
+        rtype = unpack_h(key, 0)[0]
+        if rtype == 1:
+            k = _offset_commit_key_fast(key)
+        if k is None:
+            decoder = _KEY_DECODERS.get(rtype)
+            if decoder is None:
+                return UnknownRecord(rtype, key, None if value is None else bytes(value))
+            try:
+                k = decoder(key)
+            except FieldError:
+                decode_key(key, topic=topic, partition=partition, offset=offset)  # raises
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[key] = k
+    if value is None:
+        return CoordinatorRecord(k, None, 0)
+    rtype = k.record_type
+    if rtype == 1 and type(value) is bytes and len(value) >= 2 and value[0] == 0 \
+            and value[1] == 4:
+        try:
+            return CoordinatorRecord(k, cl.decode_offset_commit_v4(value), 4)
+        except FieldError:
+            pass  # decode_value below re-raises it with the record's context
+    v, version = decode_value(rtype, value, topic=topic, partition=partition, offset=offset)
+    return CoordinatorRecord(k, v, version)
+
+
+def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None) for a record built in code."""
+    key, value = record.key, record.value
+    if value is not None and type(value).record_type != key.record_type:
+        raise RecordEncodeError(f"{type(key).__name__} (type {key.record_type}) cannot carry "
+                                f"a {type(value).__name__}")
+    return encode_key(key), encode_value(value, record.value_version)
+
+
+__all__ = ["encode_key", "encode_value", "encode_record", "decode_key",
+           "decode_value", "decode_record", "latest_value_version"]
