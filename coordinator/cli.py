@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import importlib
 import logging
 import signal
 import sys
@@ -122,7 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-host", default="127.0.0.1")
     s.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="coordinator setting, e.g. group.consumer.heartbeat.interval.ms=2000 (repeatable)")
+    for module in _TOOL_MODULES:
+        try:
+            tool = importlib.import_module(module)
+        except ImportError as e:
+            if e.name != module:
+                raise
+            continue
+        tool.register(sub)  # each tool adds its sub-command and sets `func` on its parser
     return parser
+
+
+# Sub-commands owned by other packages: `register(subparsers)` adds them.
+_TOOL_MODULES = ("ops.cli", "migration.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     if args.command == "serve":
         return asyncio.run(serve(args))
-    return 2
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Online conversion between classic and consumer groups (KIP-848 migration)."""

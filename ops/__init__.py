@@ -1,0 +1,1 @@
+"""Offline tools: offsets log dump, replay, downgrade check, PySpark pipeline."""
