@@ -212,8 +212,6 @@ class GroupCoordinatorService:
         return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
 
     async def _offset_commit(self, ctx: RequestContext, req):
-        if not req.group_id:
-            return _commit_error(ctx, req, ErrorCode.invalid_group_id)
         try:
             return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_commit(ctx, req, now))
         except ApiError as e:
@@ -224,9 +222,6 @@ class GroupCoordinatorService:
 
     async def _offset_delete(self, ctx: RequestContext, req):
         mod = schema("offset_delete", ctx.api_version)
-        if not req.group_id:
-            return build(mod.OffsetDeleteResponse, error_code=ErrorCode.invalid_group_id,
-                         throttle_time=from_ms(0), topics=())
         try:
             return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_delete(ctx, req, now))
         except ApiError as e:

@@ -90,36 +90,28 @@ def consumer_group_describe(shard: GroupCoordinatorShard, ctx: RequestContext, r
 
 # ----------------------------------------------------------- DescribeGroups
 def describe_group(shard: GroupCoordinatorShard, mod, api_version: int, group_id: str, include_ops: bool):
-    """DescribeGroups (API 15). Consumer groups are described in classic terms so that
-    tools that predate KIP-848 still see members (migration/ adds the embedded-protocol
-    bytes); a missing group is DEAD, or GROUP_ID_NOT_FOUND from v6 (KIP-1043)."""
+    """DescribeGroups (API 15) only describes classic groups (`GroupMetadataManager.describeGroups`
+    looks groups up as classic ones): a consumer group, like a missing one, is "Dead", with
+    GROUP_ID_NOT_FOUND from v6 (KIP-1043). Tools must use ConsumerGroupDescribe for those."""
     ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
     group = shard.groups.get(group_id)
-    if group is None:
-        if api_version >= 6:
-            return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found,
-                         error_message=f"Group {group_id} not found.", group_id=group_id,
-                         group_state="Dead", protocol_type="", protocol_data="", members=(),
-                         authorized_operations=ops)
-        return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
-                     group_state="Dead", protocol_type="", protocol_data="", members=(),
-                     authorized_operations=ops)
-    describer = shard.migration.describe_for_classic_api if isinstance(group, ConsumerGroup) else None
-    if describer is not None:
-        return describer(shard, mod, group, ops)
-    members = []
-    if isinstance(group, ClassicGroup) and group.state is not ClassicGroupState.PREPARING_REBALANCE:
-        stable = group.state is ClassicGroupState.STABLE
-        for m in group.members.values():
-            members.append(build(mod.DescribedGroupMember, member_id=m.member_id,
-                                 group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                 client_host=m.client_host,
-                                 member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
-                                 member_assignment=m.assignment if stable else b""))
-    protocol = group.protocol_name or "" if isinstance(group, ClassicGroup) else ""
+    if not isinstance(group, ClassicGroup) or group.state is ClassicGroupState.DEAD:
+        why = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
+        return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none,
+                     error_message=why if api_version >= 6 else None, group_id=group_id, group_state="Dead",
+                     protocol_type="", protocol_data="", members=(), authorized_operations=ops)
+    stable = group.state is ClassicGroupState.STABLE
+    # Outside Stable Kafka describes members without their metadata but with their
+    # current assignment (`describeNoMetadata`), and leaves the protocol name unset.
+    members = tuple(build(mod.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                          client_id=m.client_id, client_host=m.client_host,
+                          member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                          member_assignment=m.assignment)
+                    for m in group.members.values())
     return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
-                 group_state=group_state_name(group), protocol_type=protocol_type_of(group),
-                 protocol_data=protocol, members=tuple(members), authorized_operations=ops)
+                 group_state=group.state.value, protocol_type=group.protocol_type or "",
+                 protocol_data=(group.protocol_name or "") if stable else "", members=members,
+                 authorized_operations=ops)
 
 
 def describe_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
@@ -132,8 +124,8 @@ def describe_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> R
 # -------------------------------------------------------------- ListGroups
 def list_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
     mod = schema("list_groups", ctx.api_version)
-    states = {s.lower() for s in getattr(req, "states_filter", ())}
-    types = {t.lower() for t in getattr(req, "types_filter", ())}
+    states = {s.strip().lower() for s in getattr(req, "states_filter", ())}
+    types = {t.strip().lower() for t in getattr(req, "types_filter", ())}
     out = []
     for group in shard.groups.values():
         state = group_state_name(group)

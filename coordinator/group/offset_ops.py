@@ -114,55 +114,61 @@ def _validate_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> 
 
 
 # ---------------------------------------------------------------- commit
+def _java_length(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
 def offset_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+    """Topic-level problems (unknown topic id or name, partition out of range) and oversized
+    metadata fail single partitions; any group-level validation failure, including a
+    KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
+    partition loop and answers the request with one error)."""
     mod = schema("offset_commit", ctx.api_version)
     by_id = ctx.api_version >= 10
-    try:
-        check = _validate_commit(shard, ctx, req)
-        group_error = None
-    except ApiError as e:
-        check, group_error = _ACCEPT_ALL, e.code
-
+    image = shard.image
     retention_ms = to_ms(getattr(req, "retention_time", -1))
     expire = now_ms + retention_ms if retention_ms != -1 else -1
     records = []
-    topics_out = []
-    for t in req.topics:
-        topic_id = t.topic_id if by_id else None
-        name = t.name if not by_id else None
-        if by_id:
-            img = shard.image.topics_by_id.get(topic_id)
-            name = img.name if img is not None else None
-        else:
-            img = shard.image.topics_by_name.get(name)
-            topic_id = img.topic_id if (img is not None and ctx.api_version >= 10) else None
-        parts_out = []
-        for p in t.partitions:
-            code = group_error
-            if code is None and name is None:
-                code = ErrorCode.unknown_topic_id
-            if code is None:
-                code = check(topic_id, name, p.partition_index)
-            metadata = p.committed_metadata or ""
-            if code is None and len(metadata) > shard.config.offset_metadata_max_bytes:
-                code = ErrorCode.offset_metadata_too_large
-            if code is None:
-                code = ErrorCode.none
-                records.append(rh.offset_commit_record(
-                    req.group_id, name, p.partition_index, offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1), metadata=metadata,
-                    commit_timestamp=now_ms, expire_timestamp=expire, topic_id=topic_id))
-            parts_out.append(build(mod.OffsetCommitResponsePartition,
-                                   partition_index=p.partition_index, error_code=code))
-        topics_out.append(build(mod.OffsetCommitResponseTopic, name=t.name if not by_id else None,
-                                topic_id=t.topic_id if by_id else None, partitions=tuple(parts_out)))
-    return Result(response=build(mod.OffsetCommitResponse, throttle_time=from_ms(0),
-                                 topics=tuple(topics_out)), records=records)
+    answers: list[tuple[object, list[tuple[int, ErrorCode]]]] = []
+    try:
+        check = _validate_commit(shard, ctx, req)
+        for t in req.topics:
+            img = image.topics_by_id.get(t.topic_id) if by_id else image.topics_by_name.get(t.name)
+            parts = []
+            for p in t.partitions:
+                if img is None or not 0 <= p.partition_index < img.num_partitions:
+                    code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+                elif _java_length(p.committed_metadata or "") > shard.config.offset_metadata_max_bytes:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    error = check(img.topic_id, img.name, p.partition_index)
+                    if error is not None:
+                        raise ApiError(error)
+                    code = ErrorCode.none
+                    # 4.3 persists the topic id of every commit, resolved by name below v10.
+                    records.append(rh.offset_commit_record(
+                        req.group_id, img.name, p.partition_index, offset=p.committed_offset,
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        metadata=p.committed_metadata or "", commit_timestamp=now_ms,
+                        expire_timestamp=expire, topic_id=img.topic_id))
+                parts.append((p.partition_index, code))
+            answers.append((t, parts))
+    except ApiError as e:
+        records = []
+        answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
+    topics_out = tuple(
+        build(mod.OffsetCommitResponseTopic, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+              partitions=tuple(build(mod.OffsetCommitResponsePartition, partition_index=i, error_code=code)
+                               for i, code in parts))
+        for t, parts in answers)
+    return Result(response=build(mod.OffsetCommitResponse, throttle_time=from_ms(0), topics=topics_out),
+                  records=records)
 
 
 # ----------------------------------------------------------------- fetch
 def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
-    """OffsetFetch v9+ (KIP-848): a member must fetch with its exact current epoch."""
+    """OffsetFetch v9+ (KIP-848): a consumer-group member must fetch with its exact current
+    epoch. Classic groups are not checked (`ClassicGroup.validateOffsetFetch`)."""
     if member_id is None and member_epoch < 0:
         return
     if isinstance(group, ConsumerGroup):
@@ -174,10 +180,6 @@ def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
             code = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
             raise ApiError(code, f"The received member epoch {member_epoch} does not match the member "
                                  f"epoch {member.member_epoch}.")
-    elif isinstance(group, ClassicGroup) and member_id is not None:
-        _validate_classic_member(group, member_id, None)
-        if member_epoch != group.generation_id:
-            raise ApiError(ErrorCode.illegal_generation)
 
 
 def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: str, topics,
@@ -193,11 +195,14 @@ def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: s
     topic_cls = getattr(mod, "OffsetFetchResponseTopics", None) or mod.OffsetFetchResponseTopic
     image = shard.image
 
-    def partition(topic: str, p: int):
+    def partition(topic: str, p: int, requested_id=None):
         if require_stable and shard.offsets.has_pending(group_id, topic, p):
             return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                          metadata="", error_code=ErrorCode.unstable_offset_commit)
         o = committed.get(topic, {}).get(p)
+        if o is not None and requested_id is not None and o.topic_id and o.topic_id.int \
+                and requested_id.int and o.topic_id != requested_id:
+            o = None  # KAFKA-19154: the offset belongs to an older topic of the same name
         if o is None:
             return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                          metadata="", error_code=ErrorCode.none)
@@ -229,8 +234,9 @@ def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: s
             name = img.name
         else:
             name = t.name
-        out.append(build(topic_cls, name=name, topic_id=getattr(t, "topic_id", None),
-                         partitions=tuple(partition(name, p) for p in t.partition_indexes)))
+        requested_id = getattr(t, "topic_id", None)
+        out.append(build(topic_cls, name=name, topic_id=requested_id,
+                         partitions=tuple(partition(name, p, requested_id) for p in t.partition_indexes)))
     return out
 
 

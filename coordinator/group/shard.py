@@ -53,7 +53,6 @@ class NoMigration:
     """Migration hooks before migration/ plugs in: a classic group with members cannot
     be upgraded, and fencing never downgrades."""
 
-    describe_for_classic_api = None
 
     def upgrade_for_heartbeat(self, shard, group, records):
         raise ApiError(consumer_heartbeat.ErrorCode.group_id_not_found,

@@ -43,15 +43,16 @@ MAX_BALANCE_PASSES = 16
 
 
 class _Builder:
+    """State of one heterogeneous assignment; members and topics are list indices."""
+
     def __init__(self, spec: GroupSpec, topics: TopicDescriber) -> None:
-        members = spec.members
-        self.member_ids = member_ids = list(members)
-        self.member_count = len(member_ids)
+        self.member_ids = list(spec.members)
+        self.member_count = len(self.member_ids)
         self._index_subscriptions(spec, topics)
+        # Partitions assigned to each member so far.
         self.sizes = [0] * self.member_count
-        # Each member's assignment; `copied[i]` says whether it is this builder's own
-        # dict (writable) or still the caller's (to be returned as is if untouched).
-        self.assignments: list[Assignment | None] = []
+        # `assignments[i]` is member i's assignment; `copied[i]` says whether it is this
+        # builder's own dict (writable) or still the caller's (returned as is if untouched).
         self.copied = [False] * self.member_count
         self._revoke_unsubscribed(spec)
 
@@ -105,15 +106,15 @@ class _Builder:
 
     def _revoke_unsubscribed(self, spec: GroupSpec) -> None:
         get_current = spec.current_assignment.get
-        counts, index = self.counts, self.index
+        counts, index, subscriptions, sizes = self.counts, self.index, self.subscribed, self.sizes
         index_by_identity = index.by_identity.get
         self.held_counts = held_counts = [0] * len(counts)
-        for position, member_id in enumerate(self.member_ids):
-            old = get_current(member_id)
-            self.assignments.append(old)
+        self.assignments: list[Assignment | None] = [get_current(m) for m in self.member_ids]
+        assignments = self.assignments
+        for position, old in enumerate(assignments):
             if not old:
                 continue
-            subscribed = self.subscribed[position]
+            subscribed = subscriptions[position]
             size = 0
             for topic_id, parts in old.items():
                 topic = index_by_identity(id(topic_id))
@@ -122,16 +123,17 @@ class _Builder:
                 if topic not in subscribed:
                     del self.writable(position)[topic_id]
                     continue
-                count = counts[topic]
-                if parts and parts[-1] >= count:  # inconsistent input: ids past the count
-                    parts = partitions_below(parts, count)
-                    if parts:
+                held = len(parts)
+                if held and parts[-1] >= counts[topic]:  # inconsistent input: ids past the count
+                    parts = partitions_below(parts, counts[topic])
+                    held = len(parts)
+                    if held:
                         self.writable(position)[topic_id] = parts
                     else:
                         del self.writable(position)[topic_id]
-                size += len(parts)
-                held_counts[topic] += len(parts)
-            self.sizes[position] = size
+                size += held
+                held_counts[topic] += held
+            sizes[position] = size
 
     def unassigned(self) -> dict[int, list[range]]:
         """Runs of free partitions of each topic that has some, by topic index."""
@@ -175,41 +177,33 @@ class _Builder:
         return sorted(members, key=lambda i: sizes[i] * scale + i)
 
     def assign_remaining(self, free: dict[int, list[range]]) -> None:
-        sizes = self.sizes
+        sizes, assignments, copied = self.sizes, self.assignments, self.copied
         for topic in self.topic_order(free):
             topic_id = self.index.topic_ids[topic]
             runs = free[topic]
             pending: Partitions | list[int] = runs[0] if len(runs) == 1 else list(chain.from_iterable(runs))
             order = self.by_load(self.subscribers[topic])
-            levels = [sizes[i] for i in order]
-            grants: list[tuple[int, Partitions | list[int]]] = []
-            remaining = len(pending)
-            position = 0
-            joined = 0
-            level = levels[0]
-            phases = 0
-            while remaining:
-                phases += 1
-                while joined < len(order) and levels[joined] <= level:
-                    joined += 1
-                # Every joined member gets one partition per level until the next member joins.
-                rounds = levels[joined] - level if joined < len(order) else remaining
-                handed = min(rounds * joined, remaining)
-                stop = position + handed
-                grants.extend(
-                    (order[j], pending[position + j : stop : joined]) for j in range(min(joined, handed))
-                )
-                position = stop
-                remaining -= handed
-                level += rounds
-            nobody_held_it = self.held_counts[topic] == 0
-            for member, piece in grants:
-                sizes[member] += len(piece)
-                assignment = self.assignments[member] if self.copied[member] else self.writable(member)
-                if nobody_held_it and phases == 1:
-                    # Nobody held the topic and each member got one piece: nothing to merge.
-                    assignment[topic_id] = piece if type(piece) is range else canonical_sorted(piece)
-                else:
+            phases = _level_fill(pending, order, [sizes[i] for i in order])
+            if len(phases) == 1 and self.held_counts[topic] == 0:
+                # Nobody held the topic and each member gets one piece: nothing to merge.
+                takers, pieces = phases[0]
+                for member, piece in zip(takers, pieces):
+                    if type(piece) is not range:
+                        piece = canonical_sorted(piece)
+                    sizes[member] += len(piece)
+                    if copied[member]:
+                        assignments[member][topic_id] = piece  # type: ignore[index]
+                    else:
+                        old = assignments[member]
+                        new = dict(old) if old else {}
+                        new[topic_id] = piece
+                        assignments[member] = new
+                        copied[member] = True
+                continue
+            for takers, pieces in phases:
+                for member, piece in zip(takers, pieces):
+                    sizes[member] += len(piece)
+                    assignment = self.writable(member)
                     held = assignment.get(topic_id, EMPTY_PARTITIONS)
                     assignment[topic_id] = partitions_union(held, piece) if held else canonical_sorted(piece)
 
@@ -272,6 +266,35 @@ class _Builder:
                 assignment.get(topic_id, EMPTY_PARTITIONS), sorted(partitions)
             )
         return moved
+
+
+def _level_fill(pending, order: list[int], loads: list[int]) -> list[tuple[list[int], list]]:
+    """Kafka's "next partition to the least loaded subscriber", as whole slices.
+
+    `order` is sorted by (load, index) and `loads` are its loads. The members at the
+    lowest load each take one partition, in order; then the level rises by one and the
+    members whose load it reaches join. While nobody joins, the k-th of c members takes
+    every c-th partition, so each such phase is one stepped slice per member.
+    Returns (members, slices of `pending`) per phase.
+    """
+    phases = []
+    remaining = len(pending)
+    position = 0
+    joined = 0
+    level = loads[0]
+    member_count = len(order)
+    while remaining:
+        while joined < member_count and loads[joined] <= level:
+            joined += 1
+        rounds = loads[joined] - level if joined < member_count else remaining
+        handed = min(rounds * joined, remaining)
+        stop = position + handed
+        takers = min(joined, handed)
+        phases.append((order[:takers], [pending[position + j : stop : joined] for j in range(takers)]))
+        position = stop
+        remaining -= handed
+        level += rounds
+    return phases
 
 
 class _Levels:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from itertools import chain, islice, repeat
 
 from .partitions import (
     EMPTY_PARTITIONS,
@@ -60,15 +59,7 @@ def assign_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> dict[str, Ass
     min_quota, extras_left = divmod(sum(counts), member_count)
 
     if not spec.current_assignment:
-        # A fresh group: nobody holds anything, so nobody is over quota, every partition
-        # is unassigned and, by the KAFKA-18688 rule below, the extras go to the last
-        # `extras_left` members. Pass 1 has nothing to do.
-        regular = member_count - extras_left
-        takers = zip(members, chain(repeat(min_quota, regular), repeat(min_quota + 1, extras_left)), repeat(None))
-        runs = [(topic_id, range(count)) for topic_id, count in zip(topic_order, counts) if count]
-        if min_quota:
-            return _hand_out(runs, takers, {}, complete=True)
-        return _hand_out(runs, islice(takers, regular, None), dict.fromkeys(members), complete=False)
+        return _assign_fresh(list(members), topic_order, counts, min_quota, extras_left)
 
     # Pass 1 (Kafka's maybeRevokePartitions): keep what fits the quota, revoke the rest.
     held_counts = [0] * len(topic_order)
@@ -132,24 +123,73 @@ def assign_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> dict[str, Ass
     runs = _unassigned_runs(index, counts, held_counts, members, get_current)
     runs.extend(revoked)
 
-    return _hand_out(runs, unfilled, result, complete=False)
+    return _hand_out(runs, unfilled, result)
+
+
+def _assign_fresh(
+    members: list[str], topic_order: list[uuid.UUID], counts: list[int], min_quota: int, extras: int
+) -> dict[str, Assignment]:
+    """A group where nobody holds anything: every partition is unassigned, nobody is over
+    quota, and by the KAFKA-18688 rule the extras go to the last `extras` members. Members
+    take consecutive slices of the topics in order, as in `_hand_out`, but a block of
+    members whose slices fall inside one topic is built with C-level loops."""
+    member_count = len(members)
+    regular = member_count - extras  # members [0, regular) take min_quota, the rest one more
+    result: dict[str, Assignment] = {}
+    topic = 0
+    start = 0  # next unassigned partition of topic_order[topic]
+    member = 0
+    while member < member_count:
+        quota = min_quota if member < regular else min_quota + 1
+        block_end = regular if member < regular else member_count
+        if quota == 0:
+            result.update((member_id, {}) for member_id in members[member:block_end])
+            member = block_end
+            continue
+        while topic < len(counts) and start == counts[topic]:
+            topic += 1
+            start = 0
+        fitting = min((counts[topic] - start) // quota, block_end - member) if topic < len(counts) else 0
+        if fitting:
+            topic_id = topic_order[topic]
+            stop = start + fitting * quota
+            slices = map(range, range(start, stop, quota), range(start + quota, stop + quota, quota))
+            result.update(zip(members[member : member + fitting], [{topic_id: r} for r in slices]))
+            member += fitting
+            start = stop
+            continue
+        # This member's slice runs over the end of the topic: take it piece by piece.
+        assignment: Assignment = {}
+        while quota:
+            if topic == len(counts):
+                # Not reachable: the quotas add up to the partition count.
+                raise PartitionAssignorError("ran out of partitions for a fresh assignment")
+            taken = min(quota, counts[topic] - start)
+            if taken:
+                assignment[topic_order[topic]] = range(start, start + taken)
+            quota -= taken
+            start += taken
+            if start == counts[topic]:
+                topic += 1
+                start = 0
+        result[members[member]] = assignment
+        member += 1
+    return result
 
 
 def _hand_out(
     runs: list[tuple[uuid.UUID, Partitions]],
     takers: Iterable[tuple[str, int, Assignment | None]],
     result: dict[str, Assignment | None],
-    complete: bool,
 ) -> dict[str, Assignment]:
     """Kafka's assignRemainingPartitions: each (member, quota, assignment so far) takes
-    the next `quota` partitions of `runs`, in order. `complete` says every member of the
-    group is a taker, so no entry of `result` can be left None."""
+    the next `quota` partitions of `runs`, in order. Entries of `result` still None
+    (members that hold nothing and got nothing) become empty assignments."""
     run_count = len(runs)
     run_index = 0
     offset = 0
     for member_id, quota, new in takers:
         if run_index == run_count:
-            complete = False
             break
         topic_id, run = runs[run_index]
         left = len(run) - offset
@@ -178,14 +218,14 @@ def _hand_out(
 
     if run_index < run_count:
         raise PartitionAssignorError("partitions were left unassigned")
-    if not complete:
-        for member_id, assignment in result.items():
-            if assignment is None:
-                result[member_id] = {}
+    for member_id, assignment in result.items():
+        if assignment is None:
+            result[member_id] = {}
     return result  # type: ignore[return-value]
 
 
 def _emptied(old: Assignment | None) -> Assignment:
+    """An empty assignment, reusing `old` if it already is one (so it reads unchanged)."""
     return old if old is not None and not old else {}
 
 

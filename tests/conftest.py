@@ -1,0 +1,105 @@
+"""Shared fixtures: real Tansu brokers, unique names, an ownership ledger, driver cleanup.
+
+tests/ is put on sys.path so the harness imports as ``support`` from any test directory.
+Integration tests (anything under tests/integration) get the ``integration`` marker and
+a per-test timeout (KCOORD_INTEGRATION_TIMEOUT, default 120 s) unless they set their own.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from support.names import TestNames  # noqa: E402
+from support.ownership import OwnershipLedger  # noqa: E402
+from support.tansu import TansuBroker, start_tansu  # noqa: E402
+
+INTEGRATION_TIMEOUT = float(os.environ.get("KCOORD_INTEGRATION_TIMEOUT", "120"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3.0 loads its protocol schemas with importlib.resources' legacy API.
+    for text in ("read_text is deprecated", "open_text is deprecated"):
+        config.addinivalue_line("filterwarnings", f"ignore:{text}:DeprecationWarning")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    integration_dir = TESTS_DIR / "integration"
+    for item in items:
+        if integration_dir in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT))
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    """One Tansu broker for the whole session; use unique topic/group names (``names``)."""
+    broker = start_tansu(log_dir=tmp_path_factory.mktemp("tansu"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def fresh_tansu(tmp_path: Path) -> Iterator[TansuBroker]:
+    """A broker of this test's own (memory storage: empty, and gone after the test)."""
+    broker = start_tansu(log_dir=tmp_path)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> TestNames:
+    """``names.topic()`` / ``names.group()``: unique per call, readable per test."""
+    return TestNames(request.node.name)
+
+
+@pytest.fixture
+def ledger() -> OwnershipLedger:
+    return OwnershipLedger()
+
+
+class Drivers:
+    """Consumer drivers started by one test; every one is shut down at teardown."""
+
+    def __init__(self) -> None:
+        self._started: list[object] = []
+
+    def add(self, driver):  # type: ignore[no-untyped-def]
+        self._started.append(driver)
+        return driver
+
+    def shutdown_all(self) -> None:
+        errors = []
+        for driver in reversed(self._started):
+            try:
+                driver.shutdown()  # type: ignore[attr-defined]
+            except Exception as exc:  # keep tearing down the rest
+                errors.append(f"{driver!r}: {exc!r}")
+        if errors:
+            raise RuntimeError("driver teardown failed:\n" + "\n".join(errors))
+
+
+@pytest.fixture
+def drivers() -> Iterator[Drivers]:
+    """Register before starting, ``drivers.add(RdkafkaConsumer(...)).start()``, for guaranteed cleanup."""
+    registry = Drivers()
+    yield registry
+    registry.shutdown_all()
+
+
+@pytest.fixture(scope="session")
+def java_classes() -> Path:
+    """Java jars fetched (lazily) and the drivers compiled; skips if no JDK is on PATH."""
+    from support.java import compiled_classes, ensure_java_jars, java_available
+
+    if not java_available():
+        pytest.skip("java/javac not on PATH (a JDK >= 17 is needed for the Java client tests)")
+    return compiled_classes(ensure_java_jars())

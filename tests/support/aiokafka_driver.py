@@ -1,0 +1,116 @@
+"""aiokafka consumer driver (classic protocol only), on a thread running its own event loop.
+
+Same event interface as the other drivers. Two aiokafka facts shape it:
+- AIOKafkaConsumer.stop() does not call the rebalance listener, so close() commits and
+  reports "revoked" for the whole assignment itself before stopping.
+- Tansu ignores aiokafka's LeaveGroup (v0/v1): after close() the member stays as a ghost
+  until its session expires, so the next join to that group waits out session.timeout.ms
+  (environment.md 3.4.3). Keep session_timeout_ms low.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+
+from .consumer_events import EventLogConsumer, partitions_field
+from .ownership import OwnershipLedger
+
+_names = itertools.count(1)
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, driver: AiokafkaConsumer) -> None:
+        self.driver = driver
+
+    async def on_partitions_revoked(self, revoked) -> None:  # type: ignore[no-untyped-def]
+        if revoked:
+            await self.driver._commit("revoke")
+        self.driver.log.emit("revoked", partitions=partitions_field((tp.topic, tp.partition) for tp in revoked))
+
+    async def on_partitions_assigned(self, assigned) -> None:  # type: ignore[no-untyped-def]
+        self.driver.log.emit("assigned", partitions=partitions_field((tp.topic, tp.partition) for tp in assigned))
+
+
+class AiokafkaConsumer(EventLogConsumer):
+    def __init__(self, bootstrap: str, topics: str | Sequence[str], group: str, *, member: str | None = None,
+                 ledger: OwnershipLedger | None = None, session_timeout_ms: int = 6000,
+                 heartbeat_interval_ms: int | None = None, commit_mode: Literal["manual", "auto"] = "manual",
+                 **extra_config: object) -> None:
+        super().__init__(member or f"aio-{next(_names)}", ledger)
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        self.commit_mode = commit_mode
+        self.config = dict(
+            bootstrap_servers=bootstrap, group_id=group, client_id=self.member, auto_offset_reset="earliest",
+            enable_auto_commit=commit_mode == "auto", session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms or min(1000, session_timeout_ms // 3), **extra_config)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def start(self, timeout: float = 15.0) -> AiokafkaConsumer:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
+                                        name=f"aiokafka-{self.member}", daemon=True)
+        self._thread.start()
+        self.wait_for(lambda: self._failure is not None or self.events("ready"), timeout, "ready")
+        if self._failure is not None:
+            raise RuntimeError(f"{self.member}: failed to start: {self._failure!r}") from self._failure
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise RuntimeError(f"{self.member}: consumer thread still running after {timeout}s")
+        if self._failure is not None:
+            raise RuntimeError(f"{self.member}: consumer thread failed: {self._failure!r}") from self._failure
+
+    def shutdown(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self.close(timeout=20)
+
+    async def _main(self) -> None:
+        try:
+            consumer = self._consumer = AIOKafkaConsumer(**self.config)
+            await consumer.start()
+            try:
+                consumer.subscribe(self.topics, listener=_Listener(self))
+                self.log.emit("ready", protocol="classic")
+                while not self._stop.is_set():
+                    batches = await consumer.getmany(timeout_ms=100, max_records=500)
+                    for tp, records in batches.items():
+                        for r in records:
+                            self.log.emit("record", topic=tp.topic, partition=tp.partition, offset=r.offset,
+                                          value=r.value.decode(errors="replace") if r.value is not None else None,
+                                          key=r.key.decode(errors="replace") if r.key is not None else None)
+                    if batches and self.commit_mode == "manual":
+                        await self._commit("batch")
+                await self._commit("close")
+                owned = consumer.assignment()
+                self.log.emit("revoked", time.monotonic_ns(),
+                              partitions=partitions_field((tp.topic, tp.partition) for tp in owned))
+            finally:
+                await consumer.stop()  # LeaveGroup: ignored by Tansu (see module doc)
+            self.log.emit("closed")
+        except BaseException as exc:
+            self._failure = exc
+            self.log.emit("error", error=type(exc).__name__, message=str(exc), fatal=True)
+
+    async def _commit(self, reason: str) -> None:
+        assert self._consumer is not None
+        try:
+            offsets = {tp: await self._consumer.position(tp) for tp in self._consumer.assignment()}
+            if offsets:
+                await self._consumer.commit(offsets)
+                self.log.emit("committed", reason=reason,
+                              offsets=[[tp.topic, tp.partition, off] for tp, off in sorted(offsets.items())])
+        except KafkaError as exc:
+            self.log.emit("error", error=type(exc).__name__, message=f"commit on {reason}: {exc}", fatal=False)
