@@ -103,3 +103,21 @@ def java_classes() -> Path:
     if not java_available():
         pytest.skip("java/javac not on PATH (a JDK >= 17 is needed for the Java client tests)")
     return compiled_classes(ensure_java_jars())
+
+
+@pytest.fixture
+def upstream(tansu: TansuBroker) -> TansuBroker:
+    """The cluster kcoord runs next to; tests under some directories override it (e.g. to
+    also run against a real Apache Kafka)."""
+    return tansu
+
+
+@pytest.fixture
+def kcoord(upstream, names: TestNames) -> Iterator["KcoordProcess"]:
+    """A real `kcoord serve` process in front of ``upstream``, with its own state topic."""
+    from support.kcoord import KcoordProcess
+
+    gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}").start()
+    yield gateway
+    if gateway.process is not None and gateway.process.poll() is None:
+        gateway.stop()

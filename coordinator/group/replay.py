@@ -44,6 +44,17 @@ log = logging.getLogger("kcoord.replay")
 Group = ConsumerGroup | ClassicGroup
 
 
+_TOPIC_IDS: dict = {}
+
+
+def intern_topic_id(topic_id):
+    """One shared UUID object per topic id: assignors key dicts by topic id, and a UUID
+    compares by identity first, so shared objects make those look-ups much cheaper."""
+    if len(_TOPIC_IDS) > 1_000_000:
+        _TOPIC_IDS.clear()
+    return _TOPIC_IDS.setdefault(topic_id, topic_id)
+
+
 def _assignment_from(tps, member_epoch: int) -> Assignment:
     """KIP-1251: epochs aligned with partitions; absent, null or misaligned epochs mean every
     partition was assigned at max(member epoch, 0) (`Utils.assignmentFromTopicPartitions`)."""
@@ -52,12 +63,12 @@ def _assignment_from(tps, member_epoch: int) -> Assignment:
     for tp in tps:
         epochs = tp.assignment_epochs
         if epochs and len(epochs) == len(tp.partitions):
-            out[tp.topic_id] = dict(zip(tp.partitions, epochs))
+            out[intern_topic_id(tp.topic_id)] = dict(zip(tp.partitions, epochs))
         else:
             if epochs:
                 log.error("assignment epochs of topic %s do not align with its partitions; "
                           "using epoch %d", tp.topic_id, default)
-            out[tp.topic_id] = dict.fromkeys(tp.partitions, default)
+            out[intern_topic_id(tp.topic_id)] = dict.fromkeys(tp.partitions, default)
     return out
 
 
@@ -214,7 +225,7 @@ class Replayer:
         else:
             # Canonical partition sets, so an unchanged target compares equal to what the
             # assignor returns and no record is written for it.
-            group.set_target(key.member_id, {tp.topic_id: partitions_of(tp.partitions)
+            group.set_target(key.member_id, {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
                                              for tp in value.topic_partitions if tp.partitions})
 
     def _current_assignment(self, key, value, offset, producer_id) -> None:

@@ -23,13 +23,14 @@ from .spec import (
     GroupSpec,
     MappingTopicDescriber,
     MemberSubscription,
+    PartitionAssignor,
     PartitionAssignorError,
     SubscriptionType,
     TopicDescriber,
 )
 from .uniform import UniformAssignor
 
-ASSIGNORS: dict[str, UniformAssignor | RangeAssignor] = {
+ASSIGNORS: dict[str, PartitionAssignor] = {
     UniformAssignor.name: UniformAssignor(),
     RangeAssignor.name: RangeAssignor(),
 }
@@ -42,6 +43,7 @@ __all__ = [
     "GroupSpec",
     "MappingTopicDescriber",
     "MemberSubscription",
+    "PartitionAssignor",
     "PartitionAssignorError",
     "Partitions",
     "RangeAssignor",

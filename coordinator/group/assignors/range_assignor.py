@@ -53,7 +53,9 @@ class RangeAssignor:
 def _partition_count(topics: TopicDescriber, topic_id: uuid.UUID) -> int:
     count = topics.num_partitions(topic_id)
     if count < 0:
-        raise PartitionAssignorError(f"a member is subscribed to topic {topic_id}, which is not in the topic metadata")
+        raise PartitionAssignorError(
+            f"a member is subscribed to topic {topic_id}, which is not in the topic metadata"
+        )
     return count
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "GroupSpec",
     "MappingTopicDescriber",
     "MemberSubscription",
+    "PartitionAssignor",
     "PartitionAssignorError",
     "SubscriptionType",
     "TopicDescriber",
@@ -61,6 +62,9 @@ class GroupSpec:
     current_assignment: member id -> the member's current *target* assignment.
         A missing member means an empty assignment. Assignments are never mutated;
         a member whose assignment does not change gets the same dict object back.
+        Each partition has at most one owner here (an assignor's output always has one;
+        Kafka's inverted target map cannot hold two). Topics that are fully covered are
+        not re-checked for double owners, for speed.
     """
 
     members: dict[str, MemberSubscription]
@@ -73,6 +77,20 @@ class TopicDescriber(Protocol):
 
     def num_partitions(self, topic_id: uuid.UUID) -> int:
         """The topic's partition count, or -1 if the topic is unknown."""
+        ...
+
+
+class PartitionAssignor(Protocol):
+    """Kafka's `ConsumerGroupPartitionAssignor`."""
+
+    name: str
+
+    def assign(self, spec: GroupSpec, topics: TopicDescriber) -> dict[str, Assignment]:
+        """The new target assignment: an entry for every member of `spec`, in member order.
+
+        Raises PartitionAssignorError for a subscribed topic with unknown partition count
+        or partitions left over.
+        """
         ...
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from itertools import chain
+from operator import itemgetter
 
 from .partitions import (
     EMPTY_PARTITIONS,
@@ -168,13 +169,10 @@ class _Builder:
         )
 
     def by_load(self, members: list[int]) -> list[int]:
-        """Members sorted by (assigned count, member index)."""
-        sizes = self.sizes
-        loads = [sizes[i] for i in members]
-        if min(loads) == max(loads):
-            return members  # already in index order
-        scale = self.member_count
-        return sorted(members, key=lambda i: sizes[i] * scale + i)
+        """`members` (ascending indices) sorted by (assigned count, member index)."""
+        # The sort is stable and the input ascending, so sorting by count alone also
+        # orders equal counts by index; a C-level key keeps this cheap per topic.
+        return sorted(members, key=self.sizes.__getitem__)
 
     def assign_remaining(self, free: dict[int, list[range]]) -> None:
         sizes, assignments, copied = self.sizes, self.assignments, self.copied
@@ -184,33 +182,43 @@ class _Builder:
             pending: Partitions | list[int] = runs[0] if len(runs) == 1 else list(chain.from_iterable(runs))
             order = self.by_load(self.subscribers[topic])
             phases = _level_fill(pending, order, [sizes[i] for i in order])
-            if len(phases) == 1 and self.held_counts[topic] == 0:
-                # Nobody held the topic and each member gets one piece: nothing to merge.
-                takers, pieces = phases[0]
-                for member, piece in zip(takers, pieces):
-                    if type(piece) is not range:
-                        piece = canonical_sorted(piece)
-                    sizes[member] += len(piece)
-                    if copied[member]:
-                        assignments[member][topic_id] = piece  # type: ignore[index]
-                    else:
-                        old = assignments[member]
-                        new = dict(old) if old else {}
-                        new[topic_id] = piece
-                        assignments[member] = new
-                        copied[member] = True
-                continue
-            for takers, pieces in phases:
-                for member, piece in zip(takers, pieces):
-                    sizes[member] += len(piece)
-                    assignment = self.writable(member)
-                    held = assignment.get(topic_id, EMPTY_PARTITIONS)
-                    assignment[topic_id] = partitions_union(held, piece) if held else canonical_sorted(piece)
+            if len(phases) == 1:
+                grants: Iterable[tuple[int, Partitions | list[int]]] = zip(*phases[0])
+            else:
+                # Phases hand out ascending blocks of `pending`, so a member's pieces, in
+                # phase order, concatenate into an ascending sequence.
+                pieces_of: dict[int, list] = {}
+                for takers, pieces in phases:
+                    for member, piece in zip(takers, pieces):
+                        pieces_of.setdefault(member, []).append(piece)
+                grants = (
+                    (member, pieces[0] if len(pieces) == 1 else list(chain.from_iterable(pieces)))
+                    for member, pieces in pieces_of.items()
+                )
+            # Only a topic somebody held before needs merging with what a member has.
+            merge = self.held_counts[topic] > 0
+            for member, piece in grants:
+                if type(piece) is not range:
+                    piece = canonical_sorted(piece)
+                sizes[member] += len(piece)
+                if copied[member]:
+                    assignment = assignments[member]
+                else:
+                    old = assignments[member]
+                    assignments[member] = assignment = dict(old) if old else {}
+                    copied[member] = True
+                if merge:
+                    held = assignment.get(topic_id)  # type: ignore[union-attr]
+                    if held:
+                        piece = partitions_union(held, piece)
+                assignment[topic_id] = piece  # type: ignore[index]
 
     def balance(self) -> None:
         topics = self.topic_order(t for t, s in enumerate(self.subscribers) if len(s) >= 2)
         if not topics:
             return
+        # Each pass reads every subscriber's load per topic; gather them in C.
+        self.loads_of = {t: itemgetter(*self.subscribers[t]) for t in topics}
         # Stop once a whole pass over the topics since the last move moved nothing.
         last_moved = -1
         for _ in range(MAX_BALANCE_PASSES):
@@ -223,7 +231,7 @@ class _Builder:
     def balance_topic(self, topic: int) -> int:
         subscribers = self.subscribers[topic]
         sizes = self.sizes
-        loads = [sizes[i] for i in subscribers]
+        loads = self.loads_of[topic](sizes)
         if max(loads) - min(loads) <= 1:
             return 0
         topic_id = self.index.topic_ids[topic]

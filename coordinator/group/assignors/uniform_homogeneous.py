@@ -52,14 +52,14 @@ def assign_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> dict[str, Ass
                 f"members are subscribed to topic {topic_id}, which is not in the topic metadata"
             )
         counts.append(count)
-    index = TopicIndex(topic_order)
-    index_by_identity = index.by_identity.get
-
     member_count = len(members)
     min_quota, extras_left = divmod(sum(counts), member_count)
 
     if not spec.current_assignment:
         return _assign_fresh(list(members), topic_order, counts, min_quota, extras_left)
+
+    index = TopicIndex(topic_order)
+    index_by_identity = index.by_identity.get
 
     # Pass 1 (Kafka's maybeRevokePartitions): keep what fits the quota, revoke the rest.
     held_counts = [0] * len(topic_order)

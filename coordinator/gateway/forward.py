@@ -1,0 +1,173 @@
+"""Forwarding: one upstream connection per client connection, opened on first use.
+
+Request frames go upstream byte for byte (correlation id unchanged). Upstream answers a
+connection in request order, so each response completes the oldest awaited request.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..protocol.apis import api_name
+from ..protocol.codec import BodyError
+from ..protocol.framing import SIZE, HeaderError, split_frames
+from ..protocol.rewrite import rewrite_response_frame
+from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
+
+if TYPE_CHECKING:
+    from .connection import ClientConnection
+    from .gateway import Gateway
+
+_MAX_RESPONSE = 2**31 - 1
+# acks=0 Produce entries kept for stray answers (see NoResponseExpected); beyond this many
+# in a row, the oldest are forgotten so a conforming upstream cannot make the deque grow.
+_MAX_UNANSWERED = 4096
+
+
+class Pending:
+    """A response slot in a client connection's ordered queue."""
+
+    __slots__ = ("correlation_id", "route", "data", "task")
+
+    def __init__(self, correlation_id: int, route: Route) -> None:
+        self.correlation_id = correlation_id
+        self.route = route
+        self.data: bytes | None = None
+        self.task: asyncio.Task[None] | None = None   # the GroupService call filling it, if any
+
+
+class NoResponseExpected(Pending):
+    """A forwarded Produce with acks=0. Kafka sends nothing back; Tansu 0.6 answers it
+    anyway. Such an answer is dropped (the client expects none); when the next response
+    has another correlation id, the upstream rightly sent nothing and the entry goes."""
+
+    __slots__ = ()
+
+
+class UpstreamLink(asyncio.Protocol):
+    def __init__(self, client: ClientConnection, gateway: Gateway) -> None:
+        self.waiting: deque[Pending] = deque()
+        self._client = client
+        self._gateway = gateway
+        self._transport: asyncio.Transport | None = None
+        self._outbox: list[bytes] = []
+        self._buf = bytearray()
+        self._closed = False
+        self._target = "?"
+
+    def open(self, addresses: Sequence[tuple[str, int]]) -> None:
+        asyncio.get_running_loop().create_task(self._connect(tuple(addresses)))
+
+    async def _connect(self, addresses: tuple[tuple[str, int], ...]) -> None:
+        loop = asyncio.get_running_loop()
+        errors = []
+        for host, port in addresses:
+            if self._closed:
+                return
+            try:
+                self._target = f"{host}:{port}"
+                await loop.create_connection(lambda: self, host, port)
+                return
+            except OSError as e:
+                errors.append(f"{host}:{port}: {e.strerror or e}")
+        self._client.upstream_failed("no upstream broker reachable (" + "; ".join(errors) + ")")
+
+    def expect_nothing(self, pending: NoResponseExpected) -> None:
+        waiting = self.waiting
+        waiting.append(pending)
+        if len(waiting) > _MAX_UNANSWERED and waiting[0].__class__ is NoResponseExpected:
+            waiting.popleft()
+
+    def send(self, frames: list[bytes]) -> None:
+        transport = self._transport
+        if transport is None:
+            self._outbox.extend(frames)
+        else:
+            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def close(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def pause_reading(self) -> None:
+        if self._transport is not None and not self._closed:
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        if self._closed:
+            transport.close()
+            return
+        if self._outbox:
+            self._transport.write(b"".join(self._outbox))  # type: ignore[union-attr]
+            self._outbox = []
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if not self._closed:
+            self._closed = True
+            self._client.upstream_failed(f"upstream {self._target} closed the connection"
+                                         + (f" ({exc})" if exc else ""))
+
+    def pause_writing(self) -> None:
+        # Upstream reads slower than the client sends: stop reading the client.
+        self._client.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._client.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        if buf:
+            buf += data
+            frames, used, error = split_frames(buf, _MAX_RESPONSE)
+            del buf[:used]
+        else:
+            frames, used, error = split_frames(data, _MAX_RESPONSE)
+            if used < len(data) and error is None:
+                buf += data[used:]
+        waiting = self.waiting
+        for frame in frames:
+            (correlation_id,) = SIZE.unpack_from(frame, 4)
+            while True:
+                if not waiting:
+                    return self._broken(f"upstream {self._target} sent a response (correlation id "
+                                        f"{correlation_id}) to no request")
+                pending = waiting.popleft()
+                if pending.__class__ is not NoResponseExpected:
+                    break
+                if correlation_id == pending.correlation_id:
+                    break
+            if pending.__class__ is NoResponseExpected:
+                continue
+            if correlation_id != pending.correlation_id:
+                return self._broken(f"upstream {self._target} answered correlation id {correlation_id}, "
+                                    f"expected {pending.correlation_id}")
+            kind = pending.route.kind
+            if kind == FORWARD_REWRITE or kind == FIND_COORDINATOR_LOCAL:
+                route = pending.route
+                try:
+                    frame = rewrite_response_frame(route.api_key, route.api_version, frame,
+                                                   self._gateway.address_of)
+                except (BodyError, HeaderError, OSError, ValueError) as e:
+                    return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
+                                        f"upstream {self._target} could not be rewritten: {e}")
+            elif kind == FORWARD_REFRESH:
+                self._gateway.cluster.request_refresh()
+            pending.data = frame
+        if error is not None:
+            return self._broken(f"upstream {self._target}: {error}")
+        self._client.flush()
+
+    def _broken(self, what: str) -> None:
+        self.close()
+        self._client.upstream_failed(what)

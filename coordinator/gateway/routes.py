@@ -1,0 +1,74 @@
+"""The dispatch table: for each advertised (api_key, api_version), what the gateway does.
+
+Built once at start so that a request costs one dict lookup; anything not in the table
+is an API or version the gateway does not enable, and closes the connection (Kafka's
+SocketServer does the same for a request it cannot accept).
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from ..protocol.apis import (
+    API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FIND_COORDINATOR,
+    METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
+)
+
+FORWARD = 0            # bytes in, bytes out
+FORWARD_PRODUCE = 1    # forward; no response expected when acks=0
+FORWARD_REWRITE = 2    # forward; rewrite broker addresses in the response
+FORWARD_REFRESH = 3    # forward; refresh the cluster view once the response passes
+FIND_COORDINATOR_LOCAL = 4   # GROUP keys answered here, TRANSACTION keys forwarded + rewritten
+API_VERSIONS_LOCAL = 5
+GROUP = 6              # served by the GroupService
+
+KIND_NAMES = {FORWARD: "forward", FORWARD_PRODUCE: "forward-produce", FORWARD_REWRITE: "forward-rewrite",
+              FORWARD_REFRESH: "forward-refresh", FIND_COORDINATOR_LOCAL: "find-coordinator",
+              API_VERSIONS_LOCAL: "api-versions", GROUP: "group"}
+
+_SPECIAL_FORWARDS = {
+    PRODUCE: FORWARD_PRODUCE,
+    METADATA: FORWARD_REWRITE,
+    DESCRIBE_CLUSTER: FORWARD_REWRITE,
+    CREATE_TOPICS: FORWARD_REFRESH,
+    DELETE_TOPICS: FORWARD_REFRESH,
+    CREATE_PARTITIONS: FORWARD_REFRESH,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    kind: int
+    api_key: int
+    api_version: int
+    request_header_version: int
+    response_header_version: int
+    flexible: bool
+    request_class: type | None     # kio request schema, for requests parsed here
+
+
+def route_key(api_key: int, api_version: int) -> int:
+    return (api_key << 16) | (api_version & 0xFFFF)
+
+
+def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Collection[int]) -> dict[int, Route]:
+    routes: dict[int, Route] = {}
+    for api_key, (low, high) in advertised.items():
+        if api_key == API_VERSIONS:
+            kind = API_VERSIONS_LOCAL
+        elif api_key == FIND_COORDINATOR:
+            kind = FIND_COORDINATOR_LOCAL
+        elif api_key in served_locally:
+            kind = GROUP
+        else:
+            kind = _SPECIAL_FORWARDS.get(api_key, FORWARD)
+        schemas = api_schemas(api_key)
+        assert schemas is not None, f"advertised API {api_key} unknown to kio"
+        for version in range(low, high + 1):
+            routes[route_key(api_key, version)] = Route(
+                kind=kind, api_key=api_key, api_version=version,
+                request_header_version=request_header_version(api_key, version),
+                response_header_version=response_header_version(api_key, version),
+                flexible=schemas.flexible(version),
+                request_class=schemas.requests[version] if kind >= FIND_COORDINATOR_LOCAL else None)
+    return routes

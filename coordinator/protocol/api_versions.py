@@ -1,0 +1,154 @@
+"""ApiVersions: what the gateway advertises, and the encoded answers (KIP-35, KIP-511, KIP-584).
+
+Forwarded APIs advertise upstream's versions ∩ kio's ∩ the address caps; group APIs
+advertise exactly the GroupService's versions; ApiVersions and FindCoordinator are
+answered here. Features: upstream's, plus ``group.version`` supported [0, 1] and
+finalized at level 1, which is the switch a Kafka 4.x broker turns on to serve the
+consumer group protocol (KIP-848); Java clients look for it.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+
+from .apis import (
+    API_VERSIONS, FIND_COORDINATOR, GROUP_APIS, NOT_THROUGH_GATEWAY,
+    forwardable_range, intersect, kio_version_range, response_class,
+)
+from .codec import encode_body
+
+GROUP_VERSION_FEATURE = "group.version"
+# group.version 1 = the consumer rebalance protocol (Kafka's GroupVersion.GV_1).
+GROUP_VERSION_SUPPORTED = (0, 1)
+GROUP_VERSION_FINALIZED = 1
+
+ERROR_NONE = 0
+ERROR_UNSUPPORTED_VERSION = 35
+ERROR_INVALID_REQUEST = 42
+
+# ApiVersionsRequest.isValid (KIP-511): name and version of the client software.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+_ZERO = timedelta(0)
+
+
+def valid_client_software(name: str, version: str) -> bool:
+    return bool(_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version))
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Supported ranges, finalized (min, max) levels and their epoch (-1 = unknown)."""
+
+    supported: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    finalized: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    finalized_epoch: int = -1
+
+
+def merge_features(upstream: Features) -> Features:
+    """Upstream's features with the gateway's ``group.version`` on top.
+
+    The epoch stays upstream's, or 0 when upstream reports none (-1), since clients
+    treat finalized features as valid only with an epoch >= 0.
+    """
+    supported = dict(upstream.supported)
+    supported[GROUP_VERSION_FEATURE] = GROUP_VERSION_SUPPORTED
+    finalized = dict(upstream.finalized)
+    finalized[GROUP_VERSION_FEATURE] = (GROUP_VERSION_FINALIZED, GROUP_VERSION_FINALIZED)
+    return Features(supported, finalized, max(upstream.finalized_epoch, 0))
+
+
+def advertised_versions(
+    upstream: Mapping[int, tuple[int, int]],
+    service: Mapping[int, tuple[int, int]],
+) -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) the gateway serves or forwards."""
+    out: dict[int, tuple[int, int]] = {}
+    for api_key, versions in upstream.items():
+        forwarded = forwardable_range(api_key, versions)
+        if forwarded is not None:
+            out[api_key] = forwarded
+    for api_key, versions in service.items():
+        if api_key in NOT_THROUGH_GATEWAY:
+            continue
+        known = kio_version_range(api_key)
+        served = intersect(tuple(versions), known) if known is not None else None
+        if served is not None:
+            out[api_key] = served
+        else:
+            out.pop(api_key, None)
+    for api_key in GROUP_APIS - service.keys():
+        out.pop(api_key, None)
+    # FindCoordinator: GROUP keys are answered here, TRANSACTION keys forwarded.
+    find_known = kio_version_range(FIND_COORDINATOR)
+    assert find_known is not None
+    find_upstream = upstream.get(FIND_COORDINATOR)
+    out[FIND_COORDINATOR] = (intersect(find_upstream, find_known) if find_upstream else None) or find_known
+    api_known = kio_version_range(API_VERSIONS)
+    assert api_known is not None
+    out[API_VERSIONS] = api_known
+    return dict(sorted(out.items()))
+
+
+def api_versions_response(
+    version: int,
+    api_versions: Mapping[int, tuple[int, int]],
+    features: Features,
+    error_code: int = ERROR_NONE,
+) -> object:
+    """The kio ApiVersionsResponse at ``version``."""
+    cls = response_class(API_VERSIONS, version)
+    module = sys.modules[cls.__module__]
+    keys = tuple(module.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(api_versions.items()))
+    kwargs: dict[str, object] = {"error_code": ErrorCode(error_code), "api_keys": keys}
+    if version >= 1:
+        kwargs["throttle_time"] = _ZERO
+    if version >= 3:
+        # Before v4, a supported feature whose minimum is 0 must be left out: older
+        # clients reject a 0 minimum (KAFKA-17011, KAFKA-17492).
+        kwargs["supported_features"] = tuple(
+            module.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in sorted(features.supported.items())
+            if version >= 4 or lo >= 1)
+        # A feature finalized at level 0 is "off" and never listed.
+        kwargs["finalized_features"] = tuple(
+            module.FinalizedFeatureKey(name=name, min_version_level=lo, max_version_level=hi)
+            for name, (lo, hi) in sorted(features.finalized.items()) if hi >= 1)
+        kwargs["finalized_features_epoch"] = features.finalized_epoch
+    return cls(**kwargs)
+
+
+def api_versions_body(version: int, api_versions: Mapping[int, tuple[int, int]], features: Features,
+                      error_code: int = ERROR_NONE) -> bytes:
+    return encode_body(api_versions_response(version, api_versions, features, error_code))
+
+
+def invalid_request_body(version: int) -> bytes:
+    """Kafka's answer to a v3+ request with an illegal client software name/version."""
+    return api_versions_body(version, {}, Features(), ERROR_INVALID_REQUEST)
+
+
+def unsupported_version_body(supported: tuple[int, int]) -> bytes:
+    """UNSUPPORTED_VERSION in the v0 format, listing only our ApiVersions range (KIP-511).
+
+    A client that sent a version we do not know can always read v0, and retries with
+    the highest version listed here.
+    """
+    return api_versions_body(0, {API_VERSIONS: supported}, Features(), ERROR_UNSUPPORTED_VERSION)
+
+
+def parse_upstream_api_versions(response: object) -> tuple[dict[int, tuple[int, int]], Features]:
+    """(api_key -> range, features) out of an upstream kio ApiVersionsResponse."""
+    versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                for k in response.api_keys}  # type: ignore[attr-defined]
+    supported = {f.name: (int(f.min_version), int(f.max_version))
+                 for f in getattr(response, "supported_features", ())}
+    finalized = {f.name: (int(f.min_version_level), int(f.max_version_level))
+                 for f in getattr(response, "finalized_features", ())}
+    epoch = int(getattr(response, "finalized_features_epoch", -1))
+    return versions, Features(supported, finalized, epoch)

@@ -1,0 +1,194 @@
+"""The API table: Kafka API keys, what kio knows about each, and which the gateway may forward.
+
+Flexibility ("is this version encoded with compact strings and tagged fields?") is read
+from kio's generated schema classes (``__flexible__``), never from a hand-written table.
+Kafka declares flexible versions as an open range "N+" in every message JSON, so one
+number per API (the first flexible version) answers the question for any version, even
+one kio does not know (an ApiVersions request from a newer client, KIP-511).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+
+# --- API keys the gateway refers to by name (Kafka's ApiKeys enum) -----------------------
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+CONTROLLED_SHUTDOWN = 7
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+TXN_OFFSET_COMMIT = 28
+SASL_AUTHENTICATE = 36
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+DESCRIBE_QUORUM = 55
+DESCRIBE_CLUSTER = 60
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
+STREAMS_GROUP_HEARTBEAT = 88
+STREAMS_GROUP_DESCRIBE = 89
+
+# APIs whose state lives in the group coordinator. They are served by the GroupService
+# and never forwarded: upstream's coordinator must not see a group we own, even when the
+# service does not serve that API (then it is simply not advertised, and a request for it
+# closes the connection like any API the listener does not enable).
+GROUP_APIS = frozenset({
+    OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
+    DESCRIBE_GROUPS, LIST_GROUPS, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE,
+    CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
+    STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE,
+})
+
+# APIs never advertised nor forwarded, whatever upstream supports.
+NOT_THROUGH_GATEWAY: dict[int, str] = {
+    # The gateway listens PLAINTEXT only: no SASL, and delegation tokens can only be
+    # used on an authenticated (SASL) connection anyway.
+    17: "SASL (gateway is PLAINTEXT only)", 36: "SASL (gateway is PLAINTEXT only)",
+    38: "delegation token (needs SASL)", 39: "delegation token (needs SASL)",
+    40: "delegation token (needs SASL)", 41: "delegation token (needs SASL)",
+    # Broker-to-broker and controller-only APIs: no client sends these to a broker.
+    4: "inter-broker", 5: "inter-broker", 6: "inter-broker", 7: "inter-broker",
+    27: "inter-broker (WriteTxnMarkers)", 52: "KRaft", 53: "KRaft", 54: "KRaft",
+    56: "controller", 58: "inter-broker (Envelope)", 59: "KRaft", 62: "controller",
+    63: "controller", 67: "controller", 70: "controller", 73: "controller",
+    80: "KRaft controller", 81: "KRaft controller", 82: "KRaft controller",
+    # Share groups (KIP-932) are not served by kcoord, and their state APIs are internal.
+    76: "share group", 77: "share group", 78: "share group", 79: "share group",
+    83: "share state (internal)", 84: "share state (internal)", 85: "share state (internal)",
+    86: "share state (internal)", 87: "share state (internal)",
+    90: "share group", 91: "share group", 92: "share group",
+}
+
+# Highest version forwarded, for APIs whose newer responses carry upstream broker
+# addresses that the gateway does not rewrite (clients must only ever see gateway
+# addresses, or they would bypass it):
+FORWARD_VERSION_CAPS: dict[int, int] = {
+    # Produce v10+ and Fetch v16+ responses may carry NodeEndpoints (KIP-951, leader
+    # discovery on NOT_LEADER_OR_FOLLOWER) holding upstream host/port.
+    PRODUCE: 9,
+    FETCH: 15,
+    # DescribeQuorum v2+ responses list the controllers' listeners (KIP-853).
+    DESCRIBE_QUORUM: 1,
+}
+# Forwarded APIs whose responses carry broker addresses: rewritten, not capped.
+# (Metadata brokers, DescribeCluster brokers, FindCoordinator node.)  DescribeConfigs of
+# a BROKER resource can still show upstream listeners inside config *values*; clients do
+# not connect from those, so they are left as they are.
+
+
+def kio_version_range(api_key: int) -> tuple[int, int] | None:
+    """Versions kio has schemas for (Kafka 4.x dropped the oldest ones, KIP-896)."""
+    name = api_key_map.get(api_key)
+    if name is None:
+        return None
+    versions = schema_name_map[name]
+    return min(versions), max(versions)
+
+
+def api_name(api_key: int) -> str:
+    name = api_key_map.get(api_key)
+    return name if name is not None else f"api_key_{api_key}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSchemas:
+    """kio's request/response classes for every version of one API."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    first_flexible: int | None          # None: no flexible version
+    requests: dict[int, type]
+    responses: dict[int, type]
+
+    def flexible(self, version: int) -> bool:
+        return self.first_flexible is not None and version >= self.first_flexible
+
+
+@functools.cache
+def api_schemas(api_key: int) -> ApiSchemas | None:
+    """Loads (once) the kio classes of ``api_key``; None for an API kio does not know."""
+    versions = kio_version_range(api_key)
+    if versions is None:
+        return None
+    low, high = versions
+    requests = {v: load_request_schema(api_key, v) for v in range(low, high + 1)}
+    responses = {v: load_response_schema(api_key, v) for v in range(low, high + 1)}
+    flexible = [v for v, cls in requests.items() if cls.__flexible__]
+    first = min(flexible) if flexible else None
+    if flexible and flexible != list(range(first, high + 1)):
+        raise AssertionError(f"{api_name(api_key)}: flexible versions {flexible} are not an open range")
+    return ApiSchemas(api_key, low, high, first, requests, responses)
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    schemas = api_schemas(api_key)
+    return schemas is not None and schemas.flexible(api_version)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header v0 (no client id; only ControlledShutdown v0), v1, or v2 (flexible)."""
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 2 if is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header v1 (tagged fields) for flexible versions, except ApiVersions.
+
+    ApiVersions always answers with header v0 so that a client can read the response
+    before it knows which versions the broker supports (KIP-511).
+    """
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
+
+
+def request_class(api_key: int, api_version: int) -> type:
+    schemas = api_schemas(api_key)
+    if schemas is None or api_version not in schemas.requests:
+        raise KeyError(f"kio has no request schema for {api_name(api_key)} v{api_version}")
+    return schemas.requests[api_version]
+
+
+def response_class(api_key: int, api_version: int) -> type:
+    schemas = api_schemas(api_key)
+    if schemas is None or api_version not in schemas.responses:
+        raise KeyError(f"kio has no response schema for {api_name(api_key)} v{api_version}")
+    return schemas.responses[api_version]
+
+
+def intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    low, high = max(a[0], b[0]), min(a[1], b[1])
+    return (low, high) if low <= high else None
+
+
+def forwardable_range(api_key: int, upstream: tuple[int, int]) -> tuple[int, int] | None:
+    """Versions of a forwarded API to advertise: upstream's ∩ kio's ∩ the address caps."""
+    if api_key in NOT_THROUGH_GATEWAY or api_key in GROUP_APIS:
+        return None
+    known = kio_version_range(api_key)
+    if known is None:
+        return None
+    both = intersect(upstream, known)
+    if both is None:
+        return None
+    cap = FORWARD_VERSION_CAPS.get(api_key)
+    return intersect(both, (both[0], cap)) if cap is not None else both

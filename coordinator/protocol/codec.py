@@ -1,0 +1,66 @@
+"""kio glue: decode request bodies and encode response bodies for (api_key, api_version)."""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from .apis import request_class, response_class, response_header_version
+from .framing import decode_response_header, response_frame
+
+
+class BodyError(Exception):
+    """A message body does not parse with its schema."""
+
+
+_readers: dict[type, Any] = {}
+_writers: dict[type, Any] = {}
+
+
+def reader_for(cls: type) -> Any:
+    reader = _readers.get(cls)
+    if reader is None:
+        reader = _readers[cls] = entity_reader(cls)
+    return reader
+
+
+def writer_for(cls: type) -> Any:
+    writer = _writers.get(cls)
+    if writer is None:
+        writer = _writers[cls] = entity_writer(cls)
+    return writer
+
+
+def encode_body(message: Any) -> bytes:
+    """The wire bytes of a kio message (request or response body, without header)."""
+    buf = io.BytesIO()
+    writer_for(type(message))(buf, message)
+    return buf.getvalue()
+
+
+def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> Any:
+    """Decode ``cls`` at ``offset``; with ``exact`` the body must end where the data ends."""
+    try:
+        value, used = reader_for(cls)(data, offset)
+    except Exception as e:  # kio raises BufferUnderflow, ValueError, UnicodeDecodeError, ...
+        raise BodyError(f"{cls.__name__} v{cls.__version__} does not parse: {type(e).__name__}: {e}") from None
+    if exact and offset + used != len(data):
+        raise BodyError(f"{cls.__name__} v{cls.__version__}: {len(data) - offset - used} bytes left after the body")
+    return value
+
+
+def decode_request(api_key: int, api_version: int, frame: bytes, body_offset: int) -> Any:
+    return decode_body(request_class(api_key, api_version), frame, body_offset)
+
+
+def decode_response_frame(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response) of a framed response to (api_key, api_version)."""
+    header, offset = decode_response_header(frame, response_header_version(api_key, api_version))
+    return header.correlation_id, decode_body(response_class(api_key, api_version), frame, offset)
+
+
+def encode_response_frame(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+    """A framed response; ``response`` is a kio message or an already-encoded body."""
+    body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+    return response_frame(correlation_id, bytes(body), response_header_version(api_key, api_version))

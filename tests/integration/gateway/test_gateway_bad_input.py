@@ -1,0 +1,161 @@
+"""Bad input on raw sockets: Kafka's answer (an error response or a clean close), never a crash.
+
+After each case the test checks that the connection was closed (or got the error
+response), that the gateway logged one line naming what was wrong, and that a fresh
+client still gets served (locally and through upstream).
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from typing import Any
+
+import pytest
+
+from coordinator.protocol import apis
+from coordinator.protocol.framing import RequestHeader
+from gateway_helpers import (
+    LoopThread, RunningGateway, assert_closed, call, decode_response, encode_request,
+    read_frame, request, start_gateway,
+)
+
+
+def _connect(gateway: RunningGateway) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+
+
+def assert_still_serving(gateway: RunningGateway) -> None:
+    """A fresh client gets ApiVersions (local) and Metadata (forwarded, rewritten)."""
+    address = ("127.0.0.1", gateway.port)
+    versions = call(address, apis.API_VERSIONS, 3,
+                    request(apis.API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+    assert versions.error_code == 0
+    metadata = call(address, apis.METADATA, 12, request(apis.METADATA, 12, topics=(), allow_auto_topic_creation=False,
+                                                        include_topic_authorized_operations=False))
+    assert {b.port for b in metadata.brokers} == gateway.broker_ports()
+
+
+def _raw(api_key: int, version: int, correlation_id: int, body: bytes, header_version: int = 1) -> bytes:
+    payload = RequestHeader(api_key, version, correlation_id, "bad").encode(header_version) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+# case -> (bytes sent, what the log line must say)
+BAD_FRAMES = {
+    "size above socket.request.max.bytes": (struct.pack(">i", 104_857_601), "frame size 104857601 is above"),
+    "negative size": (struct.pack(">i", -5) + b"xxxxx", "frame size -5 is negative"),
+    "truncated header": (struct.pack(">i", 3) + b"\x00\x03\x00", "request header truncated"),
+    "client id runs past a forwarded frame": (struct.pack(">i", 10) + struct.pack(">hhih", 1, 12, 9, 200),
+                                              "client id of 200 bytes runs past"),
+    "client id runs past a rewritten frame": (struct.pack(">i", 10) + struct.pack(">hhih", 3, 12, 9, 200),
+                                              "client id of 200 bytes runs past"),
+    "unknown api key": (_raw(999, 0, 9, b""), "unknown API key 999"),
+    "removed inter-broker api (LeaderAndIsr)": (_raw(4, 5, 9, b""), "unknown API key 4"),
+    "unsupported Metadata version": (_raw(apis.METADATA, 99, 9, b"", header_version=2),
+                                     "unsupported version 99 of metadata (supported 0-12)"),
+    "Produce above the KIP-951 cap": (_raw(apis.PRODUCE, 10, 9, b"\x00", header_version=2),
+                                      "unsupported version 10 of produce (supported 3-9)"),
+    "SASL is not served": (_raw(apis.SASL_HANDSHAKE, 1, 9, b"\x00\x05PLAIN"), "PLAINTEXT only"),
+    "group API the service does not serve": (_raw(apis.OFFSET_COMMIT, 8, 9, b"\x00", header_version=2),
+                                             "not served by the group service"),
+    "garbage FindCoordinator body": (_raw(apis.FIND_COORDINATOR, 2, 9, b"\x7f\xffgarbage"), "does not parse"),
+    "FindCoordinator body with trailing bytes": (_raw(apis.FIND_COORDINATOR, 2, 9, b"\x00\x01g\x00trailing"),
+                                                 "bytes left after the body"),
+    "garbage ApiVersions v3 body": (_raw(apis.API_VERSIONS, 3, 9, b"\xff\xff\xff", header_version=2),
+                                    "does not parse"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FRAMES))
+def test_bad_frame_closes_connection_and_gateway_keeps_serving(
+        case: str, serving: RunningGateway, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kcoord.gateway")
+    data, what = BAD_FRAMES[case]
+    with _connect(serving) as sock:
+        local_port = sock.getsockname()[1]
+        sock.sendall(data)
+        assert_closed(sock)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kcoord.gateway"]
+    assert len(lines) == 1 and f"closing connection from 127.0.0.1:{local_port} on bootstrap" in lines[0], lines
+    assert what in lines[0], lines[0]
+    assert_still_serving(serving)
+
+
+def test_garbage_body_of_a_group_api(serving: RunningGateway, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kcoord.gateway")
+    with _connect(serving) as sock:
+        sock.sendall(_raw(apis.HEARTBEAT, 4, 41, b"\x05ab", header_version=2))
+        assert_closed(sock)
+    line = next(r.getMessage() for r in caplog.records if "closing connection" in r.getMessage())
+    assert "heartbeat(12) v4" in line and "correlation_id=41" in line and "does not parse" in line
+    assert_still_serving(serving)
+
+
+def test_service_failure_closes_only_that_connection(serving: RunningGateway) -> None:
+    with _connect(serving) as sock:
+        heartbeat = request(apis.HEARTBEAT, 4, group_id="explode", generation_id=1, member_id="m",
+                            group_instance_id=None)
+        sock.sendall(encode_request(apis.HEARTBEAT, 4, 1, heartbeat))
+        assert_closed(sock)
+    assert_still_serving(serving)
+
+
+def test_api_versions_v99_gets_unsupported_version_in_v0_format(serving: RunningGateway) -> None:
+    with _connect(serving) as sock:
+        # A newer client: header v2 and a body we cannot know; Kafka answers, does not close.
+        sock.sendall(_raw(apis.API_VERSIONS, 99, 5, b"\x03new\x021\x00\x00", header_version=2))
+        frame = read_frame(sock)
+        assert frame is not None
+        correlation_id, response = decode_response(apis.API_VERSIONS, 0, frame)
+        assert correlation_id == 5 and response.error_code == 35
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 4)]
+        # The client retries at v3 on the same connection.
+        retry = call(sock, apis.API_VERSIONS, 3, request(apis.API_VERSIONS, 3, client_software_name="new",
+                                                          client_software_version="1"), correlation_id=6)
+        assert retry.error_code == 0 and any(k.api_key == apis.HEARTBEAT for k in retry.api_keys)
+
+
+def test_api_versions_with_illegal_software_name_is_invalid_request(serving: RunningGateway) -> None:
+    with _connect(serving) as sock:
+        response = call(sock, apis.API_VERSIONS, 3, request(apis.API_VERSIONS, 3, client_software_name="bad name!",
+                                                            client_software_version="1"))
+        assert response.error_code == 42
+        assert call(sock, apis.API_VERSIONS, 0, request(apis.API_VERSIONS, 0), correlation_id=2).error_code == 0
+
+
+def test_requests_before_a_bad_one_are_answered_then_closed(serving: RunningGateway) -> None:
+    good = [encode_request(apis.API_VERSIONS, 2, i, request(apis.API_VERSIONS, 2)) for i in (1, 2)]
+    metadata = encode_request(apis.METADATA, 1, 3, request(apis.METADATA, 1, topics=()))
+    with _connect(serving) as sock:
+        sock.sendall(good[0] + metadata + good[1] + _raw(999, 0, 4, b"") + good[0])
+        answered = []
+        while (frame := read_frame(sock)) is not None:
+            answered.append(struct.unpack_from(">i", frame, 4)[0])
+        assert answered == [1, 3, 2]
+
+
+def test_upstream_loss_closes_client_connections_not_the_gateway(gw_loop: LoopThread, tmp_path: Any) -> None:
+    from support.tansu import start_tansu
+    from gateway_helpers import free_ports
+    broker = start_tansu(free_ports(1), log_dir=tmp_path)
+    running = start_gateway(gw_loop, broker.bootstrap)
+    try:
+        sock = _connect(running)
+        metadata = request(apis.METADATA, 12, topics=(), allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+        assert call(sock, apis.METADATA, 12, metadata).brokers
+        broker.kill()
+        assert_closed(sock)   # the client reconnects and retries, as after a broker failure
+        sock.close()
+        # The gateway still answers what it serves itself.
+        versions = call(("127.0.0.1", running.port), apis.API_VERSIONS, 2, request(apis.API_VERSIONS, 2))
+        assert versions.error_code == 0
+        # A forwarded request now fails cleanly (closed), it does not hang or crash anything.
+        with _connect(running) as again:
+            again.sendall(encode_request(apis.METADATA, 12, 1, metadata))
+            assert_closed(again)
+    finally:
+        running.close()
+        if broker.is_running():
+            broker.stop()
