@@ -16,7 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from .config import CoordinatorConfig
-from .group import consumer_heartbeat, group_admin, offset_ops
+from .group import classic_rebalance, group_admin, offset_ops
 from .group.errors import ApiError
 from .group.hashing import partition_for
 from .group.image import EMPTY_IMAGE, MetadataImage
@@ -32,11 +32,16 @@ from .runtime.state_topic import StateTopic
 log = logging.getLogger("kcoord.service")
 
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 28, 42, 47
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 # What this coordinator serves, at Kafka 4.3's versions (reference §3.1).
 API_VERSIONS: dict[int, tuple[int, int]] = {
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
     DESCRIBE_GROUPS: (0, 6),
@@ -53,7 +58,8 @@ ANSWERED_NOT_ADVERTISED: dict[int, tuple[int, int]] = {TXN_OFFSET_COMMIT: (0, 5)
 _API_NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", DESCRIBE_GROUPS: "DescribeGroups",
               LIST_GROUPS: "ListGroups", TXN_OFFSET_COMMIT: "TxnOffsetCommit", DELETE_GROUPS: "DeleteGroups",
               OFFSET_DELETE: "OffsetDelete", CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
-              CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe"}
+              CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe", JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat",
+              LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup"}
 
 
 class GroupCoordinatorService:
@@ -74,6 +80,8 @@ class GroupCoordinatorService:
             DESCRIBE_GROUPS: self._describe_groups, LIST_GROUPS: self._list_groups,
             DELETE_GROUPS: self._delete_groups, OFFSET_DELETE: self._offset_delete,
             TXN_OFFSET_COMMIT: self._txn_offset_commit,
+            JOIN_GROUP: self._join_group, SYNC_GROUP: self._sync_group,
+            HEARTBEAT: self._classic_heartbeat, LEAVE_GROUP: self._leave_group,
         }
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
@@ -147,6 +155,32 @@ class GroupCoordinatorService:
             return mod.ConsumerGroupHeartbeatResponse(
                 throttle_time=from_ms(0), error_code=e.code, error_message=e.message, member_epoch=0,
                 heartbeat_interval=from_ms(0))
+
+    async def _join_group(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.join_group(ctx, req, now))
+        except ApiError as e:
+            return classic_rebalance.join_response(ctx.api_version, error=e.code, member_id=req.member_id)
+
+    async def _sync_group(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.sync_group(ctx, req, now))
+        except ApiError as e:
+            return classic_rebalance.sync_response(ctx.api_version, error=e.code)
+
+    async def _classic_heartbeat(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
+        except ApiError as e:
+            return build(schema("heartbeat", ctx.api_version).HeartbeatResponse, throttle_time=from_ms(0),
+                         error_code=e.code)
+
+    async def _leave_group(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.leave_group(ctx, req, now))
+        except ApiError as e:
+            return build(schema("leave_group", ctx.api_version).LeaveGroupResponse, throttle_time=from_ms(0),
+                         error_code=e.code, members=())
 
     async def _consumer_describe(self, ctx: RequestContext, req):
         mod = schema("consumer_group_describe", ctx.api_version)

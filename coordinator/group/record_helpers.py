@@ -23,6 +23,8 @@ from records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
     GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     TopicPartitions,
@@ -154,3 +156,20 @@ def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRe
 
 def group_metadata_tombstone(group_id: str) -> CoordinatorRecord:
     return _tombstone(GroupMetadataKey(group=group_id))
+
+
+# ----------------------------------------------------------------- classic
+def group_metadata_record(group, assignments: Mapping[str, bytes]) -> CoordinatorRecord:
+    """GroupMetadataValue at version 3 (`newGroupMetadataRecord`): each member's metadata for
+    the selected protocol and its assignment from SyncGroup."""
+    members = []
+    for m in group.members.values():
+        members.append(MemberMetadata(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+            session_timeout=m.session_timeout_ms, subscription=m.metadata_for(group.protocol_name),
+            assignment=assignments.get(m.member_id, b"")))
+    value = GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id,
+                               protocol=group.protocol_name, leader=group.leader_id,
+                               current_state_timestamp=group.state_timestamp_ms, members=tuple(members))
+    return _record(GroupMetadataKey(group=group.group_id), value, 3)

@@ -143,17 +143,18 @@ class Replayer:
         state = ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY
         group = ClassicGroup(group_id, state, value.current_state_timestamp)
         group.protocol_type = value.protocol_type
+        for mm in value.members:
+            group.add(ClassicGroupMember(
+                member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                client_id=mm.client_id, client_host=mm.client_host,
+                # A record without a rebalance timeout (v0) means "the session timeout".
+                rebalance_timeout_ms=mm.rebalance_timeout if mm.rebalance_timeout != -1 else mm.session_timeout,
+                session_timeout_ms=mm.session_timeout, protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", mm.subscription)], assignment=mm.assignment))
+        group.protocol_type = value.protocol_type
         group.protocol_name = value.protocol
         group.generation_id = value.generation
         group.leader_id = value.leader
-        for mm in value.members:
-            group.members[mm.member_id] = ClassicGroupMember(
-                member_id=mm.member_id, group_instance_id=mm.group_instance_id,
-                client_id=mm.client_id, client_host=mm.client_host,
-                rebalance_timeout_ms=mm.rebalance_timeout if mm.rebalance_timeout != -1 else mm.session_timeout,
-                session_timeout_ms=mm.session_timeout, protocol_type=value.protocol_type,
-                supported_protocols=[(value.protocol or "", mm.subscription)],
-                assignment=mm.assignment)
         existing = self.groups.get(group_id)
         if isinstance(existing, ConsumerGroup) and not existing.is_empty():
             raise IllegalStateError(f"group {group_id} is a non-empty consumer group")

@@ -34,3 +34,12 @@ class Result:
     response: Any = None
     records: list[CoordinatorRecord] = field(default_factory=list)
     timers: list[TimerOp] = field(default_factory=list)
+    # Kafka's `replayRecords`: classic-group handlers change the group in memory themselves
+    # and only write GroupMetadata for durability, so those records are not replayed now
+    # (a reload replays them).
+    replay: bool = True
+    # This request's response is held until a later operation completes the token
+    # (a parked JoinGroup/SyncGroup).
+    parked: int | None = None
+    # Responses for earlier parked requests, released once this result is durable.
+    completions: list[tuple[int, Any]] = field(default_factory=list)

@@ -14,12 +14,18 @@ from typing import Any
 from records import CoordinatorRecord, UnknownRecord
 
 from ..config import CoordinatorConfig
-from . import consumer_heartbeat, group_admin, offset_ops
+import itertools
+
+from kio.schema.errors import ErrorCode
+
+from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, group_admin, offset_ops
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 from .errors import ApiError
+from . import kio_util
 from .heartbeat_policy import HeartbeatIntervalPolicy
+from .timeutil import from_ms
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
 from .membership import (
     compute_target_assignment,
@@ -75,6 +81,12 @@ class GroupCoordinatorShard:
         self.migration: Any = NoMigration()
         self.heartbeat_policy = HeartbeatIntervalPolicy(self.config)
         self.last_image_version_with_new_topics = 0
+        self.log = log
+        self._tokens = itertools.count(1)
+
+    def next_token(self) -> int:
+        """A token for a parked request (the runtime maps it to the client's response)."""
+        return next(self._tokens)
 
     # ---------------------------------------------------------------- replay
     @property
@@ -90,6 +102,8 @@ class GroupCoordinatorShard:
 
     def apply(self, result: Result, base_offset: int = -1) -> None:
         """Replay a result's records as the runtime appends them at `base_offset`..."""
+        if not result.replay:
+            return
         for i, record in enumerate(result.records):
             self.replay(record, base_offset + i if base_offset >= 0 else -1)
 
@@ -108,6 +122,18 @@ class GroupCoordinatorShard:
 
     def delete_groups(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return group_admin.delete_groups(self, ctx, req, now_ms)
+
+    def join_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return classic_join.join_group(self, ctx, req, now_ms)
+
+    def sync_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return classic_ops.sync_group(self, ctx, req, now_ms)
+
+    def heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return classic_ops.heartbeat(self, ctx, req, now_ms)
+
+    def leave_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return classic_ops.leave_group(self, ctx, req, now_ms)
 
     def offset_commit(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return offset_ops.offset_commit(self, ctx, req, now_ms)
@@ -166,6 +192,14 @@ class GroupCoordinatorShard:
     def on_timer(self, key: tuple, payload: Any, now_ms: int) -> Result:
         kind, group_id = key[0], key[1]
         group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if kind == classic_rebalance.JOIN_TIMER:
+                return classic_rebalance.on_join_timer(self, group, payload, now_ms)
+            if kind == classic_rebalance.SYNC_TIMER:
+                return classic_rebalance.on_sync_timer(self, group, payload, now_ms)
+            if kind == classic_rebalance.HEARTBEAT_TIMER:
+                return classic_rebalance.on_heartbeat_timer(self, group, key[2], now_ms)
+            return Result()
         if not isinstance(group, ConsumerGroup):
             return Result()
         if kind == "session-timeout":
@@ -231,6 +265,12 @@ class GroupCoordinatorShard:
         timers for members still revoking, plus pending target computations."""
         timers: list[TimerOp] = []
         for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                # A loaded classic group is STABLE with its members: they must keep heartbeating.
+                for m in group.members.values():
+                    timers.append(ScheduleTimer(classic_rebalance.heartbeat_key(group.group_id, m.member_id),
+                                                now_ms + m.session_timeout_ms))
+                continue
             if not isinstance(group, ConsumerGroup):
                 continue
             group.metadata_refresh_requested = True

@@ -54,6 +54,25 @@ class _Batch:
         self.size = 0
 
 
+def _release_when_durable(write: asyncio.Future | None, waiter: asyncio.Future, response: Any) -> None:
+    """Answer a parked request once the operation that answered it is durable."""
+    if write is None:
+        if not waiter.done():
+            waiter.set_result(response)
+        return
+
+    def done(f: asyncio.Future) -> None:
+        if waiter.done():
+            return
+        if f.cancelled() or f.exception() is not None:
+            waiter.set_exception(ApiError(ErrorCode.not_coordinator, "The coordinator write failed."))
+            waiter.exception()
+        else:
+            waiter.set_result(response)
+
+    write.add_done_callback(done)
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -73,6 +92,7 @@ class ShardRuntime:
         self.next_offset = 0
         self._current: _Batch | None = None
         self._sealed: deque[_Batch] = deque()
+        self._parked: dict[int, asyncio.Future] = {}
         self._inflight: _Batch | None = None
         self._flush_scheduled = False
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
@@ -120,13 +140,17 @@ class ShardRuntime:
         """Run a read or write operation and return its response once it is durable."""
         self.check_active()
         try:
-            response, fut = self._execute(op)
+            response, fut, parked = self._execute(op)
         except ApiError:
             raise
         except Exception as e:
             # A bug must not close the client's connection: answer UNKNOWN_SERVER_ERROR.
             log.exception("shard %d: operation failed", self.partition)
             raise ApiError(ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}") from e
+        if parked is not None:
+            # A parked JoinGroup/SyncGroup waits for another operation to answer it; clients
+            # expect that to take up to a rebalance timeout, so no write timeout applies.
+            return await parked
         if fut is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(fut), self.write_timeout_s)
@@ -136,9 +160,12 @@ class ShardRuntime:
                                f"The write to state partition {self.partition} timed out.") from None
         return response
 
-    def _execute(self, op: Operation) -> tuple[Any, asyncio.Future | None]:
+    def _execute(self, op: Operation) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
         now = self.clock()
         result = op(self.shard, now)
+        parked = None
+        if result.parked is not None:
+            parked = self._parked[result.parked] = asyncio.get_running_loop().create_future()
         if result.records:
             encoded = [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in result.records]
             size = sum(len(k) + (len(v) if v else 0) for k, v in encoded)
@@ -158,7 +185,11 @@ class ShardRuntime:
             pending = self._current or (self._sealed[-1] if self._sealed else None) or self._inflight
             fut = pending.done if pending is not None else None
         self._apply_timers(result.timers)
-        return result.response, fut
+        for token, response in result.completions:
+            waiter = self._parked.pop(token, None)
+            if waiter is not None:
+                _release_when_durable(fut, waiter, response)
+        return result.response, fut, parked
 
     def _batch_for(self, size: int) -> _Batch:
         """The open batch, or a new one when this result would overflow it (a single result is
@@ -235,6 +266,7 @@ class ShardRuntime:
                     b.done.exception()  # mark retrieved: nobody may be waiting
         self._inflight = self._current = None
         self._sealed.clear()
+        self._fail_parked()
         self.state = ShardState.FAILED
         self._cancel_all_timers()
         if self._reload_task is None or self._reload_task.done():
@@ -274,6 +306,15 @@ class ShardRuntime:
             handle.cancel()
         self._timers.clear()
 
+    def _fail_parked(self) -> None:
+        """Kafka answers parked joins and syncs NOT_COORDINATOR when a shard unloads."""
+        for waiter in self._parked.values():
+            if not waiter.done():
+                waiter.set_exception(ApiError(ErrorCode.not_coordinator, "The coordinator is reloading."))
+                waiter.exception()
+        self._parked.clear()
+
     def close(self) -> None:
         self.state = ShardState.CLOSED
+        self._fail_parked()
         self._cancel_all_timers()

@@ -37,6 +37,7 @@ class ShardContext:
         self.now_ms = now_ms
         self.timers: dict[tuple, tuple[int, object]] = {}
         self.log: list[tuple[int, bytes, bytes | None]] = []  # the state topic: (offset, key, value)
+        self.completed: dict[int, object] = {}  # responses of parked requests, by token
 
     # ------------------------------------------------------------ plumbing
     def apply(self, result: Result) -> Result:
@@ -44,7 +45,10 @@ class ShardContext:
             key, value = encode_key(record.key), encode_value(record.value, record.value_version)
             offset = len(self.log)
             self.log.append((offset, key, value))
-            self.shard.replay(decode_record(key, value, topic="__test", partition=0, offset=offset), offset)
+            if result.replay:
+                self.shard.replay(decode_record(key, value, topic="__test", partition=0, offset=offset), offset)
+        for token, response in result.completions:
+            self.completed[token] = response
         for t in result.timers:
             if isinstance(t, ScheduleTimer):
                 self.timers[t.key] = (t.deadline_ms, t.payload)
@@ -112,8 +116,11 @@ class ShardContext:
     def id_of(self, name: str) -> uuid.UUID:
         return self.shard.image.topics_by_name[name].topic_id
 
-    def call(self, method: str, request, version: int):
-        return self.apply(getattr(self.shard, method)(self.ctx(version), request, self.now_ms)).response
+    def call(self, method: str, request, version: int, client_id: str = "client"):
+        """The response, or a `Pending` when the request is parked (see `completed`)."""
+        ctx = RequestContext(api_version=version, client_id=client_id, client_host="/127.0.0.1")
+        result = self.apply(getattr(self.shard, method)(ctx, request, self.now_ms))
+        return Pending(result.parked, self) if result.parked is not None else result.response
 
     # ------------------------------------------------------------ helpers
     def group(self, group_id: str):
@@ -126,6 +133,22 @@ class ShardContext:
         """{topic name: partitions} of a heartbeat response's assignment."""
         names = {t.topic_id: t.name for t in self.shard.image.topics_by_name.values()}
         return {names[tp.topic_id]: set(tp.partitions) for tp in response.assignment.topic_partitions}
+
+
+class Pending:
+    """A parked JoinGroup/SyncGroup: `.response` once a later operation answered it."""
+
+    def __init__(self, token: int, ctx: ShardContext) -> None:
+        self.token, self._ctx = token, ctx
+
+    @property
+    def done(self) -> bool:
+        return self.token in self._ctx.completed
+
+    @property
+    def response(self):
+        assert self.done, "the request is still parked"
+        return self._ctx.completed[self.token]
 
 
 def ok(response) -> None:
