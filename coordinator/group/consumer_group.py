@@ -7,6 +7,7 @@ values: an update builds a new member with `dataclasses.replace`.
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from records import ClassicMemberMetadata
+
+_log = logging.getLogger("kcoord.group")
 
 # topic id -> {partition: assignment epoch} (KIP-1251 keeps one epoch per owned partition)
 Assignment = dict[uuid.UUID, dict[int, int]]
@@ -226,10 +229,10 @@ class ConsumerGroup:
             for p in parts:
                 prev = owners.get(p)
                 if prev is not None and prev >= epoch:
-                    # Kafka throws IllegalStateException here: two owners of one partition.
-                    raise IllegalStateError(
-                        f"group {self.group_id}: partition {topic_id}-{p} is owned at epoch {prev}, "
-                        f"cannot add it at epoch {epoch}")
+                    # Two owners of one partition: Kafka throws and fails the whole load. A
+                    # compacted log can reach this; keep serving and say so loudly instead.
+                    _log.error("group %s: partition %s-%d is owned at epoch %d and assigned again at "
+                               "epoch %d", self.group_id, topic_id, p, prev, epoch)
                 owners[p] = epoch
 
     def _remove_partition_epochs(self, assignment: Assignment, epoch: int) -> None:

@@ -129,7 +129,7 @@ def _throw_if_epoch_invalid(m: ConsumerGroupMember, epoch: int, owned) -> None:
 
 # ----------------------------------------------------------- group / member
 def _consumer_group_for_heartbeat(shard: GroupCoordinatorShard, group_id: str, create: bool,
-                                  records: list) -> ConsumerGroup:
+                                  records: list, timers: list, completions: list, now_ms: int) -> ConsumerGroup:
     """`getOrMaybeCreateConsumerGroup`."""
     group = shard.groups.get(group_id)
     if group is None:
@@ -144,7 +144,7 @@ def _consumer_group_for_heartbeat(shard: GroupCoordinatorShard, group_id: str, c
             # Offline upgrade, allowed whatever the migration policy: drop the classic group.
             records.append(rh.group_metadata_tombstone(group_id))
             return ConsumerGroup(group_id)
-        return shard.migration.upgrade_for_heartbeat(shard, group, records)
+        return shard.migration.upgrade_for_heartbeat(shard, group, records, timers, completions, now_ms)
     raise group_not_found(group_id, "It is not a consumer group.")
 
 
@@ -159,14 +159,15 @@ def _throw_if_full(shard: GroupCoordinatorShard, group: ConsumerGroup, member_id
                        f"{shard.config.consumer_max_size} members.")
 
 
-def _static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id: str, owned,
-                   create: bool, records: list) -> ConsumerGroupMember:
-    """`getOrMaybeSubscribeStaticConsumerGroupMember`."""
+def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id: str, owned,
+                  create: bool, records: list, classic: bool = False) -> ConsumerGroupMember:
+    """`getOrMaybeSubscribeStaticConsumerGroupMember`. `classic`: the joining member speaks
+    the classic protocol (it may replace any static member; no epoch checks)."""
     existing = group.static_member(instance_id)
     if create:
         if existing is None:
             return ConsumerGroupMember(member_id=member_id)
-        if not existing.uses_classic_protocol and existing.member_epoch != STATIC_LEAVE_EPOCH:
+        if not classic and not existing.uses_classic_protocol and existing.member_epoch != STATIC_LEAVE_EPOCH:
             # KIP-848: the *joining* duplicate is rejected; the live instance keeps its slot.
             raise ApiError(ErrorCode.unreleased_instance_id,
                            f"Static member {existing.member_id} with instance id {instance_id} is "
@@ -184,7 +185,8 @@ def _static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id
         raise ApiError(ErrorCode.fenced_instance_id,
                        f"Static member {member_id} with instance id {instance_id} was fenced by "
                        f"member {existing.member_id}.")
-    _throw_if_epoch_invalid(existing, epoch, owned)
+    if not classic:
+        _throw_if_epoch_invalid(existing, epoch, owned)
     return existing
 
 
@@ -192,10 +194,11 @@ def _static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id
 def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
     records: list = []
     timers: list = []
+    completions: list = []
     epoch = req.member_epoch
     create = epoch == JOIN_EPOCH
     owned = _owned(req.topic_partitions)
-    group = _consumer_group_for_heartbeat(shard, req.group_id, create, records)
+    group = _consumer_group_for_heartbeat(shard, req.group_id, create, records, timers, completions, now_ms)
     gid = group.group_id
     _throw_if_full(shard, group, req.member_id, req.instance_id)
     member_id = req.member_id or str(uuid.uuid4())
@@ -209,7 +212,7 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
         else:
             _throw_if_epoch_invalid(member, epoch, owned)
     else:
-        member = _static_member(group, member_id, epoch, req.instance_id, owned, create, records)
+        member = static_member(group, member_id, epoch, req.instance_id, owned, create, records)
 
     regex = getattr(req, "subscribed_topic_regex", None)
     rebalance_timeout_ms = to_ms(req.rebalance_timeout)
@@ -225,8 +228,37 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
         client_id=ctx.client_id, client_host=ctx.client_host,
         classic_member_metadata=None)
 
-    names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+    reconciled = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
+    timers.append(ScheduleTimer(session_timer(gid, member_id),
+                                now_ms + shard.session_timeout_ms(group, reconciled)))
+
+    full_request = (rebalance_timeout_ms != -1
+                    and (req.subscribed_topic_names is not None or regex is not None)
+                    and req.topic_partitions is not None)
+    assignment = None
+    if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions:
+        mod = _RESPONSES[ctx.api_version]
+        assignment = mod.Assignment(topic_partitions=tuple(
+            mod.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
+            for t, ps in reconciled.assigned_partitions.items()))
+    response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
+        throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
+        member_epoch=reconciled.member_epoch,
+        heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, reconciled)),
+        assignment=assignment)
+    return Result(response=response, records=records, timers=timers, completions=completions)
+
+
+def update_and_reconcile(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,
+                         updated: ConsumerGroupMember, owned, now_ms: int, records: list,
+                         timers: list) -> ConsumerGroupMember:
+    """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
+    persist the member, maybe bump the group epoch (subscription, regex, assignor or
+    metadata change), compute the target assignment, reconcile the member towards it."""
+    gid = group.group_id
+    member_id = updated.member_id
     is_new = member_id not in group.members
+    names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
     if is_new or not updated.metadata_equals(member):
         records.append(rh.member_metadata_record(gid, updated))
 
@@ -267,25 +299,7 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
                                                 reconciled.member_epoch))
                 else:
                     timers.append(CancelTimer(key))
-
-    timers.append(ScheduleTimer(session_timer(gid, member_id),
-                                now_ms + shard.session_timeout_ms(group, reconciled)))
-
-    full_request = (rebalance_timeout_ms != -1
-                    and (req.subscribed_topic_names is not None or regex is not None)
-                    and req.topic_partitions is not None)
-    assignment = None
-    if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions:
-        mod = _RESPONSES[ctx.api_version]
-        assignment = mod.Assignment(topic_partitions=tuple(
-            mod.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
-            for t, ps in reconciled.assigned_partitions.items()))
-    response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
-        throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
-        member_epoch=reconciled.member_epoch,
-        heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, reconciled)),
-        assignment=assignment)
-    return Result(response=response, records=records, timers=timers)
+    return reconciled
 
 
 def _update_regex(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,
@@ -362,10 +376,10 @@ def _leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) 
                           assigned_partitions={t: dict.fromkeys(ps, 0)
                                                for t, ps in member.assigned_partitions.items()})
         records = [rh.current_assignment_record(gid, leaving)]
-        timers: list = []
+        result = Result(records=records)
     else:
         result = shard.fence(group, [member.member_id], now_ms)
-        records, timers = result.records, result.timers
-    return Result(response=mod.ConsumerGroupHeartbeatResponse(
+    result.response = mod.ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member.member_id,
-        member_epoch=req.member_epoch, heartbeat_interval=from_ms(0)), records=records, timers=timers)
+        member_epoch=req.member_epoch, heartbeat_interval=from_ms(0))
+    return result

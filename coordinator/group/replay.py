@@ -107,9 +107,12 @@ class Replayer:
         elif isinstance(group, ClassicGroup) and not group.is_simple():
             if not create:
                 return None
-            # Kafka: a consumer-group record only replaces a *simple* classic group; a
-            # classic group with members must have been tombstoned first (conversion order).
-            raise IllegalStateError(f"group {group_id} is not a consumer group")
+            # An upgrade tombstones the classic group before its consumer records, but once
+            # compaction removed that tombstone a consumer record can follow a classic one
+            # directly (KAFKA-17306/KAFKA-21117 made Kafka's load fail here). The log is
+            # ordered: the later record is the truth.
+            log.warning("group %s: consumer-group record replaces a classic group (compacted conversion)",
+                        group_id)
         group = ConsumerGroup(group_id)
         self.groups[group_id] = group
         return group
@@ -157,7 +160,10 @@ class Replayer:
         group.leader_id = value.leader
         existing = self.groups.get(group_id)
         if isinstance(existing, ConsumerGroup) and not existing.is_empty():
-            raise IllegalStateError(f"group {group_id} is a non-empty consumer group")
+            # A downgrade tombstones the consumer group first; compaction can drop those
+            # tombstones. The later classic record wins (see _consumer_group).
+            log.warning("group %s: classic GroupMetadata replaces a consumer group (compacted conversion)",
+                        group_id)
         self.groups[group_id] = group
 
     # ------------------------------------------------------- consumer group
@@ -167,9 +173,10 @@ class Replayer:
             if group is None:
                 return
             if group.members or group.target_assignment or group.assignment_epoch != -1:
-                raise IllegalStateError(
-                    f"group {key.group_id}: ConsumerGroupMetadata tombstone while the group still has "
-                    "members, a target assignment or an assignment epoch")
+                # Kafka throws here (KAFKA-17306: a compacted log tripped it on failover). The
+                # tombstone is the newest word on the group: drop it with what is left.
+                log.warning("group %s: ConsumerGroupMetadata tombstone while %d members remain; "
+                            "removing the group", key.group_id, len(group.members))
             del self.groups[key.group_id]
             return
         group = self._consumer_group(key.group_id, create=True)
@@ -187,12 +194,11 @@ class Replayer:
             if group is None or key.member_id not in group.members:
                 return
             m = group.members[key.member_id]
-            if m.member_epoch != -1:
-                raise IllegalStateError(f"member {key.member_id} of {key.group_id} removed before its "
-                                        "current assignment was tombstoned")
-            if key.member_id in group.target_assignment:
-                raise IllegalStateError(f"member {key.member_id} of {key.group_id} removed before its "
-                                        "target assignment was tombstoned")
+            if m.member_epoch != -1 or key.member_id in group.target_assignment:
+                # Out of Kafka's order (current assignment, target, member): compaction at work.
+                log.warning("group %s: member %s removed before its assignments were tombstoned",
+                            key.group_id, key.member_id)
+                group.remove_target(key.member_id)
             group.remove_member(key.member_id)
             return
         group = self._consumer_group(key.group_id, create=True)
@@ -210,8 +216,8 @@ class Replayer:
             return
         if value is None:
             if group.target_assignment:
-                raise IllegalStateError(f"group {key.group_id}: target assignment metadata tombstone "
-                                        "while member targets remain")
+                log.warning("group %s: target assignment metadata tombstone while member targets remain",
+                            key.group_id)
             group.assignment_epoch, group.assignment_timestamp_ms = -1, 0
         else:
             group.assignment_epoch = value.assignment_epoch

@@ -60,7 +60,7 @@ class NoMigration:
     be upgraded, and fencing never downgrades."""
 
 
-    def upgrade_for_heartbeat(self, shard, group, records):
+    def upgrade_for_heartbeat(self, shard, group, records, timers, completions, now_ms):
         raise ApiError(consumer_heartbeat.ErrorCode.group_id_not_found,
                        f"Group {group.group_id} is not a consumer group.")
 
@@ -78,7 +78,8 @@ class GroupCoordinatorShard:
         self.groups: dict[str, ConsumerGroup | ClassicGroup] = {}
         self.offsets = OffsetStore()
         self._replayer = Replayer(self.groups, self.offsets)
-        self.migration: Any = NoMigration()
+        from migration.hooks import Migration  # migration/ builds on this package
+        self.migration: Any = Migration(self.config)
         self.heartbeat_policy = HeartbeatIntervalPolicy(self.config)
         self.last_image_version_with_new_topics = 0
         self.log = log
@@ -209,6 +210,11 @@ class GroupCoordinatorShard:
             log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
                      group_id, member_id)
             return self.fence(group, [member_id], now_ms)
+        if kind in ("join-timeout", "sync-timeout"):
+            # A classic member of a consumer group that did not rejoin / sync in time.
+            if key[2] not in group.members:
+                return Result()
+            return self.fence(group, [key[2]], now_ms)
         if kind == "rebalance-timeout":
             member = group.members.get(key[2])
             if member is None or member.member_epoch != payload:

@@ -76,10 +76,10 @@ class ShardContext:
         for t in self.shard.on_metadata_update(image, self.now_ms):
             self.apply(Result(timers=[t]))
 
-    def reload(self) -> GroupCoordinatorShard:
-        """A fresh shard rebuilt from the log, as a restart would."""
+    def reload(self, log=None) -> GroupCoordinatorShard:
+        """A fresh shard rebuilt from the log (or from `log`, e.g. a prefix), as a restart would."""
         fresh = GroupCoordinatorShard(0, self.config, self.shard.image)
-        for offset, key, value in self.log:
+        for offset, key, value in self.log if log is None else log:
             fresh.replay(decode_record(key, value, topic="__test", partition=0, offset=offset), offset)
         return fresh
 

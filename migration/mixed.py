@@ -1,0 +1,284 @@
+"""Classic-protocol members inside a consumer group (reference §5.4).
+
+A classic consumer keeps speaking JoinGroup/SyncGroup/Heartbeat while the group is a
+KIP-848 group: its JoinGroup is translated into a heartbeat of the consumer group (its
+subscription and owned partitions come from the embedded ConsumerProtocol metadata),
+SyncGroup returns its current assignment, and Heartbeat answers REBALANCE_IN_PROGRESS
+whenever it must rejoin to move on in its reconciliation.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.classic_group import ClassicGroupMember
+from coordinator.group.classic_rebalance import join_response, sync_response
+from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from coordinator.group.consumer_heartbeat import static_member, update_and_reconcile
+from coordinator.group.errors import ApiError
+from coordinator.group.kio_util import build, schema
+from coordinator.group.membership import join_timer, session_timer, sync_timer
+from coordinator.group.result import CancelTimer, Result, ScheduleTimer
+from coordinator.group.timeutil import from_ms, to_ms
+from records import ClassicMemberMetadata, ClassicProtocol
+
+from .consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
+from .conversion import downgrade
+from .policy import MigrationPolicy
+
+if TYPE_CHECKING:
+    from coordinator.group.shard import GroupCoordinatorShard, RequestContext
+
+
+def _classic_protocol_names(member: ConsumerGroupMember) -> list[str]:
+    meta = member.classic_member_metadata
+    return [p.name for p in meta.supported_protocols] if meta is not None else []
+
+
+def _supported_protocol(group: ConsumerGroup, protocol_type: str, protocols: list[tuple[str, bytes]]) -> str | None:
+    """`supportsClassicProtocols`: type `consumer` and a protocol every classic member
+    supports (any protocol when there is no classic member yet). Returns its name."""
+    if protocol_type != "consumer" or not protocols:
+        return None
+    classic = [m for m in group.members.values() if m.uses_classic_protocol]
+    for name, _ in protocols:
+        if all(name in _classic_protocol_names(m) for m in classic):
+            return name
+    return None
+
+
+def _join_error(v: int, error: ErrorCode, member_id: str = "") -> Result:
+    return Result(response=join_response(v, error=error, member_id=member_id))
+
+
+# ------------------------------------------------------------------ JoinGroup
+def classic_join(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+    v = ctx.api_version
+    gid = group.group_id
+    if shard.migration.policy is MigrationPolicy.DISABLED:
+        # KAFKA-20640: with migration disabled classic members cannot join a consumer group.
+        return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
+    protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+    instance_id = getattr(req, "group_instance_id", None)
+    unknown = req.member_id == ""
+    member_id = req.member_id or str(uuid.uuid4())
+    if not (instance_id is not None and instance_id in group.static_members) \
+            and len(group.members) >= shard.config.consumer_max_size and member_id not in group.members:
+        return _join_error(v, ErrorCode.group_max_size_reached)
+    protocol_name = _supported_protocol(group, req.protocol_type, protocols)
+    if protocol_name is None:
+        return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
+    if instance_id is None and unknown and v >= 4:
+        return _join_error(v, ErrorCode.member_id_required, member_id)  # KIP-394, no records
+    try:
+        subscription = decode_subscription(protocols[0][1])
+    except MalformedProtocolData:
+        return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)  # KAFKA-20662
+
+    session_ms = to_ms(req.session_timeout)
+    rebalance_ms = to_ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    records: list = []
+    timers: list = []
+    if instance_id is not None and unknown:
+        existing = group.static_member(instance_id)
+        if existing is not None and _can_replace_last_consumer_member(shard, group, existing):
+            return _downgrade_by_replacement(shard, ctx, req, group, existing, protocols, now_ms)
+    try:
+        if instance_id is None:
+            member = group.members.get(member_id) or ConsumerGroupMember(member_id=member_id)
+        else:
+            member = static_member(group, member_id, -1, instance_id, None, unknown, records, classic=True)
+    except ApiError as e:
+        return _join_error(v, e.code, req.member_id)
+
+    owned = {}
+    for topic, partitions in subscription.owned_partitions.items():
+        t = shard.image.topics_by_name.get(topic)
+        if t is not None:
+            owned[t.topic_id] = frozenset(partitions)
+    updated = replace(
+        member, instance_id=instance_id if instance_id is not None else member.instance_id,
+        rack_id=subscription.rack_id, rebalance_timeout_ms=rebalance_ms,
+        subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+        subscribed_topic_regex="",  # classic members cannot use regex subscriptions
+        client_id=ctx.client_id, client_host=ctx.client_host,
+        classic_member_metadata=ClassicMemberMetadata(
+            session_timeout_ms=session_ms,
+            supported_protocols=tuple(ClassicProtocol(name=n, metadata=m) for n, m in protocols)))
+    try:
+        reconciled = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
+    except ApiError as e:
+        return _join_error(v, e.code, req.member_id)
+    timers += [CancelTimer(join_timer(gid, member_id)),
+               ScheduleTimer(session_timer(gid, member_id), now_ms + session_ms),
+               ScheduleTimer(sync_timer(gid, member_id), now_ms + rebalance_ms)]
+    response = join_response(v, member_id=member_id, generation_id=reconciled.member_epoch,
+                             protocol_type="consumer", protocol_name=protocol_name)
+    return Result(response=response, records=records, timers=timers)
+
+
+def _can_replace_last_consumer_member(shard, group: ConsumerGroup, existing: ConsumerGroupMember) -> bool:
+    """Downgrade trigger B: a classic static member replaces the only consumer-protocol member."""
+    return (not existing.uses_classic_protocol
+            and group.all_members_use_classic_protocol_except({existing.member_id})
+            and shard.migration.policy.downgrade_enabled
+            and len(group.members) <= shard.config.group_max_size)
+
+
+def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: ConsumerGroupMember,
+                              protocols, now_ms: int) -> Result:
+    """Convert to a classic group in which the joining instance takes the replaced member's
+    slot and target assignment, then serve this JoinGroup as a classic one."""
+    gid = group.group_id
+    joining = ClassicGroupMember(
+        member_id=f"{req.group_instance_id}-{uuid.uuid4()}", group_instance_id=req.group_instance_id,
+        client_id=ctx.client_id, client_host=ctx.client_host,
+        rebalance_timeout_ms=to_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+        session_timeout_ms=to_ms(req.session_timeout), protocol_type=req.protocol_type,
+        supported_protocols=list(protocols))
+    # Rebalance only when the target is not computed yet; otherwise the classic members
+    # already hold their targets (Kafka reconciles first).
+    rebalance = group.assignment_epoch < group.group_epoch
+    classic, fx = downgrade(shard, group, set(), now_ms, replaced=(existing.member_id, joining),
+                            rebalance=rebalance)
+    # The joining member is now a known static member of the classic group: answer it as
+    # a classic join (STABLE, same protocol: no rebalance, its assignment is ready).
+    result = shard.join_group(ctx, replace_member_id(req, ""), now_ms)
+    result.records[:0] = fx.records
+    result.timers[:0] = fx.timers
+    result.completions[:0] = fx.completions
+    return result
+
+
+def replace_member_id(req, member_id: str):
+    return type(req)(**{**{f: getattr(req, f) for f in req.__dataclass_fields__}, "member_id": member_id})
+
+
+# ------------------------------------------------------------ member lookup
+def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+    if instance_id is not None:
+        member = group.static_member(instance_id)
+        if member is None:
+            raise ApiError(ErrorCode.unknown_member_id)
+        if member.member_id != member_id:
+            raise ApiError(ErrorCode.fenced_instance_id)
+    else:
+        member = group.members.get(member_id)
+        if member is None:
+            raise ApiError(ErrorCode.unknown_member_id)
+    if not member.uses_classic_protocol:
+        raise ApiError(ErrorCode.unknown_member_id)
+    return member
+
+
+def _needs_rejoin(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+    """A classic member moves through reconciliation only by rejoining."""
+    if member.member_epoch < group.assignment_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+        return True
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        # Rejoin as soon as none of the partitions it waits for is still held elsewhere.
+        for topic_id, partitions in group.target_of(member.member_id).items():
+            have = member.assigned_partitions.get(topic_id, {})
+            if any(p not in have and group.partition_epoch(topic_id, p) != -1 for p in partitions):
+                return False
+        return True
+    return False
+
+
+# ------------------------------------------------------------------ SyncGroup
+def classic_sync(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+    v = ctx.api_version
+    gid = group.group_id
+    try:
+        if group.is_empty():
+            raise ApiError(ErrorCode.unknown_member_id)
+        member = _classic_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        if req.generation_id != member.member_epoch:
+            raise ApiError(ErrorCode.illegal_generation)
+        protocol_type = getattr(req, "protocol_type", None)
+        protocol_name = getattr(req, "protocol_name", None)
+        if (protocol_type is not None and protocol_type != "consumer") or \
+                (protocol_name is not None and protocol_name not in _classic_protocol_names(member)):
+            raise ApiError(ErrorCode.inconsistent_group_protocol)
+    except ApiError as e:
+        return Result(response=sync_response(v, error=e.code))
+    if group.assignment_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+        return Result(response=sync_response(v, error=ErrorCode.rebalance_in_progress),
+                      timers=[ScheduleTimer(join_timer(gid, member.member_id), now_ms + member.rebalance_timeout_ms)])
+    names = {}
+    for topic_id, partitions in member.assigned_partitions.items():
+        t = shard.image.topics_by_id.get(topic_id)
+        if t is not None:
+            names[t.name] = tuple(partitions)
+    version = _subscription_version(member)
+    timers = [CancelTimer(sync_timer(gid, member.member_id)),
+              ScheduleTimer(session_timer(gid, member.member_id), now_ms + shard.session_timeout_ms(group, member))]
+    return Result(response=sync_response(v, protocol_type="consumer",
+                                         protocol_name=protocol_name or _classic_protocol_names(member)[0],
+                                         assignment=encode_assignment(names, version)), timers=timers)
+
+
+def _subscription_version(member: ConsumerGroupMember) -> int:
+    for p in member.classic_member_metadata.supported_protocols:
+        try:
+            return decode_subscription(bytes(p.metadata)).version
+        except MalformedProtocolData:
+            continue
+    return 0
+
+
+# ------------------------------------------------------------------ Heartbeat
+def classic_heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+    mod = schema("heartbeat", ctx.api_version)
+    gid = group.group_id
+    try:
+        member = _classic_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        if req.generation_id != member.member_epoch:
+            raise ApiError(ErrorCode.illegal_generation)
+    except ApiError as e:
+        return Result(response=build(mod.HeartbeatResponse, throttle_time=from_ms(0), error_code=e.code))
+    timers: list = [ScheduleTimer(session_timer(gid, member.member_id),
+                                  now_ms + shard.session_timeout_ms(group, member))]
+    error = ErrorCode.none
+    if _needs_rejoin(group, member):
+        error = ErrorCode.rebalance_in_progress
+        timers.append(ScheduleTimer(join_timer(gid, member.member_id), now_ms + member.rebalance_timeout_ms))
+    return Result(response=build(mod.HeartbeatResponse, throttle_time=from_ms(0), error_code=error), timers=timers)
+
+
+# ----------------------------------------------------------------- LeaveGroup
+def classic_leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, identities, group: ConsumerGroup,
+                  now_ms: int) -> Result:
+    v = ctx.api_version
+    mod = schema("leave_group", v)
+    out = []
+    leaving: list[str] = []
+    for member_id, instance_id in identities:
+        try:
+            if member_id == "" and instance_id is not None:
+                member = group.static_member(instance_id)  # administrative removal
+                if member is None:
+                    raise ApiError(ErrorCode.unknown_member_id)
+            elif instance_id is not None:
+                member = group.static_member(instance_id)
+                if member is None:
+                    raise ApiError(ErrorCode.unknown_member_id)
+                if member.member_id != member_id:
+                    raise ApiError(ErrorCode.fenced_instance_id)
+            else:
+                member = group.members.get(member_id)
+                if member is None:
+                    raise ApiError(ErrorCode.unknown_member_id)
+            leaving.append(member.member_id)
+            out.append((member_id, instance_id, ErrorCode.none))
+        except ApiError as e:
+            out.append((member_id, instance_id, e.code))
+    result = shard.fence(group, leaving, now_ms) if leaving else Result()
+    top = out[0][2] if v < 3 and out else ErrorCode.none
+    members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
+                                     for m, i, c in out)
+    result.response = build(mod.LeaveGroupResponse, throttle_time=from_ms(0), error_code=top, members=members)
+    return result
