@@ -16,7 +16,8 @@ from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
 from .errors import ApiError
 from .kio_util import build, schema
-from .result import Result
+from .classic_rebalance import heartbeat_key
+from .result import Result, ScheduleTimer
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
@@ -156,13 +157,21 @@ def offset_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms
     except ApiError as e:
         records = []
         answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
+    timers = []
+    group = shard.groups.get(req.group_id)
+    if records and isinstance(group, ClassicGroup) and req.member_id in group.members and group.state in (
+            ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
+        # A commit proves the member is alive (`rescheduleClassicGroupMemberHeartbeat`).
+        member = group.members[req.member_id]
+        timers.append(ScheduleTimer(heartbeat_key(group.group_id, member.member_id),
+                                    now_ms + member.session_timeout_ms))
     topics_out = tuple(
         build(mod.OffsetCommitResponseTopic, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
               partitions=tuple(build(mod.OffsetCommitResponsePartition, partition_index=i, error_code=code)
                                for i, code in parts))
         for t, parts in answers)
     return Result(response=build(mod.OffsetCommitResponse, throttle_time=from_ms(0), topics=topics_out),
-                  records=records)
+                  records=records, timers=timers)
 
 
 # ----------------------------------------------------------------- fetch

@@ -18,7 +18,7 @@ import itertools
 
 from kio.schema.errors import ErrorCode
 
-from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, group_admin, offset_ops
+from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, expiration, group_admin, offset_ops
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
@@ -191,6 +191,10 @@ class GroupCoordinatorShard:
 
     # ----------------------------------------------------------------- timers
     def on_timer(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        if key == expiration.EXPIRE_TIMER:
+            return expiration.cleanup(self, now_ms)
+        if key[0] == expiration.TOPICS_DELETED_TIMER:
+            return expiration.topics_deleted(self, payload)
         kind, group_id = key[0], key[1]
         group = self.groups.get(group_id)
         if isinstance(group, ClassicGroup):
@@ -269,7 +273,8 @@ class GroupCoordinatorShard:
     def on_loaded(self, now_ms: int) -> list[TimerOp]:
         """Arm what Kafka's `onLoaded` arms: session timers for every member, rebalance
         timers for members still revoking, plus pending target computations."""
-        timers: list[TimerOp] = []
+        timers: list[TimerOp] = [ScheduleTimer(expiration.EXPIRE_TIMER,
+                                               now_ms + self.config.offsets_retention_check_interval_ms)]
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 # A loaded classic group is STABLE with its members: they must keep heartbeating.
@@ -300,6 +305,11 @@ class GroupCoordinatorShard:
         if image.topics_by_name.keys() - old.topics_by_name.keys():
             self.last_image_version_with_new_topics = image.version
         timers: list[TimerOp] = []
+        deleted = old.topics_by_name.keys() - image.topics_by_name.keys()
+        if deleted and old.topics_by_name:
+            # Only topics seen and then gone count as deleted, never ones merely unknown.
+            timers.append(ScheduleTimer((expiration.TOPICS_DELETED_TIMER, image.version), now_ms,
+                                        frozenset(deleted)))
         for group in self.groups.values():
             if not isinstance(group, ConsumerGroup) or not group.members:
                 continue

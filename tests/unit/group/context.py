@@ -71,6 +71,10 @@ class ShardContext:
         self.now_ms = end
         return fired
 
+    def loaded(self) -> None:
+        """Arm what the runtime arms once a shard is loaded (session and expiry timers)."""
+        self.apply(Result(timers=self.shard.on_loaded(self.now_ms)))
+
     def update_image(self, *topics: TopicImage) -> None:
         image = MetadataImage.of(topics, version=self.shard.image.version + 1)
         for t in self.shard.on_metadata_update(image, self.now_ms):

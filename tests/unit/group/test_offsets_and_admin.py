@@ -182,3 +182,31 @@ def test_offset_delete_refuses_subscribed_topics():
     resp = c.call("offset_delete", req, 0)
     assert errors(resp) == {("foo", 0): ErrorCode.group_subscribed_to_topic, ("bar", 0): ErrorCode.none}
     assert c.shard.offsets.get("g", "bar", 0) is None and c.shard.offsets.get("g", "foo", 0) is not None
+
+
+def test_offsets_of_an_empty_simple_group_expire_after_retention():
+    from coordinator.config import CoordinatorConfig
+    c = ShardContext(FOO, config=CoordinatorConfig(offsets_retention_ms=60_000,
+                                                   offsets_retention_check_interval_ms=10_000))
+    c.loaded()
+    commit(c, "g", "", -1, {"foo": {0: 5}})
+    c.advance(30_000)
+    assert c.shard.offsets.get("g", "foo", 0) is not None  # not yet
+    c.advance(40_000)
+    assert c.shard.offsets.get("g", "foo", 0) is None and "g" not in c.shard.groups
+    assert "g" not in c.reload().groups
+
+
+def test_consumer_group_keeps_offsets_of_subscribed_topics_and_deleted_topics_are_dropped():
+    from coordinator.config import CoordinatorConfig
+    bar = topic("bar", 2)
+    c = ShardContext(FOO, bar, config=CoordinatorConfig(offsets_retention_ms=1_000, consumer_assignment_interval_ms=0))
+    c.heartbeat("g", "m1", 0, topics=["foo"])
+    commit(c, "g", "m1", 2, {"foo": {0: 1}, "bar": {0: 1}})
+    c.advance(5_000)
+    c.apply(c.shard.on_timer(("expire-group-metadata",), None, c.now_ms))
+    # bar is not subscribed and past retention: expired; foo is consumed: kept.
+    assert c.shard.offsets.get("g", "bar", 0) is None and c.shard.offsets.get("g", "foo", 0) is not None
+    c.update_image(bar)  # foo deleted upstream
+    c.advance(0)
+    assert c.shard.offsets.get("g", "foo", 0) is None

@@ -1,0 +1,105 @@
+"""Offset retention and group expiry (Kafka: `cleanupGroupMetadata`, every
+offsets.retention.check.interval.ms), and offsets of deleted topics (`onTopicsDeleted`).
+
+An offset expires when its group no longer consumes the topic and retention has passed
+since its base time: the commit time, or, for an empty classic group, the time it
+became empty (`OffsetExpirationConditionImpl`); a v1 record's expire timestamp wins.
+A group whose offsets all expired and that may expire is tombstoned.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from . import record_helpers as rh
+from .classic_group import ClassicGroup, ClassicGroupState
+from .consumer_group import ConsumerGroup
+from .group_admin import group_tombstones
+from .offsets import OffsetAndMetadata
+from .result import Result, ScheduleTimer
+
+if TYPE_CHECKING:
+    from .shard import GroupCoordinatorShard
+
+EXPIRE_TIMER = ("expire-group-metadata",)
+TOPICS_DELETED_TIMER = "topics-deleted"
+
+BaseTime = Callable[[OffsetAndMetadata], int]
+
+
+def _expiration_base(group) -> BaseTime | None:
+    """`offsetExpirationCondition`: None means offsets of this group never expire now."""
+    if isinstance(group, ConsumerGroup):
+        return lambda o: o.commit_timestamp
+    if isinstance(group, ClassicGroup):
+        if not group.protocol_type:
+            return lambda o: o.commit_timestamp  # a simple group: only commits count
+        if group.state is ClassicGroupState.EMPTY:
+            state_ts = group.state_timestamp_ms
+            return (lambda o: state_ts) if state_ts >= 0 else (lambda o: o.commit_timestamp)
+        if group.protocol_type == "consumer" and group.state is ClassicGroupState.STABLE:
+            return lambda o: o.commit_timestamp
+    return None
+
+
+def _subscribed_topics(group) -> set[str]:
+    if isinstance(group, ConsumerGroup):
+        names = set(group.subscribed_topic_names)
+        for regex in group.regex_subscribers:
+            resolved = group.resolved_regexes.get(regex)
+            if resolved is not None:
+                names |= resolved.topics
+        return names
+    if isinstance(group, ClassicGroup) and group.protocol_type == "consumer" and group.members:
+        from migration.consumer_protocol import MalformedProtocolData, decode_subscription
+        topics: set[str] = set()
+        for m in group.members.values():
+            try:
+                topics.update(decode_subscription(m.metadata_for(group.protocol_name)).topics)
+            except MalformedProtocolData:
+                continue
+        return topics
+    return set()
+
+
+def _should_expire(group) -> bool:
+    if isinstance(group, ClassicGroup):
+        return group.state is ClassicGroupState.EMPTY
+    return group.is_empty()
+
+
+def cleanup(shard: GroupCoordinatorShard, now_ms: int) -> Result:
+    retention = shard.config.offsets_retention_ms
+    records: list = []
+    for group_id, group in list(shard.groups.items()):
+        base = _expiration_base(group)
+        offsets = shard.offsets.group(group_id)
+        all_expired = True
+        if base is None:
+            all_expired = not offsets
+        else:
+            subscribed = _subscribed_topics(group)
+            for topic, partitions in offsets.items():
+                for partition, o in partitions.items():
+                    expired = topic not in subscribed and not shard.offsets.has_pending(group_id, topic, partition) \
+                        and (now_ms >= o.expire_timestamp if o.expire_timestamp != -1
+                             else now_ms - base(o) >= retention)
+                    if expired:
+                        records.append(rh.offset_tombstone(group_id, topic, partition))
+                    else:
+                        all_expired = False
+        if all_expired and _should_expire(group):
+            shard.log.info("[GroupId %s] Group has no committed offsets left and is empty; expiring it.", group_id)
+            records.extend(group_tombstones(group))
+    return Result(records=records, timers=[ScheduleTimer(EXPIRE_TIMER,
+                                                         now_ms + shard.config.offsets_retention_check_interval_ms)])
+
+
+def topics_deleted(shard: GroupCoordinatorShard, topics: Iterable[str]) -> Result:
+    """Offsets of topics deleted upstream are tombstoned for every group."""
+    gone = set(topics)
+    records = [rh.offset_tombstone(group_id, topic, p)
+               for group_id, by_topic in shard.offsets.offsets.items()
+               for topic, partitions in by_topic.items() if topic in gone
+               for p in partitions]
+    return Result(records=records)
