@@ -24,7 +24,13 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_min_session_timeout_ms: int = 45_000
     consumer_max_session_timeout_ms: int = 60_000
-    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_heartbeat_interval_ms: int = 5_000  # Kafka's fixed interval (policy "fixed")
+    # kcoord's heartbeat-interval policy (coordinator/group/heartbeat_policy.py): "adaptive"
+    # steers members with reconciliation work to a short interval; "fixed" is Kafka's.
+    consumer_heartbeat_policy: str = "adaptive"
+    consumer_heartbeat_pending_interval_ms: int = 100
+    consumer_heartbeat_stable_interval_ms: int = 500
+    consumer_heartbeat_budget_per_second: int = 10_000
     consumer_min_heartbeat_interval_ms: int = 5_000
     consumer_max_heartbeat_interval_ms: int = 15_000
     consumer_max_size: int = 2**31 - 1

@@ -70,6 +70,8 @@ class GroupCoordinatorService:
         self.api_versions = dict(API_VERSIONS)
         self.answered_versions = {**API_VERSIONS, **ANSWERED_NOT_ADVERTISED}
         self.image: MetadataImage = EMPTY_IMAGE
+        self._members_counted_at = float("-inf")
+        self._member_total = 0
         self._make_shard = make_shard or (lambda p: GroupCoordinatorShard(p, self.config, self.image))
         self.runtimes = [ShardRuntime(p, self._new_shard, state_topic,
                                       write_timeout_ms=config.offsets_commit_timeout_ms)
@@ -87,7 +89,17 @@ class GroupCoordinatorService:
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         shard = self._make_shard(partition)
         shard.image = self.image
+        shard.heartbeat_policy.member_count = self.total_members
         return shard
+
+    def total_members(self) -> int:
+        """Members across all shards, recounted at most twice a second (the heartbeat policy
+        spreads its budget over every member of the process)."""
+        now = time.monotonic()
+        if now - self._members_counted_at > 0.5:
+            self._members_counted_at = now
+            self._member_total = sum(len(g.members) for rt in self.runtimes for g in rt.shard.groups.values())
+        return self._member_total
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
