@@ -283,8 +283,10 @@ class GroupCoordinatorService:
 
         def one(shard, g):
             try:
+                # MemberId and MemberEpoch exist from v9 (KIP-848); v8 is multi-group without them.
                 topics = offset_ops.fetch_group(shard, ctx.api_version, mod, g.group_id, g.topics,
-                                                req.require_stable, g.member_id, g.member_epoch)
+                                                req.require_stable, getattr(g, "member_id", None),
+                                                getattr(g, "member_epoch", -1))
                 return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
                              error_code=ErrorCode.none)
             except ApiError as e:

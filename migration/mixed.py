@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.classic_group import ClassicGroupMember
 from coordinator.group.classic_rebalance import join_response, sync_response
-from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from coordinator.group.consumer_heartbeat import static_member, update_and_reconcile
 from coordinator.group.errors import ApiError
 from coordinator.group.kio_util import build, schema
@@ -64,7 +64,7 @@ def classic_join(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: 
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
     instance_id = getattr(req, "group_instance_id", None)
     unknown = req.member_id == ""
-    member_id = req.member_id or str(uuid.uuid4())
+    member_id = req.member_id or new_member_id()
     if not (instance_id is not None and instance_id in group.static_members) \
             and len(group.members) >= shard.config.consumer_max_size and member_id not in group.members:
         return _join_error(v, ErrorCode.group_max_size_reached)

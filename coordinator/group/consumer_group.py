@@ -6,6 +6,7 @@ values: an update builds a new member with `dataclasses.replace`.
 """
 from __future__ import annotations
 
+import base64
 import enum
 import logging
 import uuid
@@ -24,6 +25,15 @@ Assignment = dict[uuid.UUID, dict[int, int]]
 TargetAssignment = dict[uuid.UUID, "Partitions"]  # assignors.partitions.Partitions
 
 EMPTY_ASSIGNMENT: Assignment = {}
+
+
+def new_member_id() -> str:
+    """Kafka's `Uuid.randomUuid().toString()`: 16 random bytes in URL-safe base64 without
+    padding, never starting with '-' (it would read as a command-line flag)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class MemberState(enum.IntEnum):

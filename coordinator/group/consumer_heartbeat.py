@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from . import record_helpers as rh
 from . import regex as regexes
 from .classic_group import ClassicGroup
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from .errors import ApiError, group_not_found, invalid_request, unknown_member
 from .membership import (
     _overlay,
@@ -201,7 +201,7 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
     group = _consumer_group_for_heartbeat(shard, req.group_id, create, records, timers, completions, now_ms)
     gid = group.group_id
     _throw_if_full(shard, group, req.member_id, req.instance_id)
-    member_id = req.member_id or str(uuid.uuid4())
+    member_id = req.member_id or new_member_id()
 
     if req.instance_id is None:
         member = group.members.get(member_id)

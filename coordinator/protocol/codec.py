@@ -7,6 +7,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from .apis import request_class, response_class, response_header_version
+from .fast_codec import FAST_ENCODERS
 from .framing import decode_response_header, response_frame
 
 
@@ -34,6 +35,9 @@ def writer_for(cls: type) -> Any:
 
 def encode_body(message: Any) -> bytes:
     """The wire bytes of a kio message (request or response body, without header)."""
+    fast = FAST_ENCODERS.get(message.__class__)
+    if fast is not None:
+        return fast(message)
     buf = io.BytesIO()
     writer_for(type(message))(buf, message)
     return buf.getvalue()

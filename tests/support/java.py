@@ -14,16 +14,13 @@ in the OwnershipLedger on the shared CLOCK_MONOTONIC time line.
 from __future__ import annotations
 
 import collections
-import fcntl
 import functools
-import hashlib
 import importlib.util
 import itertools
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -31,16 +28,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from migration.rehearse import java_jars
+
 from . import processes
 from .consumer_events import EventLogConsumer
 from .ownership import OwnershipLedger
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Test-only Java sources (NanoClock); ConsumerDriver ships with kcoord in migration/rehearse/java/.
 JAVA_SOURCES = REPO_ROOT / "tests" / "clients" / "java"
 FETCH_SCRIPT = REPO_ROOT / "scripts" / "fetch_java_jars.py"
-# C1 only + serial GC: these JVMs live seconds, so startup beats peak speed (2 cores here).
-DEFAULT_JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xmx256m",
-                    "-XX:+DisplayVMOutputToStderr")  # stdout carries only JSON events
+DEFAULT_JVM_OPTS = java_jars.DEFAULT_JVM_OPTS  # stdout carries only JSON events
 _names = itertools.count(1)
 _setup_lock = threading.Lock()
 
@@ -68,40 +66,20 @@ def ensure_java_jars() -> Path:
     return cache
 
 
+def java_sources() -> list[Path]:
+    """The package's ConsumerDriver plus the test-only sources, compiled together."""
+    return sorted([*java_jars.DRIVER_SOURCES.glob("*.java"), *JAVA_SOURCES.glob("*.java")])
+
+
 def compiled_classes(cache: Path | None = None) -> Path:
-    """Compile tests/clients/java/*.java once per content hash; returns the classes dir."""
-    cache = cache or ensure_java_jars()
-    sources = sorted(JAVA_SOURCES.glob("*.java"))
-    digest = hashlib.sha256()
-    for src in sources:
-        digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    target = cache / "classes" / digest.hexdigest()[:16]
-    if (target / ".ok").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _setup_lock, open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / ".ok").is_file():
-            return target
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
-        proc = subprocess.run(
-            ["javac", "-nowarn", "-d", str(tmp), "-cp", str(cache / "jars" / "*"), *map(str, sources)],
-            capture_output=True, text=True)
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError(f"javac failed for {JAVA_SOURCES}:\n{proc.stderr}")
-        (tmp / ".ok").write_text("ok\n")
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    return target
+    """Compile the Java sources once per content hash; returns the classes dir."""
+    return java_jars.compiled_classes(cache or ensure_java_jars(), java_sources())
 
 
 def java_command(main_class: str, args: Sequence[str] = (), jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS) -> list[str]:
-    """``java`` argv running a class from tests/clients/java with the client jars."""
-    cache = ensure_java_jars()
-    classes = compiled_classes(cache)
-    return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-            "-cp", f"{classes}{os.pathsep}{cache / 'jars' / '*'}", main_class, *args]
+    """``java`` argv running a class (ConsumerDriver, NanoClock) with the client jars."""
+    return java_jars.java_command(main_class, args, cache=ensure_java_jars(), sources=java_sources(),
+                                  jvm_opts=jvm_opts)
 
 
 class JavaConsumer(EventLogConsumer):

@@ -85,3 +85,13 @@ def test_apply_needs_an_explicit_target(log_dir, tmp_path, capsys):
 def test_fail_on_loss(log_dir, capsys):
     assert main(["offsets", "downgrade-check", str(log_dir), "--json", "--fail-on-loss"]) == 3
     assert json.loads(capsys.readouterr().out)["groups_losing_state"]
+
+
+def test_dump_per_partition_writes_one_file_per_partition(log_dir, tmp_path, capsys):
+    out = tmp_path / "dumps"
+    assert main(["offsets", "dump", str(log_dir), "--per-partition", "-o", str(out)]) == 0
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == ["partition-0.jsonl", "partition-1.jsonl", "partition-2.jsonl"]
+    for n, f in enumerate(files):
+        assert {orjson.loads(line)["partition"] for line in f.read_bytes().splitlines()} == {n}
+    assert main(["offsets", "dump", str(log_dir), "--per-partition"]) == 2

@@ -1,0 +1,161 @@
+"""The processes a benchmark measures: a Tansu broker, a `kcoord serve`, and what they cost.
+
+Ports come from this helper's loopback range (29400-29499 unless KCOORD_BENCH_PORTS says
+otherwise). CPU time and RSS are read from /proc, so the figures are the server
+process's own, whoever generates the load.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support import processes  # noqa: E402
+from support.tansu import TansuBroker, start_tansu  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_taken: set[int] = set()
+
+
+def port_range() -> tuple[int, int]:
+    low, _, high = os.environ.get("KCOORD_BENCH_PORTS", "29400-29499").partition("-")
+    return int(low), int(high)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_ports(n: int = 1) -> int:
+    """First port P of a block of ``n`` free ports in the range, not handed out before."""
+    low, high = port_range()
+    for port in range(low, high - n + 2):
+        block = range(port, port + n)
+        if not _taken.intersection(block) and all(_free(p) for p in block):
+            _taken.update(block)
+            return port
+    raise RuntimeError(f"no block of {n} free ports in {low}-{high}")
+
+
+# --- /proc ------------------------------------------------------------------------------
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of every thread of ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+# --- Tansu ------------------------------------------------------------------------------
+
+def tansu() -> TansuBroker:
+    return start_tansu(free_ports(1))
+
+
+async def create_topic(host: str, port: int, name: str, partitions: int) -> None:
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.errors import ErrorCode
+
+    from .client import KafkaConnection
+    conn = await KafkaConnection.open(host, port)
+    try:
+        response = await conn.call(19, 7, CreateTopicsRequest(
+            topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                                   assignments=(), configs=()),),
+            timeout=timedelta(seconds=30), validate_only=False))
+    finally:
+        conn.close()
+    code = response.topics[0].error_code
+    if code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+        raise RuntimeError(f"CreateTopics {name}: {code!r} {response.topics[0].error_message}")
+
+
+# --- kcoord -----------------------------------------------------------------------------
+
+@dataclass
+class Kcoord:
+    """`kcoord serve` in a child process (from ``repo``: another checkout may be measured)."""
+
+    upstream: str
+    config: tuple[str, ...] = ()
+    state_partitions: int = 1
+    repo: Path = REPO
+    port: int = 0
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+    lines: list[str] = field(default_factory=list)
+    extra_args: tuple[str, ...] = ()              # more `kcoord serve` options, e.g. --metrics-port
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, timeout: float = 60.0) -> Kcoord:
+        self.port = self.port or free_ports(2)        # bootstrap + one listener per broker
+        args = [sys.executable, "-m", "coordinator.cli", "--log-level", "WARNING", "serve", *self.extra_args,
+                "--listen", f"127.0.0.1:{self.port}", "--upstream", self.upstream,
+                "--state-topic", f"__kcoord_bench_{self.port}_{os.getpid()}",
+                "--state-partitions", str(self.state_partitions)]
+        for item in self.config:
+            args += ["--config", item]
+        self.log_path = Path(tempfile.gettempdir()) / f"kcoord-bench-{self.port}-{time.monotonic_ns()}.log"
+        log = open(self.log_path, "w")
+        self.process = processes.track(subprocess.Popen(
+            args, cwd=self.repo, stdout=subprocess.PIPE, stderr=log, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.repo)}))
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                self.lines.append(line.rstrip())
+                if line.startswith("kcoord ready"):
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kcoord did not become ready:\n{self.log_text()[-4000:]}")
+        return self
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def stop(self) -> None:
+        if self.process is not None:
+            processes.stop(self.process, 15)
+
+
+def run(coro):
+    """asyncio.run with uvloop when available (the generator's own overhead matters)."""
+    try:
+        import uvloop
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)

@@ -1,0 +1,93 @@
+"""Hand-written encoders for the hottest response bodies (a profile showed kio's generic
+writer at ~10 µs per ConsumerGroupHeartbeat response, a fifth of the whole request).
+
+Each encoder writes exactly the bytes kio writes for the same message (the unit tests
+compare them on generated messages), so `codec.encode_body` may use it transparently.
+Only flexible-version messages without tagged fields are covered; anything else goes
+through kio.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.consumer_group_heartbeat.v0 import response as cgh_v0
+from kio.schema.consumer_group_heartbeat.v1 import response as cgh_v1
+
+_MS = timedelta(milliseconds=1)
+_I32 = struct.Struct(">i")
+_I32_I16 = struct.Struct(">ih")      # throttle_time_ms, error_code
+_I32_I32 = struct.Struct(">ii")      # member_epoch, heartbeat_interval_ms
+_NULL_STRING = b"\x00"
+_NULL_STRUCT = b"\xff"               # KIP-893 nullable struct: -1 marker
+_PRESENT_STRUCT = b"\x01"
+_NO_TAGS = b"\x00"
+_ZERO_UUID = bytes(16)              # kio writes a None topic id as the zero UUID
+
+
+def uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def compact_nullable_string(value: str | None) -> bytes:
+    if value is None:
+        return _NULL_STRING
+    raw = value.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def _ms(value: timedelta | int) -> int:
+    return value if value.__class__ is int else value // _MS
+
+
+_INT32_ARRAYS: dict[int, struct.Struct] = {}
+
+
+def _int32_array(values: tuple[int, ...]) -> bytes:
+    """Compact array of int32; one compiled Struct per length (parsing a format per call
+    costs more than the packing)."""
+    n = len(values)
+    packer = _INT32_ARRAYS.get(n)
+    if packer is None:
+        packer = _INT32_ARRAYS[n] = struct.Struct(f">B{n}i") if n < 127 else struct.Struct(f">{n}i")
+    if n < 127:
+        return packer.pack(n + 1, *values)
+    return uvarint(n + 1) + packer.pack(*values)
+
+
+def consumer_group_heartbeat_response(message: Any) -> bytes:
+    """ConsumerGroupHeartbeatResponse v0/v1 (identical layouts; flexible)."""
+    parts = [
+        _I32_I16.pack(_ms(message.throttle_time), message.error_code),
+        compact_nullable_string(message.error_message),
+        compact_nullable_string(message.member_id),
+        _I32_I32.pack(message.member_epoch, _ms(message.heartbeat_interval)),
+    ]
+    assignment = message.assignment
+    if assignment is None:
+        parts.append(_NULL_STRUCT)
+    else:
+        topics = assignment.topic_partitions
+        parts += (_PRESENT_STRUCT, uvarint(len(topics) + 1))
+        for tp in topics:
+            topic_id = tp.topic_id
+            parts += (topic_id.bytes if topic_id is not None else _ZERO_UUID,
+                      _int32_array(tp.partitions), _NO_TAGS)
+        parts.append(_NO_TAGS)                 # Assignment's tagged fields
+    parts.append(_NO_TAGS)                     # the response's tagged fields
+    return b"".join(parts)
+
+
+FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    cgh_v0.ConsumerGroupHeartbeatResponse: consumer_group_heartbeat_response,
+    cgh_v1.ConsumerGroupHeartbeatResponse: consumer_group_heartbeat_response,
+}

@@ -1,0 +1,82 @@
+"""`kcoord rehearse upgrade|downgrade`: registered into the `kcoord` command by coordinator/cli.py."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "rehearse", help="rehearse a rolling classic <-> consumer protocol switch with real clients",
+        description="Drive N real consumer processes of one group through a rolling protocol switch while a "
+                    "producer writes; report losses, duplicates, committed offsets around each group type "
+                    "change, and the group's type and epoch over time (JSON + HTML). Exit code 1 on any loss "
+                    "or committed-offset regression.")
+    p.add_argument("direction", choices=("upgrade", "downgrade"),
+                   help="upgrade: start classic, restart one by one with consumer; downgrade: the reverse")
+    p.add_argument("--bootstrap", required=True, help="cluster bootstrap host:port (normally a kcoord gateway)")
+    p.add_argument("--client", choices=("rdkafka", "java"), default="rdkafka",
+                   help="librdkafka (confluent-kafka) or the Java kafka-clients 4.3 consumer (default %(default)s)")
+    p.add_argument("--members", type=int, default=5, help="consumer processes in the group (default %(default)s)")
+    p.add_argument("--topic", default=None, help="topic to use (created if missing; default a new one)")
+    p.add_argument("--partitions", type=int, default=None, help="partitions of a created topic (default 2 per member)")
+    p.add_argument("--group", default=None, help="group id (default a new one)")
+    p.add_argument("--and-back", action="store_true", help="then roll every member back to the starting protocol")
+    p.add_argument("--rate", type=float, default=50.0, help="records produced per second (default %(default)s)")
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds of steady consumption before the first restart")
+    p.add_argument("--dwell", type=float, default=2.0, help="seconds between a restart settling and the next one")
+    p.add_argument("--settle-timeout", type=float, default=60.0, help="bound on one restart settling (s)")
+    p.add_argument("--drain-timeout", type=float, default=30.0, help="bound on consuming the tail at the end (s)")
+    p.add_argument("--sample-interval", type=float, default=0.25, help="group probe period (s)")
+    p.add_argument("--classic-session-timeout-ms", type=int, default=10_000)
+    p.add_argument("--classic-heartbeat-interval-ms", type=int, default=1_000)
+    p.add_argument("--classic-assignor", default=None,
+                   help="classic members' partition.assignment.strategy (e.g. cooperative-sticky)")
+    p.add_argument("--java-cache", type=Path, default=None,
+                   help="jar cache (default $KCOORD_JAVA_CACHE, $XDG_CACHE_HOME/kcoord/java or ~/.cache/kcoord/java)")
+    p.add_argument("--out", type=Path, default=Path("."), help="directory for the JSON and HTML report")
+    p.add_argument("--name", default=None, help="report file stem (default rehearse-<direction>-<run id>)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
+    from .rehearse import RehearsalPlan, exit_code, rehearse, summary_lines, write_report
+    from .rehearse.engine import RehearsalAborted
+    from .rehearse.java_jars import FetchError
+
+    try:
+        plan = RehearsalPlan(
+            direction=args.direction, bootstrap=args.bootstrap, client=args.client, members=args.members,
+            topic=args.topic, partitions=args.partitions, group=args.group, round_trip=args.and_back,
+            produce_rate=args.rate, warmup_s=args.warmup, dwell_s=args.dwell, settle_timeout_s=args.settle_timeout,
+            drain_timeout_s=args.drain_timeout, sample_interval_s=args.sample_interval,
+            classic_session_timeout_ms=args.classic_session_timeout_ms,
+            classic_heartbeat_interval_ms=args.classic_heartbeat_interval_ms,
+            classic_assignor=args.classic_assignor, java_cache=args.java_cache)
+    except ValueError as exc:
+        print(f"kcoord rehearse: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    try:
+        report = rehearse(plan, progress)
+    except FetchError as exc:
+        print(f"kcoord rehearse: the Java client is not available: {exc}", file=sys.stderr)
+        return 2
+    except (KafkaException, RehearsalAborted) as exc:  # before any member started: no report to write
+        print(f"kcoord rehearse: cannot set up against {plan.bootstrap}: {exc}", file=sys.stderr)
+        return 2
+    json_path, html_path = write_report(report, args.out, args.name)
+    for line in summary_lines(report):
+        print(line)
+    print(f"report: {json_path} {html_path}")
+    return exit_code(report)

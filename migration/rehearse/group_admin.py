@@ -1,0 +1,186 @@
+"""Read a group's shape through the cluster's own APIs: FindCoordinator, ListGroups,
+ConsumerGroupDescribe and DescribeGroups, over one plain socket per broker.
+
+confluent-kafka's AdminClient describes groups too, but drops what a rehearsal is about:
+the group epoch and assignment epoch, member epochs, and each member's protocol
+(ConsumerGroupDescribe v1 `MemberType`, KIP-1099). So these calls are made directly,
+with kcoord's protocol layer (kio messages) and versions negotiated via ApiVersions.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.protocol.apis import request_class, request_header_version, response_class, response_header_version
+from coordinator.protocol.codec import decode_body, encode_body
+from coordinator.protocol.framing import RequestHeader, decode_response_header
+from migration.consumer_protocol import MalformedProtocolData, decode_assignment
+
+API_VERSIONS, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS, CONSUMER_GROUP_DESCRIBE = 18, 10, 15, 16, 69
+# (lowest acceptable, highest wanted) per API.
+WANTED = {API_VERSIONS: (3, 3), FIND_COORDINATOR: (4, 4), LIST_GROUPS: (5, 5),
+          CONSUMER_GROUP_DESCRIBE: (0, 1), DESCRIBE_GROUPS: (0, 5)}
+CLIENT_ID = "kcoord-rehearse"
+
+
+class AdminError(RuntimeError):
+    pass
+
+
+class BrokerConnection:
+    """One connection; requests go one at a time (a probe needs no pipelining)."""
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.address = (host, port)
+        self.sock = socket.create_connection(self.address, timeout=timeout)
+        self._correlation = 0
+        self.versions: dict[int, int] = {}
+        response = self._call(API_VERSIONS, WANTED[API_VERSIONS][1], client_software_name=CLIENT_ID,
+                              client_software_version="1")
+        if response.error_code != 0:
+            raise AdminError(f"ApiVersions to {host}:{port} failed with error {response.error_code}")
+        offered = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+        for key, (low, high) in WANTED.items():
+            have = offered.get(key)
+            if have is not None and have[0] <= high and have[1] >= low:
+                self.versions[key] = min(high, have[1])
+
+    def call(self, api_key: int, **fields: Any) -> Any:
+        version = self.versions.get(api_key)
+        if version is None:
+            raise AdminError(f"broker {self.address[0]}:{self.address[1]} offers no usable version of API {api_key} "
+                             f"(need {WANTED[api_key][0]}..{WANTED[api_key][1]})")
+        return self._call(api_key, version, **fields)
+
+    def _call(self, api_key: int, version: int, **fields: Any) -> Any:
+        self._correlation += 1
+        body = request_class(api_key, version)(**fields)
+        payload = RequestHeader(api_key, version, self._correlation, CLIENT_ID).encode(
+            request_header_version(api_key, version)) + encode_body(body)
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", self._read(4))[0]
+        frame = b"\0\0\0\0" + self._read(size)
+        header, offset = decode_response_header(frame, response_header_version(api_key, version))
+        if header.correlation_id != self._correlation:
+            raise AdminError(f"correlation id {header.correlation_id}, expected {self._correlation}")
+        return decode_body(response_class(api_key, version), frame, offset)
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise AdminError(f"{self.address[0]}:{self.address[1]} closed the connection mid-response")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    client_id: str
+    protocol: str          # "classic" | "consumer" ("classic" for every member of a classic group)
+    member_epoch: int | None  # None in a classic group (DescribeGroups has no generation)
+    partitions: tuple[int, ...]  # of the rehearsal topic; current assignment
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """What the coordinator says about the group at one moment."""
+
+    group_type: str        # "classic" | "consumer" | "" (not listed)
+    state: str             # Kafka's state name, "" when not listed
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    members: tuple[MemberView, ...] = field(default=())
+    error: str | None = None
+
+
+def _consumer_protocol_partitions(assignment: bytes, topic: str) -> tuple[int, ...]:
+    """Partitions of ``topic`` in a classic ConsumerProtocolAssignment (any version)."""
+    try:
+        parsed = decode_assignment(assignment)
+    except MalformedProtocolData:  # not a consumer-protocol assignment: nothing to show
+        return ()
+    return tuple(sorted(p for t, parts in parsed.partitions.items() if t == topic for p in parts))
+
+
+class GroupAdmin:
+    """Describes one group through its coordinator, reconnecting after failures."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        host, _, port = bootstrap.split(",")[0].rpartition(":")
+        self.bootstrap = (host, int(port))
+        self.group = group
+        self.topic = topic
+        self._coordinator: BrokerConnection | None = None
+
+    def close(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.close()
+            self._coordinator = None
+
+    def describe(self) -> GroupView:
+        try:
+            return self._describe(self._connection())
+        except (OSError, AdminError, ValueError) as exc:  # the next sample reconnects
+            self.close()
+            return GroupView("", "", error=f"{type(exc).__name__}: {exc}")
+
+    def _connection(self) -> BrokerConnection:
+        if self._coordinator is None:
+            boot = BrokerConnection(*self.bootstrap)
+            try:
+                resp = boot.call(FIND_COORDINATOR, key_type=0, coordinator_keys=(self.group,))
+            finally:
+                boot.close()
+            c = resp.coordinators[0]
+            if c.error_code != 0:
+                raise AdminError(f"FindCoordinator({self.group}) failed with error {c.error_code}: {c.error_message}")
+            self._coordinator = BrokerConnection(str(c.host), int(c.port))
+        return self._coordinator
+
+    def _describe(self, conn: BrokerConnection) -> GroupView:
+        listed = conn.call(LIST_GROUPS, states_filter=(), types_filter=())
+        if listed.error_code != 0:
+            raise AdminError(f"ListGroups failed with error {listed.error_code}")
+        mine = [g for g in listed.groups if g.group_id == self.group]
+        if not mine:
+            return GroupView("", "")
+        group_type, state = str(mine[0].group_type).lower(), str(mine[0].group_state)
+        if group_type == "consumer":
+            return self._describe_consumer(conn, group_type, state)
+        return self._describe_classic(conn, group_type, state)
+
+    def _describe_consumer(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+        resp = conn.call(CONSUMER_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
+        g = resp.groups[0]
+        if g.error_code != 0:  # e.g. converted back to classic between the two calls
+            return GroupView(group_type, state, error=f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}")
+        members = []
+        for m in g.members:
+            parts = tuple(sorted(p for tp in m.assignment.topic_partitions if tp.topic_name == self.topic
+                                 for p in tp.partitions))
+            member_type = getattr(m, "member_type", -1)  # v0 has no MemberType
+            protocol = {0: "classic", 1: "consumer"}.get(int(member_type), "unknown")
+            members.append(MemberView(str(m.member_id), str(m.client_id), protocol, int(m.member_epoch), parts))
+        return GroupView(group_type, str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
+                         tuple(sorted(members, key=lambda v: v.client_id)))
+
+    def _describe_classic(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+        resp = conn.call(DESCRIBE_GROUPS, groups=(self.group,), include_authorized_operations=False)
+        g = resp.groups[0]
+        if g.error_code != 0:
+            return GroupView(group_type, state, error=f"DescribeGroups error {g.error_code}")
+        members = tuple(sorted((MemberView(str(m.member_id), str(m.client_id), "classic", None,
+                                           _consumer_protocol_partitions(bytes(m.member_assignment), self.topic))
+                                for m in g.members), key=lambda v: v.client_id))
+        return GroupView(group_type, str(g.group_state), members=members)

@@ -1,0 +1,269 @@
+"""KIP-915 downgrade check (seed 004): what a classic-only coordinator would make of a log.
+
+The log is replayed twice with the coordinator's own `Replayer`:
+- the full replay, as kcoord (and Kafka 4.3) load it;
+- the classic-only view, as a downgraded coordinator that implements KIP-915 loads it:
+  only record types 0-2 are known, every other type is skipped as unknown, and an
+  OffsetCommitValue/GroupMetadataValue newer than the highest version it knows (4, the
+  first flexible one) is read at version 4, unknown tagged fields skipped.
+
+The report diffs committed offsets and group metadata between the two, lists the groups
+that would lose state and why, and counts each group's new-protocol records (and how
+many of their keys are still live, i.e. not tombstoned: KIP-915 relies on the
+conversion tombstones and the log cleaner to remove them).
+
+`tombstones()` builds, for review, the tombstones a coordinator appends when a group is
+converted to classic (`createGroupTombstoneRecords`), plus tombstones for live keys of
+record types the classic coordinator cannot read.
+"""
+from __future__ import annotations
+
+import struct
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from coordinator.group.classic_group import ClassicGroup
+from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.group_admin import group_tombstones
+from ops.materialise import OffsetsReplay
+from ops.recordjson import type_name
+from records import UnknownRecord, decode_record, encode_key
+from records.batch import RecordBatch
+
+CLASSIC_TYPES = (0, 1, 2)
+# The highest value versions a classic coordinator with KIP-915 knows (both flexible).
+CLASSIC_HIGHEST_VERSION = {1: 4, 2: 4}
+_VERSION_4 = b"\x00\x04"
+
+
+def classic_only_decode(key: bytes, value: bytes | None):
+    """Decode as a classic-only coordinator (KIP-915): unknown types skipped, newer
+    flexible versions read at the highest known version."""
+    if key is not None and len(key) >= 2 and key[0] == 0 and key[1] in CLASSIC_TYPES:
+        highest = CLASSIC_HIGHEST_VERSION.get(key[1])
+        if highest is not None and value is not None and len(value) >= 2:
+            version = struct.unpack_from(">h", value)[0]
+            if version > highest:
+                value = _VERSION_4 + bytes(value[2:])
+        return decode_record(key, value)
+    rtype = struct.unpack_from(">h", key)[0] if key is not None and len(key) >= 2 else -1
+    return UnknownRecord(rtype, bytes(key or b""), None if value is None else bytes(value))
+
+
+def group_of_key(record) -> str | None:
+    """The group a record belongs to; for unknown types the key's first string, which is
+    the group id in every group record type Kafka has defined (share, streams)."""
+    if isinstance(record, UnknownRecord):
+        k = record.key
+        if len(k) >= 4:
+            n = struct.unpack_from(">h", k, 2)[0]
+            if 0 < n <= len(k) - 4:
+                try:
+                    return k[4:4 + n].decode()
+                except UnicodeDecodeError:
+                    return None
+        return None
+    key = record.key
+    return getattr(key, "group", None) or getattr(key, "group_id", None)
+
+
+@dataclass
+class NewProtocolRecords:
+    """Records of types the classic coordinator does not know, per group, and the keys
+    whose last record is not a tombstone (they stay in the log after compaction)."""
+    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    live: dict[tuple[int, bytes], tuple[str | None, int]] = field(default_factory=dict)
+    partition_of: dict[str, int] = field(default_factory=dict)
+
+    def observe(self, partition: int, record, offset: int, timestamp: int) -> None:
+        if isinstance(record, RecordBatch):      # a transaction marker
+            return
+        if isinstance(record, UnknownRecord):
+            rtype, key_bytes, live = record.record_type, record.key, record.value is not None
+        else:
+            rtype = record.key.record_type
+            if rtype in CLASSIC_TYPES:
+                return
+            key_bytes, live = None, record.value is not None
+        group = group_of_key(record)
+        if group is not None:
+            self.partition_of[group] = partition
+        self.counts[group or "(no group id)"][type_name(rtype) if rtype >= 0 else "unknown"] += 1
+        k = (partition, key_bytes if key_bytes is not None else encode_key(record.key))
+        if live:
+            self.live[k] = (group, rtype)
+        else:
+            self.live.pop(k, None)
+
+    def live_keys_of(self, group: str) -> list[tuple[int, bytes, int]]:
+        return [(p, k, t) for (p, k), (g, t) in self.live.items() if g == group]
+
+
+def _offsets(replay: OffsetsReplay) -> dict[tuple[str, str, int], object]:
+    out = {}
+    for shard in replay.shards.values():
+        for gid, topics in shard.offsets.offsets.items():
+            for topic, parts in topics.items():
+                for p, o in parts.items():
+                    out[(gid, topic, p)] = o
+    return out
+
+
+def _classic_summary(g) -> dict:
+    if g is None:
+        return {"type": "absent"}
+    if isinstance(g, ConsumerGroup):
+        return {"type": "consumer", "state": g.state.value, "members": len(g.members),
+                "group_epoch": g.group_epoch}
+    return {"type": "classic", "state": g.state.value, "members": len(g.members),
+            "generation": g.generation_id, "protocol_type": g.protocol_type or "",
+            "protocol": g.protocol_name, "simple": g.is_simple()}
+
+
+def _classic_differences(full: ClassicGroup, view: ClassicGroup | None) -> list[str]:
+    if view is None or not isinstance(view, ClassicGroup):
+        return ["the classic group is missing from the classic-only view"]
+    out = []
+    for attr in ("generation_id", "protocol_type", "protocol_name", "leader_id"):
+        a, b = getattr(full, attr), getattr(view, attr)
+        if a != b:
+            out.append(f"{attr} {a!r} would become {b!r}")
+    if set(full.members) != set(view.members):
+        out.append(f"members {sorted(full.members)} would become {sorted(view.members)}")
+    else:
+        for mid, m in full.members.items():
+            if m.assignment != view.members[mid].assignment:
+                out.append(f"member {mid}: its assignment would differ")
+    return out
+
+
+def _consumer_reasons(g: ConsumerGroup) -> tuple[bool, list[str]]:
+    if not g.members:
+        return False, [f"empty consumer group: its group epoch {g.group_epoch} lives only in new "
+                       "record types and is forgotten; committed offsets are kept"]
+    consumers = sum(1 for m in g.members.values() if not m.uses_classic_protocol)
+    classic = len(g.members) - consumers
+    reasons = [f"{len(g.members)} member(s) ({consumers} consumer-protocol, {classic} classic-"
+               f"protocol), their epochs and assignments (group epoch {g.group_epoch}, "
+               f"assignment epoch {g.assignment_epoch}) exist only in record types 3-8",
+               "the classic-only coordinator sees no group: members must rejoin and the "
+               "group rebalances from scratch"]
+    if consumers:
+        reasons.append("KIP-915: downgrade these consumers first; the group converts to "
+                       "classic when its last consumer-protocol member leaves")
+    else:
+        reasons.append("all members use the classic protocol: the group converts to classic "
+                       "(and stays intact) once the new coordinator handles their next leave")
+    if g.resolved_regexes:
+        reasons.append(f"{len(g.resolved_regexes)} resolved regular expression(s) are dropped")
+    return True, reasons
+
+
+def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolRecords) -> dict:
+    full_groups, view_groups = full.groups(), classic.groups()
+    groups = []
+    for gid in sorted(set(full_groups) | set(view_groups) | set(new_records.counts) - {"(no group id)"}):
+        p, g = full_groups.get(gid, (None, None))
+        vp, v = view_groups.get(gid, (None, None))
+        loses, reasons = False, []
+        if isinstance(g, ConsumerGroup):
+            loses, reasons = _consumer_reasons(g)
+        elif isinstance(g, ClassicGroup):
+            reasons = _classic_differences(g, v)
+            loses = bool(reasons)
+        elif v is not None:
+            reasons = ["the group exists only in the classic-only view"]
+        live = new_records.live_keys_of(gid)
+        if g is not None and not isinstance(g, ConsumerGroup) and live:
+            reasons.append(f"{len(live)} live key(s) of record types the classic coordinator "
+                           "skips: left-overs it would log a WARN for at every load (KIP-915)")
+        groups.append({
+            "group": gid,
+            "partition": p if p is not None else vp if vp is not None else new_records.partition_of.get(gid),
+            "full": _classic_summary(g), "classic_view": _classic_summary(v),
+            "would_lose_state": loses, "reasons": reasons,
+            "new_protocol_records": dict(sorted(new_records.counts.get(gid, Counter()).items())),
+            "live_new_protocol_keys": len(live),
+        })
+    fo, co = _offsets(full), _offsets(classic)
+    missing = [{"group": g, "topic": t, "partition": p, "offset": o.offset}
+               for (g, t, p), o in sorted(fo.items()) if (g, t, p) not in co]
+    different = [{"group": g, "topic": t, "partition": p, "offset": o.offset,
+                  "classic_view_offset": co[(g, t, p)].offset,
+                  "fields": [f for f in ("offset", "leader_epoch", "metadata", "commit_timestamp",
+                                         "expire_timestamp")
+                             if getattr(o, f) != getattr(co[(g, t, p)], f)]}
+                 for (g, t, p), o in sorted(fo.items())
+                 if (g, t, p) in co and _offset_differs(o, co[(g, t, p)])]
+    extra = [{"group": g, "topic": t, "partition": p, "offset": o.offset}
+             for (g, t, p), o in sorted(co.items()) if (g, t, p) not in fo]
+    losing = [g["group"] for g in groups if g["would_lose_state"]]
+    return {
+        "verdict": "state would be lost" if losing or missing or different else "no state lost",
+        "groups_losing_state": losing,
+        "groups": groups,
+        "offsets": {"compared": len(fo), "missing": missing, "different": different,
+                    "only_in_classic_view": extra},
+        "summary": {"records": full.stats.records,
+                    "new_protocol_records": sum(sum(c.values()) for c in new_records.counts.values()),
+                    "live_new_protocol_keys": len(new_records.live),
+                    "skipped_by_classic_view": {str(k): v for k, v in
+                                                sorted(classic.unknown_record_types().items())},
+                    "problems": [p.as_dict() for p in full.problems.items]},
+    }
+
+
+def _offset_differs(a, b) -> bool:
+    # topic_id is a KIP-848 field the classic coordinator never knew: not a loss.
+    return (a.offset, a.leader_epoch, a.metadata, a.commit_timestamp, a.expire_timestamp) != \
+        (b.offset, b.leader_epoch, b.metadata, b.commit_timestamp, b.expire_timestamp)
+
+
+def tombstones(full: OffsetsReplay, new_records: NewProtocolRecords) -> tuple[list[dict], list[dict]]:
+    """(tombstones to review, groups left alone and why). Each tombstone: partition,
+    type, group, key bytes, why."""
+    out, skipped, covered = [], [], set()
+    for gid, (p, g) in sorted(full.groups().items()):
+        if not isinstance(g, ConsumerGroup):
+            continue
+        if g.members:
+            kinds = Counter("classic" if m.uses_classic_protocol else "consumer"
+                            for m in g.members.values())
+            skipped.append({"group": gid, "reason": f"{len(g.members)} active member(s) "
+                            f"({dict(kinds)}): the coordinator converts the group when its last "
+                            "consumer-protocol member leaves; tombstoning it now would drop them"})
+            continue
+        for rec in group_tombstones(g):
+            key = encode_key(rec.key)
+            covered.add((p, key))
+            out.append({"partition": p, "group": gid, "type": type_name(rec.key.record_type),
+                        "key": key, "why": "empty consumer group converted to classic "
+                                           "(createGroupTombstoneRecords)"})
+    for (p, key), (gid, rtype) in sorted(new_records.live.items(), key=lambda kv: kv[0]):
+        if (p, key) in covered:
+            continue
+        g = full.groups().get(gid, (None, None))[1] if gid else None
+        if isinstance(g, ConsumerGroup):
+            continue   # live records of a consumer group that stays
+        out.append({"partition": p, "group": gid, "type": type_name(rtype), "key": key,
+                    "why": "live key of a record type the classic coordinator cannot read (KIP-915 "
+                           "clean-up)"})
+    return out, skipped
+
+
+def tombstone_batches(items: list[dict], timestamp_ms: int) -> list:
+    """The tombstones as LogBatches (for a review dump or for writing), one per partition."""
+    from ops.dumpfile import DumpRecord
+    from ops.logsource import LogBatch
+    by_partition: dict[int, list] = defaultdict(list)
+    for t in items:
+        by_partition[t["partition"]].append(t["key"])
+    out = []
+    for p, keys in sorted(by_partition.items()):
+        recs = [DumpRecord(-1, timestamp_ms, k, None) for k in keys]
+        out.append(LogBatch("tombstones", p, RecordBatch(-1, 0, 2, -1, -1, -1, -1, -1, -1, False,
+                                                         False, 0, recs)))
+    return out
+
+
+__all__ = ["classic_only_decode", "check", "tombstones", "tombstone_batches", "NewProtocolRecords"]

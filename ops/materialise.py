@@ -1,0 +1,200 @@
+"""Materialise an offsets log with the coordinator's own replay path.
+
+One `GroupCoordinatorShard` per offsets-topic partition, fed exactly as kcoord's
+loader (and Kafka's `CoordinatorLoaderImpl`, reference §1.4) feeds it: data records
+go through `records.decode_record` and `shard.replay(record, offset, producer_id)`;
+COMMIT/ABORT control batches through `shard.replay_end_transaction`. Compaction
+semantics, tombstones, unknown types (KIP-915) and transactional offsets are
+therefore exactly the coordinator's, not a copy of them.
+
+Per partition because that is how the coordinator sees the log: transactions and
+their markers are per partition, and a group lives in one partition.
+"""
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from coordinator.config import CoordinatorConfig
+from coordinator.group.consumer_group import IllegalStateError
+from coordinator.group.image import EMPTY_IMAGE, MetadataImage, TopicImage
+from coordinator.group.shard import GroupCoordinatorShard
+from ops.logsource import LogBatch, Problems
+from records import (
+    ConsumerGroupPartitionMetadataKey, OffsetCommitKey, RecordDecodeError, RecordType,
+    UnknownRecordVersionError, decode_record,
+)
+from records.batch import ControlMarker
+
+Decoder = Callable[[bytes, bytes | None], object]
+
+
+@dataclass
+class ReplayStats:
+    batches: int = 0
+    records: int = 0
+    tombstones: int = 0
+    commit_markers: int = 0
+    abort_markers: int = 0
+    by_key_class: Counter = field(default_factory=Counter)   # key class (bytes = unknown) -> n
+    first_timestamp: int | None = None
+    last_timestamp: int | None = None
+    partitions: set[int] = field(default_factory=set)
+
+    def by_type(self, unknown: Counter) -> dict[str, int]:
+        out: Counter = Counter()
+        for cls, n in self.by_key_class.items():
+            if cls is bytes:
+                continue
+            out[RecordType(cls.record_type).name] += n
+        if unknown:
+            out["unknown"] = sum(unknown.values())
+        return dict(sorted(out.items()))
+
+
+class OffsetsReplay:
+    """Feed `LogBatch`es in log order; read `shards`, `groups()`, `stats` afterwards."""
+
+    def __init__(self, problems: Problems | None = None, *, config: CoordinatorConfig | None = None,
+                 decode: Decoder | None = None,
+                 on_record: Callable[[int, object, int, int], None] | None = None,
+                 topic_names: dict[uuid.UUID, str] | None = None) -> None:
+        self.problems = problems if problems is not None else Problems()
+        self.config = config or CoordinatorConfig()
+        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self.stats = ReplayStats()
+        self.topic_names: dict[uuid.UUID, str] = {} if topic_names is None else topic_names
+        self._decode = decode or decode_record
+        # on_record(partition, record, offset, timestamp) after each replayed record: the
+        # hook the history tables and the HTML report use (None on the fast path).
+        self._on_record = on_record
+
+    def shard(self, partition: int) -> GroupCoordinatorShard:
+        shard = self.shards.get(partition)
+        if shard is None:
+            shard = self.shards[partition] = GroupCoordinatorShard(partition, self.config)
+            self.stats.partitions.add(partition)
+        return shard
+
+    def feed_all(self, batches: Iterable[LogBatch]) -> OffsetsReplay:
+        for lb in batches:
+            self.feed(lb)
+        return self
+
+    def feed(self, lb: LogBatch) -> None:
+        b = lb.batch
+        stats = self.stats
+        stats.batches += 1
+        shard = self.shards.get(lb.partition) or self.shard(lb.partition)
+        if b.is_control_batch:
+            self._marker(lb, shard)
+            return
+        records = b.records
+        if not records:
+            return
+        if stats.first_timestamp is None:
+            stats.first_timestamp = records[0].timestamp
+        stats.last_timestamp = records[-1].timestamp
+        # Kafka passes the batch's producer id; only transactional batches carry pending
+        # offsets (the coordinator itself writes without a producer id).
+        pid = b.producer_id if b.is_transactional else -1
+        replay, decode, counts = shard.replay, self._decode, stats.by_key_class
+        on_record = self._on_record
+        n = tombstones = 0
+        for r in records:
+            try:
+                rec = decode(r.key, r.value)
+                key = rec.key
+                kc = type(key)
+                counts[kc] += 1
+                if rec.value is None:
+                    tombstones += 1
+                elif kc is not OffsetCommitKey and kc is not bytes:
+                    self._learn(key, rec.value)
+                replay(rec, r.offset, pid)
+                if on_record is not None:
+                    on_record(lb.partition, rec, r.offset, r.timestamp)
+            except (RecordDecodeError, UnknownRecordVersionError, IllegalStateError) as e:
+                # Kafka fails the load on these; we name the record, and skip it only if asked.
+                self.problems.report(lb.source, b.position, _reason(e), offset=r.offset,
+                                     skipped="record")
+            n += 1
+        stats.records += n
+        stats.tombstones += tombstones
+
+    def _marker(self, lb: LogBatch, shard: GroupCoordinatorShard) -> None:
+        b = lb.batch
+        if b.control_type == ControlMarker.COMMIT:
+            self.stats.commit_markers += 1
+        elif b.control_type == ControlMarker.ABORT:
+            self.stats.abort_markers += 1
+        else:
+            self.problems.report(lb.source, b.position, f"control batch of unknown type "
+                                 f"{b.control_type}", offset=b.base_offset)
+            return
+        shard.replay_end_transaction(b.producer_id, b.control_type == ControlMarker.COMMIT)
+        if self._on_record is not None:
+            self._on_record(lb.partition, b, b.base_offset,
+                            b.records[0].timestamp if b.records else -1)
+
+    def _learn(self, key, value) -> None:
+        """Topic ids the log itself names (the pre-4.1 subscription metadata record)."""
+        if type(key) is ConsumerGroupPartitionMetadataKey:
+            for t in value.topics:
+                self.topic_names.setdefault(t.topic_id, t.topic_name)
+
+    # ------------------------------------------------------------- results
+    def groups(self) -> dict[str, tuple[int, object]]:
+        """group id -> (partition, ConsumerGroup | ClassicGroup), over all partitions."""
+        out: dict[str, tuple[int, object]] = {}
+        for p in sorted(self.shards):
+            for gid, group in self.shards[p].groups.items():
+                if gid in out:
+                    self.problems.report(f"partition {p}", None, f"group {gid!r} also lives in "
+                                         f"partition {out[gid][0]}: the partitions are mixed up",
+                                         skipped="nothing")
+                out[gid] = (p, group)
+        return out
+
+    def unknown_record_types(self) -> Counter:
+        total: Counter = Counter()
+        for shard in self.shards.values():
+            total.update(shard.unknown_record_types)
+        return total
+
+    def learn_offset_topic_ids(self) -> None:
+        """OffsetCommit v4 values name the topic id of the committed topic (KIP-848)."""
+        for shard in self.shards.values():
+            for topics in shard.offsets.offsets.values():
+                for topic, parts in topics.items():
+                    for o in parts.values():
+                        tid = o.topic_id
+                        if tid is not None and tid.int:
+                            self.topic_names.setdefault(tid, topic)
+                        break
+
+    def image(self, extra: MetadataImage | None = None) -> MetadataImage:
+        """A metadata image naming every topic id known from the log (and from `extra`)."""
+        self.learn_offset_topic_ids()
+        topics = {tid: TopicImage(tid, name, -1) for tid, name in self.topic_names.items()}
+        if extra is not None:
+            for t in extra.topics_by_id.values():
+                topics[t.topic_id] = t
+        return MetadataImage.of(topics.values()) if topics else EMPTY_IMAGE
+
+    def use_image(self, image: MetadataImage) -> None:
+        for shard in self.shards.values():
+            shard.image = image
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, IllegalStateError):
+        return f"record contradicts the replayed state (Kafka: IllegalStateException): {e}"
+    return str(e)
+
+
+def replay_batches(batches: Iterable[LogBatch], problems: Problems | None = None,
+                   **kwargs) -> OffsetsReplay:
+    return OffsetsReplay(problems, **kwargs).feed_all(batches)

@@ -1,0 +1,1 @@
+"""The PySpark pipeline for offsets logs too large for one machine (see job.py)."""

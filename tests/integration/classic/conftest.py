@@ -1,0 +1,28 @@
+"""Classic-group tests share one `kcoord serve` per test module (each test uses its own
+topics and groups): a gateway start costs ~2-3 s, a dozen of which would be a sixth of
+this suite's time. Tests that kill or reconfigure the gateway start their own."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from support.kcoord import KcoordProcess
+from support.names import unique_name
+
+
+@pytest.fixture(scope="module")
+def shared_kcoord(tansu, request) -> Iterator[KcoordProcess]:
+    gateway = KcoordProcess(upstream=tansu.bootstrap,
+                            state_topic=unique_name(f"__kcoord_{request.module.__name__}")).start()
+    yield gateway
+    if gateway.process is not None and gateway.process.poll() is None:
+        gateway.stop()
+
+
+@pytest.fixture
+def kcoord(shared_kcoord: KcoordProcess) -> KcoordProcess:
+    """The module's gateway; restarted first if an earlier test left it dead."""
+    if shared_kcoord.process is None or shared_kcoord.process.poll() is not None:
+        shared_kcoord.restart()
+    return shared_kcoord

@@ -1,0 +1,89 @@
+"""Fixtures of the offsets-tools integration tests: a real Tansu broker, a real
+`kcoord serve` process, ports from this suite's range 29300-29399."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.tansu import TansuBroker, start_tansu
+
+REPO = Path(__file__).resolve().parents[3]
+BROKER_PORTS = range(29300, 29340)
+KCOORD_PORTS = range(29340, 29400)     # a gateway takes its port and the next ones
+_taken: set[int] = set()
+_lock = threading.Lock()
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_ports(pool: range, count: int = 1) -> int:
+    with _lock:
+        for first in pool:
+            span = range(first, first + count)
+            if span[-1] in pool and not set(span) & _taken and all(_free(p) for p in span):
+                _taken.update(span)
+                return first
+    raise RuntimeError(f"no {count} free ports in {pool.start}-{pool.stop - 1}")
+
+
+@pytest.fixture(scope="module")
+def ops_tansu(tmp_path_factory) -> Iterator[TansuBroker]:
+    broker = start_tansu(free_ports(BROKER_PORTS), log_dir=tmp_path_factory.mktemp("ops-tansu"))
+    yield broker
+    broker.stop()
+
+
+class KcoordServe:
+    """`kcoord serve` as a separate process, as an operator runs it."""
+
+    def __init__(self, upstream: str, state_topic: str, partitions: int, log_path: Path) -> None:
+        self.port = free_ports(KCOORD_PORTS, 4)
+        self.log_path = log_path
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "coordinator.cli", "serve", "--upstream", upstream,
+             "--listen", f"127.0.0.1:{self.port}", "--state-topic", state_topic,
+             "--state-partitions", str(partitions)],
+            cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"kcoord serve exited with {self.process.returncode}:\n"
+                                     f"{self.log_path.read_text(errors='replace')}")
+            if b"kcoord ready" in self.log_path.read_bytes():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"kcoord serve not ready after {timeout}s:\n"
+                             f"{self.log_path.read_text(errors='replace')}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
