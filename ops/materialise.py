@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from coordinator.config import CoordinatorConfig
+from coordinator.group.bulk_replay import BulkReplay
 from coordinator.group.consumer_group import IllegalStateError
 from coordinator.group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from coordinator.group.shard import GroupCoordinatorShard
@@ -38,17 +39,17 @@ class ReplayStats:
     tombstones: int = 0
     commit_markers: int = 0
     abort_markers: int = 0
-    by_key_class: Counter = field(default_factory=Counter)   # key class (bytes = unknown) -> n
+    by_record_type: Counter = field(default_factory=Counter)   # record type number -> n
     first_timestamp: int | None = None
     last_timestamp: int | None = None
     partitions: set[int] = field(default_factory=set)
 
     def by_type(self, unknown: Counter) -> dict[str, int]:
         out: Counter = Counter()
-        for cls, n in self.by_key_class.items():
-            if cls is bytes:
-                continue
-            out[RecordType(cls.record_type).name] += n
+        known = {t.value for t in RecordType}
+        for rtype, n in self.by_record_type.items():
+            if rtype in known:
+                out[RecordType(rtype).name] += n
         if unknown:
             out["unknown"] = sum(unknown.values())
         return dict(sorted(out.items()))
@@ -63,7 +64,10 @@ class OffsetsReplay:
                  topic_names: dict[uuid.UUID, str] | None = None) -> None:
         self.problems = problems if problems is not None else Problems()
         self.config = config or CoordinatorConfig()
-        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self._shards: dict[int, GroupCoordinatorShard] = {}
+        # The bulk path (coordinator/group/bulk_replay.py): used unless a per-record hook or a
+        # custom decoder needs every record decoded.
+        self._loaders: dict[int, BulkReplay] | None = {} if (decode is None and on_record is None) else None
         self.stats = ReplayStats()
         self.topic_names: dict[uuid.UUID, str] = {} if topic_names is None else topic_names
         self._decode = decode or decode_record
@@ -72,22 +76,44 @@ class OffsetsReplay:
         self._on_record = on_record
 
     def shard(self, partition: int) -> GroupCoordinatorShard:
-        shard = self.shards.get(partition)
+        shard = self._shards.get(partition)
         if shard is None:
-            shard = self.shards[partition] = GroupCoordinatorShard(partition, self.config)
+            shard = self._shards[partition] = GroupCoordinatorShard(partition, self.config)
             self.stats.partitions.add(partition)
+            if self._loaders is not None:
+                self._loaders[partition] = BulkReplay(shard, partition=partition, on_error=self._bulk_error,
+                                                      on_group_record=self._learn_record)
         return shard
+
+    @property
+    def shards(self) -> dict[int, GroupCoordinatorShard]:
+        """The replayed shards (buffered offset commits applied first)."""
+        self.finish()
+        return self._shards
+
+    def finish(self) -> None:
+        if self._loaders is None:
+            return
+        counts: Counter = Counter()
+        for loader in self._loaders.values():
+            loader.flush()
+            counts.update(loader.type_counts)
+        self.stats.by_record_type = counts
 
     def feed_all(self, batches: Iterable[LogBatch]) -> OffsetsReplay:
         for lb in batches:
             self.feed(lb)
+        self.finish()
         return self
+
+    def _bulk_error(self, e: Exception, source, position, offset: int) -> None:
+        self.problems.report(source, position, _reason(e), offset=offset, skipped="record")
 
     def feed(self, lb: LogBatch) -> None:
         b = lb.batch
         stats = self.stats
         stats.batches += 1
-        shard = self.shards.get(lb.partition) or self.shard(lb.partition)
+        shard = self._shards.get(lb.partition) or self.shard(lb.partition)
         if b.is_control_batch:
             self._marker(lb, shard)
             return
@@ -100,7 +126,10 @@ class OffsetsReplay:
         # Kafka passes the batch's producer id; only transactional batches carry pending
         # offsets (the coordinator itself writes without a producer id).
         pid = b.producer_id if b.is_transactional else -1
-        replay, decode, counts = shard.replay, self._decode, stats.by_key_class
+        if self._loaders is not None:
+            self._feed_bulk(lb, self._loaders[lb.partition], pid)
+            return
+        replay, decode, counts = shard.replay, self._decode, stats.by_record_type
         on_record = self._on_record
         n = tombstones = 0
         for r in records:
@@ -108,7 +137,7 @@ class OffsetsReplay:
                 rec = decode(r.key, r.value)
                 key = rec.key
                 kc = type(key)
-                counts[kc] += 1
+                counts[rec.record_type if kc is bytes else key.record_type] += 1
                 if rec.value is None:
                     tombstones += 1
                 elif kc is not OffsetCommitKey and kc is not bytes:
@@ -124,6 +153,16 @@ class OffsetsReplay:
         stats.records += n
         stats.tombstones += tombstones
 
+    def _feed_bulk(self, lb: LogBatch, loader: BulkReplay, pid: int) -> None:
+        """Hand the batch to the bulk loader, which decodes only the offset commits that are
+        not superseded later in the log (counts come from the raw keys)."""
+        stats = self.stats
+        records, tombstones = loader.records, loader.tombstones
+        loader.source, loader.position = lb.source, lb.batch.position
+        loader.add_batch(lb.batch.records, pid)
+        stats.records += loader.records - records
+        stats.tombstones += loader.tombstones - tombstones
+
     def _marker(self, lb: LogBatch, shard: GroupCoordinatorShard) -> None:
         b = lb.batch
         if b.control_type == ControlMarker.COMMIT:
@@ -134,10 +173,18 @@ class OffsetsReplay:
             self.problems.report(lb.source, b.position, f"control batch of unknown type "
                                  f"{b.control_type}", offset=b.base_offset)
             return
-        shard.replay_end_transaction(b.producer_id, b.control_type == ControlMarker.COMMIT)
+        committed = b.control_type == ControlMarker.COMMIT
+        if self._loaders is not None:
+            self._loaders[lb.partition].end_transaction(b.producer_id, committed)
+        else:
+            shard.replay_end_transaction(b.producer_id, committed)
         if self._on_record is not None:
             self._on_record(lb.partition, b, b.base_offset,
                             b.records[0].timestamp if b.records else -1)
+
+    def _learn_record(self, record) -> None:
+        if record.value is not None:
+            self._learn(record.key, record.value)
 
     def _learn(self, key, value) -> None:
         """Topic ids the log itself names (the pre-4.1 subscription metadata record)."""
@@ -149,7 +196,8 @@ class OffsetsReplay:
     def groups(self) -> dict[str, tuple[int, object]]:
         """group id -> (partition, ConsumerGroup | ClassicGroup), over all partitions."""
         out: dict[str, tuple[int, object]] = {}
-        for p in sorted(self.shards):
+        self.finish()
+        for p in sorted(self._shards):
             for gid, group in self.shards[p].groups.items():
                 if gid in out:
                     self.problems.report(f"partition {p}", None, f"group {gid!r} also lives in "

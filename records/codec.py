@@ -18,8 +18,8 @@ from records import _assignment as asg
 from records import _classic as cl
 from records import _consumer as cg
 from records._wire import (
-    LOW_LEVEL, MAX_STRING, FieldError, pack_h, pack_i, reason_of, string, unpack_h, unpack_i,
-    w_string,
+    LOW_LEVEL, MAX_STRING, UUID_CACHE, FieldError, pack_h, pack_i, reason_of, string, unpack_h,
+    unpack_i, w_string,
 )
 from records.schemas import (
     ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
@@ -29,7 +29,7 @@ from records.schemas import (
     ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue, GroupMetadataKey, GroupMetadataValue,
-    LegacyOffsetCommitKey, LegacyOffsetCommitValue, OffsetCommitKey, OffsetCommitValue,
+    ZERO_UUID, LegacyOffsetCommitKey, LegacyOffsetCommitValue, OffsetCommitKey, OffsetCommitValue,
 )
 from records.types import (
     CoordinatorRecord, RecordDecodeError, RecordEncodeError, UnknownRecord,
@@ -357,4 +357,44 @@ def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 
 
 __all__ = ["encode_key", "encode_value", "encode_record", "decode_key",
-           "decode_value", "decode_record", "latest_value_version"]
+           "decode_value", "decode_record", "latest_value_version", "decode_offset_commit_fields",
+           "decode_offset_commit_key"]
+
+
+def decode_offset_commit_fields(key: Any, value: bytes | None, *, topic: str | None = None,
+                                partition: int | None = None, offset: int | None = None) -> tuple | None:
+    """Bulk-load fast path for offset commits (record types 0 and 1): the fields replay
+    needs, `(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, topic_id)`,
+    without building a value object; None for a tombstone. Errors are `decode_record`'s."""
+    if value is None:
+        return None
+    if type(value) is not bytes:
+        value = bytes(value)
+    n = len(value)
+    if (n == 24 or n == 42) and value[0] == 0 and value[1] == 4 and value[14] == 1:
+        # What Kafka writes for nearly every commit: v4, empty metadata, maybe a topic id.
+        o, le, _, ts, ntags = cl._V4_EMPTY_METADATA.unpack_from(value, 2)
+        if ntags == 0 and n == 24:
+            return (o, le, "", ts, -1, ZERO_UUID)
+        if ntags == 1 and n == 42 and value[24] == 0 and value[25] == 16:
+            tid = UUID_CACHE.get(value[26:42])
+            if tid is not None:
+                return (o, le, "", ts, -1, tid)
+    v, _ = decode_value(key.record_type, value, topic=topic, partition=partition, offset=offset)
+    if key.record_type == 0:
+        return (v.offset, -1, v.metadata or "", v.commit_timestamp, -1, None)
+    return (v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp, v.expire_timestamp, v.topic_id)
+
+
+def decode_offset_commit_key(key: bytes, *, topic: str | None = None, partition: int | None = None,
+                             offset: int | None = None):
+    """The key of an offset commit (types 0 and 1) through the key cache."""
+    k = _KEY_CACHE.get(key)
+    if k is None:
+        k = _offset_commit_key_fast(key) if key[1] == 1 else None
+        if k is None:
+            k = decode_key(key, topic=topic, partition=partition, offset=offset)
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[key] = k
+    return k

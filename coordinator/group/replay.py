@@ -24,6 +24,7 @@ from records import (
     GroupMetadataKey,
     LegacyOffsetCommitKey,
     OffsetCommitKey,
+    OffsetCommitValue,
     UnknownRecord,
 )
 
@@ -38,6 +39,8 @@ from .consumer_group import (
     ResolvedRegularExpression,
 )
 from .offsets import OffsetAndMetadata, OffsetStore
+
+_new_offset = OffsetAndMetadata._make
 
 log = logging.getLogger("kcoord.replay")
 
@@ -124,16 +127,37 @@ class Replayer:
     # ------------------------------------------------------------- offsets
     def _offset_commit(self, key, value, offset, producer_id) -> None:
         if value is None:
+            self.replay_offset_commit(key, None, offset, producer_id)
+        elif type(value) is OffsetCommitValue:
+            self.replay_offset_commit(key, (value.offset, value.leader_epoch, value.metadata or "",
+                                            value.commit_timestamp, value.expire_timestamp,
+                                            value.topic_id), offset, producer_id)
+        else:  # LegacyOffsetCommitValue (type 0): no leader epoch, no expiry, no topic id
+            self.replay_offset_commit(key, (value.offset, -1, value.metadata or "",
+                                            value.commit_timestamp, -1, None), offset, producer_id)
+
+    def replay_offset_commit(self, key, fields: tuple | None, offset: int, producer_id: int = -1) -> None:
+        """An offset commit (types 0 and 1) given as decoded fields (offset, leader epoch,
+        metadata, commit timestamp, expire timestamp, topic id), or None for a tombstone.
+        The bulk loader calls this directly; `replay` reaches it through `_offset_commit`."""
+        if fields is None:
             self.offsets.delete(key.group, key.topic, key.partition)
             return
-        if key.group not in self.groups:
+        group = key.group
+        if group not in self.groups:
             # An offset commit for an unknown group creates a simple classic group.
-            self.groups[key.group] = ClassicGroup(key.group)
-        self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata(
-            offset=value.offset, leader_epoch=getattr(value, "leader_epoch", -1),
-            metadata=value.metadata or "", commit_timestamp=value.commit_timestamp,
-            expire_timestamp=getattr(value, "expire_timestamp", -1),
-            topic_id=getattr(value, "topic_id", None), record_offset=offset), producer_id)
+            self.groups[group] = ClassicGroup(group)
+        entry = _new_offset((*fields, offset))
+        if producer_id != -1:
+            self.offsets.put(group, key.topic, key.partition, entry, producer_id)
+            return
+        topics = self.offsets.offsets.get(group)
+        if topics is None:
+            topics = self.offsets.offsets[group] = {}
+        partitions = topics.get(key.topic)
+        if partitions is None:
+            partitions = topics[key.topic] = {}
+        partitions[key.partition] = entry
 
     # ------------------------------------------------------------- classic
     def _group_metadata(self, key, value, offset, producer_id) -> None:

@@ -98,6 +98,10 @@ class GroupCoordinatorShard:
                producer_id: int = -1) -> None:
         self._replayer.replay(record, offset, producer_id)
 
+    def replay_offset_commit(self, key, fields: tuple | None, offset: int, producer_id: int = -1) -> None:
+        """Offset commits given as decoded fields (the bulk loader's entry into replay)."""
+        self._replayer.replay_offset_commit(key, fields, offset, producer_id)
+
     def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
         self._replayer.replay_end_transaction(producer_id, committed)
 

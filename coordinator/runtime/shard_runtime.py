@@ -24,8 +24,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from records import decode_record, encode_key, encode_value
+from records import encode_key, encode_value
 
+from ..group.bulk_replay import BulkReplay
 from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
@@ -89,6 +90,7 @@ class ShardRuntime:
         self.clock = clock
         self.state = ShardState.LOADING
         self.shard = make_shard(partition)
+        self._loader = BulkReplay(self.shard, topic=state_topic.topic, partition=partition)
         self.next_offset = 0
         self._current: _Batch | None = None
         self._sealed: deque[_Batch] = deque()
@@ -102,13 +104,13 @@ class ShardRuntime:
     def begin_load(self) -> None:
         self.state = ShardState.LOADING
         self.shard = self._make_shard(self.partition)
+        self._loader = BulkReplay(self.shard, topic=self.state_topic.topic, partition=self.partition)
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
-        record = decode_record(key, value, topic=self.state_topic.topic, partition=self.partition,
-                               offset=offset)
-        self.shard.replay(record, offset)
+        self._loader.add(key, value, offset)
 
     def finish_load(self, log_end_offset: int) -> None:
+        self._loader.flush()
         self.next_offset = log_end_offset
         self.state = ShardState.ACTIVE
         self._apply_timers(self.shard.on_loaded(self.clock()))
