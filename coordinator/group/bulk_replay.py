@@ -91,8 +91,9 @@ class BulkReplay:
             if producer_id != -1:
                 if rtype <= 1:
                     self._flush_key(key)
-                else:
-                    self.flush()
+                    self._apply({key: r}, producer_id)  # pending until its end marker
+                    continue
+                self.flush()
             elif rtype == 0:
                 # Legacy commits (type 0) go through the same buffer, key for key.
                 group = key[2:4 + ((key[2] << 8) | key[3])]
@@ -133,7 +134,7 @@ class BulkReplay:
         for buffered in pending.values():
             self._apply(buffered)
 
-    def _apply(self, buffered: dict[bytes, object]) -> None:
+    def _apply(self, buffered: dict[bytes, object], producer_id: int = -1) -> None:
         replay = self.shard.replay_offset_commit
         topic, partition = self.topic, self.partition
         for key, r in buffered.items():
@@ -141,7 +142,7 @@ class BulkReplay:
             try:
                 k = decode_offset_commit_key(key, topic=topic, partition=partition, offset=offset)
                 replay(k, decode_offset_commit_fields(k, value, topic=topic, partition=partition,
-                                                      offset=offset), offset)
+                                                      offset=offset), offset, producer_id)
             except _BAD_RECORD as e:
                 if self.on_error is None:
                     raise
