@@ -132,7 +132,6 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
                               protocols, now_ms: int) -> Result:
     """Convert to a classic group in which the joining instance takes the replaced member's
     slot and target assignment, then serve this JoinGroup as a classic one."""
-    gid = group.group_id
     joining = ClassicGroupMember(
         member_id=f"{req.group_instance_id}-{uuid.uuid4()}", group_instance_id=req.group_instance_id,
         client_id=ctx.client_id, client_host=ctx.client_host,
@@ -146,29 +145,32 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
                             rebalance=rebalance)
     # The joining member is now a known static member of the classic group: answer it as
     # a classic join (STABLE, same protocol: no rebalance, its assignment is ready).
-    result = shard.join_group(ctx, replace_member_id(req, ""), now_ms)
+    result = shard.join_group(ctx, req, now_ms)
     result.records[:0] = fx.records
     result.timers[:0] = fx.timers
     result.completions[:0] = fx.completions
     return result
 
 
-def replace_member_id(req, member_id: str):
-    return type(req)(**{**{f: getattr(req, f) for f in req.__dataclass_fields__}, "member_id": member_id})
-
-
 # ------------------------------------------------------------ member lookup
-def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+def _member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+    """The member a classic request names: by instance id when it has one (an empty member
+    id with an instance id is an administrative removal, KIP-345), else by member id."""
     if instance_id is not None:
         member = group.static_member(instance_id)
         if member is None:
             raise ApiError(ErrorCode.unknown_member_id)
-        if member.member_id != member_id:
+        if member_id and member.member_id != member_id:
             raise ApiError(ErrorCode.fenced_instance_id)
-    else:
-        member = group.members.get(member_id)
-        if member is None:
-            raise ApiError(ErrorCode.unknown_member_id)
+        return member
+    member = group.members.get(member_id)
+    if member is None:
+        raise ApiError(ErrorCode.unknown_member_id)
+    return member
+
+
+def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+    member = _member(group, member_id, instance_id)
     if not member.uses_classic_protocol:
         raise ApiError(ErrorCode.unknown_member_id)
     return member
@@ -258,20 +260,7 @@ def classic_leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, identi
     leaving: list[str] = []
     for member_id, instance_id in identities:
         try:
-            if member_id == "" and instance_id is not None:
-                member = group.static_member(instance_id)  # administrative removal
-                if member is None:
-                    raise ApiError(ErrorCode.unknown_member_id)
-            elif instance_id is not None:
-                member = group.static_member(instance_id)
-                if member is None:
-                    raise ApiError(ErrorCode.unknown_member_id)
-                if member.member_id != member_id:
-                    raise ApiError(ErrorCode.fenced_instance_id)
-            else:
-                member = group.members.get(member_id)
-                if member is None:
-                    raise ApiError(ErrorCode.unknown_member_id)
+            member = _member(group, member_id, instance_id)
             leaving.append(member.member_id)
             out.append((member_id, instance_id, ErrorCode.none))
         except ApiError as e:

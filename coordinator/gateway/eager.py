@@ -41,6 +41,8 @@ def start(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> Do
         yielded = coro.send(None)
     except StopIteration as stop:
         return Done(stop.value)
+    except (KeyboardInterrupt, SystemExit):
+        raise                   # as a Task does: these are not the coroutine's result
     except BaseException as e:  # noqa: BLE001 - handed to the caller, as Task.exception() would be
         return Done(error=e)
     return loop.create_task(_resume(coro, yielded))

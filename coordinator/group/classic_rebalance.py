@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
-from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState, Parked
+from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .kio_util import build, schema
 from .result import CancelTimer, Result, ScheduleTimer
 from .timeutil import from_ms

@@ -15,6 +15,7 @@ from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
 from .group_admin import group_tombstones
+from .group_admin import subscribed_topics
 from .offsets import OffsetAndMetadata
 from .result import Result, ScheduleTimer
 
@@ -42,26 +43,6 @@ def _expiration_base(group) -> BaseTime | None:
     return None
 
 
-def _subscribed_topics(group) -> set[str]:
-    if isinstance(group, ConsumerGroup):
-        names = set(group.subscribed_topic_names)
-        for regex in group.regex_subscribers:
-            resolved = group.resolved_regexes.get(regex)
-            if resolved is not None:
-                names |= resolved.topics
-        return names
-    if isinstance(group, ClassicGroup) and group.protocol_type == "consumer" and group.members:
-        from migration.consumer_protocol import MalformedProtocolData, decode_subscription
-        topics: set[str] = set()
-        for m in group.members.values():
-            try:
-                topics.update(decode_subscription(m.metadata_for(group.protocol_name)).topics)
-            except MalformedProtocolData:
-                continue
-        return topics
-    return set()
-
-
 def _should_expire(group) -> bool:
     if isinstance(group, ClassicGroup):
         return group.state is ClassicGroupState.EMPTY
@@ -78,7 +59,7 @@ def cleanup(shard: GroupCoordinatorShard, now_ms: int) -> Result:
         if base is None:
             all_expired = not offsets
         else:
-            subscribed = _subscribed_topics(group)
+            subscribed = subscribed_topics(group)
             for topic, partitions in offsets.items():
                 for partition, o in partitions.items():
                     expired = topic not in subscribed and not shard.offsets.has_pending(group_id, topic, partition) \

@@ -38,6 +38,29 @@ def protocol_type_of(group) -> str:
     return group.protocol_type or ""
 
 
+def subscribed_topics(group) -> set[str]:
+    """Kafka's `isSubscribedToTopic` set: names and resolved regex topics of a consumer
+    group; the topics in the members' ConsumerProtocol subscriptions of a classic
+    `consumer` group. OffsetDelete refuses these; retention never expires them."""
+    if isinstance(group, ConsumerGroup):
+        names = set(group.subscribed_topic_names)
+        for regex in group.regex_subscribers:
+            resolved = group.resolved_regexes.get(regex)
+            if resolved is not None:
+                names |= resolved.topics
+        return names
+    if isinstance(group, ClassicGroup) and group.protocol_type == "consumer" and group.members:
+        from migration.consumer_protocol import MalformedProtocolData, decode_subscription
+        topics: set[str] = set()
+        for m in group.members.values():
+            try:
+                topics.update(decode_subscription(m.metadata_for(group.protocol_name)).topics)
+            except MalformedProtocolData:
+                continue
+        return topics
+    return set()
+
+
 # --------------------------------------------------- ConsumerGroupDescribe
 def _described_assignment(mod, image, assignment) -> object:
     tps = []

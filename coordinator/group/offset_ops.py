@@ -15,6 +15,7 @@ from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
 from .errors import ApiError
+from .group_admin import subscribed_topics
 from .kio_util import build, schema
 from .classic_rebalance import heartbeat_key
 from .result import Result, ScheduleTimer
@@ -264,17 +265,6 @@ def offset_fetch(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms:
 
 
 # ---------------------------------------------------------------- delete
-def _subscribed_topics(group) -> set[str]:
-    if isinstance(group, ConsumerGroup):
-        names = set(group.subscribed_topic_names)
-        for regex in group.regex_subscribers:
-            resolved = group.resolved_regexes.get(regex)
-            if resolved is not None:
-                names |= resolved.topics
-        return names
-    return set()
-
-
 def offset_delete(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("offset_delete", ctx.api_version)
     group = shard.groups.get(req.group_id)
@@ -288,7 +278,7 @@ def offset_delete(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms
     if error is not ErrorCode.none:
         return Result(response=build(mod.OffsetDeleteResponse, error_code=error,
                                      throttle_time=from_ms(0), topics=()))
-    subscribed = _subscribed_topics(group)
+    subscribed = subscribed_topics(group)
     records = []
     topics_out = []
     for t in req.topics:

@@ -16,16 +16,12 @@ from records import CoordinatorRecord, UnknownRecord
 from ..config import CoordinatorConfig
 import itertools
 
-from kio.schema.errors import ErrorCode
-
 from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, expiration, group_admin, offset_ops
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 from .errors import ApiError
-from . import kio_util
 from .heartbeat_policy import HeartbeatIntervalPolicy
-from .timeutil import from_ms
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
 from .membership import (
     compute_target_assignment,
@@ -53,19 +49,6 @@ class RequestContext:
     api_version: int
     client_id: str = ""
     client_host: str = ""
-
-
-class NoMigration:
-    """Migration hooks before migration/ plugs in: a classic group with members cannot
-    be upgraded, and fencing never downgrades."""
-
-
-    def upgrade_for_heartbeat(self, shard, group, records, timers, completions, now_ms):
-        raise ApiError(consumer_heartbeat.ErrorCode.group_id_not_found,
-                       f"Group {group.group_id} is not a consumer group.")
-
-    def downgrade_on_fence(self, shard, group, member_ids, now_ms) -> Result | None:
-        return None
 
 
 class GroupCoordinatorShard:

@@ -181,3 +181,29 @@ def test_every_prefix_of_a_conversion_log_replays_consistently():
                             assert (t, p) not in owners, f"prefix {end}: partition owned twice"
                             owners[(t, p)] = m.member_id
 
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
+    """Trigger B: the static instance of the only consumer-protocol member comes back
+    speaking the classic protocol; the group becomes classic and it keeps its target."""
+    c = ShardContext(FOO, config=cfg())
+    ids = classic_group(c, "g", 1)
+    r = c.heartbeat("g", "new", 0, topics=["foo"], instance_id="i1")
+    for _ in range(3):  # let the group reconcile: the classic member rejoins as needed
+        m = c.member("g", ids[0])
+        owned = {"foo": sorted(m.assigned_partitions.get(c.id_of("foo"), {}))}
+        jr = join(c, "g", ids[0], protocols=(("range", encode_subscription(["foo"], 1, owned=owned)),))
+        sync(c, "g", ids[0], jr.generation_id)
+        r = c.heartbeat("g", "new", r.member_epoch, instance_id="i1")
+    target = sorted(p for ps in c.group("g").target_of("new").values() for p in ps)
+    assert target, "the consumer member should own partitions before the swap"
+    joined = join(c, "g", instance="i1", protocols=(("range", encode_subscription(["foo"], 1)),), client="back")
+    g = c.group("g")
+    assert isinstance(g, ClassicGroup) and "new" not in g.members
+    new_id = g.static_members["i1"]
+    assigned = decode_assignment(g.members[new_id].assignment).partitions.get("foo", ())
+    assert sorted(assigned) == target
+    # It is a known static member of a STABLE classic group now: answered at once, no rebalance.
+    assert resp(joined).error_code == ErrorCode.none and resp(joined).member_id == new_id
+    assert g.state is ClassicGroupState.STABLE
+    assert isinstance(c.reload().groups["g"], ClassicGroup)
