@@ -40,7 +40,10 @@ class StateTopic:
         # as Kafka releases it at the high watermark.
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-writer", acks="all",
-            linger_ms=0, max_request_size=self.max_batch_bytes, enable_idempotence=False,
+            # A coordinator write is one batch (Kafka appends a result atomically): aiokafka
+            # caps a batch at max_batch_size (16 KiB by default), not at max_request_size.
+            linger_ms=0, max_request_size=self.max_batch_bytes, max_batch_size=self.max_batch_bytes,
+            enable_idempotence=False,
             request_timeout_ms=30_000)
         await self._producer.start()
 
