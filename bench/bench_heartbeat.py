@@ -2,7 +2,7 @@
 
     /work/venv/bin/python bench/bench_heartbeat.py [--members 1000] [--groups 10]
         [--modes pipelined,closed_loop] [--seconds 5] [--runs 3] [--window 128]
-        [--workers 2] [--profile out.svg] [--repo PATH]
+        [--workers 2] [--profile PREFIX] [--in-process] [--repo PATH]
 
 Set-up, over the wire:
 - one Tansu broker; a topic of ``--partitions`` partitions;
@@ -24,9 +24,11 @@ Runs alternate Tansu / kcoord. Reported: requests/s (median of runs), kcoord/Tan
 ratio, the server process's CPU per request (/proc/<pid>/stat over the measured window),
 the generator's own CPU, and error responses (non-zero error codes; must be 0).
 
-``--profile FILE`` records the kcoord process with py-spy during one extra run of the
-first mode (FILE.svg flame graph, FILE.txt top functions). ``--repo`` runs kcoord from
-another checkout (before/after comparisons).
+``--profile PREFIX`` records the kcoord process with py-spy during one extra run of the
+first mode (PREFIX.svg flame graph, PREFIX.txt collapsed stacks, top functions printed).
+``--in-process`` measures instead the CPU per steady heartbeat through service, runtime
+and core without sockets (bench/loadgen/inproc.py). ``--repo`` runs kcoord from another
+checkout (before/after comparisons).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -123,9 +126,19 @@ def main() -> None:
     parser.add_argument("--config", action="append", default=[], help="kcoord --config NAME=VALUE")
     parser.add_argument("--profile", default=None, help="py-spy output prefix")
     parser.add_argument("--skip-tansu", action="store_true")
+    parser.add_argument("--in-process", action="store_true",
+                        help="CPU per steady heartbeat through service, runtime and core, no sockets (loadgen/inproc.py)")
     parser.add_argument("--repo", default=str(procs.REPO))
     args = parser.parse_args()
     modes = args.modes.split(",")
+    if args.in_process:
+        bench = Path(__file__).resolve().parent
+        print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+        subprocess.run([sys.executable, "-m", "loadgen.inproc", "--members", str(args.members),
+                        "--groups", str(args.groups), "--partitions", str(args.partitions),
+                        "--runs", str(args.runs)],
+                       cwd=bench, env={**os.environ, "PYTHONPATH": args.repo}, check=True)
+        return
 
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     print(f"members={args.members} groups={args.groups} partitions={args.partitions} workers={args.workers} "
@@ -160,6 +173,10 @@ def main() -> None:
                 print(f"  kcoord / tansu = {kc_rate / ta_rate:.2f}")
         if args.profile:
             profile(kc.pid, kc.port, kc_frames, modes[0], args.profile, args)
+    except BaseException:
+        if kc is not None:
+            kc.print_log_tail()
+        raise
     finally:
         if kc is not None:
             kc.stop()

@@ -141,6 +141,9 @@ def run_over_wire(args, config_name: str) -> list[dict]:
                 else:
                     r = procs.run(storm_over_wire(kc.port, args))
                 r["server_cpu_s"] = procs.cpu_seconds(kc.pid) - cpu0
+            except BaseException:
+                kc.print_log_tail()
+                raise
             finally:
                 kc.stop()
             r["intervals"] = r["ms"] / interval
@@ -149,7 +152,8 @@ def run_over_wire(args, config_name: str) -> list[dict]:
                   f"(target {target_ms(interval)} ms)  epoch {r['epoch']}  heartbeats {r['requests']}  "
                   f"partitions revoked {r['revoked']}  errors {r['errors']}  kcoord CPU {r['server_cpu_s']:.2f}s  "
                   f"generator CPU {r['generator_cpu_s']:.2f}s")
-            print(f"         joins answered: median {r['join_p50_ms']:.0f} ms, all at {r['all_joined_ms']:.0f} ms; first member at the final epoch at "
+            print(f"         joins answered: median {r['join_p50_ms']:.0f} ms, all at {r['all_joined_ms']:.0f} ms; "
+                  f"first member at the final epoch at "
                   f"{r['target_seen_ms']:.0f} ms")
     finally:
         broker.stop()

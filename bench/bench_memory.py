@@ -105,6 +105,10 @@ def over_the_wire(args) -> None:
         per_member = (rss_n - rss0) * 1024 / args.members
         print(f"RSS {rss0} KiB -> {rss_n} KiB with {args.members} members: {per_member:,.0f} bytes per idle member "
               f"(target <= {TARGET_BYTES} bytes: {'met' if per_member <= TARGET_BYTES else 'MISSED'})")
+    except BaseException:
+        if kc is not None:
+            kc.print_log_tail()
+        raise
     finally:
         if kc is not None:
             kc.stop()

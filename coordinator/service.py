@@ -69,6 +69,9 @@ class GroupCoordinatorService:
         self.state_topic = state_topic
         self.api_versions = dict(API_VERSIONS)
         self.answered_versions = {**API_VERSIONS, **ANSWERED_NOT_ADVERTISED}
+        self._partitions: dict[str, int] = {}
+        self._latency: dict[int, Any] = {}
+        self._counted: dict[tuple[int, Any], Any] = {}
         self.image: MetadataImage = EMPTY_IMAGE
         self._members_counted_at = float("-inf")
         self._member_total = 0
@@ -135,7 +138,13 @@ class GroupCoordinatorService:
 
     # --------------------------------------------------------------- routing
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.state_topic_partitions)
+        # Java's String.hashCode in Python costs ~1 µs per character: remember the answer.
+        partition = self._partitions.get(group_id)
+        if partition is None:
+            if len(self._partitions) >= 100_000:
+                self._partitions.clear()
+            partition = self._partitions[group_id] = partition_for(group_id, self.config.state_topic_partitions)
+        return partition
 
     def runtime_for(self, group_id: str) -> ShardRuntime:
         return self.runtimes[self.partition_for(group_id)]
@@ -146,9 +155,17 @@ class GroupCoordinatorService:
                              client_host=f"/{client.host}")
         started = time.perf_counter()
         response = await handler(ctx, request)
-        name = _API_NAMES[api_key]
-        metrics.REQUEST_SECONDS.labels(api=name).observe(time.perf_counter() - started)
-        metrics.REQUESTS.labels(api=name, error=_error_name(response)).inc()
+        # labels() takes a lock and builds a key on every call: keep the children.
+        seconds = self._latency.get(api_key)
+        if seconds is None:
+            seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=_API_NAMES[api_key])
+        seconds.observe(time.perf_counter() - started)
+        error = getattr(response, "error_code", None)
+        counter = self._counted.get((api_key, error))
+        if counter is None:
+            counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
+                api=_API_NAMES[api_key], error=_error_name(response))
+        counter.inc()
         return response
 
     def _by_shard(self, group_ids) -> dict[ShardRuntime, list[str]]:

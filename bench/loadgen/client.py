@@ -10,6 +10,7 @@ share one connection, which Kafka allows.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,9 +23,7 @@ from .wire import (
 )
 
 Callback = Callable[[Any], None]
-RETRY_BACKOFF_S = 0.1      # Java's retry.backoff.ms default
-_RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-                        ErrorCode.coordinator_load_in_progress})
+RETRY_BACKOFF_S = 0.1      # Java's retry.backoff.ms default: any error other than a fence is retried
 
 
 class ConnectionClosed(Exception):
@@ -53,7 +52,6 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            import socket
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
@@ -169,7 +167,3 @@ class MemberDriver:
         else:
             due = self._last_send[key] + member.heartbeat_interval_ms / 1000
             self._timers[key] = self._loop.call_at(due, self._send, member)
-
-
-def retriable(code: int) -> bool:
-    return code in _RETRIABLE

@@ -19,12 +19,13 @@ import asyncio
 import gc
 import statistics
 import time
-from typing import Any
+import uuid
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group.image import MetadataImage, TopicImage
+from coordinator.protocol.apis import request_class
 from coordinator.protocol.codec import decode_body, encode_body
-from coordinator.protocol.framing import response_frame
+from coordinator.protocol.framing import request_body_offset, response_frame
 from coordinator.protocol.service import ClientInfo
 from coordinator.service import GroupCoordinatorService
 
@@ -49,7 +50,6 @@ class AckingStateTopic:
 
 
 async def main_async(args) -> None:
-    import uuid
     config = CoordinatorConfig(state_topic_partitions=args.state_partitions)
     service = GroupCoordinatorService(config, AckingStateTopic())  # type: ignore[arg-type]
     image = MetadataImage.of([TopicImage(topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC), name=TOPIC,
@@ -72,9 +72,8 @@ async def main_async(args) -> None:
         if all(m.is_steady() for m in members):
             break
     frames = [m.steady_template().with_correlation(i) for i, m in enumerate(members)]
-    from coordinator.protocol.apis import request_class
     cls = request_class(CONSUMER_GROUP_HEARTBEAT, 1)
-    body_offset = 12 + 2 + len("kcoord-loadgen") + 1     # size, key, version, corr, client id, no tags
+    _, body_offset = request_body_offset(frames[0], 2)
 
     async def one_pass(n: int, serve: bool) -> float:
         cpu = time.process_time()
@@ -94,17 +93,12 @@ async def main_async(args) -> None:
         total = await one_pass(args.requests, True)
         results.append((total - base) / args.requests * 1e6)
     errors = 0
-    for m in members[:50]:
-        response = await service.handle(CONSUMER_GROUP_HEARTBEAT, 1, decode_body(cls, frames[members.index(m)],
-                                                                                body_offset), client)
+    for frame in frames[:50]:
+        response = await service.handle(CONSUMER_GROUP_HEARTBEAT, 1, decode_body(cls, frame, body_offset), client)
         errors += int(response.error_code) != 0
     print(f"in-process steady heartbeat: {statistics.median(results):.1f} us CPU per request "
           f"(runs {', '.join(f'{r:.1f}' for r in results)}; decode+serve+encode+frame, loop cost subtracted; "
           f"{args.members} members in {args.groups} groups; error answers in a sample: {errors})")
-
-
-def _touch(_: Any) -> None:
-    pass
 
 
 def main() -> None:

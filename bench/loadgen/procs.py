@@ -151,6 +151,10 @@ class Kcoord:
         if self.process is not None:
             processes.stop(self.process, 15)
 
+    def print_log_tail(self, chars: int = 3000) -> None:
+        """After a failed benchmark: what kcoord logged (warnings and errors only)."""
+        print(f"--- kcoord log ({self.log_path}), last {chars} characters ---\n{self.log_text()[-chars:]}")
+
 
 def run(coro):
     """asyncio.run with uvloop when available (the generator's own overhead matters)."""

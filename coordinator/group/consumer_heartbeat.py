@@ -53,6 +53,10 @@ def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: in
         _validate(shard, ctx.api_version, req)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return _leave(shard, ctx, req, now_ms)
+        if req.member_epoch > 0:
+            steady = _steady(shard, ctx, req, now_ms)
+            if steady is not None:
+                return steady
         return _regular(shard, ctx, req, now_ms)
     except ApiError as e:
         mod = _RESPONSES[ctx.api_version]
@@ -188,6 +192,43 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
     if not classic:
         _throw_if_epoch_invalid(existing, epoch, owned)
     return existing
+
+
+# ------------------------------------------------------------------- steady
+_NO_REBALANCE_TIMEOUT = -1
+
+
+def _steady(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result | None:
+    """The keep-alive of a member that is STABLE at the group's current target and sends
+    nothing new (every optional field null, as clients send in steady state). `_regular`
+    would produce no record for it, only the session timer and an answer without an
+    assignment; this gets there without building an updated member. Anything else
+    (static or classic members, regex groups, a pending metadata refresh or target
+    computation, another epoch, a changed client id or host) returns None: `_regular`
+    handles it."""
+    if (req.instance_id is not None or req.rack_id is not None or req.server_assignor is not None
+            or req.subscribed_topic_names is not None or req.topic_partitions is not None
+            or getattr(req, "subscribed_topic_regex", None) is not None
+            or to_ms(req.rebalance_timeout) != _NO_REBALANCE_TIMEOUT):
+        return None
+    group = shard.groups.get(req.group_id)
+    if group is None or group.__class__ is not ConsumerGroup or group.metadata_refresh_requested \
+            or group.regex_subscribers or group.assignment_epoch < group.group_epoch:
+        return None
+    member = group.members.get(req.member_id)
+    if member is None or member.member_epoch != req.member_epoch or member.instance_id is not None \
+            or member.classic_member_metadata is not None \
+            or not member.is_reconciled_to(group.assignment_epoch) \
+            or member.client_id != ctx.client_id or member.client_host != ctx.client_host:
+        return None
+    member_id = member.member_id
+    return Result(
+        response=_RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
+            throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, member)), assignment=None),
+        timers=[ScheduleTimer(session_timer(group.group_id, member_id),
+                              now_ms + shard.session_timeout_ms(group, member))])
 
 
 # ------------------------------------------------------------------ regular

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import heapq
+import itertools
 import logging
 import time
 from collections import deque
@@ -43,6 +45,9 @@ class ShardState(enum.Enum):
     ACTIVE = "active"
     FAILED = "failed"
     CLOSED = "closed"
+
+
+_ACTIVE = ShardState.ACTIVE
 
 
 class _Batch:
@@ -97,7 +102,10 @@ class ShardRuntime:
         self._parked: dict[int, asyncio.Future] = {}
         self._inflight: _Batch | None = None
         self._flush_scheduled = False
-        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._timers: dict[tuple, list] = {}        # key -> [deadline_ms, payload, queued deadline_ms]
+        self._heap: list[tuple[int, int, tuple]] = []   # (deadline_ms, seq, key), lazily pruned
+        self._seq = itertools.count()
+        self._wakeup: asyncio.TimerHandle | None = None
         self._reload_task: asyncio.Task | None = None
 
     # --------------------------------------------------------------- loading
@@ -131,6 +139,8 @@ class ShardRuntime:
 
     # ------------------------------------------------------------ operations
     def check_active(self) -> None:
+        if self.state is _ACTIVE:
+            return
         if self.state is ShardState.LOADING:
             raise ApiError(ErrorCode.coordinator_load_in_progress,
                            f"The coordinator of state partition {self.partition} is loading.")
@@ -287,26 +297,64 @@ class ShardRuntime:
 
     # ----------------------------------------------------------------- timers
     def _apply_timers(self, ops) -> None:
-        loop = asyncio.get_running_loop()
-        now = self.clock()
+        """Timers live in a table (key -> [deadline, payload, queued deadline]) and a lazy
+        heap, with ONE loop timer for the earliest heap entry. A heartbeat pushes its
+        member's session deadline later: that is a store into the table, not a cancel and a
+        new loop timer; the heap entry already queued comes due first and requeues the key
+        at its current deadline (Kafka's timer wheel does the same job)."""
+        table, heap = self._timers, self._heap
         for t in ops:
-            old = self._timers.pop(t.key, None)
-            if old is not None:
-                old.cancel()
-            if isinstance(t, ScheduleTimer):
-                delay = max(0.0, (t.deadline_ms - now) / 1000)
-                self._timers[t.key] = loop.call_later(delay, self._fire, t.key, t.payload)
-            elif not isinstance(t, CancelTimer):
+            key = t.key
+            if t.__class__ is ScheduleTimer:
+                deadline = t.deadline_ms
+                entry = table.get(key)
+                if entry is None:
+                    entry = table[key] = [deadline, t.payload, None]
+                else:
+                    entry[0], entry[1] = deadline, t.payload
+                queued = entry[2]
+                if queued is None or deadline < queued:
+                    entry[2] = deadline
+                    heapq.heappush(heap, (deadline, next(self._seq), key))
+                    if heap[0][2] is key:
+                        self._arm()
+            elif t.__class__ is CancelTimer:
+                table.pop(key, None)
+            else:
                 raise TypeError(f"unknown timer operation {t!r}")
 
-    def _fire(self, key: tuple, payload: Any) -> None:
-        self._timers.pop(key, None)
-        self.submit(lambda shard, now: shard.on_timer(key, payload, now))
+    def _arm(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
+        if self._heap:
+            delay = max(0.0, (self._heap[0][0] - self.clock()) / 1000)
+            self._wakeup = asyncio.get_running_loop().call_later(delay, self._fire_due)
+
+    def _fire_due(self) -> None:
+        self._wakeup = None
+        now = self.clock()
+        table, heap = self._timers, self._heap
+        while heap and heap[0][0] <= now:
+            queued, _, key = heapq.heappop(heap)
+            entry = table.get(key)
+            if entry is None or entry[2] != queued:
+                continue                        # cancelled, or an older entry of a requeued key
+            deadline, payload, _ = entry
+            if deadline > now:                  # pushed later meanwhile: requeue at the new deadline
+                entry[2] = deadline
+                heapq.heappush(heap, (deadline, next(self._seq), key))
+                continue
+            del table[key]
+            self.submit(lambda shard, now, key=key, payload=payload: shard.on_timer(key, payload, now))
+        self._arm()
 
     def _cancel_all_timers(self) -> None:
-        for handle in self._timers.values():
-            handle.cancel()
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
         self._timers.clear()
+        self._heap.clear()
 
     def _fail_parked(self) -> None:
         """Kafka answers parked joins and syncs NOT_COORDINATOR when a shard unloads."""
