@@ -49,8 +49,13 @@ GROUP = "storm"
 
 
 def config_items(name: str) -> tuple[tuple[str, ...], int]:
-    """(kcoord --config items, the heartbeat interval the result is expressed in)."""
+    """(kcoord --config items, the heartbeat interval the result is expressed in).
+    A set may add settings after commas: "default,consumer_assignment_interval_ms=1000"."""
     from coordinator.config import CoordinatorConfig
+    if "," in name:
+        base, *extra = name.split(",")
+        items, interval = config_items(base)
+        return items + tuple(extra), interval
     if name == "default":
         return (), CoordinatorConfig().consumer_heartbeat_stable_interval_ms
     if name.startswith("fixed-"):

@@ -109,7 +109,7 @@ def classic_join(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: 
             session_timeout_ms=session_ms,
             supported_protocols=tuple(ClassicProtocol(name=n, metadata=m) for n, m in protocols)))
     try:
-        reconciled = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
+        reconciled, _ = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
     except ApiError as e:
         return _join_error(v, e.code, req.member_id)
     timers += [CancelTimer(join_timer(gid, member_id)),

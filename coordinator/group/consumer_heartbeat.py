@@ -269,7 +269,8 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
         client_id=ctx.client_id, client_host=ctx.client_host,
         classic_member_metadata=None)
 
-    reconciled = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
+    reconciled, target_behind = update_and_reconcile(shard, group, member, updated, owned, now_ms, records,
+                                                     timers)
     timers.append(ScheduleTimer(session_timer(gid, member_id),
                                 now_ms + shard.session_timeout_ms(group, reconciled)))
 
@@ -285,17 +286,19 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
     response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
         member_epoch=reconciled.member_epoch,
-        heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, reconciled)),
+        heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, reconciled, target_behind)),
         assignment=assignment)
     return Result(response=response, records=records, timers=timers, completions=completions)
 
 
 def update_and_reconcile(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,
                          updated: ConsumerGroupMember, owned, now_ms: int, records: list,
-                         timers: list) -> ConsumerGroupMember:
+                         timers: list) -> tuple[ConsumerGroupMember, bool]:
     """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
     persist the member, maybe bump the group epoch (subscription, regex, assignor or
-    metadata change), compute the target assignment, reconcile the member towards it."""
+    metadata change), compute the target assignment, reconcile the member towards it.
+    Returns the reconciled member, and whether the target is behind the group epoch
+    (its computation was deferred: the member should come back soon)."""
     gid = group.group_id
     member_id = updated.member_id
     is_new = member_id not in group.members
@@ -340,7 +343,7 @@ def update_and_reconcile(shard: GroupCoordinatorShard, group: ConsumerGroup, mem
                                                 reconciled.member_epoch))
                 else:
                     timers.append(CancelTimer(key))
-    return reconciled
+    return reconciled, target_epoch < group_epoch
 
 
 def _update_regex(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,

@@ -41,11 +41,14 @@ class HeartbeatIntervalPolicy:
         # Members heartbeating into this process (all shards); a shard alone counts its own.
         self.member_count = member_count
 
-    def interval_ms(self, shard, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
+    def interval_ms(self, shard, group: ConsumerGroup, member: ConsumerGroupMember,
+                    target_behind: bool = False) -> int:
+        """`target_behind`: this very heartbeat started a new group epoch whose target is
+        not computed yet (the group state seen here predates the heartbeat's records)."""
         c = self.config
         if c.consumer_heartbeat_policy == "fixed":
             return c.consumer_heartbeat_interval_ms
-        if has_pending_work(group, member):
+        if target_behind or has_pending_work(group, member):
             return c.consumer_heartbeat_pending_interval_ms
         members = self.member_count() if self.member_count is not None else \
             sum(len(g.members) for g in shard.groups.values())

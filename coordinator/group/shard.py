@@ -138,8 +138,9 @@ class GroupCoordinatorShard:
             return member.classic_member_metadata.session_timeout_ms
         return self.config.consumer_session_timeout_ms
 
-    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
-        return self.heartbeat_policy.interval_ms(self, group, member)
+    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                              target_behind: bool = False) -> int:
+        return self.heartbeat_policy.interval_ms(self, group, member, target_behind)
 
     def can_compute_assignment(self, group: ConsumerGroup, now_ms: int) -> bool:
         """KIP-1263 `canComputeNextTargetAssignment`."""

@@ -270,12 +270,16 @@ def test_partition_count_change_starts_new_epoch_on_next_heartbeat():
 
 
 def test_assignment_interval_defers_target_and_timer_computes_it():
-    c = ShardContext(FOO, config=CoordinatorConfig())  # Kafka 4.3 default: 1000 ms
+    c = ShardContext(FOO, config=CoordinatorConfig(consumer_assignment_interval_ms=1_000))  # Kafka 4.3's
     r1 = c.heartbeat("g", "m1", 0, topics=["foo"])
     r2 = c.heartbeat("g", "m2", 0, topics=["foo"])
     g = c.group("g")
     assert g.state is ConsumerGroupState.ASSIGNING and c.assigned(r2) == {}
-    c.advance(1_000)
+    # The deferred target is pending work: the member is told to come back soon.
+    assert r2.heartbeat_interval.total_seconds() * 1000 == c.config.consumer_heartbeat_pending_interval_ms
+    c.advance(999)
+    assert g.assignment_epoch < g.group_epoch
+    c.advance(1)
     assert g.assignment_epoch == g.group_epoch
 
 
