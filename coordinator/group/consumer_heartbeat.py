@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from . import record_helpers as rh
 from . import regex as regexes
 from .classic_group import ClassicGroup
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
+from .consumer_group import EMPTY_ASSIGNMENT, ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from .errors import ApiError, group_not_found, invalid_request, unknown_member
 from .membership import (
     _overlay,
@@ -416,7 +416,7 @@ def _leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) 
                            f"fenced by member {member.member_id}.")
     mod = _RESPONSES[ctx.api_version]
     if req.member_epoch == STATIC_LEAVE_EPOCH:
-        leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, partitions_pending_revocation={},
+        leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, partitions_pending_revocation=EMPTY_ASSIGNMENT,
                           assigned_partitions={t: dict.fromkeys(ps, 0)
                                                for t, ps in member.assigned_partitions.items()})
         records = [rh.current_assignment_record(gid, leaving)]

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
-from .consumer_group import Assignment, ConsumerGroupMember, MemberState, TargetAssignment
+from .consumer_group import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupMember, MemberState, TargetAssignment
 from .errors import ApiError
 
 # topic id -> partitions the member says it owns; None = not sent in this heartbeat
@@ -109,8 +109,8 @@ class CurrentAssignmentBuilder:
                 new_assigned[topic_id] = epochs
         state = MemberState.UNRELEASED_PARTITIONS if has_unreleased else MemberState.STABLE
         return replace(m, state=state, previous_member_epoch=m.member_epoch,
-                       member_epoch=self.target_epoch, assigned_partitions=new_assigned,
-                       partitions_pending_revocation={})
+                       member_epoch=self.target_epoch, assigned_partitions=new_assigned or EMPTY_ASSIGNMENT,
+                       partitions_pending_revocation=EMPTY_ASSIGNMENT)
 
     def _update_current(self) -> ConsumerGroupMember:
         """A subscription change inside the same epoch: drop unsubscribed topics at once."""

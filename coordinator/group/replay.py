@@ -31,6 +31,7 @@ from records import (
 from .assignors.partitions import partitions_of
 from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .consumer_group import (
+    EMPTY_ASSIGNMENT,
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
@@ -58,9 +59,24 @@ def intern_topic_id(topic_id):
     return _TOPIC_IDS.setdefault(topic_id, topic_id)
 
 
+_SHARED: dict = {}
+
+
+def _shared(value):
+    """One object per distinct client id, host or subscription: thousands of members of a
+    group usually share them, and each decoded record would otherwise bring its own copy."""
+    if value is None:
+        return None
+    if len(_SHARED) > 200_000:
+        _SHARED.clear()
+    return _SHARED.setdefault(value, value)
+
+
 def _assignment_from(tps, member_epoch: int) -> Assignment:
     """KIP-1251: epochs aligned with partitions; absent, null or misaligned epochs mean every
     partition was assigned at max(member epoch, 0) (`Utils.assignmentFromTopicPartitions`)."""
+    if not tps:
+        return EMPTY_ASSIGNMENT
     out: Assignment = {}
     default = max(member_epoch, 0)
     for tp in tps:
@@ -228,8 +244,9 @@ class Replayer:
         group = self._consumer_group(key.group_id, create=True)
         m = self._member_or_new(group, key.member_id)
         group.put_member(replace(
-            m, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
-            client_host=value.client_host, subscribed_topic_names=tuple(value.subscribed_topic_names),
+            m, instance_id=value.instance_id, rack_id=_shared(value.rack_id), client_id=_shared(value.client_id),
+            client_host=_shared(value.client_host),
+            subscribed_topic_names=_shared(tuple(value.subscribed_topic_names)),
             subscribed_topic_regex=value.subscribed_topic_regex or "",
             rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
             classic_member_metadata=value.classic_member_metadata))
@@ -256,8 +273,9 @@ class Replayer:
         else:
             # Canonical partition sets, so an unchanged target compares equal to what the
             # assignor returns and no record is written for it.
-            group.set_target(key.member_id, {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
-                                             for tp in value.topic_partitions if tp.partitions})
+            target = {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
+                      for tp in value.topic_partitions if tp.partitions}
+            group.set_target(key.member_id, target or EMPTY_ASSIGNMENT)
 
     def _current_assignment(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)
@@ -267,8 +285,8 @@ class Replayer:
             m = group.members.get(key.member_id)
             if m is not None:
                 group.put_member(replace(m, member_epoch=-1, previous_member_epoch=-1,
-                                         state=MemberState.STABLE, assigned_partitions={},
-                                         partitions_pending_revocation={}))
+                                         state=MemberState.STABLE, assigned_partitions=EMPTY_ASSIGNMENT,
+                                         partitions_pending_revocation=EMPTY_ASSIGNMENT))
             return
         m = self._member_or_new(group, key.member_id)
         group.put_member(replace(
