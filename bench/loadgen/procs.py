@@ -11,9 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support import processes  # noqa: E402
+from support.kcoord import launch_serve  # noqa: E402
 from support.tansu import TansuBroker, start_tansu  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -123,25 +121,8 @@ class Kcoord:
                 "--state-partitions", str(self.state_partitions)]
         for item in self.config:
             args += ["--config", item]
-        self.log_path = Path(tempfile.gettempdir()) / f"kcoord-bench-{self.port}-{time.monotonic_ns()}.log"
-        log = open(self.log_path, "w")
-        self.process = processes.track(subprocess.Popen(
-            args, cwd=self.repo, stdout=subprocess.PIPE, stderr=log, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.repo)}))
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.process is not None and self.process.stdout is not None
-            for line in self.process.stdout:
-                self.lines.append(line.rstrip())
-                if line.startswith("kcoord ready"):
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not ready.wait(0.05):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcoord did not become ready:\n{self.log_text()[-4000:]}")
+        self.process, self.log_path = launch_serve(
+            args, self.repo, f"kcoord-bench-{self.port}", self.lines, timeout, env={"PYTHONPATH": str(self.repo)})
         return self
 
     def log_text(self) -> str:

@@ -73,6 +73,7 @@ class ProcessMember(EventLogConsumer):
 
     def start(self, wait_for: str | None = "ready", timeout: float = 30.0) -> ProcessMember:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         self._stderr = open(self.stderr_path, "w")
         self.process = processes.track(subprocess.Popen(
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
@@ -97,9 +98,10 @@ class ProcessMember(EventLogConsumer):
         self.process.stdin.flush()
 
     def close(self, timeout: float = 30.0) -> int:
-        """Clean stop: commit, revoke, leave the group."""
+        """Clean stop: commit, revoke, leave the group. A member never started: nothing to do."""
         proc = self.process
-        assert proc is not None
+        if proc is None:
+            return 0
         if proc.poll() is None:
             try:
                 self.send("close")

@@ -15,22 +15,32 @@ NS = 1_000_000_000
 OWNERSHIP = ("assigned", "revoked", "lost")
 
 
-def longest_gap(times: Sequence[int], start: int, end: int) -> float:
-    """Longest stretch of [start, end] with no time in ``times`` (sorted), in seconds.
+def gaps(times: Sequence[int], start: int, end: int) -> list[tuple[int, int]]:
+    """The stretches of [start, end] with no time in ``times`` (sorted), as (from, to) ns.
 
     The stretch running into ``start`` counts from the last time before it: a member that
     paused just before the join and resumed after it paused for the whole stretch.
     """
     i = bisect.bisect_left(times, start)
     prev = times[i - 1] if i > 0 else start
-    worst = 0
+    out = []
     for t in times[i:]:
         if t > end:
             break
-        worst = max(worst, t - prev)
+        out.append((prev, t))
         prev = t
-    worst = max(worst, end - prev)
-    return worst / NS
+    out.append((prev, end))
+    return out
+
+
+def longest_gap(times: Sequence[int], start: int, end: int) -> float:
+    """Longest stretch of [start, end] with no time in ``times`` (sorted), in seconds."""
+    return max(b - a for a, b in gaps(times, start, end)) / NS
+
+
+def longest_gap_overlapping(times: Sequence[int], start: int, end: int, lo: int, hi: int) -> float:
+    """Longest gap of [start, end] that overlaps [lo, hi] (the rebalance itself), in seconds."""
+    return max((b - a for a, b in gaps(times, start, end) if a <= hi and b >= lo), default=0) / NS
 
 
 def record_times(members: Iterable) -> list[int]:
@@ -83,6 +93,7 @@ class MemberFigures:
     gap_before_s: float
     gap_after_s: float
     affected: bool  # its assignment changed after the join
+    gap_during_rebalance_s: float = 0.0  # longest gap overlapping [join, stable assignment]
 
 
 @dataclass
@@ -98,8 +109,20 @@ class JoinFigures:
         gaps = [m.gap_after_s for m in self.members if affected is None or m.affected == affected]
         return max(gaps) if gaps else None
 
+    def worst_gap_during_rebalance(self, affected: bool) -> float | None:
+        gaps = [m.gap_during_rebalance_s for m in self.members if m.affected == affected]
+        return max(gaps) if gaps else None
+
     def worst_gap_before(self) -> float:
         return max(m.gap_before_s for m in self.members)
+
+    def unaffected_paused(self) -> tuple[int, int]:
+        """(unaffected members whose longest gap overlapping the rebalance, from the join to the
+        stable assignment, exceeds the longest gap any member had in the window before the
+        join; unaffected members): a pause beyond steady state caused by the rebalance."""
+        floor = self.worst_gap_before()
+        unaffected = [m for m in self.members if not m.affected]
+        return sum(1 for m in unaffected if m.gap_during_rebalance_s > floor), len(unaffected)
 
 
 def join_figures(existing: Sequence, joiner, topic: str, partitions: int, t_join: int, t_end: int,
@@ -112,14 +135,16 @@ def join_figures(existing: Sequence, joiner, topic: str, partitions: int, t_join
         group_gap_before_s=longest_gap(group_times, t_before, t_join),
         group_gap_after_s=longest_gap(group_times, t_join, t_end),
         first_record_s=None, stable_s=None, max_record_delay_s=None)
+    since = stable_since(everyone, topic, partitions, t_end)
+    t_stable = since if since is not None else t_end
     for m in existing:
         times = record_times([m])
         changed = any(t_join <= int(e["t"]) <= t_end for kind in OWNERSHIP for e in m.events(kind))
-        figures.members.append(MemberFigures(m.member, longest_gap(times, t_before, t_join),
-                                             longest_gap(times, t_join, t_end), changed))
+        figures.members.append(MemberFigures(
+            m.member, longest_gap(times, t_before, t_join), longest_gap(times, t_join, t_end), changed,
+            longest_gap_overlapping(times, t_join, t_end, t_join, t_stable)))
     first = [r.t_ns for r in joiner.consumed() if r.t_ns >= t_join]
     figures.first_record_s = (min(first) - t_join) / NS if first else None
-    since = stable_since(everyone, topic, partitions, t_end)
     figures.stable_s = max(0, since - t_join) / NS if since is not None else None
     delays = [r.t_ns - s for m in everyone for r in m.consumed()
               if t_join <= r.t_ns <= t_end and (s := sent_ns(r.value)) is not None]

@@ -33,6 +33,32 @@ def free_port_block(n: int) -> int:
     raise RuntimeError("no block of free ports")
 
 
+def launch_serve(args: list[str], cwd: Path, log_name: str, lines: list[str], timeout: float,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+    """Start `kcoord serve` (``args``), collect its stdout into ``lines``, and return once it
+    printed "kcoord ready". stderr (the log) goes to a temporary file, returned with the
+    process, so a failure can show what kcoord said."""
+    log_path = Path(tempfile.gettempdir()) / f"{log_name}-{time.monotonic_ns()}.log"
+    with open(log_path, "w") as log:
+        process = processes.track(subprocess.Popen(
+            args, cwd=cwd, stdout=subprocess.PIPE, stderr=log, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}))
+    ready = threading.Event()
+
+    def pump() -> None:
+        for line in process.stdout:
+            lines.append(line.rstrip())
+            if line.startswith("kcoord ready"):
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not ready.wait(0.05):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"kcoord did not become ready:\n{log_path.read_text(errors='replace')[-4000:]}")
+    return process, log_path
+
+
 @dataclass
 class KcoordProcess:
     upstream: str
@@ -56,24 +82,7 @@ class KcoordProcess:
                 "--state-partitions", str(self.state_partitions)]
         for item in self.config:
             args += ["--config", item]
-        self.log_path = Path(tempfile.gettempdir()) / f"kcoord-{self.port}-{time.monotonic_ns()}.log"
-        log = open(self.log_path, "w")
-        self.process = processes.track(subprocess.Popen(
-            args, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-        ready = threading.Event()
-
-        def pump() -> None:
-            for line in self.process.stdout:
-                self._lines.append(line.rstrip())
-                if line.startswith("kcoord ready"):
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not ready.wait(0.05):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcoord did not become ready:\n{self.log_text()[-4000:]}")
+        self.process, self.log_path = launch_serve(args, REPO, f"kcoord-{self.port}", self._lines, timeout)
         return self
 
     def log_text(self) -> str:
