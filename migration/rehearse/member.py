@@ -170,21 +170,31 @@ class MemberProcess:
 
     def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                self._noise.append(line)
-                continue
-            if isinstance(ev, dict) and "t" in ev and "event" in ev:
-                self._apply(ev)
-            else:
-                self._noise.append(line)
+        read_events(self.process.stdout, self._apply, self._noise)
 
     def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
-            self._stderr.append(line.rstrip("\n"))
+        read_lines(self.process.stderr, self._stderr)
+
+
+def read_events(stream, on_event, noise) -> None:
+    """Read a member process's stdout until it closes: each line a JSON event with "t" and
+    "event"; any other line goes to ``noise`` (kept, so a stray print is visible)."""
+    for line in stream:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            noise.append(line)
+            continue
+        if isinstance(ev, dict) and "t" in ev and "event" in ev:
+            on_event(ev)
+        else:
+            noise.append(line)
+
+
+def read_lines(stream, sink) -> None:
+    for line in stream:
+        sink.append(line.rstrip("\n"))

@@ -17,8 +17,6 @@ import collections
 import functools
 import importlib.util
 import itertools
-import json
-import os
 import shutil
 import subprocess
 import threading
@@ -29,6 +27,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from migration.rehearse import java_jars
+from migration.rehearse.member import read_events, read_lines
 
 from . import processes
 from .consumer_events import EventLogConsumer
@@ -227,21 +226,8 @@ class JavaConsumer(EventLogConsumer):
 
     def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                self._noise.append(line)
-                continue
-            if isinstance(ev, dict) and "t" in ev and "event" in ev:
-                self.log.apply(ev)
-            else:
-                self._noise.append(line)
+        read_events(self.process.stdout, self.log.apply, self._noise)
 
     def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
-            self._stderr.append(line.rstrip("\n"))
+        read_lines(self.process.stderr, self._stderr)
