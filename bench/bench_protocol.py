@@ -29,23 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support import ports  # noqa: E402
+
 PORT_RANGE = range(29150, 29199)   # this benchmark's share of the helper's loopback ports
 
 
 def free_port(span: int = 1) -> int:
-    for port in PORT_RANGE:
-        if all(_free(p) for p in range(port, port + span)):
-            return port
-    raise RuntimeError("no free port")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
+    return ports.free_block(PORT_RANGE, span)
 
 
 def request_frame(api: str, correlation_id: int) -> bytes:

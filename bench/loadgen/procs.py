@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -18,12 +17,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import processes  # noqa: E402
+from support import ports, processes  # noqa: E402
 from support.kcoord import launch_serve  # noqa: E402
 from support.tansu import TansuBroker, start_tansu  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_taken: set[int] = set()
 
 
 def port_range() -> tuple[int, int]:
@@ -31,24 +29,10 @@ def port_range() -> tuple[int, int]:
     return int(low), int(high)
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 def free_ports(n: int = 1) -> int:
     """First port P of a block of ``n`` free ports in the range, not handed out before."""
     low, high = port_range()
-    for port in range(low, high - n + 2):
-        block = range(port, port + n)
-        if not _taken.intersection(block) and all(_free(p) for p in block):
-            _taken.update(block)
-            return port
-    raise RuntimeError(f"no block of {n} free ports in {low}-{high}")
+    return ports.free_block(range(low, high + 1), n)
 
 
 # --- /proc ------------------------------------------------------------------------------

@@ -55,3 +55,15 @@ def release(port: int) -> None:
     """Allow ``port`` to be handed out again (its listener has stopped)."""
     with _lock:
         _handed_out.discard(port)
+
+
+def free_block(pool: range, count: int = 1, host: str = "127.0.0.1") -> int:
+    """The first port P of ``count`` consecutive free ports inside ``pool`` that this process
+    has not handed out (a kcoord gateway takes P for bootstrap and P+1... per broker)."""
+    with _lock:
+        for first in pool:
+            span = range(first, first + count)
+            if span[-1] in pool and not _handed_out.intersection(span) and all(is_free(p, host) for p in span):
+                _handed_out.update(span)
+                return first
+    raise RuntimeError(f"no {count} consecutive free ports in {pool.start}-{pool.stop - 1}")

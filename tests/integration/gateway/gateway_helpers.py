@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from support import ports
+
 from coordinator.gateway import Gateway
 from coordinator.protocol import apis
 from coordinator.protocol.apis import request_class, request_header_version, response_class, response_header_version
@@ -26,30 +28,13 @@ from coordinator.protocol.framing import RequestHeader, decode_response_header
 
 T = TypeVar("T")
 PORTS = range(29100, 29150)
-_handed_out: set[int] = set()
-_ports_lock = threading.Lock()
 STATE_TOPIC = "__kcoord_gateway_test_state"
 STATE_PARTITIONS = 3
 
 
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 def free_ports(count: int = 1) -> int:
     """The first of ``count`` consecutive free ports in this suite's range."""
-    with _ports_lock:
-        for first in PORTS:
-            span = range(first, first + count)
-            if span[-1] in PORTS and not (set(span) & _handed_out) and all(_is_free(p) for p in span):
-                _handed_out.update(span)
-                return first
-    raise RuntimeError(f"no {count} consecutive free ports in {PORTS.start}-{PORTS.stop - 1}")
+    return ports.free_block(PORTS, count)
 
 
 def java_hash(text: str) -> int:

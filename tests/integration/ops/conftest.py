@@ -3,42 +3,24 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support import ports
 from support.tansu import TansuBroker, start_tansu
 
 REPO = Path(__file__).resolve().parents[3]
 BROKER_PORTS = range(29300, 29340)
 KCOORD_PORTS = range(29340, 29400)     # a gateway takes its port and the next ones
-_taken: set[int] = set()
-_lock = threading.Lock()
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def free_ports(pool: range, count: int = 1) -> int:
-    with _lock:
-        for first in pool:
-            span = range(first, first + count)
-            if span[-1] in pool and not set(span) & _taken and all(_free(p) for p in span):
-                _taken.update(span)
-                return first
-    raise RuntimeError(f"no {count} free ports in {pool.start}-{pool.stop - 1}")
+    return ports.free_block(pool, count)
 
 
 @pytest.fixture(scope="module")
