@@ -10,19 +10,13 @@ Same event interface as the other drivers. Two aiokafka facts shape it:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
-from collections.abc import Sequence
-from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
-from .consumer_events import EventLogConsumer, partitions_field
-from .ownership import OwnershipLedger
-
-_names = itertools.count(1)
+from .consumer_events import PythonClientConsumer, partitions_field
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -38,22 +32,8 @@ class _Listener(ConsumerRebalanceListener):
         self.driver.log.emit("assigned", partitions=partitions_field((tp.topic, tp.partition) for tp in assigned))
 
 
-class AiokafkaConsumer(EventLogConsumer):
-    def __init__(self, bootstrap: str, topics: str | Sequence[str], group: str, *, member: str | None = None,
-                 ledger: OwnershipLedger | None = None, session_timeout_ms: int = 6000,
-                 heartbeat_interval_ms: int | None = None, commit_mode: Literal["manual", "auto"] = "manual",
-                 **extra_config: object) -> None:
-        super().__init__(member or f"aio-{next(_names)}", ledger)
-        self.topics = [topics] if isinstance(topics, str) else list(topics)
-        self.commit_mode = commit_mode
-        self.config = dict(
-            bootstrap_servers=bootstrap, group_id=group, client_id=self.member, auto_offset_reset="earliest",
-            enable_auto_commit=commit_mode == "auto", session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms or min(1000, session_timeout_ms // 3), **extra_config)
-        self._consumer: AIOKafkaConsumer | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+class AiokafkaConsumer(PythonClientConsumer):
+    name_prefix = "aio"
 
     def start(self, timeout: float = 15.0) -> AiokafkaConsumer:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),

@@ -17,11 +17,12 @@ extends, so tests use one interface for librdkafka, Java, aiokafka and kafka-pyt
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .ownership import OwnershipLedger, TopicPartition
 from .wait import WaitTimeout
@@ -179,3 +180,29 @@ class EventLogConsumer:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.member} assignment={sorted(self.assignment())}>"
+
+
+class PythonClientConsumer(EventLogConsumer):
+    """Base of the aiokafka and kafka-python drivers: both clients take the same
+    configuration names, and both run on a thread of their own."""
+
+    name_prefix = "py"
+
+    def __init__(self, bootstrap: str, topics: str | Sequence[str], group: str, *, member: str | None = None,
+                 ledger: OwnershipLedger | None = None, session_timeout_ms: int = 6000,
+                 heartbeat_interval_ms: int | None = None, commit_mode: Literal["manual", "auto"] = "manual",
+                 **extra_config: object) -> None:
+        super().__init__(member or f"{self.name_prefix}-{next(_python_names)}", ledger)
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        self.commit_mode = commit_mode
+        self.config = dict(
+            bootstrap_servers=bootstrap, group_id=group, client_id=self.member, auto_offset_reset="earliest",
+            enable_auto_commit=commit_mode == "auto", session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms or min(1000, session_timeout_ms // 3), **extra_config)
+        self._consumer: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+
+_python_names = itertools.count(1)

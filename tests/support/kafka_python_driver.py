@@ -9,18 +9,13 @@ and awaits commit_async()'s future. Against Tansu its LeaveGroup works (group go
 """
 from __future__ import annotations
 
-import itertools
 import threading
-from collections.abc import Sequence
-from typing import Literal
+from typing import Any
 
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
 
-from .consumer_events import EventLogConsumer, partitions_field
-from .ownership import OwnershipLedger
-
-_names = itertools.count(1)
+from .consumer_events import PythonClientConsumer, partitions_field
 
 
 class _Listener(AsyncConsumerRebalanceListener):
@@ -48,22 +43,11 @@ class _Listener(AsyncConsumerRebalanceListener):
         self.driver.log.emit("lost", partitions=partitions_field((tp.topic, tp.partition) for tp in lost))
 
 
-class KafkaPythonConsumer(EventLogConsumer):
-    def __init__(self, bootstrap: str, topics: str | Sequence[str], group: str, *, member: str | None = None,
-                 ledger: OwnershipLedger | None = None, session_timeout_ms: int = 6000,
-                 heartbeat_interval_ms: int | None = None, commit_mode: Literal["manual", "auto"] = "manual",
-                 **extra_config: object) -> None:
-        super().__init__(member or f"kp-{next(_names)}", ledger)
-        self.topics = [topics] if isinstance(topics, str) else list(topics)
-        self.commit_mode = commit_mode
-        self.config = dict(
-            bootstrap_servers=bootstrap, group_id=group, client_id=self.member, auto_offset_reset="earliest",
-            enable_auto_commit=commit_mode == "auto", session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms or min(1000, session_timeout_ms // 3), **extra_config)
-        self._consumer: KafkaConsumer | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+class KafkaPythonConsumer(PythonClientConsumer):
+    name_prefix = "kp"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._next_offsets: dict = {}  # TopicPartition -> offset after the last record consumed
 
     def start(self, timeout: float = 15.0) -> KafkaPythonConsumer:
