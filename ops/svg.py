@@ -71,11 +71,12 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, y_la
     for i, (name, s) in enumerate(series.items()):
         color = PALETTE[i % len(PALETTE)]
         coords = []
-        for j, (x, y) in enumerate(sorted(s)):
-            if step and j:
-                coords.append(f"{sx(x):.1f},{sy(coords_y):.1f}")
+        prev_y = None
+        for x, y in sorted(s):
+            if step and prev_y is not None:   # a step plot holds the previous value until x
+                coords.append(f"{sx(x):.1f},{sy(prev_y):.1f}")
             coords.append(f"{sx(x):.1f},{sy(y):.1f}")
-            coords_y = y
+            prev_y = y
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
                    f'points="{" ".join(coords)}"/>')
         ly = top + 12 + i * 15

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ if str(TESTS_DIR) not in sys.path:
 from support.names import TestNames  # noqa: E402
 from support.ownership import OwnershipLedger  # noqa: E402
 from support.tansu import TansuBroker, start_tansu  # noqa: E402
+
+if TYPE_CHECKING:
+    from support.kcoord import KcoordProcess
 
 INTEGRATION_TIMEOUT = float(os.environ.get("KCOORD_INTEGRATION_TIMEOUT", "120"))
 

@@ -11,7 +11,7 @@ from support.admin import committed_offsets, create_topic
 from support.connect import ConnectWorker, wait_for_lines
 from support.wait import wait_until
 
-from classic_raw import call
+from support.raw_client import call_with as call
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

@@ -12,7 +12,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor a
 from support.aiokafka_driver import AiokafkaConsumer
 from support.kafka_python_driver import KafkaPythonConsumer
 
-from classic_raw import call, request_types
+from support.raw_client import call_with as call, request_types
 from classic_scenario import join_grow_leave
 
 OFFSET_FETCH = 9

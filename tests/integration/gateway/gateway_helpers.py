@@ -8,9 +8,6 @@ uses 29150-29199.
 from __future__ import annotations
 
 import asyncio
-import io
-import socket
-import struct
 import threading
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
@@ -18,13 +15,10 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from support import ports
-
 from coordinator.gateway import Gateway
 from coordinator.protocol import apis
-from coordinator.protocol.apis import request_class, request_header_version, response_class, response_header_version
-from coordinator.protocol.codec import decode_body, encode_body
-from coordinator.protocol.framing import RequestHeader, decode_response_header
+from coordinator.protocol.apis import response_class
+from support import ports
 
 T = TypeVar("T")
 PORTS = range(29100, 29150)
@@ -127,64 +121,4 @@ def start_gateway(loop: LoopThread, upstream: str, service: Any = None, *, state
 
 # --- raw protocol helpers ----------------------------------------------------------------
 
-def encode_request(api_key: int, version: int, correlation_id: int, body: Any, client_id: str = "raw-test") -> bytes:
-    payload = RequestHeader(api_key, version, correlation_id, client_id).encode(
-        request_header_version(api_key, version))
-    payload += body if isinstance(body, bytes) else encode_body(body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def request(api_key: int, version: int, **fields: Any) -> Any:
-    return request_class(api_key, version)(**fields)
-
-
-def read_frame(sock: socket.socket) -> bytes | None:
-    """One framed response, or None if the peer closed the connection."""
-    head = _read_exactly(sock, 4)
-    if head is None:
-        return None
-    (size,) = struct.unpack(">i", head)
-    body = _read_exactly(sock, size)
-    return None if body is None else head + body
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
-    buf = io.BytesIO()
-    while buf.tell() < n:
-        chunk = sock.recv(n - buf.tell())
-        if not chunk:
-            return None
-        buf.write(chunk)
-    return buf.getvalue()
-
-
-def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    header, offset = decode_response_header(frame, response_header_version(api_key, version))
-    return header.correlation_id, decode_body(response_class(api_key, version), frame, offset)
-
-
-def call(address: tuple[str, int] | socket.socket, api_key: int, version: int, body: Any,
-         correlation_id: int = 1) -> Any:
-    """One request/response round trip on a raw socket (a new one for an address)."""
-    sock = address if isinstance(address, socket.socket) else socket.create_connection(address, timeout=10)
-    try:
-        sock.sendall(encode_request(api_key, version, correlation_id, body))
-        frame = read_frame(sock)
-        assert frame is not None, f"connection closed instead of answering api {api_key} v{version}"
-        got_id, response = decode_response(api_key, version, frame)
-        assert got_id == correlation_id
-        return response
-    finally:
-        if not isinstance(address, socket.socket):
-            sock.close()
-
-
-def assert_closed(sock: socket.socket, timeout: float = 10.0) -> None:
-    """The peer closed the connection (EOF or reset) within ``timeout``; no response came."""
-    sock.settimeout(timeout)
-    try:
-        data = sock.recv(65536)
-    except ConnectionResetError:
-        return
-    assert data == b"", f"expected the connection to be closed, got {len(data)} bytes"
 

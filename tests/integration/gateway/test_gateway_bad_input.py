@@ -15,10 +15,8 @@ import pytest
 
 from coordinator.protocol import apis
 from coordinator.protocol.framing import RequestHeader
-from gateway_helpers import (
-    LoopThread, RunningGateway, assert_closed, call, decode_response, encode_request,
-    read_frame, request, start_gateway,
-)
+from gateway_helpers import LoopThread, RunningGateway, start_gateway
+from support.raw_client import assert_closed, call, decode_response, encode_request, read_frame, request
 
 
 def _connect(gateway: RunningGateway) -> socket.socket:

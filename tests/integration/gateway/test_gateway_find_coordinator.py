@@ -4,9 +4,8 @@ from __future__ import annotations
 import pytest
 
 from coordinator.protocol.apis import FIND_COORDINATOR
-from gateway_helpers import (
-    STATE_PARTITIONS, LoopThread, PartitionOnlyService, RunningGateway, call, request, start_gateway,
-)
+from gateway_helpers import STATE_PARTITIONS, LoopThread, PartitionOnlyService, RunningGateway, start_gateway
+from support.raw_client import call, request
 from support.tansu import TansuBroker
 
 

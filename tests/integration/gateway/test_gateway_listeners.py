@@ -4,7 +4,8 @@ from __future__ import annotations
 import socket
 
 from coordinator.protocol import apis
-from gateway_helpers import LoopThread, call, request, start_gateway
+from gateway_helpers import LoopThread, start_gateway
+from support.raw_client import call, request
 from support.tansu import TansuBroker
 
 METADATA = request(apis.METADATA, 12, topics=(), allow_auto_topic_creation=False,

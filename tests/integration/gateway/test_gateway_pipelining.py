@@ -12,7 +12,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.protocol import apis
-from gateway_helpers import RunningGateway, decode_response, encode_request, read_frame, request
+from gateway_helpers import RunningGateway
+from support.raw_client import decode_response, encode_request, read_frame, request
 from support.names import TestNames
 
 METADATA_REQ = request(apis.METADATA, 12, topics=(), allow_auto_topic_creation=False,

@@ -4,7 +4,7 @@ OffsetFetch, DescribeGroups and ConsumerGroupDescribe exactly as the offline rep
 from __future__ import annotations
 
 from conftest import KcoordServe
-from ops_raw_client import call
+from support.raw_client import call_with as call
 
 from coordinator.cli import build_parser
 from coordinator.group import group_admin, offset_ops

@@ -6,7 +6,6 @@ Time is simulated; `advance()` fires timers in deadline order.
 """
 from __future__ import annotations
 
-import heapq
 import uuid
 from datetime import timedelta
 

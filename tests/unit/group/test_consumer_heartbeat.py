@@ -271,7 +271,7 @@ def test_partition_count_change_starts_new_epoch_on_next_heartbeat():
 
 def test_assignment_interval_defers_target_and_timer_computes_it():
     c = ShardContext(FOO, config=CoordinatorConfig(consumer_assignment_interval_ms=1_000))  # Kafka 4.3's
-    r1 = c.heartbeat("g", "m1", 0, topics=["foo"])
+    c.heartbeat("g", "m1", 0, topics=["foo"])
     r2 = c.heartbeat("g", "m2", 0, topics=["foo"])
     g = c.group("g")
     assert g.state is ConsumerGroupState.ASSIGNING and c.assigned(r2) == {}

@@ -10,7 +10,7 @@ from coordinator.group.kio_util import schema
 from coordinator.group.offset_ops import fetch_group
 from records import decode_record
 
-from .context import ShardContext, ok, topic
+from .context import ShardContext, topic
 from .test_consumer_heartbeat import fast
 
 FOO = topic("foo", 4)

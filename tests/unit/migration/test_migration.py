@@ -18,7 +18,7 @@ from records import (
     decode_record,
 )
 from tests.unit.group.context import ShardContext, ok, topic
-from tests.unit.group.test_classic_groups import heartbeat, join, leave, resp, sync
+from tests.unit.group.test_classic_groups import heartbeat, join, resp, sync
 
 FOO = topic("foo", 4)
 
@@ -87,7 +87,6 @@ def test_classic_members_rejoin_through_translation_and_group_converges():
     # The classic members learn through Heartbeat that they must rejoin.
     gen = g.members[ids[0]].member_epoch
     assert heartbeat(c, "g", ids[0], gen) == ErrorCode.rebalance_in_progress
-    sub = encode_subscription(["foo"], version=1)
     for _ in range(4):
         for m in ids:
             member = c.member("g", m)
@@ -137,7 +136,7 @@ def test_empty_groups_convert_both_ways_whatever_the_policy():
 def test_last_consumer_member_leaving_downgrades_to_classic():
     c = ShardContext(FOO, config=cfg())
     ids = classic_group(c, "g", 2)
-    r = c.heartbeat("g", "new", 0, topics=["foo"])
+    c.heartbeat("g", "new", 0, topics=["foo"])
     target = {m: dict(c.group("g").target_of(m)) for m in ids}
     mark = len(c.log)
     ok(c.heartbeat("g", "new", -1))
