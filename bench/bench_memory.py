@@ -13,6 +13,10 @@ each waited on until Stable), many members sharing a connection (legal in Kafka)
 keep heartbeating at the interval the coordinator hands out; after ``--settle`` seconds
 of that, RSS is read three times a second apart and the median is used.
 
+The same window also measures the steady heartbeat load the coordinator's policy produces
+at that size (issue 5: heartbeats/s against ``consumer_heartbeat_budget_per_second``) and
+the CPU the kcoord process spends on it (utime + stime from /proc over the window).
+
 ``--in-process``: the same members join a sans-IO shard in this process (no sockets, no
 runtime) and tracemalloc shows where the bytes per member go (the shard's state only:
 no timers, connections or buffers).
@@ -70,9 +74,11 @@ async def fill(port: int, pid: int, args) -> tuple[list[MemberDriver], list[Kafk
 async def steady(port: int, pid: int, args) -> tuple[float, int]:
     drivers, conns = await fill(port, pid, args)
     print(f"  all {args.members} members stable; heartbeating for {args.settle:.0f}s")
-    before = sum(d.responses for d in drivers)
+    before, cpu0, t0 = sum(d.responses for d in drivers), procs.cpu_seconds(pid), time.monotonic()
     await asyncio.sleep(args.settle)
-    rate = (sum(d.responses for d in drivers) - before) / args.settle
+    elapsed = time.monotonic() - t0
+    rate = (sum(d.responses for d in drivers) - before) / elapsed
+    cpu = (procs.cpu_seconds(pid) - cpu0) / elapsed
     samples = []
     for _ in range(3):
         samples.append(procs.rss_kib(pid))
@@ -86,8 +92,20 @@ async def steady(port: int, pid: int, args) -> tuple[float, int]:
         d.stop()
     for c in conns:
         c.close()
-    print(f"  heartbeats/s while idle: {rate:,.0f}; error responses by code {errors or 0}; RSS samples {samples} KiB")
+    budget = _budget(args.config)
+    print(f"  heartbeats/s while idle: {rate:,.0f} (budget {budget:,}/s: {'under' if rate <= budget else 'OVER'}); "
+          f"kcoord CPU {cpu * 100:.1f}% of one core ({cpu / rate * 1e6 if rate else 0:.0f} µs per heartbeat); "
+          f"error responses by code {errors or 0}; RSS samples {samples} KiB")
     return rate, int(statistics.median(samples))
+
+
+def _budget(config: list[str]) -> int:
+    from coordinator.config import CoordinatorConfig
+    for item in config:
+        name, _, value = item.partition("=")
+        if name == "consumer_heartbeat_budget_per_second":
+            return int(value)
+    return CoordinatorConfig().consumer_heartbeat_budget_per_second
 
 
 def over_the_wire(args) -> None:

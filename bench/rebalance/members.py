@@ -1,7 +1,7 @@
 """Group members as OS processes, read into the test harness's event log.
 
 Both clients print the harness's JSON-line events on stdout: librdkafka through
-bench/rebalance/rdkafka_member.py, the Java 4.3 client through ConsumerDriver
+migration/rehearse/rdkafka_member.py, the Java 4.3 client through ConsumerDriver
 (migration/rehearse/java). ProcessMember feeds them into a support.consumer_events
 log (and so an OwnershipLedger, if given), keeps the client's stderr (librdkafka's
 ``debug=cgrp`` log) in a file, and stops a member cleanly through stdin.
@@ -30,9 +30,10 @@ Client = Literal["rdkafka", "java"]
 def rdkafka_argv(bootstrap: str, topic: str, group: str, *, protocol: str, assignor: str | None = None,
                  session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 2000, wait_go: bool = False,
                  client_id: str | None = None, props: dict[str, str] | None = None) -> list[str]:
-    argv = [sys.executable, str(HERE / "rdkafka_member.py"), "--bootstrap", bootstrap, "--topic", topic,
+    # The rehearsal's member process; a 50 ms poll keeps its record stamps fine-grained.
+    argv = [sys.executable, "-m", "migration.rehearse.rdkafka_member", "--bootstrap", bootstrap, "--topic", topic,
             "--group", group, "--group-protocol", protocol, "--session-timeout-ms", str(session_timeout_ms),
-            "--heartbeat-interval-ms", str(heartbeat_interval_ms)]
+            "--heartbeat-interval-ms", str(heartbeat_interval_ms), "--poll-timeout", "0.05"]
     if assignor:
         argv += ["--assignor", assignor]
     if wait_go:

@@ -93,22 +93,11 @@ def run_join(target: Target, *, partitions: int = 22, rate: float = 2000, existi
                for i in range(existing)]
     joiner: ProcessMember | None = None
     try:
-        if target.client == "java":
-            # One at a time, each consuming before the next joins. The test driver commits
-            # position() of every assigned partition in onPartitionsRevoked; the Java 4.3
-            # consumer (group.protocol=consumer) never initialises the position of a partition
-            # that is already pending revocation, so position() blocks for default.api.timeout.ms
-            # (60 s) when a partition is taken back before its offset was reset. A group of ten
-            # JVMs starting at once on two cores hits that; the measured join does not (every
-            # existing member has consumed).
-            for m in members:
-                m.start()
-                m.wait_for(lambda m=m: m.consumed(), bound_s, "a first record")
-        else:  # all at once; a group of ten forming is not what this run measures
-            for m in members:
-                m.start(wait_for=None)
-            for m in members:
-                m.wait_ready()
+        # All at once; a group of ten forming is not what this run measures.
+        for m in members:
+            m.start(wait_for=None)
+        for m in members:
+            m.wait_ready()
         steady_from: list[int] = []
 
         def steady() -> bool:

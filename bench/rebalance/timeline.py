@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from .producer import sent_ns
 
 NS = 1_000_000_000
+# Steady-state gaps of one member come in steps of about 0.25 s (0.25, 0.5, 0.75 s: the
+# fetch rhythm against Tansu); a pause the rebalance caused would add at least a heartbeat
+# round. Gaps within this of the before-join worst are that rhythm, not a pause.
+PAUSE_TOLERANCE_S = 0.1
 OWNERSHIP = ("assigned", "revoked", "lost")
 
 
@@ -38,9 +42,12 @@ def longest_gap(times: Sequence[int], start: int, end: int) -> float:
     return max(b - a for a, b in gaps(times, start, end)) / NS
 
 
-def longest_gap_overlapping(times: Sequence[int], start: int, end: int, lo: int, hi: int) -> float:
-    """Longest gap of [start, end] that overlaps [lo, hi] (the rebalance itself), in seconds."""
-    return max((b - a for a, b in gaps(times, start, end) if a <= hi and b >= lo), default=0) / NS
+def longest_gap_overlapping(times: Sequence[int], start: int, end: int, lo: int, hi: int) -> tuple[float, float]:
+    """Longest gap of [start, end] that overlaps [lo, hi] (the rebalance itself): its length
+    and where it began relative to ``lo``, in seconds."""
+    a, b = max(((a, b) for a, b in gaps(times, start, end) if a <= hi and b >= lo),
+               key=lambda g: g[1] - g[0], default=(lo, lo))
+    return (b - a) / NS, (a - lo) / NS
 
 
 def record_times(members: Iterable) -> list[int]:
@@ -94,6 +101,7 @@ class MemberFigures:
     gap_after_s: float
     affected: bool  # its assignment changed after the join
     gap_during_rebalance_s: float = 0.0  # longest gap overlapping [join, stable assignment]
+    gap_during_rebalance_from_s: float = 0.0  # where that gap began, relative to the join
 
 
 @dataclass
@@ -103,6 +111,7 @@ class JoinFigures:
     first_record_s: float | None
     stable_s: float | None
     max_record_delay_s: float | None
+    first_partition_s: float | None = None  # the joiner's first non-empty "assigned" callback
     members: list[MemberFigures] = field(default_factory=list)
 
     def worst_gap(self, affected: bool | None = None) -> float | None:
@@ -119,10 +128,10 @@ class JoinFigures:
     def unaffected_paused(self) -> tuple[int, int]:
         """(unaffected members whose longest gap overlapping the rebalance, from the join to the
         stable assignment, exceeds the longest gap any member had in the window before the
-        join; unaffected members): a pause beyond steady state caused by the rebalance."""
+        join by more than PAUSE_TOLERANCE_S; unaffected members): a pause beyond steady state."""
         floor = self.worst_gap_before()
         unaffected = [m for m in self.members if not m.affected]
-        return sum(1 for m in unaffected if m.gap_during_rebalance_s > floor), len(unaffected)
+        return sum(1 for m in unaffected if m.gap_during_rebalance_s > floor + PAUSE_TOLERANCE_S), len(unaffected)
 
 
 def join_figures(existing: Sequence, joiner, topic: str, partitions: int, t_join: int, t_end: int,
@@ -142,7 +151,9 @@ def join_figures(existing: Sequence, joiner, topic: str, partitions: int, t_join
         changed = any(t_join <= int(e["t"]) <= t_end for kind in OWNERSHIP for e in m.events(kind))
         figures.members.append(MemberFigures(
             m.member, longest_gap(times, t_before, t_join), longest_gap(times, t_join, t_end), changed,
-            longest_gap_overlapping(times, t_join, t_end, t_join, t_stable)))
+            *longest_gap_overlapping(times, t_join, t_end, t_join, t_stable)))
+    assigned = [int(e["t"]) for e in joiner.events("assigned") if e.get("partitions") and int(e["t"]) >= t_join]
+    figures.first_partition_s = (min(assigned) - t_join) / NS if assigned else None
     first = [r.t_ns for r in joiner.consumed() if r.t_ns >= t_join]
     figures.first_record_s = (min(first) - t_join) / NS if first else None
     figures.stable_s = max(0, since - t_join) / NS if since is not None else None

@@ -2,13 +2,20 @@
 
     python -m migration.rehearse.rdkafka_member --bootstrap H:P --topic T --group G \
         --group-protocol classic|consumer [--client-id ID] [--session-timeout-ms N]
-        [--heartbeat-interval-ms N] [--assignor S] [--prop key=value]...
+        [--heartbeat-interval-ms N] [--assignor S] [--prop key=value]... [--wait-go]
+        [--poll-timeout S]
 
 It prints the same JSON-line events as the Java ConsumerDriver (java/ConsumerDriver.java),
 so the rehearsal reads both clients one way: ready, assigned, revoked, lost, record,
 committed, error, closed; "t" is CLOCK_MONOTONIC ns (time.monotonic_ns(), the clock
-Java's System.nanoTime() reads on Linux). It stops cleanly (commit, close: revoke and
-leave the group) on the stdin line "close" or at EOF.
+Java's System.nanoTime() reads on Linux). A first "clock" event pairs that clock with
+wall-clock time, so librdkafka's own debug log (``--prop debug=cgrp``, wall-clock stamps)
+can be put on the same time line. It stops cleanly (commit, close: revoke and leave the
+group) on the stdin line "close" or at EOF.
+
+``--wait-go`` (bench/bench_rebalance.py): build the consumer, fetch the topic's metadata so
+it is connected, print "waiting", then subscribe only on the stdin line "go", so a group
+formation can be timed from subscribe() alone.
 
 Offsets are committed synchronously after every consumed batch and on revocation, so
 a committed offset never trails what this member has reported as consumed.
@@ -66,6 +73,9 @@ class Member:
         # The consumer protocol is always incremental; classic is too with cooperative-sticky.
         self.incremental = args.group_protocol == "consumer" or "cooperative" in str(
             self.conf.get("partition.assignment.strategy", ""))
+        self.wait_go = args.wait_go
+        self.poll_timeout = args.poll_timeout
+        self.go = threading.Event()
         self.closing = threading.Event()
         self.consumer: Consumer | None = None
 
@@ -73,11 +83,16 @@ class Member:
         threading.Thread(target=self._watch_stdin, daemon=True).start()
         consumer = Consumer({**self.conf, "error_cb": self._on_error})
         self.consumer = consumer
+        emit("clock", wall=time.time())
+        if self.wait_go:
+            consumer.list_topics(self.topic, timeout=10)
+            emit("waiting")
+            self.go.wait()
         consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                            on_lost=self._on_lost)
         emit("ready", protocol=self.conf["group.protocol"], group=self.conf["group.id"])
         while not self.closing.is_set():
-            batch = consumer.consume(500, 0.1)
+            batch = consumer.consume(500, self.poll_timeout)
             consumed = False
             for m in batch:
                 if m.error() is not None:
@@ -99,10 +114,14 @@ class Member:
     def _watch_stdin(self) -> None:
         try:
             for line in sys.stdin:
-                if line.strip() in ("close", "leave"):
+                word = line.strip()
+                if word == "go":
+                    self.go.set()
+                elif word in ("close", "leave"):
                     break
         finally:
             self.closing.set()  # EOF too: the parent is gone
+            self.go.set()
 
     def _commit(self, reason: str) -> None:
         assert self.consumer is not None
@@ -159,6 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--heartbeat-interval-ms", type=int, default=1_000)
     ap.add_argument("--assignor", default=None, help="classic partition.assignment.strategy")
     ap.add_argument("--prop", action="append", metavar="KEY=VALUE")
+    ap.add_argument("--wait-go", action="store_true", help='subscribe only on the stdin line "go"')
+    ap.add_argument("--poll-timeout", type=float, default=0.1, help="consume() timeout, seconds")
     return ap.parse_args(argv)
 
 

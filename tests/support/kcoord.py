@@ -74,14 +74,19 @@ class KcoordProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> KcoordProcess:
-        if not self.port:
-            self.port = free_port_block(2)
+    def serve_args(self) -> list[str]:
+        """The command line; subclasses add options (for example a metrics port)."""
         args = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", self.bootstrap,
                 "--upstream", self.upstream, "--state-topic", self.state_topic,
                 "--state-partitions", str(self.state_partitions)]
         for item in self.config:
             args += ["--config", item]
+        return args
+
+    def start(self, timeout: float = 30.0) -> KcoordProcess:
+        if not self.port:
+            self.port = free_port_block(2)
+        args = self.serve_args()
         self.process, self.log_path = launch_serve(args, REPO, f"kcoord-{self.port}", self._lines, timeout)
         return self
 

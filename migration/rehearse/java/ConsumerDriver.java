@@ -52,6 +52,12 @@ public class ConsumerDriver {
         new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16), false, StandardCharsets.UTF_8);
     private static volatile boolean closing = false;
     private static volatile GroupMembershipOperation membershipOnClose = GroupMembershipOperation.DEFAULT;
+    /* Next offset per partition, from the records this member consumed. Revocation and close
+     * commit these rather than position(): the 4.3 consumer (group.protocol=consumer) does not
+     * initialise the position of a partition already pending revocation, so position() inside
+     * onPartitionsRevoked can block for default.api.timeout.ms (60 s) and stall the revocation.
+     * Only the poll thread touches it (callbacks run inside poll()). */
+    private static final Map<TopicPartition, OffsetAndMetadata> consumedNext = new HashMap<>();
 
     public static void main(String[] argv) {
         Map<String, List<String>> opts = parseArgs(argv);
@@ -79,10 +85,11 @@ public class ConsumerDriver {
                         .num("offset", r.offset()).str("key", r.key()).str("value", r.value()));
                     next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
+                consumedNext.putAll(next);
                 OUT.flush();
                 if (manualCommit) commit(consumer, next, "batch");
             }
-            if (manualCommit) commit(consumer, null, "close");
+            if (manualCommit) commit(consumer, consumedOf(consumer.assignment()), "close");
             // Revokes via the listener, then leaves (DEFAULT: dynamic members leave, static ones stay, KIP-345).
             consumer.close(CloseOptions.timeout(Duration.ofSeconds(30)).withGroupMembershipOperation(membershipOnClose));
             consumer = null;
@@ -115,24 +122,31 @@ public class ConsumerDriver {
 
         @Override public void onPartitionsRevoked(Collection<TopicPartition> parts) {
             // Commit before giving the partitions up, so the next owner starts where we stopped.
-            if (!parts.isEmpty()) commit(consumer, null, "revoke");
+            if (!parts.isEmpty()) commit(consumer, consumedOf(parts), "revoke");
+            consumedNext.keySet().removeAll(parts);
             emit(event("revoked").parts(parts));
         }
 
         @Override public void onPartitionsLost(Collection<TopicPartition> parts) {
             // Already owned by someone else: committing now could overwrite their progress.
+            consumedNext.keySet().removeAll(parts);
             emit(event("lost").parts(parts));
         }
+    }
+
+    private static Map<TopicPartition, OffsetAndMetadata> consumedOf(Collection<TopicPartition> parts) {
+        Map<TopicPartition, OffsetAndMetadata> out = new HashMap<>();
+        for (TopicPartition tp : parts) {
+            OffsetAndMetadata next = consumedNext.get(tp);
+            if (next != null) out.put(tp, next);
+        }
+        return out;
     }
 
     private static void commit(KafkaConsumer<String, String> c, Map<TopicPartition, OffsetAndMetadata> offsets,
                                String reason) {
         try {
             Map<TopicPartition, OffsetAndMetadata> committed = offsets;
-            if (committed == null) {
-                committed = new HashMap<>();
-                for (TopicPartition tp : c.assignment()) committed.put(tp, new OffsetAndMetadata(c.position(tp)));
-            }
             if (committed.isEmpty()) return;
             c.commitSync(committed);
             Json ev = event("committed").str("reason", reason);
