@@ -33,7 +33,7 @@ PARTITIONS = 64
 CHURN_S = 30.0
 PER_WAVE = 4
 SEED = 848
-# kcoord defaults (adaptive policy, KIP-1263 assignment interval 1 s) with a short session,
+# kcoord defaults (adaptive policy, KIP-1263 assignment interval 100 ms) with a short session,
 # so the killed Java member is fenced within the test.
 CONFIG = ("consumer_heartbeat_policy=adaptive", "consumer_session_timeout_ms=6000",
           "consumer_min_session_timeout_ms=6000")
