@@ -10,7 +10,6 @@ Same event interface as the other drivers. Two aiokafka facts shape it:
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -35,27 +34,8 @@ class _Listener(ConsumerRebalanceListener):
 class AiokafkaConsumer(PythonClientConsumer):
     name_prefix = "aio"
 
-    def start(self, timeout: float = 15.0) -> AiokafkaConsumer:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
-                                        name=f"aiokafka-{self.member}", daemon=True)
-        self._thread.start()
-        self.wait_for(lambda: self._failure is not None or self.events("ready"), timeout, "ready")
-        if self._failure is not None:
-            raise RuntimeError(f"{self.member}: failed to start: {self._failure!r}") from self._failure
-        return self
-
-    def close(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                raise RuntimeError(f"{self.member}: consumer thread still running after {timeout}s")
-        if self._failure is not None:
-            raise RuntimeError(f"{self.member}: consumer thread failed: {self._failure!r}") from self._failure
-
-    def shutdown(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self.close(timeout=20)
+    def _run(self) -> None:
+        asyncio.run(self._main())
 
     async def _main(self) -> None:
         try:

@@ -204,5 +204,30 @@ class PythonClientConsumer(EventLogConsumer):
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
+    def _run(self) -> None:
+        """The client's loop, on the driver's own thread; it sets ``_failure`` if it dies."""
+        raise NotImplementedError
+
+    def start(self, timeout: float = 15.0) -> PythonClientConsumer:
+        self._thread = threading.Thread(target=self._run, name=f"{self.name_prefix}-{self.member}", daemon=True)
+        self._thread.start()
+        self.wait_for(lambda: self._failure is not None or self.events("ready"), timeout, "ready")
+        if self._failure is not None:
+            raise RuntimeError(f"{self.member}: failed to start: {self._failure!r}") from self._failure
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise RuntimeError(f"{self.member}: consumer thread still running after {timeout}s")
+        if self._failure is not None:
+            raise RuntimeError(f"{self.member}: consumer thread failed: {self._failure!r}") from self._failure
+
+    def shutdown(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self.close(timeout=20)
+
 
 _python_names = itertools.count(1)

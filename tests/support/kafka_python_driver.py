@@ -9,7 +9,6 @@ and awaits commit_async()'s future. Against Tansu its LeaveGroup works (group go
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
@@ -49,27 +48,6 @@ class KafkaPythonConsumer(PythonClientConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._next_offsets: dict = {}  # TopicPartition -> offset after the last record consumed
-
-    def start(self, timeout: float = 15.0) -> KafkaPythonConsumer:
-        self._thread = threading.Thread(target=self._run, name=f"kafka-python-{self.member}", daemon=True)
-        self._thread.start()
-        self.wait_for(lambda: self._failure is not None or self.events("ready"), timeout, "ready")
-        if self._failure is not None:
-            raise RuntimeError(f"{self.member}: failed to start: {self._failure!r}") from self._failure
-        return self
-
-    def close(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                raise RuntimeError(f"{self.member}: consumer thread still running after {timeout}s")
-        if self._failure is not None:
-            raise RuntimeError(f"{self.member}: consumer thread failed: {self._failure!r}") from self._failure
-
-    def shutdown(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self.close(timeout=20)
 
     def _run(self) -> None:
         try:
