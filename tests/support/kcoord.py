@@ -24,13 +24,10 @@ FAST = ("consumer_heartbeat_interval_ms=500", "consumer_session_timeout_ms=10000
 
 
 def free_port_block(n: int) -> int:
-    """A port P such that P..P+n-1 are free (bootstrap plus one listener per broker)."""
-    for _ in range(200):
-        p = ports.free_port()
-        if all(ports.is_free(p + i) for i in range(1, n)):
-            return p
-        ports.release(p)
-    raise RuntimeError("no block of free ports")
+    """A port P such that P..P+n-1 are free (bootstrap plus one listener per broker), all
+    reserved in this process."""
+    low, high = ports.port_range()
+    return ports.free_block(range(low, high + 1), n)
 
 
 def launch_serve(args: list[str], cwd: Path, log_name: str, lines: list[str], timeout: float,

@@ -59,11 +59,15 @@ def release(port: int) -> None:
 
 def free_block(pool: range, count: int = 1, host: str = "127.0.0.1") -> int:
     """The first port P of ``count`` consecutive free ports inside ``pool`` that this process
-    has not handed out (a kcoord gateway takes P for bootstrap and P+1... per broker)."""
+    has not handed out (a kcoord gateway takes P for bootstrap and P+1... per broker). The
+    whole block is reserved, so threads starting gateways side by side never share a port."""
     with _lock:
-        for first in pool:
-            span = range(first, first + count)
-            if span[-1] in pool and not _handed_out.intersection(span) and all(is_free(p, host) for p in span):
-                _handed_out.update(span)
-                return first
+        for recycle in (False, True):
+            for first in pool:
+                span = range(first, first + count)
+                if span[-1] in pool and (recycle or not _handed_out.intersection(span)) \
+                        and all(is_free(p, host) for p in span):
+                    _handed_out.update(span)
+                    return first
+            # Every block was handed out once: recycle the ones that are free again.
     raise RuntimeError(f"no {count} consecutive free ports in {pool.start}-{pool.stop - 1}")
