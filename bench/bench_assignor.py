@@ -1,6 +1,6 @@
 """Server-side assignor benchmark, after Kafka's JMH `ServerSideAssignorBenchmark`.
 
-    /work/venv/bin/python bench/bench_assignor.py [--runs N] [--topics T] [--only SUBSTRING]
+    .venv/bin/python bench/bench_assignor.py [--runs N] [--topics T] [--only SUBSTRING]
 
 Scenarios (members x partitions-per-member, T topics, partitions per topic =
 members * ratio / T, no racks):

@@ -1,6 +1,6 @@
 """Steady-state heartbeats/s: one kcoord gateway process vs Tansu's classic Heartbeat, same run.
 
-    /work/venv/bin/python bench/bench_heartbeat.py [--members 1000] [--groups 10]
+    .venv/bin/python bench/bench_heartbeat.py [--members 1000] [--groups 10]
         [--modes pipelined,closed_loop] [--seconds 5] [--runs 3] [--window 128]
         [--workers 2] [--profile PREFIX] [--in-process] [--repo PATH]
 

@@ -1,6 +1,6 @@
 """Join storm: time for N simulated KIP-848 members joining one group at once to be STABLE.
 
-    /work/venv/bin/python bench/bench_join_storm.py [--members 1000] [--partitions 2000]
+    .venv/bin/python bench/bench_join_storm.py [--members 1000] [--partitions 2000]
         [--configs "default;fixed-5000;fixed-1000;fixed-500"] [--runs 3] [--in-process]
         [--rtt-ms 0.3] [--members-per-connection 1] [--profile PREFIX] [--repo PATH]
 

@@ -1,7 +1,7 @@
 """Memory per idle member: RSS of the kcoord process at N joined, stable, heartbeating
 members, minus its RSS with none, divided by N.
 
-    /work/venv/bin/python bench/bench_memory.py [--members 10000] [--group-size 500]
+    .venv/bin/python bench/bench_memory.py [--members 10000] [--group-size 500]
         [--partitions 1000] [--members-per-connection 100] [--settle 10] [--config NAME=VALUE]
         [--in-process] [--repo PATH]
 

@@ -1,6 +1,6 @@
 """Pipelined requests/s through the gateway vs directly to Tansu, in the same run.
 
-    /work/venv/bin/python bench/bench_protocol.py [--api apiversions|listoffsets|metadata|heartbeat]
+    .venv/bin/python bench/bench_protocol.py [--api apiversions|listoffsets|metadata|heartbeat]
         [--seconds 5] [--window 256] [--connections 2] [--runs 3] [--uvloop]
 
 Starts a Tansu broker and a gateway (in its own process, so the load generator does not

@@ -1,6 +1,6 @@
 """Rebalances with real clients: kcoord (classic and KIP-848) side by side with Tansu's own coordinator.
 
-    /work/venv/bin/python bench/bench_rebalance.py [--runs 3] [--sections join,formation,heartbeat]
+    .venv/bin/python bench/bench_rebalance.py [--runs 3] [--sections join,formation,heartbeat]
         [--rate 2000] [--partitions 22] [--only TEXT]... [--no-java] [--no-fixed] [--debug]
         [--rdkafka-prop KEY=VALUE]... [--json FILE]
 
