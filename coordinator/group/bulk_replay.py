@@ -13,8 +13,19 @@ it changes the outcome:
   a transactional record of that key. (A commit buffered after that record has a higher
   record offset, so it wins whether it is applied before or after the end marker.)
 Any other group record may come before or after a commit of its group with the same
-result, so it does not flush. The final state is the one a record-by-record replay
-gives (tests/unit/group/test_bulk_replay.py checks it on generated logs).
+result, so it does not flush.
+
+Consumer-group records are keyed the same way, and most are superseded too (every
+rebalance rewrites the group epoch, the targets and the current assignments). The group
+epoch (type 3, not its tombstone) and the member, target-metadata, target and
+current-assignment records (types 5-8) are therefore buffered per group as well, last
+record per key, and replayed in the order of each key's last record: exactly the log
+that compaction would leave, which Kafka's replay rules (and ours) must load to the same
+state. A group's buffered records are applied before any other record of that group
+(classic metadata, subscription metadata, regular expressions, a transactional record,
+the group's deletion) and before its buffered commits, so they only move among
+themselves. The final state is the one a record-by-record replay gives
+(tests/unit/group/test_bulk_replay.py checks it on generated logs).
 """
 from __future__ import annotations
 
@@ -36,6 +47,10 @@ class _Record:
         self.key, self.value, self.offset = key, value, offset
 _BAD_RECORD = (RecordDecodeError, UnknownRecordVersionError, IllegalStateError)
 GROUP_METADATA, CONSUMER_GROUP_METADATA = 2, 3
+# Types whose key starts with the group id (all but offset commits and unknown types).
+GROUP_KEYED = frozenset({2, 3, 4, 5, 6, 7, 8, 16})
+# Buffered last-per-key (type 3 only when not a tombstone: a deletion flushes its group).
+DEFERRED = frozenset({3, 5, 6, 7, 8})
 
 
 class BulkReplay:
@@ -56,6 +71,8 @@ class BulkReplay:
         self.type_counts: dict[int, int] = {}
         # raw group id -> raw key -> the last record of that key (superseded ones are dropped)
         self._pending: dict[bytes, dict[bytes, object]] = {}
+        # the same for consumer-group records (DEFERRED), in the order of each key's last record
+        self._deferred: dict[bytes, dict[bytes, object]] = {}
 
     def add(self, key: bytes, value: bytes | None, offset: int, producer_id: int = -1) -> None:
         self.add_batch((_Record(key, value, offset),), producer_id)
@@ -65,6 +82,7 @@ class BulkReplay:
         The record objects themselves are buffered: reading their value and offset only
         for the commits that survive is what makes this loop cheap."""
         pending = self._pending
+        deferred = self._deferred
         counts = self.type_counts
         n = commits = tombstones = 0
         for r in records:
@@ -88,6 +106,19 @@ class BulkReplay:
             value = r.value
             if value is None:
                 tombstones += 1
+            if rtype in DEFERRED and producer_id == -1 and (value is not None or rtype != CONSUMER_GROUP_METADATA):
+                group = key[2:4 + ((key[2] << 8) | key[3])]
+                buffered = deferred.get(group)
+                if buffered is None:
+                    buffered = deferred[group] = {}
+                elif key in buffered:
+                    del buffered[key]  # re-inserted below: its place is its last record's
+                buffered[key] = r
+                continue
+            if rtype in GROUP_KEYED or rtype <= 1:
+                group_records = deferred.pop(key[2:4 + ((key[2] << 8) | key[3])], None)
+                if group_records:
+                    self._apply_records(group_records)
             if producer_id != -1:
                 if rtype <= 1:
                     self._flush_key(key)
@@ -130,9 +161,17 @@ class BulkReplay:
             self._apply({key: buffered.pop(key)})
 
     def flush(self) -> None:
+        """Apply everything buffered: each group's records, then the commits."""
+        deferred, self._deferred = self._deferred, {}
+        for records in deferred.values():
+            self._apply_records(records)
         pending, self._pending = self._pending, {}
         for buffered in pending.values():
             self._apply(buffered)
+
+    def _apply_records(self, records: dict[bytes, object]) -> None:
+        for key, r in records.items():
+            self._one(key, r.value, r.offset, -1)
 
     def _apply(self, buffered: dict[bytes, object], producer_id: int = -1) -> None:
         replay = self.shard.replay_offset_commit

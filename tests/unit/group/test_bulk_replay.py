@@ -4,6 +4,9 @@ record-by-record replay: on generated logs with both protocols, conversions,
 transactions (committed and aborted), tombstones and unknown record types."""
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
+
 import pytest
 
 from coordinator.group.bulk_replay import BulkReplay
@@ -21,15 +24,28 @@ def _batches(spec: GeneratorSpec):
         yield from iter_buffer(buf, len(buf), f"gen-{p}", p, Problems())
 
 
+def _normal(value):
+    """A comparable form that ignores insertion order (the bulk loader applies records of
+    different keys in another order) but nothing else: every field, index and counter."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple((f.name, _normal(getattr(value, f.name)))
+                                            for f in dataclasses.fields(value)))
+    if isinstance(value, dict):  # Counter too: a zero count is a leftover, not state
+        return ("dict", tuple(sorted(((repr(k), _normal(v)) for k, v in value.items()
+                                      if not (isinstance(value, Counter) and v == 0)))))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(repr(v) for v in value)))
+    if isinstance(value, (list, tuple)):
+        return tuple(_normal(v) for v in value)
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return (type(value).__name__, _normal(vars(value)))
+    return repr(value)
+
+
 def _state(shard: GroupCoordinatorShard):
-    groups = {}
-    for gid, g in shard.groups.items():
-        members = {mid: (m if not hasattr(m, "assignment") else (m.assignment, m.member_id))
-                   for mid, m in g.members.items()}
-        groups[gid] = (type(g).__name__, getattr(g, "group_epoch", getattr(g, "generation_id", None)),
-                       getattr(g, "assignment_epoch", None), repr(sorted(members.items())),
-                       repr(sorted(getattr(g, "target_assignment", {}).items())))
-    return groups, shard.offsets.offsets, shard.offsets.pending_transactional, dict(shard.unknown_record_types)
+    groups = {gid: _normal(g) for gid, g in shard.groups.items()}
+    return (groups, _normal(shard.offsets.offsets), _normal(shard.offsets.pending_transactional),
+            dict(shard.unknown_record_types))
 
 
 @pytest.mark.parametrize("seed", [3, 7, 11, 19])
@@ -65,7 +81,8 @@ def _rec(key, value, version=None):
 
 
 def _both(log: list[tuple]):
-    """Replay (key, value, offset, producer_id | 'COMMIT'/'ABORT' marker) both ways."""
+    """Replay (key, value, offset, producer_id | 'COMMIT'/'ABORT' marker) both ways; the
+    record-by-record shard, and both states."""
     seq, loader = GroupCoordinatorShard(0), BulkReplay(GroupCoordinatorShard(0))
     for entry in log:
         if entry[0] in ("COMMIT", "ABORT"):
@@ -76,7 +93,7 @@ def _both(log: list[tuple]):
         seq.replay(decode_record(key, value), offset, pid)
         loader.add(key, value, offset, pid)
     loader.flush()
-    return _state(seq), _state(loader.shard)
+    return seq, _state(seq), _state(loader.shard)
 
 
 def test_commit_then_group_deletion_keeps_the_group_deleted():
@@ -84,8 +101,8 @@ def test_commit_then_group_deletion_keeps_the_group_deleted():
     from records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
     k, v = _rec(OffsetCommitKey("g", "t", 0), OffsetCommitValue(offset=5, commit_timestamp=1))
     gk, gv = _rec(GroupMetadataKey("g"), None)
-    sequential, bulk = _both([(k, v, 0, -1), (gk, gv, 1, -1)])
-    assert "g" not in sequential[0] and bulk == sequential
+    seq, sequential, bulk = _both([(k, v, 0, -1), (gk, gv, 1, -1)])
+    assert "g" not in seq.groups and bulk == sequential
 
 
 def test_offset_tombstone_before_a_transactional_commit_of_the_same_key():
@@ -94,5 +111,29 @@ def test_offset_tombstone_before_a_transactional_commit_of_the_same_key():
     k, v = _rec(OffsetCommitKey("g", "t", 0), OffsetCommitValue(offset=5, commit_timestamp=1))
     _, tomb = _rec(OffsetCommitKey("g", "t", 0), None)
     _, txn = _rec(OffsetCommitKey("g", "t", 0), OffsetCommitValue(offset=9, commit_timestamp=2))
-    sequential, bulk = _both([(k, v, 0, -1), (k, tomb, 1, -1), (k, txn, 2, 7), ("COMMIT", 7)])
-    assert sequential[1]["g"]["t"][0].offset == 9 and bulk == sequential
+    seq, sequential, bulk = _both([(k, v, 0, -1), (k, tomb, 1, -1), (k, txn, 2, 7), ("COMMIT", 7)])
+    assert seq.offsets.offsets["g"]["t"][0].offset == 9 and bulk == sequential
+
+
+def test_superseded_consumer_group_records_then_deletion_and_recreation():
+    """Consumer-group records are buffered last-per-key; a group tombstone applies them
+    (and the group's commits) first, so the deletion wins, and the records after it build
+    the new group from scratch."""
+    from records import (
+        ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
+        ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey,
+        ConsumerGroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
+    )
+    epoch = lambda e: _rec(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(epoch=e))  # noqa: E731
+    member = lambda m, topics: _rec(ConsumerGroupMemberMetadataKey("g", m),  # noqa: E731
+                                    ConsumerGroupMemberMetadataValue(client_id=m, subscribed_topic_names=topics))
+    current = lambda m, e: _rec(ConsumerGroupCurrentMemberAssignmentKey("g", m),  # noqa: E731
+                                ConsumerGroupCurrentMemberAssignmentValue(member_epoch=e, previous_member_epoch=e - 1))
+    tomb = lambda rec: (rec[0], None)  # noqa: E731
+    log = [epoch(1), member("m1", ("a",)), current("m1", 1), epoch(2), member("m1", ("a", "b")), current("m1", 2),
+           _rec(OffsetCommitKey("g", "a", 0), OffsetCommitValue(offset=3, commit_timestamp=1)),
+           tomb(current("m1", 0)), tomb(member("m1", ())), tomb(epoch(0)),
+           epoch(1), member("m2", ("c",)), current("m2", 1)]
+    seq, sequential, bulk = _both([(k, v, i, -1) for i, (k, v) in enumerate(log)])
+    assert set(seq.groups["g"].members) == {"m2"} and seq.groups["g"].group_epoch == 1
+    assert bulk == sequential
