@@ -124,14 +124,7 @@ class ClientConnection(asyncio.Protocol):
             return
         kind = route.kind
         if kind == FORWARD:
-            # Kafka closes the connection on a header that does not parse; check it here
-            # rather than leave it to upstream, so the log names the client and the fault.
-            try:
-                request_body_offset(frame, route.request_header_version)
-            except HeaderError as e:
-                self._reject(str(e), route, correlation_id)
-                return
-            self._forward(frame, Pending(correlation_id, route))
+            self._forward_checked(frame, route, correlation_id)
         elif kind == GROUP:
             self._serve_group(frame, route, correlation_id)
         elif kind == FORWARD_PRODUCE:
@@ -152,12 +145,17 @@ class ClientConnection(asyncio.Protocol):
         elif kind == FIND_COORDINATOR_LOCAL:
             self._serve_find_coordinator(frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
-            try:
-                request_body_offset(frame, route.request_header_version)
-            except HeaderError as e:
-                self._reject(str(e), route, correlation_id)
-                return
-            self._forward(frame, Pending(correlation_id, route))
+            self._forward_checked(frame, route, correlation_id)
+
+    def _forward_checked(self, frame: bytes, route, correlation_id: int) -> None:
+        # Kafka closes the connection on a header that does not parse; check it here
+        # rather than leave it to upstream, so the log names the client and the fault.
+        try:
+            request_body_offset(frame, route.request_header_version)
+        except HeaderError as e:
+            self._reject(str(e), route, correlation_id)
+            return
+        self._forward(frame, Pending(correlation_id, route))
 
     def _forward(self, frame: bytes, pending: Pending | None) -> None:
         link = self._link

@@ -16,6 +16,8 @@ from typing import Any
 from kio.schema.consumer_group_heartbeat.v0 import response as cgh_v0
 from kio.schema.consumer_group_heartbeat.v1 import response as cgh_v1
 
+from .framing import write_uvarint
+
 _MS = timedelta(milliseconds=1)
 _I32 = struct.Struct(">i")
 _I32_I16 = struct.Struct(">ih")      # throttle_time_ms, error_code
@@ -27,22 +29,11 @@ _NO_TAGS = b"\x00"
 _ZERO_UUID = bytes(16)              # kio writes a None topic id as the zero UUID
 
 
-def uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def compact_nullable_string(value: str | None) -> bytes:
     if value is None:
         return _NULL_STRING
     raw = value.encode()
-    return uvarint(len(raw) + 1) + raw
+    return write_uvarint(len(raw) + 1) + raw
 
 
 def _ms(value: timedelta | int) -> int:
@@ -61,7 +52,7 @@ def _int32_array(values: tuple[int, ...]) -> bytes:
         packer = _INT32_ARRAYS[n] = struct.Struct(f">B{n}i") if n < 127 else struct.Struct(f">{n}i")
     if n < 127:
         return packer.pack(n + 1, *values)
-    return uvarint(n + 1) + packer.pack(*values)
+    return write_uvarint(n + 1) + packer.pack(*values)
 
 
 def consumer_group_heartbeat_response(message: Any) -> bytes:
@@ -77,7 +68,7 @@ def consumer_group_heartbeat_response(message: Any) -> bytes:
         parts.append(_NULL_STRUCT)
     else:
         topics = assignment.topic_partitions
-        parts += (_PRESENT_STRUCT, uvarint(len(topics) + 1))
+        parts += (_PRESENT_STRUCT, write_uvarint(len(topics) + 1))
         for tp in topics:
             topic_id = tp.topic_id
             parts += (topic_id.bytes if topic_id is not None else _ZERO_UUID,

@@ -71,7 +71,12 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise HeaderError("varint longer than 5 bytes")
 
 
+_SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
+
+
 def write_uvarint(value: int) -> bytes:
+    if value < 0x80:   # lengths and counts on the heartbeat path are nearly always small
+        return _SMALL_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from coordinator.protocol.codec import encode_body
-from coordinator.protocol.fast_codec import FAST_ENCODERS, uvarint
+from coordinator.protocol.fast_codec import FAST_ENCODERS
+from coordinator.protocol.framing import write_uvarint as uvarint
 
 
 def kio_bytes(message) -> bytes:
