@@ -55,6 +55,34 @@ class CoordinatorConfig:
     # the controller; a gateway has to poll).
     metadata_refresh_interval_ms: int = 1_000
 
+    # --- Gateway limits (issue 10), under Kafka's broker names; `--config NAME=VALUE`
+    # takes the dotted names (socket.request.max.bytes=...). Kafka's defaults, except where
+    # a comment says why kcoord bounds what Kafka leaves unbounded.
+    socket_request_max_bytes: int = 104_857_600       # largest request frame (Kafka's default)
+    max_connections: int = 2**31 - 1                  # client connections, all listeners
+    max_connections_per_ip: int = 2**31 - 1
+    connections_max_idle_ms: int = 600_000            # also ends a half-sent frame then silence
+    max_connection_creation_rate: int = 2**31 - 1     # new connections per second (KIP-612)
+    # Requests read but not yet answered, per connection. Kafka reads one request per
+    # connection at a time (the channel is muted until the response is sent); kcoord
+    # pipelines, so it bounds the pipeline instead and stops reading the client past it.
+    max_inflight_requests_per_connection: int = 1000
+    # Process-wide bounds on requests read and not yet answered (Kafka: queued.max.requests
+    # counts its request queue, 500; queued.max.request.bytes -1 = unbounded). kcoord bounds
+    # the bytes by default: a client that never reads its answers must not grow memory.
+    queued_max_requests: int = 50_000
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    # Bytes of answers buffered for one client that does not read them before kcoord stops
+    # reading its requests and its upstream answers (backpressure); past the hard limit,
+    # or after connections_max_idle_ms of no progress, the connection is closed.
+    max_buffered_response_bytes_per_connection: int = 64 * 1024 * 1024
+    # Bad-frame log lines per second (each bad frame is still counted in a metric).
+    bad_request_log_rate_per_second: int = 10
+
+    # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
+    # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.
+    state_load_skip_corrupt_offsets: tuple[str, ...] = ()
+
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -34,7 +34,13 @@ UNKNOWN_MEMBER_ID = ""
 
 
 def _protocols(req) -> list[tuple[str, bytes]]:
-    return [(p.name, bytes(p.metadata)) for p in req.protocols]
+    """The member's protocols, one per name (the first wins). Kafka keys JoinGroup's
+    protocols by name; a repeated name must not count twice towards "supported by every
+    member", or no protocol qualifies and the join can never complete (found by fuzzing)."""
+    seen: dict[str, bytes] = {}
+    for p in req.protocols:
+        seen.setdefault(p.name, bytes(p.metadata))
+    return list(seen.items())
 
 
 def _error(version: int, error: ErrorCode, member_id: str = "") -> Result:

@@ -7,6 +7,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from .apis import request_class, response_class, response_header_version
+from .checked import Malformed, check_body
 from .fast_codec import FAST_ENCODERS
 from .framing import decode_response_header, response_frame
 
@@ -44,7 +45,15 @@ def encode_body(message: Any) -> bytes:
 
 
 def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> Any:
-    """Decode ``cls`` at ``offset``; with ``exact`` the body must end where the data ends."""
+    """Decode ``cls`` at ``offset``; with ``exact`` the body must end where the data ends.
+
+    The bytes are walked by `checked` first: kio's native reader trusts the lengths it
+    reads and would allocate whatever a hostile length claims.
+    """
+    try:
+        check_body(cls, data, offset)
+    except Malformed as e:
+        raise BodyError(f"{cls.__name__} v{cls.__version__}: {e}") from None
     try:
         value, used = reader_for(cls)(data, offset)
     except Exception as e:  # kio raises BufferUnderflow, ValueError, UnicodeDecodeError, ...

@@ -191,3 +191,15 @@ def test_v3_join_adds_member_without_member_id_round_trip():
     assert isinstance(p, Pending)
     c.advance(200)
     assert p.response.error_code == ErrorCode.none and p.response.member_id.startswith("client-")
+
+
+def test_repeated_protocol_name_counts_once_and_the_group_still_forms():
+    """Found by the live fuzzer: a member listing one protocol name twice made no protocol
+    "supported by every member", and completing the join raised in the timer."""
+    c = ShardContext(topic("foo", 4), config=cfg())
+    pending = join_with_id(c, "dup", protocols=(("range", b"a"), ("range", b"b"), ("roundrobin", b"c")))
+    c.advance(c.config.group_initial_rebalance_delay_ms)
+    c.advance(c.config.group_initial_rebalance_delay_ms)
+    response = pending.response
+    assert response.error_code == ErrorCode.none and response.protocol_name == "range"
+    assert c.group("dup").state is ClassicGroupState.COMPLETING_REBALANCE

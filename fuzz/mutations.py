@@ -1,0 +1,109 @@
+"""Mutation classes for request frames: the ways a hostile or broken client lies.
+
+Each mutation takes a valid framed request (4-byte size, header, body) and the offset
+where its body starts, and returns new frame bytes. Most keep the size prefix consistent
+with what they produce, so the damage reaches the header and body parsers rather than
+stopping at framing; `lying_size` is the one that breaks framing itself. Connection-level
+abuse (half frames followed by silence, many connections) lives in `fuzz.live`.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Callable
+
+Mutation = Callable[[bytes, int, random.Random], bytes]
+
+_SIZE = struct.Struct(">i")
+BOMBS = (b"\xff\xff\xff\xff\x0f", b"\x7f\xff\xff\xff", b"\x7f\xff", b"\xfe\xff\xff\xff\x07", b"\x80\x80\x80\x80\x01")
+NULLS = (b"\x00", b"\xff\xff", b"\xff\xff\xff\xff", b"\xff")
+BAD_UTF8 = (b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80")
+
+
+def reframe(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+def _body_pos(frame: bytes, body: int, rng: random.Random) -> int:
+    return rng.randint(body, max(body, len(frame) - 1))
+
+
+def _overwrite(frame: bytes, pos: int, data: bytes) -> bytes:
+    return frame[:pos] + data + frame[pos + len(data):]
+
+
+def valid(frame: bytes, body: int, rng: random.Random) -> bytes:
+    return frame
+
+
+def truncate(frame: bytes, body: int, rng: random.Random) -> bytes:
+    cut = rng.randint(4 + 8, max(4 + 8, len(frame) - 1))
+    return reframe(frame[4:cut])
+
+
+def length_bomb(frame: bytes, body: int, rng: random.Random) -> bytes:
+    return reframe(_overwrite(frame, _body_pos(frame, body, rng), rng.choice(BOMBS))[4:])
+
+
+def bad_varint(frame: bytes, body: int, rng: random.Random) -> bytes:
+    pos = _body_pos(frame, body, rng)
+    return reframe((frame[:pos] + b"\x80" * rng.randint(5, 9) + frame[pos:])[4:])
+
+
+def wrong_version(frame: bytes, body: int, rng: random.Random) -> bytes:
+    version = rng.choice((-1, -32768, 32767, 99, rng.randint(0, 40)))
+    return frame[:6] + struct.pack(">h", version) + frame[8:]
+
+
+def null_field(frame: bytes, body: int, rng: random.Random) -> bytes:
+    return reframe(_overwrite(frame, _body_pos(frame, body, rng), rng.choice(NULLS))[4:])
+
+
+def invalid_utf8(frame: bytes, body: int, rng: random.Random) -> bytes:
+    return reframe(_overwrite(frame, _body_pos(frame, body, rng), rng.choice(BAD_UTF8))[4:])
+
+
+def bit_flip(frame: bytes, body: int, rng: random.Random) -> bytes:
+    data = bytearray(frame)
+    for _ in range(rng.randint(1, 4)):
+        pos = rng.randint(4, len(data) - 1)
+        data[pos] ^= 1 << rng.randint(0, 7)
+    return bytes(data)
+
+
+def random_body(frame: bytes, body: int, rng: random.Random) -> bytes:
+    return reframe(frame[4:body] + rng.randbytes(rng.randint(0, 64)))
+
+
+def header_lie(frame: bytes, body: int, rng: random.Random) -> bytes:
+    """The client id length (int16 after the 8 fixed header bytes) or the header's tagged
+    fields claim more than the frame holds."""
+    if len(frame) >= 14 and rng.random() < 0.6:
+        return frame[:12] + struct.pack(">h", rng.choice((-2, 32767, len(frame)))) + frame[14:]
+    return reframe(frame[4:body] + b"\x05\x01\xff\xff\xff\x0f" + frame[body:])
+
+
+def lying_size(frame: bytes, body: int, rng: random.Random) -> bytes:
+    """The size prefix itself lies: negative, above socket.request.max.bytes, or too short."""
+    size = rng.choice((-1, -(2**31), 2**31 - 1, 200_000_000, rng.randint(0, 11)))
+    if 0 <= size < len(frame) - 4:
+        return _SIZE.pack(size) + frame[4:4 + size]
+    return _SIZE.pack(size) + frame[4:]
+
+
+MUTATIONS: dict[str, Mutation] = {
+    "valid": valid,
+    "truncate": truncate,
+    "length_bomb": length_bomb,
+    "bad_varint": bad_varint,
+    "wrong_version": wrong_version,
+    "null_field": null_field,
+    "invalid_utf8": invalid_utf8,
+    "bit_flip": bit_flip,
+    "random_body": random_body,
+    "header_lie": header_lie,
+    "lying_size": lying_size,
+}
+# Forwarded traffic: kcoord parses only the framing and the header, and forwards the
+# body byte for byte, so only those are mutated (a mutated body would fuzz the upstream).
+FORWARD_MUTATIONS = ("valid", "wrong_version", "header_lie", "lying_size")

@@ -1,0 +1,119 @@
+"""The table of what kcoord decodes from a client, for the fuzzers.
+
+One row per API: how kcoord handles it (decoded and served here, inspected then
+forwarded, or forwarded after the header only), which mutation classes reach it in a
+live run, and how to build a valid body. A change that decodes new bytes adds a row here;
+`tests/fuzz` and `bench/bench_fuzz.py` then cover it.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.protocol.apis import (
+    API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_PARTITIONS, CREATE_TOPICS,
+    DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP,
+    LEAVE_GROUP, LIST_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, SYNC_GROUP,
+    TXN_OFFSET_COMMIT, request_class, request_header_version,
+)
+from coordinator.protocol.codec import encode_body
+from coordinator.protocol.framing import RequestHeader
+
+from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
+from .samples import sample
+
+DELETE_RECORDS = 21
+DESCRIBE_TOPIC_PARTITIONS = 75
+
+SERVED = "served"        # decoded and answered by kcoord
+INSPECTED = "inspected"  # decoded (in part) by kcoord's guard, then refused or forwarded
+FORWARDED = "forwarded"  # header parsed, body forwarded byte for byte
+
+
+@dataclass(frozen=True)
+class Target:
+    api_key: int
+    handling: str
+    # Builds a valid request body; default: a random sample of the kio class.
+    body: Callable[[type, random.Random, str], Any] | None = None
+
+    @property
+    def live_mutations(self) -> tuple[str, ...]:
+        # Only bodies kcoord decodes itself are mutated live: a mutated forwarded body
+        # would fuzz the upstream broker, not kcoord (in-process fuzzing covers the
+        # inspected ones).
+        return tuple(MUTATIONS) if self.handling == SERVED else FORWARD_MUTATIONS
+
+
+def _no_topics(cls: type, rng: random.Random, state_topic: str) -> Any:
+    """Metadata for no topics (a random sample would auto-create random topics upstream)."""
+    fields = {"topics": ()}
+    if "allow_auto_topic_creation" in cls.__dataclass_fields__:
+        fields["allow_auto_topic_creation"] = False
+    for name in ("include_cluster_authorized_operations", "include_topic_authorized_operations"):
+        if name in cls.__dataclass_fields__:
+            fields[name] = False
+    return cls(**fields)
+
+
+def _naming_state_topic(cls: type, rng: random.Random, state_topic: str) -> Any:
+    """A sample whose every topic name is the state topic: the guard refuses it locally,
+    so a live run never forwards a random Produce or DeleteTopics upstream."""
+    return _rename(sample(cls, rng), state_topic)
+
+
+def _rename(value: Any, state_topic: str) -> Any:
+    import dataclasses
+    if isinstance(value, tuple):
+        return tuple(_rename(v, state_topic) for v in value)
+    if not dataclasses.is_dataclass(value):
+        return value
+    changes = {}
+    for field in dataclasses.fields(value):
+        current = getattr(value, field.name)
+        if field.name in ("name", "topic", "topic_name") and isinstance(current, str):
+            changes[field.name] = state_topic
+        elif field.name == "topic_names" and isinstance(current, tuple):
+            changes[field.name] = tuple(state_topic for _ in current)
+        elif isinstance(current, tuple) or dataclasses.is_dataclass(current):
+            changes[field.name] = _rename(current, state_topic)
+    return dataclasses.replace(value, **changes)
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(API_VERSIONS, SERVED),
+    Target(FIND_COORDINATOR, SERVED),
+    Target(OFFSET_COMMIT, SERVED),
+    Target(OFFSET_FETCH, SERVED),
+    Target(JOIN_GROUP, SERVED),
+    Target(HEARTBEAT, SERVED),
+    Target(LEAVE_GROUP, SERVED),
+    Target(SYNC_GROUP, SERVED),
+    Target(DESCRIBE_GROUPS, SERVED),
+    Target(LIST_GROUPS, SERVED),
+    Target(TXN_OFFSET_COMMIT, SERVED),
+    Target(DELETE_GROUPS, SERVED),
+    Target(OFFSET_DELETE, SERVED),
+    Target(CONSUMER_GROUP_HEARTBEAT, SERVED),
+    Target(CONSUMER_GROUP_DESCRIBE, SERVED),
+    Target(PRODUCE, INSPECTED, _naming_state_topic),
+    Target(DELETE_RECORDS, INSPECTED, _naming_state_topic),
+    Target(DELETE_TOPICS, INSPECTED, _naming_state_topic),
+    Target(CREATE_PARTITIONS, INSPECTED, _naming_state_topic),
+    Target(CREATE_TOPICS, INSPECTED, _naming_state_topic),
+    Target(METADATA, FORWARDED, _no_topics),
+    Target(DESCRIBE_CLUSTER, FORWARDED),
+    Target(DESCRIBE_TOPIC_PARTITIONS, FORWARDED, _no_topics),
+)
+
+
+def request_frame(target: Target, version: int, correlation_id: int, rng: random.Random,
+                  state_topic: str) -> tuple[bytes, int]:
+    """A valid framed request for ``target`` at ``version``: (frame, body offset)."""
+    cls = request_class(target.api_key, version)
+    body = (target.body or (lambda c, r, s: sample(c, r)))(cls, rng, state_topic)
+    header = RequestHeader(target.api_key, version, correlation_id, "fuzz").encode(
+        request_header_version(target.api_key, version))
+    return reframe(header + encode_body(body)), 4 + len(header)

@@ -1,0 +1,177 @@
+"""The bounded walk (coordinator/protocol/checked.py) before kio's native reader.
+
+Agreement: on every valid message of every API and version kio knows, the walk ends
+exactly where kio's reader ends. Hostility: a length, count or tagged size that claims more
+than the frame holds, a non-nullable field sent null, and every mutation class of
+fuzz/mutations.py give BodyError naming the field; nothing else escapes. The 30-byte frame
+of issue 10 that made kio allocate 34 GB is refused before kio runs.
+"""
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import sys
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+
+from coordinator.protocol.apis import kio_version_range, request_class
+from coordinator.protocol.checked import Malformed, check_body
+from coordinator.protocol.codec import BodyError, decode_body, encode_body, reader_for
+from fuzz.mutations import MUTATIONS
+from fuzz.samples import sample
+from fuzz.targets import SERVED, TARGETS, request_frame
+
+ALL_CLASSES = [(name, version, load) for key, name in sorted(api_key_map.items())
+               for version in sorted(schema_name_map[name])
+               for load in (load_request_schema, load_response_schema)]
+
+# ConsumerGroupHeartbeat v1 body whose SubscribedTopicNames compact-array length is the
+# varint ff ff ff ff 0f (2**32 - 2 elements): the frame that killed kcoord.
+CGH_BOMB = (b"\x03g1" + b"\x02m" + struct.pack(">i", 0) + b"\x00\x00" + struct.pack(">i", -1)
+            + b"\xff\xff\xff\xff\x0f")
+
+
+@pytest.mark.parametrize("name,version,load", ALL_CLASSES, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_walk_ends_where_kio_ends_on_valid_messages(name, version, load):
+    cls = load(next(k for k, n in api_key_map.items() if n == name), version)
+    rng = random.Random(f"{name}-{version}-{load.__name__}")
+    for _ in range(8):
+        message = sample(cls, rng)
+        data = encode_body(message)
+        assert check_body(cls, data, 0) == len(data)
+        _, used = reader_for(cls)(data, 0)
+        assert used == len(data)
+        decode_body(cls, data, 0)          # the checked path accepts what kio accepts
+
+
+def test_the_issue_10_length_bomb_is_refused_before_kio_runs():
+    cls = request_class(68, 1)
+    with pytest.raises(BodyError) as info:
+        decode_body(cls, CGH_BOMB, 0)
+    text = str(info.value)
+    assert "subscribed_topic_names" in text and "4294967294" in text and "0 bytes remaining" in text
+    # Without the walk, kio's reader aborts the process: shown in a child process.
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from kio.serial import entity_reader;"
+         "from coordinator.protocol.apis import request_class;"
+         f"entity_reader(request_class(68, 1))({CGH_BOMB!r}, 0)"],
+        capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0 and "memory allocation" in child.stderr
+
+
+def test_non_nullable_array_sent_null_is_malformed():
+    # ListGroups v5: StatesFilter is a non-nullable compact array; 0 is the null marker.
+    cls = request_class(16, 5)
+    with pytest.raises(BodyError, match="states_filter: non-nullable array was serialized as null"):
+        decode_body(cls, b"\x00\x01\x00", 0)
+
+
+def test_non_nullable_legacy_string_sent_null_is_malformed():
+    cls = request_class(12, 3)     # Heartbeat v3: group_id is a non-nullable int16 string
+    with pytest.raises(BodyError, match="group_id: non-nullable field was serialized as null"):
+        decode_body(cls, b"\xff\xff" + bytes(20), 0)
+
+
+def test_string_above_kafkas_limit_is_malformed():
+    cls = request_class(69, 0)     # ConsumerGroupDescribe v0: group_ids compact string array
+    body = b"\x02" + b"\x81\x80\x02" + b"x" * 32768 + b"\x00\x00"   # varint 32769: 32768 bytes
+    with pytest.raises(BodyError, match=r"group_ids\[0\]: string length 32768 is above 32767"):
+        decode_body(cls, body, 0)
+
+
+def test_legacy_array_count_larger_than_the_frame_is_malformed():
+    cls = request_class(15, 3)     # DescribeGroups v3: groups int32 count
+    with pytest.raises(BodyError, match="tried to allocate a collection of size 2147483647"):
+        decode_body(cls, b"\x7f\xff\xff\xff\x00", 0)
+
+
+def test_tagged_field_larger_than_the_frame_is_malformed():
+    cls = request_class(18, 3)     # ApiVersions v3: two compact strings then tagged fields
+    with pytest.raises(BodyError, match="_tagged_fields: tagged field 0 of 4294967295 bytes"):
+        decode_body(cls, b"\x02a\x02b\x01\x00\xff\xff\xff\xff\x0f", 0)
+
+
+def test_varint_longer_than_five_bytes_is_malformed():
+    cls = request_class(69, 0)
+    with pytest.raises(BodyError, match="varint longer than 5 bytes"):
+        decode_body(cls, b"\x80\x80\x80\x80\x80\x01", 0)
+
+
+def test_error_names_nested_field_and_offset():
+    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
+    import uuid
+    cls = request_class(68, 1)
+    message = sample(cls, random.Random(3))
+    import dataclasses
+    message = dataclasses.replace(message, topic_partitions=(
+        TopicPartitions(topic_id=uuid.UUID(int=1), partitions=(7,)),))
+    valid = encode_body(message)
+    # the body ends: partitions count 0x02, int32 7, the element's tags, the body's tags
+    bomb = valid[:-7] + b"\xff\xff\xff\xff\x0f"
+    with pytest.raises(Malformed) as info:
+        check_body(cls, bomb, 0)
+    assert info.value.field == "topic_partitions[0].partitions"
+    assert f"at byte {len(valid) - 7}" in str(info.value)
+
+
+SERVED_VERSIONS = [(t.api_key, v) for t in TARGETS for v in range(*(lambda r: (r[0], r[1] + 1))(kio_version_range(t.api_key)))]
+
+
+@pytest.mark.parametrize("api_key,version", SERVED_VERSIONS)
+def test_mutated_requests_give_body_errors_only(api_key, version):
+    """Every mutation class over every decoded API and version: decoding returns or raises
+    BodyError; nothing else escapes (no MemoryError, IndexError, struct.error, abort)."""
+    target = next(t for t in TARGETS if t.api_key == api_key)
+    cls = request_class(api_key, version)
+    rng = random.Random(api_key * 1000 + version)
+    for _ in range(40):
+        frame, body = request_frame(target, version, 1, rng, "__kcoord_offsets")
+        for name, mutate in MUTATIONS.items():
+            if name in ("wrong_version", "lying_size", "header_lie"):
+                continue            # framing and header: covered by the gateway tests
+            mutated = mutate(frame, body, rng)
+            try:
+                decode_body(cls, mutated, body)
+            except BodyError:
+                pass
+
+
+def test_table_covers_every_api_the_group_service_serves():
+    from coordinator.protocol.apis import GROUP_APIS
+    served = {t.api_key for t in TARGETS if t.handling == SERVED}
+    known = {k for k in GROUP_APIS if kio_version_range(k) is not None}
+    assert known - {88, 89} <= served      # streams groups are not served (their APIs close)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_steady_heartbeat_fast_path_agrees_with_the_general_walk(version):
+    """The straight-line walk of steady ConsumerGroupHeartbeats ends where the general walk
+    ends, or both refuse, on valid, steady-shaped and mutated bodies."""
+    import dataclasses
+
+    from coordinator.protocol.checked import _compile, struct_step
+    cls = request_class(68, version)
+    fast, general = struct_step(cls), _compile(cls)
+    assert fast is not general
+    rng = random.Random(version)
+
+    def outcome(step, data):
+        try:
+            return step(data, 0, len(data))
+        except Malformed as e:
+            return str(e)
+    for i in range(3000):
+        message = sample(cls, rng)
+        if i % 2:
+            nulls = {f.name: None for f in dataclasses.fields(cls)
+                     if f.name not in ("group_id", "member_id", "member_epoch", "rebalance_timeout")}
+            message = dataclasses.replace(message, **nulls)
+        data = encode_body(message)
+        if i % 3 == 0:
+            data = bytearray(data)
+            data[rng.randrange(len(data))] = rng.choice((0, 1, 0x7f, 0x80, 0xff))
+            data = bytes(data[:rng.randint(1, len(data))] if i % 5 == 0 else data)
+        assert outcome(fast, data) == outcome(general, data)
