@@ -44,67 +44,121 @@ def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
     return config
 
 
-async def serve(args: argparse.Namespace) -> int:
-    from .gateway.gateway import Gateway
-    from .runtime.embedded import EmbeddedTansu
-    from .runtime.metrics import register_group_collector
-    from .runtime.state_topic import StateTopic
-    from .service import GroupCoordinatorService
+# `kcoord serve` exits with this when its embedded broker died: a supervisor restarts both.
+EXIT_EMBEDDED_BROKER_EXITED = 3
+SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the exit
 
-    config = _config_from_args(args)
+
+async def serve(args: argparse.Namespace) -> int:
+    from .runtime.embedded import EmbeddedTansu
+
     embedded = None
     upstream = args.upstream
     if upstream is None:
-        embedded = EmbeddedTansu(storage=args.embedded_storage)
-        await embedded.start()
+        embedded = EmbeddedTansu(storage=args.embedded_storage, log_path=args.embedded_log)
+        try:
+            await embedded.start()
+        except RuntimeError as e:   # it exited or never listened; the message quotes its output
+            log.error("%s", e)
+            return EXIT_EMBEDDED_BROKER_EXITED
         upstream = embedded.bootstrap
-    state_topic = StateTopic(upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
-                             replication_factor=config.state_topic_replication_factor,
-                             max_batch_bytes=config.max_write_batch_bytes)
-    gateway = None
-    service = None
-    try:
-        await state_topic.start()
-        service = GroupCoordinatorService(config, state_topic)
-        gateway = Gateway(service, upstream, args.listen, config.state_topic,
-                          advertised_host=args.advertised_host,
-                          metadata_refresh_interval=config.metadata_refresh_interval_ms / 1000)
-        await gateway.start()
-        service.on_metadata_update(gateway.cluster.image)
-        gateway.cluster.subscribe(service.on_metadata_update)
-        if args.metrics_port:
-            from prometheus_client import start_http_server
-            register_group_collector(service.shards)
-            start_http_server(args.metrics_port, addr=args.metrics_host)
-        _print_listeners(gateway, upstream, embedded, args)
-        await service.start()
-        print(f"kcoord ready: {len(service.runtimes)} shards loaded from {config.state_topic}", flush=True)
-        await _wait_for_signal()
-        return 0
-    finally:
-        if gateway is not None:
-            await gateway.close()
-        if service is not None:
-            service.close()
-        await state_topic.stop()
-        if embedded is not None:
-            await embedded.stop()
-
-
-def _print_listeners(gateway, upstream: str, embedded, args) -> None:
-    print(f"kcoord gateway, upstream {upstream}" + (" (embedded Tansu, in-memory)" if embedded else ""), flush=True)
-    for info in gateway.listeners:
-        print(f"  listener {info.describe()}", flush=True)
-    if args.metrics_port:
-        print(f"  metrics  http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
-
-
-async def _wait_for_signal() -> None:
+    parts: dict = {}
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    body = loop.create_task(_serve_body(args, upstream, embedded, parts, stop), name="kcoord-serve")
+    # A signal during a long start (loading the state topic) stops at once, not once loaded.
+    stopped = loop.create_task(stop.wait(), name="kcoord-stop-signal")
+    waits: set[asyncio.Future] = {body, stopped}
+    if embedded is not None:
+        waits.add(embedded.exited)
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if embedded is not None and embedded.exited.done() and not embedded.exited.cancelled() \
+                and not body.done():
+            # The upstream is gone for good (its memory storage with it): serving on would
+            # only answer errors. Exit so a supervisor restarts kcoord and a fresh broker.
+            log.error("%s", embedded.exit_report(embedded.exited.result()))
+            body.cancel()
+            await asyncio.wait({body}, timeout=SHUTDOWN_STEP_TIMEOUT)
+            return EXIT_EMBEDDED_BROKER_EXITED
+        if not body.done():
+            return 0            # signalled before kcoord was ready; `finally` shuts down
+        return body.result()
+    finally:
+        stopped.cancel()
+        if not body.done():
+            body.cancel()
+            await asyncio.wait({body}, timeout=SHUTDOWN_STEP_TIMEOUT)
+        await _shutdown(parts, embedded)
+
+
+async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: dict,
+                      stop: asyncio.Event) -> int:
+    from .gateway.gateway import Gateway
+    from .runtime.metrics import register_group_collector
+    from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
+    from .service import GroupCoordinatorService
+
+    config = _config_from_args(args)
+    state_topic = parts["state_topic"] = StateTopic(
+        upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
+        replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes)
+    await state_topic.start()
+    service = parts["service"] = GroupCoordinatorService(config, state_topic)
+    gateway = parts["gateway"] = Gateway(service, upstream, args.listen, config.state_topic,
+                                         max_frame_size=config.socket_request_max_bytes, config=config,
+                                         advertised_host=args.advertised_host,
+                                         metadata_refresh_interval=config.metadata_refresh_interval_ms / 1000)
+    await gateway.start()
+    service.on_metadata_update(gateway.cluster.image)
+    gateway.cluster.subscribe(service.on_metadata_update)
+    # From here on the cluster view watches the state topic for the service: a missing or
+    # replaced topic voids the service's state, and it reloads once the topic is back.
+    gateway.cluster.manage_state_topic(service, state_topic, config.state_topic_partitions, TOPIC_CONFIGS,
+                                       recreate=not args.no_state_topic_recreate)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+        register_group_collector(service.shards)
+        start_http_server(args.metrics_port, addr=args.metrics_host)
+    _print_listeners(gateway, upstream, embedded, args)
+    await service.start()
+    print(f"kcoord ready: {len(service.runtimes)} shards loaded from {config.state_topic}", flush=True)
     await stop.wait()
+    return 0
+
+
+async def _shutdown(parts: dict, embedded) -> None:
+    """Close what started, each step bounded; the embedded broker last (the others talk to it)."""
+    steps = []
+    if "gateway" in parts:
+        steps.append(("gateway", parts["gateway"].close()))
+    if "service" in parts:
+        parts["service"].close()
+    if "state_topic" in parts:
+        steps.append(("state topic client", parts["state_topic"].stop()))
+    if embedded is not None:
+        steps.append(("embedded broker", embedded.stop()))
+    for what, step in steps:
+        try:
+            await asyncio.wait_for(step, SHUTDOWN_STEP_TIMEOUT)
+        except asyncio.TimeoutError:
+            log.warning("shutdown: closing the %s took over %.0fs; going on", what, SHUTDOWN_STEP_TIMEOUT)
+        except Exception as e:
+            log.warning("shutdown: closing the %s failed: %r", what, e)
+
+
+def _print_listeners(gateway, upstream: str, embedded, args) -> None:
+    if embedded is not None:
+        print(f"kcoord gateway, upstream {upstream} (embedded Tansu pid {embedded.pid}, storage "
+              f"{embedded.storage_description}; broker output: {embedded.log_path})", flush=True)
+    else:
+        print(f"kcoord gateway, upstream {upstream}", flush=True)
+    for info in gateway.listeners:
+        print(f"  listener {info.describe()}", flush=True)
+    if args.metrics_port:
+        print(f"  metrics  http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--upstream", default=None,
                    help="upstream bootstrap host:port[,host:port]; default: start an embedded Tansu broker")
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")
+    s.add_argument("--embedded-log", default=None,
+                   help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR)")
+    s.add_argument("--no-state-topic-recreate", action="store_true",
+                   help="report a missing state topic but do not recreate it (kcoord stops serving groups "
+                        "until an operator creates it)")
     s.add_argument("--state-topic", default="__kcoord_offsets")
     s.add_argument("--state-partitions", type=int, default=50)
     s.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port")

@@ -5,6 +5,22 @@ state topic's partitions (FindCoordinator for groups) and an immutable MetadataI
 every topic, published to subscribers whenever it changes (the group coordinator reacts
 to new topics and partition counts, as Kafka's does through its metadata publisher).
 Nothing is excluded: Kafka does not exclude internal topics from regex resolution.
+
+It is also kcoord's watch on the upstream and on the state topic (issue 10):
+- Upstream down: the first failed refresh logs an ERROR and sets `kcoord_upstream_up` to 0;
+  while it lasts, state-topic writes and loads are suspended (they fail at once, so group
+  requests answer NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE) and FindCoordinator finds no
+  coordinator. The first good refresh logs INFO and, if the state topic is still the one
+  kcoord loaded (same topic id), resumes writes: nothing is reloaded.
+- State topic: its presence and topic id are tracked once `manage_state_topic` names the
+  owner of the state. If it disappears, changes topic id, gets the wrong partition count,
+  or a write fails for good, kcoord logs an ERROR, counts
+  `kcoord_state_topic_incidents_total{kind}`, and calls the owner's
+  `state_topic_lost(reason)`: kcoord never serves state the log no longer holds. A missing
+  topic is recreated (as Kafka auto-creates `__consumer_offsets`): for a fresh cluster,
+  e.g. a memory-store upstream that restarted, that is what lets kcoord serve again, and a
+  topic deleted behind kcoord's back is just as loud. Once the topic is present with the
+  right partitions, the owner's `reload_all(reason)` reloads every shard from it.
 """
 from __future__ import annotations
 
@@ -12,12 +28,15 @@ import asyncio
 import dataclasses
 import logging
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
+
+from prometheus_client import Counter, Gauge
 
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
@@ -28,7 +47,19 @@ log = logging.getLogger("kcoord.gateway.cluster")
 
 ZERO_UUID = uuid.UUID(int=0)
 TOPIC_ALREADY_EXISTS = 36
+UNKNOWN_TOPIC_OR_PARTITION = 3
 DEFAULT_REFRESH_INTERVAL = 1.0   # seconds; new topics reach regex subscriptions within this
+STILL_DOWN_LOG_INTERVAL = 60.0   # seconds between reminders while the upstream stays down
+WRITE_ERROR_LOG_INTERVAL = 10.0  # seconds between state-topic write-failure ERROR lines
+
+UPSTREAM_UP = Gauge("kcoord_upstream_up", "1 while the upstream cluster answers kcoord's metadata "
+                    "requests, 0 while it does not")
+UPSTREAM_OUTAGES = Counter("kcoord_upstream_outages_total", "Times the upstream stopped answering "
+                           "kcoord's metadata requests")
+STATE_TOPIC_PRESENT = Gauge("kcoord_state_topic_present", "1 while the upstream lists the state topic "
+                            "with the topic id and partitions kcoord's state was loaded from")
+STATE_TOPIC_INCIDENTS = Counter("kcoord_state_topic_incidents_total", "State-topic incidents: missing, "
+                                "new_topic_id, wrong_partitions, write_failed, recreated", ["kind"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +77,18 @@ class ClusterSnapshot:
     brokers: Mapping[int, Broker]
     topics: Mapping[str, TopicImage]
     leaders: Mapping[str, Mapping[int, int]]      # topic -> partition -> leader (only live leaders)
+    errors: Mapping[str, int] = dataclasses.field(default_factory=dict)   # listed with an error: name -> code
 
 
 def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
     brokers = {int(b.node_id): Broker(int(b.node_id), b.host, int(b.port), b.rack) for b in response.brokers}
     topics: dict[str, TopicImage] = {}
     leaders: dict[str, dict[int, int]] = {}
+    errors: dict[str, int] = {}
     for t in response.topics:
         if t.error_code != 0 or t.name is None:
+            if t.name is not None:
+                errors[t.name] = int(t.error_code)
             continue
         partitions = sorted(t.partitions, key=lambda p: p.partition_index)
         racks = tuple(
@@ -62,7 +97,7 @@ def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
         topic_id = getattr(t, "topic_id", None) or ZERO_UUID
         topics[t.name] = TopicImage(topic_id, t.name, len(partitions), racks)
         leaders[t.name] = {int(p.partition_index): int(p.leader_id) for p in partitions if p.leader_id >= 0}
-    return ClusterSnapshot(brokers, topics, leaders)
+    return ClusterSnapshot(brokers, topics, leaders, errors)
 
 
 def _build(cls: type, **wanted: Any) -> Any:
@@ -92,8 +127,28 @@ class ClusterView:
         self._connect_lock = asyncio.Lock()
         self._refresh_wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._failing = False
+        self._closed = False
         self.started = False
+        # Upstream health, as the refresh loop sees it.
+        self.upstream_up = True
+        self._down_since = 0.0
+        self._down_logged = 0.0
+        self._down_error = ""
+        # Something happened to the upstream since the state topic was last seen as kcoord
+        # loaded it (an outage, a dropped connection): a missing topic then means a fresh
+        # cluster rather than a deletion behind kcoord's back. Only the log line differs.
+        self._disturbed = False
+        # State-topic lifecycle; active once manage_state_topic() named the owner.
+        self._owner: Any = None
+        self._writer: Any = None
+        self._expected_partitions = 0
+        self._state_configs: Mapping[str, str] = {}
+        self._recreate = True
+        self._loaded_id: uuid.UUID | None = None     # the topic id the owner's state came from
+        self._lost: str | None = None                # why the owner's state is void, until reloaded
+        self._lost_kind = ""
+        self._recovery: asyncio.Task[None] | None = None
+        self._write_error_logged = 0.0
 
     # --- public view ------------------------------------------------------------------
 
@@ -117,8 +172,71 @@ class ClusterView:
         return None if leaders is None else leaders.get(partition)
 
     def state_partition_leader(self, partition: int) -> int | None:
-        """Leader of the state topic's ``partition`` (the group coordinator's node), if known."""
+        """Leader of the state topic's ``partition`` (the group coordinator's node), if known.
+
+        None while the upstream is down or the state topic is lost: FindCoordinator then
+        answers COORDINATOR_NOT_AVAILABLE, as Kafka does while no coordinator can serve."""
+        if not self.upstream_up or self._lost is not None:
+            return None
         return self.partition_leader(self.state_topic, partition)
+
+    @property
+    def state_topic_id(self) -> uuid.UUID | None:
+        """The topic id under which the upstream lists the state topic now (None if it does
+        not list it, or gives no ids). The gateway matches requests that name topics by id
+        (Produce v13, DeleteTopics v6) against it."""
+        topic = self._snapshot.topics.get(self.state_topic)
+        if topic is None or topic.topic_id == ZERO_UUID:
+            return None
+        return topic.topic_id
+
+    @property
+    def state_topic_available(self) -> bool:
+        """The upstream answers and lists the state topic kcoord's state was loaded from."""
+        return self.upstream_up and self._lost is None and self.state_topic in self._snapshot.topics
+
+    @property
+    def state_topic_lost(self) -> str | None:
+        """Why the state kcoord held is void (until every shard reloaded), or None."""
+        return self._lost
+
+    def manage_state_topic(self, owner: Any, writer: Any, partitions: int,
+                           configs: Mapping[str, str], *, recreate: bool = True) -> None:
+        """Watch the state topic for ``owner`` (the GroupCoordinatorService): on loss call
+        ``owner.state_topic_lost(reason)``, on return ``await owner.reload_all(reason)``.
+        ``writer`` (the StateTopic) is suspended while the log cannot be trusted. Call it
+        after the state topic exists; its current topic id is the one the state loads from."""
+        self._owner, self._writer = owner, writer
+        self._expected_partitions = partitions
+        self._state_configs = dict(configs)
+        self._recreate = recreate
+        self._loaded_id = self.state_topic_id
+        present = self.state_topic in self._snapshot.topics
+        STATE_TOPIC_PRESENT.set(1 if present else 0)
+        log.info("state topic %s: topic id %s, %d partitions expected; missing topics are %s",
+                 self.state_topic, self._loaded_id or "unknown", partitions,
+                 "recreated" if recreate else "reported, not recreated")
+        if hasattr(writer, "on_write_error"):
+            writer.on_write_error = self.state_write_failed
+
+    def state_write_failed(self, partition: int, error: BaseException) -> None:
+        """A state-topic append failed (called by the StateTopic). Counted and logged; the
+        topic is checked at once, and an error that retrying cannot fix voids the state."""
+        from ..runtime.state_topic import PERMANENT_WRITE_ERRORS, StateTopicUnavailable
+        if isinstance(error, StateTopicUnavailable):
+            return          # refused here on purpose; the reason was logged when suspended
+        STATE_TOPIC_INCIDENTS.labels(kind="write_failed").inc()
+        now = time.monotonic()
+        if now - self._write_error_logged >= WRITE_ERROR_LOG_INTERVAL:
+            self._write_error_logged = now
+            log.error("state topic %s: write to partition %d failed: %r; checking the topic upstream "
+                      "(further write failures within %.0fs are only counted in "
+                      "kcoord_state_topic_incidents_total{kind=\"write_failed\"})",
+                      self.state_topic, partition, error, WRITE_ERROR_LOG_INTERVAL)
+        self.request_refresh()
+        if isinstance(error, PERMANENT_WRITE_ERRORS) and self._owner is not None and self._lost is None:
+            self._lose("write_failed", f"a write to state topic {self.state_topic} partition {partition} "
+                                       f"failed for good: {error!r}")
 
     def request_refresh(self) -> None:
         """Refresh soon (coalesced), e.g. after a CreateTopics passed through the gateway."""
@@ -139,10 +257,20 @@ class ClusterView:
             raise UpstreamError(f"upstream ApiVersions failed with error {int(response.error_code)}")
         self.upstream_api_versions, self.upstream_features = parse_upstream_api_versions(response)
         await self.refresh()
+        UPSTREAM_UP.set(1)
         self._task = asyncio.get_running_loop().create_task(self._refresh_loop(), name="kcoord-cluster-refresh")
         self.started = True
 
     async def close(self) -> None:
+        self._closed = True
+        for task in (self._recovery,):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self._recovery = None
         if self._task is not None:
             self._task.cancel()
             try:
@@ -163,7 +291,9 @@ class ClusterView:
         request = _build(request_class(METADATA, version), topics=None, allow_auto_topic_creation=False,
                          include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
         response = await self._call(request)
-        self._apply(snapshot_from_metadata(response))
+        snapshot = snapshot_from_metadata(response)
+        self._apply(snapshot)
+        self._track_state_topic(snapshot)
         return self._image
 
     def _apply(self, snapshot: ClusterSnapshot) -> None:
@@ -187,16 +317,175 @@ class ClusterView:
             self._refresh_wanted.clear()
             try:
                 await self.refresh()
-                if self._failing:
-                    log.info("upstream metadata refresh works again")
-                self._failing = False
+                self._upstream_answered()
             except (UpstreamError, OSError) as e:
-                if not self._failing:
-                    log.warning("upstream metadata refresh failed (will retry): %s", e)
-                self._failing = True
-            except Exception:   # a bug must not stop the refreshes for good
+                self._upstream_failed(str(e) or type(e).__name__)
+            except Exception as e:   # a bug must not stop the refreshes for good
                 log.exception("upstream metadata refresh failed (will retry)")
-                self._failing = True
+                self._upstream_failed(repr(e))
+
+    # --- upstream health --------------------------------------------------------------
+
+    def _upstream_failed(self, error: str) -> None:
+        now = time.monotonic()
+        self._down_error = error
+        if self.upstream_up:
+            self.upstream_up = False
+            self._disturbed = True
+            self._down_since = self._down_logged = now
+            UPSTREAM_UP.set(0)
+            UPSTREAM_OUTAGES.inc()
+            log.error("upstream %s is unreachable: %s. Until it answers again, group requests answer "
+                      "COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, FindCoordinator finds no coordinator, "
+                      "and forwarded requests close their client's connection; retrying every %.1fs",
+                      self._upstream_names(), error, self.refresh_interval)
+            if self._writer is not None:
+                self._writer.suspend(f"the upstream is unreachable ({error})")
+        elif now - self._down_logged >= STILL_DOWN_LOG_INTERVAL:
+            self._down_logged = now
+            log.warning("upstream %s still unreachable after %.0fs: %s",
+                        self._upstream_names(), now - self._down_since, error)
+
+    def _upstream_answered(self) -> None:
+        if not self.upstream_up:
+            self.upstream_up = True
+            UPSTREAM_UP.set(1)
+            log.info("upstream %s answers again after %.1fs unreachable (last error: %s)",
+                     self._upstream_names(), time.monotonic() - self._down_since, self._down_error)
+            # Trust nothing from before: the state topic check below runs on a fresh answer.
+            self._track_state_topic(self._snapshot)
+
+    def _upstream_names(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
+
+    # --- state topic lifecycle --------------------------------------------------------
+
+    def _track_state_topic(self, snapshot: ClusterSnapshot) -> None:
+        """Compare what the upstream lists now with the topic the state was loaded from."""
+        if self._owner is None or self._closed or not self.upstream_up:
+            return
+        name = self.state_topic
+        topic = snapshot.topics.get(name)
+        if topic is None:
+            error = snapshot.errors.get(name)
+            if error is not None and error != UNKNOWN_TOPIC_OR_PARTITION:
+                return      # listed with a transient error (no leader yet...): not proof of absence
+            STATE_TOPIC_PRESENT.set(0)
+            if self._lost is None:
+                cause = ("after kcoord lost the upstream for a while: it came back with empty storage, "
+                         "a fresh cluster" if self._disturbed else
+                         "while the upstream stayed reachable: it was deleted behind kcoord's back "
+                         "(protect it with upstream ACLs)")
+                self._lose("missing", f"state topic {name} (topic id {self._loaded_id or 'unknown'}) is gone "
+                                      f"from the upstream {cause}")
+            self._start_recovery()
+            return
+        if self._expected_partitions and topic.num_partitions != self._expected_partitions:
+            STATE_TOPIC_PRESENT.set(0)
+            if self._lost_kind != "wrong_partitions":
+                self._lose("wrong_partitions",
+                           f"state topic {name} (topic id {topic.topic_id}) has {topic.num_partitions} partitions "
+                           f"upstream, kcoord needs {self._expected_partitions}; kcoord cannot serve until an "
+                           f"operator deletes it (kcoord then recreates it empty) or restarts kcoord with "
+                           f"--state-partitions {topic.num_partitions}")
+            return
+        seen = topic.topic_id if topic.topic_id != ZERO_UUID else None
+        replaced = seen is not None and self._loaded_id is not None and seen != self._loaded_id
+        if replaced and self._lost is None:
+            self._lose("new_topic_id", f"state topic {name} now has topic id {seen}, not {self._loaded_id} "
+                                       f"that kcoord loaded from: the log kcoord's state came from is gone "
+                                       f"(a fresh cluster, or the topic was deleted and recreated)")
+        if self._lost is not None:
+            self._start_recovery()
+            return
+        STATE_TOPIC_PRESENT.set(1)
+        self._disturbed = False
+        if self._writer is not None and getattr(self._writer, "suspended", None):
+            self._writer.resume()
+
+    def _lose(self, kind: str, reason: str) -> None:
+        self._lost, self._lost_kind = reason, kind
+        STATE_TOPIC_INCIDENTS.labels(kind=kind).inc()
+        STATE_TOPIC_PRESENT.set(0)
+        log.error("%s. kcoord drops the group state it holds and answers every group request with "
+                  "NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE until it has reloaded from the state topic.",
+                  reason)
+        if self._writer is not None:
+            self._writer.suspend(reason)
+        lost = getattr(self._owner, "state_topic_lost", None)
+        if lost is None:
+            log.error("the group coordinator cannot drop its state (no state_topic_lost)")
+            return
+        try:
+            lost(reason)
+        except Exception:
+            log.exception("state_topic_lost(%r) failed", reason)
+
+    def _start_recovery(self) -> None:
+        if self._closed or (self._recovery is not None and not self._recovery.done()):
+            return
+        self._recovery = asyncio.get_running_loop().create_task(self._recover(), name="kcoord-state-topic-recovery")
+
+    async def _recover(self) -> None:
+        """Recreate a missing state topic, then reload every shard from the topic upstream.
+        Retries with backoff until the state is trusted again."""
+        delay = 0.2
+        name = self.state_topic
+        last_error = ""
+        while self._lost is not None and not self._closed:
+            try:
+                if not self.upstream_up:
+                    raise UpstreamError("the upstream is unreachable")
+                topic = self._snapshot.topics.get(name)
+                if topic is None:
+                    if not self._recreate:
+                        log.error("state topic %s is missing and recreation is off: create it with %d partitions "
+                                  "(cleanup.policy=compact) for kcoord to serve again", name,
+                                  self._expected_partitions)
+                        return
+                    await self.ensure_topic(name, self._expected_partitions, self._state_configs)
+                    created = self._snapshot.topics.get(name)
+                    STATE_TOPIC_INCIDENTS.labels(kind="recreated").inc()
+                    log.error("state topic %s recreated with %d partitions, topic id %s: kcoord serves again "
+                              "from an empty log; the group state from before (topic id %s) is gone",
+                              name, self._expected_partitions, created.topic_id if created else "unknown",
+                              self._loaded_id or "unknown")
+                    continue
+                if self._lost_kind == "wrong_partitions" and topic.num_partitions != self._expected_partitions:
+                    return      # an operator's job; logged by _lose
+                seen = topic.topic_id if topic.topic_id != ZERO_UUID else None
+                reason = (f"state topic {name} reloaded from topic id {seen or 'unknown'} "
+                          f"(kcoord had loaded topic id {self._loaded_id or 'unknown'}) after: {self._lost}")
+                log.warning("reloading every shard from state topic %s, topic id %s (was %s)",
+                            name, seen or "unknown", self._loaded_id or "unknown")
+                reload_all = getattr(self._owner, "reload_all", None)
+                if reload_all is None:
+                    log.error("the group coordinator cannot reload (no reload_all): restart kcoord")
+                    return
+                if self._writer is not None:
+                    self._writer.resume()   # the reload reads it, and reloaded shards write at once
+                await reload_all(reason)
+                if self.state_topic_id not in (seen, None):
+                    continue                # replaced again meanwhile: reload again
+                self._loaded_id = seen
+                self._lost, self._lost_kind = None, ""
+                self._disturbed = False
+                STATE_TOPIC_PRESENT.set(1)
+                log.warning("every shard reloaded from state topic %s (topic id %s); serving again",
+                            name, seen or "unknown")
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if self._writer is not None and self._lost is not None:
+                    self._writer.suspend(self._lost)
+                # One ERROR per distinct failure: an upstream that stays down would otherwise
+                # log one line per retry.
+                (log.error if str(e) != last_error else log.debug)(
+                    "state topic %s: recovery failed (%s); retrying every %.1fs at most", name, e, 5.0)
+                last_error = str(e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     # --- admin helpers ----------------------------------------------------------------
 
@@ -257,6 +546,12 @@ class ClusterView:
 
     async def _connected(self) -> UpstreamClient:
         async with self._connect_lock:
+            if self._client is not None and self._client.lost is not None:
+                # The upstream dropped the connection: it may have restarted, so a state topic
+                # that is missing on the next answer is more likely a fresh cluster.
+                self._disturbed = True
+                log.info("connection to the upstream broke (%s); reconnecting", self._client.lost)
+                self._client = None
             if self._client is None or self._client.closed:
                 known = [(b.host, b.port) for b in self._snapshot.brokers.values()]
                 candidates = list(dict.fromkeys([*self.bootstrap, *known]))

@@ -33,6 +33,7 @@ class UpstreamClient(asyncio.Protocol):
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
         self._correlation = itertools.count(1)
         self._lost: Exception | None = None
+        self._closed_here = False
 
     # --- connecting -------------------------------------------------------------------
 
@@ -55,7 +56,15 @@ class UpstreamClient(asyncio.Protocol):
     def closed(self) -> bool:
         return self._transport is None or self._lost is not None
 
+    @property
+    def lost(self) -> Exception | None:
+        """Why the upstream ended the connection (it closed it, reset it, sent garbage);
+        None while it is open or when kcoord closed it itself."""
+        return None if self._closed_here else self._lost
+
     def close(self) -> None:
+        if self._lost is None:
+            self._closed_here = True
         if self._transport is not None:
             self._transport.close()
 

@@ -3,17 +3,41 @@
 `kcoord serve` without `--upstream` starts one on loopback, so the gateway alone is a
 working Kafka endpoint whose groups speak KIP-848 (Tansu itself does not). Tansu keeps
 data in memory by default: a Tansu restart loses the state topic (environment.md §3.5).
+
+Supervision, both ways:
+- kcoord watches the broker. If it exits while kcoord runs, ``exited`` resolves with its
+  status; `kcoord serve` then logs an ERROR with the status and the tail of the broker's
+  output (kept in ``log_path``, named at start) and exits non-zero, so a supervisor
+  restarts both. Restarting Tansu alone under a running kcoord would not help: with
+  memory storage it comes back as a fresh, empty cluster.
+- The broker never outlives kcoord. The child asks the kernel for SIGKILL when its parent
+  dies (PR_SET_PDEATHSIG, set between fork and exec), which covers a kcoord killed by any
+  signal, SIGKILL included; a normal exit terminates it in ``stop()``.
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger("kcoord.embedded")
+
+PR_SET_PDEATHSIG = 1
+TAIL_BYTES = 4000        # how much of the broker's output an exit report quotes
+
+# Environment variables Tansu reads as defaults for its flags; kcoord passes every flag it
+# means, and a stray variable in kcoord's environment must not change the broker.
+_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+              "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
 def tansu_binary() -> str:
@@ -39,46 +63,172 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    """Runs in the child between fork and exec: SIGKILL when the parent goes.
+
+    The kernel sends the signal when the *thread* that forked exits, not the process:
+    EmbeddedTansu forks from the thread running the event loop (the main thread of
+    `kcoord serve`), which lives as long as the process does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(127)  # without the guarantee, refuse to run rather than risk an orphan
+    if os.getppid() != parent_pid:
+        os._exit(127)  # the parent died before prctl took effect: nobody will signal us
+
+
+def describe_status(returncode: int) -> str:
+    """'exit status 1' or 'killed by signal 9 (SIGKILL)'."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exit status {returncode}"
+
+
 class EmbeddedTansu:
     def __init__(self, host: str = "127.0.0.1", port: int | None = None,
-                 storage: str | None = None) -> None:
+                 storage: str | None = None, log_path: str | Path | None = None) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.storage = storage
-        self.process: asyncio.subprocess.Process | None = None
+        self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / \
+            f"kcoord-tansu-{self.port}-{os.getpid()}.log"
+        self.process: subprocess.Popen | None = None
+        self._stopping = False
+        self._exited: asyncio.Future[int] | None = None
+        self._watch_fd: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def exited(self) -> asyncio.Future[int]:
+        """Resolves with the return code when the broker exits without ``stop()`` asking."""
+        assert self._exited is not None, "embedded broker not started"
+        return self._exited
+
+    @property
+    def storage_description(self) -> str:
+        return self.storage or "memory (lost when the broker exits)"
 
     async def start(self, timeout_s: float = 10.0) -> None:
         url = f"tcp://{self.host}:{self.port}"
         args = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
         if self.storage:
             args += ["--storage-engine", self.storage]
-        self.process = await asyncio.create_subprocess_exec(
-            *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         loop = asyncio.get_running_loop()
+        self._exited = loop.create_future()
+        if threading.current_thread() is not threading.main_thread():
+            # PDEATHSIG follows the forking thread; a worker thread may end long before kcoord.
+            log.warning("embedded Tansu started from a non-main thread: it dies with that thread")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        parent = os.getpid()
+        with open(self.log_path, "ab") as out:
+            # subprocess.Popen, not asyncio's: uvloop's spawn does not run preexec_fn the same
+            # way, and the exit is watched with a pidfd below instead of a child watcher.
+            self.process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                preexec_fn=lambda: _die_with_parent(parent), close_fds=True)
+        log.info("embedded Tansu broker pid %d starting on %s (storage: %s); its output goes to %s",
+                 self.process.pid, self.bootstrap, self.storage_description, self.log_path)
+        self._watch(loop)
         deadline = loop.time() + timeout_s
         while True:
-            if self.process.returncode is not None:
-                raise RuntimeError(f"Tansu exited with code {self.process.returncode}: {' '.join(args)}")
+            if self._exited.done() or self.process.poll() is not None:
+                code = self.process.wait()
+                raise RuntimeError(f"embedded Tansu ({' '.join(args)}) {describe_status(code)} at start; "
+                                   f"output ({self.log_path}):\n{self.output_tail()}")
             try:
                 _, writer = await asyncio.open_connection(self.host, self.port)
                 writer.close()
                 break
             except OSError:
                 if loop.time() > deadline:
-                    raise RuntimeError(f"Tansu did not listen on {self.bootstrap} within {timeout_s}s") from None
+                    await self.stop()
+                    raise RuntimeError(f"embedded Tansu did not listen on {self.bootstrap} within {timeout_s}s; "
+                                       f"output ({self.log_path}):\n{self.output_tail()}") from None
                 await asyncio.sleep(0.05)
-        log.info("embedded Tansu broker on %s (storage: %s)", self.bootstrap, self.storage or "memory")
+        log.info("embedded Tansu broker on %s (storage: %s)", self.bootstrap, self.storage_description)
 
-    async def stop(self) -> None:
-        if self.process is None or self.process.returncode is not None:
-            return
-        self.process.terminate()
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Resolve ``exited`` when the child exits: a pidfd becomes readable then (Linux ≥
+        5.3); elsewhere a thread waits for it."""
+        assert self.process is not None
         try:
-            await asyncio.wait_for(self.process.wait(), 5)
-        except asyncio.TimeoutError:
-            self.process.kill()
-            await self.process.wait()
+            fd = os.pidfd_open(self.process.pid)
+        except (AttributeError, OSError):
+            threading.Thread(target=self._wait_in_thread, args=(loop,), daemon=True,
+                             name="kcoord-embedded-wait").start()
+            return
+        self._watch_fd = fd
+        loop.add_reader(fd, self._on_exit_readable, loop)
+
+    def _on_exit_readable(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._unwatch(loop)
+        assert self.process is not None
+        self._report_exit(self.process.wait())
+
+    def _wait_in_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.process is not None
+        code = self.process.wait()
+        loop.call_soon_threadsafe(self._report_exit, code)
+
+    def _unwatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._watch_fd is not None:
+            loop.remove_reader(self._watch_fd)
+            os.close(self._watch_fd)
+            self._watch_fd = None
+
+    def _report_exit(self, code: int) -> None:
+        if self._exited is not None and not self._exited.done() and not self._stopping:
+            self._exited.set_result(code)
+
+    def output_tail(self, limit: int = TAIL_BYTES) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - limit))
+                text = f.read().decode(errors="replace")
+        except OSError as e:
+            return f"(cannot read {self.log_path}: {e})"
+        if size > limit:
+            text = "…" + text.split("\n", 1)[-1]
+        return text.rstrip() or "(no output)"
+
+    def exit_report(self, code: int) -> str:
+        """The ERROR line for an unexpected exit: status, what it means, and the output tail."""
+        return (f"embedded Tansu broker (pid {self.pid}, {self.bootstrap}) exited unexpectedly: "
+                f"{describe_status(code)}. kcoord exits too so a supervisor restarts both; "
+                + ("with memory storage the restarted broker is a fresh, empty cluster: topics, records "
+                   "and every group's state are gone. " if not self.storage else
+                   f"its storage {self.storage} is kept. ")
+                + f"Last output of the broker ({self.log_path}):\n{self.output_tail()}")
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping = True
+        proc = self.process
+        if proc is None:
+            return
+        try:
+            self._unwatch(asyncio.get_running_loop())
+        except RuntimeError:
+            pass
+        if proc.poll() is None:
+            proc.terminate()
+            deadline = time.monotonic() + timeout_s
+            while proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if self._exited is not None and not self._exited.done():
+            self._exited.cancel()

@@ -5,22 +5,69 @@ records in Kafka's `__consumer_offsets` format; each coordinator shard owns one
 partition. Loading reads a partition from its start to the high watermark taken from
 Fetch responses (not ListOffsets, which Tansu answers wrongly for multi-record
 batches, environment.md §3.4.1).
+
+kcoord's clients never create the topic by accident. Kafka clients ask for auto-creation
+in every Metadata request, and Tansu obliges with 4 partitions and no compaction: after a
+memory-store upstream restarted, a reloading shard would have created a wrong state
+topic. Creation is explicit (``ensure_topic``, and the cluster view's recreation of a
+missing topic), and while the cluster view cannot vouch for the topic (upstream down,
+topic missing or replaced) it ``suspend``s writes and loads here, so nothing lands in or
+is read from a log kcoord has not checked (Tansu 0.6 even acknowledges a Produce to a
+partition of a topic that no longer exists).
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable
 
+import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
+from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger("kcoord.state_topic")
 
 # (partition, offset, key bytes, value bytes or None)
 RecordSink = Callable[[int, int, bytes, bytes | None], None]
+
+# The state topic's configuration, for creation and for recreation by the cluster view.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
+
+# Errors after which a write will not succeed by retrying: the topic is gone or closed to us.
+PERMANENT_WRITE_ERRORS = (UnknownTopicOrPartitionError, TopicAuthorizationFailedError)
+
+
+class StateTopicUnavailable(Exception):
+    """The state topic is not to be written or read now (see ``StateTopic.suspend``)."""
+
+
+# aiokafka builds its Metadata requests in AIOKafkaClient._metadata_update with no way to
+# turn auto-creation off per client. Its module-level MetadataRequest is replaced by one
+# whose default comes from a context variable: the tasks of kcoord's state-topic clients
+# (started inside ``_no_auto_create``) ask for no auto-creation, every other aiokafka user
+# in the process keeps the library's default.
+_AUTO_CREATE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("kcoord_auto_create", default=None)
+
+
+class _MetadataRequest(MetadataRequest):
+    def __init__(self, topics=None, allow_auto_topic_creation=None):
+        if allow_auto_topic_creation is None:
+            allow_auto_topic_creation = _AUTO_CREATE.get()
+        super().__init__(topics, allow_auto_topic_creation)
+
+
+if getattr(aiokafka.client, "MetadataRequest", None) is MetadataRequest:
+    aiokafka.client.MetadataRequest = _MetadataRequest
+
+
+def _no_auto_create() -> None:
+    """In the current task (and the tasks it creates from now on), aiokafka clients ask
+    Metadata without auto-creation."""
+    _AUTO_CREATE.set(False)
 
 
 class StateTopic:
@@ -33,8 +80,34 @@ class StateTopic:
         self.max_batch_bytes = max_batch_bytes
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
+        self._suspended: str | None = None
+        # Called as on_write_error(partition, exception) when an append fails (the cluster
+        # view counts it, and a permanent error makes it check the topic at once).
+        self.on_write_error: Callable[[int, BaseException], None] | None = None
+
+    # --- suspension (the cluster view's word on whether the log can be trusted) ----
+
+    @property
+    def suspended(self) -> str | None:
+        """Why writes and loads are refused now, or None."""
+        return self._suspended
+
+    def suspend(self, reason: str) -> None:
+        if self._suspended is None:
+            log.warning("state topic %s: writes and loads suspended: %s", self.topic, reason)
+        self._suspended = reason
+
+    def resume(self) -> None:
+        if self._suspended is not None:
+            log.info("state topic %s: writes and loads resumed", self.topic)
+        self._suspended = None
+
+    def _check_usable(self, what: str) -> None:
+        if self._suspended is not None:
+            raise StateTopicUnavailable(f"{what} of state topic {self.topic} refused: {self._suspended}")
 
     async def start(self) -> None:
+        _no_auto_create()
         await self.ensure_topic()
         # acks=all: a coordinator response is released only once the write is replicated,
         # as Kafka releases it at the high watermark.
@@ -57,8 +130,7 @@ class StateTopic:
         await admin.start()
         try:
             rf = self.replication_factor if self.replication_factor > 0 else 1
-            topic = NewTopic(self.topic, self.partitions, rf,
-                             topic_configs={"cleanup.policy": "compact", "compression.type": "producer"})
+            topic = NewTopic(self.topic, self.partitions, rf, topic_configs=dict(TOPIC_CONFIGS))
             try:
                 resp = await admin.create_topics([topic])
                 for t in getattr(resp, "topic_errors", ()):
@@ -74,14 +146,23 @@ class StateTopic:
         """Append records as ONE batch (Kafka writes a result atomically) and return its base
         offset once the upstream acknowledged it."""
         assert self._producer is not None, "state topic not started"
+        self._check_usable(f"write to partition {partition}")
         batch = self._producer.create_batch()
         for key, value in records:
             if batch.append(key=key, value=value, timestamp=timestamp_ms) is None:
                 raise ValueError(f"a coordinator write of more than {self.max_batch_bytes} bytes does "
                                  f"not fit in one batch of partition {partition}")
         batch.close()
-        fut = await self._producer.send_batch(batch, self.topic, partition=partition)
-        metadata = await fut
+        try:
+            fut = await self._producer.send_batch(batch, self.topic, partition=partition)
+            metadata = await fut
+        except Exception as e:
+            if self.on_write_error is not None:
+                try:
+                    self.on_write_error(partition, e)
+                except Exception:
+                    log.exception("state topic %s: write-error callback failed", self.topic)
+            raise
         return metadata.offset
 
     async def load(self, partitions: Iterable[int], sink: RecordSink,
@@ -92,12 +173,19 @@ class StateTopic:
         tps = {TopicPartition(self.topic, p) for p in partitions}
         if not tps:
             return
+        self._check_usable(f"load of {len(tps)} partition(s)")
+        _no_auto_create()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-loader",
             enable_auto_commit=False, isolation_level="read_committed",
             max_partition_fetch_bytes=5 * 1024 * 1024, fetch_max_bytes=50 * 1024 * 1024)
         await consumer.start()
         try:
+            # A missing topic would leave the loop below waiting for a high watermark that
+            # never comes: fail at once, the caller retries (and the cluster view reports it).
+            if self.topic not in await consumer.topics():
+                raise StateTopicUnavailable(f"state topic {self.topic} does not exist upstream "
+                                            f"({self.bootstrap}); nothing to load")
             consumer.assign(list(tps))
             await consumer.seek_to_beginning(*tps)
             pending = set(tps)

@@ -108,14 +108,16 @@ def start_tansu(
     log_dir: Path | None = None,
     extra_args: tuple[str, ...] = (),
     attempts: int = 3,
+    env: dict[str, str] | None = None,
 ) -> TansuBroker:
     """Start a broker and return once its port accepts connections (~70 ms here).
 
     With ``port=None`` a free port from support.ports is used and, if the broker
-    dies at start (someone took the port meanwhile), another port is tried.
+    dies at start (someone took the port meanwhile), another port is tried. ``env`` adds
+    variables (e.g. support.moto_s3's ``tansu_env`` for an ``s3://`` store).
     """
     binary = tansu_binary()
-    env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+    env = {**{k: v for k, v in os.environ.items() if k not in _TANSU_ENV}, **(env or {})}
     log_dir = Path(log_dir or tempfile.gettempdir())
     last_error = ""
     for _ in range(attempts if port is None else 1):

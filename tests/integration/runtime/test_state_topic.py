@@ -1,9 +1,18 @@
-"""The state topic on a real broker: large atomic writes and a reload that sees them."""
+"""The state topic on a real broker: large atomic writes and a reload that sees them; and its
+lifecycle under a running kcoord: a fresh cluster (memory upstream restarted) and a topic
+deleted behind kcoord's back are reported, recreated and reloaded, never served from memory."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 from coordinator.runtime.state_topic import StateTopic
+from support.admin import admin_client, committed_offsets, create_topic
+from support.metrics import kcoord_with_metrics, sample
+from support.produce import produce_records
+from support.rdkafka import RdkafkaConsumer
+from support.tansu import start_tansu
+from support.wait import wait_until
 
 
 def test_a_write_larger_than_aiokafkas_default_batch_lands_as_one_batch(tansu, names):
@@ -24,3 +33,135 @@ def test_a_write_larger_than_aiokafkas_default_batch_lands_as_one_batch(tansu, n
     base, loaded, ends = asyncio.run(run())
     assert base == 0 and ends == {1: 1000}
     assert [k for _, k in loaded] == [b"k%06d" % i for i in range(1000)]
+
+
+def test_loading_a_missing_state_topic_fails_at_once_and_creates_nothing(tansu, names):
+    """aiokafka asks for auto-creation in its Metadata requests and Tansu would create a
+    4-partition, uncompacted topic: kcoord's loader and writer must not, or a reload after a
+    fresh cluster would build the wrong state topic before kcoord recreates it."""
+    missing = f"__kcoord_{names.topic()}"
+
+    async def run():
+        topic = StateTopic(tansu.bootstrap, missing, 8)
+        try:
+            await topic.load([0, 1], lambda *a: None, lambda *a: None)
+        except Exception as e:
+            error = e
+        else:
+            error = None
+        # The writer's client asks Metadata for every topic it writes to (aiokafka's own
+        # refresh, forced here for a topic that does not exist).
+        writer = StateTopic(tansu.bootstrap, f"__kcoord_{names.topic()}", 1)
+        await writer.start()
+        try:
+            writer._producer.client.add_topic(missing)
+            await writer._producer.client.force_metadata_update()
+        finally:
+            await writer.stop()
+        return error
+
+    error = asyncio.run(asyncio.wait_for(run(), 30))
+    assert type(error).__name__ == "StateTopicUnavailable" and missing in str(error), repr(error)
+    listed = admin_client(tansu.bootstrap).list_topics(timeout=10).topics
+    assert missing not in listed, f"loading created {missing} upstream: {listed[missing]}"
+
+
+# --- lifecycle under a running kcoord ---------------------------------------------------
+
+_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def _committed_total(bootstrap: str, group: str, topic: str) -> int:
+    """Records committed over the topic's 2 partitions (a partition with no commit counts 0)."""
+    return sum(max(0, o) for o in committed_offsets(bootstrap, group, topic, 2).values())
+
+
+def _consume_and_commit(drivers, bootstrap: str, topic: str, group: str, count: int) -> None:
+    consumer = drivers.add(RdkafkaConsumer(bootstrap, topic, group, group_protocol="consumer"))
+    consumer.start()
+    consumer.wait_for(lambda: len(consumer.consumed()) >= count, 30, f"{count} records consumed by {group}")
+    consumer.close()
+
+
+def test_memory_upstream_restarted_under_kcoord_is_a_fresh_cluster(tmp_path, names, drivers):
+    """The memory-store upstream restarts on the same port: every topic is gone. kcoord says
+    so (ERROR, metrics), recreates its state topic, names the old and new topic ids, reloads,
+    and serves new groups; an old group's offsets are not served from memory."""
+    broker = start_tansu(log_dir=tmp_path)
+    kcoord = None
+    try:
+        kcoord = kcoord_with_metrics(broker.bootstrap, f"__kcoord_{names.topic()}", state_partitions=4).start()
+        topic, old_group, new_group = names.topic(), names.group(), names.group()
+        create_topic(broker.bootstrap, topic, 2)
+        produce_records(broker.bootstrap, topic, 10)
+        _consume_and_commit(drivers, kcoord.bootstrap, topic, old_group, 10)
+        assert _committed_total(kcoord.bootstrap, old_group, topic) == 10
+
+        port = broker.port
+        broker.stop()
+        broker = start_tansu(port=port, log_dir=tmp_path)   # memory store: a fresh, empty cluster
+
+        wait_until(lambda: "every shard reloaded from state topic" in kcoord.log_text(), 30, message=
+                   lambda: f"kcoord to reload after the fresh cluster; log tail:\n{kcoord.log_text()[-3000:]}")
+        log = kcoord.log_text()
+        old_id = re.search(rf"state topic \S+: topic id ({_ID}), 4 partitions expected", log).group(1)
+        recreated = re.search(rf"ERROR .*state topic \S+ recreated with 4 partitions, topic id ({_ID}).*"
+                              rf"\(topic id {old_id}\) is gone", log)
+        assert recreated, f"no ERROR naming the recreated topic's new and old ids; log:\n{log[-3000:]}"
+        assert recreated.group(1) != old_id
+        assert re.search(rf"ERROR .*state topic \S+ \(topic id {old_id}\) is gone from the upstream "
+                         rf"after kcoord lost the upstream", log), f"no ERROR on the missing topic; log:\n{log[-3000:]}"
+        metrics = kcoord.metrics()
+        assert sample(metrics, "kcoord_state_topic_incidents_total", kind="missing") == 1
+        assert sample(metrics, "kcoord_state_topic_incidents_total", kind="recreated") == 1
+        # kcoord's own clients never let the upstream auto-create it (Tansu: 4 partitions, not compacted).
+        assert sample(metrics, "kcoord_state_topic_incidents_total", kind="wrong_partitions") == 0
+        assert sample(metrics, "kcoord_state_topic_present") == 1
+
+        # The old group's offsets lived in the old log only: never served from memory.
+        assert committed_offsets(kcoord.bootstrap, old_group, topic, 2) == {0: -1001, 1: -1001}
+        # A new group on the fresh cluster consumes and commits through the same kcoord.
+        create_topic(broker.bootstrap, topic, 2)
+        produce_records(broker.bootstrap, topic, 6)
+        _consume_and_commit(drivers, kcoord.bootstrap, topic, new_group, 6)
+        assert _committed_total(kcoord.bootstrap, new_group, topic) == 6
+        assert kcoord.process.poll() is None, "kcoord must survive the upstream's restart"
+        assert "Traceback" not in kcoord.log_text()
+    finally:
+        if kcoord is not None and kcoord.process is not None:
+            kcoord.stop()
+        broker.stop()
+
+
+def test_state_topic_deleted_behind_kcoords_back_is_loud_and_recreated(tansu, names, drivers):
+    """Someone deletes the state topic on the upstream directly (the gateway refuses it, but
+    the upstream can be reached without kcoord). kcoord logs an ERROR saying so, counts it,
+    recreates the topic, reloads, and serves again; the old offsets are gone, not cached."""
+    state_topic = f"__kcoord_{names.topic()}"
+    kcoord = kcoord_with_metrics(tansu.bootstrap, state_topic, state_partitions=4).start()
+    try:
+        topic, group = names.topic(), names.group()
+        create_topic(tansu.bootstrap, topic, 2)
+        produce_records(tansu.bootstrap, topic, 4)
+        _consume_and_commit(drivers, kcoord.bootstrap, topic, group, 4)
+        assert _committed_total(kcoord.bootstrap, group, topic) == 4
+
+        # support.admin.delete_topic drops its AdminClient before the result arrives
+        # (_DESTROY); keep the client alive until the deletion is acknowledged.
+        admin = admin_client(tansu.bootstrap)
+        admin.delete_topics([state_topic], operation_timeout=10)[state_topic].result(10)
+        wait_until(lambda: "every shard reloaded from state topic" in kcoord.log_text(), 30, message=lambda:
+                   f"kcoord to recreate and reload its state topic; log tail:\n{kcoord.log_text()[-3000:]}")
+        log = kcoord.log_text()
+        assert re.search(r"ERROR .*is gone from the upstream while the upstream stayed reachable: "
+                         r"it was deleted behind kcoord's back", log), f"no ERROR on the deletion; log:\n{log[-3000:]}"
+        metrics = kcoord.metrics()
+        assert sample(metrics, "kcoord_state_topic_incidents_total", kind="missing") == 1
+        assert sample(metrics, "kcoord_state_topic_present") == 1
+        assert committed_offsets(kcoord.bootstrap, group, topic, 2) == {0: -1001, 1: -1001}
+        # Serving again: the same group commits anew into the recreated log.
+        produce_records(tansu.bootstrap, topic, 2)
+        _consume_and_commit(drivers, kcoord.bootstrap, topic, group, 6)
+        assert _committed_total(kcoord.bootstrap, group, topic) == 6
+    finally:
+        kcoord.stop()
