@@ -3,6 +3,17 @@
 It routes each group to the shard that owns it (`abs(javaHash(groupId)) % partitions`,
 exactly Kafka's mapping), splits multi-group requests by shard, and turns shard-level
 failures (loading, not active, write failed) into the per-API error Kafka would send.
+
+Failure rules (issue 10):
+- a shard whose log does not load fails alone: `start()` returns once every partition is
+  loaded or failed, and raises only for whole-process problems (the state topic cannot be
+  read at all). A failed shard's groups answer NOT_COORDINATOR, and
+  `partition_available(p)` is False for it (the gateway answers FindCoordinator
+  COORDINATOR_NOT_AVAILABLE for its groups);
+- `state.load.skip.corrupt.offsets=P:O,...` is the operator's explicit way past a bad
+  record; malformed entries fail the start (`SkipOffsetsError`);
+- `state_topic_lost()` unloads every shard (their state is no longer backed by a log);
+  `reload_all()` drops everything and reloads from the log (a fresh cluster).
 """
 from __future__ import annotations
 
@@ -30,6 +41,33 @@ from .runtime.shard_runtime import ShardRuntime, ShardState
 from .runtime.state_topic import StateTopic
 
 log = logging.getLogger("kcoord.service")
+
+
+class SkipOffsetsError(ValueError):
+    """A `state.load.skip.corrupt.offsets` entry that is not `PARTITION:OFFSET`."""
+
+
+def parse_skip_offsets(entries, partitions: int) -> dict[int, frozenset[int]]:
+    """`("3:1200", "7:55")` -> {3: {1200}, 7: {55}}. Every entry must name a partition of the
+    state topic and a non-negative offset: a typo must stop the start, not be ignored."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for entry in entries:
+        text = str(entry).strip()
+        p, sep, o = text.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            partition, offset = int(p.strip()), int(o.strip())
+        except ValueError:
+            raise SkipOffsetsError(f"state.load.skip.corrupt.offsets: entry {text!r} is not "
+                                   f"PARTITION:OFFSET (for example 3:1200)") from None
+        if not 0 <= partition < partitions:
+            raise SkipOffsetsError(f"state.load.skip.corrupt.offsets: entry {text!r} names partition "
+                                   f"{partition}, but the state topic has partitions 0..{partitions - 1}")
+        if offset < 0:
+            raise SkipOffsetsError(f"state.load.skip.corrupt.offsets: entry {text!r} has a negative offset")
+        out[partition].add(offset)
+    return {p: frozenset(o) for p, o in out.items()}
 
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -76,9 +114,16 @@ class GroupCoordinatorService:
         self._members_counted_at = float("-inf")
         self._member_total = 0
         self._make_shard = make_shard or (lambda p: GroupCoordinatorShard(p, self.config, self.image))
+        skip = parse_skip_offsets(config.state_load_skip_corrupt_offsets, config.state_topic_partitions)
+        for p, offsets in sorted(skip.items()):
+            log.warning("state.load.skip.corrupt.offsets: partition %d offsets %s will be skipped IF they "
+                        "fail to load", p, sorted(offsets))
         self.runtimes = [ShardRuntime(p, self._new_shard, state_topic,
-                                      write_timeout_ms=config.offsets_commit_timeout_ms)
+                                      write_timeout_ms=config.offsets_commit_timeout_ms,
+                                      skip_offsets=skip.get(p, frozenset()))
                          for p in range(config.state_topic_partitions)]
+        # start() and reload_all() each replay every partition: never two at once.
+        self._load_lock: asyncio.Lock | None = None
         self._handlers = {
             CONSUMER_GROUP_HEARTBEAT: self._heartbeat, CONSUMER_GROUP_DESCRIBE: self._consumer_describe,
             OFFSET_COMMIT: self._offset_commit, OFFSET_FETCH: self._offset_fetch,
@@ -105,9 +150,21 @@ class GroupCoordinatorService:
         return self._member_total
 
     # -------------------------------------------------------------- lifecycle
+    def _lock(self) -> asyncio.Lock:
+        if self._load_lock is None:
+            self._load_lock = asyncio.Lock()
+        return self._load_lock
+
     async def start(self) -> None:
+        """Load every shard. Returns when each one is ACTIVE or FAILED (a record that does not
+        load fails its own shard only); raises if the state topic cannot be read at all."""
+        async with self._lock():
+            await self._load_all()
+
+    async def _load_all(self) -> None:
         started = time.monotonic()
         for rt in self.runtimes:
+            rt.cancel_reload()
             rt.begin_load()
         by_partition = {rt.partition: rt for rt in self.runtimes}
 
@@ -115,9 +172,64 @@ class GroupCoordinatorService:
             log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
                      self.state_topic.topic, records, done, len(self.runtimes))
 
+        # A shard whose record fails to load turns FAILED inside replay_raw/finish_load and
+        # ignores the rest of its partition; the load of the others goes on.
         await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
                                     lambda p, leo: by_partition[p].finish_load(leo), progress)
-        log.info("loaded %d state partitions in %.2fs", len(self.runtimes), time.monotonic() - started)
+        failed = [rt for rt in self.runtimes if rt.state is ShardState.FAILED]
+        log.info("loaded %d state partitions in %.2fs", len(self.runtimes) - len(failed),
+                 time.monotonic() - started)
+        if failed:
+            log.error("%d of %d state partitions of %s FAILED to load and do not serve (NOT_COORDINATOR): "
+                      "%s. Kafka also fails such a partition; to skip a bad record, inspect it with "
+                      "`kcoord offsets show` and restart with --config state.load.skip.corrupt.offsets=%s",
+                      len(failed), len(self.runtimes), self.state_topic.topic,
+                      ", ".join(f"partition {rt.partition} at offset {rt.failed_offset}" for rt in failed),
+                      ",".join(f"{rt.partition}:{rt.failed_offset}" for rt in failed
+                               if rt.failed_offset is not None) or "P:O")
+
+    def partition_available(self, partition: int) -> bool:
+        """True when the shard of this state-topic partition serves (False while it loads,
+        after it failed, or once unloaded). The gateway answers FindCoordinator with
+        COORDINATOR_NOT_AVAILABLE for the groups of an unavailable partition."""
+        return self.runtimes[partition].state is ShardState.ACTIVE
+
+    def failed_partitions(self) -> dict[int, int | None]:
+        """Partitions whose load failed on a record -> that record's offset."""
+        return {rt.partition: rt.failed_offset for rt in self.runtimes
+                if rt.state is ShardState.FAILED and rt.load_error is not None}
+
+    def state_topic_lost(self, reason: str) -> None:
+        """The state topic is gone (deleted, or a write failed for good). Every shard answers
+        its pending requests NOT_COORDINATOR, drops its in-memory state (which no log backs
+        any more: it must never be served) and stays unavailable until `reload_all`. Kafka
+        unloads a coordinator partition whose log it no longer leads the same way."""
+        log.error("STATE TOPIC LOST: %s (%s). Dropping the in-memory state of all %d shards; group "
+                  "APIs answer NOT_COORDINATOR until the topic is back and reloaded",
+                  self.state_topic.topic, reason, len(self.runtimes))
+        metrics.STATE_TOPIC_EVENTS.labels(event="lost").inc()
+        for rt in self.runtimes:
+            rt.unload(reason)
+
+    async def reload_all(self, reason: str) -> None:
+        """Drop all in-memory state and reload every shard from the log (the topic came back,
+        e.g. with a new topic id: a fresh cluster). If the upstream cannot be read, each shard
+        not yet loaded retries on its own with a bounded backoff."""
+        log.error("RELOADING ALL %d shards from state topic %s: %s. All in-memory group state is "
+                  "dropped; pending requests answer NOT_COORDINATOR", len(self.runtimes),
+                  self.state_topic.topic, reason)
+        metrics.STATE_TOPIC_EVENTS.labels(event="reload").inc()
+        for rt in self.runtimes:
+            rt.unload(reason)
+        async with self._lock():
+            try:
+                await self._load_all()
+            except Exception as e:
+                pending = [rt for rt in self.runtimes if rt.state is ShardState.LOADING]
+                log.error("reload of state topic %s failed (%r); %d shards retry on their own with "
+                          "backoff", self.state_topic.topic, e, len(pending))
+                for rt in pending:
+                    rt.start_reload()
 
     def close(self) -> None:
         for rt in self.runtimes:
@@ -254,6 +366,11 @@ class GroupCoordinatorService:
                 resp = await rt.run(lambda shard, now: shard.list_groups(ctx, req, now))
                 groups.extend(resp.groups)
             except ApiError as e:
+                if e.code == ErrorCode.not_coordinator:
+                    # Kafka's listGroups asks only its active partitions and maps
+                    # NOT_COORDINATOR to an empty list: a failed or unloaded shard is left out
+                    # instead of failing every listing.
+                    continue
                 error = e.code  # Kafka reports a loading coordinator rather than a partial list
         return build(mod.ListGroupsResponse, throttle_time=from_ms(0), error_code=error, groups=tuple(groups))
 

@@ -1,6 +1,7 @@
 """`kcoord offsets ...`: offline tools for `__consumer_offsets`-format logs.
 
     kcoord offsets dump      SOURCE... [--format jsonl|avro] [-o FILE]
+    kcoord offsets show      SOURCE... [--partition P] [--offset O] [--count N] [--json]
     kcoord offsets replay    SOURCE... [--json] [--group G] [--html FILE]
     kcoord offsets downgrade-check SOURCE... [--json] [--write-tombstones FILE [--apply]]
     kcoord offsets load      SOURCE... --to HOST:PORT [--state-topic T] [--state-partitions N]
@@ -39,6 +40,16 @@ def register(subparsers) -> None:
                    help="-o is a directory: one dump file per offsets-topic partition "
                         "(partition-<n>.jsonl|avro), the input the Spark job parallelises")
     d.set_defaults(func=cmd_dump)
+
+    sh = sub.add_parser("show", help="records at chosen offsets: raw key/value hex, decoded or the "
+                                     "error that stops them from loading")
+    _source_args(sh)
+    sh.add_argument("--offset", type=int, default=None, help="first offset to show (default: the start)")
+    sh.add_argument("--count", type=int, default=None,
+                    help="records to show (default 1 with --offset, else all)")
+    sh.add_argument("--json", action="store_true", help="one JSON object per record")
+    # A diagnosis tool reads past damage: it reports it and goes on.
+    sh.set_defaults(func=cmd_show, skip_corrupt=True)
 
     r = sub.add_parser("replay", help="materialise groups and offsets, like kafka-consumer-groups "
                                       "--describe")
@@ -134,8 +145,13 @@ class Source:
         if args.topic and args.bootstrap:
             from ops.live import TopicReader
             progress = Progress(None, "rec", progress_wanted(args.progress))
+            # `show` reads one partition from an offset; the other commands read everything.
+            selective = getattr(args, "offsets_command", None) == "show"
+            partitions = [args.partition] if selective and args.partition is not None else None
+            start = (args.offset or 0) if selective else 0
             try:
-                yield from TopicReader(args.bootstrap, args.topic).read(self.problems, progress)
+                yield from TopicReader(args.bootstrap, args.topic, partitions=partitions,
+                                       start_offset=start).read(self.problems, progress)
             finally:
                 progress.close()
 
@@ -194,6 +210,27 @@ def cmd_dump(args, problems: Problems) -> int:
     stats = total.as_dict()
     stats["problems"] = [p.as_dict() for p in problems.items]
     print(orjson.dumps(stats).decode(), file=sys.stderr)
+    return 0
+
+
+@_run
+def cmd_show(args, problems: Problems) -> int:
+    from ops.show import describe, render_text, select
+    count = args.count if args.count is not None else (1 if args.offset is not None else None)
+    shown = 0
+    for lb, r in select(Source(args, problems), args.partition, args.offset, count):
+        d = describe(lb, r, args.topic)
+        if args.json:
+            sys.stdout.buffer.write(orjson.dumps(d) + b"\n")
+        else:
+            sys.stdout.write(render_text(d))
+        shown += 1
+    sys.stdout.flush()
+    if not shown:
+        where = f"partition {args.partition}" if args.partition is not None else "the input"
+        print(f"kcoord offsets: no record in {where}"
+              + (f" at or after offset {args.offset}" if args.offset is not None else ""), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -4,7 +4,8 @@ aiokafka's consumer hides what replay needs (producer ids, transactional flags, 
 batches), so this sends Fetch requests itself through aiokafka's client, at
 READ_UNCOMMITTED, and walks the raw record batches of each response with
 `records.batch.iter_batches` (CRC checked). Partitions are read one after the other,
-from the log start offset up to the high watermark of the last response.
+from the log start offset (or `start_offset`, for `kcoord offsets show`) up to the high
+watermark of the last response.
 """
 from __future__ import annotations
 
@@ -45,8 +46,10 @@ def _skip_past(data: bytes, position: int) -> int | None:
 
 class TopicReader:
     def __init__(self, bootstrap: str, topic: str, *, partitions: list[int] | None = None,
-                 max_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord-offsets") -> None:
+                 max_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord-offsets",
+                 start_offset: int = 0) -> None:
         self.bootstrap, self.topic, self.max_bytes = bootstrap, topic, max_bytes
+        self.start_offset = start_offset
         self.partitions, self.client_id = partitions, client_id
         self.high_watermarks: dict[int, int] = {}
 
@@ -90,7 +93,7 @@ class TopicReader:
     def _read_partition(self, loop, client, leader: int, p: int, problems: Problems,
                         progress: Progress | None) -> Iterator[LogBatch]:
         source = f"{self.topic}-{p}"
-        offset = 0
+        offset = self.start_offset
         empty = 0
         while True:
             pr = self._fetch(loop, client, leader, p, offset)

@@ -30,6 +30,13 @@ class GroupService(Protocol):
         """The state-topic partition that owns ``group_id`` (Java abs(hashCode) % partitions)."""
         ...
 
+    def partition_available(self, partition: int) -> bool:
+        """Whether the shard of that state-topic partition serves: False while it loads, after
+        its load failed, or once it was unloaded (state topic lost). The gateway answers
+        FindCoordinator with COORDINATOR_NOT_AVAILABLE for the groups of such a partition, as
+        Kafka does for a coordinator partition that is not active. A cheap check."""
+        ...
+
     async def handle(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
         """Answer one request.
 

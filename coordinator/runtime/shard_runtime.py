@@ -11,6 +11,20 @@ Write path (reference §1.3):
    records, or, with no records, every earlier batch (`waitForPendingWrites`).
 If a write fails, every operation waiting on it fails with NOT_COORDINATOR and the
 shard reloads from the log, which holds exactly the acknowledged state.
+
+Shard states (Kafka's `CoordinatorState`; reference §1.1):
+- LOADING: replaying the log; group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+- ACTIVE: serving.
+- FAILED: a record did not load, or a write failed. A failed *load* stays failed: Kafka
+  leaves the partition FAILED until its leadership changes, and kcoord until the operator
+  restarts it (with `state.load.skip.corrupt.offsets` naming the record, or after fixing
+  the log). A failed *write* reloads at once, retrying with a bounded, jittered backoff
+  (0.1 s doubling to 5 s) while the upstream is down, so the shard comes back on its own.
+- UNLOADED: the state topic is gone (`GroupCoordinatorService.state_topic_lost`); the
+  in-memory state was dropped, because it must never be served without the log behind it.
+- CLOSED: shut down.
+Every state but ACTIVE and LOADING answers NOT_COORDINATOR (`withActiveContextOrThrow`).
+A load failure takes down only its own shard; the other shards load and serve.
 """
 from __future__ import annotations
 
@@ -19,6 +33,7 @@ import enum
 import heapq
 import itertools
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -26,9 +41,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from records import encode_key, encode_value
+from records import RecordDecodeError, UnknownRecordVersionError, encode_key, encode_value
 
 from ..group.bulk_replay import BulkReplay
+from ..group.consumer_group import IllegalStateError
 from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
@@ -44,10 +60,20 @@ class ShardState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
+    UNLOADED = "unloaded"
     CLOSED = "closed"
 
 
 _ACTIVE = ShardState.ACTIVE
+_LOADING = ShardState.LOADING
+
+# Reload after a failed write: first retry after RELOAD_BACKOFF_MIN_S, doubling up to
+# RELOAD_BACKOFF_MAX_S, each delay jittered by +-20 % so that the shards of a process do
+# not hit a recovering upstream in lockstep. One reload task per shard at most.
+RELOAD_BACKOFF_MIN_S = 0.1
+RELOAD_BACKOFF_MAX_S = 5.0
+# While the upstream stays down, a failed reload attempt is logged at most this often.
+RELOAD_LOG_INTERVAL_S = 60.0
 
 
 class _Batch:
@@ -86,16 +112,31 @@ def wall_ms() -> int:
 class ShardRuntime:
     def __init__(self, partition: int, make_shard: Callable[[int], GroupCoordinatorShard],
                  state_topic: StateTopic, *, write_timeout_ms: int = 5000,
-                 max_batch_bytes: int = 4 * 1024 * 1024, clock: Callable[[], int] = wall_ms) -> None:
+                 max_batch_bytes: int = 4 * 1024 * 1024, clock: Callable[[], int] = wall_ms,
+                 skip_offsets: frozenset[int] = frozenset(),
+                 sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.partition = partition
         self._make_shard = make_shard
         self.state_topic = state_topic
         self.write_timeout_s = write_timeout_ms / 1000
         self.max_batch_bytes = max_batch_bytes
         self.clock = clock
+        self._sleep = sleep
+        # Offsets of this partition the operator chose to skip if they fail to load
+        # (state.load.skip.corrupt.offsets); `skipped` holds the ones actually skipped.
+        self.skip_offsets = frozenset(skip_offsets)
+        self.skipped: set[int] = set()
+        self.load_error: BaseException | None = None
+        self.failed_offset: int | None = None
+        self.load_failures = 0
+        self.reload_attempts = 0
+        # Bumped whenever the shard's state is thrown away (reload, unload): a write that
+        # completes for an older generation must not touch the new one.
+        self.generation = 0
         self.state = ShardState.LOADING
+        metrics.set_shard_state(partition, self.state.value)
         self.shard = make_shard(partition)
-        self._loader = BulkReplay(self.shard, topic=state_topic.topic, partition=partition)
+        self._loader = self._new_loader()
         self.next_offset = 0
         self._current: _Batch | None = None
         self._sealed: deque[_Batch] = deque()
@@ -109,44 +150,112 @@ class ShardRuntime:
         self._reload_task: asyncio.Task | None = None
 
     # --------------------------------------------------------------- loading
-    def begin_load(self) -> None:
-        self.state = ShardState.LOADING
+    def _set_state(self, state: ShardState) -> None:
+        if state is not self.state:
+            self.state = state
+            metrics.set_shard_state(self.partition, state.value)
+
+    def _new_loader(self) -> BulkReplay:
+        return BulkReplay(self.shard, topic=self.state_topic.topic, partition=self.partition,
+                          on_error=self._on_bad_record)
+
+    def begin_load(self) -> int:
+        """Start replaying from scratch; returns the load's generation."""
+        self.generation += 1
         self.shard = self._make_shard(self.partition)
-        self._loader = BulkReplay(self.shard, topic=self.state_topic.topic, partition=self.partition)
+        self._loader = self._new_loader()
+        self.load_error = self.failed_offset = None
+        self.skipped = set()
+        self._set_state(ShardState.LOADING)
+        return self.generation
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
-        self._loader.add(key, value, offset)
+        if self.state is not _LOADING:
+            return  # the load failed (or the shard was unloaded): the rest is not replayed
+        try:
+            self._loader.add(key, value, offset)
+        except Exception as e:
+            self._load_failed(e, offset)
+
+    def _on_bad_record(self, error: Exception, source: object, position: object, offset: int) -> None:
+        """BulkReplay's hook for a record that does not decode or contradicts the state.
+        Kafka fails the load (`UnknownRecordVersionException` is not caught, reference
+        §1.4); kcoord does the same unless the operator listed exactly this record."""
+        if offset not in self.skip_offsets:
+            raise error
+        self.skipped.add(offset)
+        metrics.LOAD_SKIPPED.labels(partition=str(self.partition)).inc()
+        log.warning("shard %d: SKIPPED the record at topic %s, partition %d, offset %d, as "
+                    "state.load.skip.corrupt.offsets=%d:%d asks: %s", self.partition,
+                    self.state_topic.topic, self.partition, offset, self.partition, offset, error)
+
+    def _load_failed(self, error: BaseException, offset: int | None) -> None:
+        """The shard cannot be loaded: drop what was replayed so far (it must never be
+        served) and stay FAILED. Kafka does the same and keeps the partition failed until
+        its leadership changes; kcoord until the operator restarts it."""
+        where = getattr(error, "offset", None)
+        if where is None:
+            where = offset
+        self.load_error, self.failed_offset = error, where
+        self.load_failures += 1
+        self._cancel_all_timers()
+        self.shard = self._make_shard(self.partition)
+        self._loader = self._new_loader()
+        self._set_state(ShardState.FAILED)
+        metrics.LOAD_FAILURES.labels(partition=str(self.partition)).inc()
+        decode_error = isinstance(error, (RecordDecodeError, UnknownRecordVersionError, IllegalStateError))
+        hint = "" if where is None else (
+            f"; to skip that record, restart with --config state.load.skip.corrupt.offsets="
+            f"{self.partition}:{where} (inspect it with `kcoord offsets show --bootstrap HOST:PORT "
+            f"--topic {self.state_topic.topic} --partition {self.partition} --offset {where}`)")
+        log.error("shard %d FAILED to load: topic %s, partition %d, offset %s: %s: %s. Its groups "
+                  "answer NOT_COORDINATOR until kcoord is restarted%s", self.partition,
+                  self.state_topic.topic, self.partition, "?" if where is None else where,
+                  type(error).__name__, error, hint, exc_info=None if decode_error else error)
 
     def finish_load(self, log_end_offset: int) -> None:
-        self._loader.flush()
+        if self.state is not _LOADING:
+            return  # failed (already logged) or unloaded meanwhile
+        try:
+            self._loader.flush()
+        except Exception as e:
+            self._load_failed(e, None)
+            return
         self.next_offset = log_end_offset
-        self.state = ShardState.ACTIVE
+        self._set_state(ShardState.ACTIVE)
         self._apply_timers(self.shard.on_loaded(self.clock()))
         unknown = dict(self.shard.unknown_record_types)
         log.info("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
                  len(self.shard.groups), log_end_offset,
                  f", skipped unknown record types {unknown}" if unknown else "")
-        metrics.SHARD_STATE.labels(partition=str(self.partition)).set(1)
+        for offset in sorted(self.skip_offsets - self.skipped):
+            # Nothing is skipped silently, and an entry that did not apply is worth knowing:
+            # the operator may have named the wrong record.
+            log.warning("shard %d: state.load.skip.corrupt.offsets lists %d:%d, but that record "
+                        "%s; nothing was skipped there", self.partition, self.partition, offset,
+                        "loaded normally (or was compacted away)" if offset < log_end_offset
+                        else f"is beyond the end of the log ({log_end_offset})")
 
     async def reload(self) -> None:
+        """Reload this shard alone from its partition. Raises if the upstream cannot be read;
+        a record that fails to load leaves the shard FAILED instead."""
         self._cancel_all_timers()
-        self.begin_load()
-        metrics.SHARD_STATE.labels(partition=str(self.partition)).set(0)
+        generation = self.begin_load()
         loaded: list[int] = []
         await self.state_topic.load([self.partition], lambda p, o, k, v: self.replay_raw(o, k, v),
                                     lambda p, leo: loaded.append(leo))
-        self.finish_load(loaded[0])
+        if generation == self.generation:
+            self.finish_load(loaded[0])
 
     # ------------------------------------------------------------ operations
     def check_active(self) -> None:
         if self.state is _ACTIVE:
             return
-        if self.state is ShardState.LOADING:
+        if self.state is _LOADING:
             raise ApiError(ErrorCode.coordinator_load_in_progress,
                            f"The coordinator of state partition {self.partition} is loading.")
-        if self.state is not ShardState.ACTIVE:
-            raise ApiError(ErrorCode.not_coordinator,
-                           f"The coordinator of state partition {self.partition} is not active.")
+        raise ApiError(ErrorCode.not_coordinator,
+                       f"The coordinator of state partition {self.partition} is {self.state.value}.")
 
     async def run(self, op: Operation) -> Any:
         """Run a read or write operation and return its response once it is durable."""
@@ -246,15 +355,20 @@ class ShardRuntime:
 
     async def _write(self, batch: _Batch) -> None:
         started = time.perf_counter()
+        generation = self.generation
         try:
             base = await self.state_topic.append(self.partition, batch.records, self.clock())
         except Exception as e:
+            if generation != self.generation:
+                return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
             log.error("shard %d: write of %d records failed: %r", self.partition, len(batch.records), e)
             self._inflight = None
             self._fail(e, batch)
             return
         metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
         metrics.RECORDS_WRITTEN.inc(len(batch.records))
+        if generation != self.generation:
+            return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
         self._inflight = None
         if base != batch.base_offset:
             # Someone else wrote to our partition: our in-memory offsets are wrong. Kafka
@@ -268,7 +382,15 @@ class ShardRuntime:
 
     def _fail(self, error: Exception, batch: _Batch | None = None, landed: bool = False) -> None:
         """Fail every waiter whose result is not known to be durable, and reload."""
-        exc = ApiError(ErrorCode.not_coordinator, f"The write to state partition {self.partition} failed.")
+        self._drop_pending(f"The write to state partition {self.partition} failed.", batch, landed)
+        self.generation += 1
+        self._set_state(ShardState.FAILED)
+        self.start_reload()
+
+    def _drop_pending(self, message: str, batch: _Batch | None = None, landed: bool = False) -> None:
+        """Answer every waiter NOT_COORDINATOR (Kafka fails the current batch and the
+        deferred events so on unload) and forget the batches and timers."""
+        exc = ApiError(ErrorCode.not_coordinator, message)
         for b in (batch, self._inflight, *self._sealed, self._current):
             if b is not None and not b.done.done():
                 if landed and b is batch:
@@ -279,21 +401,61 @@ class ShardRuntime:
         self._inflight = self._current = None
         self._sealed.clear()
         self._fail_parked()
-        self.state = ShardState.FAILED
         self._cancel_all_timers()
+
+    def start_reload(self) -> None:
+        """Reload in the background until it succeeds (one task per shard, never more)."""
         if self._reload_task is None or self._reload_task.done():
             self._reload_task = asyncio.get_running_loop().create_task(self._reload_after_failure())
 
+    def cancel_reload(self) -> None:
+        task, self._reload_task = self._reload_task, None
+        if task is not None and not task.done():
+            task.cancel()
+
     async def _reload_after_failure(self) -> None:
-        delay = 0.1
-        while self.state is not ShardState.CLOSED:
+        """Reload with a bounded, jittered exponential backoff: an upstream that is down is
+        retried every few seconds, never in a hot loop, and the shard comes back on its own
+        once the upstream answers. A record that fails to load ends the retries (the shard
+        stays FAILED: retrying cannot change the log)."""
+        delay = RELOAD_BACKOFF_MIN_S
+        last_logged = float("-inf")
+        failures = 0
+        while self.state is not ShardState.CLOSED and self.state is not ShardState.UNLOADED:
+            self.reload_attempts += 1
             try:
                 await self.reload()
-                return
+            except asyncio.CancelledError:
+                raise
             except Exception as e:
-                log.error("shard %d: reload failed (%r); retrying in %.1fs", self.partition, e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                failures += 1
+                now = time.monotonic()
+                if now - last_logged >= RELOAD_LOG_INTERVAL_S:
+                    last_logged = now
+                    log.error("shard %d: reload from topic %s failed (%r), attempt %d; retrying with "
+                              "backoff up to %.0fs (logged at most once a minute)", self.partition,
+                              self.state_topic.topic, e, failures, RELOAD_BACKOFF_MAX_S)
+                if self.state is _LOADING:
+                    # Not serving a half-loaded shard: NOT_COORDINATOR until the next attempt.
+                    self.shard = self._make_shard(self.partition)
+                    self._set_state(ShardState.FAILED)
+                await self._sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, RELOAD_BACKOFF_MAX_S)
+                continue
+            if failures and self.state is _ACTIVE:
+                log.warning("shard %d: reloaded after %d failed attempts", self.partition, failures)
+            return
+
+    def unload(self, reason: str) -> None:
+        """Drop everything this shard holds and stop serving (Kafka's unload: CLOSED, pending
+        events failed with NOT_COORDINATOR). Only a load brings it back."""
+        self.cancel_reload()
+        self.generation += 1
+        self._drop_pending(f"The coordinator of state partition {self.partition} was unloaded: {reason}.")
+        self.shard = self._make_shard(self.partition)
+        self._loader = self._new_loader()
+        self.next_offset = 0
+        self._set_state(ShardState.UNLOADED)
 
     # ----------------------------------------------------------------- timers
     def _apply_timers(self, ops) -> None:
@@ -365,6 +527,7 @@ class ShardRuntime:
         self._parked.clear()
 
     def close(self) -> None:
-        self.state = ShardState.CLOSED
+        self.cancel_reload()
+        self._set_state(ShardState.CLOSED)
         self._fail_parked()
         self._cancel_all_timers()
