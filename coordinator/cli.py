@@ -46,6 +46,7 @@ def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
 
 # `kcoord serve` exits with this when its embedded broker died: a supervisor restarts both.
 EXIT_EMBEDDED_BROKER_EXITED = 3
+EXIT_BAD_CONFIG = 2   # a --config value kcoord refuses (named in the log)
 SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the exit
 
 
@@ -99,14 +100,18 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     from .gateway.gateway import Gateway
     from .runtime.metrics import register_group_collector
     from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
-    from .service import GroupCoordinatorService
+    from .service import GroupCoordinatorService, SkipOffsetsError
 
     config = _config_from_args(args)
     state_topic = parts["state_topic"] = StateTopic(
         upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
         replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes)
     await state_topic.start()
-    service = parts["service"] = GroupCoordinatorService(config, state_topic)
+    try:
+        service = parts["service"] = GroupCoordinatorService(config, state_topic)
+    except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
+        log.error("%s", e)
+        return EXIT_BAD_CONFIG
     gateway = parts["gateway"] = Gateway(service, upstream, args.listen, config.state_topic,
                                          max_frame_size=config.socket_request_max_bytes, config=config,
                                          advertised_host=args.advertised_host,
@@ -124,7 +129,12 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
     await service.start()
-    print(f"kcoord ready: {len(service.runtimes)} shards loaded from {config.state_topic}", flush=True)
+    failed = service.failed_partitions()
+    loaded = len(service.runtimes) - len(failed)
+    print(f"kcoord ready: {loaded} shards loaded from {config.state_topic}"
+          + (f", {len(failed)} FAILED (partition:offset "
+             + ",".join(f"{p}:{o}" for p, o in sorted(failed.items())) + "; see the log)" if failed else ""),
+          flush=True)
     await stop.wait()
     return 0
 

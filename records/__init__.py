@@ -3,6 +3,11 @@
 Keys/values of record types 0-8 and 16 as Kafka 4.3 writes and reads them
 (kafka-coordinator.md §2); other types decode to `UnknownRecord` (KIP-915).
 Record batches: see `records.batch` (thin helpers over aiokafka.record).
+
+Decoding is bounded (every length is checked against the bytes left before
+anything is allocated) and raises only `DECODE_ERRORS`. Bytes after a key or
+value struct are ignored as Kafka ignores them; such records are counted in
+`TRAILING_BYTES` and logged (rate-limited).
 """
 
 from records.codec import (
@@ -21,17 +26,21 @@ from records.schemas import (
     MemberMetadata, OffsetCommitKey, OffsetCommitValue, PartitionMetadata, TopicMetadata,
     TopicPartitions,
 )
+from records._trailing import TRAILING_BYTES
 from records.types import (
     CoordinatorRecord, RecordDecodeError, RecordEncodeError, RecordType, UnknownRecord,
     UnknownRecordTypeError, UnknownRecordVersionError,
 )
+
+# What `decode_record` may raise on bad bytes: anything else is a bug in the codec.
+DECODE_ERRORS = (RecordDecodeError, UnknownRecordVersionError)
 
 __all__ = [
     "RecordType", "CoordinatorRecord", "UnknownRecord",
     "encode_key", "encode_value", "encode_record", "decode_record", "decode_key", "decode_value",
     "latest_value_version",
     "UnknownRecordVersionError", "UnknownRecordTypeError", "RecordDecodeError",
-    "RecordEncodeError", "ZERO_UUID",
+    "RecordEncodeError", "ZERO_UUID", "DECODE_ERRORS", "TRAILING_BYTES",
     "LegacyOffsetCommitKey", "LegacyOffsetCommitValue", "OffsetCommitKey", "OffsetCommitValue",
     "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",

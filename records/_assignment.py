@@ -16,7 +16,7 @@ from __future__ import annotations
 from records._classic import check_end
 from records._wire import (
     LOW_LEVEL, UUID_CACHE, FieldError, Malformed, array_len, expect_end, int32_array,
-    int32_struct, nested, pack_b, pack_i, reason_of, tagged_field, unknown_tags, unpack_b,
+    int32_struct, nested, pack_b, pack_i, reason_of, tag_count, tagged_field, unknown_tags, unpack_b,
     unpack_i, uuid_, uv, uvarint, w_array_len, w_int32s, w_tags,
 )
 from records.schemas import (
@@ -66,11 +66,20 @@ def _decode_topic_partitions(b: bytes, pos: int, with_epochs: bool) -> tuple[Top
                 p += 4 * count - 3
             else:
                 count, p = uvarint(b, p)
-                epochs = int32_struct(count - 1).unpack_from(b, p)
-                p += 4 * (count - 1)
+                count -= 1
+                # Checked before building a struct of `count` ints: a length bomb here
+                # would otherwise allocate gigabytes.
+                if 4 * count > min(end, len(b)) - p:
+                    raise Malformed(f"{count} epochs cannot fit in the {min(end, len(b)) - p} "
+                                    "bytes of the tagged field")
+                if count < 0:
+                    epochs = None  # a non-minimal varint 0: null, as Kafka reads it
+                else:
+                    epochs = int32_struct(count).unpack_from(b, p)
+                    p += 4 * count
             expect_end(p, end, "tagged field AssignmentEpochs")
             return TopicPartitions(topic_id, partitions, epochs, ()), end
-        n, pos = uvarint(b, pos)
+        n, pos = tag_count(b, pos)
         raw = []
         for _ in range(n):
             tag, start, end = tagged_field(b, pos)
@@ -89,8 +98,11 @@ def _decode_topic_partitions(b: bytes, pos: int, with_epochs: bool) -> tuple[Top
                     count -= 1
                     if 4 * count > end - pos:
                         raise Malformed(f"{count} epochs cannot fit in {end - pos} bytes")
-                    epochs = int32_struct(count).unpack_from(b, pos)
-                    pos += 4 * count
+                    if count < 0:
+                        epochs = None  # a non-minimal varint 0: null, as Kafka reads it
+                    else:
+                        epochs = int32_struct(count).unpack_from(b, pos)
+                        pos += 4 * count
                 expect_end(pos, end, "tagged field AssignmentEpochs")
                 f = "(tagged fields)"
             else:

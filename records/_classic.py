@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 
 from records._wire import (
-    LOW_LEVEL, UUID_CACHE, FieldError, array_len, bytes_, cbytes, cnstring, cstring,
-    expect_end, nested, nstring, pack_h, pack_i, pack_q, reason_of, string, tagged_field,
-    unknown_tags, unpack_i, unpack_q, uuid_, uvarint, w_array_len, w_bytes, w_cbytes,
+    LOW_LEVEL, UUID_CACHE, FieldError, TrailingBytes, array_len, bytes_, cbytes, cnstring, cstring,
+    expect_end, nested, nstring, pack_h, pack_i, pack_q, reason_of, string, tag_count,
+    tagged_field, unknown_tags, unpack_i, unpack_q, uuid_, w_array_len, w_bytes, w_cbytes,
     w_cnstring, w_cstring, w_nstring, w_string, w_tags,
 )
 from records.schemas import (
@@ -23,8 +23,10 @@ from records.schemas import (
 
 
 def check_end(b: bytes, pos: int) -> None:
+    """The struct ended at `pos`. Bytes after it are not an error (Kafka's readers ignore
+    them); `TrailingBytes` tells the codec to decode `b[:pos]` and count the record."""
     if pos != len(b):
-        raise FieldError("(end of struct)", pos, f"{len(b) - pos} unexpected trailing bytes")
+        raise TrailingBytes(pos, len(b))
 
 
 # --- LegacyOffsetCommitValue (type 0, v0) -----------------------------------
@@ -132,7 +134,7 @@ def decode_offset_commit_v4(b: bytes) -> OffsetCommitValue:
         if ntags == 0:
             pos += 1
         else:
-            ntags, pos = uvarint(b, pos)
+            ntags, pos = tag_count(b, pos)
             for _ in range(ntags):
                 tag, start, end = tagged_field(b, pos)
                 if tag == 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from records._classic import check_end
 from records._wire import (
     LOW_LEVEL, FieldError, array_len, cbytes, cnstring, cstring, expect_end, nested, pack_i,
-    pack_q, reason_of, string_array, tagged_field, unknown_tags, unpack_i, unpack_q, uuid_,
+    pack_q, reason_of, string_array, tag_count, tagged_field, unknown_tags, unpack_i, unpack_q, uuid_,
     uvarint, w_array_len, w_cbytes, w_cnstring, w_cstring, w_string_array, w_tags,
 )
 from records.schemas import (
@@ -30,7 +30,7 @@ def _tag_loop(b: bytes, pos: int, on_known) -> tuple[tuple[tuple[int, bytes], ..
     """Read a tag section; `on_known(tag, start, end)` returns True if it consumed the tag."""
     if b[pos] == 0:
         return (), pos + 1
-    n, pos = uvarint(b, pos)
+    n, pos = tag_count(b, pos)
     unknown = []
     for _ in range(n):
         tag, start, end = tagged_field(b, pos)

@@ -1,8 +1,17 @@
 """Kafka message-schema primitives: classic and flexible (KIP-482) encodings.
 
 Readers take `(buf, pos)` and return `(value, new_pos)`; they raise
-`Malformed` (or let `struct.error`/`IndexError` escape) and the struct
-decoders turn that into a `FieldError` naming the field and its start byte.
+`Malformed` (or let `struct.error`/`IndexError` escape at the end of the
+buffer) and the struct decoders turn that into a `FieldError` naming the field
+and its start byte.
+
+Bounded reading: a record comes from a log anybody with produce access could
+have written, so every length and count is checked against the bytes left
+*before* anything is allocated or sliced (Kafka's readers do the same: "Tried to
+allocate a collection of size N, but there are only M bytes remaining"). Null
+(-1 / compact 0) is only accepted where the schema says nullable; any other
+negative length is malformed. Varints longer than 5 bytes or wider than 32 bits
+are malformed (Kafka reads them into a Java int).
 Writers append to a bytearray.
 """
 
@@ -41,6 +50,19 @@ class FieldError(Exception):
         self.field, self.position, self.reason = field, position, reason
 
 
+class TrailingBytes(FieldError):
+    """The struct was complete at byte `end`, but the buffer goes on.
+
+    Kafka's generated readers stop at the end of the struct and ignore the
+    rest, so the codec decodes `buf[:end]` again, counts and warns
+    (records/_trailing.py) instead of failing the load.
+    """
+
+    def __init__(self, end: int, total: int) -> None:
+        super().__init__("(end of struct)", end, f"{total - end} unexpected trailing bytes")
+        self.end = end
+
+
 LOW_LEVEL = (Malformed, struct.error, IndexError, UnicodeDecodeError, OverflowError)
 
 
@@ -74,6 +96,9 @@ def uvarint(b: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 28:
             raise Malformed("unsigned varint longer than 5 bytes")
+        if shift == 28 and b[pos] > 0x0F:
+            # The 5th byte may only carry the 4 bits left of a 32-bit int.
+            raise Malformed("unsigned varint does not fit in 32 bits")
 
 
 def _need(b: bytes, end: int, what: str, n: int) -> None:
@@ -81,10 +106,16 @@ def _need(b: bytes, end: int, what: str, n: int) -> None:
         raise Malformed(f"{what} of {n} bytes overruns the buffer (ends at byte {len(b)})")
 
 
+def _bad_length(n: int, kind: str) -> Malformed:
+    if n == -1:
+        return Malformed(f"non-nullable {kind} is null")
+    return Malformed(f"negative {kind} length {n}")
+
+
 def string(b: bytes, pos: int) -> tuple[str, int]:
     n = unpack_h(b, pos)[0]
     if n < 0:
-        raise Malformed("non-nullable string is null")
+        raise _bad_length(n, "string")
     pos += 2
     end = pos + n
     _need(b, end, "string", n)
@@ -106,7 +137,7 @@ def nstring(b: bytes, pos: int) -> tuple[str | None, int]:
 def bytes_(b: bytes, pos: int) -> tuple[bytes, int]:
     n = unpack_i(b, pos)[0]
     if n < 0:
-        raise Malformed("non-nullable bytes field is null")
+        raise _bad_length(n, "bytes field")
     pos += 4
     end = pos + n
     _need(b, end, "bytes", n)
@@ -150,7 +181,7 @@ def array_len(b: bytes, pos: int, flexible: bool, min_item: int = 1) -> tuple[in
     else:
         n = unpack_i(b, pos)[0]
         if n < 0:
-            raise Malformed("non-nullable array is null")
+            raise _bad_length(n, "array")
         pos += 4
     if n * min_item > len(b) - pos:
         raise Malformed(f"array of {n} elements cannot fit in the {len(b) - pos} bytes left")
@@ -176,7 +207,8 @@ def int32_array(b: bytes, pos: int, flexible: bool) -> tuple[tuple[int, ...], in
 
 
 def string_array(b: bytes, pos: int, flexible: bool) -> tuple[tuple[str, ...], int]:
-    n, pos = array_len(b, pos, flexible)
+    # Each element takes at least its length: 1 byte compact, 2 bytes classic.
+    n, pos = array_len(b, pos, flexible, 1 if flexible else 2)
     read = cstring if flexible else string
     out = []
     for _ in range(n):
@@ -206,6 +238,15 @@ def uuid_(b: bytes, pos: int) -> tuple[uuid.UUID, int]:
     return u, end
 
 
+def tag_count(b: bytes, pos: int) -> tuple[int, int]:
+    """Number of tagged fields in a tag section, bounded by the bytes left (each tagged
+    field takes at least 2 bytes: its tag and its size)."""
+    n, pos = uvarint(b, pos)
+    if 2 * n > len(b) - pos:
+        raise Malformed(f"{n} tagged fields cannot fit in the {len(b) - pos} bytes left")
+    return n, pos
+
+
 def tagged_field(b: bytes, pos: int) -> tuple[int, int, int]:
     """Header of one tagged field: (tag, data_start, data_end)."""
     tag, pos = uvarint(b, pos)
@@ -219,7 +260,7 @@ def unknown_tags(b: bytes, pos: int) -> tuple[tuple[tuple[int, bytes], ...], int
     """A tag section of a struct that has no known tagged fields."""
     if b[pos] == 0:
         return (), pos + 1
-    n, pos = uvarint(b, pos)
+    n, pos = tag_count(b, pos)
     out = []
     for _ in range(n):
         tag, start, pos = tagged_field(b, pos)

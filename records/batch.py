@@ -10,6 +10,7 @@ and CRC errors with their byte position, and the control-record marker.
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterator, Sequence
@@ -18,6 +19,20 @@ from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatch
 from aiokafka.record.util import calc_crc32c
+
+try:  # the snappy/lz4/zstd codecs aiokafka uses raise their own error type
+    from cramjam import DecompressionError as _CodecError
+except ImportError:  # pragma: no cover - cramjam is a dependency
+    class _CodecError(Exception):  # type: ignore[no-redef]
+        pass
+
+# What reading a corrupt batch's records may raise: aiokafka's own errors, a codec's
+# (gzip: OSError/EOFError/zlib.error; cramjam: DecompressionError), the low-level
+# errors of a record whose varints or lengths overrun the batch, and SystemError, which
+# aiokafka's Cython legacy reader raises for a negative key/value length other than -1
+# ("Negative size passed to PyBytes_FromStringAndSize"; found by fuzz/atheris_records.py).
+_RECORD_READ_ERRORS = (CorruptRecordException, UnsupportedCodecError, ValueError, IndexError,
+                       struct.error, OSError, EOFError, zlib.error, _CodecError, SystemError)
 
 # Magic v2 batch header (Kafka's DefaultRecordBatch): the offsets we patch.
 _LOG_OVERHEAD = 12          # baseOffset int64 + length int32
@@ -150,16 +165,18 @@ def iter_batches(buffer: bytes | bytearray | memoryview, *, check_crc: bool = Tr
 
 
 def _read_batch(data: bytes, pos: int, magic: int, check_crc: bool) -> RecordBatch:
-    batch = DefaultRecordBatch(data)
+    try:
+        batch = DefaultRecordBatch(data)
+    except _RECORD_READ_ERRORS as e:
+        raise CorruptBatchError(pos, f"cannot read its header: {type(e).__name__}: {e}") from e
     if check_crc and not batch.validate_crc():
         computed = calc_crc32c(data[_ATTRIBUTES_AT:])
         raise CorruptBatchError(pos, f"CRC mismatch: stored {batch.crc:#010x}, "
                                      f"computed {computed:#010x}")
     try:
         records = list(batch)
-    except (CorruptRecordException, UnsupportedCodecError, ValueError, IndexError,
-            struct.error, OSError, EOFError) as e:
-        raise CorruptBatchError(pos, f"cannot read its records: {e}") from e
+    except _RECORD_READ_ERRORS as e:
+        raise CorruptBatchError(pos, f"cannot read its records: {type(e).__name__}: {e}") from e
     control_type = None
     if batch.is_control_batch:
         if len(records) != 1 or records[0].key is None or len(records[0].key) < 4:
@@ -174,14 +191,14 @@ def _read_batch(data: bytes, pos: int, magic: int, check_crc: bool) -> RecordBat
 
 def _read_legacy(data: bytes, pos: int, magic: int, check_crc: bool) -> RecordBatch:
     """Magic 0/1 message sets: read-only, for logs older than Kafka 0.11."""
-    batch = LegacyRecordBatch(data, magic)
-    if check_crc and not batch.validate_crc():
-        raise CorruptBatchError(pos, "CRC mismatch in a legacy message")
     try:
+        # aiokafka reads (and bounds-checks) the first message in the constructor.
+        batch = LegacyRecordBatch(data, magic)
+        if check_crc and not batch.validate_crc():
+            raise CorruptBatchError(pos, "CRC mismatch in a legacy message")
         records = list(batch)
-    except (CorruptRecordException, UnsupportedCodecError, ValueError, IndexError,
-            struct.error, OSError, EOFError) as e:
-        raise CorruptBatchError(pos, f"cannot read its records: {e}") from e
+    except _RECORD_READ_ERRORS as e:
+        raise CorruptBatchError(pos, f"cannot read its records: {type(e).__name__}: {e}") from e
     if not records:
         raise CorruptBatchError(pos, "legacy message set without records")
     compression = data[_LOG_OVERHEAD + 5] & 0x07  # attributes byte after crc(4)+magic(1)

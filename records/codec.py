@@ -17,9 +17,10 @@ from typing import Any, Callable
 from records import _assignment as asg
 from records import _classic as cl
 from records import _consumer as cg
+from records._trailing import TRAILING_BYTES
 from records._wire import (
-    LOW_LEVEL, MAX_STRING, UUID_CACHE, FieldError, pack_h, pack_i, reason_of, string, unpack_h,
-    unpack_i, w_string,
+    LOW_LEVEL, MAX_STRING, UUID_CACHE, FieldError, TrailingBytes, pack_h, pack_i, reason_of,
+    string, unpack_h, unpack_i, w_string,
 )
 from records.schemas import (
     ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
@@ -133,7 +134,14 @@ def _offset_commit_key_fast(b: bytes) -> OffsetCommitKey | None:
 
 def decode_key(data: bytes, *, topic: str | None = None, partition: int | None = None,
                offset: int | None = None) -> Any:
-    """The key dataclass; UnknownRecordTypeError for a type this codec does not know."""
+    """The key dataclass; UnknownRecordTypeError for a type this codec does not know.
+    Bytes after the key struct are ignored, counted and logged (records/_trailing.py)."""
+    return _decode_key(data, topic, partition, offset)[0]
+
+
+def _decode_key(data: bytes, topic: str | None, partition: int | None,
+                offset: int | None) -> tuple[Any, bool]:
+    """(key, whether it had trailing bytes)."""
     b = data if type(data) is bytes else bytes(data or b"")
     if len(b) < 2:
         raise RecordDecodeError(None, "record key", "type", 0, f"key is {len(b)} bytes; "
@@ -142,12 +150,19 @@ def decode_key(data: bytes, *, topic: str | None = None, partition: int | None =
     rtype = unpack_h(b, 0)[0]
     if rtype not in _KEY_LAYOUTS:
         raise UnknownRecordTypeError(rtype)
+    decoder = _KEY_DECODERS[rtype]
     try:
         if rtype == 1:
             key = _offset_commit_key_fast(b)
             if key is not None:
-                return key
-        return _KEY_DECODERS[rtype](b)
+                return key, False
+        return decoder(b), False
+    except TrailingBytes as e:
+        # Kafka's key readers stop at the end of the struct: so does this one.
+        key = decoder(b[:e.end])
+        TRAILING_BYTES.note(_KEY_LAYOUTS[rtype][0].__name__, "key", len(b) - e.end, topic,
+                            partition, offset)
+        return key, True
     except FieldError as e:
         raise RecordDecodeError(rtype, _KEY_LAYOUTS[rtype][0].__name__, e.field, e.position,
                                 e.reason, part="key", topic=topic, partition=partition,
@@ -293,6 +308,13 @@ def decode_value(record_type: int, data: bytes | None, *, topic: str | None = No
                                         partition=partition, offset=offset)
     try:
         return decoder(b), version
+    except TrailingBytes as e:
+        # Kafka's value readers stop at the end of the struct and load the record: decode
+        # the struct alone (it ended at e.end), count it and warn.
+        value = decoder(b[:e.end])
+        TRAILING_BYTES.note(_value_schema(record_type), "value", len(b) - e.end, topic,
+                            partition, offset)
+        return value, version
     except FieldError as e:
         raise RecordDecodeError(record_type, _value_schema(record_type), e.field, e.position,
                                 e.reason, version=version, topic=topic, partition=partition,
@@ -321,6 +343,7 @@ def decode_record(key: bytes, value: bytes | None, *, topic: str | None = None,
         if len(key) < 2:
             decode_key(key, topic=topic, partition=partition, offset=offset)  # raises
         rtype = unpack_h(key, 0)[0]
+        trailing = False
         if rtype == 1:
             k = _offset_commit_key_fast(key)
         if k is None:
@@ -330,10 +353,13 @@ def decode_record(key: bytes, value: bytes | None, *, topic: str | None = None,
             try:
                 k = decoder(key)
             except FieldError:
-                decode_key(key, topic=topic, partition=partition, offset=offset)  # raises
-        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
-            _KEY_CACHE.clear()
-        _KEY_CACHE[key] = k
+                # Raises, or returns a key that had trailing bytes: not cached, so that
+                # every record carrying it is counted.
+                k, trailing = _decode_key(key, topic, partition, offset)
+        if not trailing:
+            if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+                _KEY_CACHE.clear()
+            _KEY_CACHE[key] = k
     if value is None:
         return CoordinatorRecord(k, None, 0)
     rtype = k.record_type
@@ -342,7 +368,7 @@ def decode_record(key: bytes, value: bytes | None, *, topic: str | None = None,
         try:
             return CoordinatorRecord(k, cl.decode_offset_commit_v4(value), 4)
         except FieldError:
-            pass  # decode_value below re-raises it with the record's context
+            pass  # decode_value below re-raises it (or ignores trailing bytes) with context
     v, version = decode_value(rtype, value, topic=topic, partition=partition, offset=offset)
     return CoordinatorRecord(k, v, version)
 
@@ -391,10 +417,12 @@ def decode_offset_commit_key(key: bytes, *, topic: str | None = None, partition:
     """The key of an offset commit (types 0 and 1) through the key cache."""
     k = _KEY_CACHE.get(key)
     if k is None:
-        k = _offset_commit_key_fast(key) if key[1] == 1 else None
+        k = _offset_commit_key_fast(key) if len(key) >= 2 and key[1] == 1 else None
+        trailing = False
         if k is None:
-            k = decode_key(key, topic=topic, partition=partition, offset=offset)
-        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
-            _KEY_CACHE.clear()
-        _KEY_CACHE[key] = k
+            k, trailing = _decode_key(key, topic, partition, offset)
+        if not trailing:
+            if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+                _KEY_CACHE.clear()
+            _KEY_CACHE[key] = k
     return k

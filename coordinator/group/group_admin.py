@@ -93,7 +93,9 @@ def describe_consumer_group(shard: GroupCoordinatorShard, mod, group_id: str, in
             mod.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=tuple(m.subscribed_topic_names),
-            subscribed_topic_regex=m.subscribed_topic_regex or None,
+            # Kafka's `asConsumerGroupDescribeMember` returns the member's regex as is, and a
+            # ConsumerGroupMember's default is "" (never null) for a member subscribed by names.
+            subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_described_assignment(mod, image, m.assigned_partitions),
             target_assignment=_described_assignment(mod, image, group.target_of(m.member_id)),
             member_type=0 if m.uses_classic_protocol else 1))

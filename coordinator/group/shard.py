@@ -236,14 +236,16 @@ class GroupCoordinatorShard:
         changed = False
         new_resolved = dict(group.resolved_regexes)
         topic_names = list(self.image.topics_by_name)
+        excluded = regexes.excluded_topics(self.config)  # never the state topic
         for regex in group.regex_subscribers:
             try:
-                topics = regexes.resolve(regex, topic_names)
+                topics = regexes.resolve(regex, topic_names, excluded)
             except ApiError:
                 continue
             resolved = ResolvedRegularExpression(topics, self.image.version, now_ms)
-            old = group.resolved_regexes.get(regex)
-            changed |= old is None or old.topics != topics
+            # Kafka compares with `ResolvedRegularExpression.EMPTY` when the regex had no
+            # resolution yet: a first resolution that matches nothing is no change.
+            changed |= regexes.resolution_changed(group.resolved_regexes.get(regex), topics)
             new_resolved[regex] = resolved
             records.append(rh.regex_record(gid, regex, resolved))
         names = set(group.subscribed_topic_names)

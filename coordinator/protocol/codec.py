@@ -7,7 +7,8 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from .apis import request_class, response_class, response_header_version
-from .checked import Malformed, check_body
+from .checked import _STRUCTS as _steps
+from .checked import Malformed, struct_step
 from .fast_codec import FAST_ENCODERS
 from .framing import decode_response_header, response_frame
 
@@ -51,7 +52,7 @@ def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> A
     reads and would allocate whatever a hostile length claims.
     """
     try:
-        check_body(cls, data, offset)
+        (_steps.get(cls) or struct_step(cls))(data, offset, len(data))
     except Malformed as e:
         raise BodyError(f"{cls.__name__} v{cls.__version__}: {e}") from None
     try:

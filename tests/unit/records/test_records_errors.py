@@ -82,8 +82,6 @@ def test_tagged_field_size_mismatch_is_an_error():
     (hx("0004", "000000000000000a", "00000003", "00", "00000000000003e8", "00"), "metadata"),
     (hx("0003", "000000000000000a", "00000003", "ffff", "00000000000003e8"), "metadata"),
     (hx("0003", "000000000000000a", "00000003", "0001 ff", "00000000000003e8"), "metadata"),
-    (hx("0003", "000000000000000a", "00000003", "0000", "00000000000003e8", "00"),
-     "(end of struct)"),
     (hx("0004", "000000000000000a", "00000003", "01", "00000000000003e8", "ffffffffff7f"),
      "(tagged fields)"),
 ])
@@ -120,12 +118,6 @@ def test_short_keys_and_values():
         decode_record(None, b"\x00\x00")
     with pytest.raises(RecordDecodeError, match="2-byte version"):
         decode_record(OFFSET_KEY, b"\x00")
-
-
-def test_trailing_key_bytes_are_an_error():
-    with pytest.raises(RecordDecodeError) as err:
-        decode_record(OFFSET_KEY + b"\x00", None, topic="t", partition=0, offset=9)
-    assert err.value.part == "key" and err.value.offset == 9
 
 
 @settings(max_examples=400, deadline=None)
