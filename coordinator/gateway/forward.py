@@ -2,6 +2,12 @@
 
 Request frames go upstream byte for byte (correlation id unchanged). Upstream answers a
 connection in request order, so each response completes the oldest awaited request.
+
+Backpressure: the link stops reading upstream while its client does not drain what was
+written to it (CLIENT_WRITE), and while upstream answers wait in the client's queue behind
+a slower locally served answer for more than half of
+max_buffered_response_bytes_per_connection (HELD). Either way the answers stay in the
+upstream socket, not in kcoord's memory.
 """
 from __future__ import annotations
 
@@ -25,17 +31,35 @@ _MAX_RESPONSE = 2**31 - 1
 # in a row, the oldest are forgotten so a conforming upstream cannot make the deque grow.
 _MAX_UNANSWERED = 4096
 
+# Reasons the link stops reading upstream (bits).
+CLIENT_WRITE = 1
+HELD = 2
+
 
 class Pending:
     """A response slot in a client connection's ordered queue."""
 
-    __slots__ = ("correlation_id", "route", "data", "task")
+    __slots__ = ("correlation_id", "route", "data", "task", "size")
 
-    def __init__(self, correlation_id: int, route: Route) -> None:
+    def __init__(self, correlation_id: int, route: Route, size: int = 0) -> None:
         self.correlation_id = correlation_id
         self.route = route
         self.data: bytes | None = None
         self.task: asyncio.Task[None] | None = None   # the GroupService call filling it, if any
+        # Request bytes counted in the process-wide queue (Limits.queued_*) until the
+        # answer is produced; 0 = not counted.
+        self.size = size
+
+
+class MergingPending(Pending):
+    """A forwarded request the state-topic guard split: upstream's answer gets the refused
+    entries added (state_guard.Split.merge) before it reaches the client."""
+
+    __slots__ = ("merge",)
+
+    def __init__(self, correlation_id: int, route: Route, size: int, merge) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(correlation_id, route, size)
+        self.merge = merge
 
 
 class NoResponseExpected(Pending):
@@ -56,6 +80,7 @@ class UpstreamLink(asyncio.Protocol):
         self._buf = bytearray()
         self._closed = False
         self._target = "?"
+        self.paused = 0           # CLIENT_WRITE | HELD
 
     def open(self, addresses: Sequence[tuple[str, int]]) -> None:
         asyncio.get_running_loop().create_task(self._connect(tuple(addresses)))
@@ -92,12 +117,18 @@ class UpstreamLink(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
-    def pause_reading(self) -> None:
-        if self._transport is not None and not self._closed:
+    def pause_reading(self, reason: int = CLIENT_WRITE) -> None:
+        was = self.paused
+        self.paused = was | reason
+        if not was and self._transport is not None and not self._closed:
             self._transport.pause_reading()
 
-    def resume_reading(self) -> None:
-        if self._transport is not None and not self._closed:
+    def resume_reading(self, reason: int = CLIENT_WRITE) -> None:
+        was = self.paused
+        if not was & reason:
+            return
+        self.paused = was & ~reason
+        if not self.paused and self._transport is not None and not self._closed:
             self._transport.resume_reading()
 
     # --- asyncio.Protocol -------------------------------------------------------------
@@ -110,6 +141,8 @@ class UpstreamLink(asyncio.Protocol):
         if self._outbox:
             self._transport.write(b"".join(self._outbox))  # type: ignore[union-attr]
             self._outbox = []
+        if self.paused:
+            transport.pause_reading()  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -136,6 +169,9 @@ class UpstreamLink(asyncio.Protocol):
             if used < len(data) and error is None:
                 buf += data[used:]
         waiting = self.waiting
+        client = self._client
+        held = 0
+        limits = getattr(self._gateway, "limits", None)   # None: a bare link (unit tests)
         for frame in frames:
             (correlation_id,) = SIZE.unpack_from(frame, 4)
             while True:
@@ -157,16 +193,35 @@ class UpstreamLink(asyncio.Protocol):
                 route = pending.route
                 try:
                     frame = rewrite_response_frame(route.api_key, route.api_version, frame,
-                                                   self._gateway.address_of)
+                                                   self._gateway.address_of, self._gateway.state_topic)
                 except (BodyError, HeaderError, OSError, ValueError) as e:
                     return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
                                         f"upstream {self._target} could not be rewritten: {e}")
             elif kind == FORWARD_REFRESH:
                 self._gateway.cluster.request_refresh()
+            if pending.__class__ is MergingPending:
+                route = pending.route
+                try:
+                    frame = pending.merge(frame)  # type: ignore[attr-defined]
+                except (BodyError, HeaderError, ValueError) as e:
+                    return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
+                                        f"upstream {self._target} could not be merged: {e}")
             pending.data = frame
+            held += len(frame)
+            size = pending.size
+            if size and limits is not None:   # answered: out of the process-wide queue
+                limits.queued_requests -= 1
+                limits.queued_bytes -= size
+                pending.size = 0
+        if limits is not None:
+            client.held += held
         if error is not None:
             return self._broken(f"upstream {self._target}: {error}")
-        self._client.flush()
+        client.flush()
+        # Answers still held behind a slower local answer at the head of the queue: past
+        # half the per-connection bound, leave the rest upstream (flush resumes).
+        if limits is not None and client.held > client.held_soft_limit and client.head_is_local():
+            self.pause_reading(HELD)
 
     def _broken(self, what: str) -> None:
         self.close()

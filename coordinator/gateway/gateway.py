@@ -3,6 +3,11 @@
 Clients bootstrap on the gateway. Group APIs are served by the GroupService; every other
 API is forwarded unchanged to an upstream broker, except that responses naming brokers
 are rewritten so clients only ever see gateway addresses.
+
+The gateway also holds what its connections share: the limits (limits.py) with their
+admission check and one periodic idle sweep, the process-wide request queue, the
+state-topic guard (state_guard.py), and the rate-limited loggers for what a client can
+trigger at will.
 """
 from __future__ import annotations
 
@@ -10,24 +15,34 @@ import asyncio
 import dataclasses
 import logging
 import socket
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 
+from ..config import CoordinatorConfig
 from ..protocol.api_versions import Features, advertised_versions, api_versions_body, merge_features
 from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from ..protocol.service import GroupService
 from .cluster import DEFAULT_REFRESH_INTERVAL, Broker, ClusterView
+from ..runtime import metrics
 from .connection import ClientConnection
+from .limits import CREATION_RATE, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Limits
 from .listeners import (
     BOOTSTRAP, ListenerInfo, advertised_host_for, bind_listening_socket, broker_listener_name,
     initial_broker_ports, parse_address, parse_addresses,
 )
+from .ratelog import RateLimitedLog
 from .routes import Route, build_routes
+from .state_guard import StateTopicGuard
 
 log = logging.getLogger("kcoord.gateway")
 
 _PORT_ATTEMPTS = 100   # ports tried for a broker that appears while running
+_ZERO_UUID = uuid.UUID(int=0)
+_REJECTED = {r: metrics.GATEWAY_CONNECTIONS_REJECTED.labels(reason=r)
+             for r in (MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, CREATION_RATE)}
 
 
 class Gateway:
@@ -42,13 +57,23 @@ class Gateway:
         advertised_host: str | None = None,
         cluster: ClusterView | None = None,
         metadata_refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
+        config: CoordinatorConfig | None = None,
     ) -> None:
+        self.config = config if config is not None else CoordinatorConfig(state_topic=state_topic)
         self.service = service
         self.upstream = parse_addresses(upstream)
         self.listen_host, self.listen_port = parse_address(listen)
         self.advertised_host = advertised_host or advertised_host_for(self.listen_host)
         self.state_topic = state_topic
-        self.max_frame_size = max_frame_size
+        # socket.request.max.bytes: the config's when one is given (cli passes both).
+        self.max_frame_size = config.socket_request_max_bytes if config is not None else max_frame_size
+        self.limits = Limits(self.config)
+        rate = self.config.bad_request_log_rate_per_second
+        self.bad_log = RateLimitedLog(log, rate)       # bad frames
+        self.limit_log = RateLimitedLog(log, rate)     # connections refused or closed by a limit
+        self.state_log = RateLimitedLog(log, rate)     # requests naming the state topic
+        self.guard = StateTopicGuard(state_topic, self.state_topic_id, self._state_topic_exists)
+        self._sweeper: asyncio.Task[None] | None = None
         self._owns_cluster = cluster is None
         self.cluster = cluster or ClusterView(self.upstream, state_topic, refresh_interval=metadata_refresh_interval)
         self.connections: set[ClientConnection] = set()
@@ -94,12 +119,16 @@ class Gateway:
             raise
         self.cluster.subscribe_brokers(self._on_brokers)
         self._on_brokers(self.cluster.brokers)   # any broker seen while the listeners opened
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="kcoord-gateway-idle-sweep")
         self._started = True
         for info in self.listeners:
             log.info("listener %s: %s", info.name, info.describe())
         log.info("upstream is PLAINTEXT; SASL and delegation-token APIs are not advertised")
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for task in list(self._serving):   # listeners still starting (e.g. start() failed)
             task.cancel()
         await asyncio.gather(*list(self._serving), return_exceptions=True)
@@ -205,8 +234,14 @@ class Gateway:
         return info.host, info.port
 
     def locate_group(self, group_id: str) -> Node | None:
-        """The gateway node fronting the leader of the group's state-topic partition."""
-        leader = self.cluster.state_partition_leader(self.service.partition_for(group_id))
+        """The gateway node fronting the leader of the group's state-topic partition; None
+        (COORDINATOR_NOT_AVAILABLE) also while the service cannot serve that partition (not
+        loaded, or failed to load), as Kafka answers for a coordinator still loading."""
+        partition = self.service.partition_for(group_id)
+        available = getattr(self.service, "partition_available", None)
+        if available is not None and not available(partition):
+            return None
+        leader = self.cluster.state_partition_leader(partition)
         if leader is None:
             return None
         name = self._node_listener.get(leader)
@@ -218,3 +253,76 @@ class Gateway:
         else:
             info = self._listeners[name]
         return Node(leader, info.host, info.port)
+
+    # --- the state topic --------------------------------------------------------------
+
+    def state_topic_id(self) -> uuid.UUID | None:
+        """The state topic's id: the cluster view's, else the one its metadata image holds."""
+        topic_id = getattr(self.cluster, "state_topic_id", None)
+        if callable(topic_id):
+            topic_id = topic_id()
+        if topic_id is None:
+            image = self.cluster.image.topics_by_name.get(self.state_topic)
+            topic_id = image.topic_id if image is not None else None
+        return None if topic_id is None or topic_id == _ZERO_UUID else topic_id
+
+    def _state_topic_exists(self) -> bool:
+        return self.state_topic in self.cluster.image.topics_by_name
+
+    # --- limits -----------------------------------------------------------------------
+
+    def admit(self, connection: ClientConnection) -> bool:
+        """max.connections, max.connections.per.ip, max.connection.creation.rate."""
+        ip, port = connection.peer
+        listener = connection.listener_name
+        reason = self.limits.admit(ip, listener)
+        if reason is None:
+            return True
+        _REJECTED[reason].inc()
+        self.limit_log.log(logging.WARNING, "refusing connection from %s:%d on %s: over %s",
+                           ip, port, listener, _LIMIT_TEXT[reason](self.limits))
+        return False
+
+    def release(self, connection: ClientConnection) -> None:
+        self.connections.discard(connection)
+        self.limits.release(connection.peer[0])
+
+    def pause_queue(self) -> None:
+        """The process-wide queue is over queued.max.requests or queued.max.request.bytes:
+        every connection stops reading until answers bring it back under."""
+        limits = self.limits
+        limits.queue_paused = True
+        self.limit_log.log(logging.WARNING, "request queue full (%d requests, %d bytes; queued.max.requests=%d, "
+                           "queued.max.request.bytes=%d): reading paused on every connection",
+                           limits.queued_requests, limits.queued_bytes, limits.queued_max_requests,
+                           limits.queued_max_request_bytes)
+        for connection in list(self.connections):
+            connection.queue_paused(True)
+
+    def check_queue(self) -> None:
+        limits = self.limits
+        if limits.queue_paused and not limits.queue_over():
+            limits.queue_paused = False
+            for connection in list(self.connections):
+                connection.queue_paused(False)
+
+    async def _sweep(self) -> None:
+        """connections.max.idle.ms: one sweep every ``Limits.sweep_interval()``, which also
+        advances the coarse clock connections stamp their activity with."""
+        limits = self.limits
+        interval = limits.sweep_interval()
+        # Stamps are taken from the coarse clock, up to one interval old: allow for it, so
+        # that no connection is closed before it was really idle for the full time.
+        idle = limits.idle_seconds + interval
+        while True:
+            await asyncio.sleep(interval)
+            now = limits.now = time.monotonic()
+            for connection in list(self.connections):
+                connection.sweep(now, idle)
+
+
+_LIMIT_TEXT = {
+    MAX_CONNECTIONS: lambda limits: f"max.connections={limits.max_connections}",
+    MAX_CONNECTIONS_PER_IP: lambda limits: f"max.connections.per.ip={limits.max_connections_per_ip}",
+    CREATION_RATE: lambda limits: f"max.connection.creation.rate={limits.creation_rate}/s on this listener",
+}

@@ -2,7 +2,9 @@
 
 Built once at start so that a request costs one dict lookup; anything not in the table
 is an API or version the gateway does not enable, and closes the connection (Kafka's
-SocketServer does the same for a request it cannot accept).
+SocketServer does the same for a request it cannot accept). Admin APIs that can touch
+the state topic are ``guarded``: decoded (bounded) and checked before they are forwarded
+(state_guard.py); those that refresh the cluster view keep the FORWARD_REFRESH kind.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from ..protocol.apis import (
     API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FIND_COORDINATOR,
     METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
 )
+from .state_guard import GUARDED_APIS
+
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 FORWARD = 0            # bytes in, bytes out
 FORWARD_PRODUCE = 1    # forward; no response expected when acks=0
@@ -21,15 +26,20 @@ FORWARD_REFRESH = 3    # forward; refresh the cluster view once the response pas
 FIND_COORDINATOR_LOCAL = 4   # GROUP keys answered here, TRANSACTION keys forwarded + rewritten
 API_VERSIONS_LOCAL = 5
 GROUP = 6              # served by the GroupService
+GUARD = 7              # decoded and checked against the state topic, then forwarded
+
+# Kinds whose request body is decoded here (Route.request_class is set; also when guarded).
+DECODED_KINDS = frozenset({FIND_COORDINATOR_LOCAL, API_VERSIONS_LOCAL, GROUP, GUARD})
 
 KIND_NAMES = {FORWARD: "forward", FORWARD_PRODUCE: "forward-produce", FORWARD_REWRITE: "forward-rewrite",
               FORWARD_REFRESH: "forward-refresh", FIND_COORDINATOR_LOCAL: "find-coordinator",
-              API_VERSIONS_LOCAL: "api-versions", GROUP: "group"}
+              API_VERSIONS_LOCAL: "api-versions", GROUP: "group", GUARD: "guard"}
 
 _SPECIAL_FORWARDS = {
     PRODUCE: FORWARD_PRODUCE,
     METADATA: FORWARD_REWRITE,
     DESCRIBE_CLUSTER: FORWARD_REWRITE,
+    DESCRIBE_TOPIC_PARTITIONS: FORWARD_REWRITE,   # marks the state topic internal
     CREATE_TOPICS: FORWARD_REFRESH,
     DELETE_TOPICS: FORWARD_REFRESH,
     CREATE_PARTITIONS: FORWARD_REFRESH,
@@ -45,6 +55,7 @@ class Route:
     response_header_version: int
     flexible: bool
     request_class: type | None     # kio request schema, for requests parsed here
+    guarded: bool = False          # checked against the state topic before forwarding
 
 
 def route_key(api_key: int, api_version: int) -> int:
@@ -62,6 +73,9 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
             kind = GROUP
         else:
             kind = _SPECIAL_FORWARDS.get(api_key, FORWARD)
+            if api_key in GUARDED_APIS and kind == FORWARD:
+                kind = GUARD
+        guarded = api_key in GUARDED_APIS
         schemas = api_schemas(api_key)
         assert schemas is not None, f"advertised API {api_key} unknown to kio"
         for version in range(low, high + 1):
@@ -70,5 +84,6 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 request_header_version=request_header_version(api_key, version),
                 response_header_version=response_header_version(api_key, version),
                 flexible=schemas.flexible(version),
-                request_class=schemas.requests[version] if kind >= FIND_COORDINATOR_LOCAL else None)
+                request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
+                guarded=guarded)
     return routes

@@ -3,7 +3,10 @@
 Kafka picks a group's coordinator as the leader of the group's ``__consumer_offsets``
 partition (KafkaApis.getCoordinator); the gateway does the same with the state-topic
 partition ``service.partition_for(group_id)`` and names the gateway listener fronting
-that leader. Unknown leader -> COORDINATOR_NOT_AVAILABLE with Node.noNode (-1, "", -1).
+that leader. Unknown leader, or a shard the service cannot serve (not loaded, or failed
+to load: ``service.partition_available(partition)`` is False; see Gateway.locate_group)
+-> COORDINATOR_NOT_AVAILABLE with Node.noNode (-1, "", -1), as Kafka answers while the
+coordinator's partition is not active.
 """
 from __future__ import annotations
 

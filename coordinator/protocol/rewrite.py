@@ -3,6 +3,11 @@
 Clients must only ever see gateway addresses: every broker host/port in a Metadata,
 DescribeCluster or FindCoordinator (TRANSACTION) response is replaced with the gateway
 listener fronting that broker. Node ids are kept as upstream's.
+
+The state topic is kcoord's internal topic, as ``__consumer_offsets`` is Kafka's: Metadata
+(v1+) and DescribeTopicPartitions responses mark it ``is_internal`` (Kafka's
+MetadataCache sets it for internal topics), so clients and tools treat it as such (a
+consumer with exclude.internal.topics skips it in pattern subscriptions).
 """
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
+
+DESCRIBE_TOPIC_PARTITIONS = 75
 from .codec import decode_response_frame, encode_response_frame
 
 # (node id, upstream host, upstream port) -> gateway (host, port)
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
-REWRITTEN_APIS = frozenset({METADATA, DESCRIBE_CLUSTER, FIND_COORDINATOR})
+REWRITTEN_APIS = frozenset({METADATA, DESCRIBE_CLUSTER, FIND_COORDINATOR, DESCRIBE_TOPIC_PARTITIONS})
 
 
 def _moved(node: Any, node_id: int, address_of: AddressOf) -> Any:
@@ -24,17 +31,32 @@ def _moved(node: Any, node_id: int, address_of: AddressOf) -> Any:
     return dataclasses.replace(node, host=host, port=port)
 
 
-def rewrite_metadata(response: Any, address_of: AddressOf) -> Any:
+def _internal(topics: Any, state_topic: str | None) -> Any:
+    """``topics`` with the state topic marked internal (the same tuple if nothing changes)."""
+    if state_topic is None or not any(t.name == state_topic and not t.is_internal for t in topics):
+        return topics
+    return tuple(dataclasses.replace(t, is_internal=True) if t.name == state_topic else t for t in topics)
+
+
+def rewrite_metadata(response: Any, address_of: AddressOf, state_topic: str | None = None) -> Any:
     brokers = tuple(_moved(b, b.node_id, address_of) for b in response.brokers)
+    if state_topic is not None and response.topics and hasattr(response.topics[0], "is_internal"):   # v1+
+        return dataclasses.replace(response, brokers=brokers, topics=_internal(response.topics, state_topic))
     return dataclasses.replace(response, brokers=brokers)
 
 
-def rewrite_describe_cluster(response: Any, address_of: AddressOf) -> Any:
+def rewrite_describe_topic_partitions(response: Any, address_of: AddressOf, state_topic: str | None = None) -> Any:
+    """No broker addresses here (node ids only); only the internal flag."""
+    topics = _internal(response.topics, state_topic)
+    return response if topics is response.topics else dataclasses.replace(response, topics=topics)
+
+
+def rewrite_describe_cluster(response: Any, address_of: AddressOf, state_topic: str | None = None) -> Any:
     brokers = tuple(_moved(b, b.broker_id, address_of) for b in response.brokers)
     return dataclasses.replace(response, brokers=brokers)
 
 
-def rewrite_find_coordinator(response: Any, address_of: AddressOf) -> Any:
+def rewrite_find_coordinator(response: Any, address_of: AddressOf, state_topic: str | None = None) -> Any:
     """Node.noNode (-1, "", -1) in an error answer stays as it is."""
     if hasattr(response, "coordinators"):   # v4+
         return dataclasses.replace(response, coordinators=tuple(
@@ -48,11 +70,14 @@ _REWRITERS = {
     METADATA: rewrite_metadata,
     DESCRIBE_CLUSTER: rewrite_describe_cluster,
     FIND_COORDINATOR: rewrite_find_coordinator,
+    DESCRIBE_TOPIC_PARTITIONS: rewrite_describe_topic_partitions,
 }
 
 
-def rewrite_response_frame(api_key: int, api_version: int, frame: bytes, address_of: AddressOf) -> bytes:
-    """Decode a framed upstream response, rewrite its broker addresses, re-encode it."""
+def rewrite_response_frame(api_key: int, api_version: int, frame: bytes, address_of: AddressOf,
+                           state_topic: str | None = None) -> bytes:
+    """Decode a framed upstream response, rewrite its broker addresses (and mark
+    ``state_topic`` internal), re-encode it."""
     correlation_id, response = decode_response_frame(api_key, api_version, frame)
-    rewritten = _REWRITERS[api_key](response, address_of)
+    rewritten = _REWRITERS[api_key](response, address_of, state_topic)
     return encode_response_frame(api_key, api_version, correlation_id, rewritten)

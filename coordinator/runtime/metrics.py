@@ -1,4 +1,8 @@
-"""Prometheus metrics of a running coordinator (`kcoord serve --metrics-port`)."""
+"""Prometheus metrics of a running coordinator (`kcoord serve --metrics-port`).
+
+Rules: metrics are module-level (one registry per process); the request path only bumps
+children it has cached; shard-state gauges change on state transitions, never per request.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -13,7 +17,40 @@ REQUEST_SECONDS = Histogram("kcoord_group_request_seconds", "Group API latency, 
 WRITE_SECONDS = Histogram("kcoord_state_write_seconds", "State-topic batch write latency",
                           buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
 RECORDS_WRITTEN = Counter("kcoord_state_records_written_total", "Records appended to the state topic")
-SHARD_STATE = Gauge("kcoord_shard_active", "1 when the shard serves, 0 while loading", ["partition"])
+SHARD_STATE = Gauge("kcoord_shard_active", "1 when the shard serves, 0 otherwise", ["partition"])
+# Kafka's coordinator runtime reports `partition-count{state=...}`; kcoord reports the same
+# per state, and the state of each partition, so an alert can name the failed one.
+SHARD_STATES = ("loading", "active", "failed", "unloaded", "closed")
+SHARD_STATE_BY_PARTITION = Gauge("kcoord_shard_state", "1 for the state each state-topic partition's "
+                                 "shard is in, 0 for the others", ["partition", "state"])
+PARTITIONS_BY_STATE = Gauge("kcoord_coordinator_partitions", "State-topic partitions (shards) by state "
+                            "(Kafka: partition-count{state})", ["state"])
+LOAD_FAILURES = Counter("kcoord_shard_load_failures_total", "Shard loads that failed on a record "
+                        "(the shard stays failed)", ["partition"])
+LOAD_SKIPPED = Counter("kcoord_shard_load_skipped_records_total", "Records skipped at load because "
+                       "state.load.skip.corrupt.offsets names them", ["partition"])
+STATE_TOPIC_EVENTS = Counter("kcoord_state_topic_events_total", "State topic lost (all shards "
+                             "unloaded) and full reloads", ["event"])
+
+_shard_states: dict[int, str] = {}
+
+
+def set_shard_state(partition: int, state: str) -> None:
+    """Record a shard's transition (a few per shard lifetime: not on the request path)."""
+    previous = _shard_states.get(partition)
+    if previous == state:
+        return
+    _shard_states[partition] = state
+    label = str(partition)
+    if previous is not None:
+        PARTITIONS_BY_STATE.labels(state=previous).dec()
+        SHARD_STATE_BY_PARTITION.labels(partition=label, state=previous).set(0)
+    else:
+        for s in SHARD_STATES:
+            SHARD_STATE_BY_PARTITION.labels(partition=label, state=s).set(0)
+    PARTITIONS_BY_STATE.labels(state=state).inc()
+    SHARD_STATE_BY_PARTITION.labels(partition=label, state=state).set(1)
+    SHARD_STATE.labels(partition=label).set(1 if state == "active" else 0)
 
 
 class GroupCollector:
@@ -44,3 +81,23 @@ def register_group_collector(shards: Callable[[], Iterable]) -> GroupCollector:
     collector = GroupCollector(shards)
     REGISTRY.register(collector)
     return collector
+
+
+# --- Gateway: bad input, limits, state-topic protection (issue 10). Label values come from
+# small fixed sets in coordinator/gateway (never from a client).
+GATEWAY_BAD_REQUESTS = Counter(
+    "kcoord_gateway_bad_requests_total", "Requests that closed their connection because they do "
+    "not parse or are not served (reason: frame, header, body, unknown_api, unsupported_version)",
+    ["reason"])
+GATEWAY_CONNECTIONS_REJECTED = Counter(
+    "kcoord_gateway_connections_rejected_total", "New client connections closed by a limit "
+    "(max_connections, max_connections_per_ip, max_connection_creation_rate)", ["reason"])
+GATEWAY_CONNECTIONS_CLOSED = Counter(
+    "kcoord_gateway_connections_closed_total", "Client connections closed by the gateway for a "
+    "limit (idle, buffered_responses)", ["reason"])
+GATEWAY_READ_PAUSES = Counter(
+    "kcoord_gateway_read_pauses_total", "Times the gateway stopped reading a client (inflight, "
+    "queue, write)", ["reason"])
+GATEWAY_STATE_TOPIC_REQUESTS = Counter(
+    "kcoord_gateway_state_topic_requests_total", "Client requests naming the state topic, by API "
+    "and outcome (refused, split, allowed)", ["api", "outcome"])

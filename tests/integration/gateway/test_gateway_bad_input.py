@@ -9,11 +9,18 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from kio.schema.errors import ErrorCode
+
+from coordinator.config import CoordinatorConfig
 from coordinator.protocol import apis
+from coordinator.protocol.apis import response_class
+from coordinator.runtime import metrics
 from coordinator.protocol.framing import RequestHeader
 from gateway_helpers import LoopThread, RunningGateway, start_gateway
 from support.raw_client import assert_closed, call, decode_response, encode_request, read_frame, request
@@ -157,3 +164,73 @@ def test_upstream_loss_closes_client_connections_not_the_gateway(gw_loop: LoopTh
         running.close()
         if broker.is_running():
             broker.stop()
+
+
+class ListGroupsService:
+    """Serves ListGroups v0-5 as the core does: iterating StatesFilter (a None raises)."""
+
+    api_versions = {apis.LIST_GROUPS: (0, 5)}
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
+    async def handle(self, api_key: int, api_version: int, req: Any, client: Any) -> Any:
+        self.calls += 1
+        states = [s.lower() for s in req.states_filter]   # TypeError on None, as in every shard
+        assert states == []
+        return response_class(api_key, api_version)(throttle_time=timedelta(0), error_code=ErrorCode.none,
+                                                    groups=())
+
+
+def test_list_groups_v5_with_null_states_filter_closes_before_the_service(
+        gw_loop: LoopThread, gw_tansu: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 10: this exact frame reached the core and raised TypeError in all 50 shards."""
+    caplog.set_level(logging.WARNING, logger="kcoord.gateway")
+    service = ListGroupsService()
+    running = start_gateway(gw_loop, gw_tansu.bootstrap, service)
+    try:
+        # header v2 (api 16, v5, correlation 7, client id "bad", no tags); body: StatesFilter
+        # null (compact array length 0), TypesFilter empty (1), no tags.
+        with _connect(running) as sock:
+            sock.sendall(_raw(apis.LIST_GROUPS, 5, 7, b"\x00\x01\x00", header_version=2))
+            assert_closed(sock)
+        assert service.calls == 0
+        line = next(r.getMessage() for r in caplog.records if "closing connection" in r.getMessage())
+        assert "list_groups(16) v5" in line and "states_filter" in line and "correlation_id=7" in line, line
+        # The same request with an empty filter is served.
+        with _connect(running) as sock:
+            sock.sendall(_raw(apis.LIST_GROUPS, 5, 8, b"\x01\x01\x00", header_version=2))
+            frame = read_frame(sock)
+            assert frame is not None and decode_response(apis.LIST_GROUPS, 5, frame)[1].error_code == 0
+        assert service.calls == 1
+    finally:
+        running.close()
+
+
+def test_bad_frame_lines_are_rate_limited_and_counted(gw_loop: LoopThread, gw_tansu: Any,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kcoord.gateway")
+    running = start_gateway(gw_loop, gw_tansu.bootstrap, config=CoordinatorConfig(bad_request_log_rate_per_second=2))
+    counter = metrics.GATEWAY_BAD_REQUESTS.labels(reason="unknown_api")
+    before = counter._value.get()
+    try:
+        for i in range(8):
+            with _connect(running) as sock:
+                sock.sendall(_raw(999, 0, i, b""))
+                assert_closed(sock)
+        lines = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
+        # A burst of one second's worth, then nothing until tokens come back (8 frames take
+        # far less than the 3 s that would refill 6 of them).
+        assert 2 <= len(lines) < 8, lines
+        assert counter._value.get() - before == 8
+        time.sleep(0.6)   # the rate is per second of wall time: this is the condition itself
+        with _connect(running) as sock:
+            sock.sendall(_raw(999, 0, 99, b""))
+            assert_closed(sock)
+        last = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()][-1]
+        assert "correlation_id=99" in last and "similar lines suppressed)" in last, last
+    finally:
+        running.close()

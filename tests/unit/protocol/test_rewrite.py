@@ -96,3 +96,40 @@ def test_find_coordinator_transaction_answers_are_rewritten() -> None:
     old = _module(FIND_COORDINATOR, 1).FindCoordinatorResponse(
         throttle_time=ZERO, error_code=ErrorCode.none, error_message=None, node_id=1, host="10.0.0.1", port=9092)
     assert (rewrite_find_coordinator(old, address_of).host, rewrite_find_coordinator(old, address_of).port) == ("gw", 29101)
+
+
+# --- the state topic is marked internal (as Kafka marks __consumer_offsets) ---------------
+
+def test_metadata_marks_the_state_topic_internal_and_nothing_else() -> None:
+    m = _module(METADATA, 12)
+    part = m.MetadataResponsePartition(error_code=ErrorCode.none, partition_index=0, leader_id=1, leader_epoch=0,
+                                       replica_nodes=(1,), isr_nodes=(1,), offline_replicas=())
+    topics = tuple(m.MetadataResponseTopic(error_code=ErrorCode.none, name=name, topic_id=uuid.uuid4(),
+                                           is_internal=False, partitions=(part,),
+                                           topic_authorized_operations=-2147483648)
+                   for name in ("orders", "__kcoord_offsets"))
+    response = m.MetadataResponse(throttle_time=ZERO, brokers=(), cluster_id="c", controller_id=1, topics=topics)
+    frame = encode_response_frame(METADATA, 12, 9, response)
+    _, out = decode_response_frame(METADATA, 12, rewrite_response_frame(METADATA, 12, frame, address_of,
+                                                                         "__kcoord_offsets"))
+    assert [(t.name, t.is_internal) for t in out.topics] == [("orders", False), ("__kcoord_offsets", True)]
+    # Without a state topic named, topics pass unchanged.
+    _, plain = decode_response_frame(METADATA, 12, rewrite_response_frame(METADATA, 12, frame, address_of))
+    assert [t.is_internal for t in plain.topics] == [False, False]
+    # v0 has no is_internal field: nothing to mark, and nothing breaks.
+    m0 = _module(METADATA, 0)
+    old = m0.MetadataResponse(brokers=(), topics=(m0.MetadataResponseTopic(
+        error_code=ErrorCode.none, name="__kcoord_offsets", partitions=()),))
+    assert rewrite_metadata(old, address_of, "__kcoord_offsets").topics == old.topics
+
+
+def test_describe_topic_partitions_marks_the_state_topic_internal() -> None:
+    from coordinator.protocol.rewrite import DESCRIBE_TOPIC_PARTITIONS
+    m = _module(DESCRIBE_TOPIC_PARTITIONS, 0)
+    topic = m.DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.none, name="__kcoord_offsets",
+                                                   topic_id=uuid.uuid4(), is_internal=False, partitions=(),
+                                                   topic_authorized_operations=-2147483648)
+    response = m.DescribeTopicPartitionsResponse(throttle_time=ZERO, topics=(topic,), next_cursor=None)
+    frame = encode_response_frame(DESCRIBE_TOPIC_PARTITIONS, 0, 4, response)
+    out = rewrite_response_frame(DESCRIBE_TOPIC_PARTITIONS, 0, frame, address_of, "__kcoord_offsets")
+    assert decode_response_frame(DESCRIBE_TOPIC_PARTITIONS, 0, out)[1].topics[0].is_internal is True

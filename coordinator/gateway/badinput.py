@@ -1,0 +1,82 @@
+"""Bad input on a client connection (a mixin of ClientConnection).
+
+Kafka's rule: a request that does not parse, or whose key or version is not served, ends
+the connection: Kafka never answers bytes it cannot parse. The only error answer is
+ApiVersions at an unknown version (UNSUPPORTED_VERSION in the v0 format, KIP-511). Each
+bad frame is counted in kcoord_gateway_bad_requests_total{reason} (a fixed set of
+reasons, never a client's value) and logged, rate-limited, naming the peer, listener, API,
+version and the fault (the decoder's message names the field). Requests read before the
+bad one are still answered, in order; then the connection closes.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..protocol.api_versions import unsupported_version_body
+from ..protocol.apis import (
+    API_VERSIONS, GROUP_APIS, NOT_THROUGH_GATEWAY, api_name, kio_version_range, request_header_version,
+)
+from ..protocol.framing import HeaderError, request_body_offset, response_frame
+from ..runtime import metrics
+from .routes import Route
+
+if TYPE_CHECKING:
+    from .connection import ClientConnection
+
+    _Base = ClientConnection
+else:
+    _Base = object
+
+FRAME = "frame"
+HEADER = "header"
+BODY = "body"
+UNKNOWN_API = "unknown_api"
+UNSUPPORTED_VERSION = "unsupported_version"
+BAD_REQUESTS = {r: metrics.GATEWAY_BAD_REQUESTS.labels(reason=r)
+                for r in (FRAME, HEADER, BODY, UNKNOWN_API, UNSUPPORTED_VERSION)}
+
+
+class BadInput(_Base):
+    def _unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
+        if api_key == API_VERSIONS:
+            # Kafka answers an ApiVersions version it does not know with UNSUPPORTED_VERSION
+            # in the v0 format, listing its own range (KIP-511), instead of closing.
+            try:
+                request_body_offset(frame, request_header_version(api_key, api_version))
+            except HeaderError as e:
+                self._reject(f"header does not parse: {e}", None, correlation_id, api_key, api_version,
+                             reason=HEADER)
+                return
+            supported = self._gateway.api_versions[API_VERSIONS]
+            self._queue.append(response_frame(correlation_id, unsupported_version_body(supported), 0))
+            return
+        advertised = self._gateway.api_versions.get(api_key)
+        reason = UNKNOWN_API
+        if kio_version_range(api_key) is None:
+            what = f"unknown API key {api_key}"
+        elif api_key in NOT_THROUGH_GATEWAY:
+            what = f"{api_name(api_key)} is not served through the gateway: {NOT_THROUGH_GATEWAY[api_key]}"
+        elif advertised is None and api_key in GROUP_APIS:
+            what = f"group API {api_name(api_key)} is not served by the group service"
+        elif advertised is None:
+            what = f"{api_name(api_key)} is not supported by the upstream cluster"
+        else:
+            what = f"unsupported version {api_version} of {api_name(api_key)} (supported {advertised[0]}-{advertised[1]})"
+            reason = UNSUPPORTED_VERSION
+        self._reject(what, None, correlation_id, api_key, api_version, reason=reason)
+
+    def _reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
+                api_key: int | None = None, api_version: int | None = None, *, reason: str = BODY) -> None:
+        """Bad input: count it, log one (rate-limited) line, answer what came before, then
+        close (Kafka's SocketServer closes the channel on an InvalidRequestException)."""
+        if route is not None:
+            api_key, api_version = route.api_key, route.api_version
+        api = f"{api_name(api_key)}({api_key}) v{api_version}" if api_key is not None else "unknown API"
+        BAD_REQUESTS[reason].inc()
+        self._gateway.bad_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s [%s, correlation_id=%s]",
+                                  self._peer[0], self._peer[1], self._listener.name, what, api, correlation_id)
+        self._closing = True
+        self._buf.clear()
+        if self._transport is not None:
+            self._transport.pause_reading()

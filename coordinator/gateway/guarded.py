@@ -1,0 +1,105 @@
+"""Client requests checked against the state topic before they are forwarded (a mixin of
+ClientConnection; the rules are in state_guard.py).
+
+Produce is walked by hand (records skipped by their length, never decoded) because it is
+the hottest forwarded path; the admin APIs are decoded with the bounded codec. A request
+that does not parse closes the connection like any bad frame; a refusal is answered in
+request order like any response; a split request is forwarded without the state-topic
+entries and its answer completed with them (forward.MergingPending).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..protocol.apis import api_name
+from ..protocol.codec import BodyError, decode_body, encode_body
+from ..protocol.framing import HeaderError, request_body_offset, response_frame
+from ..runtime import metrics
+from .badinput import BODY, HEADER
+from .forward import MergingPending, NoResponseExpected, Pending
+from .routes import Route
+from .state_guard import METRIC_API, Allowed, Close, Local, Split
+
+if TYPE_CHECKING:
+    from .connection import ClientConnection
+
+    _Base = ClientConnection
+else:
+    _Base = object
+
+
+class GuardedRequests(_Base):
+    def _serve_produce(self, frame: bytes, route: Route, correlation_id: int) -> None:
+        """Produce: walked by hand (records skipped by length) for the state-topic check."""
+        try:
+            _, offset = request_body_offset(frame, route.request_header_version)
+            acks, decision = self._guard.produce(frame, route.api_version, offset)
+        except HeaderError as e:
+            self._reject(str(e), route, correlation_id, reason=HEADER)
+            return
+        except BodyError as e:
+            self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            return
+        if decision is None:
+            if acks == 0:   # Kafka sends no response: nothing is queued for the client
+                self._forward(frame, None)
+                assert self._link is not None
+                self._link.expect_nothing(NoResponseExpected(correlation_id, route))
+            else:
+                self._forward(frame, Pending(correlation_id, route, len(frame)))
+            return
+        self._apply_guard(decision, frame, route, correlation_id)
+
+    def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
+        """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""
+        try:
+            _, offset = request_body_offset(frame, route.request_header_version)
+            assert route.request_class is not None
+            request = decode_body(route.request_class, frame, offset)
+        except HeaderError as e:
+            self._reject(str(e), route, correlation_id, reason=HEADER)
+            return
+        except BodyError as e:
+            self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            return
+        decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset)
+        if decision is None:
+            self._forward(frame, Pending(correlation_id, route, len(frame)))
+            return
+        self._apply_guard(decision, frame, route, correlation_id)
+
+    def _apply_guard(self, decision: Local | Split | Close | Allowed, frame: bytes, route: Route,
+                     correlation_id: int) -> None:
+        api = METRIC_API.get(route.api_key, "other")
+        where = (self._peer[0], self._peer[1], self._listener.name, api_name(route.api_key),
+                 route.api_version, correlation_id)
+        state_log = self._gateway.state_log
+        if decision.__class__ is Allowed:
+            metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="allowed").inc()
+            state_log.log(logging.WARNING, "%s, from %s:%d on %s [%s v%d, correlation_id=%d]",
+                          decision.note, *where)   # type: ignore[union-attr]
+            self._forward(frame, Pending(correlation_id, route, len(frame)))
+            return
+        if decision.__class__ is Close:
+            metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="refused").inc()
+            state_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s [%s v%d, correlation_id=%d]",
+                          *where[:3], decision.reason, *where[3:])   # type: ignore[union-attr]
+            # Answer what came before, then close (flush closes once the queue is empty).
+            self._closing = True
+            self._buf.clear()
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        split = decision.__class__ is Split
+        metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="split" if split else "refused").inc()
+        state_log.log(logging.WARNING,
+                      "refused for the state topic%s: %s, from %s:%d on %s [%s v%d, correlation_id=%d]",
+                      " (the rest forwarded)" if split else "", decision.note, *where)   # type: ignore[union-attr]
+        if split:
+            self._forward(decision.frame, MergingPending(correlation_id, route, len(frame),  # type: ignore[union-attr]
+                                                         decision.merge))   # type: ignore[union-attr]
+        else:
+            body = encode_body(decision.response)   # type: ignore[union-attr]
+            self._queue.append(response_frame(correlation_id, body, route.response_header_version))
+

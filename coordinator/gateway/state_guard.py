@@ -1,0 +1,219 @@
+"""The state topic belongs to kcoord, as ``__consumer_offsets`` belongs to Kafka.
+
+Rules for requests forwarded through the gateway (matched by name, and by topic id where
+the request carries ids: Produce v13, DeleteTopics v6):
+- Produce and DeleteRecords: each state-topic partition gets INVALID_TOPIC_EXCEPTION (17)
+  with Kafka's messages (ReplicaManager: "Cannot append to internal topic X", "Cannot
+  delete records of internal topic X"; DeleteRecords has no message field, so it is
+  logged). Kafka appends the other partitions of the same request; so does the gateway:
+  a request naming only the state topic is answered here, a mixed one is SPLIT: the
+  state-topic entries are cut out of the request (Produce: byte ranges, records never
+  decoded), the rest is forwarded, and the refused entries are added to upstream's
+  answer. A Produce with acks=0 that names it closes the connection, as Kafka closes it
+  when an acks=0 produce fails (the client gets no response to read an error from).
+- DeleteTopics, CreatePartitions, and CreateTopics of its name while it does not exist:
+  TOPIC_AUTHORIZATION_FAILED (29) for that topic, the rest forwarded the same way. A
+  deliberate difference: Kafka only checks ACLs there. Kafka's ``__admin_client``
+  exception for internal topics is not copied.
+- AlterConfigs, IncrementalAlterConfigs, AlterPartitionReassignments on it stay allowed
+  (as for ``__consumer_offsets``) and are logged with the client.
+A decision is None (forward the frame unchanged: the common case), or one of
+``Local(response)``, ``Split(frame, merge)``, ``Close(reason)``; ``note`` says what was
+refused, for the connection's log line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..protocol.apis import (
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, PRODUCE, api_name, response_class,
+)
+from ..protocol.codec import decode_response_frame, encode_body, encode_response_frame
+from ..protocol.framing import SIZE
+from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, scan_produce, walk_produce, without_topics
+
+DELETE_RECORDS = 21
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
+
+REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
+WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
+GUARDED_APIS = REFUSING_APIS | WATCHED_APIS
+
+# Metric label values (fixed).
+METRIC_API = {PRODUCE: "produce", DELETE_RECORDS: "delete_records", DELETE_TOPICS: "delete_topics",
+              CREATE_PARTITIONS: "create_partitions", CREATE_TOPICS: "create_topics",
+              ALTER_CONFIGS: "alter_configs", INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+              ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments"}
+
+_ZERO = timedelta(0)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Local:
+    response: Any          # kio response answered here
+    note: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Split:
+    frame: bytes                         # the request without the state-topic entries
+    merge: Callable[[bytes], bytes]      # upstream's framed answer -> the client's
+    note: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Close:
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Allowed:
+    note: str              # forwarded unchanged, but logged
+
+
+def _make(cls: type, **fields: Any) -> Any:
+    """An instance of a kio class at some version, setting only the fields it has."""
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def _module(api_key: int, version: int) -> Any:
+    return sys.modules[response_class(api_key, version).__module__]
+
+
+def _merger(api_key: int, version: int, field: str, extra: tuple[Any, ...]) -> Callable[[bytes], bytes]:
+    def merge(frame: bytes) -> bytes:
+        correlation_id, response = decode_response_frame(api_key, version, frame)
+        merged = dataclasses.replace(response, **{field: tuple(getattr(response, field)) + extra})
+        return encode_response_frame(api_key, version, correlation_id, merged)
+    return merge
+
+
+class StateTopicGuard:
+    def __init__(self, name: str, topic_id: Callable[[], uuid.UUID | None], exists: Callable[[], bool]) -> None:
+        self.name = name
+        self._name_bytes = name.encode()
+        self._topic_id = topic_id
+        self._exists = exists
+
+    def _is_state(self, key: str | uuid.UUID | None) -> bool:
+        if key.__class__ is str:
+            return key == self.name
+        if key is None:
+            return False
+        return key != _ZERO_UUID and key == self._topic_id()
+
+    # --- Produce (hot: hand-walked) ---------------------------------------------------
+
+    def produce(self, frame: bytes, version: int, body_offset: int) -> tuple[int, Local | Split | Close | None]:
+        """(acks, decision) of a framed Produce; raises BodyError if it does not parse."""
+        topic_id = self._topic_id() if version >= FIRST_TOPIC_ID else None
+        acks, hit = scan_produce(frame, body_offset, version, self._name_bytes,
+                                 topic_id.bytes if topic_id is not None else None)
+        if not hit:
+            return acks, None
+        layout = walk_produce(frame, body_offset, version)
+        refused = [i for i, t in enumerate(layout.topics) if self._is_state(t.key)]
+        if layout.acks == 0:
+            return 0, Close(f"acks=0 Produce to internal topic {self.name} (Kafka closes the connection "
+                            f"when an acks=0 produce fails)")
+        m = _module(PRODUCE, version)
+        message = f"Cannot append to internal topic {self.name}"
+        entries = []
+        count = 0
+        for i in refused:
+            topic = layout.topics[i]
+            leader = m.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1) if hasattr(m, "LeaderIdAndEpoch") else None
+            partitions = tuple(_make(m.PartitionProduceResponse, index=p, error_code=ErrorCode.invalid_topic_exception,
+                                     base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
+                                     error_message=message, current_leader=leader)
+                               for p in topic.partitions)
+            count += len(partitions)
+            key = topic.key
+            entries.append(_make(m.TopicProduceResponse, name=self.name, topic_id=key if isinstance(key, uuid.UUID)
+                                 else None, partition_responses=partitions))
+        note = f"{message} ({count} partitions)"
+        if len(refused) == len(layout.topics):
+            cls = response_class(PRODUCE, version)
+            return layout.acks, Local(_make(cls, responses=tuple(entries), throttle_time=_ZERO, node_endpoints=()),
+                                      note)
+        rest = without_topics(frame, layout, set(refused), version >= FIRST_FLEXIBLE)
+        return layout.acks, Split(rest, _merger(PRODUCE, version, "responses", tuple(entries)), note)
+
+    # --- admin APIs (decoded with the bounded kio codec) ------------------------------
+
+    def admin(self, api_key: int, version: int, request: Any, frame: bytes,
+              body_offset: int) -> Local | Split | Allowed | None:
+        if api_key in WATCHED_APIS:
+            return self._watched(api_key, request)
+        if api_key == DELETE_TOPICS and version < 6:
+            items, field = request.topic_names, "topic_names"
+            refused = [i for i, n in enumerate(items) if n == self.name]
+        else:
+            items, field = request.topics, "topics"
+            if api_key == DELETE_TOPICS:
+                refused = [i for i, t in enumerate(items)
+                           if t.name == self.name or self._is_state(getattr(t, "topic_id", None))]
+            elif api_key == CREATE_TOPICS:
+                refused = [i for i, t in enumerate(items) if t.name == self.name] if not self._exists() else []
+            else:
+                refused = [i for i, t in enumerate(items) if t.name == self.name]
+        if not refused:
+            return None
+        m = _module(api_key, version)
+        results, response_field, note = self._refusals(api_key, m, [items[i] for i in refused])
+        if len(refused) == len(items):
+            cls = response_class(api_key, version)
+            return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), note)
+        dropped = set(refused)
+        kept = tuple(x for i, x in enumerate(items) if i not in dropped)
+        body = encode_body(dataclasses.replace(request, **{field: kept}))
+        payload = bytes(frame[4:body_offset]) + body
+        return Split(SIZE.pack(len(payload)) + payload, _merger(api_key, version, response_field, results), note)
+
+    def _refusals(self, api_key: int, m: Any, refused: list[Any]) -> tuple[tuple[Any, ...], str, str]:
+        name = self.name
+        if api_key == DELETE_RECORDS:
+            message = f"Cannot delete records of internal topic {name}"
+            return (tuple(m.DeleteRecordsTopicResult(name=name, partitions=tuple(
+                m.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                               error_code=ErrorCode.invalid_topic_exception)
+                for p in t.partitions)) for t in refused), "topics", message)
+        what = {DELETE_TOPICS: "deleted", CREATE_PARTITIONS: "given partitions", CREATE_TOPICS: "created"}[api_key]
+        message = (f"Topic {name} is the kcoord group coordinator's state topic: it cannot be {what} "
+                   f"through the gateway")
+        if api_key == DELETE_TOPICS:
+            results = tuple(
+                _make(m.DeletableTopicResult, name=t if isinstance(t, str) else t.name,
+                      topic_id=None if isinstance(t, str) else t.topic_id,
+                      error_code=ErrorCode.topic_authorization_failed, error_message=message)
+                for t in refused)
+            return results, "responses", message
+        if api_key == CREATE_PARTITIONS:
+            return (tuple(m.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.topic_authorization_failed,
+                                                        error_message=message) for t in refused),
+                    "results", message)
+        return (tuple(_make(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
+                            error_code=ErrorCode.topic_authorization_failed, error_message=message,
+                            topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
+                      for t in refused), "topics", message)
+
+    def _watched(self, api_key: int, request: Any) -> Allowed | None:
+        if api_key == ALTER_PARTITION_REASSIGNMENTS:
+            hit = any(t.name == self.name for t in request.topics)
+        else:
+            hit = any(int(r.resource_type) == TOPIC_RESOURCE and r.resource_name == self.name
+                      for r in request.resources)
+        return Allowed(f"{api_name(api_key)} on the state topic {self.name} (allowed, as for "
+                       f"__consumer_offsets)") if hit else None
