@@ -41,10 +41,12 @@ class Target:
 
     @property
     def live_mutations(self) -> tuple[str, ...]:
-        # Only bodies kcoord decodes itself are mutated live: a mutated forwarded body
-        # would fuzz the upstream broker, not kcoord (in-process fuzzing covers the
-        # inspected ones).
-        return tuple(MUTATIONS) if self.handling == SERVED else FORWARD_MUTATIONS
+        # kcoord walks every body it forwards (Route.body_check), so a malformed forwarded
+        # body stops at kcoord and may be mutated live. Inspected bodies name the state
+        # topic; a mutation that renamed it would forward a random Produce or DeleteTopics
+        # upstream, so only their framing and header are mutated live (in-process fuzzing
+        # covers their bodies).
+        return FORWARD_MUTATIONS if self.handling == INSPECTED else tuple(MUTATIONS)
 
 
 def _no_topics(cls: type, rng: random.Random, state_topic: str) -> Any:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.api_versions import invalid_request_body, valid_client_software
 from ..protocol.apis import api_name
+from ..protocol.checked import Malformed
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.find_coordinator import KEY_TYPE_TRANSACTION, group_coordinator_response, key_type_of
 from ..protocol.framing import REQUEST_PREFIX, HeaderError, request_body_offset, response_frame, split_frames
@@ -207,9 +208,15 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         # Kafka closes the connection on a header that does not parse; check it here
         # rather than leave it to upstream, so the log names the client and the fault.
         try:
-            request_body_offset(frame, route.request_header_version)
+            _, offset = request_body_offset(frame, route.request_header_version)
         except HeaderError as e:
             self._reject(str(e), route, correlation_id, reason=HEADER)
+            return
+        try:
+            route.body_check(frame, offset, len(frame))  # type: ignore[misc]
+        except Malformed as e:
+            self._reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
+                         route, correlation_id, reason=BODY)
             return
         self._forward(frame, Pending(correlation_id, route, len(frame)))
 

@@ -15,6 +15,7 @@ from ..protocol.apis import (
     API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FIND_COORDINATOR,
     METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
 )
+from ..protocol.checked import Step, struct_step
 from .state_guard import GUARDED_APIS
 
 DESCRIBE_TOPIC_PARTITIONS = 75
@@ -56,6 +57,10 @@ class Route:
     flexible: bool
     request_class: type | None     # kio request schema, for requests parsed here
     guarded: bool = False          # checked against the state topic before forwarding
+    # The bounded walk of the request body (coordinator/protocol/checked.py): forwarded
+    # bodies are walked too, so kcoord never passes bytes upstream that Kafka would refuse
+    # to parse (a broker that trusts them can die of them: fuzzing killed Tansu so).
+    body_check: Step | None = None
 
 
 def route_key(api_key: int, api_version: int) -> int:
@@ -85,5 +90,5 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 response_header_version=response_header_version(api_key, version),
                 flexible=schemas.flexible(version),
                 request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
-                guarded=guarded)
+                guarded=guarded, body_check=struct_step(schemas.requests[version]))
     return routes

@@ -69,6 +69,12 @@ BAD_FRAMES = {
                                                  "bytes left after the body"),
     "garbage ApiVersions v3 body": (_raw(apis.API_VERSIONS, 3, 9, b"\xff\xff\xff", header_version=2),
                                     "does not parse"),
+    # Forwarded bodies are walked too: kcoord never passes upstream what Kafka would refuse.
+    "forwarded Metadata body with a length bomb": (
+        _raw(apis.METADATA, 12, 9, b"\xff\xff\xff\xff\x0f\x00\x00\x00", header_version=2),
+        "body does not parse: metadata v12: field topics: tried to allocate a collection of size 4294967294"),
+    "truncated forwarded ListOffsets body": (_raw(apis.LIST_OFFSETS, 5, 9, b"\xff\xff\xff\xff\x00"),
+                                             "body does not parse: list_offsets v5"),
 }
 
 
