@@ -7,9 +7,9 @@ the request carries ids: Produce v13, DeleteTopics v6):
   delete records of internal topic X"; DeleteRecords has no message field, so it is
   logged). Kafka appends the other partitions of the same request; so does the gateway:
   a request naming only the state topic is answered here, a mixed one is SPLIT: the
-  state-topic entries are cut out of the request (Produce: byte ranges, records never
-  decoded), the rest is forwarded, and the refused entries are added to upstream's
-  answer. A Produce with acks=0 that names it closes the connection, as Kafka closes it
+  state-topic entries are cut out of the request, the rest is forwarded, and the refused
+  entries are added to upstream's answer. A Produce is decoded only when its bytes hold
+  the state topic's name or id (see ``produce``). A Produce with acks=0 that names it closes the connection, as Kafka closes it
   when an acks=0 produce fails (the client gets no response to read an error from).
 - DeleteTopics, CreatePartitions, and CreateTopics of its name while it does not exist:
   TOPIC_AUTHORIZATION_FAILED (29) for that topic, the rest forwarded the same way. A
@@ -33,11 +33,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, PRODUCE, api_name, response_class,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, PRODUCE, api_name, request_class, response_class,
 )
-from ..protocol.codec import decode_response_frame, encode_body, encode_response_frame
-from ..protocol.framing import SIZE
-from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, scan_produce, walk_produce, without_topics
+from ..protocol.checked import _STRUCTS as _STEPS
+from ..protocol.checked import Malformed, struct_step
+from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
+from ..protocol.framing import SIZE, HeaderError
+from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 
 DELETE_RECORDS = 21
 ALTER_CONFIGS = 33
@@ -114,42 +116,55 @@ class StateTopicGuard:
             return False
         return key != _ZERO_UUID and key == self._topic_id()
 
-    # --- Produce (hot: hand-walked) ---------------------------------------------------
+    # --- Produce (hot: walked, decoded only when the state topic may be named) ---------
 
     def produce(self, frame: bytes, version: int, body_offset: int) -> tuple[int, Local | Split | Close | None]:
-        """(acks, decision) of a framed Produce; raises BodyError if it does not parse."""
+        """(acks, decision) of a framed Produce; raises BodyError if it does not parse.
+
+        Every Produce is walked with its bounds checked (records skipped by length, never
+        decoded). Only a frame holding the state topic's name or id bytes anywhere is
+        decoded to see whether a topic entry really names it: a byte search in C costs
+        next to nothing, and the decode is the rare path.
+        """
+        cls = request_class(PRODUCE, version)
+        try:
+            (_STEPS.get(cls) or struct_step(cls))(frame, body_offset, len(frame))
+        except Malformed as e:
+            raise BodyError(f"{cls.__name__} v{version}: {e}") from None
+        try:
+            _, acks = produce_acks(frame, body_offset, version >= FIRST_FLEXIBLE)
+        except HeaderError as e:   # cannot happen after the walk; kept as a parse error
+            raise BodyError(f"{cls.__name__} v{version}: {e}") from None
         topic_id = self._topic_id() if version >= FIRST_TOPIC_ID else None
-        acks, hit = scan_produce(frame, body_offset, version, self._name_bytes,
-                                 topic_id.bytes if topic_id is not None else None)
-        if not hit:
+        if self._name_bytes not in frame and (topic_id is None or topic_id.bytes not in frame):
             return acks, None
-        layout = walk_produce(frame, body_offset, version)
-        refused = [i for i, t in enumerate(layout.topics) if self._is_state(t.key)]
-        if layout.acks == 0:
+        request = decode_body(cls, frame, body_offset)
+        topics = request.topic_data
+        refused = [i for i, t in enumerate(topics)
+                   if self._is_state(t.topic_id if version >= FIRST_TOPIC_ID else t.name)]
+        if not refused:
+            return acks, None
+        if acks == 0:
             return 0, Close(f"acks=0 Produce to internal topic {self.name} (Kafka closes the connection "
                             f"when an acks=0 produce fails)")
         m = _module(PRODUCE, version)
         message = f"Cannot append to internal topic {self.name}"
-        entries = []
-        count = 0
-        for i in refused:
-            topic = layout.topics[i]
-            leader = m.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1) if hasattr(m, "LeaderIdAndEpoch") else None
-            partitions = tuple(_make(m.PartitionProduceResponse, index=p, error_code=ErrorCode.invalid_topic_exception,
-                                     base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
-                                     error_message=message, current_leader=leader)
-                               for p in topic.partitions)
-            count += len(partitions)
-            key = topic.key
-            entries.append(_make(m.TopicProduceResponse, name=self.name, topic_id=key if isinstance(key, uuid.UUID)
-                                 else None, partition_responses=partitions))
-        note = f"{message} ({count} partitions)"
-        if len(refused) == len(layout.topics):
-            cls = response_class(PRODUCE, version)
-            return layout.acks, Local(_make(cls, responses=tuple(entries), throttle_time=_ZERO, node_endpoints=()),
-                                      note)
-        rest = without_topics(frame, layout, set(refused), version >= FIRST_FLEXIBLE)
-        return layout.acks, Split(rest, _merger(PRODUCE, version, "responses", tuple(entries)), note)
+        leader = m.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1) if hasattr(m, "LeaderIdAndEpoch") else None
+        entries = tuple(
+            _make(m.TopicProduceResponse, name=self.name,
+                  topic_id=topics[i].topic_id if version >= FIRST_TOPIC_ID else None,
+                  partition_responses=tuple(
+                      _make(m.PartitionProduceResponse, index=p.index, error_code=ErrorCode.invalid_topic_exception,
+                            base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
+                            error_message=message, current_leader=leader)
+                      for p in topics[i].partition_data))
+            for i in refused)
+        note = f"{message} ({sum(len(e.partition_responses) for e in entries)} partitions)"
+        if len(refused) == len(topics):
+            return acks, Local(_make(response_class(PRODUCE, version), responses=entries, throttle_time=_ZERO,
+                                     node_endpoints=()), note)
+        return acks, self._split(request, "topic_data", refused, frame, body_offset,
+                                 _merger(PRODUCE, version, "responses", entries), note)
 
     # --- admin APIs (decoded with the bounded kio codec) ------------------------------
 
@@ -176,11 +191,18 @@ class StateTopicGuard:
         if len(refused) == len(items):
             cls = response_class(api_key, version)
             return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), note)
+        return self._split(request, field, refused, frame, body_offset,
+                           _merger(api_key, version, response_field, results), note)
+
+    @staticmethod
+    def _split(request: Any, field: str, refused: list[int], frame: bytes, body_offset: int,
+               merge: Callable[[bytes], bytes], note: str) -> Split:
+        """The request without the refused entries of ``field``, header (and correlation id)
+        unchanged, to forward; ``merge`` adds the refusals to upstream's answer."""
         dropped = set(refused)
-        kept = tuple(x for i, x in enumerate(items) if i not in dropped)
-        body = encode_body(dataclasses.replace(request, **{field: kept}))
-        payload = bytes(frame[4:body_offset]) + body
-        return Split(SIZE.pack(len(payload)) + payload, _merger(api_key, version, response_field, results), note)
+        kept = tuple(x for i, x in enumerate(getattr(request, field)) if i not in dropped)
+        payload = bytes(frame[4:body_offset]) + encode_body(dataclasses.replace(request, **{field: kept}))
+        return Split(SIZE.pack(len(payload)) + payload, merge, note)
 
     def _refusals(self, api_key: int, m: Any, refused: list[Any]) -> tuple[tuple[Any, ...], str, str]:
         name = self.name
