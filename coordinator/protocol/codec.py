@@ -45,12 +45,41 @@ def encode_body(message: Any) -> bytes:
     return buf.getvalue()
 
 
+# Steady heartbeats: a member sends the same body (group, member id, epoch) every interval
+# until its epoch moves, and they are most of kcoord's traffic. Decoding is a pure function
+# of the body bytes and kio messages are immutable, so the last bodies seen are remembered:
+# a repeat costs one dict look-up instead of the bounded walk and kio's reader. Bounded
+# (cleared when full), so a client sending endless distinct bodies costs only misses.
+MEMO_MAX_ENTRIES = 16_384
+_MEMOS: dict[type, dict[bytes, Any]] = {}
+
+
+def memoize_decoding(*classes: type) -> None:
+    for cls in classes:
+        _MEMOS.setdefault(cls, {})
+
+
 def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> Any:
     """Decode ``cls`` at ``offset``; with ``exact`` the body must end where the data ends.
 
     The bytes are walked by `checked` first: kio's native reader trusts the lengths it
     reads and would allocate whatever a hostile length claims.
     """
+    memo = _MEMOS.get(cls) if exact else None
+    if memo is not None:
+        body = data[offset:]
+        value = memo.get(body)
+        if value is not None:
+            return value
+        value = _decode(cls, data, offset, exact)
+        if len(memo) >= MEMO_MAX_ENTRIES:
+            memo.clear()
+        memo[body] = value
+        return value
+    return _decode(cls, data, offset, exact)
+
+
+def _decode(cls: type, data: bytes, offset: int, exact: bool) -> Any:
     try:
         (_steps.get(cls) or struct_step(cls))(data, offset, len(data))
     except Malformed as e:
@@ -78,3 +107,6 @@ def encode_response_frame(api_key: int, api_version: int, correlation_id: int, r
     """A framed response; ``response`` is a kio message or an already-encoded body."""
     body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
     return response_frame(correlation_id, bytes(body), response_header_version(api_key, api_version))
+
+
+memoize_decoding(request_class(68, 0), request_class(68, 1))   # ConsumerGroupHeartbeat v0/v1

@@ -8,6 +8,7 @@ of issue 10 that made kio allocate 34 GB is refused before kio runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import subprocess
@@ -175,3 +176,25 @@ def test_steady_heartbeat_fast_path_agrees_with_the_general_walk(version):
             data[rng.randrange(len(data))] = rng.choice((0, 1, 0x7f, 0x80, 0xff))
             data = bytes(data[:rng.randint(1, len(data))] if i % 5 == 0 else data)
         assert outcome(fast, data) == outcome(general, data)
+
+
+def test_steady_heartbeat_decoding_is_remembered_and_bounded(monkeypatch):
+    """A repeated heartbeat body is decoded once; a malformed one is never remembered; the
+    memo is cleared when full, so distinct bodies cannot grow it."""
+    from coordinator.protocol import codec
+    cls = request_class(68, 1)
+    monkeypatch.setattr(codec, "MEMO_MAX_ENTRIES", 3)
+    memo = codec._MEMOS[cls]
+    memo.clear()
+    body = encode_body(cls(group_id="g", member_id="m", member_epoch=3, instance_id=None, rack_id=None,
+                           subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+                           topic_partitions=None))
+    frame = b"HEAD" + body
+    first = decode_body(cls, frame, 4)
+    assert decode_body(cls, b"OTHER" + body, 5) is first          # the header differs, the body not
+    with pytest.raises(BodyError):
+        decode_body(cls, CGH_BOMB, 0)
+    assert CGH_BOMB not in memo
+    for epoch in range(10):
+        decode_body(cls, encode_body(dataclasses.replace(first, member_epoch=epoch)), 0)
+        assert len(memo) <= 3
