@@ -9,11 +9,13 @@ Failure rules (issue 10):
   loaded or failed, and raises only for whole-process problems (the state topic cannot be
   read at all). A failed shard's groups answer NOT_COORDINATOR, and
   `partition_available(p)` is False for it (the gateway answers FindCoordinator
-  COORDINATOR_NOT_AVAILABLE for its groups);
+  COORDINATOR_NOT_AVAILABLE for its groups); a loading shard is found, and its group APIs
+  answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's;
 - `state.load.skip.corrupt.offsets=P:O,...` is the operator's explicit way past a bad
   record; malformed entries fail the start (`SkipOffsetsError`);
 - `state_topic_lost()` unloads every shard (their state is no longer backed by a log);
-  `reload_all()` drops everything and reloads from the log (a fresh cluster).
+  `reload_all()` drops everything and reloads from the log (a fresh cluster), and says
+  whether every shard is back (`wait_reloaded()` waits for the ones still retrying).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from .group.timeutil import from_ms
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
-from .runtime.state_topic import StateTopic
+from .runtime.state_topic import CorruptBatchError, StateTopic
 
 log = logging.getLogger("kcoord.service")
 
@@ -172,27 +174,41 @@ class GroupCoordinatorService:
             log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
                      self.state_topic.topic, records, done, len(self.runtimes))
 
-        # A shard whose record fails to load turns FAILED inside replay_raw/finish_load and
-        # ignores the rest of its partition; the load of the others goes on.
+        # A shard whose record fails to load (or whose batch cannot be read) turns FAILED
+        # and its partition is no longer read; the load of the others goes on.
         await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
-                                    lambda p, leo: by_partition[p].finish_load(leo), progress)
+                                    lambda p, leo: by_partition[p].finish_load(leo), progress,
+                                    on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),
+                                    abandoned=lambda p: by_partition[p].load_abandoned(p))
         failed = [rt for rt in self.runtimes if rt.state is ShardState.FAILED]
         log.info("loaded %d state partitions in %.2fs", len(self.runtimes) - len(failed),
                  time.monotonic() - started)
         if failed:
+            # The skip list names records that reach the decoder; an unreadable batch does not.
+            skippable = [rt for rt in failed if rt.failed_offset is not None
+                         and not isinstance(rt.load_error, CorruptBatchError)]
+            unreadable = [rt for rt in failed if isinstance(rt.load_error, CorruptBatchError)]
             log.error("%d of %d state partitions of %s FAILED to load and do not serve (NOT_COORDINATOR): "
-                      "%s. Kafka also fails such a partition; to skip a bad record, inspect it with "
-                      "`kcoord offsets show` and restart with --config state.load.skip.corrupt.offsets=%s",
+                      "%s. Kafka also fails such a partition; inspect it with `kcoord offsets show`%s%s",
                       len(failed), len(self.runtimes), self.state_topic.topic,
                       ", ".join(f"partition {rt.partition} at offset {rt.failed_offset}" for rt in failed),
-                      ",".join(f"{rt.partition}:{rt.failed_offset}" for rt in failed
-                               if rt.failed_offset is not None) or "P:O")
+                      "; to skip a bad record, restart with --config state.load.skip.corrupt.offsets="
+                      + ",".join(f"{rt.partition}:{rt.failed_offset}" for rt in skippable) if skippable else "",
+                      "; partitions " + ", ".join(str(rt.partition) for rt in unreadable) + " hold a record "
+                      "batch that cannot be read (CRC or compression), which the skip list cannot name"
+                      if unreadable else "")
 
     def partition_available(self, partition: int) -> bool:
-        """True when the shard of this state-topic partition serves (False while it loads,
-        after it failed, or once unloaded). The gateway answers FindCoordinator with
-        COORDINATOR_NOT_AVAILABLE for the groups of an unavailable partition."""
-        return self.runtimes[partition].state is ShardState.ACTIVE
+        """Whether FindCoordinator names a coordinator for this state-topic partition: True
+        while its shard serves or loads, False once it failed or was unloaded (the gateway
+        then answers COORDINATOR_NOT_AVAILABLE for its groups).
+
+        A LOADING shard counts as available, as in Kafka: FindCoordinator looks only at the
+        partition's leader, and the group APIs of a coordinator still loading answer
+        COORDINATOR_LOAD_IN_PROGRESS (14; ShardRuntime.check_active), which clients retry
+        against the same coordinator. One attribute read: FindCoordinator is frequent."""
+        state = self.runtimes[partition].state
+        return state is ShardState.ACTIVE or state is ShardState.LOADING
 
     def failed_partitions(self) -> dict[int, int | None]:
         """Partitions whose load failed on a record -> that record's offset."""
@@ -207,18 +223,20 @@ class GroupCoordinatorService:
         log.error("STATE TOPIC LOST: %s (%s). Dropping the in-memory state of all %d shards; group "
                   "APIs answer NOT_COORDINATOR until the topic is back and reloaded",
                   self.state_topic.topic, reason, len(self.runtimes))
-        metrics.STATE_TOPIC_EVENTS.labels(event="lost").inc()
+        metrics.STATE_TOPIC_INCIDENTS.labels(kind="lost").inc()
         for rt in self.runtimes:
             rt.unload(reason)
 
-    async def reload_all(self, reason: str) -> None:
+    async def reload_all(self, reason: str) -> bool:
         """Drop all in-memory state and reload every shard from the log (the topic came back,
-        e.g. with a new topic id: a fresh cluster). If the upstream cannot be read, each shard
-        not yet loaded retries on its own with a bounded backoff."""
+        e.g. with a new topic id: a fresh cluster). True once every shard is loaded (ACTIVE,
+        or FAILED on a record of its own). False if the log could not be read: each shard not
+        yet loaded then retries on its own with a bounded backoff, and `wait_reloaded()`
+        says when they are back. The caller must not report recovery before that."""
         log.error("RELOADING ALL %d shards from state topic %s: %s. All in-memory group state is "
                   "dropped; pending requests answer NOT_COORDINATOR", len(self.runtimes),
                   self.state_topic.topic, reason)
-        metrics.STATE_TOPIC_EVENTS.labels(event="reload").inc()
+        metrics.STATE_TOPIC_INCIDENTS.labels(kind="reload").inc()
         for rt in self.runtimes:
             rt.unload(reason)
         async with self._lock():
@@ -230,6 +248,21 @@ class GroupCoordinatorService:
                           "backoff", self.state_topic.topic, e, len(pending))
                 for rt in pending:
                     rt.start_reload()
+                return False
+        return self.all_loaded()
+
+    def all_loaded(self) -> bool:
+        """Every shard is ACTIVE or FAILED on a record (a failure no reload changes)."""
+        return all(rt.state is ShardState.ACTIVE or (rt.state is ShardState.FAILED and rt.load_error is not None)
+                   for rt in self.runtimes)
+
+    async def wait_reloaded(self) -> bool:
+        """Wait for the shards' own reload retries to end; returns `all_loaded()`. A retry
+        ends when its shard loaded, failed on a record, or was unloaded or closed."""
+        tasks = [t for t in (rt._reload_task for rt in self.runtimes) if t is not None and not t.done()]
+        if tasks:
+            await asyncio.wait(tasks)
+        return self.all_loaded()
 
     def close(self) -> None:
         for rt in self.runtimes:

@@ -13,14 +13,18 @@ It is also kcoord's watch on the upstream and on the state topic (issue 10):
   coordinator. The first good refresh logs INFO and, if the state topic is still the one
   kcoord loaded (same topic id), resumes writes: nothing is reloaded.
 - State topic: its presence and topic id are tracked once `manage_state_topic` names the
-  owner of the state. If it disappears, changes topic id, gets the wrong partition count,
-  or a write fails for good, kcoord logs an ERROR, counts
+  owner of the state. If it disappears, changes topic id or gets the wrong partition count,
+  kcoord logs an ERROR, counts
   `kcoord_state_topic_incidents_total{kind}`, and calls the owner's
   `state_topic_lost(reason)`: kcoord never serves state the log no longer holds. A missing
   topic is recreated (as Kafka auto-creates `__consumer_offsets`): for a fresh cluster,
   e.g. a memory-store upstream that restarted, that is what lets kcoord serve again, and a
   topic deleted behind kcoord's back is just as loud. Once the topic is present with the
-  right partitions, the owner's `reload_all(reason)` reloads every shard from it.
+  right partitions, the owner's `reload_all(reason)` reloads every shard from it; the loss
+  ends (and `kcoord_state_topic_present` returns to 1) only once every shard is loaded.
+- A failed write is not proof of anything: it only makes the watcher look at the topic at
+  once. The metadata decides (missing, new topic id); the failed shard itself answers
+  NOT_COORDINATOR and reloads with its own backoff (ShardRuntime).
 """
 from __future__ import annotations
 
@@ -36,11 +40,10 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
-from prometheus_client import Counter, Gauge
-
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
+from ..runtime import metrics
 from .upstream_client import UpstreamClient, UpstreamError
 
 log = logging.getLogger("kcoord.gateway.cluster")
@@ -51,15 +54,13 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 DEFAULT_REFRESH_INTERVAL = 1.0   # seconds; new topics reach regex subscriptions within this
 STILL_DOWN_LOG_INTERVAL = 60.0   # seconds between reminders while the upstream stays down
 WRITE_ERROR_LOG_INTERVAL = 10.0  # seconds between state-topic write-failure ERROR lines
+MISSING_REMINDER_INTERVAL = 60.0  # seconds between reminders that a missing topic is not recreated
 
-UPSTREAM_UP = Gauge("kcoord_upstream_up", "1 while the upstream cluster answers kcoord's metadata "
-                    "requests, 0 while it does not")
-UPSTREAM_OUTAGES = Counter("kcoord_upstream_outages_total", "Times the upstream stopped answering "
-                           "kcoord's metadata requests")
-STATE_TOPIC_PRESENT = Gauge("kcoord_state_topic_present", "1 while the upstream lists the state topic "
-                            "with the topic id and partitions kcoord's state was loaded from")
-STATE_TOPIC_INCIDENTS = Counter("kcoord_state_topic_incidents_total", "State-topic incidents: missing, "
-                                "new_topic_id, wrong_partitions, write_failed, recreated", ["kind"])
+# The watcher's metrics live with the others (coordinator/runtime/metrics.py).
+UPSTREAM_UP = metrics.UPSTREAM_UP
+UPSTREAM_OUTAGES = metrics.UPSTREAM_OUTAGES
+STATE_TOPIC_PRESENT = metrics.STATE_TOPIC_PRESENT
+STATE_TOPIC_INCIDENTS = metrics.STATE_TOPIC_INCIDENTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +149,11 @@ class ClusterView:
         self._lost: str | None = None                # why the owner's state is void, until reloaded
         self._lost_kind = ""
         self._recovery: asyncio.Task[None] | None = None
-        self._write_error_logged = 0.0
+        self._write_error_logged = float("-inf")
+        self._write_errors_suppressed = 0
+        # Set after every refresh (answered or not): a recovery waiting for the operator or
+        # for its shards re-checks the topic then, instead of being restarted per refresh.
+        self._changed = asyncio.Event()
 
     # --- public view ------------------------------------------------------------------
 
@@ -220,23 +225,31 @@ class ClusterView:
             writer.on_write_error = self.state_write_failed
 
     def state_write_failed(self, partition: int, error: BaseException) -> None:
-        """A state-topic append failed (called by the StateTopic). Counted and logged; the
-        topic is checked at once, and an error that retrying cannot fix voids the state."""
-        from ..runtime.state_topic import PERMANENT_WRITE_ERRORS, StateTopicUnavailable
+        """A state-topic append failed (called by the StateTopic). Counted, logged (rate-
+        limited) and the topic checked at once; nothing is dropped here.
+
+        No write error proves the topic is gone. aiokafka marks UnknownTopicOrPartition
+        retriable (a batch expires with it during a slow leader move), and an authorization
+        failure concerns kcoord's principal, not the log. Only the metadata decides
+        (`_track_state_topic`: missing, new topic id); the shard whose write failed answers
+        NOT_COORDINATOR and reloads with its own backoff, as Kafka fails only the
+        coordinator partition whose append failed."""
+        from ..runtime.state_topic import StateTopicUnavailable
         if isinstance(error, StateTopicUnavailable):
             return          # refused here on purpose; the reason was logged when suspended
         STATE_TOPIC_INCIDENTS.labels(kind="write_failed").inc()
         now = time.monotonic()
         if now - self._write_error_logged >= WRITE_ERROR_LOG_INTERVAL:
             self._write_error_logged = now
+            suppressed, self._write_errors_suppressed = self._write_errors_suppressed, 0
             log.error("state topic %s: write to partition %d failed: %r; checking the topic upstream "
                       "(further write failures within %.0fs are only counted in "
-                      "kcoord_state_topic_incidents_total{kind=\"write_failed\"})",
-                      self.state_topic, partition, error, WRITE_ERROR_LOG_INTERVAL)
+                      "kcoord_state_topic_incidents_total{kind=\"write_failed\"})%s",
+                      self.state_topic, partition, error, WRITE_ERROR_LOG_INTERVAL,
+                      f" ({suppressed} similar failures not logged)" if suppressed else "")
+        else:
+            self._write_errors_suppressed += 1
         self.request_refresh()
-        if isinstance(error, PERMANENT_WRITE_ERRORS) and self._owner is not None and self._lost is None:
-            self._lose("write_failed", f"a write to state topic {self.state_topic} partition {partition} "
-                                       f"failed for good: {error!r}")
 
     def request_refresh(self) -> None:
         """Refresh soon (coalesced), e.g. after a CreateTopics passed through the gateway."""
@@ -263,6 +276,7 @@ class ClusterView:
 
     async def close(self) -> None:
         self._closed = True
+        self._changed.set()
         for task in (self._recovery,):
             if task is not None and not task.done():
                 task.cancel()
@@ -327,6 +341,7 @@ class ClusterView:
     # --- upstream health --------------------------------------------------------------
 
     def _upstream_failed(self, error: str) -> None:
+        self._changed.set()
         now = time.monotonic()
         self._down_error = error
         if self.upstream_up:
@@ -362,6 +377,7 @@ class ClusterView:
 
     def _track_state_topic(self, snapshot: ClusterSnapshot) -> None:
         """Compare what the upstream lists now with the topic the state was loaded from."""
+        self._changed.set()
         if self._owner is None or self._closed or not self.upstream_up:
             return
         name = self.state_topic
@@ -428,10 +444,16 @@ class ClusterView:
 
     async def _recover(self) -> None:
         """Recreate a missing state topic, then reload every shard from the topic upstream.
-        Retries with backoff until the state is trusted again."""
+        Retries with backoff until every shard is loaded again; only then is the loss over.
+
+        One task per loss (``_start_recovery`` starts no second one): what it waits for (an
+        operator creating the topic, shards retrying their load) it re-checks after each
+        refresh, and each condition is logged once, not once per refresh."""
         delay = 0.2
         name = self.state_topic
         last_error = ""
+        missing_since: float | None = None
+        reminded = 0.0
         while self._lost is not None and not self._closed:
             try:
                 if not self.upstream_up:
@@ -439,10 +461,20 @@ class ClusterView:
                 topic = self._snapshot.topics.get(name)
                 if topic is None:
                     if not self._recreate:
-                        log.error("state topic %s is missing and recreation is off: create it with %d partitions "
-                                  "(cleanup.policy=compact) for kcoord to serve again", name,
-                                  self._expected_partitions)
-                        return
+                        now = time.monotonic()
+                        if missing_since is None:
+                            missing_since = reminded = now
+                            log.error("state topic %s is missing and recreation is off "
+                                      "(--no-state-topic-recreate): create it with %d partitions "
+                                      "(cleanup.policy=compact) for kcoord to serve again; kcoord "
+                                      "checks on every refresh and reminds every %.0fs", name,
+                                      self._expected_partitions, MISSING_REMINDER_INTERVAL)
+                        elif now - reminded >= MISSING_REMINDER_INTERVAL:
+                            reminded = now
+                            log.warning("state topic %s still missing after %.0fs; recreation is off",
+                                        name, now - missing_since)
+                        await self._next_refresh()
+                        continue
                     await self.ensure_topic(name, self._expected_partitions, self._state_configs)
                     created = self._snapshot.topics.get(name)
                     STATE_TOPIC_INCIDENTS.labels(kind="recreated").inc()
@@ -451,8 +483,12 @@ class ClusterView:
                               name, self._expected_partitions, created.topic_id if created else "unknown",
                               self._loaded_id or "unknown")
                     continue
+                if missing_since is not None:
+                    log.warning("state topic %s is present again (topic id %s) after %.0fs missing",
+                                name, topic.topic_id, time.monotonic() - missing_since)
+                    missing_since = None
                 if self._lost_kind == "wrong_partitions" and topic.num_partitions != self._expected_partitions:
-                    return      # an operator's job; logged by _lose
+                    return      # an operator's job; logged by _lose. A change restarts recovery.
                 seen = topic.topic_id if topic.topic_id != ZERO_UUID else None
                 reason = (f"state topic {name} reloaded from topic id {seen or 'unknown'} "
                           f"(kcoord had loaded topic id {self._loaded_id or 'unknown'}) after: {self._lost}")
@@ -464,9 +500,17 @@ class ClusterView:
                     return
                 if self._writer is not None:
                     self._writer.resume()   # the reload reads it, and reloaded shards write at once
-                await reload_all(reason)
-                if self.state_topic_id not in (seen, None):
-                    continue                # replaced again meanwhile: reload again
+                # False: the load failed and the shards retry on their own (ShardRuntime's
+                # backoff). The state is not trusted until they are back: wait for them, or
+                # for the topic to change under the reload (then start over).
+                loaded = await reload_all(reason)
+                if loaded is False and not await self._wait_for_shards(seen):
+                    if self.upstream_up and not self._is_state_topic(seen):
+                        continue            # gone or replaced: recreate / reload that one
+                    raise UpstreamError(f"the shards have not reloaded from state topic {name} "
+                                        f"(topic id {seen or 'unknown'})")
+                if self.state_topic_id not in (seen, None) or self.state_topic not in self._snapshot.topics:
+                    continue                # replaced or gone again meanwhile: start over
                 self._loaded_id = seen
                 self._lost, self._lost_kind = None, ""
                 self._disturbed = False
@@ -486,6 +530,36 @@ class ClusterView:
                 last_error = str(e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    def _is_state_topic(self, topic_id: uuid.UUID | None) -> bool:
+        """The upstream lists the state topic, under ``topic_id`` when both ids are known."""
+        topic = self._snapshot.topics.get(self.state_topic)
+        return topic is not None and (topic_id is None or topic.topic_id in (topic_id, ZERO_UUID))
+
+    async def _next_refresh(self) -> None:
+        """Returns after the next refresh, answered or not (or at close)."""
+        self._changed.clear()
+        await self._changed.wait()
+
+    async def _wait_for_shards(self, seen: uuid.UUID | None) -> bool:
+        """Wait until the owner's shards are loaded again (``owner.wait_reloaded()``: True
+        when every shard serves or failed on a record of its own). False as soon as the
+        upstream goes away or the topic is gone or replaced: the caller starts over."""
+        wait = getattr(self._owner, "wait_reloaded", None)
+        if wait is None:
+            return False
+        loaded = asyncio.ensure_future(wait())
+        try:
+            while True:
+                refreshed = asyncio.ensure_future(self._next_refresh())
+                done, _ = await asyncio.wait({loaded, refreshed}, return_when=asyncio.FIRST_COMPLETED)
+                refreshed.cancel()
+                if loaded in done:
+                    return bool(loaded.result())
+                if self._closed or not self.upstream_up or not self._is_state_topic(seen):
+                    return False
+        finally:
+            loaded.cancel()
 
     # --- admin helpers ----------------------------------------------------------------
 

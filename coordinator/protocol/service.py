@@ -31,10 +31,11 @@ class GroupService(Protocol):
         ...
 
     def partition_available(self, partition: int) -> bool:
-        """Whether the shard of that state-topic partition serves: False while it loads, after
-        its load failed, or once it was unloaded (state topic lost). The gateway answers
-        FindCoordinator with COORDINATOR_NOT_AVAILABLE for the groups of such a partition, as
-        Kafka does for a coordinator partition that is not active. A cheap check."""
+        """Whether FindCoordinator names a coordinator for that state-topic partition: True
+        while its shard serves or loads (a loading shard's group APIs answer
+        COORDINATOR_LOAD_IN_PROGRESS, as Kafka's), False after its load failed or once it was
+        unloaded (state topic lost); the gateway then answers COORDINATOR_NOT_AVAILABLE for
+        its groups. A cheap check."""
         ...
 
     async def handle(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:

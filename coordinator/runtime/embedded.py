@@ -13,6 +13,10 @@ Supervision, both ways:
 - The broker never outlives kcoord. The child asks the kernel for SIGKILL when its parent
   dies (PR_SET_PDEATHSIG, set between fork and exec), which covers a kcoord killed by any
   signal, SIGKILL included; a normal exit terminates it in ``stop()``.
+- Its output is bounded on disk. Forwarded junk makes Tansu log, so kcoord reads the
+  broker's output through a pipe (a thread, off the event loop) and writes ``log_path``
+  itself; past ``log_max_bytes`` the file is rotated once to ``log_path.1`` (the previous
+  .1 is dropped), so the output takes at most twice that.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ log = logging.getLogger("kcoord.embedded")
 
 PR_SET_PDEATHSIG = 1
 TAIL_BYTES = 4000        # how much of the broker's output an exit report quotes
+LOG_MAX_BYTES = 64 * 1024 * 1024   # the broker's log file is rotated once past this
 
 # Environment variables Tansu reads as defaults for its flags; kcoord passes every flag it
 # means, and a stray variable in kcoord's environment must not change the broker.
@@ -63,17 +68,61 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def _resolve_prctl():
+    """libc's prctl, looked up in the parent: between fork and exec the child may only do
+    async-signal-safe work, and dlopen/dlsym (ctypes.CDLL) take locks another thread of
+    the parent may have held at fork time."""
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent(prctl, parent_pid: int) -> None:
     """Runs in the child between fork and exec: SIGKILL when the parent goes.
 
     The kernel sends the signal when the *thread* that forked exits, not the process:
     EmbeddedTansu forks from the thread running the event loop (the main thread of
     `kcoord serve`), which lives as long as the process does."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         os._exit(127)  # without the guarantee, refuse to run rather than risk an orphan
     if os.getppid() != parent_pid:
         os._exit(127)  # the parent died before prctl took effect: nobody will signal us
+
+
+def rotated_path(path: Path) -> Path:
+    return path.with_name(path.name + ".1")
+
+
+def pump_output(fd: int, path: Path, max_bytes: int) -> None:
+    """Copy the broker's output from pipe ``fd`` to ``path`` until EOF, rotating once past
+    ``max_bytes``: ``path`` moves to ``path.1`` (replacing it) and a new ``path`` starts.
+    Runs in a thread; a write error stops the copy but keeps draining the pipe, so a
+    full disk never blocks the broker on its own output."""
+    out = None
+    try:
+        out = open(path, "ab", buffering=0)
+        size = out.tell()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            if out is None:
+                continue
+            try:
+                if size + len(chunk) > max_bytes and size > 0:
+                    out.close()
+                    os.replace(path, rotated_path(path))
+                    out = open(path, "wb", buffering=0)
+                    size = 0
+                out.write(chunk)
+                size += len(chunk)
+            except OSError as e:
+                log.error("embedded Tansu output: cannot write %s (%s); its further output is dropped", path, e)
+                out = None
+    except OSError as e:
+        log.error("embedded Tansu output: cannot write %s (%s)", path, e)
+    finally:
+        if out is not None:
+            out.close()
+        os.close(fd)
 
 
 def describe_status(returncode: int) -> str:
@@ -89,13 +138,16 @@ def describe_status(returncode: int) -> str:
 
 class EmbeddedTansu:
     def __init__(self, host: str = "127.0.0.1", port: int | None = None,
-                 storage: str | None = None, log_path: str | Path | None = None) -> None:
+                 storage: str | None = None, log_path: str | Path | None = None,
+                 log_max_bytes: int = LOG_MAX_BYTES) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.storage = storage
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / \
             f"kcoord-tansu-{self.port}-{os.getpid()}.log"
+        self.log_max_bytes = log_max_bytes
         self.process: subprocess.Popen | None = None
+        self._pump: threading.Thread | None = None
         self._stopping = False
         self._exited: asyncio.Future[int] | None = None
         self._watch_fd: int | None = None
@@ -131,19 +183,31 @@ class EmbeddedTansu:
             log.warning("embedded Tansu started from a non-main thread: it dies with that thread")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         parent = os.getpid()
-        with open(self.log_path, "ab") as out:
+        prctl = _resolve_prctl()
+        read_fd, write_fd = os.pipe()
+        try:
             # subprocess.Popen, not asyncio's: uvloop's spawn does not run preexec_fn the same
             # way, and the exit is watched with a pidfd below instead of a child watcher.
             self.process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                preexec_fn=lambda: _die_with_parent(parent), close_fds=True)
-        log.info("embedded Tansu broker pid %d starting on %s (storage: %s); its output goes to %s",
-                 self.process.pid, self.bootstrap, self.storage_description, self.log_path)
+                args, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT, env=env,
+                preexec_fn=lambda: _die_with_parent(prctl, parent), close_fds=True)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)     # the child holds its copy: EOF comes when the broker exits
+        self._pump = threading.Thread(target=pump_output, args=(read_fd, self.log_path, self.log_max_bytes),
+                                      daemon=True, name="kcoord-embedded-output")
+        self._pump.start()
+        log.info("embedded Tansu broker pid %d starting on %s (storage: %s); its output goes to %s "
+                 "(rotated once past %d bytes)", self.process.pid, self.bootstrap, self.storage_description,
+                 self.log_path, self.log_max_bytes)
         self._watch(loop)
         deadline = loop.time() + timeout_s
         while True:
             if self._exited.done() or self.process.poll() is not None:
                 code = self.process.wait()
+                self._unwatch(loop)
                 raise RuntimeError(f"embedded Tansu ({' '.join(args)}) {describe_status(code)} at start; "
                                    f"output ({self.log_path}):\n{self.output_tail()}")
             try:
@@ -191,13 +255,29 @@ class EmbeddedTansu:
         if self._exited is not None and not self._exited.done() and not self._stopping:
             self._exited.set_result(code)
 
+    def _drain_output(self, timeout_s: float = 2.0) -> None:
+        """Once the broker exited, let the copy thread write what is left in the pipe."""
+        if self._pump is not None and self.process is not None and self.process.poll() is not None:
+            self._pump.join(timeout_s)
+
     def output_tail(self, limit: int = TAIL_BYTES) -> str:
+        self._drain_output()
+        data = b""
+        size = 0
         try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - limit))
-                text = f.read().decode(errors="replace")
+            for path in (self.log_path, rotated_path(self.log_path)):
+                if len(data) >= limit:
+                    break
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(0, os.SEEK_END)
+                        end = f.tell()
+                        size += end
+                        f.seek(max(0, end - (limit - len(data))))
+                        data = f.read() + data
+                except FileNotFoundError:
+                    continue    # not rotated yet, or caught between the rename and the new file
+            text = data.decode(errors="replace")
         except OSError as e:
             return f"(cannot read {self.log_path}: {e})"
         if size > limit:
@@ -230,5 +310,6 @@ class EmbeddedTansu:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        self._drain_output()
         if self._exited is not None and not self._exited.done():
             self._exited.cancel()

@@ -31,8 +31,19 @@ LOAD_FAILURES = Counter("kcoord_shard_load_failures_total", "Shard loads that fa
                         "(the shard stays failed)", ["partition"])
 LOAD_SKIPPED = Counter("kcoord_shard_load_skipped_records_total", "Records skipped at load because "
                        "state.load.skip.corrupt.offsets names them", ["partition"])
-STATE_TOPIC_EVENTS = Counter("kcoord_state_topic_events_total", "State topic lost (all shards "
-                             "unloaded) and full reloads", ["event"])
+# Upstream and state-topic watch (coordinator/gateway/cluster.py, coordinator/service.py).
+# One counter for every state-topic incident, by kind: the watcher's missing, new_topic_id,
+# wrong_partitions, write_failed, recreated, and the service's lost (every shard unloaded)
+# and reload (every shard reloaded from the log).
+UPSTREAM_UP = Gauge("kcoord_upstream_up", "1 while the upstream cluster answers kcoord's metadata "
+                    "requests, 0 while it does not")
+UPSTREAM_OUTAGES = Counter("kcoord_upstream_outages_total", "Times the upstream stopped answering "
+                           "kcoord's metadata requests")
+STATE_TOPIC_PRESENT = Gauge("kcoord_state_topic_present", "1 while the upstream lists the state topic "
+                            "with the topic id and partitions kcoord's state was loaded from")
+STATE_TOPIC_INCIDENTS = Counter("kcoord_state_topic_incidents_total", "State-topic incidents: missing, "
+                                "new_topic_id, wrong_partitions, write_failed, recreated, lost (all "
+                                "shards unloaded), reload (all shards reloaded)", ["kind"])
 
 _shard_states: dict[int, str] = {}
 
@@ -105,7 +116,7 @@ GATEWAY_CONNECTIONS_CLOSED = Counter(
     "limit (idle, buffered_responses)", ["reason"])
 GATEWAY_READ_PAUSES = Counter(
     "kcoord_gateway_read_pauses_total", "Times the gateway stopped reading a client (inflight, "
-    "queue, write)", ["reason"])
+    "queue, write, upstream: its upstream connection opening or not draining)", ["reason"])
 GATEWAY_STATE_TOPIC_REQUESTS = Counter(
     "kcoord_gateway_state_topic_requests_total", "Client requests naming the state topic, by API "
     "and outcome (refused, split, allowed)", ["api", "outcome"])

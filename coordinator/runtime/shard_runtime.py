@@ -19,7 +19,8 @@ Shard states (Kafka's `CoordinatorState`; reference §1.1):
   leaves the partition FAILED until its leadership changes, and kcoord until the operator
   restarts it (with `state.load.skip.corrupt.offsets` naming the record, or after fixing
   the log). A failed *write* reloads at once, retrying with a bounded, jittered backoff
-  (0.1 s doubling to 5 s) while the upstream is down, so the shard comes back on its own.
+  (0.1 s doubling to 5 s) while the upstream is down, so the shard comes back on its own;
+  writes that fail again after each reload (no Write ACL) wait that backoff before reloading.
 - UNLOADED: the state topic is gone (`GroupCoordinatorService.state_topic_lost`); the
   in-memory state was dropped, because it must never be served without the log behind it.
 - CLOSED: shut down.
@@ -39,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka.errors import TopicAuthorizationFailedError
 from kio.schema.errors import ErrorCode
 
 from records import RecordDecodeError, UnknownRecordVersionError, encode_key, encode_value
@@ -49,7 +51,7 @@ from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
 from . import metrics
-from .state_topic import StateTopic
+from .state_topic import CorruptBatchError, StateTopic
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -74,6 +76,10 @@ RELOAD_BACKOFF_MIN_S = 0.1
 RELOAD_BACKOFF_MAX_S = 5.0
 # While the upstream stays down, a failed reload attempt is logged at most this often.
 RELOAD_LOG_INTERVAL_S = 60.0
+# Failed writes: the first is logged at ERROR, then at most one line per this interval
+# with the number of failures not logged (a lasting TopicAuthorizationFailed fails every
+# write of every reload).
+WRITE_ERROR_LOG_INTERVAL_S = 10.0
 
 
 class _Batch:
@@ -148,6 +154,12 @@ class ShardRuntime:
         self._seq = itertools.count()
         self._wakeup: asyncio.TimerHandle | None = None
         self._reload_task: asyncio.Task | None = None
+        # Writes failed since the last one that succeeded. The first failure reloads at once;
+        # each further one waits the backoff before reloading, so a write that fails every
+        # time (no Write ACL) cannot drive reload -> write -> fail -> reload at request rate.
+        self.write_failures = 0
+        self._write_error_logged = float("-inf")
+        self._write_errors_suppressed = 0
 
     # --------------------------------------------------------------- loading
     def _set_state(self, state: ShardState) -> None:
@@ -189,6 +201,17 @@ class ShardRuntime:
                     "state.load.skip.corrupt.offsets=%d:%d asks: %s", self.partition,
                     self.state_topic.topic, self.partition, offset, self.partition, offset, error)
 
+    def batch_unreadable(self, partition: int, error: CorruptBatchError) -> None:
+        """The loader's hook for a record batch aiokafka cannot read (CRC, decompression):
+        the shard fails as for a record that does not decode; the other shards load on."""
+        if self.state is _LOADING:
+            self._load_failed(error, error.offset)
+
+    def load_abandoned(self, partition: int) -> bool:
+        """The loader's hook: stop reading this shard's partition (its load failed, or it
+        was unloaded meanwhile)."""
+        return self.state is not _LOADING
+
     def _load_failed(self, error: BaseException, offset: int | None) -> None:
         """The shard cannot be loaded: drop what was replayed so far (it must never be
         served) and stay FAILED. Kafka does the same and keeps the partition failed until
@@ -203,11 +226,19 @@ class ShardRuntime:
         self._loader = self._new_loader()
         self._set_state(ShardState.FAILED)
         metrics.LOAD_FAILURES.labels(partition=str(self.partition)).inc()
-        decode_error = isinstance(error, (RecordDecodeError, UnknownRecordVersionError, IllegalStateError))
-        hint = "" if where is None else (
-            f"; to skip that record, restart with --config state.load.skip.corrupt.offsets="
-            f"{self.partition}:{where} (inspect it with `kcoord offsets show --bootstrap HOST:PORT "
-            f"--topic {self.state_topic.topic} --partition {self.partition} --offset {where}`)")
+        decode_error = isinstance(error, (RecordDecodeError, UnknownRecordVersionError, IllegalStateError,
+                                          CorruptBatchError))
+        inspect = (f"`kcoord offsets show --bootstrap HOST:PORT --topic {self.state_topic.topic} "
+                   f"--partition {self.partition} --offset {where}`")
+        if where is None:
+            hint = ""
+        elif isinstance(error, CorruptBatchError):
+            # The batch never reaches the record decoder, so the skip list cannot name it.
+            hint = (f"; a batch that fails its CRC or does not decompress cannot be skipped by "
+                    f"state.load.skip.corrupt.offsets: inspect it with {inspect}")
+        else:
+            hint = (f"; to skip that record, restart with --config state.load.skip.corrupt.offsets="
+                    f"{self.partition}:{where} (inspect it with {inspect})")
         log.error("shard %d FAILED to load: topic %s, partition %d, offset %s: %s: %s. Its groups "
                   "answer NOT_COORDINATOR until kcoord is restarted%s", self.partition,
                   self.state_topic.topic, self.partition, "?" if where is None else where,
@@ -243,8 +274,9 @@ class ShardRuntime:
         generation = self.begin_load()
         loaded: list[int] = []
         await self.state_topic.load([self.partition], lambda p, o, k, v: self.replay_raw(o, k, v),
-                                    lambda p, leo: loaded.append(leo))
-        if generation == self.generation:
+                                    lambda p, leo: loaded.append(leo), on_corrupt=self.batch_unreadable,
+                                    abandoned=self.load_abandoned)
+        if generation == self.generation and loaded:
             self.finish_load(loaded[0])
 
     # ------------------------------------------------------------ operations
@@ -361,7 +393,8 @@ class ShardRuntime:
         except Exception as e:
             if generation != self.generation:
                 return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
-            log.error("shard %d: write of %d records failed: %r", self.partition, len(batch.records), e)
+            self.write_failures += 1
+            self._log_write_failure(len(batch.records), e)
             self._inflight = None
             self._fail(e, batch)
             return
@@ -370,6 +403,7 @@ class ShardRuntime:
         if generation != self.generation:
             return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
         self._inflight = None
+        self.write_failures = 0
         if base != batch.base_offset:
             # Someone else wrote to our partition: our in-memory offsets are wrong. Kafka
             # fails the context and reloads it the same way.
@@ -379,6 +413,23 @@ class ShardRuntime:
             return
         batch.done.set_result(base)
         self._flush()
+
+    def _log_write_failure(self, records: int, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._write_error_logged < WRITE_ERROR_LOG_INTERVAL_S:
+            self._write_errors_suppressed += 1
+            return
+        self._write_error_logged = now
+        suppressed, self._write_errors_suppressed = self._write_errors_suppressed, 0
+        hint = ""
+        if isinstance(error, TopicAuthorizationFailedError):
+            hint = (f"; the upstream refuses kcoord's principal Write on {self.state_topic.topic}: "
+                    f"grant it (docs/reliability.md, 'The state topic belongs to kcoord')")
+        log.error("shard %d: write of %d records to topic %s partition %d failed: %r (%d failed writes in "
+                  "a row); its groups answer NOT_COORDINATOR and it reloads from the log%s%s", self.partition,
+                  records, self.state_topic.topic, self.partition, error, self.write_failures, hint,
+                  f" ({suppressed} more failed writes not logged in the last {WRITE_ERROR_LOG_INTERVAL_S:.0f}s)"
+                  if suppressed else "")
 
     def _fail(self, error: Exception, batch: _Batch | None = None, landed: bool = False) -> None:
         """Fail every waiter whose result is not known to be durable, and reload."""
@@ -421,6 +472,10 @@ class ShardRuntime:
         delay = RELOAD_BACKOFF_MIN_S
         last_logged = float("-inf")
         failures = 0
+        if self.write_failures > 1:
+            # Writes keep failing although the reloads succeed: back off before reloading.
+            wait = min(RELOAD_BACKOFF_MIN_S * 2 ** (self.write_failures - 2), RELOAD_BACKOFF_MAX_S)
+            await self._sleep(wait * random.uniform(0.8, 1.2))
         while self.state is not ShardState.CLOSED and self.state is not ShardState.UNLOADED:
             self.reload_attempts += 1
             try:
@@ -451,6 +506,7 @@ class ShardRuntime:
         events failed with NOT_COORDINATOR). Only a load brings it back."""
         self.cancel_reload()
         self.generation += 1
+        self.write_failures = 0     # the next load starts from a topic checked anew
         self._drop_pending(f"The coordinator of state partition {self.partition} was unloaded: {reason}.")
         self.shard = self._make_shard(self.partition)
         self._loader = self._new_loader()

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gzip
 import logging
+import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable
 
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
+from aiokafka.errors import CorruptRecordException, TopicAlreadyExistsError, UnsupportedCodecError
 from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger("kcoord.state_topic")
@@ -34,11 +37,30 @@ log = logging.getLogger("kcoord.state_topic")
 # (partition, offset, key bytes, value bytes or None)
 RecordSink = Callable[[int, int, bytes, bytes | None], None]
 
+try:  # the snappy/lz4/zstd codecs aiokafka uses raise their own error type
+    from cramjam import DecompressionError as _CodecError
+except ImportError:  # pragma: no cover - cramjam is a dependency of aiokafka's codecs
+    class _CodecError(Exception):  # type: ignore[no-redef]
+        pass
+
+# What aiokafka's fetcher raises from getmany() for a batch it cannot read: a CRC that does
+# not match (CorruptRecordException), a codec it lacks, or a payload that does not
+# decompress or whose records overrun the batch (the same set records/batch.py handles).
+CORRUPT_BATCH_ERRORS = (CorruptRecordException, UnsupportedCodecError, _CodecError, zlib.error,
+                        gzip.BadGzipFile, EOFError, struct.error, IndexError, ValueError, SystemError)
+
+
+class CorruptBatchError(Exception):
+    """A record batch of the state topic that cannot be read; ``offset`` is the first offset
+    of the partition not replayed (the bad batch starts there or after it)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, error: BaseException) -> None:
+        super().__init__(f"the record batch of state topic {topic} partition {partition} at or after offset "
+                         f"{offset} cannot be read: {type(error).__name__}: {error}")
+        self.topic, self.partition, self.offset, self.error = topic, partition, offset, error
+
 # The state topic's configuration, for creation and for recreation by the cluster view.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
-
-# Errors after which a write will not succeed by retrying: the topic is gone or closed to us.
-PERMANENT_WRITE_ERRORS = (UnknownTopicOrPartitionError, TopicAuthorizationFailedError)
 
 
 class StateTopicUnavailable(Exception):
@@ -81,8 +103,9 @@ class StateTopic:
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
         self._suspended: str | None = None
-        # Called as on_write_error(partition, exception) when an append fails (the cluster
-        # view counts it, and a permanent error makes it check the topic at once).
+        # Called as on_write_error(partition, exception) when an append fails: the cluster
+        # view counts it and checks the topic at once. No write error by itself means the
+        # topic is gone (aiokafka marks UnknownTopicOrPartition retriable); the metadata says.
         self.on_write_error: Callable[[int, BaseException], None] | None = None
 
     # --- suspension (the cluster view's word on whether the log can be trusted) ----
@@ -167,9 +190,18 @@ class StateTopic:
 
     async def load(self, partitions: Iterable[int], sink: RecordSink,
                    on_loaded: Callable[[int, int], None],
-                   progress: Callable[[int, int], None] | None = None) -> None:
+                   progress: Callable[[int, int], None] | None = None,
+                   on_corrupt: Callable[[int, CorruptBatchError], None] | None = None,
+                   abandoned: Callable[[int], bool] | None = None) -> None:
         """Replay partitions from their first offset until each reaches its high watermark.
-        `on_loaded(partition, log_end_offset)` fires as each one completes."""
+        `on_loaded(partition, log_end_offset)` fires as each one completes.
+
+        One partition's bad data stops only that partition, as a record that does not
+        decode fails only its own shard: a batch aiokafka cannot read (CRC, decompression)
+        calls `on_corrupt(partition, CorruptBatchError)` and that partition is no longer
+        read (without `on_corrupt` the error is raised). A partition for which
+        `abandoned(partition)` is true (its shard failed on a record) is paused too, rather
+        than fetched to the end of its log for nothing."""
         tps = {TopicPartition(self.topic, p) for p in partitions}
         if not tps:
             return
@@ -189,22 +221,63 @@ class StateTopic:
             consumer.assign(list(tps))
             await consumer.seek_to_beginning(*tps)
             pending = set(tps)
+            # The next offset to replay per partition: every record before it went to `sink`.
+            replayed = {tp: await consumer.position(tp) for tp in tps}
+            # After a bad batch, partitions are read one at a time: aiokafka's getmany names
+            # no partition in its error, and the records it had drained from the others in
+            # the same call are lost with the exception (their positions already moved).
+            one_by_one = False
             records = 0
             last_report = time.monotonic()
+
+            def give_up(tp: TopicPartition) -> None:
+                pending.discard(tp)
+                consumer.pause(tp)
+
             while pending:
-                batches = await consumer.getmany(*pending, timeout_ms=200, max_records=50_000)
+                if abandoned is not None:
+                    for tp in [tp for tp in pending if abandoned(tp.partition)]:
+                        give_up(tp)
+                    if not pending:
+                        break
+                if not one_by_one:
+                    try:
+                        batches = await consumer.getmany(*pending, timeout_ms=200, max_records=50_000)
+                    except CORRUPT_BATCH_ERRORS as e:
+                        if on_corrupt is None:
+                            raise
+                        log.warning("state topic %s: a record batch cannot be read (%r); finding its "
+                                    "partition by reading the %d unfinished partitions one at a time",
+                                    self.topic, e, len(pending))
+                        for tp in pending:
+                            consumer.seek(tp, replayed[tp])
+                        one_by_one = True
+                        continue
+                else:
+                    batches = {}
+                    for tp in sorted(pending, key=lambda t: t.partition):
+                        try:
+                            got = await consumer.getmany(tp, timeout_ms=200, max_records=50_000)
+                        except CORRUPT_BATCH_ERRORS as e:
+                            assert on_corrupt is not None
+                            # aiokafka drops the good batches fetched before the bad one
+                            # with the error and names no offset: what is certain is the
+                            # first offset not replayed.
+                            give_up(tp)
+                            on_corrupt(tp.partition, CorruptBatchError(self.topic, tp.partition, replayed[tp], e))
+                            continue
+                        batches.update(got)
                 for tp, recs in batches.items():
                     for r in recs:
                         sink(tp.partition, r.offset, r.key, r.value)
                     records += len(recs)
                 for tp in list(pending):
+                    position = replayed[tp] = await consumer.position(tp)
                     hw = consumer.highwater(tp)
                     if hw is None:
                         continue
-                    position = await consumer.position(tp)
                     if position >= hw:
-                        pending.discard(tp)
-                        consumer.pause(tp)
+                        give_up(tp)
                         on_loaded(tp.partition, position)
                 if progress is not None and time.monotonic() - last_report > 1.0:
                     progress(records, len(tps) - len(pending))
@@ -212,3 +285,4 @@ class StateTopic:
                 await asyncio.sleep(0)
         finally:
             await consumer.stop()
+

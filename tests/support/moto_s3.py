@@ -27,6 +27,10 @@ class MotoError(RuntimeError):
     pass
 
 
+class MotoNotInstalled(MotoError, ImportError):
+    """moto[server] (a test extra) is not installed: a missing dependency, like an ImportError."""
+
+
 def moto_server_binary() -> str:
     beside = Path(sys.executable).parent / "moto_server"   # the venv's console script
     if beside.is_file():
@@ -34,7 +38,8 @@ def moto_server_binary() -> str:
     found = shutil.which("moto_server")
     if found:
         return found
-    raise MotoError("no moto_server: install the test extras (moto[server])")
+    raise MotoNotInstalled(f"no moto_server beside {sys.executable} or on PATH: install the test extras "
+                           f"(moto[server])")
 
 
 @dataclass
@@ -77,7 +82,11 @@ class MotoS3:
 
 def start_moto_s3(log_dir: Path | None = None, *, bucket: str = BUCKET, ready_timeout: float = 30.0) -> MotoS3:
     """Start moto_server on a free port and create ``bucket``; returns once the bucket exists."""
-    import boto3  # moto[server] brings it
+    try:
+        import boto3  # moto[server] brings it
+    except ImportError as e:
+        raise MotoNotInstalled(f"boto3 is missing ({e}): install the test extras (moto[server])") from e
+    moto_server_binary()    # fail before starting anything
 
     port = ports.free_port()
     log_path = Path(log_dir or tempfile.gettempdir()) / f"moto-{port}-{time.monotonic_ns()}.log"

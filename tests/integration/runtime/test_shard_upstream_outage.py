@@ -9,6 +9,7 @@ is the fresh-cluster case `reload_all` handles).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 
@@ -20,6 +21,7 @@ from coordinator.group.hashing import partition_for
 from coordinator.group.image import MetadataImage, TopicImage
 from coordinator.group.kio_util import schema
 from coordinator.protocol.service import ClientInfo
+from coordinator.runtime.shard_runtime import ShardState
 from coordinator.runtime.state_topic import StateTopic
 from coordinator.service import GroupCoordinatorService
 from support.tansu import start_tansu
@@ -46,6 +48,13 @@ async def fetch(service, group: str):
                              for p in t.partitions}
 
 
+def kcoord_tasks() -> int:
+    """Tasks running kcoord's code. aiokafka's own (its sender, a connection's reader) come and
+    go with its connections, more of them once the broker is back: not kcoord's to bound."""
+    return sum(1 for t in asyncio.all_tasks()
+               if "/coordinator/" in getattr(getattr(t.get_coro(), "cr_code", None), "co_filename", ""))
+
+
 async def wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -58,7 +67,9 @@ def test_a_shard_comes_back_on_its_own_after_an_upstream_outage(tmp_path, names)
     try:
         from support.moto_s3 import start_moto_s3
         s3 = start_moto_s3(tmp_path)
-    except Exception as e:   # moto[server] is a test extra
+    except ImportError as e:   # moto[server] is a test extra; anything else is a real failure
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this test, but moto[server] is missing: {e}")
         pytest.skip(f"no moto S3 server: {e}")
     brokers = [start_tansu(log_dir=tmp_path, extra_args=("--storage-engine", s3.storage_url), env=s3.tansu_env)]
     port = brokers[0].port
@@ -86,7 +97,7 @@ def test_a_shard_comes_back_on_its_own_after_an_upstream_outage(tmp_path, names)
                 # (write timeout) or NOT_COORDINATOR (write failed), never success.
                 assert await commit(service, group, data_topic, 6) & {
                     ErrorCode.coordinator_not_available, ErrorCode.not_coordinator}
-                await wait_for(lambda: not service.partition_available(1), 60, "shard 1 gave up the failed write")
+                await wait_for(lambda: rt.state is not ShardState.ACTIVE, 60, "shard 1 gave up the failed write")
                 attempts_before = rt.reload_attempts
                 await wait_for(lambda: rt.reload_attempts >= attempts_before + 3, 30, "reload retries")
                 assert (await fetch(service, group))[0] in (ErrorCode.not_coordinator,
@@ -94,12 +105,12 @@ def test_a_shard_comes_back_on_its_own_after_an_upstream_outage(tmp_path, names)
                 outage = time.monotonic() - down_at
                 # Backoff 0.1 s doubling to 5 s (±20 %): at most ~6 + outage/4 attempts.
                 assert rt.reload_attempts <= 8 + outage / 3, (rt.reload_attempts, outage)
-                tasks = len(asyncio.all_tasks())
+                tasks = kcoord_tasks()
 
                 brokers.append(start_tansu(port, log_dir=tmp_path, extra_args=("--storage-engine", s3.storage_url),
                                            env=s3.tansu_env))
-                await wait_for(lambda: service.partition_available(1), 60, "shard 1 serves again")
-                assert len(asyncio.all_tasks()) <= tasks
+                await wait_for(lambda: rt.state is ShardState.ACTIVE, 60, "shard 1 serves again")
+                assert kcoord_tasks() <= tasks, "reload retries left tasks behind"
                 # The log holds the acknowledged commit and not the failed one.
                 assert await fetch(service, group) == (ErrorCode.none, {(data_topic, 0): 5})
                 assert await commit(service, group, data_topic, 7) == {ErrorCode.none}

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from aiokafka.errors import CorruptRecordException
+
 from coordinator.group.hashing import partition_for
+from coordinator.runtime.state_topic import CorruptBatchError
 from records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 
 
@@ -27,25 +30,55 @@ class FakeStateTopic:
         self.logs: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(partitions)}
         self.down = False
         self.hold_writes: asyncio.Event | None = None   # set: writes proceed; None: never held
+        self.hold_loads: asyncio.Event | None = None    # set: loads proceed; None: never held
+        self.fail_writes: BaseException | None = None   # every append raises this (after the callback)
+        self.corrupt: dict[int, int] = {}   # partition -> offset of a batch the loader cannot read
+        self.records_read = 0
         self.load_calls = 0
         self.append_calls = 0
+        # As StateTopic: the cluster view's hook for failed appends, and its suspension.
+        self.on_write_error = None
+        self.suspended: str | None = None
 
-    async def load(self, partitions: Iterable[int], sink, on_loaded, progress=None) -> None:
+    def suspend(self, reason: str) -> None:
+        self.suspended = reason
+
+    def resume(self) -> None:
+        self.suspended = None
+
+    async def load(self, partitions: Iterable[int], sink, on_loaded, progress=None,
+                   on_corrupt=None, abandoned=None) -> None:
         self.load_calls += 1
+        self.records_read = 0
+        if self.hold_loads is not None:
+            await self.hold_loads.wait()
         if self.down:
             raise UpstreamDown("upstream unreachable")
         for p in sorted(partitions):
             for offset, (key, value) in enumerate(list(self.logs[p])):
+                if abandoned is not None and abandoned(p):
+                    break
+                if offset == self.corrupt.get(p):
+                    error = CorruptBatchError(self.topic, p, offset, CorruptRecordException("Invalid CRC"))
+                    if on_corrupt is None:
+                        raise error
+                    on_corrupt(p, error)
+                    break
+                self.records_read += 1
                 sink(p, offset, key, value)
-            on_loaded(p, len(self.logs[p]))
+            else:
+                on_loaded(p, len(self.logs[p]))
             await asyncio.sleep(0)
 
     async def append(self, partition: int, records, timestamp_ms: int) -> int:
         self.append_calls += 1
         if self.hold_writes is not None:
             await self.hold_writes.wait()
-        if self.down:
-            raise UpstreamDown("upstream unreachable")
+        error = self.fail_writes or (UpstreamDown("upstream unreachable") if self.down else None)
+        if error is not None:
+            if self.on_write_error is not None:
+                self.on_write_error(partition, error)
+            raise error
         log = self.logs[partition]
         base = len(log)
         log.extend(records)

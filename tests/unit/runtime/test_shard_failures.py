@@ -309,7 +309,7 @@ def test_state_topic_lost_fails_pending_requests_and_drops_state_until_reload_al
             # A fresh cluster: the topic is back, empty. reload_all serves what the log holds.
             topic.logs = {p: [] for p in range(PARTITIONS)}
             with caplog.at_level(logging.ERROR, logger="kcoord"):
-                await service.reload_all("new topic id")
+                assert await service.reload_all("new topic id") is True
             assert all(service.partition_available(p) for p in range(PARTITIONS))
             resp = await fetch(service, group)
             assert resp.error_code == ErrorCode.none and committed(resp) == {}
@@ -341,11 +341,14 @@ def test_reload_all_with_the_upstream_down_recovers_on_its_own():
         await service.start()
         try:
             topic.down = True
-            await service.reload_all("upstream restarted")   # does not raise: shards retry
-            assert not any(service.partition_available(p) for p in range(PARTITIONS))
+            # Does not raise, but says the shards are not back: they retry on their own.
+            assert await service.reload_all("upstream restarted") is False
+            assert not service.all_loaded()
+            assert all(rt.state in (ShardState.FAILED, ShardState.LOADING) for rt in service.runtimes)
             await until(lambda: len(delays) >= 40, "40 retries")
             topic.down = False
-            await until(lambda: all(service.partition_available(p) for p in range(PARTITIONS)), "all back")
+            assert await asyncio.wait_for(service.wait_reloaded(), 5) is True
+            assert all(rt.state is ShardState.ACTIVE for rt in service.runtimes)
             assert committed(await fetch(service, group)) == {("t", 0): 3}
         finally:
             service.close()
@@ -383,12 +386,12 @@ def test_a_failed_write_reloads_with_bounded_backoff_and_comes_back_when_the_ups
                         break
                     await asyncio.sleep(0)
                     assert len(asyncio.all_tasks()) <= tasks_before   # no task growth
-                    assert not service.partition_available(1)
+                    assert service.runtimes[1].state in (ShardState.FAILED, ShardState.LOADING)
                 assert len(delays) >= 30
                 assert (await fetch(service, group)).error_code in (
                     ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)
                 topic.down = False
-                await until(lambda: service.partition_available(1), "shard 1 back")
+                await until(lambda: service.runtimes[1].state is ShardState.ACTIVE, "shard 1 back")
             assert committed(await fetch(service, group)) == {("t", 0): 3}   # the failed write is not there
             assert commit_errors(await commit(service, group, "t", 0, 5)) == {ErrorCode.none}
             assert committed(await fetch(service, group)) == {("t", 0): 5}
