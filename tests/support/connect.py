@@ -1,9 +1,10 @@
 """A distributed Kafka Connect 4.3 worker as a subprocess: a real member of a classic
 group of protocol type "connect", whose connectors and tasks the group's leader assigns.
 
-Jars come from scripts/fetch_java_jars.py (connect-jars/ plus the 4-class jetty-security
-stub the REST server needs; environment.md 5.3). The FileStream connectors ship in
-connect-file on that classpath, so no plugin.path is needed.
+Jars come from Maven Central through scripts/fetch_java_jars.py: the libs/ set
+(connect-runtime with its real dependencies, jetty-security included, as a Kafka
+distribution's libs/). The FileStream connectors ship in connect-file on that classpath,
+so no plugin.path is needed.
 
 Timings are short on purpose. The worker's own group and its sink tasks' consumer groups
 are classic groups whose session timeouts must lie within the coordinator's
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ports, processes
-from .java import ensure_java_jars
+from .java import ensure_java_jars, libs_classpath
 from .wait import wait_until
 
 # C1 and the serial GC: the worker lives for seconds on a 2-core machine (startup beats peak).
@@ -38,11 +39,6 @@ MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectDistributed"
 
 class ConnectError(RuntimeError):
     pass
-
-
-def connect_classpath(cache: Path | None = None) -> str:
-    cache = cache or ensure_java_jars()
-    return f"{cache / 'connect-jars' / '*'}:{cache / 'stub' / 'jetty-security-stub.jar'}"
 
 
 class ConnectWorker:
@@ -103,7 +99,7 @@ class ConnectWorker:
         props = self.work_dir / f"connect-{self.rest_port}.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         cmd = ["java", *CONNECT_JVM_OPTS, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-               "-cp", connect_classpath(cache), MAIN_CLASS, str(props)]
+               "-cp", libs_classpath(cache), MAIN_CLASS, str(props)]
         self.process = processes.track(subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", errors="replace", bufsize=1))
@@ -125,8 +121,7 @@ class ConnectWorker:
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM (the worker leaves its group and stops its tasks), SIGKILL after ``timeout``.
 
-        A worker whose REST server failed to start ignores SIGTERM (environment.md 5.3):
-        processes.stop kills it then.
+        A worker whose REST server failed to start can ignore SIGTERM: processes.stop kills it then.
         """
         if self.process is None:
             return 0

@@ -1,7 +1,9 @@
 """Java kafka-clients 4.3 consumers as subprocesses (tests/clients/java/ConsumerDriver.java).
 
-The jars come from scripts/fetch_java_jars.py, run lazily on first use (idempotent;
-~3 s the first time). The driver sources are compiled once per content hash into
+The jars come from Maven Central through scripts/fetch_java_jars.py (maven/clients/pom.xml),
+run lazily on first use (idempotent; ~6 s with a warm ~/.m2). ``jars/`` holds the client set
+(the drivers' classpath), ``libs/`` everything else (Connect, kafka-tools, Streams); see
+``libs_classpath``. The driver sources are compiled once per content hash into
 <java cache>/classes/<hash>/: a JVM then reaches "ready" in ~0.4-0.5 s instead of
 ~1.4 s with the single-file source launcher, which recompiles on every start
 (measured here: source launcher 1.36-1.40 s, precompiled 0.51-0.60 s, precompiled
@@ -63,6 +65,11 @@ def ensure_java_jars() -> Path:
         if not fetch.is_complete(cache):
             fetch.fetch(cache)  # raises fetch.FetchError with a readable message
     return cache
+
+
+def libs_classpath(cache: Path | None = None) -> str:
+    """Classpath of the full set (kafka-clients, -streams, -tools, connect-*), fetched if missing."""
+    return str((cache or ensure_java_jars()) / "libs" / "*")
 
 
 def java_sources() -> list[Path]:

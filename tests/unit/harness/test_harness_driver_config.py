@@ -66,18 +66,22 @@ def test_free_port_is_in_range_bindable_and_not_repeated(monkeypatch: pytest.Mon
         ports.release(p)
 
 
-def test_fetch_marker_requires_every_file(tmp_path: Path) -> None:
+def test_fetch_manifest_requires_every_listed_file_and_every_set(tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[3] / "scripts" / "fetch_java_jars.py"
     spec = importlib.util.spec_from_file_location("fetch_java_jars_under_test", script)
     fetch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fetch)  # type: ignore[union-attr]
     assert not fetch.is_complete(tmp_path)
-    for f in fetch.expected_files(tmp_path):
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_bytes(b"x")
-    assert not fetch.is_complete(tmp_path)  # no marker yet
-    (tmp_path / ".complete").write_text(fetch.MARKER_VERSION + "\n")
+    jars = [n + "4.3.1.jar" for n in fetch.NEEDS]  # one jar per required prefix, e.g. libs/jetty-security-
+    for rel in [*jars, "libs/rocksdbjni-10.1.3.jar", "log4j2.properties"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    assert not fetch.is_complete(tmp_path)  # no manifest yet
+    fetch.write_manifest(tmp_path, ".complete", fetch.maven_marker(), fetch.SETS)
     assert fetch.is_complete(tmp_path)
-    (tmp_path / "jars" / "kafka-clients-4.3.0.jar").unlink()
+    (tmp_path / "libs" / "rocksdbjni-10.1.3.jar").unlink()
     assert not fetch.is_complete(tmp_path)  # a deleted jar is noticed
-    assert len(fetch.CLIENT_JARS) == 8 and len(fetch.CLIENT_JARS + fetch.CONNECT_ONLY_JARS) == 57
+    fetch.write_manifest(tmp_path, ".complete", fetch.maven_marker(), fetch.SETS)
+    (tmp_path / "libs" / "jetty-security-4.3.1.jar").unlink()
+    fetch.write_manifest(tmp_path, ".complete", fetch.maven_marker(), fetch.SETS)
+    assert not fetch.is_complete(tmp_path)  # Connect's REST server needs jetty-security

