@@ -78,6 +78,16 @@ class CoordinatorConfig:
     max_buffered_response_bytes_per_connection: int = 64 * 1024 * 1024
     # Bad-frame log lines per second (each bad frame is still counted in a metric).
     bad_request_log_rate_per_second: int = 10
+    # kcoord's own bound (no Kafka name) on a request kcoord decodes or walks, i.e. every
+    # request but Produce: its bounded walk and kio's decoding run on the one event loop,
+    # linear in element count, so one socket.request.max.bytes frame of tiny elements
+    # would stall every client for seconds (Kafka parses on its handler threads). A larger
+    # frame closes the connection like any bad frame (reason "frame"). A Produce above it
+    # is forwarded without its body walked (records dominate; see docs/reliability.md).
+    max_decoded_request_bytes: int = 4 * 1024 * 1024
+    # How long a client's upstream connection may take to open before the client's
+    # connection is closed (as Kafka clients' socket.connection.setup.timeout.ms, 10 s).
+    upstream_connect_timeout_ms: int = 10_000
 
     # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
     # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.

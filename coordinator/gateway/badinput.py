@@ -49,7 +49,7 @@ class BadInput(_Base):
                              reason=HEADER)
                 return
             supported = self._gateway.api_versions[API_VERSIONS]
-            self._queue.append(response_frame(correlation_id, unsupported_version_body(supported), 0))
+            self._answer(response_frame(correlation_id, unsupported_version_body(supported), 0))
             return
         advertised = self._gateway.api_versions.get(api_key)
         reason = UNKNOWN_API

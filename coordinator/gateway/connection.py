@@ -8,10 +8,12 @@ be in flight at once (pipelining).
 
 Mixins hold the rest: bad input (badinput.py: Kafka closes the connection), flow control
 (flow.py: why reading pauses, the idle sweep), requests checked against the state topic
-(guarded.py). Per request the limit accounting is a length check; the rest of it is per
-read or per flush (one read never handles frames past max_inflight_requests_per_connection;
-they wait in the buffer), and answers buffered for a client past
-max_buffered_response_bytes_per_connection close it.
+(guarded.py). Per request the limit accounting is a few integer operations (a length
+check, the request's share of the process-wide queue, its answer's bytes in ``held``);
+the rest is per read or per flush: one read cuts no more frames than the in-flight bound
+has room for (the rest wait in the buffer, uncut), the bytes of a frame read in part count
+in the process-wide queue, and answers buffered for a client past
+max_buffered_response_bytes_per_connection close it, local answers as well as upstream's.
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from ..protocol.apis import api_name
 from ..protocol.checked import Malformed
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.find_coordinator import KEY_TYPE_TRANSACTION, group_coordinator_response, key_type_of
-from ..protocol.framing import REQUEST_PREFIX, HeaderError, request_body_offset, response_frame, split_frames
+from ..protocol.framing import (
+    REQUEST_PREFIX, HeaderError, body_offset, request_body_offset, response_frame, split_frames,
+)
 from ..protocol.service import ClientInfo
 from . import eager
 from .badinput import BODY, FRAME, HEADER, BadInput
@@ -66,6 +70,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         self._guard = gateway.guard
         self._max_inflight = limits.max_inflight
         self._max_buffered = limits.max_buffered_response_bytes
+        self._max_decoded_frame = limits.max_decoded_frame
         self._paused = 0                   # INFLIGHT | QUEUE | WRITE | UPSTREAM
         self._write_paused = False
         self._admitted = False
@@ -74,6 +79,12 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         # yet written; past the soft limit the upstream link stops reading (forward.py).
         self.held = 0
         self.held_soft_limit = self._max_buffered // 2
+        # This connection's share of the process-wide queue (Limits.queued_*): requests
+        # not answered yet and their bytes, plus the bytes waiting in _buf
+        # (_buf_counted of them), for the fair-share pause (flow.py).
+        self.q_requests = 0
+        self.q_bytes = 0
+        self._buf_counted = 0
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -88,51 +99,72 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             return
         self._admitted = True
         self._gateway.connections.add(self)
-        if self._limits.queue_paused:
-            self._pause(QUEUE)
+        # Not paused even while the process-wide queue is over its bounds: it holds none
+        # of it (flow.py pauses only the connections holding their fair share).
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         self._active = self._limits.now
         buf = self._buf
-        from_buf = bool(buf)
-        if from_buf:
-            buf += data
-            frames, used, error = split_frames(buf, self._max_frame_size)
-            del buf[:used]
-        else:
-            frames, used, error = split_frames(data, self._max_frame_size)
-            if used < len(data) and error is None:
-                buf += data[used:]
-        handle = self._handle
         queue = self._queue
         limit = self._max_inflight
-        handled = 0
-        for frame in frames:
-            handle(frame)
-            handled += 1
-            if self._closing:
+        handle = self._handle
+        room = limit - len(queue)
+        completed = 0
+        error = None
+        if buf or room <= 0:
+            buf += data
+            source: bytes | bytearray = buf
+        else:
+            source = data
+        # Cut only as many frames as the in-flight bound has room for; the rest stay in
+        # the buffer, uncut, for when answers make room (cutting them all on every answer
+        # at the bound would be quadratic in the frames of one read).
+        while room > 0:
+            frames, used, error = split_frames(source, self._max_frame_size, room)
+            if source is buf:
+                del buf[:used]
+            elif used < len(source) and error is None:
+                buf += source[used:]
+            completed += len(frames)
+            for frame in frames:
+                handle(frame)
+                if self._closing:
+                    break
+            if self._closing or error is not None or len(frames) < room:
                 break
-            if len(queue) >= limit:
-                if handled < len(frames) or error is not None:
-                    # Keep what was not handled for when reading resumes (the fault, if
-                    # any, is found again then): one read never overshoots the limit.
-                    leftover = bytes(buf) if buf else (data[used:] if error is not None else b"")
-                    self._buf = bytearray(b"".join(frames[handled:]) + leftover)
-                    error = None
+            room = limit - len(queue)   # some frames took no slot (acks=0 Produce): cut more
+            source = buf
+        if not self._closing:
+            if error is not None:
+                self._reject(str(error), reason=FRAME)
+            elif len(queue) >= limit:
                 self._pause(INFLIGHT)
-                break
-        if error is not None and not self._closing:
-            self._reject(str(error), reason=FRAME)
         if self._outgoing:
             assert self._link is not None
             self._link.send(self._outgoing)
             self._outgoing = []
         self.flush()
         limits = self._limits
-        if not limits.queue_paused and (limits.queued_requests >= limits.queued_max_requests
-                                        or limits.queued_bytes >= limits.queued_max_request_bytes):
+        # Bytes of frames read in part (or kept back at the in-flight bound) count in the
+        # process-wide queue, as Kafka's memory pool reserves a request's bytes once it has
+        # read its size prefix: a socket.request.max.bytes frame trickled in is not free.
+        counted = len(self._buf)
+        if counted != self._buf_counted:
+            delta = counted - self._buf_counted
+            self._buf_counted = counted
+            limits.queued_bytes += delta
+            self.q_bytes += delta
+        if limits.queue_paused:
+            # A connection reads a frame it has begun to its end before it is paused (as
+            # Kafka reads a request it has reserved memory for), so partial frames never
+            # hold the queue shut; one that completed a frame in this read is paused now.
+            if not self._paused & QUEUE and (completed or not self._buf) and self.q_requests \
+                    and limits.over_fair_share(self.q_requests, self.q_bytes):
+                self._pause(QUEUE)
+        elif limits.queued_requests >= limits.queued_max_requests \
+                or limits.queued_bytes >= limits.queued_max_request_bytes:
             self._gateway.pause_queue()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -153,6 +185,9 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
                 self._gateway.keep_until_done(task)
         self._queue.clear()
         self._buf = bytearray()
+        limits.queued_bytes -= self._buf_counted
+        self._buf_counted = self.q_requests = self.q_bytes = 0
+        self.held = 0
         if self._link is not None:
             self._link.close()
         if self._admitted:
@@ -186,9 +221,15 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         api_key, api_version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 4)
         route = self._routes.get((api_key << 16) | (api_version & 0xFFFF))
         if route is None:
+            if len(frame) > self._max_decoded_frame:
+                self._too_big(frame, None, correlation_id, api_key, api_version)
+                return
             self._unroutable(frame, api_key, api_version, correlation_id)
             return
         kind = route.kind
+        if len(frame) > self._max_decoded_frame and kind != FORWARD_PRODUCE:
+            self._too_big(frame, route, correlation_id)
+            return
         if kind == FORWARD:
             self._forward_checked(frame, route, correlation_id)
         elif kind == GROUP:
@@ -208,7 +249,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         # Kafka closes the connection on a header that does not parse; check it here
         # rather than leave it to upstream, so the log names the client and the fault.
         try:
-            _, offset = request_body_offset(frame, route.request_header_version)
+            offset = body_offset(frame, route.request_header_version)   # the client id is not decoded
         except HeaderError as e:
             self._reject(str(e), route, correlation_id, reason=HEADER)
             return
@@ -227,13 +268,42 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             link.open(self._gateway.upstream_of(self._listener.name))
             if self._write_paused:
                 link.pause_reading(CLIENT_WRITE)
+            # Requests read while it opens wait in its outbox: stop reading the client
+            # until it is open (UpstreamLink.connection_made resumes), so that outbox holds
+            # at most what this read brought, acks=0 Produce frames included.
+            self._pause(UPSTREAM)
         self._outgoing.append(frame)
         if pending is not None:
             self._queue.append(pending)
             link.waiting.append(pending)
+            size = pending.size
             limits = self._limits
             limits.queued_requests += 1
-            limits.queued_bytes += pending.size
+            limits.queued_bytes += size
+            self.q_requests += 1
+            self.q_bytes += size
+
+    def answered(self, size: int) -> None:
+        """A counted request's answer is produced: out of the process-wide queue."""
+        limits = self._limits
+        limits.queued_requests -= 1
+        limits.queued_bytes -= size
+        self.q_requests -= 1
+        self.q_bytes -= size
+
+    def _answer(self, data: bytes) -> None:
+        """A ready answer. It counts in ``held`` until written, like upstream's: behind a
+        request still unanswered (a JoinGroup waiting out its rebalance) answers made at
+        once would otherwise pile up past max_buffered_response_bytes_per_connection."""
+        self._queue.append(data)
+        self.held += len(data)
+
+    def _too_big(self, frame: bytes, route: Route | None, correlation_id: int, api_key: int | None = None,
+                 api_version: int | None = None) -> None:
+        self._reject(f"request of {len(frame) - 4} bytes is above max_decoded_request_bytes="
+                     f"{self._max_decoded_frame - 4} (only Produce may be larger, up to "
+                     f"socket.request.max.bytes={self._max_frame_size})", route, correlation_id, api_key,
+                     api_version, reason=FRAME)
 
     def _parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
         """(client id, kio request) of a request served here; None after rejecting it."""
@@ -258,7 +328,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             body = invalid_request_body(version)
         else:
             body = self._gateway.api_versions_bodies[version]
-        self._queue.append(response_frame(correlation_id, body, 0))
+        self._answer(response_frame(correlation_id, body, 0))
 
     def _serve_find_coordinator(self, frame: bytes, route: Route, correlation_id: int) -> None:
         parsed = self._parse(frame, route, correlation_id)
@@ -269,7 +339,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             self._forward(frame, Pending(correlation_id, route, len(frame)))   # node rewritten on the way back
             return
         response = group_coordinator_response(route.api_version, request, self._gateway.locate_group)
-        self._queue.append(response_frame(correlation_id, encode_body(response), route.response_header_version))
+        self._answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
         parsed = self._parse(frame, route, correlation_id)
@@ -286,17 +356,21 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if outcome.__class__ is Done:
             if outcome.error is None:   # type: ignore[union-attr]
                 data = self._group_frame(route, correlation_id, outcome.value)  # type: ignore[union-attr]
-                if data is not None:
+                if data is not None:   # inline _answer: the heartbeat path
                     self._queue.append(data)
+                    self.held += len(data)
             else:
                 self._group_failed(route, correlation_id, outcome.error)  # type: ignore[union-attr]
             return
         pending = Pending(correlation_id, route, len(frame))
         pending.task = outcome   # type: ignore[assignment]
         self._queue.append(pending)
+        size = pending.size
         limits = self._limits
         limits.queued_requests += 1
-        limits.queued_bytes += pending.size
+        limits.queued_bytes += size
+        self.q_requests += 1
+        self.q_bytes += size
         outcome.add_done_callback(lambda task: self._group_done(pending, task))  # type: ignore[union-attr]
 
     def _group_frame(self, route: Route, correlation_id: int, response: Any) -> bytes | None:
@@ -324,9 +398,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             return   # the client went away; the call ran to completion all the same
         size = pending.size
         if size:
-            limits = self._limits
-            limits.queued_requests -= 1
-            limits.queued_bytes -= size
+            self.answered(size)
             pending.size = 0
         route = pending.route
         if task.cancelled():
@@ -364,6 +436,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             head = queue[0]
             if head.__class__ is bytes:
                 out.append(head)
+                released += len(head)
             else:
                 data = head.data  # type: ignore[union-attr]
                 if data is None:
@@ -380,6 +453,10 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if self._paused:
             if self._paused & INFLIGHT and len(queue) < self._max_inflight and not self._closing:
                 self._resume(INFLIGHT)
+            if self._paused & QUEUE and not self.q_requests and not self._closing:
+                # It holds no request of the queue any more, only (part of) a frame: let it
+                # read that to its end, or partial frames alone could hold the queue shut.
+                self._resume(QUEUE)
         link = self._link
         if link is not None and link.paused & HELD and (self.held <= self.held_soft_limit or not self.head_is_local()):
             link.resume_reading(HELD)
@@ -392,7 +469,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if self._limits.queue_paused:
             self._gateway.check_queue()
         if self._closing and not queue:
-            transport.close()
+            self.close()
 
     def head_is_local(self) -> bool:
         """The oldest unanswered request waits for the GroupService (not for upstream)."""
@@ -406,14 +483,21 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         """The upstream connection broke: the client reconnects and retries (never a crash)."""
         if self._transport is None:
             return
-        log.warning("closing connection from %s:%d on %s: %s", self._peer[0], self._peer[1],
-                    self._listener.name, reason)
+        # Rate-limited: in an upstream outage every client connection fails at once.
+        self._gateway.upstream_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s",
+                                       self._peer[0], self._peer[1], self._listener.name, reason)
         self.close()
 
     def close(self) -> None:
+        """Close after what is buffered is written; abort at once if the client does not
+        read it (a graceful close would wait for it forever, holding its slot)."""
         self._closing = True
-        if self._transport is not None:
-            self._transport.close()
+        transport = self._transport
+        if transport is not None:
+            if self._write_paused:
+                transport.abort()
+            else:
+                transport.close()
 
     def abort(self) -> None:
         self._closing = True

@@ -2,13 +2,17 @@
 
 Rules: reading stops (transport.pause_reading) while any reason holds and resumes when
 none does — INFLIGHT: max_inflight_requests_per_connection requests unanswered; QUEUE: the
-process-wide queue is over queued.max.requests / queued.max.request.bytes; WRITE: the
-client does not drain its answers (asyncio pause_writing); UPSTREAM: upstream does not
-drain the requests forwarded to it. Frames read past the in-flight limit are kept in the
-connection's buffer and handled before anything more is read. The idle sweep closes a connection
-with no read and no drained write for connections.max.idle.ms, unless it waits for an
-answer kcoord owes it and can take it. Closing for a limit aborts: what is buffered for a
-client that does not read is not worth keeping.
+process-wide queue is over queued.max.requests / queued.max.request.bytes and this
+connection holds at least its fair share of it (limits.py); WRITE: the client does not
+drain its answers (asyncio pause_writing); UPSTREAM: its upstream connection is still
+opening, or upstream does not drain the requests forwarded to it. Frames read past the
+in-flight limit are kept in the connection's buffer and handled before anything more is
+read. The idle sweep closes a connection with no read and no drained write for
+connections.max.idle.ms, unless it waits for an answer kcoord owes it and can take it; a
+connection already closing (after a bad frame, a failure, a refusal) that has not gone
+after that time is aborted, since a graceful close waits for a client that may never read.
+Closing for a limit aborts: what is buffered for a client that does not read is not worth
+keeping.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ INFLIGHT = 1
 QUEUE = 2
 WRITE = 4
 UPSTREAM = 8
-_PAUSE_NAMES = {INFLIGHT: "inflight", QUEUE: "queue", WRITE: "write"}
+_PAUSE_NAMES = {INFLIGHT: "inflight", QUEUE: "queue", WRITE: "write", UPSTREAM: "upstream"}
 _PAUSES = {bit: metrics.GATEWAY_READ_PAUSES.labels(reason=name) for bit, name in _PAUSE_NAMES.items()}
 
 CLOSED_IDLE = metrics.GATEWAY_CONNECTIONS_CLOSED.labels(reason="idle")
@@ -71,15 +75,24 @@ class FlowControl(_Base):
             self._transport.resume_reading()
 
     def queue_paused(self, paused: bool) -> None:
-        """The process-wide request queue went over (or back under) its bounds."""
+        """The process-wide request queue went over (or back under) its bounds. Over them,
+        only a connection holding requests of it, at least its fair share, stops reading
+        (one in the middle of a frame first reads it to its end: data_received pauses it)."""
         if paused:
-            self._pause(QUEUE)
+            if self.q_requests and not self._buf and self._limits.over_fair_share(self.q_requests, self.q_bytes):
+                self._pause(QUEUE)
         else:
             self._resume(QUEUE)
 
     def sweep(self, now: float, idle: float) -> None:
         """connections.max.idle.ms, from the gateway's periodic sweep."""
-        if self._closing or now - self._active < idle:
+        if now - self._active < idle:
+            return
+        if self._closing:
+            if self._transport is not None:   # closed gracefully, but the client reads nothing
+                self._close_for_limit(CLOSED_IDLE, f"idle for connections.max.idle.ms="
+                                                   f"{int(self._limits.idle_seconds * 1000)} while closing "
+                                                   f"(its last answers are not being read)")
             return
         if not self._write_paused:
             if self._paused & (INFLIGHT | QUEUE | UPSTREAM):

@@ -3,6 +3,11 @@
 Request frames go upstream byte for byte (correlation id unchanged). Upstream answers a
 connection in request order, so each response completes the oldest awaited request.
 
+Opening: the client is not read until the link is open (requests read meanwhile wait in
+the outbox, so it holds at most one read's worth), and the connect is bounded by
+upstream_connect_timeout_ms; then the client's connection is closed, as for any upstream
+failure.
+
 Backpressure: the link stops reading upstream while its client does not drain what was
 written to it (CLIENT_WRITE), and while upstream answers wait in the client's queue behind
 a slower locally served answer for more than half of
@@ -81,23 +86,35 @@ class UpstreamLink(asyncio.Protocol):
         self._closed = False
         self._target = "?"
         self.paused = 0           # CLIENT_WRITE | HELD
+        # False only for a bare link in tests/unit/protocol/test_forward_matching.py, whose
+        # fake client keeps no accounts (read once here, not per upstream read).
+        self._accounts = gateway is not None
 
     def open(self, addresses: Sequence[tuple[str, int]]) -> None:
         asyncio.get_running_loop().create_task(self._connect(tuple(addresses)))
 
     async def _connect(self, addresses: tuple[tuple[str, int], ...]) -> None:
         loop = asyncio.get_running_loop()
+        # Bounded, as Kafka clients bound it (socket.connection.setup.timeout.ms): the
+        # client is not read while its link opens (ClientConnection._forward), so an
+        # upstream that never answers the SYN must not hold it (and its slot) for the
+        # kernel's minutes of retries.
+        timeout = self._gateway.limits.upstream_connect_timeout
         errors = []
         for host, port in addresses:
             if self._closed:
                 return
             try:
                 self._target = f"{host}:{port}"
-                await loop.create_connection(lambda: self, host, port)
+                await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
                 return
+            except asyncio.TimeoutError:
+                errors.append(f"{host}:{port}: not connected after upstream_connect_timeout_ms="
+                              f"{int(timeout * 1000)}")
             except OSError as e:
                 errors.append(f"{host}:{port}: {e.strerror or e}")
-        self._client.upstream_failed("no upstream broker reachable (" + "; ".join(errors) + ")")
+        if not self._closed:
+            self._client.upstream_failed("no upstream broker reachable (" + "; ".join(errors) + ")")
 
     def expect_nothing(self, pending: NoResponseExpected) -> None:
         waiting = self.waiting
@@ -138,11 +155,14 @@ class UpstreamLink(asyncio.Protocol):
         if self._closed:
             transport.close()
             return
+        if self.paused:
+            transport.pause_reading()  # type: ignore[attr-defined]
+        # The client was not read while this opened: read it again, before the outbox is
+        # written (a write over the high-water mark pauses it again via pause_writing).
+        self._client.resume_reading()
         if self._outbox:
             self._transport.write(b"".join(self._outbox))  # type: ignore[union-attr]
             self._outbox = []
-        if self.paused:
-            transport.pause_reading()  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -171,7 +191,6 @@ class UpstreamLink(asyncio.Protocol):
         waiting = self.waiting
         client = self._client
         held = 0
-        limits = getattr(self._gateway, "limits", None)   # None: a bare link (unit tests)
         for frame in frames:
             (correlation_id,) = SIZE.unpack_from(frame, 4)
             while True:
@@ -209,18 +228,18 @@ class UpstreamLink(asyncio.Protocol):
             pending.data = frame
             held += len(frame)
             size = pending.size
-            if size and limits is not None:   # answered: out of the process-wide queue
-                limits.queued_requests -= 1
-                limits.queued_bytes -= size
+            if size:   # answered: out of the process-wide queue
+                client.answered(size)
                 pending.size = 0
-        if limits is not None:
+        accounts = self._accounts
+        if accounts:
             client.held += held
         if error is not None:
             return self._broken(f"upstream {self._target}: {error}")
         client.flush()
         # Answers still held behind a slower local answer at the head of the queue: past
         # half the per-connection bound, leave the rest upstream (flush resumes).
-        if limits is not None and client.held > client.held_soft_limit and client.head_is_local():
+        if accounts and client.held > client.held_soft_limit and client.head_is_local():
             self.pause_reading(HELD)
 
     def _broken(self, what: str) -> None:

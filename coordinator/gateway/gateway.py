@@ -72,7 +72,9 @@ class Gateway:
         self.bad_log = RateLimitedLog(log, rate)       # bad frames
         self.limit_log = RateLimitedLog(log, rate)     # connections refused or closed by a limit
         self.state_log = RateLimitedLog(log, rate)     # requests naming the state topic
-        self.guard = StateTopicGuard(state_topic, self.state_topic_id, self._state_topic_exists)
+        self.upstream_log = RateLimitedLog(log, rate)  # client connections closed for an upstream failure
+        self.guard = StateTopicGuard(state_topic, self.state_topic_id, self._state_topic_exists,
+                                     max_walked_frame=self.limits.max_decoded_frame)
         self._sweeper: asyncio.Task[None] | None = None
         self._owns_cluster = cluster is None
         self.cluster = cluster or ClusterView(self.upstream, state_topic, refresh_interval=metadata_refresh_interval)
@@ -257,13 +259,8 @@ class Gateway:
     # --- the state topic --------------------------------------------------------------
 
     def state_topic_id(self) -> uuid.UUID | None:
-        """The state topic's id: the cluster view's, else the one its metadata image holds."""
-        topic_id = getattr(self.cluster, "state_topic_id", None)
-        if callable(topic_id):
-            topic_id = topic_id()
-        if topic_id is None:
-            image = self.cluster.image.topics_by_name.get(self.state_topic)
-            topic_id = image.topic_id if image is not None else None
+        """The state topic's id as the cluster view lists it now (None: not listed, or no id)."""
+        topic_id = self.cluster.state_topic_id
         return None if topic_id is None or topic_id == _ZERO_UUID else topic_id
 
     def _state_topic_exists(self) -> bool:
@@ -289,11 +286,15 @@ class Gateway:
 
     def pause_queue(self) -> None:
         """The process-wide queue is over queued.max.requests or queued.max.request.bytes:
-        every connection stops reading until answers bring it back under."""
+        connections holding at least their fair share of it stop reading until answers
+        bring it back under. The others go on (their heartbeats are still read): pausing
+        every connection would let a few clients with many waiting requests (JoinGroups in
+        a rebalance) stop everyone."""
         limits = self.limits
         limits.queue_paused = True
         self.limit_log.log(logging.WARNING, "request queue full (%d requests, %d bytes; queued.max.requests=%d, "
-                           "queued.max.request.bytes=%d): reading paused on every connection",
+                           "queued.max.request.bytes=%d): reading paused on the connections holding "
+                           "their fair share of it",
                            limits.queued_requests, limits.queued_bytes, limits.queued_max_requests,
                            limits.queued_max_request_bytes)
         for connection in list(self.connections):
@@ -324,5 +325,5 @@ class Gateway:
 _LIMIT_TEXT = {
     MAX_CONNECTIONS: lambda limits: f"max.connections={limits.max_connections}",
     MAX_CONNECTIONS_PER_IP: lambda limits: f"max.connections.per.ip={limits.max_connections_per_ip}",
-    CREATION_RATE: lambda limits: f"max.connection.creation.rate={limits.creation_rate}/s on this listener",
+    CREATION_RATE: lambda limits: f"max.connection.creation.rate={limits.creation_rate}/s (all listeners)",
 }

@@ -2,7 +2,8 @@
 ClientConnection; the rules are in state_guard.py).
 
 Produce is walked by hand (records skipped by their length, never decoded) because it is
-the hottest forwarded path; the admin APIs are decoded with the bounded codec. A request
+the hottest forwarded path, and only up to max_decoded_request_bytes (state_guard.py says
+what happens above); the admin APIs are decoded with the bounded codec. A request
 that does not parse closes the connection like any bad frame; a refusal is answered in
 request order like any response; a split request is forwarded without the state-topic
 entries and its answer completed with them (forward.MergingPending).
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
-from ..protocol.framing import HeaderError, request_body_offset, response_frame
+from ..protocol.framing import HeaderError, body_offset, response_frame
 from ..runtime import metrics
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
@@ -33,7 +34,7 @@ class GuardedRequests(_Base):
     def _serve_produce(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Produce: walked by hand (records skipped by length) for the state-topic check."""
         try:
-            _, offset = request_body_offset(frame, route.request_header_version)
+            offset = body_offset(frame, route.request_header_version, self._max_decoded_frame)
             acks, decision = self._guard.produce(frame, route.api_version, offset)
         except HeaderError as e:
             self._reject(str(e), route, correlation_id, reason=HEADER)
@@ -54,7 +55,7 @@ class GuardedRequests(_Base):
     def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""
         try:
-            _, offset = request_body_offset(frame, route.request_header_version)
+            offset = body_offset(frame, route.request_header_version)
             assert route.request_class is not None
             request = decode_body(route.request_class, frame, offset)
         except HeaderError as e:
@@ -101,5 +102,5 @@ class GuardedRequests(_Base):
                                                          decision.merge))   # type: ignore[union-attr]
         else:
             body = encode_body(decision.response)   # type: ignore[union-attr]
-            self._queue.append(response_frame(correlation_id, body, route.response_header_version))
+            self._answer(response_frame(correlation_id, body, route.response_header_version))
 

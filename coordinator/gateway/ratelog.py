@@ -12,25 +12,22 @@ import logging
 import time
 from collections.abc import Callable
 
+from .limits import TokenBucket
+
 
 class RateLimitedLog:
     def __init__(self, logger: logging.Logger, rate_per_second: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._log = logger
-        self._rate = max(0.0, float(rate_per_second))
-        self._tokens = self._rate
-        self._clock = clock
-        self._last = clock()
+        # The bucket holds at least one token, so a rate below 1 still writes a line now
+        # and then (one every 1/rate seconds); a rate of 0 gives none.
+        rate = max(0.0, float(rate_per_second))
+        self._bucket = TokenBucket(rate, clock, capacity=max(1.0, rate))
         self.suppressed = 0          # lines dropped since the last one written
 
     def allow(self) -> bool:
         """True if a line may be written now (takes a token); False counts a suppression."""
-        now = self._clock()
-        if self._rate:
-            self._tokens = min(self._rate, self._tokens + (now - self._last) * self._rate)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
+        if self._bucket.take():
             return True
         self.suppressed += 1
         return False

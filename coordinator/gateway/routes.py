@@ -12,13 +12,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from ..protocol.apis import (
-    API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FIND_COORDINATOR,
-    METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
+    API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS,
+    FIND_COORDINATOR, METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
 )
 from ..protocol.checked import Step, struct_step
 from .state_guard import GUARDED_APIS
-
-DESCRIBE_TOPIC_PARTITIONS = 75
 
 FORWARD = 0            # bytes in, bytes out
 FORWARD_PRODUCE = 1    # forward; no response expected when acks=0

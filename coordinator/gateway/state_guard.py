@@ -33,7 +33,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, PRODUCE, api_name, request_class, response_class,
+    ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
+    INCREMENTAL_ALTER_CONFIGS, PRODUCE, api_name, request_class, response_class,
 )
 from ..protocol.checked import _STRUCTS as _STEPS
 from ..protocol.checked import Malformed, struct_step
@@ -41,10 +42,6 @@ from ..protocol.codec import BodyError, decode_body, decode_response_frame, enco
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 
-DELETE_RECORDS = 21
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
-ALTER_PARTITION_REASSIGNMENTS = 45
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
@@ -103,11 +100,23 @@ def _merger(api_key: int, version: int, field: str, extra: tuple[Any, ...]) -> C
 
 
 class StateTopicGuard:
-    def __init__(self, name: str, topic_id: Callable[[], uuid.UUID | None], exists: Callable[[], bool]) -> None:
+    def __init__(self, name: str, topic_id: Callable[[], uuid.UUID | None], exists: Callable[[], bool],
+                 max_walked_frame: int = 2**31 - 1) -> None:
         self.name = name
         self._name_bytes = name.encode()
         self._topic_id = topic_id
         self._exists = exists
+        # A Produce frame (size prefix included) above this is not walked: see ``produce``.
+        self.max_walked_frame = max_walked_frame
+        self._id_cache: tuple[uuid.UUID | None, bytes | None] = (None, None)
+
+    def _topic_id_bytes(self) -> bytes | None:
+        """The state topic id's 16 bytes, computed once per id (Produce v13 is hot)."""
+        topic_id = self._topic_id()
+        cached = self._id_cache
+        if topic_id is not cached[0]:
+            cached = self._id_cache = (topic_id, None if topic_id is None else topic_id.bytes)
+        return cached[1]
 
     def _is_state(self, key: str | uuid.UUID | None) -> bool:
         if key.__class__ is str:
@@ -121,23 +130,37 @@ class StateTopicGuard:
     def produce(self, frame: bytes, version: int, body_offset: int) -> tuple[int, Local | Split | Close | None]:
         """(acks, decision) of a framed Produce; raises BodyError if it does not parse.
 
-        Every Produce is walked with its bounds checked (records skipped by length, never
-        decoded). Only a frame holding the state topic's name or id bytes anywhere is
-        decoded to see whether a topic entry really names it: a byte search in C costs
-        next to nothing, and the decode is the rare path.
+        Every Produce up to ``max_walked_frame`` is walked with its bounds checked (records
+        skipped by length, never decoded). Only a frame holding the state topic's name or id
+        bytes anywhere is decoded to see whether a topic entry really names it: a byte
+        search in C costs next to nothing, and the decode is the rare path.
+
+        A larger Produce (max_decoded_request_bytes, kcoord's own setting) is not walked:
+        the walk runs on the event loop, linear in its topics and partitions, and one
+        socket.request.max.bytes frame of tiny partitions would stall every client for
+        seconds. It is forwarded after its acks are read, as Kafka's upstream parses it
+        itself. If its bytes hold the state topic's name or id it could only be told apart
+        by that walk, so it closes the connection instead (a Produce above the bound needs a
+        max.request.size above Kafka producers' 1 MiB default, and the name in its bytes).
         """
         cls = request_class(PRODUCE, version)
-        try:
-            (_STEPS.get(cls) or struct_step(cls))(frame, body_offset, len(frame))
-        except Malformed as e:
-            raise BodyError(f"{cls.__name__} v{version}: {e}") from None
+        walked = len(frame) <= self.max_walked_frame
+        if walked:
+            try:
+                (_STEPS.get(cls) or struct_step(cls))(frame, body_offset, len(frame))
+            except Malformed as e:
+                raise BodyError(f"{cls.__name__} v{version}: {e}") from None
         try:
             _, acks = produce_acks(frame, body_offset, version >= FIRST_FLEXIBLE)
         except HeaderError as e:   # cannot happen after the walk; kept as a parse error
             raise BodyError(f"{cls.__name__} v{version}: {e}") from None
-        topic_id = self._topic_id() if version >= FIRST_TOPIC_ID else None
-        if self._name_bytes not in frame and (topic_id is None or topic_id.bytes not in frame):
+        id_bytes = self._topic_id_bytes() if version >= FIRST_TOPIC_ID else None
+        if self._name_bytes not in frame and (id_bytes is None or id_bytes not in frame):
             return acks, None
+        if not walked:
+            return acks, Close(f"Produce of {len(frame) - 4} bytes, above max_decoded_request_bytes="
+                               f"{self.max_walked_frame - 4}, holds the state topic's name or id: it cannot "
+                               f"be checked without a walk kcoord does not do at that size")
         request = decode_body(cls, frame, body_offset)
         topics = request.topic_data
         refused = [i for i, t in enumerate(topics)

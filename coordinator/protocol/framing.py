@@ -30,18 +30,22 @@ class HeaderError(Exception):
     """A request or response header does not parse."""
 
 
-def split_frames(buf: bytes | bytearray, max_frame_size: int) -> tuple[list[bytes], int, FrameError | None]:
+def split_frames(buf: bytes | bytearray, max_frame_size: int,
+                 max_frames: int = 2**31 - 1) -> tuple[list[bytes], int, FrameError | None]:
     """Cut the complete frames (size prefix included) off the start of ``buf``.
 
     Returns the frames, the number of bytes they take, and the framing error that stopped
     the cut, if any (a negative size, or one above ``max_frame_size``: Kafka closes the
-    connection for both; frames before the bad one are still returned).
+    connection for both; frames before the bad one are still returned). At most
+    ``max_frames`` are cut: the rest of ``buf`` is neither copied nor looked at (a client
+    connection cuts only as many as its in-flight bound has room for, so frames waiting in
+    its buffer are cut once, not once per answer).
     """
     frames: list[bytes] = []
     pos = 0
     end = len(buf)
     unpack = SIZE.unpack_from
-    while end - pos >= 4:
+    while end - pos >= 4 and len(frames) < max_frames:
         (size,) = unpack(buf, pos)
         if size < 0 or size > max_frame_size:
             what = "negative" if size < 0 else f"above the maximum {max_frame_size}"
@@ -147,8 +151,29 @@ def decode_request_header(frame: bytes, header_version: int, offset: int = 4) ->
     return RequestHeader(api_key, api_version, correlation_id, client_id, tagged), pos
 
 
+def _client_id_end(frame: bytes, pos: int) -> tuple[int, int]:
+    """(length, position after) of the nullable int16-length client id at ``pos`` (-1: null)."""
+    if len(frame) - pos < 2:
+        raise HeaderError("header truncated before the client id")
+    (length,) = _INT16.unpack_from(frame, pos)
+    pos += 2
+    if length < 0:
+        if length != -1:
+            raise HeaderError(f"client id length {length}")
+        return -1, pos
+    if pos + length > len(frame):
+        raise HeaderError(f"client id of {length} bytes runs past the end of the frame")
+    return length, pos + length
+
+
 def read_client_id(frame: bytes, pos: int) -> tuple[str | None, int]:
-    """The nullable int16-length client id at ``pos``, and the position after it."""
+    """The nullable int16-length client id at ``pos``, and the position after it.
+
+    Decoded leniently, as Kafka does (RequestHeaderData reads it with
+    ``new String(bytes, UTF_8)``, which replaces malformed bytes): a client id that is
+    not UTF-8 is not a reason to close the connection.
+    """
+    # Inlined (not _client_id_end): every request served here passes through it.
     if len(frame) - pos < 2:
         raise HeaderError("header truncated before the client id")
     (length,) = _INT16.unpack_from(frame, pos)
@@ -157,24 +182,75 @@ def read_client_id(frame: bytes, pos: int) -> tuple[str | None, int]:
         if length != -1:
             raise HeaderError(f"client id length {length}")
         return None, pos
-    if pos + length > len(frame):
+    end = pos + length
+    if end > len(frame):
         raise HeaderError(f"client id of {length} bytes runs past the end of the frame")
-    try:
-        return frame[pos:pos + length].decode(), pos + length
-    except UnicodeDecodeError as e:
-        raise HeaderError(f"client id is not UTF-8: {e}") from None
+    return frame[pos:end].decode("utf-8", "replace"), end
+
+
+def skip_tagged_fields(buf: bytes, pos: int, end: int) -> int:
+    """The position after the tagged fields at ``pos``, allocating nothing.
+
+    Each field takes at least two bytes (tag and size varints), so a count above half the
+    bytes left is malformed before any field is read (Kafka: "Tried to allocate a
+    collection of size N, but there are only M bytes remaining"): a header cannot make the
+    gateway loop over a million fields that are not there. Fields and sizes of one byte
+    each (tags and sizes below 128, the usual case) are skipped inline.
+    """
+    count, pos = read_uvarint(buf, pos)
+    if count * 2 > end - pos:
+        raise HeaderError(f"{count} tagged fields declared, but there are only {end - pos} bytes remaining")
+    for _ in range(count):
+        if pos + 2 <= end and buf[pos] < 0x80 and buf[pos + 1] < 0x80:
+            pos += 2 + buf[pos + 1]
+        else:
+            _, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos += size
+        if pos > end:
+            raise HeaderError("a tagged field runs past the end of the header")
+    return pos
 
 
 def request_body_offset(frame: bytes, header_version: int) -> tuple[str | None, int]:
-    """Fast path: (client id, body offset) of a framed request whose prefix is known valid."""
+    """Fast path: (client id, body offset) of a framed request whose prefix is known valid.
+
+    Header tagged fields are skipped, not read: Kafka defines none in RequestHeader, and
+    the gateway has no use for unknown ones (a forwarded frame keeps them byte for byte).
+    """
     if header_version == 0:
         return None, 12
     client_id, pos = read_client_id(frame, 12)
     if header_version == 2:
         if pos < len(frame) and frame[pos] == 0:   # the usual case: no tagged fields
             return client_id, pos + 1
-        _, pos = read_tagged_fields(frame, pos, len(frame))
+        pos = skip_tagged_fields(frame, pos, len(frame))
     return client_id, pos
+
+
+def body_offset(frame: bytes, header_version: int, header_limit: int = 2**31 - 1) -> int:
+    """The body offset of a framed request whose prefix is known valid, without decoding
+    the client id (forwarded requests: the gateway never looks at it).
+
+    Header tagged fields must end within ``header_limit`` bytes of the frame: a Produce
+    may be far larger than what kcoord walks (max_decoded_request_bytes), and skipping
+    fields is linear in their count, so its header must not make up for the walk skipped.
+    """
+    if header_version == 0:
+        return 12
+    _, pos = _client_id_end(frame, 12)
+    if header_version == 2:
+        if pos < len(frame) and frame[pos] == 0:
+            return pos + 1
+        end = len(frame)
+        if end <= header_limit:
+            return skip_tagged_fields(frame, pos, end)
+        try:
+            return skip_tagged_fields(frame, pos, header_limit)
+        except HeaderError:
+            raise HeaderError(f"request header tagged fields run past byte {header_limit} "
+                              f"(max_decoded_request_bytes)") from None
+    return pos
 
 
 def response_frame(correlation_id: int, body: bytes, header_version: int) -> bytes:

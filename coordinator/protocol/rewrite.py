@@ -15,9 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
-
-DESCRIBE_TOPIC_PARTITIONS = 75
+from .apis import DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS, FIND_COORDINATOR, METADATA
 from .codec import decode_response_frame, encode_response_frame
 
 # (node id, upstream host, upstream port) -> gateway (host, port)

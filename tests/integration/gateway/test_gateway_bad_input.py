@@ -223,14 +223,17 @@ def test_bad_frame_lines_are_rate_limited_and_counted(gw_loop: LoopThread, gw_ta
     counter = metrics.GATEWAY_BAD_REQUESTS.labels(reason="unknown_api")
     before = counter._value.get()
     try:
+        started = time.monotonic()
         for i in range(8):
             with _connect(running) as sock:
                 sock.sendall(_raw(999, 0, i, b""))
                 assert_closed(sock)
+        elapsed = time.monotonic() - started
         lines = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
-        # A burst of one second's worth, then nothing until tokens come back (8 frames take
-        # far less than the 3 s that would refill 6 of them).
-        assert 2 <= len(lines) < 8, lines
+        # A burst of one second's worth (2), then one more per token that came back: 2 per
+        # second of the time the 8 frames took.
+        assert 2 <= len(lines) <= min(8, 2 + int(2 * elapsed)), (lines, elapsed)
+        assert [line.split("correlation_id=")[1].rstrip("]") for line in lines[:2]] == ["0", "1"], lines
         assert counter._value.get() - before == 8
         time.sleep(0.6)   # the rate is per second of wall time: this is the condition itself
         with _connect(running) as sock:

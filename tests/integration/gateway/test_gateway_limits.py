@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import apis
 from coordinator.runtime import metrics
-from gateway_helpers import LoopThread, RunningGateway, start_gateway
-from support.raw_client import assert_closed, call, encode_request, read_frame, request
+from gateway_helpers import STATE_TOPIC, LoopThread, RunningGateway, start_gateway
+from support.raw_client import assert_closed, call, encode_request, read_frame, request, request_types
 from support.tansu import TansuBroker
 from support.wait import wait_until
 
@@ -79,7 +84,8 @@ def test_a_client_that_never_reads_is_bounded_then_closed_while_others_are_serve
                 break
             sent += 1000
         assert sent < total, "kcoord kept reading a client that never reads its answers"
-        connection = limited.loop.call(lambda: next(iter(limited.gateway.connections)))
+        hog_port = hog.getsockname()[1]   # not another client's (a stray one may reuse the port)
+        connection = limited.loop.call(lambda: next(c for c in limited.gateway.connections if c.peer[1] == hog_port))
 
         def held() -> tuple[int, int, int]:
             transport = connection._transport
@@ -167,3 +173,45 @@ def test_connections_over_the_creation_rate_are_closed(limited: RunningGateway) 
     assert refused == 15 - served and refused >= 1
     assert _metric(metrics.GATEWAY_CONNECTIONS_REJECTED.labels(
         reason="max_connection_creation_rate")) == rejected + refused
+
+
+@pytest.mark.parametrize("limited", [dict(max_decoded_request_bytes=2048)], indirect=True)
+def test_max_decoded_request_bytes_closes_big_decoded_requests_and_lets_big_produce_through(
+        limited: RunningGateway, gw_tansu: TansuBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """Review item 1: a request kcoord walks or decodes is bounded well below
+    socket.request.max.bytes (the walk runs on the event loop); a Produce is not, and above
+    the bound it is forwarded without the walk, unless it holds the state topic's name."""
+    caplog.set_level(logging.WARNING, logger="kcoord.gateway")
+    frames = _metric(metrics.GATEWAY_BAD_REQUESTS.labels(reason="frame"))
+    big_metadata = request(apis.METADATA, 12, topics=tuple(
+        request_types(apis.METADATA, 12).MetadataRequestTopic(topic_id=None, name=f"topic-{i:05d}")
+        for i in range(300)), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=10) as sock:
+        sock.sendall(encode_request(apis.METADATA, 12, 3, big_metadata))
+        assert_closed(sock)
+    assert _metric(metrics.GATEWAY_BAD_REQUESTS.labels(reason="frame")) == frames + 1
+    line = next(r.getMessage() for r in caplog.records if "max_decoded_request_bytes=2048" in r.getMessage())
+    assert "metadata(3) v12" in line and "correlation_id=3" in line, line
+    _served(limited)
+
+    topic = f"big-produce-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": gw_tansu.bootstrap})   # kept alive until the result
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(30)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 16)
+    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"v" * 4096, headers=[])
+    records = bytes(builder.build())
+    cls = type(request(apis.PRODUCE, 9, transactional_id=None, acks=-1, timeout=timedelta(0), topic_data=()))
+    m = sys.modules[cls.__module__]
+
+    def produce(name: str) -> Any:
+        return cls(transactional_id=None, acks=-1, timeout=timedelta(seconds=10), topic_data=(
+            m.TopicProduceData(name=name, partition_data=(m.PartitionProduceData(index=0, records=records),)),))
+
+    response = call(("127.0.0.1", limited.port), apis.PRODUCE, 9, produce(topic))
+    (partition,) = response.responses[0].partition_responses
+    assert partition.error_code == 0 and partition.base_offset >= 0
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=10) as sock:
+        sock.sendall(encode_request(apis.PRODUCE, 9, 4, produce(STATE_TOPIC)))
+        assert_closed(sock)
+    _served(limited)

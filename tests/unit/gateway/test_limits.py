@@ -32,15 +32,17 @@ def test_max_connections_and_per_ip_count_in_and_out() -> None:
     assert "10.0.0.2" not in limits.per_ip   # no entry kept per IP once it has no connection
 
 
-def test_creation_rate_is_per_listener_and_refills() -> None:
+def test_creation_rate_is_process_wide_and_refills() -> None:
+    """Review item 21: Kafka's max.connection.creation.rate is broker-wide; with one bucket
+    per listener a gateway fronting N brokers allowed (N+1) times the rate."""
     clock = Clock()
     limits = Limits(CoordinatorConfig(max_connection_creation_rate=2), clock=clock)
     assert [limits.admit(f"10.0.0.{i}", "bootstrap") for i in range(3)] == [None, None, CREATION_RATE]
-    assert limits.admit("10.0.0.9", "broker-1") is None          # another listener's own budget
-    clock.now += 0.5                                             # one token back
-    assert limits.admit("10.0.0.4", "bootstrap") is None
+    assert limits.admit("10.0.0.9", "broker-1") == CREATION_RATE   # the same budget on every listener
+    clock.now += 0.5                                               # one token back
+    assert limits.admit("10.0.0.4", "broker-1") is None
     assert limits.admit("10.0.0.5", "bootstrap") == CREATION_RATE
-    assert limits.connections == 4   # refused connections are not counted in
+    assert limits.connections == 3   # refused connections are not counted in
 
 
 def test_token_bucket_never_stores_more_than_a_second() -> None:
@@ -74,3 +76,22 @@ def test_rate_limited_log_counts_what_it_suppresses(caplog: pytest.LogCaptureFix
         "bad frame 0", "bad frame 1", "bad frame 5 (3 similar lines suppressed)"]
     silent = RateLimitedLog(logging.getLogger("kcoord.test.ratelog"), 0, clock)
     assert not silent.log(logging.WARNING, "never") and silent.suppressed == 1
+
+
+def test_rate_limited_log_below_one_line_a_second_still_writes() -> None:
+    """Review item 18: the log is a TokenBucket holding at least one token, so a rate of
+    0.5 writes one line every two seconds (it could never write one before)."""
+    clock = Clock()
+    limited = RateLimitedLog(logging.getLogger("kcoord.test.ratelog"), 0.5, clock)
+    assert limited.allow() and not limited.allow()
+    clock.now += 1.0
+    assert not limited.allow()
+    clock.now += 1.0
+    assert limited.allow() and limited.suppressed == 2
+
+
+def test_over_fair_share() -> None:
+    limits = Limits(CoordinatorConfig(queued_max_requests=100, queued_max_request_bytes=1000))
+    limits.connections = 4                        # a fair share: 25 requests, 250 bytes
+    assert not limits.over_fair_share(24, 249)
+    assert limits.over_fair_share(25, 0) and limits.over_fair_share(1, 250)

@@ -18,6 +18,7 @@ STATE_ID = uuid.uuid4()
 class FakeCluster:
     brokers = {1: Broker(1, "10.0.0.1", 9092, None)}
     image = MetadataImage.of([TopicImage(STATE_ID, "state", 2)])
+    state_topic_id = STATE_ID                  # what ClusterView's property gives
 
     def state_partition_leader(self, partition: int) -> int | None:
         return 1
@@ -59,5 +60,5 @@ def test_a_service_without_the_hook_is_always_available() -> None:
     assert node is not None and (node.node_id, node.port) == (1, 29001)
 
 
-def test_state_topic_id_comes_from_the_metadata_image_without_the_cluster_attribute() -> None:
+def test_state_topic_id_comes_from_the_cluster_view() -> None:
     assert gateway_with(Service(None)).state_topic_id() == STATE_ID

@@ -5,6 +5,7 @@ import sys
 import uuid
 from datetime import timedelta
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.gateway.state_guard import (
@@ -14,7 +15,7 @@ from coordinator.protocol.apis import (
     CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, PRODUCE, request_class, request_header_version,
     response_class,
 )
-from coordinator.protocol.codec import decode_body, decode_response_frame, encode_body, encode_response_frame
+from coordinator.protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from coordinator.protocol.framing import RequestHeader, frame, request_body_offset
 
 STATE = "__kcoord_offsets"
@@ -170,3 +171,29 @@ def test_alter_configs_on_the_state_topic_is_allowed_and_noted() -> None:
     other = m.AlterConfigsResource(resource_type=2, resource_name="orders", configs=())
     request, data, offset = _admin(ALTER_CONFIGS, 2, resources=(other,), validate_only=False)
     assert guard().admin(ALTER_CONFIGS, 2, request, data, offset) is None
+
+
+def test_a_produce_above_the_walk_bound_is_forwarded_unwalked_unless_it_holds_the_state_topic() -> None:
+    """Review item 1: the walk runs on the event loop, so a Produce above
+    max_decoded_request_bytes is not walked (a truncated body is left to upstream); one
+    whose bytes hold the state topic's name cannot be checked without it, so it closes."""
+    data, offset = produce(9, [("orders", [0, 1])])
+    broken = frame(data[4:-3])                      # the last partition's records cut short
+    small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=len(broken) - 1)
+    assert small.produce(broken, 9, offset) == (-1, None)
+    with pytest.raises(BodyError):
+        guard().produce(broken, 9, offset)          # walked at the default bound: refused
+    named, named_offset = produce(9, [(STATE, [0])])
+    small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=len(named) - 1)
+    acks, decision = small.produce(named, 9, named_offset)
+    assert isinstance(decision, Close) and "max_decoded_request_bytes" in decision.reason
+
+
+def test_the_state_topic_id_bytes_are_computed_once_per_id() -> None:
+    """Review item 20: Produce v13 asked for UUID.bytes on every request."""
+    ids = [STATE_ID]
+    g = StateTopicGuard(STATE, lambda: ids[0], lambda: True)
+    first = g._topic_id_bytes()
+    assert first == STATE_ID.bytes and g._topic_id_bytes() is first
+    ids[0] = OTHER_ID
+    assert g._topic_id_bytes() == OTHER_ID.bytes
