@@ -1,4 +1,8 @@
-"""Shared fixtures: real Tansu brokers, unique names, an ownership ledger, driver cleanup.
+"""Shared fixtures: real Tansu brokers, real Apache Kafka clusters (4.3 one and three nodes, 3.9;
+support.kafka_broker), unique names, an ownership ledger, driver cleanup.
+
+Integration tests that use ``upstream`` run against Tansu and Kafka 4.3, the ``kafka_subset``
+also against Kafka 4.3 on three nodes and Kafka 3.9 (support.upstreams; KCOORD_UPSTREAMS narrows).
 
 tests/ is put on sys.path so the harness imports as ``support`` from any test directory.
 Integration tests (anything under tests/integration) get the ``integration`` marker and
@@ -32,6 +36,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3.0 loads its protocol schemas with importlib.resources' legacy API.
     for text in ("read_text is deprecated", "open_text is deprecated"):
         config.addinivalue_line("filterwarnings", f"ignore:{text}:DeprecationWarning")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Integration tests using ``upstream`` run against Tansu and real Kafka (support.upstreams)."""
+    if (TESTS_DIR / "integration") in Path(str(metafunc.definition.path)).resolve().parents:
+        from support import upstreams
+
+        upstreams.parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -110,10 +122,76 @@ def java_classes() -> Path:
 
 
 @pytest.fixture
-def upstream(tansu: TansuBroker) -> TansuBroker:
-    """The cluster kcoord runs next to; tests under some directories override it (e.g. to
-    also run against a real Apache Kafka)."""
-    return tansu
+def upstream(request: pytest.FixtureRequest):
+    """The cluster kcoord runs next to: Tansu unless parametrized (support.upstreams: integration
+    tests run against Tansu and Kafka 4.3, the ``kafka_subset`` also against 3 nodes and 3.9)."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
+# --- real Apache Kafka (support.kafka_broker): one cluster per kind for the session, started
+# only when a test asks for it. Jars from Maven Central (scripts/fetch_kafka.py, cached).
+KAFKA_STARTED: list = []
+
+
+def _start_kafka_or_skip(tmp_path_factory: pytest.TempPathFactory, version: str, nodes: int, name: str):
+    import shutil
+
+    from support.kafka_broker import start_kafka
+
+    if shutil.which("java") is None:
+        pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker")
+    cluster = start_kafka(version, tmp_path_factory.mktemp(name), nodes=nodes)
+    KAFKA_STARTED.append((name, cluster))
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def kafka43(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.3 (the reference), one combined KRaft node."""
+    from support.kafka_broker import KAFKA_43
+
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_43, 1, "kafka43")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka43_3node(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.3, three combined KRaft nodes (3-voter quorum)."""
+    from support.kafka_broker import KAFKA_43
+
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_43, 3, "kafka43-3node")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka39(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 3.9 with its defaults (no KIP-848 on the broker), one combined KRaft node."""
+    from support.kafka_broker import KAFKA_39
+
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_39, 1, "kafka39")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_docker():
+    """Apache Kafka 4.x in Docker (testcontainers); skips where no Docker engine answers."""
+    from support.apache_kafka import docker_available, start_apache_kafka
+
+    if not docker_available():
+        pytest.skip("no Docker engine: the Apache Kafka (testcontainers) variant runs where Docker exists")
+    broker = start_apache_kafka()
+    yield broker
+    broker.stop()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    for name, cluster in KAFKA_STARTED:
+        terminalreporter.write_line(f"{name}: {cluster} started in {cluster.start_seconds:.1f}s")
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import CorruptRecordException, TopicAlreadyExistsError, UnsupportedCodecError
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -152,7 +153,7 @@ class StateTopic:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin")
         await admin.start()
         try:
-            rf = self.replication_factor if self.replication_factor > 0 else 1
+            rf = self.replication_factor if self.replication_factor > 0 else await self._default_replication(admin)
             topic = NewTopic(self.topic, self.partitions, rf, topic_configs=dict(TOPIC_CONFIGS))
             try:
                 resp = await admin.create_topics([topic])
@@ -163,6 +164,25 @@ class StateTopic:
                 pass
         finally:
             await admin.close()
+
+    async def _default_replication(self, admin: AIOKafkaAdminClient) -> int:
+        """The cluster's `default.replication.factor`, what -1 means in CreateTopics v4+
+        (KIP-464). aiokafka speaks only CreateTopics v0-3, which need an explicit factor,
+        so kcoord reads the broker's setting; a broker that does not say (Tansu) gets 1."""
+        try:
+            cluster = await admin.describe_cluster()
+            broker = cluster["brokers"][0]["node_id"]
+            resource = ConfigResource(ConfigResourceType.BROKER, str(broker),
+                                      configs={"default.replication.factor": None})
+            for response in await admin.describe_configs([resource]):
+                for result in response.resources:
+                    for entry in result[4]:          # (name, value, read_only, ...)
+                        if entry[0] == "default.replication.factor" and entry[1]:
+                            return max(1, int(entry[1]))
+        except Exception as e:   # the factor is a best effort; creating the topic is not
+            log.warning("cannot read the cluster's default.replication.factor (%s); the state topic "
+                        "gets 1 replica: set state_topic_replication_factor", e)
+        return 1
 
     async def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
                      timestamp_ms: int) -> int:

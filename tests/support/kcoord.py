@@ -81,8 +81,8 @@ class KcoordProcess:
         return args
 
     def start(self, timeout: float = 30.0) -> KcoordProcess:
-        if not self.port:
-            self.port = free_port_block(2)
+        if not self.port:        # bootstrap + one listener per upstream broker (in the bootstrap list)
+            self.port = free_port_block(1 + len(self.upstream.split(",")))
         args = self.serve_args()
         self.process, self.log_path = launch_serve(args, REPO, f"kcoord-{self.port}", self._lines, timeout)
         return self

@@ -10,6 +10,7 @@ from support.rdkafka import RdkafkaConsumer
 from classic_scenario import join_grow_leave, was_emptied_before_close
 
 
+@pytest.mark.kafka_subset
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 def test_join_grow_leave(assignor, kcoord, names, ledger, drivers):
     topic, group = names.topic(), names.group()

@@ -1,25 +1,4 @@
-"""The consumer-protocol scenarios run next to Tansu and, where Docker exists, next to a
-real Apache Kafka 4.x (testcontainers); without Docker that variant skips cleanly."""
-from __future__ import annotations
-
-import pytest
-
-from support.apache_kafka import docker_available
-
-
-@pytest.fixture(scope="session")
-def apache_kafka():
-    if not docker_available():
-        pytest.skip("no Docker engine: the Apache Kafka (testcontainers) variant runs where Docker exists")
-    from support.apache_kafka import start_apache_kafka
-
-    broker = start_apache_kafka()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(params=["tansu", "apache-kafka"])
-def upstream(request):
-    if request.param == "apache-kafka":
-        return request.getfixturevalue("apache_kafka")
-    return request.getfixturevalue("tansu")
+"""The consumer-protocol scenarios run next to every upstream (support.upstreams): Tansu and
+Kafka 4.3 one node, and, as the whole directory is in the ``kafka_subset`` (SUBSET_DIRS), Kafka
+4.3 on three nodes, Kafka 3.9 (no KIP-848 of its own: kcoord's reason to exist) and, where
+Docker exists, the testcontainers Kafka (the ``kafka_docker`` fixture)."""

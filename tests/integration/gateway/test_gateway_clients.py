@@ -141,9 +141,8 @@ def test_transactional_producer_through_gateway(gateway: RunningGateway, gw_tans
     assert _consume_assigned(gateway.bootstrap, topic, 1, 6) == ALL_SIX
 
 
-@pytest.mark.xfail(strict=True, reason="Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions "
-                                       "and LSO = HWM, so clients cannot skip aborted records (seen directly "
-                                       "against Tansu too); strict: passes once Tansu is fixed")
+# Tansu only: strict xfail (UPSTREAM_EXPECTATIONS in conftest.py): Tansu 0.6 answers
+# Fetch(read_committed) with no AbortedTransactions and LSO = HWM. Passes on Kafka 4.3.
 def test_read_committed_consumer_skips_aborted_records(gateway: RunningGateway, names: TestNames) -> None:
     topic = names.topic()
     _create_topic(_admin(gateway), topic, 1)

@@ -9,10 +9,10 @@ from datetime import timedelta
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.protocol import apis
 from gateway_helpers import RunningGateway
+from support.admin import create_topic
 from support.raw_client import decode_response, encode_request, read_frame, request
 from support.names import TestNames
 
@@ -76,9 +76,9 @@ def test_local_group_answers_keep_their_place_among_forwarded_ones(serving: Runn
 def test_produce_acks_zero_gets_no_response_and_does_not_stall_later_ones(gateway: RunningGateway,
                                                                           names: TestNames) -> None:
     topic = names.topic()
-    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30).values():
-        future.result(30)
+    # Wait until Metadata shows the partition: on Kafka the broker learns a new partition a few
+    # ms after CreateTopics returns, and it closes an acks=0 connection on UNKNOWN_TOPIC_OR_PARTITION.
+    create_topic(gateway.bootstrap, topic, 1, timeout=30)
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 16)
     builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"fire-and-forget", headers=[])

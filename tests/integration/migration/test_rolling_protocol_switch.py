@@ -74,6 +74,7 @@ def assert_rolling_switch(report: dict[str, Any]) -> None:
     assert report["verdict"] == "pass", context
 
 
+@pytest.mark.kafka_subset      # the use case: a classic group moved to KIP-848 in front of Kafka 3.9
 @pytest.mark.timeout(150)
 def test_rdkafka_rolling_upgrade_then_downgrade(gateway, names, tmp_path) -> None:
     report = run_and_keep(rolling_plan(gateway.bootstrap, names, "rdkafka"), tmp_path)

@@ -30,6 +30,19 @@ def ops_tansu(tmp_path_factory) -> Iterator[TansuBroker]:
     broker.stop()
 
 
+@pytest.fixture(scope="module")
+def upstream(request, tmp_path_factory):
+    """The cluster the tools read and write: this suite's own Tansu (ports 29300-29339) or a
+    session Kafka (support.upstreams parametrizes it: Tansu and Kafka 4.3)."""
+    from support.upstreams import FIXTURES
+
+    kind = getattr(request, "param", "tansu")
+    if kind == "tansu":
+        yield request.getfixturevalue("ops_tansu")
+    else:
+        yield request.getfixturevalue(FIXTURES[kind])
+
+
 class KcoordServe:
     """`kcoord serve` as a separate process, as an operator runs it."""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from coordinator.cli import build_parser
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, generate
@@ -22,9 +24,15 @@ def kcoord(capsys, *argv: str) -> tuple[int, str]:
     return rc, capsys.readouterr().out
 
 
-def test_live_topic_reads_like_the_log_it_was_written_from(ops_tansu, capsys):
+# Tansu only: the record counts below assume an uncompacted copy. On Apache Kafka the copy
+# (cleanup.policy=compact) is compacted while it is written: the generator's record timestamps
+# are ~11 months old, so every append rolls a segment (segment.ms is measured from record time)
+# and the cleaner drops superseded records (seen: 3862 of 3953 read back; the replayed groups
+# still equal the log's). The other tests of this suite run on Kafka 4.3 too.
+@pytest.mark.parametrize("upstream", ["tansu"], indirect=True)
+def test_live_topic_reads_like_the_log_it_was_written_from(upstream, capsys):
     topic = "offsets-live-copy"
-    rc, out = kcoord(capsys, "offsets", "generate", "--bootstrap", ops_tansu.bootstrap, "--topic", topic,
+    rc, out = kcoord(capsys, "offsets", "generate", "--bootstrap", upstream.bootstrap, "--topic", topic,
                      *[f"--{k}={v}" for k, v in SPEC.items()])
     assert rc == 0 and "transaction markers" in out
 
@@ -33,7 +41,7 @@ def test_live_topic_reads_like_the_log_it_was_written_from(ops_tansu, capsys):
                for lb in iter_buffer(b"".join(bs), len(b"".join(bs)), f"gen-{p}", p, Problems())]
     want = replay_model(OffsetsReplay().feed_all(batches))
 
-    reader = TopicReader(ops_tansu.bootstrap, topic)
+    reader = TopicReader(upstream.bootstrap, topic)
     live = list(reader.read(Problems()))
     assert any(lb.batch.is_control_batch for lb in live), "no transaction markers were fetched"
     assert any(lb.batch.is_transactional and lb.batch.producer_id >= 0 for lb in live)
@@ -43,17 +51,17 @@ def test_live_topic_reads_like_the_log_it_was_written_from(ops_tansu, capsys):
         assert got["summary"][key] == want["summary"][key], key
     assert sum(reader.high_watermarks.values()) >= got["summary"]["records"]
 
-    rc, out = kcoord(capsys, "offsets", "replay", "--bootstrap", ops_tansu.bootstrap, "--topic", topic,
+    rc, out = kcoord(capsys, "offsets", "replay", "--bootstrap", upstream.bootstrap, "--topic", topic,
                      "--json")
     assert rc == 0 and json.loads(out)["groups"] == want["groups"]
 
 
-def test_downgrade_tombstones_are_applied_only_when_asked(ops_tansu, tmp_path, capsys):
+def test_downgrade_tombstones_are_applied_only_when_asked(upstream, tmp_path, capsys):
     topic = "offsets-downgrade"
     spec = dict(SPEC, seed=32)
-    assert kcoord(capsys, "offsets", "generate", "--bootstrap", ops_tansu.bootstrap, "--topic", topic,
+    assert kcoord(capsys, "offsets", "generate", "--bootstrap", upstream.bootstrap, "--topic", topic,
                   *[f"--{k}={v}" for k, v in spec.items()])[0] == 0
-    live = ["--bootstrap", ops_tansu.bootstrap, "--topic", topic]
+    live = ["--bootstrap", upstream.bootstrap, "--topic", topic]
     tombs = tmp_path / "tombstones.jsonl"
     rc, out = kcoord(capsys, "offsets", "downgrade-check", *live, "--json", "--write-tombstones",
                      str(tombs))
@@ -65,7 +73,7 @@ def test_downgrade_tombstones_are_applied_only_when_asked(ops_tansu, tmp_path, c
     assert again["summary"]["live_new_protocol_keys"] == before["summary"]["live_new_protocol_keys"]
 
     rc, out = kcoord(capsys, "offsets", "downgrade-check", *live, "--json", "--write-tombstones",
-                     str(tombs), "--apply", "--apply-bootstrap", ops_tansu.bootstrap,
+                     str(tombs), "--apply", "--apply-bootstrap", upstream.bootstrap,
                      "--apply-topic", topic)
     assert rc == 0 and json.loads(out)["tombstones"]["applied"]
     after = json.loads(kcoord(capsys, "offsets", "downgrade-check", *live, "--json")[1])

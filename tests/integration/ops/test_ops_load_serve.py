@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from conftest import KcoordServe
 from support.raw_client import call_with as call
+from support.wait import wait_until
 
 from coordinator.cli import build_parser
 from coordinator.group import group_admin, offset_ops
@@ -46,18 +47,42 @@ def consumer_view(g) -> tuple:
                     tps(m.target_assignment)) for m in g.members))
 
 
-def test_serve_answers_for_a_loaded_log_as_the_replay_does(ops_tansu, tmp_path):
-    bootstrap = ops_tansu.bootstrap
+def create_state_topic_with_leaders(bootstrap: str, topic: str, partitions: int) -> None:
+    from support.admin import admin_client
+    from support.admin import create_topic as create_and_wait
+
+    create_and_wait(bootstrap, topic, partitions, config={"cleanup.policy": "compact"}, timeout=30)
+    admin = admin_client(bootstrap)
+
+    def led() -> bool:
+        md = admin.list_topics(topic, timeout=10).topics[topic]
+        return all(p.leader >= 0 and p.error is None for p in md.partitions.values())
+
+    wait_until(led, 30, 0.1, f"a leader for every partition of {topic}")
+
+
+def test_serve_answers_for_a_loaded_log_as_the_replay_does(upstream, tmp_path):
+    bootstrap = upstream.bootstrap
     base = GeneratorSpec(records=6000, groups=24, partitions=3, seed=13)
     for t in topics(base):                         # the cluster the log's groups consumed
         create_topic(bootstrap, t.name, t.partitions)
-    image = cluster_image(bootstrap)
+
+    def image_with_the_topics():                   # Kafka's broker learns new topics a moment later
+        image = cluster_image(bootstrap)
+        return image if all(t.name in image.topics_by_name for t in topics(base)) else None
+
+    image = wait_until(image_with_the_topics, 30, 0.2, "the created topics in the cluster's metadata")
     spec = GeneratorSpec(records=6000, groups=24, partitions=3, seed=13,
                          topic_ids={t.name: image.topics_by_name[t.name].topic_id
                                     for t in topics(base)})
     write_segments(tmp_path / "log", spec)
 
     state_topic = "kcoord-rehearsal"
+    # On Kafka a just-created partition answers NOT_LEADER_OR_FOLLOWER for a moment, and `offsets
+    # load` (ops/live.py TopicReader, its emptiness check) treats that as fatal (seen: "fetch at
+    # offset 0 failed with error code 6"); creating the topic first, with leaders, keeps this test
+    # about load + serve. Reported; not retried there yet.
+    create_state_topic_with_leaders(bootstrap, state_topic, STATE_PARTITIONS)
     assert kcoord("offsets", "load", str(tmp_path / "log"), "--to", bootstrap, "--state-topic",
                   state_topic, "--state-partitions", str(STATE_PARTITIONS)) == 0
     # A second load into the same topic would merge two logs: refused.
