@@ -11,6 +11,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .checked import Malformed
+from .checked import read_uvarint as _read_uvarint
+
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
 
@@ -59,20 +62,12 @@ def split_frames(buf: bytes | bytearray, max_frame_size: int,
 
 
 def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """Unsigned varint at ``pos``: (value, position after it)."""
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise HeaderError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise HeaderError("varint longer than 5 bytes")
+    """Unsigned varint at ``pos``: (value, position after it); the one bounded reader of
+    checked.py, its error as a HeaderError."""
+    try:
+        return _read_uvarint(buf, pos, len(buf))  # type: ignore[arg-type]
+    except Malformed as e:
+        raise HeaderError(e.what) from None
 
 
 _SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
