@@ -11,7 +11,6 @@ bad one are still answered, in order; then the connection closes.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from ..protocol.api_versions import unsupported_version_body
 from ..protocol.apis import (
@@ -19,14 +18,9 @@ from ..protocol.apis import (
 )
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
 from ..runtime import metrics
+from .connection_state import ConnectionState
 from .routes import Route
 
-if TYPE_CHECKING:
-    from .connection import ClientConnection
-
-    _Base = ClientConnection
-else:
-    _Base = object
 
 FRAME = "frame"
 HEADER = "header"
@@ -37,7 +31,7 @@ BAD_REQUESTS = {r: metrics.GATEWAY_BAD_REQUESTS.labels(reason=r)
                 for r in (FRAME, HEADER, BODY, UNKNOWN_API, UNSUPPORTED_VERSION)}
 
 
-class BadInput(_Base):
+class BadInput(ConnectionState):
     def _unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == API_VERSIONS:
             # Kafka answers an ApiVersions version it does not know with UNSUPPORTED_VERSION

@@ -92,9 +92,9 @@ def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
                 errors[t.name] = int(t.error_code)
             continue
         partitions = sorted(t.partitions, key=lambda p: p.partition_index)
-        racks = tuple(
-            tuple(sorted({brokers[r].rack for r in p.replica_nodes if r in brokers and brokers[r].rack is not None}))
-            for p in partitions)
+        racks = tuple(tuple(sorted({rack for r in p.replica_nodes if r in brokers
+                                    for rack in (brokers[r].rack,) if rack is not None}))
+                      for p in partitions)
         topic_id = getattr(t, "topic_id", None) or ZERO_UUID
         topics[t.name] = TopicImage(topic_id, t.name, len(partitions), racks)
         leaders[t.name] = {int(p.partition_index): int(p.leader_id) for p in partitions if p.leader_id >= 0}
@@ -319,8 +319,8 @@ class ClusterView:
             by_id = {t.topic_id: t for t in snapshot.topics.values() if t.topic_id != ZERO_UUID}
             self._image = MetadataImage(self._image.version + 1, MappingProxyType(dict(snapshot.topics)),
                                         MappingProxyType(by_id))
-            for callback in list(self._subscribers):
-                _call_safely(callback, self._image)
+            for on_image in list(self._subscribers):
+                _call_safely(on_image, self._image)
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol.api_versions import invalid_request_body, valid_client_software
 from ..protocol.apis import api_name
@@ -40,7 +40,7 @@ from .guarded import GuardedRequests
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, Route
 
 if TYPE_CHECKING:
-    from .gateway import Gateway
+    from .ports import ConnectionServices
     from .listeners import ListenerInfo
 
 log = logging.getLogger("kcoord.gateway")
@@ -49,7 +49,7 @@ _NO_CLIENT_ID = object()
 
 
 class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol):
-    def __init__(self, gateway: Gateway, listener: ListenerInfo) -> None:
+    def __init__(self, gateway: ConnectionServices, listener: ListenerInfo) -> None:
         self._gateway = gateway
         self._listener = listener
         self._routes = gateway.routes
@@ -89,7 +89,9 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
     # --- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        # A stream server's transport (uvloop's TCPTransport is not an asyncio.Transport
+        # subclass, so this is a cast, not a check).
+        transport = self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = (str(peer[0]), int(peer[1]))
@@ -346,12 +348,13 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if parsed is None:
             return
         client_id, request = parsed
-        if client_id != self._info_client_id:
+        info = self._info
+        if client_id != self._info_client_id or info is None:
             self._info_client_id = client_id
-            self._info = ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name)
+            info = self._info = ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name)
         # Run the service at once: most answers need no wait (see eager.py), and those go
         # straight into the queue, written by the flush at the end of this read.
-        outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, self._info),
+        outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info),
                               self._loop)
         if outcome.__class__ is Done:
             if outcome.error is None:   # type: ignore[union-attr]

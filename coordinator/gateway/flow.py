@@ -17,16 +17,11 @@ keeping.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..runtime import metrics
+from .connection_state import ConnectionState
 
-if TYPE_CHECKING:
-    from .connection import ClientConnection
-
-    _Base = ClientConnection
-else:
-    _Base = object
 
 # Why reading is paused (bits).
 INFLIGHT = 1
@@ -40,7 +35,7 @@ CLOSED_IDLE = metrics.GATEWAY_CONNECTIONS_CLOSED.labels(reason="idle")
 CLOSED_BUFFERED = metrics.GATEWAY_CONNECTIONS_CLOSED.labels(reason="buffered_responses")
 
 
-class FlowControl(_Base):
+class FlowControl(ConnectionState):
     def _pause(self, reason: int) -> None:
         was = self._paused
         if was & reason:

@@ -28,8 +28,7 @@ from ..protocol.rewrite import rewrite_response_frame
 from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
 
 if TYPE_CHECKING:
-    from .connection import ClientConnection
-    from .gateway import Gateway
+    from .ports import Downstream, LinkServices
 
 _MAX_RESPONSE = 2**31 - 1
 # acks=0 Produce entries kept for stray answers (see NoResponseExpected); beyond this many
@@ -76,7 +75,7 @@ class NoResponseExpected(Pending):
 
 
 class UpstreamLink(asyncio.Protocol):
-    def __init__(self, client: ClientConnection, gateway: Gateway) -> None:
+    def __init__(self, client: Downstream, gateway: LinkServices) -> None:
         self.waiting: deque[Pending] = deque()
         self._client = client
         self._gateway = gateway

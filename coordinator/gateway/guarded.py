@@ -11,26 +11,20 @@ entries and its answer completed with them (forward.MergingPending).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
 from ..runtime import metrics
+from .connection_state import ConnectionState
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
 from .routes import Route
 from .state_guard import METRIC_API, Allowed, Close, Local, Split
 
-if TYPE_CHECKING:
-    from .connection import ClientConnection
-
-    _Base = ClientConnection
-else:
-    _Base = object
 
 
-class GuardedRequests(_Base):
+class GuardedRequests(ConnectionState):
     def _serve_produce(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Produce: walked by hand (records skipped by length) for the state-topic check."""
         try:

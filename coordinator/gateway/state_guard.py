@@ -83,7 +83,7 @@ class Allowed:
 
 def _make(cls: type, **fields: Any) -> Any:
     """An instance of a kio class at some version, setting only the fields it has."""
-    names = cls.__dataclass_fields__
+    names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 

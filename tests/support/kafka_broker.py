@@ -402,7 +402,7 @@ def _format_and_launch(cluster: KafkaCluster, libs: Path, heap: str, overrides: 
             node.process = processes.track(subprocess.Popen(
                 [*java, "kafka.Kafka", str(node.directory / "server.properties")],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=node.directory,
-                env={**os.environ, "KAFKA_HEAP_OPTS": ""}))
+                env={**os.environ, "KAFKA_HEAP_OPTS": ""}, preexec_fn=processes.orphan_guard()))
 
 
 def _tls_files(work_dir: Path) -> dict[str, Path]:

@@ -39,7 +39,7 @@ def launch_serve(args: list[str], cwd: Path, log_name: str, lines: list[str], ti
     with open(log_path, "w") as log:
         process = processes.track(subprocess.Popen(
             args, cwd=cwd, stdout=subprocess.PIPE, stderr=log, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}))
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, preexec_fn=processes.orphan_guard()))
     ready = threading.Event()
 
     def pump() -> None:

@@ -2,16 +2,33 @@
 
 Fixtures stop what they start; this registry is the backstop for an interrupted
 run (Ctrl-C, pytest-timeout's signal method, an exception in a fixture): at
-interpreter exit every tracked child still running gets SIGKILL.
+interpreter exit every tracked child still running gets SIGKILL. A run killed
+outright (SIGTERM, SIGKILL: no atexit) is covered by `orphan_guard`: brokers and
+kcoord processes started from the main thread get PR_SET_PDEATHSIG, as kcoord's
+embedded Tansu does, so the kernel kills them with the test process.
 """
 from __future__ import annotations
 
 import atexit
+import os
 import subprocess
 import threading
+from collections.abc import Callable
+
+from coordinator.runtime.embedded import _die_with_parent, _resolve_prctl
 
 _lock = threading.Lock()
 _children: set[subprocess.Popen] = set()
+
+
+def orphan_guard() -> Callable[[], None] | None:
+    """A Popen ``preexec_fn`` that makes the child die with this process, or None off the
+    main thread: the kernel signals when the forking *thread* exits, and a helper thread
+    may end long before the test that uses the child."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    prctl, parent = _resolve_prctl(), os.getpid()
+    return lambda: _die_with_parent(prctl, parent)
 
 
 def track(proc: subprocess.Popen) -> subprocess.Popen:

@@ -128,7 +128,7 @@ def start_tansu(
             proc = processes.track(subprocess.Popen(
                 [binary, "broker", "--listener-url", url, "--advertised-listener-url", url, *extra_args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-            ))
+                preexec_fn=processes.orphan_guard()))
         broker = TansuBroker(port=chosen, process=proc, log_path=log_path)
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline and proc.poll() is None:

@@ -1,9 +1,9 @@
 """What Tansu could not show (issue 11, section 6): kcoord's state topic on a real Apache Kafka is
 compacted by Kafka's log cleaner, and a kcoord that reloads the compacted log serves the same
-state. kcoord creates its state topic with cleanup.policy=compact and compression.type=producer
-only (coordinator/runtime/state_topic.py TOPIC_CONFIGS): segment size and time and the dirty
-ratio are the cluster's defaults, so this test lowers them on the topic itself (the broker's
-cleaner settings are the fixture's, support.kafka_broker.SETTINGS)."""
+state. kcoord creates its state topic as Kafka creates __consumer_offsets (coordinator/runtime/
+state_topic.py TOPIC_CONFIGS): cleanup.policy=compact, compression.type=producer and 100 MiB
+segments; segment time and the dirty ratio are the cluster's defaults, so this test lowers them
+on the topic itself (the broker's cleaner settings are the fixture's, support.kafka_broker.SETTINGS)."""
 from __future__ import annotations
 
 import time
@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from coordinator.runtime.state_topic import TOPIC_CONFIGS
 from support.admin import committed_offsets, create_topic
 from support.kcoord import KcoordProcess
 from support.wait import wait_until
@@ -58,6 +59,12 @@ class Committer:
             consumer.close()
 
 
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return {k: e.value for k, e in admin.describe_configs([resource])[resource].result(20).items()}
+
+
 def set_topic_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
@@ -72,6 +79,9 @@ def test_compacted_state_topic_reloads_to_the_same_state(upstream, names) -> Non
     try:
         topic = names.topic()
         create_topic(kcoord.bootstrap, topic, PARTITIONS)
+        configs = topic_configs(upstream.bootstrap, state_topic)
+        assert {k: configs[k] for k in TOPIC_CONFIGS} == TOPIC_CONFIGS, configs
+        assert configs["segment.bytes"] == str(100 * 1024 * 1024)      # Kafka's offsets.topic.segment.bytes
         groups = [names.group(f"g{i}") for i in range(GROUPS)]
         committer = Committer(kcoord.bootstrap, groups, topic)
         for round_ in range(1, ROUNDS + 1):          # the same keys over and over: compaction fodder
