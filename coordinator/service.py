@@ -40,7 +40,7 @@ from .group.timeutil import from_ms
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
-from .runtime.state_topic import CorruptBatchError, StateTopic
+from .runtime.state_log import CorruptBatchError, StateLog
 
 log = logging.getLogger("kcoord.service")
 
@@ -103,7 +103,7 @@ _API_NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", DESCRI
 
 
 class GroupCoordinatorService:
-    def __init__(self, config: CoordinatorConfig, state_topic: StateTopic,
+    def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
                  make_shard: Callable[[int], GroupCoordinatorShard] | None = None) -> None:
         self.config = config
         self.state_topic = state_topic

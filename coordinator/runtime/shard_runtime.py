@@ -51,7 +51,7 @@ from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
 from . import metrics
-from .state_topic import CorruptBatchError, StateTopic
+from .state_log import CorruptBatchError, StateLog
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -117,7 +117,7 @@ def wall_ms() -> int:
 
 class ShardRuntime:
     def __init__(self, partition: int, make_shard: Callable[[int], GroupCoordinatorShard],
-                 state_topic: StateTopic, *, write_timeout_ms: int = 5000,
+                 state_topic: StateLog, *, write_timeout_ms: int = 5000,
                  max_batch_bytes: int = 4 * 1024 * 1024, clock: Callable[[], int] = wall_ms,
                  skip_offsets: frozenset[int] = frozenset(),
                  sleep: Callable[[float], Any] = asyncio.sleep) -> None:

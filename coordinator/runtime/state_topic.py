@@ -33,10 +33,9 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import CorruptRecordException, TopicAlreadyExistsError, UnsupportedCodecError
 from aiokafka.protocol.metadata import MetadataRequest
 
-log = logging.getLogger("kcoord.state_topic")
+from .state_log import CorruptBatchError, RecordSink
 
-# (partition, offset, key bytes, value bytes or None)
-RecordSink = Callable[[int, int, bytes, bytes | None], None]
+log = logging.getLogger("kcoord.state_topic")
 
 try:  # the snappy/lz4/zstd codecs aiokafka uses raise their own error type
     from cramjam import DecompressionError as _CodecError
@@ -50,15 +49,6 @@ except ImportError:  # pragma: no cover - cramjam is a dependency of aiokafka's 
 CORRUPT_BATCH_ERRORS = (CorruptRecordException, UnsupportedCodecError, _CodecError, zlib.error,
                         gzip.BadGzipFile, EOFError, struct.error, IndexError, ValueError, SystemError)
 
-
-class CorruptBatchError(Exception):
-    """A record batch of the state topic that cannot be read; ``offset`` is the first offset
-    of the partition not replayed (the bad batch starts there or after it)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, error: BaseException) -> None:
-        super().__init__(f"the record batch of state topic {topic} partition {partition} at or after offset "
-                         f"{offset} cannot be read: {type(error).__name__}: {error}")
-        self.topic, self.partition, self.offset, self.error = topic, partition, offset, error
 
 # The state topic's configuration, for creation and for recreation by the cluster view: what
 # Kafka gives __consumer_offsets (GroupCoordinatorService.groupMetadataTopicConfigs). Compacted,
@@ -101,6 +91,8 @@ def _no_auto_create() -> None:
 
 
 class StateTopic:
+    """The `state_log.StateLog` port on the upstream cluster."""
+
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, replication_factor: int = -1,
                  max_batch_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord") -> None:
         self.bootstrap = bootstrap
@@ -310,6 +302,28 @@ class StateTopic:
                     progress(records, len(tps) - len(pending))
                     last_report = time.monotonic()
                 await asyncio.sleep(0)
+        finally:
+            await consumer.stop()
+
+    async def tail(self, partition: int, from_offset: int, sink: RecordSink, *, poll_ms: int = 200) -> None:
+        """Follow one partition from ``from_offset``: every record at or after it goes to
+        ``sink`` as it arrives, in offset order, until the caller cancels the task. Read
+        committed, as ``load``: aborted transactional records and markers never reach sink."""
+        self._check_usable(f"tail of partition {partition}")
+        _no_auto_create()
+        tp = TopicPartition(self.topic, partition)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-tail",
+            enable_auto_commit=False, isolation_level="read_committed",
+            max_partition_fetch_bytes=5 * 1024 * 1024)
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, from_offset)
+            while True:
+                batches = await consumer.getmany(tp, timeout_ms=poll_ms, max_records=10_000)
+                for record in batches.get(tp, ()):
+                    sink(partition, record.offset, record.key, record.value)
         finally:
             await consumer.stop()
 

@@ -35,6 +35,37 @@ def test_a_write_larger_than_aiokafkas_default_batch_lands_as_one_batch(tansu, n
     assert [k for _, k in loaded] == [b"k%06d" % i for i in range(1000)]
 
 
+def test_tail_follows_a_partition_from_an_offset_and_sees_later_appends(upstream, names):
+    """The port's `tail` (coordinator/runtime/state_log.py): records at and after the offset
+    come in order, then what is appended while it follows; other partitions never."""
+    async def run():
+        topic = StateTopic(upstream.bootstrap, f"__kcoord_{names.topic()}", 2)
+        await topic.ensure_topic()
+        await topic.start()
+        seen: list[tuple[int, int, bytes]] = []
+        try:
+            await topic.append(0, [(b"k0", b"v"), (b"k1", b"v"), (b"k2", b"v")], 0)
+            await topic.append(1, [(b"other", b"v")], 0)
+            follower = asyncio.create_task(topic.tail(0, 1, lambda p, o, k, v: seen.append((p, o, k))))
+            for _ in range(300):
+                if len(seen) >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            await topic.append(0, [(b"k3", None)], 0)
+            for _ in range(300):
+                if len(seen) >= 3:
+                    break
+                await asyncio.sleep(0.05)
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            return seen
+        finally:
+            await topic.stop()
+
+    seen = asyncio.run(asyncio.wait_for(run(), 60))
+    assert seen == [(0, 1, b"k1"), (0, 2, b"k2"), (0, 3, b"k3")], seen
+
+
 def test_loading_a_missing_state_topic_fails_at_once_and_creates_nothing(tansu, names):
     """aiokafka asks for auto-creation in its Metadata requests and Tansu would create a
     4-partition, uncompacted topic: kcoord's loader and writer must not, or a reload after a

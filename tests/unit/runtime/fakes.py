@@ -84,6 +84,17 @@ class FakeStateTopic:
         log.extend(records)
         return base
 
+    async def tail(self, partition: int, from_offset: int, sink) -> None:
+        """As StateTopic.tail: follow one partition from an offset until cancelled."""
+        offset = from_offset
+        while True:
+            log = self.logs[partition]
+            while offset < len(log):
+                key, value = log[offset]
+                sink(partition, offset, key, value)
+                offset += 1
+            await asyncio.sleep(0)
+
     # ------------------------------------------------------------- log helpers
     def partition_of(self, group: str) -> int:
         return partition_for(group, self.partitions)
