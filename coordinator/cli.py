@@ -13,6 +13,7 @@ import importlib
 import logging
 import signal
 import sys
+from typing import Any
 
 from .config import CoordinatorConfig
 
@@ -32,6 +33,7 @@ def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
         if not sep or name not in fields:
             raise SystemExit(f"kcoord: unknown --config {item!r}; known: {', '.join(sorted(fields))}")
         current = getattr(config, name)
+        parsed: Any
         if isinstance(current, bool):
             parsed = value.lower() in ("1", "true", "yes")
         elif isinstance(current, int):

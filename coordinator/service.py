@@ -274,7 +274,7 @@ class GroupCoordinatorService:
             if rt.state is ShardState.ACTIVE:
                 timers = rt.shard.on_metadata_update(image, rt.clock())
                 if timers:
-                    rt.submit(lambda shard, now, t=timers: Result(timers=t))
+                    rt.submit(_with_timers(timers))
             else:
                 rt.shard.image = image
 
@@ -464,6 +464,11 @@ class GroupCoordinatorService:
                                        lambda gid, e: build(mod.OffsetFetchResponseGroup, group_id=gid,
                                                             topics=(), error_code=e.code))
         return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))
+
+
+def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:
+    """An operation that only applies timer changes (a metadata update's)."""
+    return lambda shard, now: Result(timers=timers)
 
 
 def _commit_error(ctx: RequestContext, req, code: ErrorCode, api: str = "offset_commit"):

@@ -76,7 +76,7 @@ def advertised_versions(
         if api_key in NOT_THROUGH_GATEWAY:
             continue
         known = kio_version_range(api_key)
-        served = intersect(tuple(versions), known) if known is not None else None
+        served = intersect((versions[0], versions[1]), known) if known is not None else None
         if served is not None:
             out[api_key] = served
         else:

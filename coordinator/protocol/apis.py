@@ -138,7 +138,7 @@ def api_schemas(api_key: int) -> ApiSchemas | None:
     responses = {v: load_response_schema(api_key, v) for v in range(low, high + 1)}
     flexible = [v for v, cls in requests.items() if cls.__flexible__]
     first = min(flexible) if flexible else None
-    if flexible and flexible != list(range(first, high + 1)):
+    if first is not None and flexible != list(range(first, high + 1)):
         raise AssertionError(f"{api_name(api_key)}: flexible versions {flexible} are not an open range")
     return ApiSchemas(api_key, low, high, first, requests, responses)
 

@@ -295,7 +295,7 @@ def struct_step(cls: type) -> Step:
     return step
 
 
-def _compile(cls: type) -> Step:
+def _compile(cls: Any) -> Step:
     flexible = bool(cls.__flexible__)
     steps: list[tuple[str, Step]] = []
     run: list[tuple[str, int]] = []          # consecutive fixed-size fields, merged

@@ -79,7 +79,7 @@ def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> A
     return _decode(cls, data, offset, exact)
 
 
-def _decode(cls: type, data: bytes, offset: int, exact: bool) -> Any:
+def _decode(cls: Any, data: bytes, offset: int, exact: bool) -> Any:
     try:
         (_steps.get(cls) or struct_step(cls))(data, offset, len(data))
     except Malformed as e:

@@ -37,7 +37,7 @@ def compact_nullable_string(value: str | None) -> bytes:
 
 
 def _ms(value: timedelta | int) -> int:
-    return value if value.__class__ is int else value // _MS
+    return value if value.__class__ is int else value // _MS  # type: ignore[operator]
 
 
 _INT32_ARRAYS: dict[int, struct.Struct] = {}

@@ -83,9 +83,9 @@ def group_coordinator_response(version: int, request: Any, locate: Callable[[str
             coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
                         error_code=error, error_message=note)
             for key, error, node, note in answers))
-    _, error, node, note = answers[0]
+    _, error, node, first_note = answers[0]
     fields: dict[str, Any] = {"error_code": error, "node_id": node.node_id, "host": node.host, "port": node.port}
     if version >= 1:
         fields["throttle_time"] = _ZERO
-        fields["error_message"] = note or _MESSAGES.get(error, error.name.upper())
+        fields["error_message"] = first_note or _MESSAGES.get(error, error.name.upper())
     return cls(**fields)

@@ -24,7 +24,8 @@ class GroupService(Protocol):
     API it does not list is neither served nor forwarded.
     """
 
-    api_versions: Mapping[int, tuple[int, int]]
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]: ...
 
     def partition_for(self, group_id: str) -> int:
         """The state-topic partition that owns ``group_id`` (Java abs(hashCode) % partitions)."""

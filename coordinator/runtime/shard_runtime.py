@@ -111,6 +111,11 @@ def _release_when_durable(write: asyncio.Future | None, waiter: asyncio.Future, 
     write.add_done_callback(done)
 
 
+def _expiry(key: tuple, payload: Any) -> Operation:
+    """The operation a due timer submits: the shard's `on_timer` for that key."""
+    return lambda shard, now: shard.on_timer(key, payload, now)
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -317,6 +322,7 @@ class ShardRuntime:
         now = self.clock()
         result = op(self.shard, now)
         parked = None
+        fut: asyncio.Future | None
         if result.parked is not None:
             parked = self._parked[result.parked] = asyncio.get_running_loop().create_future()
         if result.records:
@@ -564,7 +570,7 @@ class ShardRuntime:
                 heapq.heappush(heap, (deadline, next(self._seq), key))
                 continue
             del table[key]
-            self.submit(lambda shard, now, key=key, payload=payload: shard.on_timer(key, payload, now))
+            self.submit(_expiry(key, payload))
         self._arm()
 
     def _cancel_all_timers(self) -> None:
