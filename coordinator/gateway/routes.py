@@ -30,10 +30,6 @@ GUARD = 7              # decoded and checked against the state topic, then forwa
 # Kinds whose request body is decoded here (Route.request_class is set; also when guarded).
 DECODED_KINDS = frozenset({FIND_COORDINATOR_LOCAL, API_VERSIONS_LOCAL, GROUP, GUARD})
 
-KIND_NAMES = {FORWARD: "forward", FORWARD_PRODUCE: "forward-produce", FORWARD_REWRITE: "forward-rewrite",
-              FORWARD_REFRESH: "forward-refresh", FIND_COORDINATOR_LOCAL: "find-coordinator",
-              API_VERSIONS_LOCAL: "api-versions", GROUP: "group", GUARD: "guard"}
-
 _SPECIAL_FORWARDS = {
     PRODUCE: FORWARD_PRODUCE,
     METADATA: FORWARD_REWRITE,

@@ -93,10 +93,6 @@ def _decode(cls: Any, data: bytes, offset: int, exact: bool) -> Any:
     return value
 
 
-def decode_request(api_key: int, api_version: int, frame: bytes, body_offset: int) -> Any:
-    return decode_body(request_class(api_key, api_version), frame, body_offset)
-
-
 def decode_response_frame(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, kio response) of a framed response to (api_key, api_version)."""
     header, offset = decode_response_header(frame, response_header_version(api_key, api_version))
