@@ -17,27 +17,11 @@ from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .kio_util import build, schema
 from .result import CancelTimer, Result, ScheduleTimer
+from .timers import heartbeat_key, join_key, sync_key  # noqa: F401 (re-exported)
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
     from .shard import GroupCoordinatorShard
-
-JOIN_TIMER = "classic-join"
-SYNC_TIMER = "classic-sync"
-HEARTBEAT_TIMER = "classic-heartbeat"
-
-
-def join_key(group_id: str) -> tuple:
-    return (JOIN_TIMER, group_id)
-
-
-def sync_key(group_id: str) -> tuple:
-    return (SYNC_TIMER, group_id)
-
-
-def heartbeat_key(group_id: str, member_id: str) -> tuple:
-    return (HEARTBEAT_TIMER, group_id, member_id)
-
 
 @dataclass(slots=True)
 class Effects:

@@ -14,16 +14,13 @@ from typing import TYPE_CHECKING
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
-from .group_admin import group_tombstones
-from .group_admin import subscribed_topics
+from .group_admin import group_tombstones, subscribed_topics
 from .offsets import OffsetAndMetadata
 from .result import Result, ScheduleTimer
+from .timers import EXPIRE_KEY as EXPIRE_TIMER
 
 if TYPE_CHECKING:
     from .shard import GroupCoordinatorShard
-
-EXPIRE_TIMER = ("expire-group-metadata",)
-TOPICS_DELETED_TIMER = "topics-deleted"
 
 BaseTime = Callable[[OffsetAndMetadata], int]
 

@@ -18,9 +18,10 @@ from . import record_helpers as rh
 from .assignors import GroupSpec, MemberSubscription, PartitionAssignorError, SubscriptionType
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, TargetAssignment
 from .errors import ApiError
-from .image import MetadataImage, cached_topic_hash
 from .hashing import group_metadata_hash
-from .result import CancelTimer, TimerOp
+from .image import MetadataImage, cached_topic_hash
+from .result import TimerOp
+from .timers import cancel_member_timers, join_timer, rebalance_timer, session_timer, sync_timer  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from records import CoordinatorRecord
@@ -28,28 +29,6 @@ if TYPE_CHECKING:
     from .shard import GroupCoordinatorShard
 
 
-# ------------------------------------------------------------------ timer keys
-def session_timer(group_id: str, member_id: str) -> tuple:
-    return ("session-timeout", group_id, member_id)
-
-
-def rebalance_timer(group_id: str, member_id: str) -> tuple:
-    return ("rebalance-timeout", group_id, member_id)
-
-
-def join_timer(group_id: str, member_id: str) -> tuple:
-    return ("join-timeout", group_id, member_id)
-
-
-def sync_timer(group_id: str, member_id: str) -> tuple:
-    return ("sync-timeout", group_id, member_id)
-
-
-def cancel_member_timers(group_id: str, member_id: str) -> list[TimerOp]:
-    return [CancelTimer(session_timer(group_id, member_id)),
-            CancelTimer(rebalance_timer(group_id, member_id)),
-            CancelTimer(join_timer(group_id, member_id)),
-            CancelTimer(sync_timer(group_id, member_id))]
 
 
 # --------------------------------------------------------------- subscriptions

@@ -7,19 +7,22 @@ tests share one path (Kafka: `GroupCoordinatorShard` + `GroupMetadataManager`).
 """
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from records import CoordinatorRecord, UnknownRecord
 
 from ..config import CoordinatorConfig
-import itertools
-
 from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, expiration, group_admin, offset_ops
+from . import record_helpers as rh
+from . import regex as regexes
+from . import timers as timer_keys
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, ResolvedRegularExpression
 from .errors import ApiError
 from .heartbeat_policy import HeartbeatIntervalPolicy
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
@@ -31,17 +34,12 @@ from .membership import (
     session_timer,
     subscribed_topic_names,
 )
-from . import record_helpers as rh
-from . import regex as regexes
-from .consumer_group import ResolvedRegularExpression
 from .offsets import OffsetStore
 from .replay import Replayer
 from .result import Result, ScheduleTimer, TimerOp
+from .timers import TimerKind
 
 log = logging.getLogger("kcoord.shard")
-
-ASSIGNMENT_TIMER = "assignment"
-REGEX_REFRESH_TIMER = "regex-refresh"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +147,7 @@ class GroupCoordinatorShard:
         return ts == 0 or interval == 0 or now_ms >= ts + interval
 
     def assignment_timer(self, group: ConsumerGroup) -> ScheduleTimer:
-        return ScheduleTimer((ASSIGNMENT_TIMER, group.group_id),
+        return ScheduleTimer(timer_keys.assignment_key(group.group_id),
                              group.assignment_timestamp_ms + self.config.consumer_assignment_interval_ms)
 
     def fence(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
@@ -175,58 +173,80 @@ class GroupCoordinatorShard:
         if not (unresolved or new_topics or periodic):
             return None
         deadline = max(now_ms, last_refresh + self.config.consumer_regex_batch_refresh_min_interval_ms)
-        return ScheduleTimer((REGEX_REFRESH_TIMER, group.group_id), deadline)
+        return ScheduleTimer(timer_keys.regex_refresh_key(group.group_id), deadline)
 
     # ----------------------------------------------------------------- timers
     def on_timer(self, key: tuple, payload: Any, now_ms: int) -> Result:
-        if key == expiration.EXPIRE_TIMER:
-            return expiration.cleanup(self, now_ms)
-        if key[0] == expiration.TOPICS_DELETED_TIMER:
-            return expiration.topics_deleted(self, payload)
-        kind, group_id = key[0], key[1]
-        group = self.groups.get(group_id)
-        if isinstance(group, ClassicGroup):
-            if kind == classic_rebalance.JOIN_TIMER:
-                return classic_rebalance.on_join_timer(self, group, payload, now_ms)
-            if kind == classic_rebalance.SYNC_TIMER:
-                return classic_rebalance.on_sync_timer(self, group, payload, now_ms)
-            if kind == classic_rebalance.HEARTBEAT_TIMER:
-                return classic_rebalance.on_heartbeat_timer(self, group, key[2], now_ms)
+        """One lookup in the table of timer kinds (timers.py), as replay looks up record types."""
+        return _TIMER_HANDLERS[key[0]](self, key, payload, now_ms)
+
+    def _on_expire(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        return expiration.cleanup(self, now_ms)
+
+    def _on_topics_deleted(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        return expiration.topics_deleted(self, payload)
+
+    def _on_classic_join(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ClassicGroup):
             return Result()
+        return classic_rebalance.on_join_timer(self, group, payload, now_ms)
+
+    def _on_classic_sync(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ClassicGroup):
+            return Result()
+        return classic_rebalance.on_sync_timer(self, group, payload, now_ms)
+
+    def _on_classic_heartbeat(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ClassicGroup):
+            return Result()
+        return classic_rebalance.on_heartbeat_timer(self, group, key[2], now_ms)
+
+    def _on_session_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group, member_id = self.groups.get(key[1]), key[2]
+        if not isinstance(group, ConsumerGroup) or member_id not in group.members:
+            return Result()
+        log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
+                 group.group_id, member_id)
+        return self.fence(group, [member_id], now_ms)
+
+    def _on_classic_member_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        """A classic member of a consumer group that did not rejoin / sync in time."""
+        group, member_id = self.groups.get(key[1]), key[2]
+        if not isinstance(group, ConsumerGroup) or member_id not in group.members:
+            return Result()
+        return self.fence(group, [member_id], now_ms)
+
+    def _on_rebalance_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
         if not isinstance(group, ConsumerGroup):
             return Result()
-        if kind == "session-timeout":
-            member_id = key[2]
-            if member_id not in group.members:
-                return Result()
-            log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
-                     group_id, member_id)
-            return self.fence(group, [member_id], now_ms)
-        if kind in ("join-timeout", "sync-timeout"):
-            # A classic member of a consumer group that did not rejoin / sync in time.
-            if key[2] not in group.members:
-                return Result()
-            return self.fence(group, [key[2]], now_ms)
-        if kind == "rebalance-timeout":
-            member = group.members.get(key[2])
-            if member is None or member.member_epoch != payload:
-                return Result()
-            log.info("[GroupId %s] Member %s fenced from the group because it failed to transition "
-                     "from epoch %d within %dms.", group_id, member.member_id, payload,
-                     member.rebalance_timeout_ms)
-            return self.fence(group, [member.member_id], now_ms)
-        if kind == ASSIGNMENT_TIMER:
-            if group.members and group.assignment_epoch < group.group_epoch:
-                try:
-                    records, _ = compute_target_assignment(self, group, group.group_epoch, None, now_ms)
-                except ApiError as e:
-                    log.error("[GroupId %s] %s", group_id, e.message)
-                    return Result()
-                return Result(records=records)
+        member = group.members.get(key[2])
+        if member is None or member.member_epoch != payload:
             return Result()
-        if kind == REGEX_REFRESH_TIMER:
-            return self._refresh_regexes(group, now_ms)
-        return Result()
+        log.info("[GroupId %s] Member %s fenced from the group because it failed to transition "
+                 "from epoch %d within %dms.", group.group_id, member.member_id, payload,
+                 member.rebalance_timeout_ms)
+        return self.fence(group, [member.member_id], now_ms)
+
+    def _on_assignment(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ConsumerGroup) or not group.members or group.assignment_epoch >= group.group_epoch:
+            return Result()
+        try:
+            records, _ = compute_target_assignment(self, group, group.group_epoch, None, now_ms)
+        except ApiError as e:
+            log.error("[GroupId %s] %s", group.group_id, e.message)
+            return Result()
+        return Result(records=records)
+
+    def _on_regex_refresh(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ConsumerGroup):
+            return Result()
+        return self._refresh_regexes(group, now_ms)
 
     def _refresh_regexes(self, group: ConsumerGroup, now_ms: int) -> Result:
         """`handleRegularExpressionsResult`: one record per still-subscribed regex, and a new
@@ -256,20 +276,20 @@ class GroupCoordinatorShard:
         timers: list[TimerOp] = []
         if changed or new_hash != group.metadata_hash:
             records.append(rh.group_epoch_record(gid, group.group_epoch + 1, new_hash))
-            timers.append(ScheduleTimer((ASSIGNMENT_TIMER, gid), now_ms))
+            timers.append(ScheduleTimer(timer_keys.assignment_key(gid), now_ms))
         return Result(records=records, timers=timers)
 
     # ------------------------------------------------------------ lifecycle
     def on_loaded(self, now_ms: int) -> list[TimerOp]:
         """Arm what Kafka's `onLoaded` arms: session timers for every member, rebalance
         timers for members still revoking, plus pending target computations."""
-        timers: list[TimerOp] = [ScheduleTimer(expiration.EXPIRE_TIMER,
+        timers: list[TimerOp] = [ScheduleTimer(timer_keys.EXPIRE_KEY,
                                                now_ms + self.config.offsets_retention_check_interval_ms)]
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 # A loaded classic group is STABLE with its members: they must keep heartbeating.
                 for m in group.members.values():
-                    timers.append(ScheduleTimer(classic_rebalance.heartbeat_key(group.group_id, m.member_id),
+                    timers.append(ScheduleTimer(timer_keys.heartbeat_key(group.group_id, m.member_id),
                                                 now_ms + m.session_timeout_ms))
                 continue
             if not isinstance(group, ConsumerGroup):
@@ -298,7 +318,7 @@ class GroupCoordinatorShard:
         deleted = old.topics_by_name.keys() - image.topics_by_name.keys()
         if deleted and old.topics_by_name:
             # Only topics seen and then gone count as deleted, never ones merely unknown.
-            timers.append(ScheduleTimer((expiration.TOPICS_DELETED_TIMER, image.version), now_ms,
+            timers.append(ScheduleTimer(timer_keys.topics_deleted_key(image.version), now_ms,
                                         frozenset(deleted)))
         for group in self.groups.values():
             if not isinstance(group, ConsumerGroup) or not group.members:
@@ -310,3 +330,22 @@ class GroupCoordinatorShard:
             if timer is not None:
                 timers.append(timer)
         return timers
+
+
+# One handler per timer kind (timers.py); a kind without one fails at import, not at expiry.
+_TIMER_HANDLERS: dict[str, Callable[[GroupCoordinatorShard, tuple, Any, int], Result]] = {
+    TimerKind.EXPIRE.value: GroupCoordinatorShard._on_expire,
+    TimerKind.TOPICS_DELETED.value: GroupCoordinatorShard._on_topics_deleted,
+    TimerKind.CLASSIC_JOIN.value: GroupCoordinatorShard._on_classic_join,
+    TimerKind.CLASSIC_SYNC.value: GroupCoordinatorShard._on_classic_sync,
+    TimerKind.CLASSIC_HEARTBEAT.value: GroupCoordinatorShard._on_classic_heartbeat,
+    TimerKind.SESSION.value: GroupCoordinatorShard._on_session_timeout,
+    TimerKind.JOIN.value: GroupCoordinatorShard._on_classic_member_timeout,
+    TimerKind.SYNC.value: GroupCoordinatorShard._on_classic_member_timeout,
+    TimerKind.REBALANCE.value: GroupCoordinatorShard._on_rebalance_timeout,
+    TimerKind.ASSIGNMENT.value: GroupCoordinatorShard._on_assignment,
+    TimerKind.REGEX_REFRESH.value: GroupCoordinatorShard._on_regex_refresh,
+}
+_missing = {k.value for k in TimerKind} - _TIMER_HANDLERS.keys()
+if _missing:
+    raise ImportError(f"timer kinds without a handler: {sorted(_missing)}")
