@@ -29,7 +29,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from .config import CoordinatorConfig
-from .group import classic_rebalance, group_admin, offset_ops
+from .group import error_responses, group_admin, offset_ops
+from .group.error_responses import ERROR_RESPONSES
 from .group.errors import ApiError
 from .group.hashing import partition_for
 from .group.image import EMPTY_IMAGE, MetadataImage
@@ -37,6 +38,21 @@ from .group.kio_util import build, schema
 from .group.result import Result
 from .group.shard import GroupCoordinatorShard, RequestContext
 from .group.timeutil import from_ms
+from .protocol.apis import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
+)
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
@@ -71,10 +87,6 @@ def parse_skip_offsets(entries, partitions: int) -> dict[int, frozenset[int]]:
         out[partition].add(offset)
     return {p: frozenset(o) for p, o in out.items()}
 
-OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 28, 42, 47
-CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 # What this coordinator serves, at Kafka 4.3's versions (reference §3.1).
 API_VERSIONS: dict[int, tuple[int, int]] = {
@@ -320,60 +332,43 @@ class GroupCoordinatorService:
         return out
 
     # -------------------------------------------------------------- handlers
-    async def _heartbeat(self, ctx: RequestContext, req):
+    async def _one_group(self, api_key: int, ctx: RequestContext, req, op):
+        """A single-group API: the shard's answer, or the API's error response
+        (error_responses.py) when the shard cannot serve it."""
         try:
-            return await self.runtime_for(req.group_id).run(
-                lambda shard, now: shard.consumer_group_heartbeat(ctx, req, now))
+            return await self.runtime_for(req.group_id).run(op)
         except ApiError as e:
-            mod = schema("consumer_group_heartbeat", ctx.api_version)
-            return mod.ConsumerGroupHeartbeatResponse(
-                throttle_time=from_ms(0), error_code=e.code, error_message=e.message, member_epoch=0,
-                heartbeat_interval=from_ms(0))
+            return ERROR_RESPONSES[api_key](ctx.api_version, e, req)
+
+    async def _heartbeat(self, ctx: RequestContext, req):
+        return await self._one_group(CONSUMER_GROUP_HEARTBEAT, ctx, req,
+                                     lambda shard, now: shard.consumer_group_heartbeat(ctx, req, now))
 
     async def _join_group(self, ctx: RequestContext, req):
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.join_group(ctx, req, now))
-        except ApiError as e:
-            return classic_rebalance.join_response(ctx.api_version, error=e.code, member_id=req.member_id)
+        return await self._one_group(JOIN_GROUP, ctx, req, lambda shard, now: shard.join_group(ctx, req, now))
 
     async def _sync_group(self, ctx: RequestContext, req):
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.sync_group(ctx, req, now))
-        except ApiError as e:
-            return classic_rebalance.sync_response(ctx.api_version, error=e.code)
+        return await self._one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
 
     async def _classic_heartbeat(self, ctx: RequestContext, req):
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
-        except ApiError as e:
-            return build(schema("heartbeat", ctx.api_version).HeartbeatResponse, throttle_time=from_ms(0),
-                         error_code=e.code)
+        return await self._one_group(HEARTBEAT, ctx, req, lambda shard, now: shard.heartbeat(ctx, req, now))
 
     async def _leave_group(self, ctx: RequestContext, req):
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.leave_group(ctx, req, now))
-        except ApiError as e:
-            return build(schema("leave_group", ctx.api_version).LeaveGroupResponse, throttle_time=from_ms(0),
-                         error_code=e.code, members=())
+        return await self._one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
 
     async def _consumer_describe(self, ctx: RequestContext, req):
         mod = schema("consumer_group_describe", ctx.api_version)
         include = req.include_authorized_operations
         described = await self._per_group(req.group_ids, lambda shard, gid: group_admin.describe_consumer_group(
-            shard, mod, gid, include), lambda gid, e: build(
-            mod.DescribedGroup, error_code=e.code, error_message=e.message, group_id=gid, group_state="",
-            group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
-            authorized_operations=group_admin.AUTHORIZED_OPERATIONS_OMITTED))
+            shard, mod, gid, include), lambda gid, e: error_responses.described_consumer_group_error(mod, gid, e))
         return mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=tuple(described))
 
     async def _describe_groups(self, ctx: RequestContext, req):
         mod = schema("describe_groups", ctx.api_version)
         include = getattr(req, "include_authorized_operations", False)
         described = await self._per_group(req.groups, lambda shard, gid: group_admin.describe_group(
-            shard, mod, ctx.api_version, gid, include), lambda gid, e: build(
-            mod.DescribedGroup, error_code=e.code, error_message=e.message, group_id=gid, group_state="",
-            protocol_type="", protocol_data="", members=(),
-            authorized_operations=group_admin.AUTHORIZED_OPERATIONS_OMITTED))
+            shard, mod, ctx.api_version, gid, include), lambda gid, e: error_responses.described_group_error(
+            mod, gid, e))
         return build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=tuple(described))
 
     async def _per_group(self, group_ids, describe, on_error) -> list:
@@ -417,36 +412,26 @@ class GroupCoordinatorService:
                 resp = await rt.run(lambda shard, now: shard.delete_groups(ctx, sub, now))
                 results.update((r.group_id, r) for r in resp.results)
             except ApiError as e:
-                results.update((g, build(mod.DeletableGroupResult, group_id=g, error_code=e.code)) for g in gids)
+                results.update((g, error_responses.deletable_group_error(mod, g, e.code)) for g in gids)
 
         await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(req.groups_names).items()))
-        out = [results.get(g) or build(mod.DeletableGroupResult, group_id=g, error_code=ErrorCode.invalid_group_id)
+        out = [results.get(g) or error_responses.deletable_group_error(mod, g, ErrorCode.invalid_group_id)
                for g in req.groups_names]
         return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
 
     async def _offset_commit(self, ctx: RequestContext, req):
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_commit(ctx, req, now))
-        except ApiError as e:
-            return _commit_error(ctx, req, e.code)
+        return await self._one_group(OFFSET_COMMIT, ctx, req, lambda shard, now: shard.offset_commit(ctx, req, now))
 
     async def _txn_offset_commit(self, ctx: RequestContext, req):
-        return _commit_error(ctx, req, ErrorCode.unsupported_version, api="txn_offset_commit")
+        return error_responses.txn_offset_commit(ctx.api_version, ApiError(ErrorCode.unsupported_version), req)
 
     async def _offset_delete(self, ctx: RequestContext, req):
-        mod = schema("offset_delete", ctx.api_version)
-        try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_delete(ctx, req, now))
-        except ApiError as e:
-            return build(mod.OffsetDeleteResponse, error_code=e.code, throttle_time=from_ms(0), topics=())
+        return await self._one_group(OFFSET_DELETE, ctx, req, lambda shard, now: shard.offset_delete(ctx, req, now))
 
     async def _offset_fetch(self, ctx: RequestContext, req):
         mod = schema("offset_fetch", ctx.api_version)
         if ctx.api_version < 8:
-            try:
-                return await self.runtime_for(req.group_id).run(lambda shard, now: shard.offset_fetch(ctx, req, now))
-            except ApiError as e:
-                return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), topics=(), error_code=e.code)
+            return await self._one_group(OFFSET_FETCH, ctx, req, lambda shard, now: shard.offset_fetch(ctx, req, now))
 
         def one(shard, g):
             try:
@@ -457,29 +442,17 @@ class GroupCoordinatorService:
                 return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
                              error_code=ErrorCode.none)
             except ApiError as e:
-                return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=(), error_code=e.code)
+                return error_responses.fetch_group_error(mod, g.group_id, e.code)
 
         by_id = {g.group_id: g for g in req.groups}
         groups = await self._per_group([g.group_id for g in req.groups], lambda shard, gid: one(shard, by_id[gid]),
-                                       lambda gid, e: build(mod.OffsetFetchResponseGroup, group_id=gid,
-                                                            topics=(), error_code=e.code))
+                                       lambda gid, e: error_responses.fetch_group_error(mod, gid, e.code))
         return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))
 
 
 def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:
     """An operation that only applies timer changes (a metadata update's)."""
     return lambda shard, now: Result(timers=timers)
-
-
-def _commit_error(ctx: RequestContext, req, code: ErrorCode, api: str = "offset_commit"):
-    """Every partition of a commit answered with one error (Kafka's group-level failures)."""
-    mod = schema(api, ctx.api_version)
-    prefix = "TxnOffsetCommit" if api == "txn_offset_commit" else "OffsetCommit"
-    part_cls, topic_cls = getattr(mod, f"{prefix}ResponsePartition"), getattr(mod, f"{prefix}ResponseTopic")
-    topics = tuple(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
-                         partitions=tuple(build(part_cls, partition_index=p.partition_index, error_code=code)
-                                          for p in t.partitions)) for t in req.topics)
-    return build(getattr(mod, f"{prefix}Response"), throttle_time=from_ms(0), topics=topics)
 
 
 def _error_name(response: Any) -> str:

@@ -15,6 +15,7 @@ from kio.schema.consumer_group_heartbeat.v0 import response as v0
 from kio.schema.consumer_group_heartbeat.v1 import response as v1
 from kio.schema.errors import ErrorCode
 
+from . import error_responses
 from . import record_helpers as rh
 from . import regex as regexes
 from .classic_group import ClassicGroup
@@ -59,10 +60,7 @@ def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: in
                 return steady
         return _regular(shard, ctx, req, now_ms)
     except ApiError as e:
-        mod = _RESPONSES[ctx.api_version]
-        return Result(response=mod.ConsumerGroupHeartbeatResponse(
-            throttle_time=from_ms(0), error_code=e.code, error_message=e.message,
-            member_epoch=0, heartbeat_interval=from_ms(0)))
+        return Result(response=error_responses.consumer_group_heartbeat(ctx.api_version, e))
 
 
 # --------------------------------------------------------------- validation
@@ -367,7 +365,8 @@ def _update_regex(shard: GroupCoordinatorShard, group: ConsumerGroup, member: Co
                 status = RegexStatus.REGEX_UPDATED
         else:
             status = RegexStatus.REGEX_UPDATED_AND_RESOLVED
-    timer = shard.maybe_schedule_regex_refresh(group, now_ms, new_regex=new if status is RegexStatus.REGEX_UPDATED else None)
+    timer = shard.maybe_schedule_regex_refresh(group, now_ms,
+                                               new_regex=new if status is RegexStatus.REGEX_UPDATED else None)
     if timer is not None:
         timers.append(timer)
     return status
