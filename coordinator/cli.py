@@ -155,7 +155,7 @@ async def _shutdown(parts: dict, embedded) -> None:
     for what, step in steps:
         try:
             await asyncio.wait_for(step, SHUTDOWN_STEP_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shutdown: closing the %s took over %.0fs; going on", what, SHUTDOWN_STEP_TIMEOUT)
         except Exception as e:
             log.warning("shutdown: closing the %s failed: %r", what, e)

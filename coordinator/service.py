@@ -20,6 +20,7 @@ Failure rules (issue 10):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -28,6 +29,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from . import authz
+from .authz import ALLOW_ALL, Action, Authorizer, denied_groups
 from .config import CoordinatorConfig
 from .group import error_responses, group_admin, offset_ops
 from .group.error_responses import ERROR_RESPONSES
@@ -116,8 +119,10 @@ _API_NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", DESCRI
 
 class GroupCoordinatorService:
     def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
-                 make_shard: Callable[[int], GroupCoordinatorShard] | None = None) -> None:
+                 make_shard: Callable[[int], GroupCoordinatorShard] | None = None,
+                 authorizer: Authorizer = ALLOW_ALL) -> None:
         self.config = config
+        self.authorizer = authorizer
         self.state_topic = state_topic
         self.api_versions = dict(API_VERSIONS)
         self.answered_versions = {**API_VERSIONS, **ANSWERED_NOT_ADVERTISED}
@@ -308,10 +313,13 @@ class GroupCoordinatorService:
 
     async def handle(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
         handler = self._handlers[api_key]
-        ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
-                             client_host=f"/{client.host}")
         started = time.perf_counter()
-        response = await handler(ctx, request)
+        if self.authorizer is ALLOW_ALL:
+            ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
+                                 client_host=f"/{client.host}")
+            response = await handler(ctx, request)
+        else:
+            response = await self._authorized(handler, api_key, api_version, request, client)
         # labels() takes a lock and builds a key on every call: keep the children.
         seconds = self._latency.get(api_key)
         if seconds is None:
@@ -324,6 +332,28 @@ class GroupCoordinatorService:
                 api=_API_NAMES[api_key], error=_error_name(response))
         counter.inc()
         return response
+
+    async def _authorized(self, handler, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
+        """The authorization hook (coordinator/authz.py): a single-group request the client
+        may not act on gets its error response; a multi-group one answers the denied
+        groups with the error and serves the rest; ListGroups lists only what it may see."""
+        denied = frozenset(denied_groups(self.authorizer, client, api_key, request))
+        if api_key == LIST_GROUPS:
+            response = await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}"), request)
+            return self._visible_groups(response, client)
+        multi = api_key in _MULTI_GROUP or (api_key == OFFSET_FETCH and api_version >= 8)
+        if denied and not multi:
+            return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.group_authorization_failed), request)
+        return await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}", denied), request)
+
+    def _visible_groups(self, response: Any, client: ClientInfo) -> Any:
+        """Kafka's ListGroups: every group with DESCRIBE on the cluster, else only the groups
+        the client may DESCRIBE."""
+        if self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.CLUSTER, "kafka-cluster")])[0]:
+            return response
+        groups = response.groups
+        verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.GROUP, g.group_id) for g in groups])
+        return dataclasses.replace(response, groups=tuple(g for g, ok in zip(groups, verdicts) if ok))
 
     def _by_shard(self, group_ids) -> dict[ShardRuntime, list[str]]:
         out: dict[ShardRuntime, list[str]] = defaultdict(list)
@@ -360,7 +390,8 @@ class GroupCoordinatorService:
         mod = schema("consumer_group_describe", ctx.api_version)
         include = req.include_authorized_operations
         described = await self._per_group(req.group_ids, lambda shard, gid: group_admin.describe_consumer_group(
-            shard, mod, gid, include), lambda gid, e: error_responses.described_consumer_group_error(mod, gid, e))
+            shard, mod, gid, include), lambda gid, e: error_responses.described_consumer_group_error(mod, gid, e),
+            ctx.denied_groups)
         return mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=tuple(described))
 
     async def _describe_groups(self, ctx: RequestContext, req):
@@ -368,12 +399,18 @@ class GroupCoordinatorService:
         include = getattr(req, "include_authorized_operations", False)
         described = await self._per_group(req.groups, lambda shard, gid: group_admin.describe_group(
             shard, mod, ctx.api_version, gid, include), lambda gid, e: error_responses.described_group_error(
-            mod, gid, e))
+            mod, gid, e), ctx.denied_groups)
         return build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=tuple(described))
 
-    async def _per_group(self, group_ids, describe, on_error) -> list:
-        """Run a read of several groups shard by shard; answers keep the request's order."""
+    async def _per_group(self, group_ids, describe, on_error, denied: frozenset[str] = frozenset()) -> list:
+        """Run a read of several groups shard by shard; answers keep the request's order.
+        Groups in ``denied`` (authorization) answer GROUP_AUTHORIZATION_FAILED unread."""
         answers: dict[str, Any] = {}
+        order = list(group_ids)
+        if denied:
+            refused = ApiError(ErrorCode.group_authorization_failed)
+            answers.update((g, on_error(g, refused)) for g in order if g in denied)
+            group_ids = [g for g in order if g not in denied]
 
         async def one(rt: ShardRuntime, gids: list[str]) -> None:
             try:
@@ -383,7 +420,7 @@ class GroupCoordinatorService:
                 answers.update((g, on_error(g, e)) for g in gids)
 
         await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(group_ids).items()))
-        return [answers[g] for g in group_ids]
+        return [answers[g] for g in order]
 
     async def _list_groups(self, ctx: RequestContext, req):
         mod = schema("list_groups", ctx.api_version)
@@ -414,7 +451,10 @@ class GroupCoordinatorService:
             except ApiError as e:
                 results.update((g, error_responses.deletable_group_error(mod, g, e.code)) for g in gids)
 
-        await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(req.groups_names).items()))
+        for g in ctx.denied_groups:
+            results[g] = error_responses.deletable_group_error(mod, g, ErrorCode.group_authorization_failed)
+        allowed = [g for g in req.groups_names if g not in ctx.denied_groups]
+        await asyncio.gather(*(one(rt, gids) for rt, gids in self._by_shard(allowed).items()))
         out = [results.get(g) or error_responses.deletable_group_error(mod, g, ErrorCode.invalid_group_id)
                for g in req.groups_names]
         return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
@@ -446,8 +486,13 @@ class GroupCoordinatorService:
 
         by_id = {g.group_id: g for g in req.groups}
         groups = await self._per_group([g.group_id for g in req.groups], lambda shard, gid: one(shard, by_id[gid]),
-                                       lambda gid, e: error_responses.fetch_group_error(mod, gid, e.code))
+                                       lambda gid, e: error_responses.fetch_group_error(mod, gid, e.code),
+                                       ctx.denied_groups)
         return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))
+
+
+# Multi-group APIs (OffsetFetch is one from v8): denied groups are answered per entry.
+_MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS})
 
 
 def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:

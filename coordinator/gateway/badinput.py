@@ -14,13 +14,17 @@ import logging
 
 from ..protocol.api_versions import unsupported_version_body
 from ..protocol.apis import (
-    API_VERSIONS, GROUP_APIS, NOT_THROUGH_GATEWAY, api_name, kio_version_range, request_header_version,
+    API_VERSIONS,
+    GROUP_APIS,
+    NOT_THROUGH_GATEWAY,
+    api_name,
+    kio_version_range,
+    request_header_version,
 )
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
 from ..runtime import metrics
 from .connection_state import ConnectionState
 from .routes import Route
-
 
 FRAME = "frame"
 HEADER = "header"
@@ -56,7 +60,8 @@ class BadInput(ConnectionState):
         elif advertised is None:
             what = f"{api_name(api_key)} is not supported by the upstream cluster"
         else:
-            what = f"unsupported version {api_version} of {api_name(api_key)} (supported {advertised[0]}-{advertised[1]})"
+            what = (f"unsupported version {api_version} of {api_name(api_key)} "
+                    f"(supported {advertised[0]}-{advertised[1]})")
             reason = UNSUPPORTED_VERSION
         self._reject(what, None, correlation_id, api_key, api_version, reason=reason)
 

@@ -40,9 +40,9 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
+from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
-from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..runtime import metrics
 from .upstream_client import UpstreamClient, UpstreamError
 
@@ -326,7 +326,7 @@ class ClusterView:
         while True:
             try:
                 await asyncio.wait_for(self._refresh_wanted.wait(), self.refresh_interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._refresh_wanted.clear()
             try:

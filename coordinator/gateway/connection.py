@@ -28,9 +28,15 @@ from ..protocol.checked import Malformed
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.find_coordinator import KEY_TYPE_TRANSACTION, group_coordinator_response, key_type_of
 from ..protocol.framing import (
-    REQUEST_PREFIX, HeaderError, body_offset, request_body_offset, response_frame, split_frames,
+    REQUEST_PREFIX,
+    HeaderError,
+    body_offset,
+    request_body_offset,
+    response_frame,
+    split_frames,
 )
 from ..protocol.service import ClientInfo
+from ..runtime.metrics import GATEWAY_FORWARD_DENIED
 from . import eager
 from .badinput import BODY, FRAME, HEADER, BadInput
 from .eager import Done
@@ -39,9 +45,12 @@ from .forward import CLIENT_WRITE, HELD, Pending, UpstreamLink
 from .guarded import GuardedRequests
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, Route
 
+# Route kinds answered by kcoord itself: the forward gate is not asked for them.
+_SERVED_HERE = frozenset({GROUP, API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL})
+
 if TYPE_CHECKING:
-    from .ports import ConnectionServices
     from .listeners import ListenerInfo
+    from .ports import ConnectionServices
 
 log = logging.getLogger("kcoord.gateway")
 
@@ -68,6 +77,7 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         self._loop = asyncio.get_running_loop()
         limits = self._limits = gateway.limits
         self._guard = gateway.guard
+        self._forward_gate = gateway.forward_gate
         self._max_inflight = limits.max_inflight
         self._max_buffered = limits.max_buffered_response_bytes
         self._max_decoded_frame = limits.max_decoded_frame
@@ -232,6 +242,8 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if len(frame) > self._max_decoded_frame and kind != FORWARD_PRODUCE:
             self._too_big(frame, route, correlation_id)
             return
+        if self._forward_gate is not None and kind not in _SERVED_HERE and not self._gate_allows(route, correlation_id):
+            return
         if kind == FORWARD:
             self._forward_checked(frame, route, correlation_id)
         elif kind == GROUP:
@@ -246,6 +258,19 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             self._serve_guarded(frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self._forward_checked(frame, route, correlation_id)
+
+    def _gate_allows(self, route: Route, correlation_id: int) -> bool:
+        """The forward gate (coordinator/authz.py): a refused request closes the connection."""
+        assert self._forward_gate is not None
+        if self._forward_gate.allow_forward(self._peer[0], self._listener.name, route.api_key, route.api_version):
+            return True
+        api = api_name(route.api_key)
+        GATEWAY_FORWARD_DENIED.labels(api=api).inc()
+        self._gateway.bad_log.log(logging.WARNING, "closing connection from %s:%d on %s: the forward gate refused "
+                                  "%s(%d) v%d [correlation_id=%d]", self._peer[0], self._peer[1], self._listener.name,
+                                  api, route.api_key, route.api_version, correlation_id)
+        self.abort()
+        return False
 
     def _forward_checked(self, frame: bytes, route, correlation_id: int) -> None:
         # Kafka closes the connection on a header that does not parse; check it here

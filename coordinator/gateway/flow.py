@@ -22,7 +22,6 @@ from typing import Any
 from ..runtime import metrics
 from .connection_state import ConnectionState
 
-
 # Why reading is paused (bits).
 INFLIGHT = 1
 QUEUE = 2

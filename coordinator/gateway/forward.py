@@ -107,7 +107,7 @@ class UpstreamLink(asyncio.Protocol):
                 self._target = f"{host}:{port}"
                 await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 errors.append(f"{host}:{port}: not connected after upstream_connect_timeout_ms="
                               f"{int(timeout * 1000)}")
             except OSError as e:

@@ -19,19 +19,26 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
+from ..authz import ForwardGate
 from ..config import CoordinatorConfig
 from ..protocol.api_versions import Features, advertised_versions, api_versions_body, merge_features
 from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from ..protocol.service import GroupService
-from .cluster import DEFAULT_REFRESH_INTERVAL, Broker, ClusterView
 from ..runtime import metrics
+from .cluster import DEFAULT_REFRESH_INTERVAL, Broker, ClusterView
 from .connection import ClientConnection
 from .limits import CREATION_RATE, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Limits
 from .listeners import (
-    BOOTSTRAP, ListenerInfo, advertised_host_for, bind_listening_socket, broker_listener_name,
-    initial_broker_ports, parse_address, parse_addresses,
+    BOOTSTRAP,
+    ListenerInfo,
+    advertised_host_for,
+    bind_listening_socket,
+    broker_listener_name,
+    initial_broker_ports,
+    parse_address,
+    parse_addresses,
 )
 from .ratelog import RateLimitedLog
 from .routes import Route, build_routes
@@ -58,9 +65,12 @@ class Gateway:
         cluster: ClusterView | None = None,
         metadata_refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
         config: CoordinatorConfig | None = None,
+        forward_gate: ForwardGate | None = None,
     ) -> None:
         self.config = config if config is not None else CoordinatorConfig(state_topic=state_topic)
         self.service = service
+        # Asked before each request is forwarded upstream; None forwards all (coordinator/authz.py).
+        self.forward_gate = forward_gate
         self.upstream = parse_addresses(upstream)
         self.listen_host, self.listen_port = parse_address(listen)
         self.advertised_host = advertised_host or advertised_host_for(self.listen_host)

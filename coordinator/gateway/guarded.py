@@ -16,12 +16,11 @@ from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
 from ..runtime import metrics
-from .connection_state import ConnectionState
 from .badinput import BODY, HEADER
+from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
 from .routes import Route
 from .state_guard import METRIC_API, Allowed, Close, Local, Split
-
 
 
 class GuardedRequests(ConnectionState):

@@ -18,6 +18,7 @@ from collections.abc import Mapping, MutableSet, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..authz import ForwardGate
     from ..protocol.find_coordinator import Node
     from ..protocol.service import GroupService
     from .limits import Limits
@@ -106,6 +107,9 @@ class ConnectionServices(LinkServices, Protocol):
 
     @property
     def api_versions(self) -> Mapping[int, tuple[int, int]]: ...
+
+    @property
+    def forward_gate(self) -> ForwardGate | None: ...
 
 
     def admit(self, connection: Any) -> bool: ...

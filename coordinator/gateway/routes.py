@@ -12,8 +12,18 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from ..protocol.apis import (
-    API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS,
-    FIND_COORDINATOR, METADATA, PRODUCE, api_schemas, request_header_version, response_header_version,
+    API_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_TOPIC_PARTITIONS,
+    FIND_COORDINATOR,
+    METADATA,
+    PRODUCE,
+    api_schemas,
+    request_header_version,
+    response_header_version,
 )
 from ..protocol.checked import Step, struct_step
 from .state_guard import GUARDED_APIS

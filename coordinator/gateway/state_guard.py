@@ -9,8 +9,8 @@ the request carries ids: Produce v13, DeleteTopics v6):
   a request naming only the state topic is answered here, a mixed one is SPLIT: the
   state-topic entries are cut out of the request, the rest is forwarded, and the refused
   entries are added to upstream's answer. A Produce is decoded only when its bytes hold
-  the state topic's name or id (see ``produce``). A Produce with acks=0 that names it closes the connection, as Kafka closes it
-  when an acks=0 produce fails (the client gets no response to read an error from).
+  the state topic's name or id (see ``produce``). A Produce with acks=0 that names it closes
+  the connection, as Kafka closes it when an acks=0 produce fails (the client gets no response to read an error from).
 - DeleteTopics, CreatePartitions, and CreateTopics of its name while it does not exist:
   TOPIC_AUTHORIZATION_FAILED (29) for that topic, the rest forwarded the same way. A
   deliberate difference: Kafka only checks ACLs there. Kafka's ``__admin_client``
@@ -33,8 +33,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import (
-    ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
-    INCREMENTAL_ALTER_CONFIGS, PRODUCE, api_name, request_class, response_class,
+    ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    INCREMENTAL_ALTER_CONFIGS,
+    PRODUCE,
+    api_name,
+    request_class,
+    response_class,
 )
 from ..protocol.checked import _STRUCTS as _STEPS
 from ..protocol.checked import Malformed, struct_step

@@ -46,9 +46,9 @@ class UpstreamClient(asyncio.Protocol):
         for host, port in addresses:
             client = cls((host, port), client_id)
             try:
-                await asyncio.wait_for(loop.create_connection(lambda: client, host, port), timeout)
+                await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)
                 return client
-            except (OSError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError) as e:
                 errors.append(f"{host}:{port}: {e or type(e).__name__}")
         raise UpstreamError("no upstream broker reachable: " + "; ".join(errors))
 
@@ -84,7 +84,7 @@ class UpstreamClient(asyncio.Protocol):
         self._transport.write(SIZE.pack(len(payload)) + payload)
         try:
             return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._pending.pop(correlation_id, None)
             # Responses come in order: a lost one means the connection is unusable.
             self.close()

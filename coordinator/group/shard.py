@@ -47,6 +47,9 @@ class RequestContext:
     api_version: int
     client_id: str = ""
     client_host: str = ""
+    # Groups of a multi-group request the client may not act on (coordinator/authz.py):
+    # their entries answer GROUP_AUTHORIZATION_FAILED.
+    denied_groups: frozenset[str] = frozenset()
 
 
 class GroupCoordinatorShard:

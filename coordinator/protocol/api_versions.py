@@ -17,8 +17,14 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 
 from .apis import (
-    API_VERSIONS, FIND_COORDINATOR, GROUP_APIS, NOT_THROUGH_GATEWAY,
-    forwardable_range, intersect, kio_version_range, response_class,
+    API_VERSIONS,
+    FIND_COORDINATOR,
+    GROUP_APIS,
+    NOT_THROUGH_GATEWAY,
+    forwardable_range,
+    intersect,
+    kio_version_range,
+    response_class,
 )
 from .codec import encode_body
 

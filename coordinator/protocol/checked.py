@@ -27,8 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.serial._introspect import (
-    EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, get_field_tag,
-    get_schema_field_type, is_optional,
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
 )
 
 # (buffer, position, end) -> position after the field; raises Malformed.
@@ -248,7 +254,7 @@ def _struct(steps: list[tuple[str, Step]]) -> Step:
     def step(buf: bytes, pos: int, end: int) -> int:
         name = ""
         try:
-            for name, each in plan:
+            for name, each in plan:  # noqa: B007 (the except clause names the field)
                 pos = each(buf, pos, end)
         except Malformed as e:
             raise e.within(name) if name else e from None

@@ -104,6 +104,9 @@ def register_group_collector(shards: Callable[[], Iterable]) -> GroupCollector:
 
 # --- Gateway: bad input, limits, state-topic protection (issue 10). Label values come from
 # small fixed sets in coordinator/gateway (never from a client).
+GATEWAY_FORWARD_DENIED = Counter(
+    "kcoord_gateway_forward_denied_total", "Requests the forward gate (coordinator/authz.py) refused "
+    "to forward upstream; each closes its connection", ["api"])
 GATEWAY_BAD_REQUESTS = Counter(
     "kcoord_gateway_bad_requests_total", "Requests that closed their connection because they do "
     "not parse or are not served (reason: frame, header, body, unknown_api, unsupported_version)",

@@ -312,7 +312,7 @@ class ShardRuntime:
         if fut is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(fut), self.write_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 # offsets.commit.timeout.ms: REQUEST_TIMED_OUT maps to COORDINATOR_NOT_AVAILABLE.
                 raise ApiError(ErrorCode.coordinator_not_available,
                                f"The write to state partition {self.partition} timed out.") from None

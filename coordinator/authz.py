@@ -1,0 +1,96 @@
+"""Authorization hooks: where a decision is asked for, not yet how it is made.
+
+Two hooks, both off by default (everything allowed, as a Kafka broker without an authorizer):
+
+- `Authorizer`, in the service (`GroupCoordinatorService(authorizer=...)`). kcoord serves the
+  group APIs itself, so it must authorize them itself (Kafka: `KafkaApis` asks the
+  authorizer before the group coordinator runs). Kafka's interface shape: a batch of
+  `Action(operation, resource_type, name)` in, one verdict per action out. The service asks
+  for the group-level action each API needs (`GROUP_OPERATIONS`, Kafka's rules):
+  - denied on a single-group API: the API's error response with GROUP_AUTHORIZATION_FAILED;
+  - denied for some groups of a multi-group API (DescribeGroups, ConsumerGroupDescribe,
+    OffsetFetch v8+, DeleteGroups): those groups' entries carry the error, the rest are served;
+  - ListGroups lists only the groups the client may DESCRIBE (Kafka filters the same way).
+  Topic-level checks (READ per committed partition, DESCRIBE per fetched one) and the
+  mirror of the upstream's ACLs come with the security issue (13).
+- `ForwardGate`, in the gateway (`Gateway(forward_gate=...)`): asked before a request is
+  forwarded upstream. Forwarded traffic normally keeps the client's own identity upstream
+  (SASL passthrough), so the upstream's ACLs apply; when kcoord terminates authentication
+  itself, forwarded requests run as kcoord's principal and must be checked here instead
+  (the confused deputy). A denied request closes the connection with a WARNING naming the
+  principal and the API.
+
+`ClientInfo.principal` says who asks (`User:ANONYMOUS` until authentication exists).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .protocol import apis
+from .protocol.service import ClientInfo
+
+# Kafka's AclOperation and ResourceType names.
+READ, DESCRIBE, DELETE = "READ", "DESCRIBE", "DELETE"
+GROUP, TOPIC, CLUSTER = "GROUP", "TOPIC", "CLUSTER"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    operation: str
+    resource_type: str
+    name: str
+
+
+class Authorizer(Protocol):
+    def authorize(self, client: ClientInfo, actions: Sequence[Action]) -> list[bool]:
+        """One verdict per action, in order."""
+        ...
+
+
+class ForwardGate(Protocol):
+    def allow_forward(self, client_host: str, listener: str, api_key: int, api_version: int) -> bool:
+        """Whether this request may be forwarded upstream."""
+        ...
+
+
+class AllowAll:
+    def authorize(self, client: ClientInfo, actions: Sequence[Action]) -> list[bool]:
+        return [True] * len(actions)
+
+
+ALLOW_ALL = AllowAll()
+
+# The operation on the GROUP resource each group API needs (Kafka's KafkaApis rules).
+GROUP_OPERATIONS: dict[int, str] = {
+    apis.JOIN_GROUP: READ, apis.SYNC_GROUP: READ, apis.HEARTBEAT: READ, apis.LEAVE_GROUP: READ,
+    apis.CONSUMER_GROUP_HEARTBEAT: READ, apis.OFFSET_COMMIT: READ, apis.TXN_OFFSET_COMMIT: READ,
+    apis.OFFSET_FETCH: DESCRIBE, apis.DESCRIBE_GROUPS: DESCRIBE, apis.CONSUMER_GROUP_DESCRIBE: DESCRIBE,
+    apis.LIST_GROUPS: DESCRIBE, apis.DELETE_GROUPS: DELETE, apis.OFFSET_DELETE: DELETE,
+}
+
+
+def group_ids_of(api_key: int, request) -> list[str]:
+    """The groups a request names (ListGroups names none: it is filtered instead)."""
+    if api_key == apis.DESCRIBE_GROUPS:
+        return list(request.groups)
+    if api_key == apis.CONSUMER_GROUP_DESCRIBE:
+        return list(request.group_ids)
+    if api_key == apis.DELETE_GROUPS:
+        return list(request.groups_names)
+    if api_key == apis.OFFSET_FETCH and getattr(request, "groups", None) is not None:
+        return [g.group_id for g in request.groups]
+    if api_key == apis.LIST_GROUPS:
+        return []
+    return [request.group_id]
+
+
+def denied_groups(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> set[str]:
+    """The groups of this request the client may not act on."""
+    groups = group_ids_of(api_key, request)
+    if not groups:
+        return set()
+    operation = GROUP_OPERATIONS[api_key]
+    verdicts = authorizer.authorize(client, [Action(operation, GROUP, g) for g in groups])
+    return {g for g, ok in zip(groups, verdicts) if not ok}
