@@ -33,7 +33,7 @@ from records.schemas import (
     ZERO_UUID, LegacyOffsetCommitKey, LegacyOffsetCommitValue, OffsetCommitKey, OffsetCommitValue,
 )
 from records.types import (
-    CoordinatorRecord, RecordDecodeError, RecordEncodeError, UnknownRecord,
+    CoordinatorRecord, RecordDecodeError, RecordEncodeError, UnknownRecord, register_write_version,
     UnknownRecordTypeError, UnknownRecordVersionError,
 )
 
@@ -243,6 +243,9 @@ def latest_value_version(value: Any) -> int:
     if t in _VALUE_ENCODERS:
         return 0
     raise RecordEncodeError(f"{t.__name__} is not a record value")
+
+
+register_write_version(latest_value_version)
 
 
 def encode_value(value: Any, version: int | None = None) -> bytes | None:

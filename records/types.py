@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from collections.abc import Callable
 from typing import Any
 
 
@@ -113,6 +114,20 @@ class RecordEncodeError(ValueError):
     """A key or value that cannot be written at the requested version."""
 
 
+def _no_codec(value: Any) -> int:
+    raise RecordEncodeError("records.codec is not loaded: it registers the value versions Kafka writes")
+
+
+# The value version Kafka 4.3 writes for a value: codec.py, which knows every value type,
+# registers it (`register_write_version`), so this bottom module imports nothing of records.
+_write_version: Callable[[Any], int] = _no_codec
+
+
+def register_write_version(fn: Callable[[Any], int]) -> None:
+    global _write_version
+    _write_version = fn
+
+
 @dataclass(slots=True)
 class CoordinatorRecord:
     """One `__consumer_offsets` record: a key and a value; value None is a tombstone.
@@ -127,8 +142,7 @@ class CoordinatorRecord:
 
     def __post_init__(self) -> None:
         if self.value_version is None:
-            from records.codec import latest_value_version
-            self.value_version = 0 if self.value is None else latest_value_version(self.value)
+            self.value_version = 0 if self.value is None else _write_version(self.value)
 
     @property
     def record_type(self) -> int:

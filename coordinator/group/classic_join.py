@@ -28,7 +28,7 @@ from .result import Result, ScheduleTimer
 from .timeutil import to_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard, RequestContext
+    from .context import RequestContext, ShardView
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -47,7 +47,7 @@ def _error(version: int, error: ErrorCode, member_id: str = "") -> Result:
     return Result(response=join_response(version, error=error, member_id=member_id), replay=False)
 
 
-def join_group(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     session = to_ms(req.session_timeout)
     if not req.group_id:
@@ -91,7 +91,7 @@ def answer(fx: Effects, parked: Parked) -> Result:
     return fx.result(parked=parked.token)
 
 
-def _accept_joining_member(shard: GroupCoordinatorShard, group: ClassicGroup, member_id: str) -> bool:
+def _accept_joining_member(shard: ShardView, group: ClassicGroup, member_id: str) -> bool:
     """`acceptJoiningMember` (group.max.size, KIP-389)."""
     limit = shard.config.group_max_size
     member = group.members.get(member_id)

@@ -26,11 +26,11 @@ from .result import CancelTimer, Result
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard, RequestContext
+    from .context import RequestContext, ShardView
 
 
 # ------------------------------------------------------------------ SyncGroup
-def sync_group(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def sync_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     group = shard.groups.get(req.group_id)
     if isinstance(group, ConsumerGroup):
@@ -91,7 +91,7 @@ def _validate_sync(group: ClassicGroup, req) -> ErrorCode | None:
 
 
 # ------------------------------------------------------------------ Heartbeat
-def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("heartbeat", ctx.api_version)
 
     def reply(code: ErrorCode, fx: Effects | None = None) -> Result:
@@ -120,7 +120,7 @@ def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: in
 
 
 # ----------------------------------------------------------------- LeaveGroup
-def leave_group(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def leave_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     mod = schema("leave_group", v)
     identities = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]

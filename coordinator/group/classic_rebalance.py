@@ -21,7 +21,7 @@ from .timers import heartbeat_key, join_key, sync_key  # noqa: F401 (re-exported
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard
+    from .context import ShardView
 
 @dataclass(slots=True)
 class Effects:
@@ -83,7 +83,7 @@ def current_generation_join(group: ClassicGroup, member_id: str, with_members: b
 
 
 # ------------------------------------------------------------------- timers
-def reschedule_heartbeat(shard: GroupCoordinatorShard, fx: Effects, group: ClassicGroup,
+def reschedule_heartbeat(shard: ShardView, fx: Effects, group: ClassicGroup,
                          member: ClassicGroupMember, now_ms: int, timeout_ms: int | None = None) -> None:
     fx.timers.append(ScheduleTimer(heartbeat_key(group.group_id, member.member_id),
                                    now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms)))

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from records import ClassicMemberMetadata
 
+    from .assignors.partitions import Partitions
+
 _log = logging.getLogger("kcoord.group")
 
 # topic id -> {partition: assignment epoch} (KIP-1251 keeps one epoch per owned partition)
 Assignment = dict[uuid.UUID, dict[int, int]]
 # topic id -> partitions, as produced by the server-side assignors
-TargetAssignment = dict[uuid.UUID, "Partitions"]  # assignors.partitions.Partitions
+TargetAssignment = dict[uuid.UUID, "Partitions"]
 
 # Members are immutable values whose assignments are replaced, never changed in place, so
 # every empty assignment can share one read-only mapping (10,000 idle members would

@@ -35,7 +35,7 @@ from .result import CancelTimer, Result, ScheduleTimer
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard, RequestContext
+    from .context import RequestContext, ShardView
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -49,7 +49,7 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     try:
         _validate(shard, ctx.api_version, req)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -64,7 +64,7 @@ def heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: in
 
 
 # --------------------------------------------------------------- validation
-def _validate(shard: GroupCoordinatorShard, version: int, req) -> None:
+def _validate(shard: ShardView, version: int, req) -> None:
     """`throwIfConsumerGroupHeartbeatRequestIsInvalid` (stateless)."""
     epoch = req.member_epoch
     if not req.member_id and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
@@ -130,7 +130,7 @@ def _throw_if_epoch_invalid(m: ConsumerGroupMember, epoch: int, owned) -> None:
 
 
 # ----------------------------------------------------------- group / member
-def _consumer_group_for_heartbeat(shard: GroupCoordinatorShard, group_id: str, create: bool,
+def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool,
                                   records: list, timers: list, completions: list, now_ms: int) -> ConsumerGroup:
     """`getOrMaybeCreateConsumerGroup`."""
     group = shard.groups.get(group_id)
@@ -150,7 +150,7 @@ def _consumer_group_for_heartbeat(shard: GroupCoordinatorShard, group_id: str, c
     raise group_not_found(group_id, "It is not a consumer group.")
 
 
-def _throw_if_full(shard: GroupCoordinatorShard, group: ConsumerGroup, member_id: str,
+def _throw_if_full(shard: ShardView, group: ConsumerGroup, member_id: str,
                    instance_id: str | None) -> None:
     if instance_id is not None and instance_id in group.static_members:
         return  # KAFKA-20601: a static member may rejoin a full group.
@@ -196,7 +196,7 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
 _NO_REBALANCE_TIMEOUT = -1
 
 
-def _steady(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result | None:
+def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result | None:
     """The keep-alive of a member that is STABLE at the group's current target and sends
     nothing new (every optional field null, as clients send in steady state). `_regular`
     would produce no record for it, only the session timer and an answer without an
@@ -230,7 +230,7 @@ def _steady(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int)
 
 
 # ------------------------------------------------------------------ regular
-def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     records: list = []
     timers: list = []
     completions: list = []
@@ -289,7 +289,7 @@ def _regular(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int
     return Result(response=response, records=records, timers=timers, completions=completions)
 
 
-def update_and_reconcile(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,
+def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
                          updated: ConsumerGroupMember, owned, now_ms: int, records: list,
                          timers: list) -> tuple[ConsumerGroupMember, bool]:
     """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
@@ -344,7 +344,7 @@ def update_and_reconcile(shard: GroupCoordinatorShard, group: ConsumerGroup, mem
     return reconciled, target_epoch < group_epoch
 
 
-def _update_regex(shard: GroupCoordinatorShard, group: ConsumerGroup, member: ConsumerGroupMember,
+def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
                   updated: ConsumerGroupMember, now_ms: int, records: list, timers: list) -> RegexStatus:
     """`maybeUpdateRegularExpressions`: track regex subscriptions; resolution itself runs as a
     separate operation (`regex-refresh` timer) like Kafka's background resolution."""
@@ -372,7 +372,7 @@ def _update_regex(shard: GroupCoordinatorShard, group: ConsumerGroup, member: Co
     return status
 
 
-def _target_for(shard: GroupCoordinatorShard, group: ConsumerGroup, group_epoch: int,
+def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                 member: ConsumerGroupMember, updated: ConsumerGroupMember, now_ms: int,
                 records: list, timers: list):
     """`maybeUpdateTargetAssignment`: reuse the current target when it is up to date, or when
@@ -393,7 +393,7 @@ def _target_for(shard: GroupCoordinatorShard, group: ConsumerGroup, group_epoch:
 
 
 # -------------------------------------------------------------------- leave
-def _leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     """Epoch -1: leave (fence). Epoch -2: a static member leaves temporarily and keeps its
     target; KIP-1251 resets its assignment epochs to 0 so that only the instance that
     comes back (under a new member id) can commit for those partitions."""

@@ -20,7 +20,7 @@ from .result import Result, ScheduleTimer
 from .timers import EXPIRE_KEY as EXPIRE_TIMER
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard
+    from .context import ShardView
 
 BaseTime = Callable[[OffsetAndMetadata], int]
 
@@ -46,7 +46,7 @@ def _should_expire(group) -> bool:
     return group.is_empty()
 
 
-def cleanup(shard: GroupCoordinatorShard, now_ms: int) -> Result:
+def cleanup(shard: ShardView, now_ms: int) -> Result:
     retention = shard.config.offsets_retention_ms
     records: list = []
     for group_id, group in list(shard.groups.items()):
@@ -73,7 +73,7 @@ def cleanup(shard: GroupCoordinatorShard, now_ms: int) -> Result:
                                                          now_ms + shard.config.offsets_retention_check_interval_ms)])
 
 
-def topics_deleted(shard: GroupCoordinatorShard, topics: Iterable[str]) -> Result:
+def topics_deleted(shard: ShardView, topics: Iterable[str]) -> Result:
     """Offsets of topics deleted upstream are tombstoned for every group."""
     gone = set(topics)
     records = [rh.offset_tombstone(group_id, topic, p)

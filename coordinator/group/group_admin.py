@@ -9,13 +9,13 @@ from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
-from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .consumer_group import ConsumerGroup
 from .kio_util import build, schema
 from .result import Result
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard, RequestContext
+    from .context import RequestContext, ShardView
 
 # Kafka's default when authorized operations were not requested (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -50,7 +50,7 @@ def subscribed_topics(group) -> set[str]:
                 names |= resolved.topics
         return names
     if isinstance(group, ClassicGroup) and group.protocol_type == "consumer" and group.members:
-        from migration.consumer_protocol import MalformedProtocolData, decode_subscription
+        from ..protocol.consumer_protocol import MalformedProtocolData, decode_subscription
         topics: set[str] = set()
         for m in group.members.values():
             try:
@@ -62,29 +62,39 @@ def subscribed_topics(group) -> set[str]:
 
 
 # --------------------------------------------------- ConsumerGroupDescribe
-def _described_assignment(mod, image, assignment) -> object:
+def _described_assignment(mod, image, assignment, pending=None) -> object:
+    """`assignment` {topic id: partitions}; `pending` (a member's partitions pending
+    revocation) joins it as in Kafka's `asConsumerGroupDescribeMember`, which accumulates
+    the assigned partitions and then those pending revocation, per topic: a member in
+    UNREVOKED_PARTITIONS is described with every partition it still owns."""
+    parts_by_topic = {tid: sorted(parts) for tid, parts in assignment.items()}
+    for tid, parts in (pending or {}).items():
+        parts_by_topic.setdefault(tid, []).extend(sorted(parts))
     tps = []
-    for topic_id, parts in assignment.items():
+    for topic_id, parts in parts_by_topic.items():
         t = image.topics_by_id.get(topic_id)
         if t is None:
             continue  # deleted topic: Kafka skips ids the image no longer knows
-        tps.append(mod.TopicPartitions(topic_id=topic_id, topic_name=t.name, partitions=tuple(sorted(parts))))
+        tps.append(mod.TopicPartitions(topic_id=topic_id, topic_name=t.name, partitions=tuple(parts)))
     return mod.Assignment(topic_partitions=tuple(tps))
 
 
-def describe_consumer_group(shard: GroupCoordinatorShard, mod, group_id: str, include_ops: bool):
+def describe_consumer_group(shard: ShardView, mod, group_id: str, include_ops: bool):
     ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
     if not group_id:
+        # Kafka's `getErrorDescribedGroupList`: the error code alone, no message (Kafka 4.3.1).
         return build(mod.DescribedGroup, error_code=ErrorCode.invalid_group_id,
-                     error_message="The group id cannot be empty.", group_id=group_id, group_state="",
+                     error_message=None, group_id=group_id, group_state="",
                      group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
                      authorized_operations=ops)
     group = shard.groups.get(group_id)
     if not isinstance(group, ConsumerGroup):
         msg = (f"Group {group_id} not found." if group is None
                else f"Group {group_id} is not a consumer group.")
+        # Kafka answers from the exception (GroupIdNotFoundException): every other field keeps
+        # its default, GroupState "" included (observed on Kafka 4.3.1, docs/differential.md).
         return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=msg,
-                     group_id=group_id, group_state=ConsumerGroupState.DEAD.value, group_epoch=0,
+                     group_id=group_id, group_state="", group_epoch=0,
                      assignment_epoch=0, assignor_name="", members=(), authorized_operations=ops)
     image = shard.image
     members = []
@@ -96,7 +106,8 @@ def describe_consumer_group(shard: GroupCoordinatorShard, mod, group_id: str, in
             # Kafka's `asConsumerGroupDescribeMember` returns the member's regex as is, and a
             # ConsumerGroupMember's default is "" (never null) for a member subscribed by names.
             subscribed_topic_regex=m.subscribed_topic_regex,
-            assignment=_described_assignment(mod, image, m.assigned_partitions),
+            assignment=_described_assignment(mod, image, m.assigned_partitions,
+                                             m.partitions_pending_revocation),
             target_assignment=_described_assignment(mod, image, group.target_of(m.member_id)),
             member_type=0 if m.uses_classic_protocol else 1))
     return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
@@ -106,7 +117,7 @@ def describe_consumer_group(shard: GroupCoordinatorShard, mod, group_id: str, in
                  members=tuple(members), authorized_operations=ops)
 
 
-def consumer_group_describe(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+def consumer_group_describe(shard: ShardView, ctx: RequestContext, req) -> Result:
     mod = schema("consumer_group_describe", ctx.api_version)
     groups = tuple(describe_consumer_group(shard, mod, gid, req.include_authorized_operations)
                    for gid in req.group_ids)
@@ -114,7 +125,7 @@ def consumer_group_describe(shard: GroupCoordinatorShard, ctx: RequestContext, r
 
 
 # ----------------------------------------------------------- DescribeGroups
-def describe_group(shard: GroupCoordinatorShard, mod, api_version: int, group_id: str, include_ops: bool):
+def describe_group(shard: ShardView, mod, api_version: int, group_id: str, include_ops: bool):
     """DescribeGroups (API 15) only describes classic groups (`GroupMetadataManager.describeGroups`
     looks groups up as classic ones): a consumer group, like a missing one, is "Dead", with
     GROUP_ID_NOT_FOUND from v6 (KIP-1043). Tools must use ConsumerGroupDescribe for those."""
@@ -122,7 +133,8 @@ def describe_group(shard: GroupCoordinatorShard, mod, api_version: int, group_id
     group = shard.groups.get(group_id)
     if not isinstance(group, ClassicGroup) or group.state is ClassicGroupState.DEAD:
         why = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
-        return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none,
+        code = ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none
+        return build(mod.DescribedGroup, error_code=code,
                      error_message=why if api_version >= 6 else None, group_id=group_id, group_state="Dead",
                      protocol_type="", protocol_data="", members=(), authorized_operations=ops)
     stable = group.state is ClassicGroupState.STABLE
@@ -139,7 +151,7 @@ def describe_group(shard: GroupCoordinatorShard, mod, api_version: int, group_id
                  authorized_operations=ops)
 
 
-def describe_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+def describe_groups(shard: ShardView, ctx: RequestContext, req) -> Result:
     mod = schema("describe_groups", ctx.api_version)
     include_ops = getattr(req, "include_authorized_operations", False)
     groups = tuple(describe_group(shard, mod, ctx.api_version, gid, include_ops) for gid in req.groups)
@@ -147,7 +159,7 @@ def describe_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> R
 
 
 # -------------------------------------------------------------- ListGroups
-def list_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> Result:
+def list_groups(shard: ShardView, ctx: RequestContext, req) -> Result:
     mod = schema("list_groups", ctx.api_version)
     states = {s.strip().lower() for s in getattr(req, "states_filter", ())}
     types = {t.strip().lower() for t in getattr(req, "types_filter", ())}
@@ -181,7 +193,7 @@ def group_tombstones(group) -> list:
     return records
 
 
-def delete_groups(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("delete_groups", ctx.api_version)
     records = []
     results = []

@@ -26,7 +26,7 @@ from .timers import cancel_member_timers, join_timer, rebalance_timer, session_t
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from .shard import GroupCoordinatorShard
+    from .context import ShardView
 
 
 
@@ -127,7 +127,7 @@ class _TopicDescriber:
         return t.num_partitions if t is not None else -1
 
 
-def compute_target_assignment(shard: GroupCoordinatorShard, group: ConsumerGroup, group_epoch: int,
+def compute_target_assignment(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                               updated: ConsumerGroupMember | None, now_ms: int,
                               removed: Iterable[str] = ()
                               ) -> tuple[list[CoordinatorRecord], TargetAssignment]:
@@ -182,7 +182,7 @@ def compute_target_assignment(shard: GroupCoordinatorShard, group: ConsumerGroup
 
 
 # --------------------------------------------------------------------- fencing
-def fence_members(shard: GroupCoordinatorShard, group: ConsumerGroup, member_ids: list[str]
+def fence_members(shard: ShardView, group: ConsumerGroup, member_ids: list[str]
                   ) -> tuple[list[CoordinatorRecord], list[TimerOp]]:
     """Kafka's `consumerGroupFenceMembers` without the downgrade branch (migration/ adds it):
     tombstone each member, drop regexes only they used, bump the group epoch."""

@@ -13,16 +13,16 @@ from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
+from .classic_rebalance import heartbeat_key
 from .consumer_group import ConsumerGroup
 from .errors import ApiError
 from .group_admin import subscribed_topics
 from .kio_util import build, schema
-from .classic_rebalance import heartbeat_key
 from .result import Result, ScheduleTimer
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard, RequestContext
+    from .context import RequestContext, ShardView
 
 # Decides the error of one (topic id or None, topic name, partition) of a commit.
 PartitionCheck = Callable[[object, str, int], ErrorCode | None]
@@ -63,7 +63,7 @@ def _validate_classic_member(group: ClassicGroup, member_id: str, instance_id: s
         raise ApiError(ErrorCode.unknown_member_id, f"Member {member_id} is unknown.")
 
 
-def _validate_consumer_commit(shard: GroupCoordinatorShard, group: ConsumerGroup, member_id: str,
+def _validate_consumer_commit(shard: ShardView, group: ConsumerGroup, member_id: str,
                               epoch: int, api_version: int) -> PartitionCheck:
     """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs."""
     if epoch < 0 and not group.members:
@@ -98,7 +98,7 @@ def _validate_consumer_commit(shard: GroupCoordinatorShard, group: ConsumerGroup
     return check
 
 
-def _validate_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req) -> PartitionCheck:
+def _validate_commit(shard: ShardView, ctx: RequestContext, req) -> PartitionCheck:
     """`OffsetMetadataManager.validateOffsetCommit`."""
     generation = req.generation_id_or_member_epoch
     group = shard.groups.get(req.group_id)
@@ -120,7 +120,7 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def offset_commit(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     """Topic-level problems (unknown topic id or name, partition out of range) and oversized
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
@@ -192,7 +192,7 @@ def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
                                  f"epoch {member.member_epoch}.")
 
 
-def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: str, topics,
+def fetch_group(shard: ShardView, api_version: int, mod, group_id: str, topics,
                 require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
     """Offsets of one group as a list of response topics (Kafka: `fetchOffsets` /
     `fetchAllOffsets`). Raises ApiError for group-level errors."""
@@ -250,7 +250,7 @@ def fetch_group(shard: GroupCoordinatorShard, api_version: int, mod, group_id: s
     return out
 
 
-def offset_fetch(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_fetch(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
     service, which calls `fetch_group` for each group."""
     mod = schema("offset_fetch", ctx.api_version)
@@ -265,7 +265,7 @@ def offset_fetch(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms:
 
 
 # ---------------------------------------------------------------- delete
-def offset_delete(shard: GroupCoordinatorShard, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_delete(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("offset_delete", ctx.api_version)
     group = shard.groups.get(req.group_id)
     error = ErrorCode.none

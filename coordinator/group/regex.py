@@ -46,8 +46,9 @@ def compile_regex(regex: str):
     try:
         return re2.compile(regex, _OPTIONS)
     except re2.error as e:
+        why = e.args[0].decode() if isinstance(e.args[0], bytes) else e
         raise ApiError(ErrorCode.invalid_regular_expression,
-                       f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e.args[0].decode() if isinstance(e.args[0], bytes) else e}.") from e
+                       f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {why}.") from e
 
 
 def resolve(regex: str, topic_names: Iterable[str],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from records import CoordinatorRecord, UnknownRecord
@@ -23,6 +22,7 @@ from . import timers as timer_keys
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, ResolvedRegularExpression
+from .context import RequestContext  # noqa: F401 (the service imports it from here)
 from .errors import ApiError
 from .heartbeat_policy import HeartbeatIntervalPolicy
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
@@ -34,6 +34,7 @@ from .membership import (
     session_timer,
     subscribed_topic_names,
 )
+from .migration.hooks import Migration
 from .offsets import OffsetStore
 from .replay import Replayer
 from .result import Result, ScheduleTimer, TimerOp
@@ -42,17 +43,9 @@ from .timers import TimerKind
 log = logging.getLogger("kcoord.shard")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    api_version: int
-    client_id: str = ""
-    client_host: str = ""
-    # Groups of a multi-group request the client may not act on (coordinator/authz.py):
-    # their entries answer GROUP_AUTHORIZATION_FAILED.
-    denied_groups: frozenset[str] = frozenset()
-
-
 class GroupCoordinatorShard:
+    """The `context.ShardView` its handlers see, plus dispatch, replay and lifecycle."""
+
     def __init__(self, partition: int, config: CoordinatorConfig | None = None,
                  image: MetadataImage = EMPTY_IMAGE, assignors=None) -> None:
         self.partition = partition
@@ -62,8 +55,7 @@ class GroupCoordinatorShard:
         self.groups: dict[str, ConsumerGroup | ClassicGroup] = {}
         self.offsets = OffsetStore()
         self._replayer = Replayer(self.groups, self.offsets)
-        from migration.hooks import Migration  # migration/ builds on this package
-        self.migration: Any = Migration(self.config)
+        self.migration = Migration(self.config)
         self.heartbeat_policy = HeartbeatIntervalPolicy(self.config)
         self.last_image_version_with_new_topics = 0
         self.log = log

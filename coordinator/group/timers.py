@@ -28,7 +28,7 @@ import enum
 from .result import CancelTimer, TimerOp
 
 
-class TimerKind(str, enum.Enum):
+class TimerKind(enum.StrEnum):
     SESSION = "session-timeout"
     REBALANCE = "rebalance-timeout"
     JOIN = "join-timeout"

@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.config import CoordinatorConfig
 from coordinator.group.classic_group import ClassicGroup, ClassicGroupState
 from coordinator.group.consumer_group import ConsumerGroup
-from migration.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
+from coordinator.protocol.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 from records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from migration import cli
-from migration.consumer_protocol import encode_assignment
+from coordinator.protocol.consumer_protocol import encode_assignment
 from migration.rehearse import java_jars
 from migration.rehearse.group_admin import _consumer_protocol_partitions
 from migration.rehearse.member import MemberSettings, member_argv

@@ -14,9 +14,17 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import record_helpers as rh
-from coordinator.group.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from coordinator.group.classic_rebalance import (
+from records import ClassicMemberMetadata, ClassicProtocol
+
+from ...protocol.consumer_protocol import (
+    MalformedProtocolData,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from .. import record_helpers as rh
+from ..classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from ..classic_rebalance import (
     Effects,
     complete_join,
     complete_sync,
@@ -26,23 +34,20 @@ from coordinator.group.classic_rebalance import (
     reschedule_heartbeat,
     sync_key,
 )
-from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
-from coordinator.group.errors import ApiError
-from coordinator.group.group_admin import group_tombstones
-from coordinator.group.membership import cancel_member_timers, metadata_hash, session_timer
-from coordinator.group.offsets import OffsetStore
-from coordinator.group.replay import Replayer
-from coordinator.group.result import CancelTimer, Result, ScheduleTimer
-from records import ClassicMemberMetadata, ClassicProtocol
-
-from .consumer_protocol import MalformedProtocolData, decode_assignment, decode_subscription, encode_assignment
+from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from ..errors import ApiError
+from ..group_admin import group_tombstones
+from ..membership import cancel_member_timers, metadata_hash, session_timer
+from ..offsets import OffsetStore
+from ..replay import Replayer
+from ..result import CancelTimer, Result, ScheduleTimer
 
 if TYPE_CHECKING:
-    from coordinator.group.shard import GroupCoordinatorShard
+    from ..context import ShardView
 
 
 # -------------------------------------------------------------------- upgrade
-def upgrade(shard: GroupCoordinatorShard, classic: ClassicGroup, records: list, timers: list,
+def upgrade(shard: ShardView, classic: ClassicGroup, records: list, timers: list,
             completions: list, now_ms: int) -> ConsumerGroup:
     """Convert a non-empty classic `consumer` group for the first ConsumerGroupHeartbeat
     that joins it. Returns the consumer group the heartbeat continues with; the records
@@ -92,7 +97,7 @@ def upgrade(shard: GroupCoordinatorShard, classic: ClassicGroup, records: list, 
     return scratch[gid]
 
 
-def _consumer_member(shard: GroupCoordinatorShard, classic: ClassicGroup, m: ClassicGroupMember,
+def _consumer_member(shard: ShardView, classic: ClassicGroup, m: ClassicGroupMember,
                      generation: int) -> ConsumerGroupMember:
     gid = classic.group_id
     try:
@@ -124,7 +129,7 @@ def _consumer_member(shard: GroupCoordinatorShard, classic: ClassicGroup, m: Cla
 
 
 # ------------------------------------------------------------------ downgrade
-def can_downgrade_without(shard: GroupCoordinatorShard, group: ConsumerGroup, leaving: set[str]) -> bool:
+def can_downgrade_without(shard: ShardView, group: ConsumerGroup, leaving: set[str]) -> bool:
     """`validateOnlineDowngradeWithFencedMembers`: the members left all speak the classic
     protocol, there is at least one, the policy allows it and the classic group would not
     be over group.max.size."""
@@ -134,8 +139,9 @@ def can_downgrade_without(shard: GroupCoordinatorShard, group: ConsumerGroup, le
             and len(remaining) <= shard.config.group_max_size)
 
 
-def downgrade(shard: GroupCoordinatorShard, group: ConsumerGroup, leaving: set[str], now_ms: int,
-              *, replaced: tuple[str, ClassicGroupMember] | None = None, rebalance: bool = True) -> tuple[ClassicGroup, Effects]:
+def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms: int,
+              *, replaced: tuple[str, ClassicGroupMember] | None = None,
+              rebalance: bool = True) -> tuple[ClassicGroup, Effects]:
     """`convertToClassicGroup`. The swap is done in memory at once (Kafka writes these
     records with replayRecords=false); a reload replays them in this order."""
     gid = group.group_id
@@ -187,7 +193,7 @@ def downgrade(shard: GroupCoordinatorShard, group: ConsumerGroup, leaving: set[s
     return classic, fx
 
 
-def downgrade_on_fence(shard: GroupCoordinatorShard, group: ConsumerGroup, member_ids: list[str],
+def downgrade_on_fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str],
                        now_ms: int) -> Result | None:
     """Trigger A: the last consumer-protocol members leave (or are fenced)."""
     if not can_downgrade_without(shard, group, set(member_ids)):

@@ -1,8 +1,7 @@
 """The migration hooks a shard calls at the points where Kafka converts groups."""
 from __future__ import annotations
 
-from coordinator.config import CoordinatorConfig
-
+from ...config import CoordinatorConfig
 from . import conversion, mixed
 from .policy import MigrationPolicy
 

@@ -14,23 +14,23 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.classic_group import ClassicGroupMember
-from coordinator.group.classic_rebalance import join_response, sync_response
-from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
-from coordinator.group.consumer_heartbeat import static_member, update_and_reconcile
-from coordinator.group.errors import ApiError
-from coordinator.group.kio_util import build, schema
-from coordinator.group.membership import join_timer, session_timer, sync_timer
-from coordinator.group.result import CancelTimer, Result, ScheduleTimer
-from coordinator.group.timeutil import from_ms, to_ms
 from records import ClassicMemberMetadata, ClassicProtocol
 
-from .consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
+from ...protocol.consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
+from ..classic_group import ClassicGroupMember
+from ..classic_rebalance import join_response, sync_response
+from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
+from ..consumer_heartbeat import static_member, update_and_reconcile
+from ..errors import ApiError
+from ..kio_util import build, schema
+from ..membership import join_timer, session_timer, sync_timer
+from ..result import CancelTimer, Result, ScheduleTimer
+from ..timeutil import from_ms, to_ms
 from .conversion import downgrade
 from .policy import MigrationPolicy
 
 if TYPE_CHECKING:
-    from coordinator.group.shard import GroupCoordinatorShard, RequestContext
+    from ..context import RequestContext, ShardView
 
 
 def _classic_protocol_names(member: ConsumerGroupMember) -> list[str]:
@@ -55,7 +55,7 @@ def _join_error(v: int, error: ErrorCode, member_id: str = "") -> Result:
 
 
 # ------------------------------------------------------------------ JoinGroup
-def classic_join(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
     v = ctx.api_version
     gid = group.group_id
     if shard.migration.policy is MigrationPolicy.DISABLED:
@@ -191,7 +191,7 @@ def _needs_rejoin(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
 
 
 # ------------------------------------------------------------------ SyncGroup
-def classic_sync(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
     v = ctx.api_version
     gid = group.group_id
     try:
@@ -233,7 +233,8 @@ def _subscription_version(member: ConsumerGroupMember) -> int:
 
 
 # ------------------------------------------------------------------ Heartbeat
-def classic_heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
+def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup,
+                      now_ms: int) -> Result:
     mod = schema("heartbeat", ctx.api_version)
     gid = group.group_id
     try:
@@ -252,7 +253,7 @@ def classic_heartbeat(shard: GroupCoordinatorShard, ctx: RequestContext, req, gr
 
 
 # ----------------------------------------------------------------- LeaveGroup
-def classic_leave(shard: GroupCoordinatorShard, ctx: RequestContext, req, identities, group: ConsumerGroup,
+def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group: ConsumerGroup,
                   now_ms: int) -> Result:
     v = ctx.api_version
     mod = schema("leave_group", v)

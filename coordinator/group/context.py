@@ -1,0 +1,119 @@
+"""What a handler sees: the request's `RequestContext`, and its shard as a `ShardView`.
+
+Rules of the group core (the package opening, coordinator/group/__init__.py, has the rest):
+- A handler takes `(shard: ShardView, ctx, request, now_ms)` and returns a `Result`. It
+  imports this module, never shard.py: the shard sits on top of its handlers and
+  dispatches to them, and nothing below it imports it back (import-linter checks it).
+- Handlers read state through the view and change it only by returning records, which the
+  shard replays (`apply`). The exceptions are Kafka's own, and only these:
+  1. classic-group handlers change their `ClassicGroup` in memory and write GroupMetadata
+     for durability only (`Result.replay=False`, Kafka's `replayRecords=false`);
+  2. a protocol conversion swaps the group object in `groups` in memory, for the same
+     reason (migration/conversion.py; Kafka converts with replayRecords=false too);
+  3. soft state no record holds: `ConsumerGroup.metadata_refresh_requested` (cleared by the
+     heartbeat that refreshed it) and the parked JoinGroup/SyncGroup tokens.
+- The decisions several handlers share (session timeout, heartbeat interval, KIP-1263
+  assignment pacing, fencing, regex refresh) are methods of the view, so their rule is
+  written once.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..config import CoordinatorConfig
+    from .classic_group import ClassicGroup
+    from .consumer_group import ConsumerGroup, ConsumerGroupMember
+    from .image import MetadataImage
+    from .offsets import OffsetStore
+    from .result import Result, ScheduleTimer
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_version: int
+    client_id: str = ""
+    client_host: str = ""
+    # Groups of a multi-group request the client may not act on (coordinator/authz.py):
+    # their entries answer GROUP_AUTHORIZATION_FAILED.
+    denied_groups: frozenset[str] = frozenset()
+
+
+class MigrationHooks(Protocol):
+    """The points where the core converts between the classic and consumer protocols
+    (coordinator/group/migration/hooks.py implements them)."""
+
+    @property
+    def policy(self) -> Any: ...
+
+    def upgrade_for_heartbeat(self, shard: ShardView, classic: ClassicGroup, records: list, timers: list,
+                              completions: list, now_ms: int) -> ConsumerGroup: ...
+
+    def downgrade_on_fence(self, shard: ShardView, group: ConsumerGroup, member_ids: list[str],
+                           now_ms: int) -> Result | None: ...
+
+    def classic_join_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
+                                       group: ConsumerGroup, now_ms: int) -> Result: ...
+
+    def classic_sync_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
+                                       group: ConsumerGroup, now_ms: int) -> Result: ...
+
+    def classic_heartbeat_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
+                                            group: ConsumerGroup, now_ms: int) -> Result: ...
+
+    def classic_leave_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any, identities: Any,
+                                        group: ConsumerGroup, now_ms: int) -> Result: ...
+
+
+class ShardView(Protocol):
+    """A shard as its handlers see it (`GroupCoordinatorShard` implements it)."""
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def config(self) -> CoordinatorConfig: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def groups(self) -> dict[str, ConsumerGroup | ClassicGroup]: ...
+
+    @property
+    def offsets(self) -> OffsetStore: ...
+
+    @property
+    def assignors(self) -> Mapping[str, Any]: ...
+
+    @property
+    def migration(self) -> MigrationHooks: ...
+
+    @property
+    def log(self) -> logging.Logger: ...
+
+    @property
+    def last_image_version_with_new_topics(self) -> int: ...
+
+    def next_token(self) -> int: ...
+
+    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int: ...
+
+    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                              target_behind: bool = False) -> int: ...
+
+    def can_compute_assignment(self, group: ConsumerGroup, now_ms: int) -> bool: ...
+
+    def assignment_timer(self, group: ConsumerGroup) -> ScheduleTimer: ...
+
+    def fence(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result: ...
+
+    def maybe_schedule_regex_refresh(self, group: ConsumerGroup, now_ms: int,
+                                     new_regex: str | None = None) -> ScheduleTimer | None: ...
+
+    def join_group(self, ctx: RequestContext, req: Any, now_ms: int) -> Result:
+        """Re-entered by a classic member replacing a static consumer-protocol member (mixed.py)."""
+        ...
