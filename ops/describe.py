@@ -152,6 +152,19 @@ def assignment_text(a: dict[str, list[int]] | None) -> str:
     return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in a.items())
 
 
+def described_assignment(m: dict) -> dict:
+    """A member's partitions as ConsumerGroupDescribe (and so `kafka-consumer-groups
+    --describe`) shows them: Kafka's `asConsumerGroupDescribeMember` adds the partitions
+    pending revocation, which the member still owns, to the assigned ones."""
+    pending = m.get("partitions_pending_revocation") or {}
+    if not pending:
+        return m["assignment"]
+    merged = {t: list(ps) for t, ps in m["assignment"].items()}
+    for t, ps in pending.items():
+        merged.setdefault(t, []).extend(ps)
+    return {t: sorted(set(ps)) for t, ps in sorted(merged.items())}
+
+
 def _epoch(g: dict, consumer_key: str, classic_key: str = "generation"):
     return g[consumer_key] if g["type"] == "consumer" else g.get(classic_key, "-")
 
@@ -174,7 +187,7 @@ def render_text(model: dict) -> str:
     member_rows = []
     for g in groups:
         for m in g["members"]:
-            a = m["assignment"]
+            a = described_assignment(m) if g["type"] == "consumer" else m["assignment"]
             n = sum(len(ps) for t, ps in a.items() if t != "raw") if isinstance(a, dict) else 0
             if g["type"] == "consumer":
                 epochs = (m["member_epoch"], assignment_text(a), g["assignment_epoch"],
@@ -192,7 +205,8 @@ def render_text(model: dict) -> str:
         owner = {}
         for m in g["members"]:
             if isinstance(m["assignment"], dict):
-                for t, ps in m["assignment"].items():
+                owned = described_assignment(m) if g["type"] == "consumer" else m["assignment"]
+                for t, ps in owned.items():
                     for p in ps if t != "raw" else ():
                         owner[(t, p)] = m
         for o in g["offsets"]:

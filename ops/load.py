@@ -117,6 +117,7 @@ async def _prepare(bootstrap: str, topic: str, partitions: int) -> None:
     from aiokafka.client import AIOKafkaClient
 
     from coordinator.runtime.state_topic import StateTopic
+    from ops.live import Retry
 
     await StateTopic(bootstrap, topic, partitions).ensure_topic()
     client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="kcoord-offsets-load")
@@ -124,6 +125,14 @@ async def _prepare(bootstrap: str, topic: str, partitions: int) -> None:
     try:
         md = await client.fetch_all_metadata()
         have = md.partitions_for_topic(topic) or set()
+        retry = Retry(30.0, sleep=lambda _: None)
+        while not have:      # just created: the broker's metadata names the topic a moment later
+            try:
+                await asyncio.sleep(retry.wait(f"the state topic {topic} in the metadata"))
+            except TimeoutError:
+                break
+            md = await client.fetch_all_metadata()
+            have = md.partitions_for_topic(topic) or set()
         if len(have) != partitions:
             raise OffsetsLogError(topic, None, f"the state topic has {len(have)} partitions; "
                                                f"kcoord serve --state-partitions {partitions} needs "

@@ -46,8 +46,10 @@ def upstream(request, tmp_path_factory):
 class KcoordServe:
     """`kcoord serve` as a separate process, as an operator runs it."""
 
-    def __init__(self, upstream: str, state_topic: str, partitions: int, log_path: Path) -> None:
-        self.port = free_ports(KCOORD_PORTS, 4)
+    def __init__(self, upstream: str, state_topic: str, partitions: int, log_path: Path, *,
+                 port: int | None = None) -> None:
+        # `port`: the first of 4 free ports (a suite with another port range picks its own).
+        self.port = port if port is not None else free_ports(KCOORD_PORTS, 4)
         self.log_path = log_path
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._log = open(log_path, "wb")

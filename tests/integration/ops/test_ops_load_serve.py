@@ -78,10 +78,10 @@ def test_serve_answers_for_a_loaded_log_as_the_replay_does(upstream, tmp_path):
     write_segments(tmp_path / "log", spec)
 
     state_topic = "kcoord-rehearsal"
-    # On Kafka a just-created partition answers NOT_LEADER_OR_FOLLOWER for a moment, and `offsets
-    # load` (ops/live.py TopicReader, its emptiness check) treats that as fatal (seen: "fetch at
-    # offset 0 failed with error code 6"); creating the topic first, with leaders, keeps this test
-    # about load + serve. Reported; not retried there yet.
+    # On Kafka a just-created partition answers NOT_LEADER_OR_FOLLOWER for a moment; `offsets
+    # load` now retries that (ops/live.py Retry; tests/unit/ops/test_ops_live_retry.py, and
+    # test_ops_kafka_log.py loads into a topic it creates). Creating the topic first, with
+    # leaders, keeps this test about load + serve.
     create_state_topic_with_leaders(bootstrap, state_topic, STATE_PARTITIONS)
     assert kcoord("offsets", "load", str(tmp_path / "log"), "--to", bootstrap, "--state-topic",
                   state_topic, "--state-partitions", str(STATE_PARTITIONS)) == 0

@@ -164,3 +164,28 @@ def test_text_layout_has_kafka_consumer_groups_headers(generated):
                    "LEADER-EPOCH CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID"):
         assert header in " ".join(text.split()), header
     assert "skipped unknown record types (KIP-915)" in text
+
+
+def test_text_layout_shows_partitions_pending_revocation_as_kafka_describes_them():
+    # A member in UNREVOKED_PARTITIONS still owns the partitions it must revoke: Kafka's
+    # ConsumerGroupDescribe (so kafka-consumer-groups --describe) lists them in its assignment.
+    from ..group.context import ShardContext
+    from ..group.test_consumer_heartbeat import FOO, fast
+
+    c = ShardContext(FOO, config=fast())
+    c.heartbeat("g", "m1", 0, topics=["foo"])
+    c.heartbeat("g", "m2", 0, topics=["foo"])
+    c.heartbeat("g", "m1", 2, owned={"foo": range(6)})
+    log = LogBuilder().write(raw=[(k, v) for _, k, v in c.log])
+    replay = OffsetsReplay().feed_all(log.log_batches())
+    replay.use_image(c.shard.image)
+    replay.topic_names.update({t.topic_id: t.name for t in c.shard.image.topics_by_id.values()})
+    model = replay_model(replay)
+    (g,) = model["groups"]
+    m1 = next(m for m in g["members"] if m["member_id"] == "m1")
+    assert m1["state"] == "UNREVOKED_PARTITIONS" and len(m1["assignment"]["foo"]) == 3
+    revoking = m1["partitions_pending_revocation"]["foo"]
+    assert len(revoking) == 3
+    rows = {line.split()[1]: line.split() for line in render_text(model).splitlines()
+            if line.startswith("g ") and len(line.split()) >= 9}
+    assert rows["m1"][4] == "6" and rows["m1"][6] == "foo:0,1,2,3,4,5"     # #PARTITIONS, CURRENT
