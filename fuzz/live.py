@@ -93,7 +93,7 @@ async def _read_frames(reader: asyncio.StreamReader, timeout: float) -> tuple[in
             count += 1
     except (asyncio.IncompleteReadError, ConnectionError):
         return count, True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return count, False
 
 
@@ -211,7 +211,7 @@ class LiveFuzzer:
             writer.close()
             if struct.unpack(">i", head[4:])[0] != 7:
                 failures.append(f"{where}: ApiVersions answered with the wrong correlation id")
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
             failures.append(f"{where}: ApiVersions not answered within 2 s ({type(e).__name__}: {e})")
         rss = rss_mb(self.pid)
         self.report.max_rss_mb = max(self.report.max_rss_mb, rss)
@@ -237,7 +237,7 @@ class LiveFuzzer:
             now = time.monotonic()
             held += [(r, w, now) for r, w in await self._half_frames(half_frames_per_batch)]
 
-            async def worker(wrng: random.Random) -> None:
+            async def worker(wrng: random.Random, goal: int = goal) -> None:
                 while self.report.frames < goal:
                     await self._connection(wrng)
             await asyncio.gather(*(worker(random.Random(rng.random())) for _ in range(self.concurrency)),
@@ -266,7 +266,7 @@ class LiveFuzzer:
                 wait = max(0.0, opened + idle_ms / 1000 + 5 - time.monotonic())
                 try:
                     closed = await asyncio.wait_for(reader.read(1), wait) == b""
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     closed = False
                 except ConnectionError:
                     closed = True

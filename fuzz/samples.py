@@ -14,8 +14,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial._introspect import (
-    EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, get_field_tag,
-    get_schema_field_type, is_optional,
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
 )
 
 _WORDS = ("g", "group-1", "topic", "t-0", "member", "uniform", "range", "consumer", "rack-a", "", "ünï", "x" * 40)
@@ -43,7 +49,7 @@ def _primitive(kafka_type: str, rng: random.Random) -> Any:
     if kafka_type == "timedelta_i32" or kafka_type == "timedelta_i64":
         return datetime.timedelta(milliseconds=rng.choice((0, 100, 5000, 45000)))
     if kafka_type == "datetime_i64":
-        return datetime.datetime.fromtimestamp(rng.randint(0, 2**31) , tz=datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(rng.randint(0, 2**31) , tz=datetime.UTC)
     if kafka_type == "string":
         return rng.choice(_WORDS)
     if kafka_type in ("bytes", "records"):

@@ -13,10 +13,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.protocol.apis import (
-    API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_PARTITIONS, CREATE_TOPICS,
-    DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP,
-    LEAVE_GROUP, LIST_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, SYNC_GROUP,
-    TXN_OFFSET_COMMIT, request_class, request_header_version,
+    API_VERSIONS,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    PRODUCE,
+    SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
+    request_class,
+    request_header_version,
 )
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader

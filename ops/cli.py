@@ -22,7 +22,13 @@ from collections.abc import Iterator
 import orjson
 
 from ops.logsource import (
-    LogBatch, OffsetsLogError, Problems, Progress, discover, iter_files, progress_wanted,
+    LogBatch,
+    OffsetsLogError,
+    Problems,
+    Progress,
+    discover,
+    iter_files,
+    progress_wanted,
     total_bytes,
 )
 

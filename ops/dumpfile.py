@@ -26,7 +26,11 @@ from ops.avro import full_name, parsed_schema
 from ops.logsource import LogBatch, Problems, Progress
 from ops.recordjson import RECORD_CLASSES, DumpFormatError, from_dict, to_dict, type_name
 from records import (
-    RecordDecodeError, UnknownRecord, UnknownRecordVersionError, decode_record, encode_key,
+    RecordDecodeError,
+    UnknownRecord,
+    UnknownRecordVersionError,
+    decode_record,
+    encode_key,
     encode_value,
 )
 from records.batch import ControlMarker, RecordBatch
@@ -232,7 +236,7 @@ def _avro_entries(path: Path, problems: Problems,
         try:
             reader = fastavro.reader(f, return_record_name=True)
             last = 0
-            for i, entry in enumerate(reader):
+            for entry in reader:
                 pos = f.tell()
                 if progress is not None and pos != last:
                     progress.update(pos - last)

@@ -25,7 +25,11 @@ from coordinator.group.hashing import partition_for
 from ops.downgrade import group_of_key
 from ops.logsource import LogBatch, OffsetsLogError
 from records import (
-    LegacyOffsetCommitKey, OffsetCommitKey, UnknownRecord, UnknownRecordTypeError, decode_key,
+    LegacyOffsetCommitKey,
+    OffsetCommitKey,
+    UnknownRecord,
+    UnknownRecordTypeError,
+    decode_key,
 )
 from records.batch import ControlMarker
 

@@ -24,8 +24,12 @@ from coordinator.group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from coordinator.group.shard import GroupCoordinatorShard
 from ops.logsource import LogBatch, Problems
 from records import (
-    ConsumerGroupPartitionMetadataKey, OffsetCommitKey, RecordDecodeError, RecordType,
-    UnknownRecordVersionError, decode_record,
+    ConsumerGroupPartitionMetadataKey,
+    OffsetCommitKey,
+    RecordDecodeError,
+    RecordType,
+    UnknownRecordVersionError,
+    decode_record,
 )
 from records.batch import ControlMarker
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
@@ -36,7 +36,7 @@ def _fmt(v: float) -> str:
 
 
 def _time_label(ms: float) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%m-%d %H:%M")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%m-%d %H:%M")
 
 
 def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, y_label: str,

@@ -23,8 +23,12 @@ from ops.logsource import LogBatch
 from ops.materialise import OffsetsReplay
 from ops.recordjson import type_name
 from records import (
-    ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupMemberMetadataKey, CoordinatorRecord,
-    GroupMetadataKey, OffsetCommitKey, UnknownRecord,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    UnknownRecord,
 )
 from records.batch import RecordBatch
 

@@ -10,26 +10,53 @@ value struct are ignored as Kafka ignores them; such records are counted in
 `TRAILING_BYTES` and logged (rate-limited).
 """
 
+from records._trailing import TRAILING_BYTES
 from records.codec import (
-    decode_key, decode_record, decode_value, encode_key, encode_record, encode_value,
+    decode_key,
+    decode_record,
+    decode_value,
+    encode_key,
+    encode_record,
+    encode_value,
     latest_value_version,
 )
 from records.schemas import (
-    ZERO_UUID, ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue,
-    GroupMetadataKey, GroupMetadataValue, LegacyOffsetCommitKey, LegacyOffsetCommitValue,
-    MemberMetadata, OffsetCommitKey, OffsetCommitValue, PartitionMetadata, TopicMetadata,
+    ZERO_UUID,
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LegacyOffsetCommitKey,
+    LegacyOffsetCommitValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    PartitionMetadata,
+    TopicMetadata,
     TopicPartitions,
 )
-from records._trailing import TRAILING_BYTES
 from records.types import (
-    CoordinatorRecord, RecordDecodeError, RecordEncodeError, RecordType, UnknownRecord,
-    UnknownRecordTypeError, UnknownRecordVersionError,
+    CoordinatorRecord,
+    RecordDecodeError,
+    RecordEncodeError,
+    RecordType,
+    UnknownRecord,
+    UnknownRecordTypeError,
+    UnknownRecordVersionError,
 )
 
 # What `decode_record` may raise on bad bytes: anything else is a bug in the codec.

@@ -15,12 +15,33 @@ from __future__ import annotations
 
 from records._classic import check_end
 from records._wire import (
-    LOW_LEVEL, UUID_CACHE, FieldError, Malformed, array_len, expect_end, int32_array,
-    int32_struct, nested, pack_b, pack_i, reason_of, tag_count, tagged_field, unknown_tags, unpack_b,
-    unpack_i, uuid_, uv, uvarint, w_array_len, w_int32s, w_tags,
+    LOW_LEVEL,
+    UUID_CACHE,
+    FieldError,
+    Malformed,
+    array_len,
+    expect_end,
+    int32_array,
+    int32_struct,
+    nested,
+    pack_b,
+    pack_i,
+    reason_of,
+    tag_count,
+    tagged_field,
+    unknown_tags,
+    unpack_b,
+    unpack_i,
+    uuid_,
+    uv,
+    uvarint,
+    w_array_len,
+    w_int32s,
+    w_tags,
 )
 from records.schemas import (
-    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupTargetAssignmentMemberValue,
     TopicPartitions,
 )
 

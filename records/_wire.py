@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from records.schemas import ZERO_UUID
 

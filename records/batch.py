@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterator, Sequence
 
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder

@@ -12,29 +12,58 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from records import _assignment as asg
 from records import _classic as cl
 from records import _consumer as cg
 from records._trailing import TRAILING_BYTES
 from records._wire import (
-    LOW_LEVEL, MAX_STRING, UUID_CACHE, FieldError, TrailingBytes, pack_h, pack_i, reason_of,
-    string, unpack_h, unpack_i, w_string,
+    LOW_LEVEL,
+    MAX_STRING,
+    UUID_CACHE,
+    FieldError,
+    TrailingBytes,
+    pack_h,
+    pack_i,
+    reason_of,
+    string,
+    unpack_h,
+    unpack_i,
+    w_string,
 )
 from records.schemas import (
-    ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue, GroupMetadataKey, GroupMetadataValue,
-    ZERO_UUID, LegacyOffsetCommitKey, LegacyOffsetCommitValue, OffsetCommitKey, OffsetCommitValue,
+    ZERO_UUID,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LegacyOffsetCommitKey,
+    LegacyOffsetCommitValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
 )
 from records.types import (
-    CoordinatorRecord, RecordDecodeError, RecordEncodeError, UnknownRecord, register_write_version,
-    UnknownRecordTypeError, UnknownRecordVersionError,
+    CoordinatorRecord,
+    RecordDecodeError,
+    RecordEncodeError,
+    UnknownRecord,
+    UnknownRecordTypeError,
+    UnknownRecordVersionError,
+    register_write_version,
 )
 
 # --- keys ----------------------------------------------------------------------

@@ -6,9 +6,9 @@ The ids and names are Kafka's `CoordinatorRecordType` (generated from the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from collections.abc import Callable
 from typing import Any
 
 

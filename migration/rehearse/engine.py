@@ -78,7 +78,7 @@ class Rehearsal:
             plan={k: (str(v) if v is not None and not isinstance(v, (int, float, str, bool)) else v)
                   for k, v in dataclasses.asdict(plan).items()},
             topic=topic, group=group, partitions=self.partitions, t0_ns=time.monotonic_ns(),
-            started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
         self.progress(f"rehearse {plan.direction}{' and back' if plan.round_trip else ''}: {plan.members} "
                       f"{plan.client} members of group {group} on {topic} ({self.partitions} partitions) "
                       f"via {plan.bootstrap}")
@@ -187,7 +187,8 @@ class Rehearsal:
                 return
         latest = self.probe.latest()
         raise RehearsalAborted(
-            f"{what}: group not stable within {self.plan.settle_timeout_s}s; last view {latest.view if latest else None}; "
+            f"{what}: group not stable within {self.plan.settle_timeout_s}s; "
+            f"last view {latest.view if latest else None}; "
             f"members own {({p.name: sorted(p.assignment()) for p in self.current.values()})}")
 
     def _drain(self, obs: Observations) -> None:

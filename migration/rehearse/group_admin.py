@@ -15,8 +15,8 @@ from typing import Any
 
 from coordinator.protocol.apis import request_class, request_header_version, response_class, response_header_version
 from coordinator.protocol.codec import decode_body, encode_body
-from coordinator.protocol.framing import RequestHeader, decode_response_header
 from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode_assignment
+from coordinator.protocol.framing import RequestHeader, decode_response_header
 
 API_VERSIONS, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS, CONSUMER_GROUP_DESCRIBE = 18, 10, 15, 16, 69
 # (lowest acceptable, highest wanted) per API.

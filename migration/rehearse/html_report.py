@@ -132,7 +132,8 @@ def _throughput(report: dict[str, Any], axis: _Axis, top: float) -> str:
     peak = max([steady, *produced, 1]) * 1.25
     out = [f'<text x="{LEFT - 8}" y="{top + THROUGHPUT_HEIGHT / 2}" text-anchor="end">records/{bucket:g}s</text>',
            f'<line x1="{LEFT}" y1="{top + THROUGHPUT_HEIGHT}" x2="{LEFT + WIDTH}" y2="{top + THROUGHPUT_HEIGHT}" '
-           'stroke="#999"/>', f'<text x="{LEFT + 2}" y="{top - 2}" fill="#555">scale 0-{peak:.0f}; max {max(consumed + [0])} '
+           'stroke="#999"/>',
+           f'<text x="{LEFT + 2}" y="{top - 2}" fill="#555">scale 0-{peak:.0f}; max {max(consumed + [0])} '
            f'consumed in one bucket</text>']
     for i, n in enumerate(consumed):
         h = min(n / peak, 1.0) * THROUGHPUT_HEIGHT
@@ -199,6 +200,7 @@ def render_html(report: dict[str, Any]) -> str:
                    p.get("error", "")] for p in report["group_timeline"]]
     lists = "".join(f'<li class="bad">{_e(f)}</li>' for f in report["failures"]) + "".join(
         f"<li>{_e(w)}</li>" for w in report["warnings"])
+    triggers = 'as expected' if report['type_changes']['ok'] else '<b class="bad">NOT as expected</b>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
 <style>
@@ -224,7 +226,7 @@ th {{ background: #f3f3f3; }}
 <h2>Group type changes</h2>
 {_table(["change", "observed between", "step", "group epoch", "members", "committed offsets before → after",
          "regressions"], conv_rows, raw=True)}
-<p>Kafka's triggers (reference §5): {'as expected' if report['type_changes']['ok'] else '<b class="bad">NOT as expected</b>'}.</p>
+<p>Kafka's triggers (reference §5): {triggers}.</p>
 {_table(["step", "to", "Kafka converts when", "trigger window (s)", "observed (s)", "as expected"], type_rows)}
 <h2>Rolling restarts</h2>
 {_table(["step", "member", "protocol", "stop requested (s)", "new process (s)", "stable again (s)", "settle (s)"],

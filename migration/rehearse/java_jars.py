@@ -137,7 +137,8 @@ def write_manifest(cache: Path, name: str, marker: str, dirs: Iterable[str]) -> 
     tmp.replace(cache / name)
 
 
-def manifest_ok(cache: Path, name: str, markers: Iterable[str], needs: Iterable[str] = ("jars/kafka-clients-",)) -> bool:
+def manifest_ok(cache: Path, name: str, markers: Iterable[str],
+                needs: Iterable[str] = ("jars/kafka-clients-",)) -> bool:
     """The manifest names one of ``markers``, every file it lists exists, and for each prefix
     in ``needs`` it lists a file starting with it."""
     path = cache / name

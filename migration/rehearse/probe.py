@@ -78,7 +78,8 @@ class GroupProbe:
         with self._cond:
             return self._samples[-1] if self._samples else None
 
-    def wait_for(self, predicate: Callable[[GroupSample], bool], timeout: float, after_ns: int = 0) -> GroupSample | None:
+    def wait_for(self, predicate: Callable[[GroupSample], bool], timeout: float,
+                 after_ns: int = 0) -> GroupSample | None:
         """The first sample taken after ``after_ns`` that satisfies ``predicate``, or None at the timeout."""
         deadline = time.monotonic() + timeout
         seen = 0

@@ -16,19 +16,33 @@ import uuid
 from dataclasses import dataclass, field
 
 from aiokafka.coordinator.protocol import (
-    ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata,
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
 )
 
 from coordinator.group.hashing import group_metadata_hash, topic_hash
 from records import (
-    ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue,
-    CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata, TopicMetadata,
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    TopicMetadata,
     TopicPartitions,
 )
 

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 from coordinator.group.hashing import partition_for
 from ops.generator.groups import (
-    ClassicSim, ConsumerSim, GroupSim, Member, Rec, Topic, downgrade, upgrade,
+    ClassicSim,
+    ConsumerSim,
+    GroupSim,
+    Member,
+    Rec,
+    Topic,
+    downgrade,
+    upgrade,
 )
 from records import ZERO_UUID, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from records.batch import COMPRESSION_NONE, ControlMarker, build_batch, build_control_batch
