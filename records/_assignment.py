@@ -50,7 +50,7 @@ def _decode_topic_partitions(b: bytes, pos: int, with_epochs: bool) -> tuple[Top
     # Hot in replay (one per assigned topic), so single-byte varints are inlined.
     f = "TopicId"
     epochs: tuple[int, ...] | None = ()
-    unknown = ()
+    unknown: tuple[tuple[int, bytes], ...] = ()
     try:
         end = pos + 16
         topic_id = UUID_CACHE.get(b[pos:end])

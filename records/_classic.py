@@ -216,7 +216,7 @@ def _decode_member(b: bytes, pos: int, version: int) -> tuple[MemberMetadata, in
     f = "memberId"
     instance_id = None
     rebalance_timeout = -1
-    tags = ()
+    tags: tuple[tuple[int, bytes], ...] = ()
     try:
         member_id, pos = rstr(b, pos)
         if version >= 3:
@@ -251,7 +251,7 @@ def _decode_group_metadata(b: bytes, version: int) -> GroupMetadataValue:
     rstr, rnstr = (cstring, cnstring) if flexible else (string, nstring)
     f, pos = "protocolType", 2
     state_ts = -1
-    tags = ()
+    tags: tuple[tuple[int, bytes], ...] = ()
     try:
         protocol_type, pos = rstr(b, pos)
         f = "generation"

@@ -12,6 +12,8 @@ A present nullable struct is: tag, size (= struct size + 1), varint 1, struct.
 
 from __future__ import annotations
 
+from typing import Any
+
 from records._classic import check_end
 from records._wire import (
     LOW_LEVEL,
@@ -195,7 +197,7 @@ def _decode_classic_member(b: bytes, pos: int) -> tuple[ClassicMemberMetadata, i
 
 def decode_consumer_group_member_metadata(b: bytes) -> ConsumerGroupMemberMetadataValue:
     f, pos = "InstanceId", 2
-    classic = [_EMPTY_CLASSIC]  # absent tag: the empty struct, as Kafka reads it
+    classic: list[Any] = [_EMPTY_CLASSIC]  # absent tag: the empty struct, as Kafka reads it
 
     def known(tag: int, start: int, end: int) -> bool:
         if tag != 0:

@@ -129,9 +129,9 @@ _KEY_DECODERS = {rtype: _key_decoder(*layout) for rtype, layout in _KEY_LAYOUTS.
 
 
 _new = object.__new__
-_set_group = OffsetCommitKey.group.__set__  # type: ignore[attr-defined]
-_set_topic = OffsetCommitKey.topic.__set__  # type: ignore[attr-defined]
-_set_partition = OffsetCommitKey.partition.__set__  # type: ignore[attr-defined]
+_set_group = OffsetCommitKey.group.__set__  # type: ignore[attr-defined,misc]  # the slot descriptors
+_set_topic = OffsetCommitKey.topic.__set__  # type: ignore[attr-defined,misc]
+_set_partition = OffsetCommitKey.partition.__set__  # type: ignore[attr-defined,misc]
 
 
 def _offset_commit_key_fast(b: bytes) -> OffsetCommitKey | None:
@@ -315,7 +315,7 @@ def encode_value(value: Any, version: int | None = None) -> bytes | None:
 
 def _value_schema(rtype: int) -> str:
     for cls in _VALUE_ENCODERS:
-        if cls.record_type == rtype:
+        if cls.record_type == rtype:  # type: ignore[attr-defined]  # every value class has one
             return cls.__name__
     return "value"
 

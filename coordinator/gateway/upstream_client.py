@@ -46,7 +46,7 @@ class UpstreamClient(asyncio.Protocol):
         for host, port in addresses:
             client = cls((host, port), client_id)
             try:
-                await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)
+                await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)  # type: ignore[misc]
                 return client
             except (TimeoutError, OSError) as e:
                 errors.append(f"{host}:{port}: {e or type(e).__name__}")

@@ -30,6 +30,7 @@ themselves. The final state is the one a record-by-record replay gives
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from records import RecordDecodeError, UnknownRecordVersionError, decode_record
 from records.codec import decode_offset_commit_fields, decode_offset_commit_key
@@ -70,9 +71,9 @@ class BulkReplay:
         self.tombstones = 0
         self.type_counts: dict[int, int] = {}
         # raw group id -> raw key -> the last record of that key (superseded ones are dropped)
-        self._pending: dict[bytes, dict[bytes, object]] = {}
+        self._pending: dict[bytes, dict[bytes, Any]] = {}
         # the same for consumer-group records (DEFERRED), in the order of each key's last record
-        self._deferred: dict[bytes, dict[bytes, object]] = {}
+        self._deferred: dict[bytes, dict[bytes, Any]] = {}
 
     def add(self, key: bytes, value: bytes | None, offset: int, producer_id: int = -1) -> None:
         self.add_batch((_Record(key, value, offset),), producer_id)
@@ -169,11 +170,11 @@ class BulkReplay:
         for buffered in pending.values():
             self._apply(buffered)
 
-    def _apply_records(self, records: dict[bytes, object]) -> None:
+    def _apply_records(self, records: dict[bytes, Any]) -> None:
         for key, r in records.items():
             self._one(key, r.value, r.offset, -1)
 
-    def _apply(self, buffered: dict[bytes, object], producer_id: int = -1) -> None:
+    def _apply(self, buffered: dict[bytes, Any], producer_id: int = -1) -> None:
         replay = self.shard.replay_offset_commit
         topic, partition = self.topic, self.partition
         for key, r in buffered.items():

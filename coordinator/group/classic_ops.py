@@ -164,7 +164,7 @@ def leave_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Resu
         out.append((member_id, instance_id, ErrorCode.none))
         left.append(member_id or instance_id)
     if left:
-        reason = f"explicit `LeaveGroup` request for ({', '.join(left)}) members."
+        reason = f"explicit `LeaveGroup` request for ({', '.join(left)}) members."  # type: ignore[arg-type]  # a member id or an instance id, never both None
         if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
             maybe_prepare_rebalance_or_complete_join(shard, fx, group, reason, now_ms)
         elif group.state is ClassicGroupState.PREPARING_REBALANCE:

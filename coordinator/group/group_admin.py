@@ -15,6 +15,8 @@ from .result import Result
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
+    from records import CoordinatorRecord
+
     from .context import RequestContext, ShardView
 
 # Kafka's default when authorized operations were not requested (Integer.MIN_VALUE).
@@ -195,7 +197,7 @@ def group_tombstones(group) -> list:
 
 def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("delete_groups", ctx.api_version)
-    records = []
+    records: list[CoordinatorRecord] = []
     results = []
     for gid in req.groups_names:
         group = shard.groups.get(gid)

@@ -18,7 +18,7 @@ from .consumer_group import ConsumerGroup
 from .errors import ApiError
 from .group_admin import subscribed_topics
 from .kio_util import build, schema
-from .result import Result, ScheduleTimer
+from .result import Result, ScheduleTimer, TimerOp
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
     except ApiError as e:
         records = []
         answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
-    timers = []
+    timers: list[TimerOp] = []
     group = shard.groups.get(req.group_id)
     if records and isinstance(group, ClassicGroup) and req.member_id in group.members and group.state in (
             ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):

@@ -13,7 +13,6 @@ nothing else: an upstream Kafka's own topics match here as they would there.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Collection, Iterable
 
@@ -25,8 +24,7 @@ from .errors import ApiError
 
 # The state topic as configured by default; `excluded_topics(config)` gives the set for
 # any configuration.
-DEFAULT_STATE_TOPIC: str = next(f.default for f in dataclasses.fields(CoordinatorConfig)
-                                if f.name == "state_topic")
+DEFAULT_STATE_TOPIC: str = CoordinatorConfig().state_topic
 _DEFAULT_EXCLUDED = frozenset({DEFAULT_STATE_TOPIC})
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import replace
+from typing import Literal, overload
 
 from records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -116,6 +117,12 @@ class Replayer:
         self.offsets.end_transaction(producer_id, committed)
 
     # ------------------------------------------------------------- helpers
+    @overload
+    def _consumer_group(self, group_id: str, create: Literal[True]) -> ConsumerGroup: ...
+
+    @overload
+    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup | None: ...
+
     def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
@@ -275,7 +282,7 @@ class Replayer:
             # assignor returns and no record is written for it.
             target = {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
                       for tp in value.topic_partitions if tp.partitions}
-            group.set_target(key.member_id, target or EMPTY_ASSIGNMENT)
+            group.set_target(key.member_id, target or EMPTY_ASSIGNMENT)  # type: ignore[arg-type]  # EMPTY_ASSIGNMENT is the shared empty mapping
 
     def _current_assignment(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)

@@ -11,6 +11,7 @@ import io
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.consumer_protocol_assignment.v0 import data as a0
 from kio.schema.consumer_protocol_assignment.v1 import data as a1
@@ -103,7 +104,7 @@ def encode_subscription(topics: Iterable[str], version: int = 3, *, owned: Mappi
                         rack_id: str | None = None) -> bytes:
     """For tests and tools: what a classic consumer sends."""
     mod = _SUBSCRIPTIONS[max(0, min(version, 3))]
-    kwargs = dict(topics=tuple(topics), user_data=user_data)
+    kwargs: dict[str, Any] = dict(topics=tuple(topics), user_data=user_data)
     if version >= 1:
         kwargs["owned_partitions"] = tuple(mod.TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in owned.items())
     if version >= 2:

@@ -239,7 +239,7 @@ class _Builder:
         # A member gives up its highest partitions of the topic first, and only ones it held
         # when this topic's turn began (Kafka's partitions-grouped-by-owner list).
         assignments = self.assignments
-        held = {i: assignments[i].get(topic_id, EMPTY_PARTITIONS) for i in subscribers if assignments[i]}
+        held = {i: assignments[i].get(topic_id, EMPTY_PARTITIONS) for i in subscribers if assignments[i]}  # type: ignore[union-attr]  # filtered by `if assignments[i]`
         given: dict[int, int] = {}
         received: dict[int, list[int]] = {}
         moved = 0

@@ -72,7 +72,7 @@ def assign_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> dict[str, Ass
         holds_extra = extras_left > 0
         if holds_extra:
             quota += 1
-        new = old
+        new: Assignment = old  # type: ignore[assignment]  # None only when falsy; then never indexed
         if old:
             for topic_id, parts in old.items():
                 topic = index_by_identity(id(topic_id))

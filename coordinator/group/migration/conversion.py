@@ -84,9 +84,10 @@ def upgrade(shard: ShardView, classic: ClassicGroup, records: list, timers: list
     conversion += [rh.current_assignment_record(gid, m) for m in members]
     records.append(rh.group_metadata_tombstone(gid))
     records.extend(conversion)
-    for m in members:
-        timers.append(ScheduleTimer(session_timer(gid, m.member_id),
-                                    now_ms + m.classic_member_metadata.session_timeout_ms))
+    for member in members:
+        meta = member.classic_member_metadata
+        assert meta is not None   # every member of a converted classic group has its metadata
+        timers.append(ScheduleTimer(session_timer(gid, member.member_id), now_ms + meta.session_timeout_ms))
     shard.log.info("[GroupId %s] Converted the classic group to a consumer group (generation %d, %d members).",
                    gid, generation, len(members))
     # The heartbeat continues against the group these records describe.
@@ -146,7 +147,7 @@ def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms:
     records with replayRecords=false); a reload replays them in this order."""
     gid = group.group_id
     fx = Effects()
-    tombstone_group = group
+    tombstone_group: ConsumerGroup | _RenamedMembers = group
     if replaced is not None:
         # Trigger B: the joining classic static member takes the replaced member's place,
         # also in the tombstones (Kafka swaps the ids).
@@ -166,6 +167,7 @@ def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms:
             version = _subscription_version(cm.supported_protocols)
         else:
             meta = m.classic_member_metadata
+            assert meta is not None   # a downgrade keeps only classic-protocol members
             protocols = [(p.name, bytes(p.metadata)) for p in meta.supported_protocols]
             cm = ClassicGroupMember(mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                     meta.session_timeout_ms, "consumer", protocols)
@@ -184,8 +186,8 @@ def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms:
     shard.groups[gid] = classic
     for mid in group.members:
         fx.timers.extend(cancel_member_timers(gid, mid))
-    for m in classic.members.values():
-        reschedule_heartbeat(shard, fx, classic, m, now_ms)
+    for classic_member in classic.members.values():
+        reschedule_heartbeat(shard, fx, classic, classic_member, now_ms)
     shard.log.info("[GroupId %s] Converted the consumer group to a classic group (generation %d, %d members).",
                    gid, classic.generation_id, len(classic.members))
     if rebalance:

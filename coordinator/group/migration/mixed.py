@@ -24,7 +24,7 @@ from ..consumer_heartbeat import static_member, update_and_reconcile
 from ..errors import ApiError
 from ..kio_util import build, schema
 from ..membership import join_timer, session_timer, sync_timer
-from ..result import CancelTimer, Result, ScheduleTimer
+from ..result import CancelTimer, Result, ScheduleTimer, TimerOp
 from ..timeutil import from_ms, to_ms
 from .conversion import downgrade
 from .policy import MigrationPolicy
@@ -216,15 +216,18 @@ def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
         if t is not None:
             names[t.name] = tuple(partitions)
     version = _subscription_version(member)
-    timers = [CancelTimer(sync_timer(gid, member.member_id)),
-              ScheduleTimer(session_timer(gid, member.member_id), now_ms + shard.session_timeout_ms(group, member))]
+    timers: list[TimerOp] = [
+        CancelTimer(sync_timer(gid, member.member_id)),
+        ScheduleTimer(session_timer(gid, member.member_id), now_ms + shard.session_timeout_ms(group, member))]
     return Result(response=sync_response(v, protocol_type="consumer",
                                          protocol_name=protocol_name or _classic_protocol_names(member)[0],
                                          assignment=encode_assignment(names, version)), timers=timers)
 
 
 def _subscription_version(member: ConsumerGroupMember) -> int:
-    for p in member.classic_member_metadata.supported_protocols:
+    meta = member.classic_member_metadata
+    assert meta is not None   # only classic-protocol members reach here
+    for p in meta.supported_protocols:
         try:
             return decode_subscription(bytes(p.metadata)).version
         except MalformedProtocolData:
