@@ -8,42 +8,25 @@ A group whose offsets all expired and that may expire is tombstoned.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import record_helpers as rh
-from .classic_group import ClassicGroup, ClassicGroupState
-from .consumer_group import ConsumerGroup
 from .group_admin import group_tombstones, subscribed_topics
-from .offsets import OffsetAndMetadata
+from .group_types import BaseTime, group_type
 from .result import Result, ScheduleTimer
 from .timers import EXPIRE_KEY as EXPIRE_TIMER
 
 if TYPE_CHECKING:
     from .context import ShardView
 
-BaseTime = Callable[[OffsetAndMetadata], int]
-
-
 def _expiration_base(group) -> BaseTime | None:
     """`offsetExpirationCondition`: None means offsets of this group never expire now."""
-    if isinstance(group, ConsumerGroup):
-        return lambda o: o.commit_timestamp
-    if isinstance(group, ClassicGroup):
-        if not group.protocol_type:
-            return lambda o: o.commit_timestamp  # a simple group: only commits count
-        if group.state is ClassicGroupState.EMPTY:
-            state_ts = group.state_timestamp_ms
-            return (lambda o: state_ts) if state_ts >= 0 else (lambda o: o.commit_timestamp)
-        if group.protocol_type == "consumer" and group.state is ClassicGroupState.STABLE:
-            return lambda o: o.commit_timestamp
-    return None
+    return group_type(group).offset_expiration_base(group)
 
 
 def _should_expire(group) -> bool:
-    if isinstance(group, ClassicGroup):
-        return group.state is ClassicGroupState.EMPTY
-    return group.is_empty()
+    return group_type(group).metadata_expires(group)
 
 
 def cleanup(shard: ShardView, now_ms: int) -> Result:

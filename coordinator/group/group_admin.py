@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
+from .group_types import group_type
 from .kio_util import build, schema
 from .result import Result
 from .timeutil import from_ms
@@ -27,40 +28,20 @@ GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
 def group_type_name(group) -> str:
-    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+    return group_type(group).name
 
 
 def group_state_name(group) -> str:
-    return group.state.value if isinstance(group, (ConsumerGroup, ClassicGroup)) else "Dead"
+    return group_type(group).state(group)
 
 
 def protocol_type_of(group) -> str:
-    if isinstance(group, ConsumerGroup):
-        return "consumer"
-    return group.protocol_type or ""
+    return group_type(group).protocol_type(group)
 
 
 def subscribed_topics(group) -> set[str]:
-    """Kafka's `isSubscribedToTopic` set: names and resolved regex topics of a consumer
-    group; the topics in the members' ConsumerProtocol subscriptions of a classic
-    `consumer` group. OffsetDelete refuses these; retention never expires them."""
-    if isinstance(group, ConsumerGroup):
-        names = set(group.subscribed_topic_names)
-        for regex in group.regex_subscribers:
-            resolved = group.resolved_regexes.get(regex)
-            if resolved is not None:
-                names |= resolved.topics
-        return names
-    if isinstance(group, ClassicGroup) and group.protocol_type == "consumer" and group.members:
-        from ..protocol.consumer_protocol import MalformedProtocolData, decode_subscription
-        topics: set[str] = set()
-        for m in group.members.values():
-            try:
-                topics.update(decode_subscription(m.metadata_for(group.protocol_name)).topics)
-            except MalformedProtocolData:
-                continue
-        return topics
-    return set()
+    """Kafka's `isSubscribedToTopic` set (group_types.py)."""
+    return group_type(group).subscribed_topics(group)
 
 
 # --------------------------------------------------- ConsumerGroupDescribe
@@ -181,18 +162,8 @@ def list_groups(shard: ShardView, ctx: RequestContext, req) -> Result:
 
 # ------------------------------------------------------------ DeleteGroups
 def group_tombstones(group) -> list:
-    """Kafka's `createGroupTombstoneRecords` for either group type."""
-    gid = group.group_id
-    if isinstance(group, ClassicGroup):
-        return [rh.group_metadata_tombstone(gid)]
-    records = [rh.current_assignment_tombstone(gid, m) for m in group.members]
-    records += [rh.target_member_tombstone(gid, m) for m in group.members]
-    records.append(rh.target_metadata_tombstone(gid))
-    records += [rh.member_metadata_tombstone(gid, m) for m in group.members]
-    records += [rh.regex_tombstone(gid, r) for r in group.resolved_regexes]
-    records.append(rh.partition_metadata_tombstone(gid))
-    records.append(rh.group_epoch_tombstone(gid))
-    return records
+    """Kafka's `createGroupTombstoneRecords`, for any registered group type."""
+    return group_type(group).tombstones(group)
 
 
 def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
@@ -201,11 +172,9 @@ def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
     results = []
     for gid in req.groups_names:
         group = shard.groups.get(gid)
-        if group is None or (isinstance(group, ClassicGroup) and group.state is ClassicGroupState.DEAD):
-            code = ErrorCode.group_id_not_found
-        elif not group.is_empty() or (isinstance(group, ClassicGroup)
-                                      and group.state is not ClassicGroupState.EMPTY):
-            code = ErrorCode.non_empty_group
+        refused = ErrorCode.group_id_not_found if group is None else group_type(group).delete_error(group)
+        if refused is not None:
+            code = refused
         else:
             code = ErrorCode.none
             for topic, parts in shard.offsets.group(gid).items():

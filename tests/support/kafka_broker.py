@@ -138,7 +138,12 @@ def libs_dir(version: str) -> Path:
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random KRaft cluster id (Kafka's Uuid.randomUuid in URL-safe base64). Like Kafka's own,
+    never one starting with '-': StorageTool's `-t <id>` would read it as an option (1 in 64)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @dataclass

@@ -36,7 +36,7 @@ from ..classic_rebalance import (
 )
 from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 from ..errors import ApiError
-from ..group_admin import group_tombstones
+from ..group_types import group_type
 from ..membership import cancel_member_timers, metadata_hash, session_timer
 from ..offsets import OffsetStore
 from ..replay import Replayer
@@ -153,7 +153,8 @@ def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms:
         # also in the tombstones (Kafka swaps the ids).
         replaced_id, joining = replaced
         tombstone_group = _RenamedMembers(group, replaced_id, joining.member_id)
-    fx.records.extend(group_tombstones(tombstone_group))
+    # The consumer type's tombstones, of the renamed view when a static member is replaced.
+    fx.records.extend(group_type(group).tombstones(tombstone_group))
     classic = ClassicGroup(gid, ClassicGroupState.STABLE, now_ms)
     classic.protocol_type = "consumer"
     classic.generation_id = group.group_epoch

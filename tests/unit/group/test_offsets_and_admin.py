@@ -155,6 +155,11 @@ def test_list_describe_delete_groups():
     assert m.member_type == 1 and m.member_epoch == 2 and m.client_host == "/127.0.0.1"
     assert {tp.topic_name: set(tp.partitions) for tp in m.assignment.topic_partitions} == {"foo": {0, 1, 2, 3}}
     assert simple.error_code == nope.error_code == ErrorCode.group_id_not_found
+    # As Kafka 4.3 answers (differential test): the other fields keep their defaults.
+    assert (simple.group_state, nope.group_state, nope.group_epoch, nope.members) == ("", "", 0, ())
+    resp = c.call("consumer_group_describe", dmod.ConsumerGroupDescribeRequest(
+        group_ids=("",), include_authorized_operations=False), 1)
+    assert [(d.error_code, d.error_message) for d in resp.groups] == [(ErrorCode.invalid_group_id, None)]
 
     delmod = schema("delete_groups", 2, "request")
     resp = c.call("delete_groups", delmod.DeleteGroupsRequest(groups_names=("g", "simple", "nope")), 2)
