@@ -8,34 +8,19 @@ changes, and responses to parked requests.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .kio_util import build, schema
-from .result import CancelTimer, Result, ScheduleTimer
+from .result import CancelTimer, Effects, Result, ScheduleTimer  # noqa: F401 (Effects re-exported)
 from .timers import heartbeat_key, join_key, sync_key  # noqa: F401 (re-exported)
 from .timeutil import from_ms
 
 if TYPE_CHECKING:
     from .context import ShardView
-
-@dataclass(slots=True)
-class Effects:
-    records: list = field(default_factory=list)
-    timers: list = field(default_factory=list)
-    completions: list[tuple[int, Any]] = field(default_factory=list)
-    # An immediate answer to the current request (an error, MEMBER_ID_REQUIRED, a lost
-    # response replayed), as opposed to a parked one.
-    direct: Any = None
-
-    def result(self, response: Any = None, parked: int | None = None) -> Result:
-        return Result(response=response, records=self.records, timers=self.timers, replay=False,
-                      parked=parked, completions=self.completions)
-
 
 # ------------------------------------------------------------------ responses
 def join_response(version: int, *, error: ErrorCode = ErrorCode.none, member_id: str = "",

@@ -422,7 +422,6 @@ def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         result = Result(records=records)
     else:
         result = shard.fence(group, [member.member_id], now_ms)
-    result.response = mod.ConsumerGroupHeartbeatResponse(
+    return result.with_response(mod.ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member.member_id,
-        member_epoch=req.member_epoch, heartbeat_interval=from_ms(0))
-    return result
+        member_epoch=req.member_epoch, heartbeat_interval=from_ms(0)))

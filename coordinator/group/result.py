@@ -3,10 +3,13 @@
 Timers are plain data (a key and a deadline); the runtime owns the clock and calls
 `shard.on_timer(key, payload, now_ms)` when one expires. Scheduling a key replaces
 any timer with the same key (Kafka's `CoordinatorTimer.schedule`).
+
+A `Result` is frozen once built (Kafka's `CoordinatorResult` has final fields): a handler
+that adds to another handler's result builds a new one (`with_response`, `prefixed`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from records import CoordinatorRecord
@@ -29,7 +32,7 @@ class CancelTimer:
 TimerOp = ScheduleTimer | CancelTimer
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Result:
     response: Any = None
     records: list[CoordinatorRecord] = field(default_factory=list)
@@ -43,3 +46,33 @@ class Result:
     parked: int | None = None
     # Responses for earlier parked requests, released once this result is durable.
     completions: list[tuple[int, Any]] = field(default_factory=list)
+
+    def with_response(self, response: Any) -> Result:
+        """This result answering ``response`` instead."""
+        return replace(self, response=response)
+
+    def prefixed(self, records: list, timers: list, completions: list) -> Result:
+        """This result with ``records``, ``timers`` and ``completions`` before its own (an
+        effect that happened first, e.g. a conversion, then the request's own answer)."""
+        return replace(self, records=[*records, *self.records], timers=[*timers, *self.timers],
+                       completions=[*completions, *self.completions])
+
+
+@dataclass(slots=True)
+class Effects:
+    """The one collector a handler fills as it works and then freezes into a `Result`.
+
+    `replay` is False by default: the classic-group handlers that use it change their group
+    in memory and write GroupMetadata for durability only (Kafka's replayRecords=false)."""
+
+    records: list = field(default_factory=list)
+    timers: list = field(default_factory=list)
+    completions: list[tuple[int, Any]] = field(default_factory=list)
+    # An immediate answer to the current request (an error, MEMBER_ID_REQUIRED, a lost
+    # response replayed), as opposed to a parked one.
+    direct: Any = None
+    replay: bool = False
+
+    def result(self, response: Any = None, parked: int | None = None) -> Result:
+        return Result(response=response, records=self.records, timers=self.timers, replay=self.replay,
+                      parked=parked, completions=self.completions)

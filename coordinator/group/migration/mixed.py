@@ -145,11 +145,7 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
                             rebalance=rebalance)
     # The joining member is now a known static member of the classic group: answer it as
     # a classic join (STABLE, same protocol: no rebalance, its assignment is ready).
-    result = shard.join_group(ctx, req, now_ms)
-    result.records[:0] = fx.records
-    result.timers[:0] = fx.timers
-    result.completions[:0] = fx.completions
-    return result
+    return shard.join_group(ctx, req, now_ms).prefixed(fx.records, fx.timers, fx.completions)
 
 
 # ------------------------------------------------------------ member lookup
@@ -273,5 +269,5 @@ def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group:
     top = out[0][2] if v < 3 and out else ErrorCode.none
     members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
                                      for m, i, c in out)
-    result.response = build(mod.LeaveGroupResponse, throttle_time=from_ms(0), error_code=top, members=members)
-    return result
+    return result.with_response(build(mod.LeaveGroupResponse, throttle_time=from_ms(0), error_code=top,
+                                      members=members))
