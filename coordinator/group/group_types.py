@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
 from .consumer_group import ConsumerGroup
+from .errors import ApiError
 
 if TYPE_CHECKING:
     from records import CoordinatorRecord
@@ -59,6 +60,14 @@ class GroupType(Protocol):
 
     def metadata_expires(self, group: Any) -> bool:
         """Whether the group itself is deleted once its last offset expired."""
+        ...
+
+    def validate_offset_fetch(self, group: Any, member_id: str | None, member_epoch: int) -> None:
+        """Kafka's `validateOffsetFetch` (OffsetFetch v9+): raises ApiError if refused."""
+        ...
+
+    def offset_delete_error(self, group: Any) -> ErrorCode | None:
+        """Kafka's `validateOffsetDelete`: why OffsetDelete refuses the group, or None."""
         ...
 
 
@@ -123,6 +132,22 @@ class ConsumerGroupType:
     def metadata_expires(self, group: ConsumerGroup) -> bool:
         return group.is_empty()
 
+    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
+        """A consumer-group member must fetch with its exact current epoch (KIP-848)."""
+        if member_id is None and member_epoch < 0:
+            return
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise ApiError(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {group.group_id}.")
+        if member_epoch != member.member_epoch:
+            code = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
+            raise ApiError(code, f"The received member epoch {member_epoch} does not match the member "
+                                 f"epoch {member.member_epoch}.")
+
+    def offset_delete_error(self, group: ConsumerGroup) -> ErrorCode | None:
+        return None     # subscribed topics are refused per partition instead
+
 
 class ClassicGroupType:
     name = "classic"
@@ -168,6 +193,16 @@ class ClassicGroupType:
 
     def metadata_expires(self, group: ClassicGroup) -> bool:
         return group.state is ClassicGroupState.EMPTY
+
+    def validate_offset_fetch(self, group: ClassicGroup, member_id: str | None, member_epoch: int) -> None:
+        return None     # Kafka's ClassicGroup.validateOffsetFetch checks nothing
+
+    def offset_delete_error(self, group: ClassicGroup) -> ErrorCode | None:
+        if group.state is ClassicGroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if not group.is_empty() and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group
+        return None
 
 
 register(ConsumerGroup, ConsumerGroupType())

@@ -17,6 +17,7 @@ from .classic_rebalance import heartbeat_key
 from .consumer_group import ConsumerGroup
 from .errors import ApiError
 from .group_admin import subscribed_topics
+from .group_types import group_type
 from .kio_util import build, schema
 from .result import Result, ScheduleTimer, TimerOp
 from .timeutil import from_ms, to_ms
@@ -177,19 +178,8 @@ def offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
 
 # ----------------------------------------------------------------- fetch
 def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
-    """OffsetFetch v9+ (KIP-848): a consumer-group member must fetch with its exact current
-    epoch. Classic groups are not checked (`ClassicGroup.validateOffsetFetch`)."""
-    if member_id is None and member_epoch < 0:
-        return
-    if isinstance(group, ConsumerGroup):
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise ApiError(ErrorCode.unknown_member_id,
-                           f"Member {member_id} is not a member of group {group.group_id}.")
-        if member_epoch != member.member_epoch:
-            code = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
-            raise ApiError(code, f"The received member epoch {member_epoch} does not match the member "
-                                 f"epoch {member.member_epoch}.")
+    """OffsetFetch v9+ (KIP-848): the group type's check (group_types.py)."""
+    group_type(group).validate_offset_fetch(group, member_id, member_epoch)
 
 
 def fetch_group(shard: ShardView, api_version: int, mod, group_id: str, topics,
@@ -271,10 +261,8 @@ def offset_delete(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
     error = ErrorCode.none
     if group is None:
         error = ErrorCode.group_id_not_found
-    elif isinstance(group, ClassicGroup) and group.state is ClassicGroupState.DEAD:
-        error = ErrorCode.group_id_not_found
-    elif isinstance(group, ClassicGroup) and not group.is_empty() and group.protocol_type != "consumer":
-        error = ErrorCode.non_empty_group
+    else:
+        error = group_type(group).offset_delete_error(group) or ErrorCode.none
     if error is not ErrorCode.none:
         return Result(response=build(mod.OffsetDeleteResponse, error_code=error,
                                      throttle_time=from_ms(0), topics=()))
