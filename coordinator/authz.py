@@ -88,9 +88,11 @@ def group_ids_of(api_key: int, request) -> list[str]:
 
 def denied_groups(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> set[str]:
     """The groups of this request the client may not act on."""
+    operation = GROUP_OPERATIONS.get(api_key)
+    if operation is None:
+        return set()        # an API without groups (a private API registered in the service)
     groups = group_ids_of(api_key, request)
     if not groups:
         return set()
-    operation = GROUP_OPERATIONS[api_key]
     verdicts = authorizer.authorize(client, [Action(operation, GROUP, g) for g in groups])
     return {g for g, ok in zip(groups, verdicts) if not ok}

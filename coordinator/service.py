@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -91,30 +93,46 @@ def parse_skip_offsets(entries, partitions: int) -> dict[int, frozenset[int]]:
     return {p: frozenset(o) for p, o in out.items()}
 
 
-# What this coordinator serves, at Kafka 4.3's versions (reference §3.1).
-API_VERSIONS: dict[int, tuple[int, int]] = {
-    JOIN_GROUP: (0, 9),
-    HEARTBEAT: (0, 4),
-    LEAVE_GROUP: (0, 5),
-    SYNC_GROUP: (0, 5),
-    OFFSET_COMMIT: (2, 10),
-    OFFSET_FETCH: (1, 10),
-    DESCRIBE_GROUPS: (0, 6),
-    LIST_GROUPS: (0, 5),
-    DELETE_GROUPS: (0, 2),
-    OFFSET_DELETE: (0, 0),
-    CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    CONSUMER_GROUP_DESCRIBE: (0, 1),
-}
-# Answered, but not advertised: transactional offset commits are not built yet, so they
-# are refused per partition and never applied outside their transaction.
-ANSWERED_NOT_ADVERTISED: dict[int, tuple[int, int]] = {TXN_OFFSET_COMMIT: (0, 5)}
+@dataclass(frozen=True, slots=True)
+class ServedApi:
+    """One API the service answers: the registry entry (`GroupCoordinatorService.register_api`).
 
-_API_NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", DESCRIBE_GROUPS: "DescribeGroups",
-              LIST_GROUPS: "ListGroups", TXN_OFFSET_COMMIT: "TxnOffsetCommit", DELETE_GROUPS: "DeleteGroups",
-              OFFSET_DELETE: "OffsetDelete", CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
-              CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe", JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat",
-              LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup"}
+    ``advertised`` False answers the API without
+    listing it in ApiVersions (a request refused cleanly instead of closing the connection).
+    Its error response lives in error_responses.ERROR_RESPONSES and its group operation in
+    authz.GROUP_OPERATIONS (a private API without groups lists none)."""
+
+    api_key: int
+    name: str                       # the metric label (Kafka's request name)
+    versions: tuple[int, int]
+    # A method name of the service (bound once, no extra call per request), or a callable
+    # ``handler(service, ctx, request)`` for an API registered from outside.
+    handler: str | Callable[..., Awaitable[Any]]
+    advertised: bool = True
+
+
+# What this coordinator serves, at Kafka 4.3's versions (reference §3.1). Transactional offset
+# commits are answered but not advertised: not built yet, so they are refused per partition and
+# never applied outside their transaction.
+SERVED_APIS: tuple[ServedApi, ...] = (
+    ServedApi(JOIN_GROUP, "JoinGroup", (0, 9), "_join_group"),
+    ServedApi(HEARTBEAT, "Heartbeat", (0, 4), "_classic_heartbeat"),
+    ServedApi(LEAVE_GROUP, "LeaveGroup", (0, 5), "_leave_group"),
+    ServedApi(SYNC_GROUP, "SyncGroup", (0, 5), "_sync_group"),
+    ServedApi(OFFSET_COMMIT, "OffsetCommit", (2, 10), "_offset_commit"),
+    ServedApi(OFFSET_FETCH, "OffsetFetch", (1, 10), "_offset_fetch"),
+    ServedApi(DESCRIBE_GROUPS, "DescribeGroups", (0, 6), "_describe_groups"),
+    ServedApi(LIST_GROUPS, "ListGroups", (0, 5), "_list_groups"),
+    ServedApi(DELETE_GROUPS, "DeleteGroups", (0, 2), "_delete_groups"),
+    ServedApi(OFFSET_DELETE, "OffsetDelete", (0, 0), "_offset_delete"),
+    ServedApi(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", (0, 1),
+              "_heartbeat"),
+    ServedApi(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", (0, 1),
+              "_consumer_describe"),
+    ServedApi(TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 5), "_txn_offset_commit",
+              advertised=False),
+)
+API_VERSIONS: dict[int, tuple[int, int]] = {a.api_key: a.versions for a in SERVED_APIS if a.advertised}
 
 
 class GroupCoordinatorService:
@@ -124,8 +142,14 @@ class GroupCoordinatorService:
         self.config = config
         self.authorizer = authorizer
         self.state_topic = state_topic
-        self.api_versions = dict(API_VERSIONS)
-        self.answered_versions = {**API_VERSIONS, **ANSWERED_NOT_ADVERTISED}
+        # The served-API registry: what ApiVersions advertises, what is answered, and how.
+        self.apis: dict[int, ServedApi] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.answered_versions: dict[int, tuple[int, int]] = {}
+        self._handlers: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {}
+        self._names: dict[int, str] = {}
+        for api in SERVED_APIS:
+            self.register_api(api)
         self._partitions: dict[str, int] = {}
         self._latency: dict[int, Any] = {}
         self._counted: dict[tuple[int, Any], Any] = {}
@@ -143,15 +167,20 @@ class GroupCoordinatorService:
                          for p in range(config.state_topic_partitions)]
         # start() and reload_all() each replay every partition: never two at once.
         self._load_lock: asyncio.Lock | None = None
-        self._handlers = {
-            CONSUMER_GROUP_HEARTBEAT: self._heartbeat, CONSUMER_GROUP_DESCRIBE: self._consumer_describe,
-            OFFSET_COMMIT: self._offset_commit, OFFSET_FETCH: self._offset_fetch,
-            DESCRIBE_GROUPS: self._describe_groups, LIST_GROUPS: self._list_groups,
-            DELETE_GROUPS: self._delete_groups, OFFSET_DELETE: self._offset_delete,
-            TXN_OFFSET_COMMIT: self._txn_offset_commit,
-            JOIN_GROUP: self._join_group, SYNC_GROUP: self._sync_group,
-            HEARTBEAT: self._classic_heartbeat, LEAVE_GROUP: self._leave_group,
-        }
+
+    def register_api(self, api: ServedApi) -> None:
+        """Add an API to the registry (before the gateway starts: it reads `api_versions` and
+        `answered_versions` once). A private API registers itself the same way."""
+        if api.api_key in self.apis:
+            raise ValueError(f"API {api.name} ({api.api_key}) is registered twice")
+        self.apis[api.api_key] = api
+        self.answered_versions[api.api_key] = api.versions
+        if api.advertised:
+            self.api_versions[api.api_key] = api.versions
+        handler = api.handler
+        self._handlers[api.api_key] = (getattr(self, handler) if isinstance(handler, str)
+                                       else functools.partial(handler, self))
+        self._names[api.api_key] = api.name
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         shard = self._make_shard(partition)
@@ -323,13 +352,13 @@ class GroupCoordinatorService:
         # labels() takes a lock and builds a key on every call: keep the children.
         seconds = self._latency.get(api_key)
         if seconds is None:
-            seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=_API_NAMES[api_key])
+            seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=self._names[api_key])
         seconds.observe(time.perf_counter() - started)
         error = getattr(response, "error_code", None)
         counter = self._counted.get((api_key, error))
         if counter is None:
             counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
-                api=_API_NAMES[api_key], error=_error_name(response))
+                api=self._names[api_key], error=_error_name(response))
         counter.inc()
         return response
 
