@@ -247,6 +247,3 @@ def _reason(e: Exception) -> str:
     return str(e)
 
 
-def replay_batches(batches: Iterable[LogBatch], problems: Problems | None = None,
-                   **kwargs) -> OffsetsReplay:
-    return OffsetsReplay(problems, **kwargs).feed_all(batches)

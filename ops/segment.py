@@ -118,11 +118,3 @@ def read_segment(path: Path, partition: int, problems: Problems,
                 buf.close()
             except BufferError:  # a batch view still alive; the map closes when it is freed
                 pass
-
-
-def write_segment(path: Path, batches: list[bytes]) -> None:
-    """A segment file is nothing but its batches, back to back."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        for b in batches:
-            f.write(b)

@@ -106,9 +106,6 @@ class ClassicGroup:
         """Exists only because offsets were committed for it (`isSimpleGroup`)."""
         return not self.protocol_type and not self.members and not self.pending_join_members
 
-    def state_name(self) -> str:
-        return self.state.value
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 

@@ -28,5 +28,3 @@ def build(cls: type, **kwargs):
     return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
-def has_field(cls: type, name: str) -> bool:
-    return name in _field_names(cls)

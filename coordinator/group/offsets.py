@@ -49,9 +49,6 @@ class OffsetStore:
                 return True
         return False
 
-    def num_offsets(self) -> int:
-        return sum(len(ps) for g in self.offsets.values() for ps in g.values())
-
     # ------------------------------------------------------------- replay
     def put(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata,
             producer_id: int = -1) -> None:
@@ -89,5 +86,3 @@ class OffsetStore:
                     if current is None or current.record_offset < value.record_offset:
                         self.put(group_id, topic, partition, value)
 
-    def delete_group(self, group_id: str) -> None:
-        self.offsets.pop(group_id, None)
