@@ -9,8 +9,9 @@ that adds to another handler's result builds a new one (`with_response`, `prefix
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from records import CoordinatorRecord
 
@@ -32,11 +33,13 @@ class CancelTimer:
 TimerOp = ScheduleTimer | CancelTimer
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(NamedTuple):
+    """Immutable (a NamedTuple: built in ~0.6 µs, where a frozen dataclass takes ~1.5 µs on
+    the heartbeat path). Built from lists or tuples; consumers only iterate them."""
+
     response: Any = None
-    records: list[CoordinatorRecord] = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
+    records: Sequence[CoordinatorRecord] = ()
+    timers: Sequence[TimerOp] = ()
     # Kafka's `replayRecords`: classic-group handlers change the group in memory themselves
     # and only write GroupMetadata for durability, so those records are not replayed now
     # (a reload replays them).
@@ -45,17 +48,17 @@ class Result:
     # (a parked JoinGroup/SyncGroup).
     parked: int | None = None
     # Responses for earlier parked requests, released once this result is durable.
-    completions: list[tuple[int, Any]] = field(default_factory=list)
+    completions: Sequence[tuple[int, Any]] = ()
 
     def with_response(self, response: Any) -> Result:
         """This result answering ``response`` instead."""
-        return replace(self, response=response)
+        return self._replace(response=response)
 
-    def prefixed(self, records: list, timers: list, completions: list) -> Result:
+    def prefixed(self, records: Sequence, timers: Sequence, completions: Sequence) -> Result:
         """This result with ``records``, ``timers`` and ``completions`` before its own (an
         effect that happened first, e.g. a conversion, then the request's own answer)."""
-        return replace(self, records=[*records, *self.records], timers=[*timers, *self.timers],
-                       completions=[*completions, *self.completions])
+        return self._replace(records=[*records, *self.records], timers=[*timers, *self.timers],
+                             completions=[*completions, *self.completions])
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ def test_every_kind_has_exactly_one_handler():
 ])
 def test_a_timer_of_a_group_that_is_gone_does_nothing(key, payload):
     result = GroupCoordinatorShard(0).on_timer(key, payload, 1_000)
-    assert result.records == [] and result.timers == [] and result.response is None
+    assert not result.records and not result.timers and result.response is None
 
 
 def test_keys_start_with_their_kind():
