@@ -19,6 +19,10 @@ from .config import CoordinatorConfig
 
 log = logging.getLogger("kcoord")
 
+# How long `kcoord serve` waits at start for a state topic that does not exist yet (one it has
+# just created reaches the broker's metadata a moment later; thousands of partitions take seconds).
+STATE_TOPIC_WAIT_S = 30.0
+
 
 def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
     config = CoordinatorConfig(state_topic=args.state_topic, state_topic_partitions=args.state_partitions)
@@ -130,7 +134,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         register_group_collector(service.shards)
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
-    await service.start()
+    await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
     failed = service.failed_partitions()
     loaded = len(service.runtimes) - len(failed)
     print(f"kcoord ready: {loaded} shards loaded from {config.state_topic}"

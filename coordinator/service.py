@@ -61,7 +61,7 @@ from .protocol.apis import (
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
-from .runtime.state_log import CorruptBatchError, StateLog
+from .runtime.state_log import CorruptBatchError, StateLog, StateTopicUnavailable
 
 log = logging.getLogger("kcoord.service")
 
@@ -203,11 +203,28 @@ class GroupCoordinatorService:
             self._load_lock = asyncio.Lock()
         return self._load_lock
 
-    async def start(self) -> None:
+    async def start(self, missing_topic_wait_s: float = 0.0) -> None:
         """Load every shard. Returns when each one is ACTIVE or FAILED (a record that does not
-        load fails its own shard only); raises if the state topic cannot be read at all."""
-        async with self._lock():
-            await self._load_all()
+        load fails its own shard only); raises if the state topic cannot be read at all.
+
+        A state topic that does not exist yet is waited for up to ``missing_topic_wait_s``:
+        one created a moment ago (by kcoord at start) reaches the broker's metadata a little
+        later, and a large one (thousands of partitions) takes seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + missing_topic_wait_s
+        delay = 0.05
+        while True:
+            try:
+                async with self._lock():
+                    await self._load_all()
+                return
+            except StateTopicUnavailable as e:
+                if loop.time() + delay > deadline:
+                    raise
+                log.warning("state topic %s is not readable yet (%s); retrying for up to %.0fs",
+                            self.state_topic.topic, e, max(0.0, deadline - loop.time()))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def _load_all(self) -> None:
         started = time.monotonic()

@@ -51,6 +51,11 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
                  "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
 
 
+class StateTopicUnavailable(Exception):
+    """The state log is not to be written or read now: missing, or suspended while the
+    cluster view cannot vouch for it (``StateTopic.suspend``)."""
+
+
 class StateLog(Protocol):
     @property
     def topic(self) -> str: ...

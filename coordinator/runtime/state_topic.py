@@ -33,7 +33,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import CorruptRecordException, TopicAlreadyExistsError, UnsupportedCodecError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from .state_log import CorruptBatchError, RecordSink
+from .state_log import CorruptBatchError, RecordSink, StateTopicUnavailable
 
 log = logging.getLogger("kcoord.state_topic")
 
@@ -59,10 +59,6 @@ CORRUPT_BATCH_ERRORS = (CorruptRecordException, UnsupportedCodecError, _CodecErr
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
                  "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
-
-
-class StateTopicUnavailable(Exception):
-    """The state topic is not to be written or read now (see ``StateTopic.suspend``)."""
 
 
 # aiokafka builds its Metadata requests in AIOKafkaClient._metadata_update with no way to

@@ -286,3 +286,31 @@ def test_config_defaults_match_the_runtime_write_timeout():
     topic = FakeStateTopic(PARTITIONS)
     service = service_for(topic)
     assert all(rt.write_timeout_s == CoordinatorConfig().offsets_commit_timeout_ms / 1000 for rt in service.runtimes)
+
+
+def test_start_waits_a_bounded_time_for_a_state_topic_that_is_not_there_yet():
+    """kcoord creates its state topic at start; the broker's metadata names it a moment later
+    (seconds for thousands of partitions): the first loads find no topic."""
+    from coordinator.runtime.state_log import StateTopicUnavailable
+
+    class LateTopic(FakeStateTopic):
+        def __init__(self, partitions: int, missing_loads: int) -> None:
+            super().__init__(partitions)
+            self.missing_loads = missing_loads
+
+        async def load(self, *args, **kwargs):
+            if self.missing_loads > 0:
+                self.missing_loads -= 1
+                raise StateTopicUnavailable(f"state topic {self.topic} does not exist upstream")
+            return await super().load(*args, **kwargs)
+
+    async def main():
+        service = service_for(LateTopic(PARTITIONS, missing_loads=2))
+        await service.start(missing_topic_wait_s=5)
+        assert all(rt.state is ShardState.ACTIVE for rt in service.runtimes)
+        never = service_for(LateTopic(PARTITIONS, missing_loads=10**6))
+        with pytest.raises(StateTopicUnavailable):
+            await never.start(missing_topic_wait_s=0.2)
+        with pytest.raises(StateTopicUnavailable):
+            await service_for(LateTopic(PARTITIONS, missing_loads=1)).start()   # no wait by default
+    run(main())
