@@ -61,7 +61,6 @@ from loadgen import procs  # noqa: E402
 from vs_kafka import clients, report, wire  # noqa: E402
 
 from coordinator.config import CoordinatorConfig  # noqa: E402
-from support import kafka_broker  # noqa: E402
 from support.admin import create_topic  # noqa: E402
 from support.kafka_broker import ENV_JVM_OPTS, KafkaCluster, start_kafka  # noqa: E402
 
