@@ -22,11 +22,12 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group.errors import ApiError
+from coordinator.group.kio_util import schema
 from coordinator.group.result import CancelTimer, Result, ScheduleTimer
 from coordinator.runtime.shard_runtime import ShardRuntime, ShardState
 
 from .fakes import FakeStateTopic, group_in
-from .test_shard_failures import commit, commit_errors, committed, fetch, service_for, until
+from .test_shard_failures import CLIENT, commit, commit_errors, committed, fetch, service_for, until
 
 PARTITIONS = 2
 
@@ -101,13 +102,11 @@ def test_one_result_larger_than_the_limit_is_written_whole():
         service = await started(topic)
         service.runtimes[0].max_batch_bytes = 1          # every record overflows it
         group = group_in(0, PARTITIONS)
-        from coordinator.group.kio_util import schema
         mod = schema("offset_commit", 9, "request")
         parts = tuple(mod.OffsetCommitRequestPartition(partition_index=p, committed_offset=p, committed_leader_epoch=-1,
                                                        committed_metadata="") for p in range(4))
         req = mod.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
                                       group_instance_id=None, topics=(mod.OffsetCommitRequestTopic(name="t", partitions=parts),))
-        from .test_shard_failures import CLIENT
         resp = await service.handle(8, 9, req, CLIENT)
         assert commit_errors(resp) == {0}
         assert topic.append_calls == 1 and len(topic.logs[0]) == 4, "a result is appended atomically"
