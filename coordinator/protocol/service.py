@@ -14,6 +14,9 @@ class ClientInfo:
     host: str          # the peer's IP address, as Kafka reports a member's client host
     port: int
     listener: str      # name of the gateway listener the request arrived on
+    # Who asks, as Kafka's KafkaPrincipal string: ANONYMOUS until the gateway authenticates
+    # clients (coordinator/authz.py asks the authorizer on its behalf).
+    principal: str = "User:ANONYMOUS"
 
 
 @runtime_checkable
