@@ -2,10 +2,10 @@
 
 Helpers and CI share this machine, so each test suite keeps to its own port range
 (KCOORD_TEST_PORTS="LOW-HIGH", default 29200-29399). A port is "free" when a bind
-succeeds; a port this process handed out is not handed out again for RECYCLE_AFTER_S,
-so two brokers started back to back (or side by side, from threads) never race for
-the same port, even once a long run has handed out every port of the range and
-recycles the free ones.
+succeeds. Ports this process never handed out go first, then the ones it handed out
+longest ago (least recently used), so two brokers or gateways started back to back (or
+side by side, from threads) never get the same port, even once a long run has handed out
+every port of the range.
 """
 from __future__ import annotations
 
@@ -17,15 +17,8 @@ import time
 
 DEFAULT_RANGE = (29200, 29399)   # 200 ports: a run on every upstream keeps ~15 for its brokers
 _lock = threading.Lock()
-_handed_out: dict[int, float] = {}      # port -> when it was handed out (monotonic)
-# A port handed out this long ago and free now may be handed out again: whoever got it has
-# bound it by then (a listener starts within seconds) or released it.
-RECYCLE_AFTER_S = 120.0
-
-
-def _available(port: int, now: float, host: str) -> bool:
-    handed = _handed_out.get(port)
-    return (handed is None or now - handed > RECYCLE_AFTER_S) and is_free(port, host)
+_handed_out: dict[int, float] = {}      # port -> when it was last handed out (monotonic)
+_NEVER = float("-inf")
 
 
 def port_range() -> tuple[int, int]:
@@ -46,36 +39,38 @@ def is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port in the range that nobody listens on and this process has not handed out
-    (in the last RECYCLE_AFTER_S)."""
+    """A port in the range that nobody listens on: one this process never handed out if
+    there is one, else the one it handed out longest ago."""
     low, high = port_range()
     candidates = list(range(low, high + 1))
     random.shuffle(candidates)
     with _lock:
-        now = time.monotonic()
-        for port in candidates:
-            if _available(port, now, host):
-                _handed_out[port] = now
+        for port in sorted(candidates, key=lambda p: _handed_out.get(p, _NEVER)):
+            if is_free(port, host):
+                _handed_out[port] = time.monotonic()
                 return port
     raise RuntimeError(f"no free loopback port in {low}-{high}")
 
 
 def release(port: int) -> None:
-    """Allow ``port`` to be handed out again (its listener has stopped)."""
+    """Allow ``port`` to be handed out again first (its listener has stopped)."""
     with _lock:
         _handed_out.pop(port, None)
 
 
 def free_block(pool: range, count: int = 1, host: str = "127.0.0.1") -> int:
-    """The first port P of ``count`` consecutive free ports inside ``pool`` that this process
-    has not handed out (in the last RECYCLE_AFTER_S; a kcoord gateway takes P for bootstrap
-    and P+1... per broker). The whole block is reserved, so threads starting gateways side
-    by side never share a port."""
+    """The first port P of ``count`` consecutive free ports inside ``pool`` (a kcoord gateway
+    takes P for bootstrap and P+1... per broker): a block this process never handed out if
+    there is one, else the one handed out longest ago. The whole block is marked, so threads
+    starting gateways side by side never get the same block: the next caller gets an older
+    one (recycling used to ignore the marks, and two gateways got the same block)."""
     with _lock:
-        now = time.monotonic()
-        for first in pool:
+        starts = [first for first in pool if first + count - 1 in pool]
+        starts.sort(key=lambda first: max(_handed_out.get(p, _NEVER) for p in range(first, first + count)))
+        for first in starts:
             span = range(first, first + count)
-            if span[-1] in pool and all(_available(p, now, host) for p in span):
+            if all(is_free(p, host) for p in span):
+                now = time.monotonic()
                 for p in span:
                     _handed_out[p] = now
                 return first
