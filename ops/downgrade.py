@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import struct
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.group.classic_group import ClassicGroup
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.group_admin import group_tombstones
+from coordinator.group.group_types import group_type
 from ops.materialise import OffsetsReplay
 from ops.recordjson import type_name
 from records import UnknownRecord, decode_record, encode_key
@@ -112,12 +114,22 @@ def _offsets(replay: OffsetsReplay) -> dict[tuple[str, str, int], object]:
 def _classic_summary(g) -> dict:
     if g is None:
         return {"type": "absent"}
-    if isinstance(g, ConsumerGroup):
-        return {"type": "consumer", "state": g.state.value, "members": len(g.members),
-                "group_epoch": g.group_epoch}
+    return _rule(g).summary(g)
+
+
+def _consumer_summary(g: ConsumerGroup) -> dict:
+    return {"type": "consumer", "state": g.state.value, "members": len(g.members), "group_epoch": g.group_epoch}
+
+
+def _classic_group_summary(g: ClassicGroup) -> dict:
     return {"type": "classic", "state": g.state.value, "members": len(g.members),
             "generation": g.generation_id, "protocol_type": g.protocol_type or "",
             "protocol": g.protocol_name, "simple": g.is_simple()}
+
+
+def _classic_reasons(full: ClassicGroup, view) -> tuple[bool, list[str]]:
+    reasons = _classic_differences(full, view)
+    return bool(reasons), reasons
 
 
 def _classic_differences(full: ClassicGroup, view: ClassicGroup | None) -> list[str]:
@@ -137,7 +149,7 @@ def _classic_differences(full: ClassicGroup, view: ClassicGroup | None) -> list[
     return out
 
 
-def _consumer_reasons(g: ConsumerGroup) -> tuple[bool, list[str]]:
+def _consumer_reasons(g: ConsumerGroup, view=None) -> tuple[bool, list[str]]:
     if not g.members:
         return False, [f"empty consumer group: its group epoch {g.group_epoch} lives only in new "
                        "record types and is forgotten; committed offsets are kept"]
@@ -159,6 +171,46 @@ def _consumer_reasons(g: ConsumerGroup) -> tuple[bool, list[str]]:
     return True, reasons
 
 
+def _consumer_tombstones(g: ConsumerGroup) -> tuple[list, str | None]:
+    if g.members:
+        kinds = Counter("classic" if m.uses_classic_protocol else "consumer" for m in g.members.values())
+        return [], (f"{len(g.members)} active member(s) ({dict(kinds)}): the coordinator converts the group "
+                    "when its last consumer-protocol member leaves; tombstoning it now would drop them")
+    return group_tombstones(g), None
+
+
+@dataclass(frozen=True)
+class DowngradeRule:
+    """What the downgrade check says about one group type (registered by its type name,
+    group_types.py). A new group type registers one; a type without a rule is reported as
+    losing its state, since a classic-only coordinator reads only classic records."""
+    classic_readable: bool                       # its records are ones a classic-only coordinator reads
+    summary: Callable[[object], dict]
+    reasons: Callable[[object, object], tuple[bool, list[str]]]       # (group, classic view) -> (loses, why)
+    # (tombstones converting the group for a classic-only coordinator, or why it is left alone)
+    tombstones: Callable[[object], tuple[list, str | None]] = lambda g: ([], None)
+
+
+DOWNGRADE_RULES: dict[str, DowngradeRule] = {
+    "consumer": DowngradeRule(False, _consumer_summary, _consumer_reasons, _consumer_tombstones),
+    "classic": DowngradeRule(True, _classic_group_summary, _classic_reasons),
+}
+
+
+def _unknown_type_rule(name: str) -> DowngradeRule:
+    return DowngradeRule(
+        False, lambda g: {"type": name, "members": len(getattr(g, "members", ()))},
+        lambda g, v: (True, [f"a {name} group lives only in record types a classic-only coordinator "
+                             "skips: it is forgotten"]),
+        lambda g: ([], f"no downgrade rule for {name} groups: left alone"))
+
+
+def _rule(g) -> DowngradeRule:
+    name = group_type(g).name
+    rule = DOWNGRADE_RULES.get(name)
+    return rule if rule is not None else _unknown_type_rule(name)
+
+
 def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolRecords) -> dict:
     full_groups, view_groups = full.groups(), classic.groups()
     groups = []
@@ -166,15 +218,13 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
         p, g = full_groups.get(gid, (None, None))
         vp, v = view_groups.get(gid, (None, None))
         loses, reasons = False, []
-        if isinstance(g, ConsumerGroup):
-            loses, reasons = _consumer_reasons(g)
-        elif isinstance(g, ClassicGroup):
-            reasons = _classic_differences(g, v)
-            loses = bool(reasons)
+        rule = _rule(g) if g is not None else None
+        if rule is not None:
+            loses, reasons = rule.reasons(g, v)
         elif v is not None:
             reasons = ["the group exists only in the classic-only view"]
         live = new_records.live_keys_of(gid)
-        if g is not None and not isinstance(g, ConsumerGroup) and live:
+        if rule is not None and rule.classic_readable and live:
             reasons.append(f"{len(live)} live key(s) of record types the classic coordinator "
                            "skips: left-overs it would log a WARN for at every load (KIP-915)")
         groups.append({
@@ -224,16 +274,14 @@ def tombstones(full: OffsetsReplay, new_records: NewProtocolRecords) -> tuple[li
     type, group, key bytes, why."""
     out, skipped, covered = [], [], set()
     for gid, (p, g) in sorted(full.groups().items()):
-        if not isinstance(g, ConsumerGroup):
+        rule = _rule(g)
+        if rule.classic_readable:
             continue
-        if g.members:
-            kinds = Counter("classic" if m.uses_classic_protocol else "consumer"
-                            for m in g.members.values())
-            skipped.append({"group": gid, "reason": f"{len(g.members)} active member(s) "
-                            f"({dict(kinds)}): the coordinator converts the group when its last "
-                            "consumer-protocol member leaves; tombstoning it now would drop them"})
+        records, left_alone = rule.tombstones(g)
+        if left_alone is not None:
+            skipped.append({"group": gid, "reason": left_alone})
             continue
-        for rec in group_tombstones(g):
+        for rec in records:
             key = encode_key(rec.key)
             covered.add((p, key))
             out.append({"partition": p, "group": gid, "type": type_name(rec.key.record_type),
@@ -243,8 +291,8 @@ def tombstones(full: OffsetsReplay, new_records: NewProtocolRecords) -> tuple[li
         if (p, key) in covered:
             continue
         g = full.groups().get(gid, (None, None))[1] if gid else None
-        if isinstance(g, ConsumerGroup):
-            continue   # live records of a consumer group that stays
+        if g is not None and not _rule(g).classic_readable:
+            continue   # live records of a group its own rule handled above
         out.append({"partition": p, "group": gid, "type": type_name(rtype), "key": key,
                     "why": "live key of a record type the classic coordinator cannot read (KIP-915 "
                            "clean-up)"})

@@ -18,7 +18,12 @@ service and the gateway sit above and are never imported here. import-linter che
 of it (pyproject.toml [tool.importlinter]).
 
 Rule 4 - one table per vocabulary. Record types -> replay handlers (replay.py), timer
-kinds -> timer handlers (timers.py, shard.py), API -> error response (error_responses.py).
+kinds -> timer handlers (timers.py, shard.py), API -> error response (error_responses.py),
+group class -> what the shared APIs need of it (group_types.py).
+
+Rule 5 - each rule has one owner. The view is state and configuration; the decisions
+handlers share live in the module that owns them (context.py lists them) and take the
+view as an argument, so no handler calls back into the shard.
 
 Names are Kafka's (group epoch, assignment epoch, member epoch, target assignment,
 `CurrentAssignmentBuilder`, ...); docstrings name the Kafka method a function implements.

@@ -18,12 +18,15 @@ from kio.schema.errors import ErrorCode
 from . import error_responses
 from . import record_helpers as rh
 from . import regex as regexes
+from .assignment_pacing import assignment_timer, can_compute_assignment
 from .classic_group import ClassicGroup
 from .consumer_group import EMPTY_ASSIGNMENT, ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from .errors import ApiError, group_not_found, invalid_request, unknown_member
+from .heartbeat_policy import session_timeout_ms
 from .membership import (
     _overlay,
     compute_target_assignment,
+    fence,
     member_topic_ids,
     metadata_hash,
     rebalance_timer,
@@ -31,7 +34,8 @@ from .membership import (
     subscribed_topic_names,
 )
 from .reconciliation import CurrentAssignmentBuilder
-from .result import CancelTimer, Result, ScheduleTimer
+from .regex_refresh import refresh_timer
+from .result import CancelTimer, Effects, Result, ScheduleTimer
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
@@ -130,8 +134,8 @@ def _throw_if_epoch_invalid(m: ConsumerGroupMember, epoch: int, owned) -> None:
 
 
 # ----------------------------------------------------------- group / member
-def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool,
-                                  records: list, timers: list, completions: list, now_ms: int) -> ConsumerGroup:
+def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool, fx: Effects,
+                                  now_ms: int) -> ConsumerGroup:
     """`getOrMaybeCreateConsumerGroup`."""
     group = shard.groups.get(group_id)
     if group is None:
@@ -144,9 +148,9 @@ def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool,
     if isinstance(group, ClassicGroup) and create:
         if group.is_empty():
             # Offline upgrade, allowed whatever the migration policy: drop the classic group.
-            records.append(rh.group_metadata_tombstone(group_id))
+            fx.records.append(rh.group_metadata_tombstone(group_id))
             return ConsumerGroup(group_id)
-        return shard.migration.upgrade_for_heartbeat(shard, group, records, timers, completions, now_ms)
+        return shard.migration.upgrade_for_heartbeat(shard, group, fx, now_ms)
     raise group_not_found(group_id, "It is not a consumer group.")
 
 
@@ -162,7 +166,7 @@ def _throw_if_full(shard: ShardView, group: ConsumerGroup, member_id: str,
 
 
 def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id: str, owned,
-                  create: bool, records: list, classic: bool = False) -> ConsumerGroupMember:
+                  create: bool, fx: Effects, classic: bool = False) -> ConsumerGroupMember:
     """`getOrMaybeSubscribeStaticConsumerGroupMember`. `classic`: the joining member speaks
     the classic protocol (it may replace any static member; no epoch checks)."""
     existing = group.static_member(instance_id)
@@ -176,10 +180,10 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
                            "present in the consumer group.")
         replacement = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         gid = group.group_id
-        records.extend(rh.remove_member_records(gid, existing.member_id))
-        records.append(rh.member_metadata_record(gid, replacement))
-        records.append(rh.target_member_record(gid, member_id, group.target_of(existing.member_id)))
-        records.append(rh.current_assignment_record(gid, replacement))
+        fx.records.extend(rh.remove_member_records(gid, existing.member_id))
+        fx.records.append(rh.member_metadata_record(gid, replacement))
+        fx.records.append(rh.target_member_record(gid, member_id, group.target_of(existing.member_id)))
+        fx.records.append(rh.current_assignment_record(gid, replacement))
         return replacement
     if existing is None:
         raise ApiError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
@@ -224,20 +228,18 @@ def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result |
         response=_RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
             throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, member)), assignment=None),
+            heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, member)), assignment=None),
         timers=[ScheduleTimer(session_timer(group.group_id, member_id),
-                              now_ms + shard.session_timeout_ms(group, member))])
+                              now_ms + session_timeout_ms(shard.config, member))])
 
 
 # ------------------------------------------------------------------ regular
 def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
-    records: list = []
-    timers: list = []
-    completions: list = []
+    fx = Effects(replay=True)   # consumer-group records change state by replay
     epoch = req.member_epoch
     create = epoch == JOIN_EPOCH
     owned = _owned(req.topic_partitions)
-    group = _consumer_group_for_heartbeat(shard, req.group_id, create, records, timers, completions, now_ms)
+    group = _consumer_group_for_heartbeat(shard, req.group_id, create, fx, now_ms)
     gid = group.group_id
     _throw_if_full(shard, group, req.member_id, req.instance_id)
     member_id = req.member_id or new_member_id()
@@ -251,7 +253,7 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         else:
             _throw_if_epoch_invalid(member, epoch, owned)
     else:
-        member = static_member(group, member_id, epoch, req.instance_id, owned, create, records)
+        member = static_member(group, member_id, epoch, req.instance_id, owned, create, fx)
 
     regex = getattr(req, "subscribed_topic_regex", None)
     rebalance_timeout_ms = to_ms(req.rebalance_timeout)
@@ -267,10 +269,9 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         client_id=ctx.client_id, client_host=ctx.client_host,
         classic_member_metadata=None)
 
-    reconciled, target_behind = update_and_reconcile(shard, group, member, updated, owned, now_ms, records,
-                                                     timers)
-    timers.append(ScheduleTimer(session_timer(gid, member_id),
-                                now_ms + shard.session_timeout_ms(group, reconciled)))
+    reconciled, target_behind = update_and_reconcile(shard, group, member, updated, owned, now_ms, fx)
+    fx.timers.append(ScheduleTimer(session_timer(gid, member_id),
+                                now_ms + session_timeout_ms(shard.config, reconciled)))
 
     full_request = (rebalance_timeout_ms != -1
                     and (req.subscribed_topic_names is not None or regex is not None)
@@ -284,14 +285,14 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
         member_epoch=reconciled.member_epoch,
-        heartbeat_interval=from_ms(shard.heartbeat_interval_ms(group, reconciled, target_behind)),
+        heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, reconciled, target_behind)),
         assignment=assignment)
-    return Result(response=response, records=records, timers=timers, completions=completions)
+    return fx.result(response)
 
 
 def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
-                         updated: ConsumerGroupMember, owned, now_ms: int, records: list,
-                         timers: list) -> tuple[ConsumerGroupMember, bool]:
+                         updated: ConsumerGroupMember, owned, now_ms: int,
+                         fx: Effects) -> tuple[ConsumerGroupMember, bool]:
     """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
     persist the member, maybe bump the group epoch (subscription, regex, assignor or
     metadata change), compute the target assignment, reconcile the member towards it.
@@ -302,9 +303,9 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
     is_new = member_id not in group.members
     names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
     if is_new or not updated.metadata_equals(member):
-        records.append(rh.member_metadata_record(gid, updated))
+        fx.records.append(rh.member_metadata_record(gid, updated))
 
-    status = _update_regex(shard, group, member, updated, now_ms, records, timers)
+    status = _update_regex(shard, group, member, updated, now_ms, fx)
 
     default = shard.config.default_assignor
     assignor_changed = (group.preferred_server_assignor(default)
@@ -318,11 +319,11 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
         group.metadata_refresh_requested = False  # soft state, like Kafka's refresh deadline
         if bump or new_hash != group.metadata_hash:
             group_epoch += 1
-            records.append(rh.group_epoch_record(gid, group_epoch, new_hash))
+            fx.records.append(rh.group_epoch_record(gid, group_epoch, new_hash))
             if group.has_partition_metadata_record:
-                records.append(rh.partition_metadata_tombstone(gid))
+                fx.records.append(rh.partition_metadata_tombstone(gid))
 
-    target_epoch, target = _target_for(shard, group, group_epoch, member, updated, now_ms, records, timers)
+    target_epoch, target = _target_for(shard, group, group_epoch, member, updated, now_ms, fx)
 
     subscription_changed = names_changed or status is not RegexStatus.NO_CHANGE
     reconciled = updated
@@ -333,19 +334,19 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
             partition_epoch=group.partition_epoch, owned=owned,
             subscription_changed=subscription_changed).build()
         if is_new or not reconciled.assignment_equals(updated):
-            records.append(rh.current_assignment_record(gid, reconciled))
+            fx.records.append(rh.current_assignment_record(gid, reconciled))
             if not reconciled.uses_classic_protocol:
                 key = rebalance_timer(gid, member_id)
                 if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                    timers.append(ScheduleTimer(key, now_ms + reconciled.rebalance_timeout_ms,
+                    fx.timers.append(ScheduleTimer(key, now_ms + reconciled.rebalance_timeout_ms,
                                                 reconciled.member_epoch))
                 else:
-                    timers.append(CancelTimer(key))
+                    fx.timers.append(CancelTimer(key))
     return reconciled, target_epoch < group_epoch
 
 
 def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
-                  updated: ConsumerGroupMember, now_ms: int, records: list, timers: list) -> RegexStatus:
+                  updated: ConsumerGroupMember, now_ms: int, fx: Effects) -> RegexStatus:
     """`maybeUpdateRegularExpressions`: track regex subscriptions; resolution itself runs as a
     separate operation (`regex-refresh` timer) like Kafka's background resolution."""
     old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
@@ -354,7 +355,7 @@ def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupM
         gid = group.group_id
         subscribed = member.member_id in group.members
         if old and subscribed and group.regex_subscribers.get(old, 0) == 1 and old in group.resolved_regexes:
-            records.append(rh.regex_tombstone(gid, old))
+            fx.records.append(rh.regex_tombstone(gid, old))
         if new:
             if group.regex_subscribers.get(new, 0) == 0:
                 regexes.compile_regex(new)  # INVALID_REGULAR_EXPRESSION
@@ -365,21 +366,21 @@ def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupM
                 status = RegexStatus.REGEX_UPDATED
         else:
             status = RegexStatus.REGEX_UPDATED_AND_RESOLVED
-    timer = shard.maybe_schedule_regex_refresh(group, now_ms,
-                                               new_regex=new if status is RegexStatus.REGEX_UPDATED else None)
+    timer = refresh_timer(shard.config, group, now_ms, shard.last_image_version_with_new_topics,
+                          new_regex=new if status is RegexStatus.REGEX_UPDATED else None)
     if timer is not None:
-        timers.append(timer)
+        fx.timers.append(timer)
     return status
 
 
 def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                 member: ConsumerGroupMember, updated: ConsumerGroupMember, now_ms: int,
-                records: list, timers: list):
+                fx: Effects):
     """`maybeUpdateTargetAssignment`: reuse the current target when it is up to date, or when
     KIP-1263's assignment interval has not elapsed yet (then a timer computes it later)."""
-    if group.assignment_epoch >= group_epoch or not shard.can_compute_assignment(group, now_ms):
+    if group.assignment_epoch >= group_epoch or not can_compute_assignment(shard.config, group, now_ms):
         if group.assignment_epoch < group_epoch:
-            timers.append(shard.assignment_timer(group))
+            fx.timers.append(assignment_timer(shard.config, group))
         target = group.target_assignment.get(updated.member_id)
         if target is None and updated.instance_id is not None:
             # A static member that rejoined under a new id keeps the target of its old id.
@@ -388,7 +389,7 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                 target = group.target_assignment.get(previous_id)
         return group.assignment_epoch, target or {}
     new_records, target = compute_target_assignment(shard, group, group_epoch, updated, now_ms)
-    records.extend(new_records)
+    fx.records.extend(new_records)
     return group_epoch, target
 
 
@@ -421,7 +422,7 @@ def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         records = [rh.current_assignment_record(gid, leaving)]
         result = Result(records=records)
     else:
-        result = shard.fence(group, [member.member_id], now_ms)
+        result = fence(shard, group, [member.member_id], now_ms)
     return result.with_response(mod.ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member.member_id,
         member_epoch=req.member_epoch, heartbeat_interval=from_ms(0)))

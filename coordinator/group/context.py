@@ -12,9 +12,13 @@ Rules of the group core (the package opening, coordinator/group/__init__.py, has
      reason (migration/conversion.py; Kafka converts with replayRecords=false too);
   3. soft state no record holds: `ConsumerGroup.metadata_refresh_requested` (cleared by the
      heartbeat that refreshed it) and the parked JoinGroup/SyncGroup tokens.
-- The decisions several handlers share (session timeout, heartbeat interval, KIP-1263
-  assignment pacing, fencing, regex refresh) are methods of the view, so their rule is
-  written once.
+- The view is state and configuration only. The decisions several handlers share live
+  in the module that owns each rule, written once, and take the view (or just the
+  config) as an argument: the session timeout and heartbeat interval in
+  heartbeat_policy.py, KIP-1263 assignment pacing in assignment_pacing.py, fencing in
+  membership.py (`fence`), regex refresh in regex_refresh.py. A handler that needs
+  another API's behaviour calls its handler function (mixed.py calls
+  `classic_join.join_group`), never back through the shard.
 """
 from __future__ import annotations
 
@@ -26,10 +30,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..config import CoordinatorConfig
     from .classic_group import ClassicGroup
-    from .consumer_group import ConsumerGroup, ConsumerGroupMember
+    from .consumer_group import ConsumerGroup
+    from .heartbeat_policy import HeartbeatIntervalPolicy
     from .image import MetadataImage
     from .offsets import OffsetStore
-    from .result import Result, ScheduleTimer
+    from .result import Effects, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +54,8 @@ class MigrationHooks(Protocol):
     @property
     def policy(self) -> Any: ...
 
-    def upgrade_for_heartbeat(self, shard: ShardView, classic: ClassicGroup, records: list, timers: list,
-                              completions: list, now_ms: int) -> ConsumerGroup: ...
+    def upgrade_for_heartbeat(self, shard: ShardView, classic: ClassicGroup, out: Effects,
+                              now_ms: int) -> ConsumerGroup: ...
 
     def downgrade_on_fence(self, shard: ShardView, group: ConsumerGroup, member_ids: list[str],
                            now_ms: int) -> Result | None: ...
@@ -98,22 +103,10 @@ class ShardView(Protocol):
     @property
     def last_image_version_with_new_topics(self) -> int: ...
 
-    def next_token(self) -> int: ...
+    @property
+    def heartbeat_policy(self) -> HeartbeatIntervalPolicy: ...
 
-    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int: ...
-
-    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                              target_behind: bool = False) -> int: ...
-
-    def can_compute_assignment(self, group: ConsumerGroup, now_ms: int) -> bool: ...
-
-    def assignment_timer(self, group: ConsumerGroup) -> ScheduleTimer: ...
-
-    def fence(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result: ...
-
-    def maybe_schedule_regex_refresh(self, group: ConsumerGroup, now_ms: int,
-                                     new_regex: str | None = None) -> ScheduleTimer | None: ...
-
-    def join_group(self, ctx: RequestContext, req: Any, now_ms: int) -> Result:
-        """Re-entered by a classic member replacing a static consumer-protocol member (mixed.py)."""
+    def next_token(self) -> int:
+        """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
         ...
+

@@ -22,12 +22,16 @@ from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
+from .commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
 from .consumer_group import ConsumerGroup
 from .errors import ApiError
+from .result import ScheduleTimer, TimerOp
+from .timers import heartbeat_key
 
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
+    from .image import MetadataImage
     from .offsets import OffsetAndMetadata
 
 # An offset's expiry base time (Kafka's `OffsetExpirationCondition`), or None: not now.
@@ -70,6 +74,16 @@ class GroupType(Protocol):
         """Kafka's `validateOffsetDelete`: why OffsetDelete refuses the group, or None."""
         ...
 
+    def validate_offset_commit(self, group: Any, image: MetadataImage, member_id: str, instance_id: str | None,
+                               generation: int, api_version: int) -> PartitionCheck:
+        """Kafka's `validateOffsetCommit` (commit_validation.py): raises ApiError for a
+        group-level refusal, else returns the per-partition check."""
+        ...
+
+    def offset_commit_timers(self, group: Any, member_id: str, now_ms: int) -> list[TimerOp]:
+        """Timers an accepted commit re-arms (a classic member's commit proves it alive)."""
+        ...
+
 
 _BY_CLASS: dict[type, GroupType] = {}
 
@@ -85,6 +99,10 @@ def group_type(group: Any) -> GroupType:
         return _BY_CLASS[type(group)]
     except KeyError:
         raise TypeError(f"{type(group).__name__} is not a registered group type") from None
+
+
+def group_type_of(group_class: type) -> GroupType:
+    return _BY_CLASS[group_class]
 
 
 def registered() -> dict[type, GroupType]:
@@ -148,6 +166,13 @@ class ConsumerGroupType:
     def offset_delete_error(self, group: ConsumerGroup) -> ErrorCode | None:
         return None     # subscribed topics are refused per partition instead
 
+    def validate_offset_commit(self, group: ConsumerGroup, image: MetadataImage, member_id: str,
+                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
+        return validate_consumer_commit(image, group, member_id, generation, api_version)
+
+    def offset_commit_timers(self, group: ConsumerGroup, member_id: str, now_ms: int) -> list[TimerOp]:
+        return []   # the heartbeat alone keeps a consumer-group member's session
+
 
 class ClassicGroupType:
     name = "classic"
@@ -203,6 +228,18 @@ class ClassicGroupType:
         if not group.is_empty() and group.protocol_type != "consumer":
             return ErrorCode.non_empty_group
         return None
+
+    def validate_offset_commit(self, group: ClassicGroup, image: MetadataImage, member_id: str,
+                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
+        validate_classic_commit(group, member_id, instance_id, generation, transactional=False)
+        return ACCEPT_ALL
+
+    def offset_commit_timers(self, group: ClassicGroup, member_id: str, now_ms: int) -> list[TimerOp]:
+        """`rescheduleClassicGroupMemberHeartbeat`: a commit proves the member is alive."""
+        member = group.members.get(member_id)
+        if member is None or group.state not in (ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
+            return []
+        return [ScheduleTimer(heartbeat_key(group.group_id, member_id), now_ms + member.session_timeout_ms)]
 
 
 register(ConsumerGroup, ConsumerGroupType())

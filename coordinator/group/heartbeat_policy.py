@@ -16,6 +16,9 @@ partitions revoked from others waits up to about two intervals.
   session timeout, so the stretch never costs a member its session).
 
 `fixed`: Kafka's behaviour, `consumer_heartbeat_interval_ms` for everyone.
+
+This module also owns the session timeout a member is held to (`session_timeout_ms`):
+the stretch above is capped by it, and every session timer is armed with it.
 """
 from __future__ import annotations
 
@@ -29,6 +32,14 @@ if TYPE_CHECKING:
     from .consumer_group import ConsumerGroup, ConsumerGroupMember
 
 
+def session_timeout_ms(config: CoordinatorConfig, member: ConsumerGroupMember) -> int:
+    """A classic member of a consumer group keeps the session timeout it joined with
+    (KIP-848 migration); a consumer-protocol member gets the group's."""
+    if member.classic_member_metadata is not None:
+        return member.classic_member_metadata.session_timeout_ms
+    return config.consumer_session_timeout_ms
+
+
 def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
     return (member.state is not MemberState.STABLE
             or member.member_epoch < group.assignment_epoch
@@ -36,13 +47,13 @@ def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
 
 
 class HeartbeatIntervalPolicy:
-    def __init__(self, config: CoordinatorConfig, member_count: Callable[[], int] | None = None) -> None:
+    def __init__(self, config: CoordinatorConfig, member_count: Callable[[], int]) -> None:
         self.config = config
-        # Members heartbeating into this process (all shards); a shard alone counts its own.
+        # Members heartbeating into this process (all shards; the service sets it). A shard
+        # alone counts its own.
         self.member_count = member_count
 
-    def interval_ms(self, shard, group: ConsumerGroup, member: ConsumerGroupMember,
-                    target_behind: bool = False) -> int:
+    def interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember, target_behind: bool = False) -> int:
         """`target_behind`: this very heartbeat started a new group epoch whose target is
         not computed yet (the group state seen here predates the heartbeat's records)."""
         c = self.config
@@ -50,8 +61,6 @@ class HeartbeatIntervalPolicy:
             return c.consumer_heartbeat_interval_ms
         if target_behind or has_pending_work(group, member):
             return c.consumer_heartbeat_pending_interval_ms
-        members = self.member_count() if self.member_count is not None else \
-            sum(len(g.members) for g in shard.groups.values())
-        stretched = members * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
-        ceiling = max(c.consumer_heartbeat_stable_interval_ms, shard.session_timeout_ms(group, member) // 3)
+        stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
+        ceiling = max(c.consumer_heartbeat_stable_interval_ms, session_timeout_ms(c, member) // 3)
         return min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling)

@@ -20,7 +20,7 @@ from .consumer_group import ConsumerGroup, ConsumerGroupMember, TargetAssignment
 from .errors import ApiError
 from .hashing import group_metadata_hash
 from .image import MetadataImage, cached_topic_hash
-from .result import TimerOp
+from .result import Result, TimerOp
 from .timers import cancel_member_timers, join_timer, rebalance_timer, session_timer, sync_timer  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -182,6 +182,18 @@ def compute_target_assignment(shard: ShardView, group: ConsumerGroup, group_epoc
 
 
 # --------------------------------------------------------------------- fencing
+def fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
+    """Kafka's `consumerGroupFenceMembers`: the members leave (a session or rebalance
+    timeout, a leave, a static replacement). When the last consumer-protocol member goes
+    and the rest use the classic protocol, the migration policy may convert the group
+    back to classic first (migration/conversion.py)."""
+    downgraded = shard.migration.downgrade_on_fence(shard, group, member_ids, now_ms)
+    if downgraded is not None:
+        return downgraded
+    records, timers = fence_members(shard, group, member_ids)
+    return Result(records=records, timers=timers)
+
+
 def fence_members(shard: ShardView, group: ConsumerGroup, member_ids: list[str]
                   ) -> tuple[list[CoordinatorRecord], list[TimerOp]]:
     """Kafka's `consumerGroupFenceMembers` without the downgrade branch (migration/ adds it):

@@ -1,119 +1,40 @@
 """OffsetCommit, OffsetFetch and OffsetDelete (Kafka: `OffsetMetadataManager`).
 
-Commit fencing for consumer groups is KIP-1251's relaxed rule: a member may commit
-for a partition with any epoch between the partition's assignment epoch and its
-current member epoch (seed 002, reference §4.8).
+Who may commit, fetch or delete is the group type's rule (group_types.py; the commit
+rules in commit_validation.py); this module applies it and builds the answers.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
-from .classic_group import ClassicGroup, ClassicGroupState
-from .classic_rebalance import heartbeat_key
-from .consumer_group import ConsumerGroup
+from .commit_validation import ACCEPT_ALL, PartitionCheck
 from .errors import ApiError
 from .group_admin import subscribed_topics
 from .group_types import group_type
 from .kio_util import build, schema
-from .result import Result, ScheduleTimer, TimerOp
+from .result import Result, TimerOp
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
     from .context import RequestContext, ShardView
 
-# Decides the error of one (topic id or None, topic name, partition) of a commit.
-PartitionCheck = Callable[[object, str, int], ErrorCode | None]
-_ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
-
-
-# ------------------------------------------------------------ validation
-def _validate_classic_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
-                             generation: int, transactional: bool) -> None:
-    """`ClassicGroup.validateOffsetCommit`."""
-    if group.state is ClassicGroupState.DEAD:
-        raise ApiError(ErrorCode.coordinator_not_available)
-    if generation < 0 and group.state is ClassicGroupState.EMPTY:
-        return  # the admin client, or a consumer that assigns partitions itself
-    if generation >= 0 or member_id or instance_id is not None:
-        _validate_classic_member(group, member_id, instance_id)
-        if generation != group.generation_id:
-            raise ApiError(ErrorCode.illegal_generation,
-                           f"The generation {generation} is not the group's generation "
-                           f"{group.generation_id}.")
-    elif not transactional and group.state is not ClassicGroupState.EMPTY:
-        raise ApiError(ErrorCode.unknown_member_id,
-                       "Offset commits without a member id are only accepted from an empty group.")
-    if not transactional and group.state is ClassicGroupState.COMPLETING_REBALANCE:
-        raise ApiError(ErrorCode.rebalance_in_progress)
-
-
-def _validate_classic_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
-    if instance_id is not None:
-        owner = next((m.member_id for m in group.members.values()
-                      if m.group_instance_id == instance_id), None)
-        if owner is None:
-            raise ApiError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-        if owner != member_id:
-            raise ApiError(ErrorCode.fenced_instance_id,
-                           f"Instance id {instance_id} is used by another member.")
-    elif member_id not in group.members:
-        raise ApiError(ErrorCode.unknown_member_id, f"Member {member_id} is unknown.")
-
-
-def _validate_consumer_commit(shard: ShardView, group: ConsumerGroup, member_id: str,
-                              epoch: int, api_version: int) -> PartitionCheck:
-    """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs."""
-    if epoch < 0 and not group.members:
-        return _ACCEPT_ALL
-    member = group.members.get(member_id)
-    if member is None:
-        raise ApiError(ErrorCode.unknown_member_id,
-                       f"Member {member_id} is not a member of group {group.group_id}.")
-    stale = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
-    if not member.uses_classic_protocol and api_version < 9:
-        raise ApiError(ErrorCode.unsupported_version,
-                       "OffsetCommit version 9 or above must be used by members using the consumer "
-                       "group protocol.")
-    if epoch == member.member_epoch:
-        return _ACCEPT_ALL
-    if epoch > member.member_epoch:
-        raise ApiError(stale, f"The received member epoch {epoch} is larger than the member epoch "
-                              f"{member.member_epoch}.")
-    image = shard.image
-
-    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
-        if topic_id is None:
-            t = image.topics_by_name.get(topic)
-            topic_id = t.topic_id if t is not None else None
-        assignment_epoch = member.assigned_partitions.get(topic_id, {}).get(partition)
-        if assignment_epoch is None:
-            assignment_epoch = member.partitions_pending_revocation.get(topic_id, {}).get(partition)
-        if assignment_epoch is None or epoch < assignment_epoch:
-            return stale
-        return None
-
-    return check
-
-
 def _validate_commit(shard: ShardView, ctx: RequestContext, req) -> PartitionCheck:
+    """A commit to an unknown group; otherwise the group type's rule (group_types.py)."""
     """`OffsetMetadataManager.validateOffsetCommit`."""
     generation = req.generation_id_or_member_epoch
     group = shard.groups.get(req.group_id)
     if group is None:
         if generation < 0:
-            return _ACCEPT_ALL  # replay creates a "simple" classic group
+            return ACCEPT_ALL  # replay creates a "simple" classic group
         if ctx.api_version >= 9:
             raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         raise ApiError(ErrorCode.illegal_generation)
-    if isinstance(group, ConsumerGroup):
-        return _validate_consumer_commit(shard, group, req.member_id, generation, ctx.api_version)
-    _validate_classic_commit(group, req.member_id, getattr(req, "group_instance_id", None),
-                             generation, transactional=False)
-    return _ACCEPT_ALL
+    return group_type(group).validate_offset_commit(group, shard.image, req.member_id,
+                                                    getattr(req, "group_instance_id", None), generation,
+                                                    ctx.api_version)
 
 
 # ---------------------------------------------------------------- commit
@@ -161,12 +82,8 @@ def offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
         answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
     timers: list[TimerOp] = []
     group = shard.groups.get(req.group_id)
-    if records and isinstance(group, ClassicGroup) and req.member_id in group.members and group.state in (
-            ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
-        # A commit proves the member is alive (`rescheduleClassicGroupMemberHeartbeat`).
-        member = group.members[req.member_id]
-        timers.append(ScheduleTimer(heartbeat_key(group.group_id, member.member_id),
-                                    now_ms + member.session_timeout_ms))
+    if records and group is not None:
+        timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
     topics_out = tuple(
         build(mod.OffsetCommitResponseTopic, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
               partitions=tuple(build(mod.OffsetCommitResponsePartition, partition_index=i, error_code=code)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal, overload
 
@@ -40,6 +41,7 @@ from .consumer_group import (
     MemberState,
     ResolvedRegularExpression,
 )
+from .group_types import group_type, group_type_of
 from .offsets import OffsetAndMetadata, OffsetStore
 
 _new_offset = OffsetAndMetadata._make
@@ -124,22 +126,30 @@ class Replayer:
     def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup | None: ...
 
     def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup | None:
+        return self.group_as(group_id, ConsumerGroup, create)
+
+    def group_as(self, group_id: str, group_class: type, create: bool):
+        """The group of `group_class` a record of that type replays into (Kafka's
+        `getOrMaybeCreatePersistedConsumerGroup`, for any registered group type):
+        - the group, if it is of that type;
+        - a new one in place of a "simple" classic group (offsets only), always;
+        - a new one when there is none, or when the group is of another type, if `create`.
+        The second of those: an upgrade or downgrade tombstones the old group before the new
+        type's records, but once compaction removed those tombstones a record of the new
+        type can follow the old type's directly (KAFKA-17306/KAFKA-21117 made Kafka's load
+        fail here). The log is ordered: the later record is the truth."""
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if group.__class__ is group_class:
             return group
         if group is None:
             if not create:
                 return None
-        elif isinstance(group, ClassicGroup) and not group.is_simple():
+        elif not (isinstance(group, ClassicGroup) and group.is_simple()):
             if not create:
                 return None
-            # An upgrade tombstones the classic group before its consumer records, but once
-            # compaction removed that tombstone a consumer record can follow a classic one
-            # directly (KAFKA-17306/KAFKA-21117 made Kafka's load fail here). The log is
-            # ordered: the later record is the truth.
-            log.warning("group %s: consumer-group record replaces a classic group (compacted conversion)",
-                        group_id)
-        group = ConsumerGroup(group_id)
+            log.warning("group %s: a %s-group record replaces a %s group (compacted conversion)",
+                        group_id, group_type_of(group_class).name, group_type(group).name)
+        group = group_class(group_id)
         self.groups[group_id] = group
         return group
 
@@ -206,11 +216,11 @@ class Replayer:
         group.generation_id = value.generation
         group.leader_id = value.leader
         existing = self.groups.get(group_id)
-        if isinstance(existing, ConsumerGroup) and not existing.is_empty():
+        if existing is not None and existing.__class__ is not ClassicGroup and not existing.is_empty():
             # A downgrade tombstones the consumer group first; compaction can drop those
-            # tombstones. The later classic record wins (see _consumer_group).
-            log.warning("group %s: classic GroupMetadata replaces a consumer group (compacted conversion)",
-                        group_id)
+            # tombstones. The later classic record wins (see group_as).
+            log.warning("group %s: classic GroupMetadata replaces a %s group (compacted conversion)",
+                        group_id, group_type(existing).name)
         self.groups[group_id] = group
 
     # ------------------------------------------------------- consumer group
@@ -314,7 +324,16 @@ class Replayer:
                 topics=frozenset(value.topics), version=value.version, timestamp_ms=value.timestamp)
 
 
-_HANDLERS = {
+def register_replay(key_type: type, handler) -> None:
+    """A group type's replay rule for its own record key type: `handler(replayer, key,
+    value, offset, producer_id)`, changing state only through the replayer's `groups`
+    (with `group_as`) and `offsets`. A key type has one rule."""
+    if key_type in _HANDLERS:
+        raise ValueError(f"record key {key_type.__name__} already has a replay rule")
+    _HANDLERS[key_type] = handler
+
+
+_HANDLERS: dict[type, Callable] = {
     LegacyOffsetCommitKey: Replayer._offset_commit,
     OffsetCommitKey: Replayer._offset_commit,
     GroupMetadataKey: Replayer._group_metadata,

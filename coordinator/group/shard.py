@@ -15,21 +15,28 @@ from typing import Any
 from records import CoordinatorRecord, UnknownRecord
 
 from ..config import CoordinatorConfig
-from . import classic_join, classic_ops, classic_rebalance, consumer_heartbeat, expiration, group_admin, offset_ops
-from . import record_helpers as rh
-from . import regex as regexes
+from . import (
+    classic_join,
+    classic_ops,
+    classic_rebalance,
+    consumer_heartbeat,
+    expiration,
+    group_admin,
+    offset_ops,
+    regex_refresh,
+)
 from . import timers as timer_keys
+from .assignment_pacing import assignment_timer
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, ResolvedRegularExpression
+from .consumer_group import ConsumerGroup, MemberState
 from .context import RequestContext  # noqa: F401 (the service imports it from here)
 from .errors import ApiError
-from .heartbeat_policy import HeartbeatIntervalPolicy
+from .heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
 from .membership import (
     compute_target_assignment,
-    fence_members,
-    metadata_hash,
+    fence,
     rebalance_timer,
     session_timer,
     subscribed_topic_names,
@@ -56,7 +63,9 @@ class GroupCoordinatorShard:
         self.offsets = OffsetStore()
         self._replayer = Replayer(self.groups, self.offsets)
         self.migration = Migration(self.config)
-        self.heartbeat_policy = HeartbeatIntervalPolicy(self.config)
+        # The service replaces the count with its process-wide one.
+        self.heartbeat_policy = HeartbeatIntervalPolicy(
+            self.config, lambda: sum(len(g.members) for g in self.groups.values()))
         self.last_image_version_with_new_topics = 0
         self.log = log
         self._tokens = itertools.count(1)
@@ -125,51 +134,6 @@ class GroupCoordinatorShard:
     def offset_delete(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return offset_ops.offset_delete(self, ctx, req, now_ms)
 
-    # ------------------------------------------------------- shared decisions
-    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
-        if member.classic_member_metadata is not None:
-            return member.classic_member_metadata.session_timeout_ms
-        return self.config.consumer_session_timeout_ms
-
-    def heartbeat_interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                              target_behind: bool = False) -> int:
-        return self.heartbeat_policy.interval_ms(self, group, member, target_behind)
-
-    def can_compute_assignment(self, group: ConsumerGroup, now_ms: int) -> bool:
-        """KIP-1263 `canComputeNextTargetAssignment`."""
-        interval = self.config.consumer_assignment_interval_ms
-        ts = group.assignment_timestamp_ms
-        return ts == 0 or interval == 0 or now_ms >= ts + interval
-
-    def assignment_timer(self, group: ConsumerGroup) -> ScheduleTimer:
-        return ScheduleTimer(timer_keys.assignment_key(group.group_id),
-                             group.assignment_timestamp_ms + self.config.consumer_assignment_interval_ms)
-
-    def fence(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
-        downgraded = self.migration.downgrade_on_fence(self, group, member_ids, now_ms)
-        if downgraded is not None:
-            return downgraded
-        records, timers = fence_members(self, group, member_ids)
-        return Result(records=records, timers=timers)
-
-    def maybe_schedule_regex_refresh(self, group: ConsumerGroup, now_ms: int,
-                                     new_regex: str | None = None) -> ScheduleTimer | None:
-        """Kafka refreshes a group's regexes when one is unresolved, when topics were created
-        since the last resolution, or every `regex.refresh.interval.ms`; never more than once
-        per 10 s. Resolution runs as its own operation (a timer) like Kafka's background task."""
-        if not group.regex_subscribers and new_regex is None:
-            return None
-        resolved = group.resolved_regexes
-        last_refresh = max((r.timestamp_ms for r in resolved.values()), default=0)
-        unresolved = new_regex is not None or any(r not in resolved for r in group.regex_subscribers)
-        stale_version = min((r.version for r in resolved.values()), default=0)
-        new_topics = stale_version < self.last_image_version_with_new_topics
-        periodic = now_ms > last_refresh + self.config.consumer_regex_refresh_interval_ms
-        if not (unresolved or new_topics or periodic):
-            return None
-        deadline = max(now_ms, last_refresh + self.config.consumer_regex_batch_refresh_min_interval_ms)
-        return ScheduleTimer(timer_keys.regex_refresh_key(group.group_id), deadline)
-
     # ----------------------------------------------------------------- timers
     def on_timer(self, key: tuple, payload: Any, now_ms: int) -> Result:
         """One lookup in the table of timer kinds (timers.py), as replay looks up record types."""
@@ -205,14 +169,14 @@ class GroupCoordinatorShard:
             return Result()
         log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
                  group.group_id, member_id)
-        return self.fence(group, [member_id], now_ms)
+        return fence(self, group, [member_id], now_ms)
 
     def _on_classic_member_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
         """A classic member of a consumer group that did not rejoin / sync in time."""
         group, member_id = self.groups.get(key[1]), key[2]
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return Result()
-        return self.fence(group, [member_id], now_ms)
+        return fence(self, group, [member_id], now_ms)
 
     def _on_rebalance_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
         group = self.groups.get(key[1])
@@ -224,7 +188,7 @@ class GroupCoordinatorShard:
         log.info("[GroupId %s] Member %s fenced from the group because it failed to transition "
                  "from epoch %d within %dms.", group.group_id, member.member_id, payload,
                  member.rebalance_timeout_ms)
-        return self.fence(group, [member.member_id], now_ms)
+        return fence(self, group, [member.member_id], now_ms)
 
     def _on_assignment(self, key: tuple, payload: Any, now_ms: int) -> Result:
         group = self.groups.get(key[1])
@@ -241,38 +205,7 @@ class GroupCoordinatorShard:
         group = self.groups.get(key[1])
         if not isinstance(group, ConsumerGroup):
             return Result()
-        return self._refresh_regexes(group, now_ms)
-
-    def _refresh_regexes(self, group: ConsumerGroup, now_ms: int) -> Result:
-        """`handleRegularExpressionsResult`: one record per still-subscribed regex, and a new
-        group epoch when a resolution or the metadata hash changed."""
-        gid = group.group_id
-        records: list = []
-        changed = False
-        new_resolved = dict(group.resolved_regexes)
-        topic_names = list(self.image.topics_by_name)
-        excluded = regexes.excluded_topics(self.config)  # never the state topic
-        for regex in group.regex_subscribers:
-            try:
-                topics = regexes.resolve(regex, topic_names, excluded)
-            except ApiError:
-                continue
-            resolved = ResolvedRegularExpression(topics, self.image.version, now_ms)
-            # Kafka compares with `ResolvedRegularExpression.EMPTY` when the regex had no
-            # resolution yet: a first resolution that matches nothing is no change.
-            changed |= regexes.resolution_changed(group.resolved_regexes.get(regex), topics)
-            new_resolved[regex] = resolved
-            records.append(rh.regex_record(gid, regex, resolved))
-        names = set(group.subscribed_topic_names)
-        for regex in group.regex_subscribers:
-            if regex in new_resolved:
-                names |= new_resolved[regex].topics
-        new_hash = metadata_hash(self.image, names)
-        timers: list[TimerOp] = []
-        if changed or new_hash != group.metadata_hash:
-            records.append(rh.group_epoch_record(gid, group.group_epoch + 1, new_hash))
-            timers.append(ScheduleTimer(timer_keys.assignment_key(gid), now_ms))
-        return Result(records=records, timers=timers)
+        return regex_refresh.refresh(self, group, now_ms)
 
     # ------------------------------------------------------------ lifecycle
     def on_loaded(self, now_ms: int) -> list[TimerOp]:
@@ -292,12 +225,12 @@ class GroupCoordinatorShard:
             group.metadata_refresh_requested = True
             for member in group.members.values():
                 timers.append(ScheduleTimer(session_timer(group.group_id, member.member_id),
-                                            now_ms + self.session_timeout_ms(group, member)))
+                                            now_ms + session_timeout_ms(self.config, member)))
                 if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic_protocol:
                     timers.append(ScheduleTimer(rebalance_timer(group.group_id, member.member_id),
                                                 now_ms + member.rebalance_timeout_ms, member.member_epoch))
             if group.members and group.assignment_epoch < group.group_epoch:
-                timers.append(self.assignment_timer(group))
+                timers.append(assignment_timer(self.config, group))
         return timers
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> list[TimerOp]:
@@ -321,7 +254,7 @@ class GroupCoordinatorShard:
             names = subscribed_topic_names(group, group.subscribed_topic_names, group.regex_subscribers)
             if names & changed:
                 group.metadata_refresh_requested = True
-            timer = self.maybe_schedule_regex_refresh(group, now_ms)
+            timer = regex_refresh.refresh_timer(self.config, group, now_ms, self.last_image_version_with_new_topics)
             if timer is not None:
                 timers.append(timer)
         return timers

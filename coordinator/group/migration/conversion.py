@@ -47,11 +47,11 @@ if TYPE_CHECKING:
 
 
 # -------------------------------------------------------------------- upgrade
-def upgrade(shard: ShardView, classic: ClassicGroup, records: list, timers: list,
-            completions: list, now_ms: int) -> ConsumerGroup:
+def upgrade(shard: ShardView, classic: ClassicGroup, out: Effects, now_ms: int) -> ConsumerGroup:
     """Convert a non-empty classic `consumer` group for the first ConsumerGroupHeartbeat
     that joins it. Returns the consumer group the heartbeat continues with; the records
-    appended here make it real when replayed."""
+    added to `out` make it real when replayed."""
+    records, timers = out.records, out.timers
     gid = classic.group_id
     policy = shard.migration.policy
     if not policy.upgrade_enabled:
@@ -73,7 +73,7 @@ def upgrade(shard: ShardView, classic: ClassicGroup, records: list, timers: list
         complete_join(fx, classic, m, error=ErrorCode.rebalance_in_progress, member_id=m.member_id)
         complete_sync(fx, m, error=ErrorCode.rebalance_in_progress)
         timers.append(CancelTimer(heartbeat_key(gid, m.member_id)))
-    completions.extend(fx.completions)
+    out.completions.extend(fx.completions)
     timers += [CancelTimer(join_key(gid)), CancelTimer(sync_key(gid))]
 
     conversion = [rh.member_metadata_record(gid, m) for m in members]

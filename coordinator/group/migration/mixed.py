@@ -18,13 +18,15 @@ from records import ClassicMemberMetadata, ClassicProtocol
 
 from ...protocol.consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
 from ..classic_group import ClassicGroupMember
+from ..classic_join import join_group
 from ..classic_rebalance import join_response, sync_response
 from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from ..consumer_heartbeat import static_member, update_and_reconcile
 from ..errors import ApiError
+from ..heartbeat_policy import session_timeout_ms
 from ..kio_util import build, schema
-from ..membership import join_timer, session_timer, sync_timer
-from ..result import CancelTimer, Result, ScheduleTimer, TimerOp
+from ..membership import fence, join_timer, session_timer, sync_timer
+from ..result import CancelTimer, Effects, Result, ScheduleTimer, TimerOp
 from ..timeutil import from_ms, to_ms
 from .conversion import downgrade
 from .policy import MigrationPolicy
@@ -80,8 +82,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
 
     session_ms = to_ms(req.session_timeout)
     rebalance_ms = to_ms(getattr(req, "rebalance_timeout", req.session_timeout))
-    records: list = []
-    timers: list = []
+    fx = Effects(replay=True)   # consumer-group records change state by replay
     if instance_id is not None and unknown:
         existing = group.static_member(instance_id)
         if existing is not None and _can_replace_last_consumer_member(shard, group, existing):
@@ -90,7 +91,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
         if instance_id is None:
             member = group.members.get(member_id) or ConsumerGroupMember(member_id=member_id)
         else:
-            member = static_member(group, member_id, -1, instance_id, None, unknown, records, classic=True)
+            member = static_member(group, member_id, -1, instance_id, None, unknown, fx, classic=True)
     except ApiError as e:
         return _join_error(v, e.code, req.member_id)
 
@@ -109,15 +110,15 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
             session_timeout_ms=session_ms,
             supported_protocols=tuple(ClassicProtocol(name=n, metadata=m) for n, m in protocols)))
     try:
-        reconciled, _ = update_and_reconcile(shard, group, member, updated, owned, now_ms, records, timers)
+        reconciled, _ = update_and_reconcile(shard, group, member, updated, owned, now_ms, fx)
     except ApiError as e:
         return _join_error(v, e.code, req.member_id)
-    timers += [CancelTimer(join_timer(gid, member_id)),
+    fx.timers += [CancelTimer(join_timer(gid, member_id)),
                ScheduleTimer(session_timer(gid, member_id), now_ms + session_ms),
                ScheduleTimer(sync_timer(gid, member_id), now_ms + rebalance_ms)]
     response = join_response(v, member_id=member_id, generation_id=reconciled.member_epoch,
                              protocol_type="consumer", protocol_name=protocol_name)
-    return Result(response=response, records=records, timers=timers)
+    return fx.result(response)
 
 
 def _can_replace_last_consumer_member(shard, group: ConsumerGroup, existing: ConsumerGroupMember) -> bool:
@@ -145,7 +146,7 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
                             rebalance=rebalance)
     # The joining member is now a known static member of the classic group: answer it as
     # a classic join (STABLE, same protocol: no rebalance, its assignment is ready).
-    return shard.join_group(ctx, req, now_ms).prefixed(fx.records, fx.timers, fx.completions)
+    return join_group(shard, ctx, req, now_ms).prefixed(fx.records, fx.timers, fx.completions)
 
 
 # ------------------------------------------------------------ member lookup
@@ -214,7 +215,7 @@ def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
     version = _subscription_version(member)
     timers: list[TimerOp] = [
         CancelTimer(sync_timer(gid, member.member_id)),
-        ScheduleTimer(session_timer(gid, member.member_id), now_ms + shard.session_timeout_ms(group, member))]
+        ScheduleTimer(session_timer(gid, member.member_id), now_ms + session_timeout_ms(shard.config, member))]
     return Result(response=sync_response(v, protocol_type="consumer",
                                          protocol_name=protocol_name or _classic_protocol_names(member)[0],
                                          assignment=encode_assignment(names, version)), timers=timers)
@@ -243,7 +244,7 @@ def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: Consume
     except ApiError as e:
         return Result(response=build(mod.HeartbeatResponse, throttle_time=from_ms(0), error_code=e.code))
     timers: list = [ScheduleTimer(session_timer(gid, member.member_id),
-                                  now_ms + shard.session_timeout_ms(group, member))]
+                                  now_ms + session_timeout_ms(shard.config, member))]
     error = ErrorCode.none
     if _needs_rejoin(group, member):
         error = ErrorCode.rebalance_in_progress
@@ -265,7 +266,7 @@ def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group:
             out.append((member_id, instance_id, ErrorCode.none))
         except ApiError as e:
             out.append((member_id, instance_id, e.code))
-    result = shard.fence(group, leaving, now_ms) if leaving else Result()
+    result = fence(shard, group, leaving, now_ms) if leaving else Result()
     top = out[0][2] if v < 3 and out else ErrorCode.none
     members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
                                      for m, i, c in out)

@@ -1,0 +1,78 @@
+"""When a consumer group's regular-expression subscriptions (KIP-848 `SubscribedTopicRegex`)
+are resolved again, and what a resolution writes.
+
+Rules (Kafka's `GroupMetadataManager.maybeUpdateRegularExpressions` and
+`handleRegularExpressionsResult`):
+- a group re-resolves when one of its regexes is unresolved, when topics were created
+  since its oldest resolution, or every `consumer_regex_refresh_interval_ms`; never more
+  often than `consumer_regex_batch_refresh_min_interval_ms`;
+- resolution runs as its own operation (the `regex-refresh` timer kind), as Kafka runs it
+  as a background task, never inside the heartbeat that asked for it;
+- it writes one record per still-subscribed regex, and a new group epoch only when a
+  resolution or the group's metadata hash changed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..config import CoordinatorConfig
+from . import record_helpers as rh
+from . import regex as regexes
+from .consumer_group import ConsumerGroup, ResolvedRegularExpression
+from .errors import ApiError
+from .membership import metadata_hash
+from .result import Result, ScheduleTimer, TimerOp
+from .timers import assignment_key, regex_refresh_key
+
+if TYPE_CHECKING:
+    from .context import ShardView
+
+
+def refresh_timer(config: CoordinatorConfig, group: ConsumerGroup, now_ms: int, new_topics_version: int,
+                  new_regex: str | None = None) -> ScheduleTimer | None:
+    """The refresh to schedule, or None. `new_topics_version`: the last metadata image
+    version that created topics; `new_regex`: a regex this very heartbeat subscribes to."""
+    if not group.regex_subscribers and new_regex is None:
+        return None
+    resolved = group.resolved_regexes
+    last_refresh = max((r.timestamp_ms for r in resolved.values()), default=0)
+    unresolved = new_regex is not None or any(r not in resolved for r in group.regex_subscribers)
+    stale_version = min((r.version for r in resolved.values()), default=0)
+    new_topics = stale_version < new_topics_version
+    periodic = now_ms > last_refresh + config.consumer_regex_refresh_interval_ms
+    if not (unresolved or new_topics or periodic):
+        return None
+    deadline = max(now_ms, last_refresh + config.consumer_regex_batch_refresh_min_interval_ms)
+    return ScheduleTimer(regex_refresh_key(group.group_id), deadline)
+
+
+def refresh(shard: ShardView, group: ConsumerGroup, now_ms: int) -> Result:
+    """Resolve every regex of the group against the current topics."""
+    gid = group.group_id
+    image = shard.image
+    records: list = []
+    changed = False
+    new_resolved = dict(group.resolved_regexes)
+    topic_names = list(image.topics_by_name)
+    excluded = regexes.excluded_topics(shard.config)  # never the state topic
+    for regex in group.regex_subscribers:
+        try:
+            topics = regexes.resolve(regex, topic_names, excluded)
+        except ApiError:
+            continue
+        resolved = ResolvedRegularExpression(topics, image.version, now_ms)
+        # Kafka compares with `ResolvedRegularExpression.EMPTY` when the regex had no
+        # resolution yet: a first resolution that matches nothing is no change.
+        changed |= regexes.resolution_changed(group.resolved_regexes.get(regex), topics)
+        new_resolved[regex] = resolved
+        records.append(rh.regex_record(gid, regex, resolved))
+    names = set(group.subscribed_topic_names)
+    for regex in group.regex_subscribers:
+        if regex in new_resolved:
+            names |= new_resolved[regex].topics
+    new_hash = metadata_hash(image, names)
+    timers: list[TimerOp] = []
+    if changed or new_hash != group.metadata_hash:
+        records.append(rh.group_epoch_record(gid, group.group_epoch + 1, new_hash))
+        timers.append(ScheduleTimer(assignment_key(gid), now_ms))
+    return Result(records=records, timers=timers)
