@@ -1,0 +1,126 @@
+"""The leader's assignment of shards (state-topic partitions) to kcoord instances.
+
+Rules:
+- **Balanced:** each instance gets ⌊N/M⌋ or ⌈N/M⌉ of the N shards once moves complete;
+  the instances that already hold the most keep the extra ones, so fewer shards move.
+- **Sticky:** an instance keeps the shards it reports owning (its metadata's `owned`), up
+  to its quota. A shard claimed by two instances (a zombie's stale claim) stays with the
+  claim of the newer generation; on a tie, with the smaller instance id.
+- **Cooperative** (Kafka's incremental cooperative rebalancing, KIP-429 / Connect's
+  KIP-415): a shard taken from an instance is *not* given to another in the same
+  generation. Its owner stops serving it, the map shows it as moving (absent from
+  `owners`), and the leader asks for a follow-up rebalance (`follow_up`), in which the shard
+  is free and placed. So no shard is ever assigned to two instances in one generation,
+  and shards that do not move never pause. Safety does not rest on this: writes are
+  fenced by producer epochs; this only keeps two owners from answering at once.
+- **One instance id, one member:** a second member with an instance id already present
+  gets `error=DUPLICATE_INSTANCE` and no shards (two processes started with the same
+  `--instance-id`).
+- **Node ids:** every instance gets a synthetic node id, `NODE_ID_BASE + ordinal`, which
+  every instance lists in Metadata and FindCoordinator answers with. An instance keeps the
+  one it had; a StatefulSet pod (`name-<n>`) asks for ordinal n; others get the lowest
+  free ordinal. So the same node id always means the same instance, the rule clients key
+  their connections by (librdkafka keys brokers by node id).
+Pure functions of their input: the same join gives the same assignment on any leader.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .protocol import Assignment, Endpoint, MemberMetadata
+
+NODE_ID_BASE = 1 << 30
+DUPLICATE_INSTANCE = 1
+_ORDINAL = re.compile(r"-(\d{1,6})$")
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    assignments: dict[str, Assignment]     # by member id
+    follow_up: bool                          # shards are moving: rebalance again once revoked
+    moved: int                               # shards revoked in this generation
+
+
+def node_ids(members: Mapping[str, MemberMetadata]) -> dict[str, int]:
+    """instance id -> synthetic node id (see the module rules)."""
+    out: dict[str, int] = {}
+    used: set[int] = set()
+    by_instance = sorted({m.instance_id: m for m in members.values()}.items())
+    for instance, m in by_instance:     # keep a node id already held, first come by instance id
+        if m.node_id >= NODE_ID_BASE and m.node_id not in used:
+            out[instance] = m.node_id
+            used.add(m.node_id)
+    for instance, _ in by_instance:     # a pod's ordinal
+        match = _ORDINAL.search(instance)
+        if instance not in out and match is not None and NODE_ID_BASE + int(match.group(1)) not in used:
+            out[instance] = NODE_ID_BASE + int(match.group(1))
+            used.add(out[instance])
+    ordinal = 0
+    for instance, _ in by_instance:
+        if instance in out:
+            continue
+        while NODE_ID_BASE + ordinal in used:
+            ordinal += 1
+        out[instance] = NODE_ID_BASE + ordinal
+        used.add(out[instance])
+    return out
+
+
+def balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
+    """Assign shards 0..n_shards-1 to the members of `generation` (member id -> metadata)."""
+    # One member per instance id: the first by member id keeps it.
+    by_instance: dict[str, str] = {}
+    duplicates: list[str] = []
+    for member_id in sorted(members):
+        instance = members[member_id].instance_id
+        if instance in by_instance:
+            duplicates.append(member_id)
+        else:
+            by_instance[instance] = member_id
+    instances = sorted(by_instance)
+    meta = {i: members[by_instance[i]] for i in instances}
+
+    # Current owners: the newest claim wins a conflict.
+    claim: dict[int, tuple[int, str]] = {}
+    for i in instances:
+        for shard in meta[i].owned:
+            if 0 <= shard < n_shards:
+                best = claim.get(shard)
+                # Instances come in id order, so on a tie the smaller id keeps it.
+                if best is None or meta[i].generation > best[0]:
+                    claim[shard] = (meta[i].generation, i)
+    owned: dict[str, list[int]] = {i: [] for i in instances}
+    for shard, (_, i) in claim.items():
+        owned[i].append(shard)
+
+    # Quotas: the instances holding the most get the ⌈N/M⌉ slots.
+    quota: dict[str, int] = {}
+    if instances:
+        base, extra = divmod(n_shards, len(instances))
+        for rank, i in enumerate(sorted(instances, key=lambda i: (-len(owned[i]), i))):
+            quota[i] = base + (1 if rank < extra else 0)
+
+    kept: dict[str, list[int]] = {}
+    revoked: set[int] = set()
+    for i in instances:
+        mine = sorted(owned[i])
+        kept[i] = mine[:quota[i]]
+        revoked.update(mine[quota[i]:])
+    taken = {s for shards in kept.values() for s in shards}
+    free = [s for s in range(n_shards) if s not in taken and s not in revoked]
+    for i in sorted(instances, key=lambda i: (len(kept[i]) - quota[i], i)):
+        while len(kept[i]) < quota[i] and free:
+            kept[i].append(free.pop(0))
+
+    owners = {s: i for i in instances for s in kept[i]}
+    endpoints: dict[str, Endpoint] = {i: meta[i].endpoint for i in instances}
+    ids = node_ids({by_instance[i]: meta[i] for i in instances})
+    out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids) for i in instances}
+    for member_id in duplicates:
+        out[member_id] = Assignment(generation, frozenset(), owners, endpoints, ids, error=DUPLICATE_INSTANCE)
+    # Shards left unplaced (revoked ones, or more quota than free shards after revocations)
+    # are placed by the follow-up rebalance.
+    return Balance(out, follow_up=bool(revoked) or len(owners) < n_shards and bool(instances), moved=len(revoked))
+

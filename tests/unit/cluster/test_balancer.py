@@ -1,0 +1,121 @@
+"""The leader's shard assignment (coordinator/cluster/balancer.py), run over simulated
+generations: members report what they own, the leader balances, members apply it."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from coordinator.cluster.balancer import DUPLICATE_INSTANCE, NODE_ID_BASE, balance, node_ids
+from coordinator.cluster.protocol import Endpoint, MemberMetadata
+
+
+def meta(instance: str, owned=(), generation: int = -1, node_id: int = -1) -> MemberMetadata:
+    return MemberMetadata(instance, Endpoint("127.0.0.1", 9000 + sum(map(ord, instance)) % 1000),
+                          owned=frozenset(owned), generation=generation, node_id=node_id)
+
+
+class Cluster:
+    """Instances that apply each assignment and report it back at the next join."""
+
+    def __init__(self, n_shards: int) -> None:
+        self.n_shards = n_shards
+        self.generation = 0
+        self.owned: dict[str, frozenset[int]] = {}
+        self.node: dict[str, int] = {}
+        self.history: list[dict[int, str]] = []
+
+    def rebalance(self, instances: list[str]):
+        self.generation += 1
+        members = {f"m-{i}": meta(i, self.owned.get(i, ()), self.generation - 1, self.node.get(i, -1))
+                   for i in instances}
+        result = balance(self.generation, self.n_shards, members)
+        self.owned = {i: result.assignments[f"m-{i}"].shards for i in instances}
+        self.node = dict(result.assignments[f"m-{instances[0]}"].node_ids) if instances else {}
+        owners: dict[int, str] = {}
+        for i, shards in self.owned.items():
+            for s in shards:
+                assert s not in owners, f"shard {s} assigned to {owners[s]} and {i} in one generation"
+                owners[s] = i
+        self.history.append(owners)
+        return result
+
+    def settle(self, instances: list[str], limit: int = 5) -> int:
+        """Rebalance until no follow-up is asked for; returns the number of generations."""
+        for n in range(1, limit + 1):
+            if not self.rebalance(instances).follow_up:
+                return n
+        raise AssertionError(f"no stable assignment after {limit} generations")
+
+
+def test_first_assignment_is_balanced_and_complete():
+    c = Cluster(50)
+    assert c.settle(["a", "b", "c"]) == 1
+    sizes = sorted(len(s) for s in c.owned.values())
+    assert sizes == [16, 17, 17]
+    assert set().union(*c.owned.values()) == set(range(50))
+
+
+def test_a_joiner_takes_a_share_moving_only_what_it_gets_and_in_two_steps():
+    c = Cluster(12)
+    c.settle(["a", "b"])
+    before = dict(c.owned)
+    first = c.rebalance(["a", "b", "c"])
+    # Cooperative: the revoked shards go to nobody in this generation.
+    assert first.follow_up and first.moved == 4
+    assert c.owned["c"] == frozenset()
+    assert c.settle(["a", "b", "c"]) == 1
+    assert sorted(len(s) for s in c.owned.values()) == [4, 4, 4]
+    moved = sum(len(before[i] - c.owned[i]) for i in ("a", "b"))
+    assert moved == 4          # only c's share moved; a and b kept the rest
+    assert all(c.owned[i] <= before[i] for i in ("a", "b"))
+
+
+def test_a_leaver_s_shards_go_to_the_others_at_once():
+    c = Cluster(9)
+    c.settle(["a", "b", "c"])
+    kept = {i: c.owned[i] for i in ("a", "b")}
+    result = c.rebalance(["a", "b"])
+    assert not result.follow_up
+    assert set().union(*c.owned.values()) == set(range(9))
+    assert all(kept[i] <= c.owned[i] for i in ("a", "b"))
+
+
+def test_a_stale_claim_loses_to_the_newer_generation():
+    members = {"m1": meta("a", {0, 1}, generation=5), "m2": meta("b", {1, 2}, generation=7)}
+    result = balance(8, 4, members)
+    assert 1 in result.assignments["m2"].shards and 1 not in result.assignments["m1"].shards
+    assert result.assignments["m1"].owners[1] == "b"
+
+
+def test_a_duplicate_instance_id_gets_an_error_and_nothing():
+    result = balance(1, 4, {"m1": meta("a"), "m2": meta("a"), "m3": meta("b")})
+    assert result.assignments["m2"].error == DUPLICATE_INSTANCE and not result.assignments["m2"].shards
+    assert result.assignments["m1"].shards | result.assignments["m3"].shards == set(range(4))
+
+
+def test_node_ids_are_stable_and_pods_keep_their_ordinal():
+    ids = node_ids({"x": meta("kcoord-2"), "y": meta("other"), "z": meta("kcoord-0")})
+    assert ids["kcoord-2"] == NODE_ID_BASE + 2 and ids["kcoord-0"] == NODE_ID_BASE
+    assert ids["other"] == NODE_ID_BASE + 1              # the lowest free ordinal
+    again = node_ids({"y": meta("other", node_id=ids["other"]), "w": meta("kcoord-1")})
+    assert again["other"] == NODE_ID_BASE + 1 and again["kcoord-1"] != again["other"]
+    assert len(set(again.values())) == 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_churn_never_double_assigns_and_converges(seed):
+    rng = random.Random(seed)
+    c = Cluster(rng.randint(1, 64))
+    pool = [f"k{i}" for i in range(8)]
+    alive = sorted(rng.sample(pool, rng.randint(1, 4)))
+    for _ in range(15):
+        if rng.random() < 0.5 and len(alive) > 1:
+            alive.remove(rng.choice(alive))
+        else:
+            alive = sorted(set(alive) | {rng.choice(pool)})
+        c.rebalance(alive)        # asserts no shard has two owners
+    c.settle(alive)
+    sizes = [len(c.owned[i]) for i in alive]
+    assert max(sizes) - min(sizes) <= 1
+    assert set().union(*c.owned.values()) == set(range(c.n_shards))
