@@ -11,14 +11,20 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
   - denied for some groups of a multi-group API (DescribeGroups, ConsumerGroupDescribe,
     OffsetFetch v8+, DeleteGroups): those groups' entries carry the error, the rest are served;
   - ListGroups lists only the groups the client may DESCRIBE (Kafka filters the same way).
-  Topic-level checks (READ per committed partition, DESCRIBE per fetched one) and the
-  mirror of the upstream's ACLs come with the security issue (13).
+  Topic-level checks come in the service the way KafkaApis makes them: Topic READ per
+  committed (and offset-deleted) topic, Topic DESCRIBE per fetched one (fetch-all drops the
+  others silently), DESCRIBE on ConsumerGroupHeartbeat's SubscribedTopicNames, and
+  ConsumerGroupDescribe fails a group whose assigned topics are not all describable
+  (KAFKA-18813). `authorized_operations` fills AuthorizedOperations. Kafka's ACL model and the
+  ACL sources (`authorizer=file|upstream`) are in coordinator/security/acl*.py.
 - `ForwardGate`, in the gateway (`Gateway(forward_gate=...)`): asked before a request is
   forwarded upstream. Forwarded traffic normally keeps the client's own identity upstream
   (SASL passthrough), so the upstream's ACLs apply; when kcoord terminates authentication
   itself, forwarded requests run as kcoord's principal and must be checked here instead
   (the confused deputy). A denied request closes the connection with a WARNING naming the
-  principal and the API.
+  principal and the API. A gate that also has `check_forward` (`RequestGate`:
+  coordinator/security/forward_acl.py) is asked that instead, with the ClientInfo and the
+  request frame, and may answer the request itself (the API's authorization error).
 
 `ClientInfo.principal` says who asks (`User:ANONYMOUS` until authentication exists).
 """
@@ -32,8 +38,12 @@ from .protocol import apis
 from .protocol.service import ClientInfo
 
 # Kafka's AclOperation and ResourceType names.
-READ, DESCRIBE, DELETE = "READ", "DESCRIBE", "DELETE"
-GROUP, TOPIC, CLUSTER = "GROUP", "TOPIC", "CLUSTER"
+READ, DESCRIBE, DELETE, WRITE = "READ", "DESCRIBE", "DELETE", "WRITE"
+GROUP, TOPIC, CLUSTER, TRANSACTIONAL_ID = "GROUP", "TOPIC", "CLUSTER", "TRANSACTIONAL_ID"
+CLUSTER_NAME = "kafka-cluster"
+# Kafka's AclOperation codes of the operations a GROUP reports in AuthorizedOperations.
+GROUP_REPORTED_OPERATIONS: tuple[tuple[str, int], ...] = (
+    ("READ", 3), ("DELETE", 6), ("DESCRIBE", 8), ("DESCRIBE_CONFIGS", 10), ("ALTER_CONFIGS", 11))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,15 @@ class Authorizer(Protocol):
 class ForwardGate(Protocol):
     def allow_forward(self, client_host: str, listener: str, api_key: int, api_version: int) -> bool:
         """Whether this request may be forwarded upstream."""
+        ...
+
+
+class RequestGate(Protocol):
+    """A ForwardGate that sees who asks and what: True forwards, False closes the connection,
+    bytes is a response body (at the request's version) answered instead of forwarding."""
+
+    def check_forward(self, client: ClientInfo, api_key: int, api_version: int, frame: bytes,
+                      header_version: int) -> bool | bytes:
         ...
 
 
@@ -86,13 +105,41 @@ def group_ids_of(api_key: int, request) -> list[str]:
     return [request.group_id]
 
 
+# APIs naming one group in `group_id` (OffsetFetch only before v8: checked below).
+_SINGLE_GROUP = frozenset({apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP,
+                           apis.CONSUMER_GROUP_HEARTBEAT, apis.OFFSET_COMMIT, apis.TXN_OFFSET_COMMIT,
+                           apis.OFFSET_DELETE})
+
+
 def denied_groups(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> set[str]:
     """The groups of this request the client may not act on."""
     operation = GROUP_OPERATIONS.get(api_key)
     if operation is None:
         return set()        # an API without groups (a private API registered in the service)
+    if api_key in _SINGLE_GROUP:     # the heartbeat path: one action, no list building
+        group = request.group_id
+        return set() if authorizer.authorize(client, (Action(operation, GROUP, group),))[0] else {group}
     groups = group_ids_of(api_key, request)
     if not groups:
         return set()
     verdicts = authorizer.authorize(client, [Action(operation, GROUP, g) for g in groups])
     return {g for g, ok in zip(groups, verdicts) if not ok}
+
+
+def authorized_operations(authorizer: Authorizer, client: ClientInfo, group_id: str) -> int:
+    """Kafka's AuthorizedOperations of a group: one bit (1 << AclOperation code) per operation
+    the client may perform on it."""
+    verdicts = authorizer.authorize(client, [Action(op, GROUP, group_id) for op, _ in GROUP_REPORTED_OPERATIONS])
+    return sum(1 << code for (_, code), ok in zip(GROUP_REPORTED_OPERATIONS, verdicts) if ok)
+
+
+def coordinator_keys_denied(authorizer: Authorizer, client: ClientInfo, key_type: int, keys: Sequence[str]) -> set[str]:
+    """FindCoordinator (Kafka's KafkaApis): GROUP keys (type 0) need Group DESCRIBE (refused:
+    GROUP_AUTHORIZATION_FAILED), TRANSACTION keys (1) TransactionalId DESCRIBE (refused:
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key from v4, for the whole request before.
+    For the gateway's FindCoordinator path, which answers GROUP keys itself."""
+    resource = GROUP if key_type == 0 else TRANSACTIONAL_ID if key_type == 1 else None
+    if resource is None or not keys:
+        return set()
+    verdicts = authorizer.authorize(client, [Action(DESCRIBE, resource, k) for k in keys])
+    return {k for k, ok in zip(keys, verdicts) if not ok}

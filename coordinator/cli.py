@@ -1,8 +1,14 @@
 """`kcoord`: the command line.
 
-    kcoord serve [--listen 127.0.0.1:9092] [--upstream host:port] [--metrics-port N] ...
+    kcoord serve [--listen [NAME://]host:port ...] [--upstream host:port] [--metrics-port N] ...
 
 Without --upstream an embedded Tansu broker is started on loopback.
+
+`--config NAME=VALUE` takes coordinator settings (config.py) and security settings
+(coordinator/security/settings.py: `ssl.*`, `sasl.*`, `listener.*`, `upstream.*`,
+`authorizer`, ...); the latter are resolved (`.file`/`.env` secrets) into one dict handed
+to the gateway. Fail closed: a SASL listener, or an SSL listener with
+`ssl.client.auth=required`, needs an `authorizer` setting (`authorizer=none` to opt out).
 """
 from __future__ import annotations
 
@@ -25,10 +31,23 @@ STATE_TOPIC_WAIT_S = 30.0
 
 
 def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
+    return _configs_from_args(args)[0]
+
+
+def _configs_from_args(args: argparse.Namespace) -> tuple[CoordinatorConfig, dict[str, str]]:
+    """(coordinator settings, security settings resolved): a `--config` name that
+    `is_security_setting` recognises goes to the second (SecurityConfigError: a secret
+    that cannot be read, a name given twice)."""
+    from .security.settings import is_security_setting, resolve
+
     config = CoordinatorConfig(state_topic=args.state_topic, state_topic_partitions=args.state_partitions)
     fields = {f.name: f for f in dataclasses.fields(CoordinatorConfig)}
+    security_items: list[tuple[str, str]] = []
     for item in args.config or ():
         key, sep, value = item.partition("=")
+        if sep and is_security_setting(key.strip()):
+            security_items.append((key.strip(), value))
+            continue
         name = key.strip().replace(".", "_").replace("-", "_")
         # Accept Kafka's names too: group.consumer.session.timeout.ms -> consumer_session_timeout_ms
         for prefix in ("group_coordinator_", "group_"):
@@ -47,8 +66,86 @@ def _config_from_args(args: argparse.Namespace) -> CoordinatorConfig:
         else:
             parsed = value
         setattr(config, name, parsed)
-    return config
+    return config, resolve(security_items)
 
+
+def listen_values(args: argparse.Namespace) -> list[str]:
+    """`--listen` as given (repeatable, each comma-separated), or the default."""
+    return list(args.listen or [DEFAULT_LISTEN])
+
+
+def check_listeners(listen: list[str], security: dict[str, str]) -> list[str]:
+    """Validates the listeners and their TLS settings before anything starts, and applies
+    the fail-closed rule. Returns warnings to log; raises ValueError (a
+    SecurityConfigError for the security settings) naming the listener and the setting."""
+    from .gateway.listeners import parse_listener_specs, parse_protocol_map
+    from .security.tls import SASL_PROTOCOLS, SSL, ListenerSecurity, check_server_ssl_names
+
+    specs = parse_listener_specs(listen, parse_protocol_map(security.get("listener.security.protocol.map")))
+    check_server_ssl_names(security, [spec.name for spec in specs])
+    authorizer = security.get("authorizer")
+    warnings = []
+    for spec in specs:
+        listener_security = ListenerSecurity.from_settings(spec.name, spec.protocol, security)  # reads the files
+        if spec.protocol in SASL_PROTOCOLS:
+            why = f"listener {spec.name} is {spec.protocol}"
+        elif spec.protocol == SSL and listener_security.client_auth == "required":
+            why = f"listener {spec.name} is SSL with ssl.client.auth=required"
+        else:
+            continue
+        if authorizer is None:
+            raise FailClosed(f"{why}: clients are authenticated there, so kcoord must authorize them; "
+                             "set --config authorizer=upstream|probe|file, or --config authorizer=none to "
+                             "serve every group to every authenticated client")
+        if authorizer == "none":
+            warnings.append(f"{why} and authorizer=none: every authenticated client may use every group")
+    return warnings
+
+
+def split_upstream_scheme(upstream: str | None) -> tuple[str | None, str | None]:
+    """`SASL_SSL://b1:9093,b2:9093` -> ("b1:9093,b2:9093", "SASL_SSL"). Each address may carry a
+    scheme (as Kafka's `listeners` do); they must agree. A bare list has none."""
+    if upstream is None or "://" not in upstream:
+        return upstream, None
+    schemes, addresses = set(), []
+    for item in upstream.split(","):
+        scheme, sep, address = item.strip().rpartition("://")
+        if sep:
+            scheme = scheme.upper()
+            if scheme not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+                raise ValueError(f"--upstream {upstream!r}: unknown protocol {scheme}; expected PLAINTEXT, SSL, "
+                                 "SASL_PLAINTEXT or SASL_SSL")
+            schemes.add(scheme)
+        addresses.append(address)
+    if len(schemes) > 1:
+        raise ValueError(f"--upstream {upstream!r}: the addresses name different protocols {sorted(schemes)}")
+    return ",".join(addresses), schemes.pop()
+
+
+def forward_gate_for(authorizer, security: dict[str, str], listen: list[str]):
+    """kcoord authorizes forwarded requests itself when a client's identity cannot reach the
+    upstream (issue 13, point 4): clients authenticated by certificate (mTLS), or SASL
+    terminated here. With SASL passthrough the upstream sees the client's own principal and
+    enforces its own ACLs, so nothing is checked here. Without an authorizer, nothing either:
+    the fail-closed rule (check_listeners) made the operator choose authorizer=none."""
+    if authorizer is None:
+        return None
+    from .gateway.listeners import parse_listener_specs, parse_protocol_map
+    from .security.forward_acl import ForwardAclGate
+    from .security.tls import SSL, ListenerSecurity
+
+    terminated = security.get("sasl.termination", "false").lower() in ("1", "true", "yes")
+    specs = parse_listener_specs(listen, parse_protocol_map(security.get("listener.security.protocol.map")))
+    mtls = any(spec.protocol == SSL and ListenerSecurity.from_settings(spec.name, spec.protocol, security)
+               .client_auth in ("required", "requested") for spec in specs)
+    return ForwardAclGate(authorizer) if terminated or mtls else None
+
+
+class FailClosed(ValueError):
+    """An authenticating listener without an authorizer (the fail-closed start rule)."""
+
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
 
 # `kcoord serve` exits with this when its embedded broker died: a supervisor restarts both.
 EXIT_EMBEDDED_BROKER_EXITED = 3
@@ -58,6 +155,33 @@ SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the e
 
 async def serve(args: argparse.Namespace) -> int:
     from .runtime.embedded import EmbeddedTansu
+    from .security.settings import SecurityConfigError, redacted
+
+    # Settings and listeners first: a configuration kcoord refuses stops it before anything starts.
+    try:
+        config, security = _configs_from_args(args)
+        for warning in check_listeners(listen_values(args), security):
+            log.warning("%s", warning)
+    except (SecurityConfigError, ValueError) as e:
+        log.error("kcoord refuses to start: %s", e)
+        print(f"kcoord: {e}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
+    args.coordinator_config, args.security_settings = config, security
+    if security:
+        log.info("security settings: %s", redacted(security))
+    # kcoord's own upstream connections (security/upstream.py): `--upstream SASL_SSL://host:port`
+    # names the protocol as `upstream.security.protocol` does; the rest are `upstream.*` settings.
+    try:
+        args.upstream, scheme = split_upstream_scheme(args.upstream)
+        if scheme is not None:
+            security.setdefault("upstream.security.protocol", scheme)
+        from .security.upstream import UpstreamSecurity
+        args.upstream_security = UpstreamSecurity.from_settings(security) if any(
+            k.startswith("upstream.") for k in security) else None
+    except (SecurityConfigError, ValueError) as e:
+        log.error("kcoord refuses to start: %s", e)
+        print(f"kcoord: {e}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
 
     embedded = None
     upstream = args.upstream
@@ -108,20 +232,44 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
     from .service import GroupCoordinatorService, SkipOffsetsError
 
-    config = _config_from_args(args)
+    config = getattr(args, "coordinator_config", None) or _config_from_args(args)
+    security: dict[str, str] = getattr(args, "security_settings", None) or {}
+    upstream_security = getattr(args, "upstream_security", None)
     state_topic = parts["state_topic"] = StateTopic(
         upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
-        replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes)
+        replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes,
+        security=upstream_security)
     await state_topic.start()
+    # Authorization (security/acl_sources.py): None for authorizer=none or unset.
+    from .authz import ALLOW_ALL
+    from .security.acl_sources import build_authorizer
+    from .security.audit import AuditLog
+    from .security.settings import SecurityConfigError
     try:
-        service = parts["service"] = GroupCoordinatorService(config, state_topic)
+        authorizer = build_authorizer(security, upstream)
+        if authorizer is not None:
+            parts["authorizer"] = authorizer
+            await authorizer.start()   # file: read now; upstream: the first DescribeAcls
+        audit = parts["audit"] = AuditLog.from_settings(security)
+    except SecurityConfigError as e:
+        log.error("kcoord refuses to start: %s", e)
+        return EXIT_BAD_CONFIG
+    try:
+        service = parts["service"] = GroupCoordinatorService(config, state_topic,
+                                                             authorizer=authorizer or ALLOW_ALL, audit=audit)
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
         return EXIT_BAD_CONFIG
-    gateway = parts["gateway"] = Gateway(service, upstream, args.listen, config.state_topic,
+    gate = forward_gate_for(authorizer, security, listen_values(args))
+    gateway = parts["gateway"] = Gateway(service, upstream, listen_values(args), config.state_topic,
                                          max_frame_size=config.socket_request_max_bytes, config=config,
                                          advertised_host=args.advertised_host,
-                                         metadata_refresh_interval=config.metadata_refresh_interval_ms / 1000)
+                                         metadata_refresh_interval=config.metadata_refresh_interval_ms / 1000,
+                                         security=security, upstream_security=upstream_security,
+                                         forward_gate=gate)
+    if gate is not None:
+        cluster = gateway.cluster
+        gate.topic_name_of = lambda tid: (t.name if (t := cluster.image.topics_by_id.get(tid)) else None)
     await gateway.start()
     service.on_metadata_update(gateway.cluster.image)
     gateway.cluster.subscribe(service.on_metadata_update)
@@ -154,6 +302,10 @@ async def _shutdown(parts: dict, embedded) -> None:
         parts["service"].close()
     if "state_topic" in parts:
         steps.append(("state topic client", parts["state_topic"].stop()))
+    if "authorizer" in parts:
+        steps.append(("authorizer", parts["authorizer"].stop()))
+    if parts.get("audit") is not None:
+        parts["audit"].close()
     if embedded is not None:
         steps.append(("embedded broker", embedded.stop()))
     for what, step in steps:
@@ -182,8 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the gateway and the group coordinator")
-    s.add_argument("--listen", default="127.0.0.1:9092", help="bootstrap listener host:port (default %(default)s)")
-    s.add_argument("--advertised-host", default=None, help="host name clients are told (default: the listen host)")
+    s.add_argument("--listen", action="append", default=None, metavar="[NAME://]HOST:PORT",
+                   help=f"a listener, in Kafka's syntax: PLAINTEXT://, SSL://, SASL_PLAINTEXT://, SASL_SSL:// "
+                        f"or a name mapped by --config listener.security.protocol.map=NAME:PROTOCOL,...; a bare "
+                        f"host:port is PLAINTEXT. Repeatable or comma-separated; each listener takes its port P "
+                        f"and P+1.. for the brokers (default {DEFAULT_LISTEN})")
+    s.add_argument("--advertised-host", default=None,
+                   help="host name clients are told (default: the listen host); NAME=host,... per listener")
     s.add_argument("--upstream", default=None,
                    help="upstream bootstrap host:port[,host:port]; default: start an embedded Tansu broker")
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")

@@ -32,7 +32,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import authz
-from .authz import ALLOW_ALL, Action, Authorizer, denied_groups
+from .authz import ALLOW_ALL, Action, Authorizer, authorized_operations, denied_groups
 from .config import CoordinatorConfig
 from .group import error_responses, group_admin, offset_ops
 from .group.error_responses import ERROR_RESPONSES
@@ -62,6 +62,8 @@ from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
 from .runtime.state_log import CorruptBatchError, StateLog, StateTopicUnavailable
+from .security.audit import AuditLog
+from .security.metrics import count_denied
 
 log = logging.getLogger("kcoord.service")
 
@@ -138,9 +140,10 @@ API_VERSIONS: dict[int, tuple[int, int]] = {a.api_key: a.versions for a in SERVE
 class GroupCoordinatorService:
     def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
                  make_shard: Callable[[int], GroupCoordinatorShard] | None = None,
-                 authorizer: Authorizer = ALLOW_ALL) -> None:
+                 authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None) -> None:
         self.config = config
         self.authorizer = authorizer
+        self.audit = audit       # the audit log of group mutations (security/audit.py), or None
         self.state_topic = state_topic
         # The served-API registry: what ApiVersions advertises, what is answered, and how.
         self.apis: dict[int, ServedApi] = {}
@@ -377,29 +380,228 @@ class GroupCoordinatorService:
             counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
                 api=self._names[api_key], error=_error_name(response))
         counter.inc()
+        if self.audit is not None:
+            self.audit.record(api_key, request, response, client)
         return response
 
     async def _authorized(self, handler, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
-        """The authorization hook (coordinator/authz.py): a single-group request the client
-        may not act on gets its error response; a multi-group one answers the denied
-        groups with the error and serves the rest; ListGroups lists only what it may see."""
-        denied = frozenset(denied_groups(self.authorizer, client, api_key, request))
+        """The authorization hook (coordinator/authz.py), Kafka's KafkaApis rules: a
+        single-group request the client may not act on gets its error response; a multi-group
+        one answers the denied groups with the error and serves the rest; ListGroups lists
+        only what it may see; then the topic-level checks of the API (`_TOPIC_CHECKS`) and
+        AuthorizedOperations when asked."""
+        denied = denied_groups(self.authorizer, client, api_key, request)
+        if denied:
+            count_denied(self._names[api_key], authz.GROUP, len(denied))
         if api_key == LIST_GROUPS:
             response = await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}"), request)
             return self._visible_groups(response, client)
         multi = api_key in _MULTI_GROUP or (api_key == OFFSET_FETCH and api_version >= 8)
         if denied and not multi:
             return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.group_authorization_failed), request)
-        return await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}", denied), request)
+        ctx = RequestContext(api_version, client.client_id or "", f"/{client.host}",
+                             frozenset(denied) if denied else frozenset())
+        check = _TOPIC_CHECKS.get(api_key)
+        if check is not None:
+            return await check(self, handler, ctx, request, client)
+        response = await handler(ctx, request)
+        if api_key == DESCRIBE_GROUPS and getattr(request, "include_authorized_operations", False):
+            response = self._with_authorized_operations(response, client)
+        return response
 
     def _visible_groups(self, response: Any, client: ClientInfo) -> Any:
         """Kafka's ListGroups: every group with DESCRIBE on the cluster, else only the groups
         the client may DESCRIBE."""
-        if self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.CLUSTER, "kafka-cluster")])[0]:
+        if self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.CLUSTER, authz.CLUSTER_NAME)])[0]:
             return response
         groups = response.groups
         verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.GROUP, g.group_id) for g in groups])
-        return dataclasses.replace(response, groups=tuple(g for g, ok in zip(groups, verdicts) if ok))
+        visible = tuple(g for g, ok in zip(groups, verdicts) if ok)
+        if len(visible) < len(groups):
+            count_denied(self._names[LIST_GROUPS], authz.GROUP, len(groups) - len(visible))
+        return dataclasses.replace(response, groups=visible)
+
+    def _with_authorized_operations(self, response: Any, client: ClientInfo) -> Any:
+        """AuthorizedOperations of each described group served without error (Kafka fills it
+        only for those)."""
+        return dataclasses.replace(response, groups=tuple(
+            dataclasses.replace(g, authorized_operations=authorized_operations(self.authorizer, client, g.group_id))
+            if g.error_code == ErrorCode.none else g for g in response.groups))
+
+    # ---------------------------------------------------- topic authorization
+    def _topic_name(self, topic: Any) -> str | None:
+        """A request or response topic's name; a topic id (v10+) is resolved through the
+        metadata image (None if unknown: the handler answers UNKNOWN_TOPIC_ID)."""
+        name = getattr(topic, "name", None)
+        if name is not None:
+            return name
+        topic_id = getattr(topic, "topic_id", None)
+        found = self.image.topics_by_id.get(topic_id) if topic_id is not None else None
+        return found.name if found is not None else None
+
+    def _refused_topics(self, client: ClientInfo, api_key: int, operation: str, topics) -> set[int]:
+        """Indexes of the topics (named or by id) the client may not perform ``operation`` on.
+        A topic id the image does not know is not refused here (the handler answers it)."""
+        names = [(i, self._topic_name(t)) for i, t in enumerate(topics)]
+        known = [(i, n) for i, n in names if n is not None]
+        if not known:
+            return set()
+        verdicts = self.authorizer.authorize(client, [Action(operation, authz.TOPIC, n) for _, n in known])
+        refused = {i for (i, _), ok in zip(known, verdicts) if not ok}
+        if refused:
+            count_denied(self._names[api_key], authz.TOPIC, len(refused))
+        return refused
+
+    async def _commit_topics(self, handler, ctx: RequestContext, req, client: ClientInfo, api_key: int,
+                             api: str, prefix: str):
+        """OffsetCommit and OffsetDelete: Topic READ per topic. Refused topics answer
+        TOPIC_AUTHORIZATION_FAILED per partition and are left out of what the handler sees;
+        answers come back in request order. A commit left with no topic is not run (Kafka's
+        KafkaApis); an offset deletion is (its group-level checks still apply)."""
+        refused = self._refused_topics(client, api_key, authz.READ, req.topics)
+        if not refused:
+            return await handler(ctx, req)
+        mod = schema(api, ctx.api_version)
+        part_cls, topic_cls = getattr(mod, f"{prefix}ResponsePartition"), getattr(mod, f"{prefix}ResponseTopic")
+        allowed = tuple(t for i, t in enumerate(req.topics) if i not in refused)
+        response = None
+        if allowed or api_key == OFFSET_DELETE:
+            response = await handler(ctx, dataclasses.replace(req, topics=allowed))
+        served: dict[Any, list] = defaultdict(list)
+        for t in (response.topics if response is not None else ()):
+            served[_topic_key(t)].append(t)
+        out = []
+        for i, t in enumerate(req.topics):
+            if i in refused:
+                out.append(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+                                 partitions=tuple(build(part_cls, partition_index=p.partition_index,
+                                                        error_code=ErrorCode.topic_authorization_failed)
+                                                  for p in t.partitions)))
+            else:
+                answers = served.get(_topic_key(t))
+                if answers:
+                    out.append(answers.pop(0))
+        out.extend(t for rest in served.values() for t in rest)
+        if response is None:
+            return build(getattr(mod, f"{prefix}Response"), throttle_time=from_ms(0), error_code=ErrorCode.none,
+                         topics=tuple(out))
+        return dataclasses.replace(response, topics=tuple(out))
+
+    async def _check_offset_commit(self, handler, ctx, req, client):
+        return await self._commit_topics(handler, ctx, req, client, OFFSET_COMMIT, "offset_commit", "OffsetCommit")
+
+    async def _check_offset_delete(self, handler, ctx, req, client):
+        return await self._commit_topics(handler, ctx, req, client, OFFSET_DELETE, "offset_delete", "OffsetDelete")
+
+    def _fetch_filter(self, client: ClientInfo, topics):
+        """(topics to fetch, refused named topics) of one group of an OffsetFetch."""
+        if topics is None:
+            return None, ()
+        refused = self._refused_topics(client, OFFSET_FETCH, authz.DESCRIBE, topics)
+        if not refused:
+            return topics, ()
+        return (tuple(t for i, t in enumerate(topics) if i not in refused),
+                tuple(t for i, t in enumerate(topics) if i in refused))
+
+    def _fetch_merge(self, client: ClientInfo, mod, version: int, requested, refused, topics) -> tuple:
+        """One group's fetched topics after authorization: fetch-all keeps only the topics
+        the client may DESCRIBE (silently, as Kafka); named topics it may not describe answer
+        TOPIC_AUTHORIZATION_FAILED per partition, in request order."""
+        if requested is None:
+            drop = self._refused_topics(client, OFFSET_FETCH, authz.DESCRIBE, topics)
+            # An id the image no longer knows cannot be checked: it is not shown either.
+            drop |= {i for i, t in enumerate(topics) if self._topic_name(t) is None}
+            return tuple(t for i, t in enumerate(topics) if i not in drop) if drop else tuple(topics)
+        if not refused:
+            return tuple(topics)
+        suffix = "s" if version >= 8 else ""
+        part_cls = getattr(mod, f"OffsetFetchResponsePartition{suffix}")
+        topic_cls = getattr(mod, f"OffsetFetchResponseTopic{suffix}")
+        refused_keys = {_topic_key(t) for t in refused}
+        served: dict[Any, list] = defaultdict(list)
+        for t in topics:
+            served[_topic_key(t)].append(t)
+        out = []
+        for t in requested:
+            key = _topic_key(t)
+            if key in refused_keys:
+                out.append(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+                                 partitions=tuple(build(part_cls, partition_index=p, committed_offset=-1,
+                                                        committed_leader_epoch=-1, metadata="",
+                                                        error_code=ErrorCode.topic_authorization_failed)
+                                                  for p in t.partition_indexes)))
+            elif served.get(key):
+                out.append(served[key].pop(0))
+        out.extend(t for rest in served.values() for t in rest)
+        return tuple(out)
+
+    async def _check_offset_fetch(self, handler, ctx: RequestContext, req, client: ClientInfo):
+        """OffsetFetch: Topic DESCRIBE (KafkaApis), every version, each group of v8+."""
+        version = ctx.api_version
+        mod = schema("offset_fetch", version)
+        if version < 8:
+            allowed, refused = self._fetch_filter(client, req.topics)
+            response = await handler(ctx, dataclasses.replace(req, topics=allowed) if refused else req)
+            if getattr(response, "error_code", ErrorCode.none) != ErrorCode.none:
+                return response
+            return dataclasses.replace(response, topics=self._fetch_merge(client, mod, version, req.topics, refused,
+                                                                          response.topics))
+        original = req.groups
+        split = [self._fetch_filter(client, g.topics) if g.group_id not in ctx.denied_groups else (g.topics, ())
+                 for g in original]
+        if any(refused for _, refused in split):
+            req = dataclasses.replace(req, groups=tuple(
+                dataclasses.replace(g, topics=allowed) if refused else g
+                for g, (allowed, refused) in zip(original, split)))
+        response = await handler(ctx, req)
+        groups = []
+        for g, (_, refused), answer in zip(original, split, response.groups):
+            if answer.error_code != ErrorCode.none or g.group_id in ctx.denied_groups:
+                groups.append(answer)
+                continue
+            groups.append(dataclasses.replace(answer, topics=self._fetch_merge(
+                client, mod, version, g.topics, refused, answer.topics)))
+        return dataclasses.replace(response, groups=tuple(groups))
+
+    async def _check_consumer_heartbeat(self, handler, ctx: RequestContext, req, client: ClientInfo):
+        """ConsumerGroupHeartbeat: DESCRIBE on every topic of SubscribedTopicNames, else the
+        request answers TOPIC_AUTHORIZATION_FAILED (KAFKA-18813). A steady heartbeat sends
+        no names and costs nothing more."""
+        names = req.subscribed_topic_names
+        if names:
+            verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.TOPIC, n) for n in names])
+            if not all(verdicts):
+                count_denied(self._names[CONSUMER_GROUP_HEARTBEAT], authz.TOPIC, verdicts.count(False))
+                return error_responses.consumer_group_heartbeat(
+                    ctx.api_version, ApiError(ErrorCode.topic_authorization_failed), req)
+        return await handler(ctx, req)
+
+    async def _check_consumer_describe(self, handler, ctx: RequestContext, req, client: ClientInfo):
+        """ConsumerGroupDescribe: a described group whose members' assigned or target topics
+        are not all describable answers TOPIC_AUTHORIZATION_FAILED and nothing else
+        (KAFKA-18813); AuthorizedOperations filled when asked."""
+        response = await handler(ctx, req)
+        mod = schema("consumer_group_describe", ctx.api_version)
+        include = req.include_authorized_operations
+        groups = []
+        for g in response.groups:
+            if g.error_code != ErrorCode.none:
+                groups.append(g)
+                continue
+            topics = sorted({tp.topic_name for m in g.members for a in (m.assignment, m.target_assignment)
+                             for tp in a.topic_partitions})
+            if topics:
+                verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.TOPIC, t) for t in topics])
+                if not all(verdicts):
+                    count_denied(self._names[CONSUMER_GROUP_DESCRIBE], authz.TOPIC, verdicts.count(False))
+                    groups.append(error_responses.described_consumer_group_error(mod, g.group_id, ApiError(
+                        ErrorCode.topic_authorization_failed, TOPIC_DESCRIBE_REFUSED)))
+                    continue
+            if include:
+                g = dataclasses.replace(g, authorized_operations=authorized_operations(self.authorizer, client,
+                                                                                       g.group_id))
+            groups.append(g)
+        return dataclasses.replace(response, groups=tuple(groups))
 
     def _by_shard(self, group_ids) -> dict[ShardRuntime, list[str]]:
         out: dict[ShardRuntime, list[str]] = defaultdict(list)
@@ -543,6 +745,22 @@ class GroupCoordinatorService:
 
 # Multi-group APIs (OffsetFetch is one from v8): denied groups are answered per entry.
 _MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS})
+
+# The topic-level checks each API makes after its group check (KafkaApis; KAFKA-18813).
+_TOPIC_CHECKS: dict[int, Callable[..., Awaitable[Any]]] = {
+    OFFSET_COMMIT: GroupCoordinatorService._check_offset_commit,
+    OFFSET_DELETE: GroupCoordinatorService._check_offset_delete,
+    OFFSET_FETCH: GroupCoordinatorService._check_offset_fetch,
+    CONSUMER_GROUP_HEARTBEAT: GroupCoordinatorService._check_consumer_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: GroupCoordinatorService._check_consumer_describe,
+}
+TOPIC_DESCRIBE_REFUSED = "The described group uses topics that the client is not authorized to describe."
+
+
+def _topic_key(topic: Any) -> Any:
+    name = getattr(topic, "name", None)
+    return name if name is not None else getattr(topic, "topic_id", None)
+
 
 
 def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:

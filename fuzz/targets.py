@@ -32,6 +32,8 @@ from coordinator.protocol.apis import (
     OFFSET_DELETE,
     OFFSET_FETCH,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SYNC_GROUP,
     TXN_OFFSET_COMMIT,
     request_class,
@@ -103,6 +105,41 @@ def _rename(value: Any, state_topic: str) -> Any:
     return dataclasses.replace(value, **changes)
 
 
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM", "", "plain")
+
+
+def _sasl_mechanism(cls: type, rng: random.Random, state_topic: str) -> Any:
+    return cls(mechanism=rng.choice(_MECHANISMS))
+
+
+def sasl_token(rng: random.Random) -> bytes:
+    """A client's SaslAuthenticate bytes: PLAIN, SCRAM client-first/final, OAUTHBEARER initial
+    response (with a JWS), or noise; gateway/sasl.py reads them (security/sasl_inspect.py)."""
+    user = rng.choice(("alice", "al=2Cice", "=3D", "", "ü" * 3, "x" * 300))
+    kind = rng.randrange(6)
+    if kind == 0:
+        return f"{rng.choice(('', user))}\x00{user}\x00{rng.choice(('pw', ''))}".encode()
+    if kind == 1:
+        extra = rng.choice(("", ",tokenauth=true", ",ext", ",a=b"))
+        return f"{rng.choice(('n,,', 'y,,', 'n,a=bob,', 'p=x,,'))}n={user},r={rng.getrandbits(40):x}{extra}".encode()
+    if kind == 2:
+        return f"c=biws,r={rng.getrandbits(60):x},p={rng.choice(('AAAA', 'cHJvb2Y=', '!!'))}".encode()
+    if kind == 3:
+        import base64
+        import json
+        claims = rng.choice(({"sub": user}, {"sub": 7}, {}, [1], {"sub": {"x": 1}}))
+        payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+        token = rng.choice((f"e30.{payload}.", f"e30.{payload}", "a.b.c", payload))
+        return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+    if kind == 4:
+        return b"\x01"
+    return bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 40)))
+
+
+def _sasl_token(cls: type, rng: random.Random, state_topic: str) -> Any:
+    return cls(auth_bytes=sasl_token(rng))
+
+
 TARGETS: tuple[Target, ...] = (
     Target(API_VERSIONS, SERVED),
     Target(FIND_COORDINATOR, SERVED),
@@ -127,6 +164,10 @@ TARGETS: tuple[Target, ...] = (
     Target(METADATA, FORWARDED, _no_topics),
     Target(DESCRIBE_CLUSTER, FORWARDED),
     Target(DESCRIBE_TOPIC_PARTITIONS, FORWARDED, _no_topics),
+    # Client SASL (advertised only with SASL listeners): read by kcoord, then relayed upstream
+    # (passthrough) or answered (termination).
+    Target(SASL_HANDSHAKE, SERVED, _sasl_mechanism),
+    Target(SASL_AUTHENTICATE, SERVED, _sasl_token),
 )
 
 

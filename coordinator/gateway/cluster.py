@@ -38,13 +38,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
 from ..runtime import metrics
 from .upstream_client import UpstreamClient, UpstreamError
+
+if TYPE_CHECKING:
+    from ..security.upstream import UpstreamSecurity
 
 log = logging.getLogger("kcoord.gateway.cluster")
 
@@ -110,7 +113,7 @@ def _build(cls: type, **wanted: Any) -> Any:
 class ClusterView:
     def __init__(self, bootstrap: Sequence[tuple[str, int]], state_topic: str, *,
                  refresh_interval: float = DEFAULT_REFRESH_INTERVAL, request_timeout: float = 10.0,
-                 client_id: str = "kcoord-gateway") -> None:
+                 client_id: str = "kcoord-gateway", security: UpstreamSecurity | None = None) -> None:
         if not bootstrap:
             raise ValueError("at least one upstream bootstrap address is needed")
         self.bootstrap = tuple(bootstrap)
@@ -118,6 +121,9 @@ class ClusterView:
         self.refresh_interval = refresh_interval
         self.request_timeout = request_timeout
         self.client_id = client_id
+        # TLS/SASL of the metadata/admin link (None: PLAINTEXT). A SASL session with a
+        # lifetime (KIP-368) is renewed by reconnecting before it ends (_connected).
+        self.security = security
         self.upstream_api_versions: dict[int, tuple[int, int]] = {}
         self.upstream_features = Features()
         self._image = EMPTY_IMAGE
@@ -286,11 +292,13 @@ class ClusterView:
                     pass
         self._recovery = None
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            # Python 3.11's wait_for drops a cancellation that arrives as the request it
+            # waits on completes (fixed in 3.12): cancel until the loop has really ended.
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=1.0)
+            if not self._task.cancelled() and self._task.exception() is not None:
+                log.debug("refresh loop ended with %r", self._task.exception())
             self._task = None
         if self._client is not None:
             self._client.close()
@@ -626,10 +634,17 @@ class ClusterView:
                 self._disturbed = True
                 log.info("connection to the upstream broke (%s); reconnecting", self._client.lost)
                 self._client = None
+            if self._client is not None and not self._client.closed and self._client.reauthentication_due:
+                # KIP-368: the SASL session nears its lifetime. A new, freshly authenticated
+                # link replaces this one, which closes once its requests are answered.
+                log.debug("SASL session with %s:%d nears its lifetime (%d ms): reconnecting",
+                          *self._client.address, self._client.session_lifetime_ms)
+                self._client.retire()
+                self._client = None
             if self._client is None or self._client.closed:
                 known = [(b.host, b.port) for b in self._snapshot.brokers.values()]
                 candidates = list(dict.fromkeys([*self.bootstrap, *known]))
-                self._client = await UpstreamClient.connect(candidates, self.client_id)
+                self._client = await UpstreamClient.connect(candidates, self.client_id, security=self.security)
             return self._client
 
 

@@ -43,10 +43,12 @@ from .eager import Done
 from .flow import CLOSED_BUFFERED, INFLIGHT, QUEUE, UPSTREAM, WRITE, FlowControl
 from .forward import CLIENT_WRITE, HELD, Pending, UpstreamLink
 from .guarded import GuardedRequests
-from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, Route
+from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL, Route
+from .sasl import SaslConnection, SaslSession
 
-# Route kinds answered by kcoord itself: the forward gate is not asked for them.
-_SERVED_HERE = frozenset({GROUP, API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL})
+# Route kinds answered by kcoord itself: the forward gate is not asked for them (SASL: the
+# authentication itself, relayed or answered here, never business traffic).
+_SERVED_HERE = frozenset({GROUP, API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, SASL})
 
 if TYPE_CHECKING:
     from .listeners import ListenerInfo
@@ -57,7 +59,7 @@ log = logging.getLogger("kcoord.gateway")
 _NO_CLIENT_ID = object()
 
 
-class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol):
+class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, asyncio.Protocol):
     def __init__(self, gateway: ConnectionServices, listener: ListenerInfo) -> None:
         self._gateway = gateway
         self._listener = listener
@@ -78,6 +80,11 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         limits = self._limits = gateway.limits
         self._guard = gateway.guard
         self._forward_gate = gateway.forward_gate
+        # Client SASL (sasl.py): None on a listener without it, so the per-request cost there
+        # is one attribute test.
+        sasl = getattr(gateway, "sasl", None)
+        self._sasl: SaslSession | None = SaslSession(sasl) if sasl is not None and sasl.applies_to(listener) \
+            else None
         self._max_inflight = limits.max_inflight
         self._max_buffered = limits.max_buffered_response_bytes
         self._max_decoded_frame = limits.max_decoded_frame
@@ -242,7 +249,10 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         if len(frame) > self._max_decoded_frame and kind != FORWARD_PRODUCE:
             self._too_big(frame, route, correlation_id)
             return
-        if self._forward_gate is not None and kind not in _SERVED_HERE and not self._gate_allows(route, correlation_id):
+        if self._sasl is not None and self._sasl_intercept(frame, route, correlation_id):
+            return
+        if self._forward_gate is not None and kind not in _SERVED_HERE \
+                and not self._gate_allows(route, correlation_id, frame):
             return
         if kind == FORWARD:
             self._forward_checked(frame, route, correlation_id)
@@ -256,13 +266,33 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
             self._serve_find_coordinator(frame, route, correlation_id)
         elif kind == GUARD or route.guarded:
             self._serve_guarded(frame, route, correlation_id)
+        elif kind == SASL:   # SASL on a listener without it (a SASL listener took it above)
+            self._sasl_not_enabled(frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self._forward_checked(frame, route, correlation_id)
 
-    def _gate_allows(self, route: Route, correlation_id: int) -> bool:
-        """The forward gate (coordinator/authz.py): a refused request closes the connection."""
-        assert self._forward_gate is not None
-        if self._forward_gate.allow_forward(self._peer[0], self._listener.name, route.api_key, route.api_version):
+    def _gate_allows(self, route: Route, correlation_id: int, frame: bytes | None = None) -> bool:
+        """The forward gate (coordinator/authz.py). A gate with `check_forward` (RequestGate:
+        security/forward_acl.py) sees the ClientInfo and the frame and may answer the request
+        itself (its authorization error: bytes); any refusal without an answer closes the
+        connection."""
+        gate = self._forward_gate
+        assert gate is not None
+        check = getattr(gate, "check_forward", None)
+        if check is not None and frame is not None:
+            info = self._info
+            if info is None:
+                principal = self._client_principal()
+                info = (ClientInfo(None, self._peer[0], self._peer[1], self._listener.name) if principal is None
+                        else ClientInfo(None, self._peer[0], self._peer[1], self._listener.name, principal))
+            verdict = check(info, route.api_key, route.api_version, frame, route.request_header_version)
+            if verdict is True:
+                return True
+            if verdict is not False:     # the API's own authorization error, answered here
+                GATEWAY_FORWARD_DENIED.labels(api=api_name(route.api_key)).inc()
+                self._answer(response_frame(correlation_id, bytes(verdict), route.response_header_version))
+                return False
+        elif gate.allow_forward(self._peer[0], self._listener.name, route.api_key, route.api_version):
             return True
         api = api_name(route.api_key)
         GATEWAY_FORWARD_DENIED.labels(api=api).inc()
@@ -376,7 +406,12 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, asyncio.Protocol)
         info = self._info
         if client_id != self._info_client_id or info is None:
             self._info_client_id = client_id
-            info = self._info = ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name)
+            # SASL's principal first, else the listener's mTLS one (listeners.py), else
+            # ClientInfo's default ANONYMOUS (sasl.py _client_principal).
+            principal = self._client_principal()
+            info = self._info = (ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name)
+                                 if principal is None else
+                                 ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name, principal))
         # Run the service at once: most answers need no wait (see eager.py), and those go
         # straight into the queue, written by the flush at the end of this read.
         outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info),

@@ -17,6 +17,7 @@ upstream socket, not in kcoord's memory.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -99,17 +100,27 @@ class UpstreamLink(asyncio.Protocol):
         # upstream that never answers the SYN must not hold it (and its slot) for the
         # kernel's minutes of retries.
         timeout = self._gateway.limits.upstream_connect_timeout
+        # TLS to the upstream (upstream.security.protocol=SSL|SASL_SSL), the broker's name
+        # verified; SASL on this link is the client's own exchange, passed through.
+        context = self._gateway.upstream_ssl
         errors = []
         for host, port in addresses:
             if self._closed:
                 return
             try:
                 self._target = f"{host}:{port}"
-                await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
+                if context is None:
+                    await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
+                else:
+                    await asyncio.wait_for(loop.create_connection(
+                        lambda: self, host, port, ssl=context, server_hostname=host,
+                        ssl_handshake_timeout=timeout), timeout)
                 return
             except TimeoutError:
                 errors.append(f"{host}:{port}: not connected after upstream_connect_timeout_ms="
                               f"{int(timeout * 1000)}")
+            except ssl.SSLCertVerificationError as e:
+                errors.append(f"{host}:{port}: TLS certificate verification failed: {e.verify_message or e}")
             except OSError as e:
                 errors.append(f"{host}:{port}: {e.strerror or e}")
         if not self._closed:

@@ -14,6 +14,7 @@ pyproject.toml.)
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping, MutableSet, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -68,6 +69,11 @@ class LinkServices(Protocol):
 
     @property
     def cluster(self) -> RefreshableCluster: ...
+
+    @property
+    def upstream_ssl(self) -> ssl.SSLContext | None:
+        """TLS for forward links (security/upstream.py), None: PLAINTEXT."""
+        ...
 
     def address_of(self, node_id: int, host: str, port: int) -> Address: ...
 

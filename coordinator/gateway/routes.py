@@ -21,6 +21,8 @@ from ..protocol.apis import (
     FIND_COORDINATOR,
     METADATA,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     api_schemas,
     request_header_version,
     response_header_version,
@@ -36,9 +38,10 @@ FIND_COORDINATOR_LOCAL = 4   # GROUP keys answered here, TRANSACTION keys forwar
 API_VERSIONS_LOCAL = 5
 GROUP = 6              # served by the GroupService
 GUARD = 7              # decoded and checked against the state topic, then forwarded
+SASL = 8               # SaslHandshake, SaslAuthenticate: the connection's SASL state (sasl.py)
 
 # Kinds whose request body is decoded here (Route.request_class is set; also when guarded).
-DECODED_KINDS = frozenset({FIND_COORDINATOR_LOCAL, API_VERSIONS_LOCAL, GROUP, GUARD})
+DECODED_KINDS = frozenset({FIND_COORDINATOR_LOCAL, API_VERSIONS_LOCAL, GROUP, GUARD, SASL})
 
 _SPECIAL_FORWARDS = {
     PRODUCE: FORWARD_PRODUCE,
@@ -80,6 +83,8 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
             kind = FIND_COORDINATOR_LOCAL
         elif api_key in served_locally:
             kind = GROUP
+        elif api_key == SASL_HANDSHAKE or api_key == SASL_AUTHENTICATE:
+            kind = SASL   # advertised only with client SASL on (gateway/sasl.py enable_sasl)
         else:
             kind = _SPECIAL_FORWARDS.get(api_key, FORWARD)
             if api_key in GUARDED_APIS and kind == FORWARD:

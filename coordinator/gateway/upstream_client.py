@@ -2,18 +2,45 @@
 
 Used for the gateway's own traffic (ApiVersions, Metadata refreshes, CreateTopics), not
 for forwarding client requests (see connection.py for that).
+
+Security (issue 13): ``connect(..., security=UpstreamSecurity)`` opens TLS (hostname verified
+unless the settings turn it off) and authenticates with SASL (security/sasl_client.py:
+ApiVersions, SaslHandshake v1, SaslAuthenticate) before the link is handed out. A refused
+credential raises UpstreamAuthenticationError at once (every broker would refuse it too).
+
+KIP-368: when the broker gives the session a lifetime (SessionLifetimeMs, set by the broker's
+``connections.max.reauth.ms``), the link does not re-authenticate in place (that would need
+every other request held while the exchange runs); it *reconnects* instead.
+``reauthentication_due`` turns true at 85-95% of the lifetime (Java's client picks the same
+window), and the ClusterView then retires the link (in-flight requests finish) and opens a
+new, freshly authenticated one. A request on a link whose session has expired is refused
+here (UpstreamError) rather than sent to a broker that would close the connection.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
+import random
+import ssl
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..protocol.apis import API_VERSIONS, api_name, request_header_version, response_class, response_header_version
+from ..protocol.apis import (
+    API_VERSIONS,
+    api_name,
+    request_class,
+    request_header_version,
+    response_class,
+    response_header_version,
+)
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import SIZE, RequestHeader, decode_response_header, split_frames
+from ..security.sasl_client import SASL_AUTHENTICATE, SaslAuthenticationError, SaslError, authenticate
+
+if TYPE_CHECKING:
+    from ..security.upstream import UpstreamSecurity
 
 log = logging.getLogger("kcoord.gateway.upstream")
 
@@ -22,6 +49,17 @@ _MAX_RESPONSE = 2**31 - 1
 
 class UpstreamError(Exception):
     """The upstream connection failed or answered something unreadable."""
+
+
+class UpstreamAuthenticationError(UpstreamError):
+    """The upstream refused kcoord's SASL credentials (or mechanism)."""
+
+
+# SaslAuthenticate versions kcoord speaks (v1 adds SessionLifetimeMs, v2 flexible).
+_SASL_AUTHENTICATE_MAX = 2
+# KIP-368: reconnect at this fraction of the session lifetime (Java: 85-95%, randomized so
+# that many links do not re-authenticate at once).
+_REAUTH_WINDOW = (0.85, 0.95)
 
 
 class UpstreamClient(asyncio.Protocol):
@@ -34,23 +72,107 @@ class UpstreamClient(asyncio.Protocol):
         self._correlation = itertools.count(1)
         self._lost: Exception | None = None
         self._closed_here = False
+        self._retiring = False
+        # KIP-368, monotonic seconds; None: no SASL session lifetime.
+        self.session_lifetime_ms = 0
+        self._reauth_at: float | None = None
+        self._expires_at: float | None = None
 
     # --- connecting -------------------------------------------------------------------
 
     @classmethod
     async def connect(cls, addresses: Sequence[tuple[str, int]], client_id: str = "kcoord-gateway",
-                      timeout: float = 5.0) -> UpstreamClient:
-        """Connects to the first address that accepts; raises UpstreamError if none does."""
+                      timeout: float = 5.0, *, security: UpstreamSecurity | None = None) -> UpstreamClient:
+        """Connects to the first address that accepts (TLS and SASL done when ``security``
+        asks for them); raises UpstreamError if none does, UpstreamAuthenticationError at
+        once when a broker refuses the credentials."""
         loop = asyncio.get_running_loop()
+        context = security.ssl_context() if security is not None else None
         errors = []
         for host, port in addresses:
             client = cls((host, port), client_id)
             try:
-                await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)  # type: ignore[misc]
-                return client
+                if context is None:
+                    await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)  # type: ignore[misc]
+                else:
+                    await asyncio.wait_for(loop.create_connection(
+                        lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
+                        ssl_handshake_timeout=timeout), timeout)
+            except ssl.SSLCertVerificationError as e:
+                errors.append(f"{host}:{port}: TLS certificate verification failed: {e.verify_message or e}")
+                continue
+            except ssl.SSLError as e:
+                errors.append(f"{host}:{port}: TLS handshake failed: {e.reason or e}")
+                continue
             except (TimeoutError, OSError) as e:
                 errors.append(f"{host}:{port}: {e or type(e).__name__}")
+                continue
+            if security is None or not security.sasl:
+                return client
+            try:
+                await client.authenticate(security, timeout)
+                return client
+            except UpstreamAuthenticationError:
+                client.close()
+                raise
+            except UpstreamError as e:
+                client.close()
+                errors.append(f"{host}:{port}: {e}")
         raise UpstreamError("no upstream broker reachable: " + "; ".join(errors))
+
+    async def authenticate(self, security: UpstreamSecurity, timeout: float = 5.0) -> None:
+        """ApiVersions (for the SaslAuthenticate version), then the SASL exchange. Sets the
+        KIP-368 session deadline. Raises UpstreamAuthenticationError if refused."""
+        from ..security.settings import SecurityConfigError
+
+        where = self._where()
+        started = time.monotonic()
+        versions = await self._sasl_authenticate_range(timeout)
+        if versions is None:
+            raise UpstreamAuthenticationError(f"SASL authentication with {where} impossible: the upstream "
+                                              f"lists no SaslAuthenticate in ApiVersions")
+        version = min(versions[1], _SASL_AUTHENTICATE_MAX)
+        try:
+            mechanism = await security.new_mechanism()
+            lifetime = await authenticate(lambda r: self.request(r, timeout), mechanism,
+                                          authenticate_version=version)
+        except SaslAuthenticationError as e:
+            raise UpstreamAuthenticationError(f"{where}: {e}") from None
+        except (SaslError, SecurityConfigError) as e:
+            raise UpstreamAuthenticationError(f"SASL authentication with {where} failed: {e}") from None
+        self.session_lifetime_ms = lifetime
+        if lifetime > 0:
+            self._expires_at = started + lifetime / 1000
+            self._reauth_at = started + lifetime / 1000 * random.uniform(*_REAUTH_WINDOW)
+        log.debug("authenticated with %s (%s), session lifetime %s", where, security.mechanism,
+                  f"{lifetime} ms" if lifetime else "unbounded")
+
+    async def _sasl_authenticate_range(self, timeout: float) -> tuple[int, int] | None:
+        response = await self.request(request_class(API_VERSIONS, 3)(
+            client_software_name="kcoord", client_software_version="0.1.0"), timeout)
+        if int(response.error_code) == 35:     # older broker: ask at v0
+            response = await self.request(request_class(API_VERSIONS, 0)(), timeout)
+        if int(response.error_code) != 0:
+            raise UpstreamError(f"ApiVersions to {self._where()} failed with error {int(response.error_code)}")
+        for key in response.api_keys:
+            if int(key.api_key) == SASL_AUTHENTICATE:
+                return int(key.min_version), int(key.max_version)
+        return None
+
+    @property
+    def reauthentication_due(self) -> bool:
+        """KIP-368: the SASL session nears its end; reconnect (ClusterView does)."""
+        return self._reauth_at is not None and time.monotonic() >= self._reauth_at
+
+    @property
+    def session_expired(self) -> bool:
+        return self._expires_at is not None and time.monotonic() >= self._expires_at
+
+    def retire(self) -> None:
+        """Close once the requests in flight are answered (a reconnect for KIP-368)."""
+        self._retiring = True
+        if not self._pending:
+            self.close()
 
     @property
     def closed(self) -> bool:
@@ -74,6 +196,10 @@ class UpstreamClient(asyncio.Protocol):
         """Send a kio request at its class's version and wait for the decoded response."""
         if self.closed:
             raise UpstreamError(f"connection to {self._where()} is closed")
+        if self.session_expired:
+            self.close()
+            raise UpstreamError(f"the SASL session with {self._where()} expired "
+                                f"(lifetime {self.session_lifetime_ms} ms, KIP-368): reconnect")
         api_key, api_version = int(request.__api_key__), int(request.__version__)
         correlation_id = next(self._correlation)
         header = RequestHeader(api_key, api_version, correlation_id, self.client_id)
@@ -114,6 +240,8 @@ class UpstreamClient(asyncio.Protocol):
         if entry is None:
             return  # answer to a request that already timed out
         future, api_key, api_version = entry
+        if self._retiring and not self._pending:
+            asyncio.get_running_loop().call_soon(self.close)
         if future.done():
             return
         try:

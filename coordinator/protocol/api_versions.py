@@ -21,6 +21,8 @@ from .apis import (
     FIND_COORDINATOR,
     GROUP_APIS,
     NOT_THROUGH_GATEWAY,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     forwardable_range,
     intersect,
     kio_version_range,
@@ -98,6 +100,29 @@ def advertised_versions(
     assert api_known is not None
     out[API_VERSIONS] = api_known
     return dict(sorted(out.items()))
+
+
+def sasl_versions(upstream: Mapping[int, tuple[int, int]] | None) -> dict[int, tuple[int, int]]:
+    """SaslHandshake and SaslAuthenticate, when clients authenticate (coordinator/gateway/sasl.py).
+
+    SaslHandshake is advertised at v1 only: v0 switches the connection to raw, unframed
+    tokens. SaslAuthenticate: upstream's versions ∩ kio's in passthrough (``upstream`` is
+    upstream's ApiVersions), kio's when kcoord terminates SASL (``upstream`` None).
+    """
+    handshake = kio_version_range(SASL_HANDSHAKE)
+    authenticate = kio_version_range(SASL_AUTHENTICATE)
+    assert handshake is not None and authenticate is not None and handshake[1] >= 1
+    if upstream is not None:
+        up_handshake = upstream.get(SASL_HANDSHAKE)
+        if up_handshake is None or not up_handshake[0] <= 1 <= up_handshake[1]:
+            raise ValueError("SASL passthrough needs an upstream that serves SaslHandshake v1; it advertises "
+                             f"{up_handshake or 'no SaslHandshake'} (use sasl.termination=true)")
+        up_authenticate = upstream.get(SASL_AUTHENTICATE)
+        authenticate = intersect(up_authenticate, authenticate) if up_authenticate else None  # type: ignore[assignment]
+        if authenticate is None:
+            raise ValueError("SASL passthrough needs an upstream that serves SaslAuthenticate; it advertises "
+                             f"{up_authenticate or 'none'} (use sasl.termination=true)")
+    return {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: authenticate}
 
 
 def api_versions_response(

@@ -14,26 +14,42 @@ missing topic), and while the cluster view cannot vouch for the topic (upstream 
 topic missing or replaced) it ``suspend``s writes and loads here, so nothing lands in or
 is read from a log kcoord has not checked (Tansu 0.6 even acknowledges a Produce to a
 partition of a topic that no longer exists).
+
+Security (issue 13): ``security=UpstreamSecurity`` gives every aiokafka client here (admin,
+writer, loader, tail) its TLS context and SASL settings (``aiokafka_kwargs``). aiokafka does
+not re-authenticate (KIP-368): a broker with ``connections.max.reauth.ms`` closes an expired
+connection at its next request and aiokafka reconnects, authenticating again; a write in
+flight then is retried by the producer.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gzip
 import logging
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import CorruptRecordException, TopicAlreadyExistsError, UnsupportedCodecError
+from aiokafka.errors import (
+    CorruptRecordException,
+    KafkaConnectionError,
+    TopicAlreadyExistsError,
+    UnsupportedCodecError,
+)
 from aiokafka.protocol.metadata import MetadataRequest
 
 from .state_log import CorruptBatchError, RecordSink, StateTopicUnavailable
+
+if TYPE_CHECKING:
+    from ..security.upstream import UpstreamSecurity
 
 log = logging.getLogger("kcoord.state_topic")
 
@@ -86,12 +102,49 @@ def _no_auto_create() -> None:
     _AUTO_CREATE.set(False)
 
 
+class _BootstrapCauses(logging.Handler):
+    """Collects why aiokafka could not connect: its bootstrap error names only the hosts
+    ("Unable to bootstrap from [...]"); the cause (SASL authentication failed, TLS
+    certificate verification failed) is only in its log line before."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.causes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Unable connect to") and len(self.causes) < 8:
+            try:
+                self.causes.append(record.getMessage())
+            except Exception:   # a record that does not format: keep the rest
+                pass
+
+
+@contextlib.contextmanager
+def _explained(where: str) -> Iterator[None]:
+    """aiokafka's bootstrap failure re-raised with its cause (the SASL or TLS error)."""
+    handler = _BootstrapCauses()
+    logger = logging.getLogger("aiokafka")     # aiokafka/client.py logs under this name
+    logger.addHandler(handler)
+    try:
+        yield
+    except KafkaConnectionError as e:
+        if not handler.causes:
+            raise
+        raise KafkaConnectionError(f"{where}: {e}: {handler.causes[-1]}") from e
+    finally:
+        logger.removeHandler(handler)
+
+
 class StateTopic:
     """The `state_log.StateLog` port on the upstream cluster."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, replication_factor: int = -1,
-                 max_batch_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord") -> None:
+                 max_batch_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord",
+                 security: UpstreamSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security
+        # TLS/SASL for every aiokafka client of the state topic ({} for PLAINTEXT).
+        self._client_kwargs: dict[str, Any] = security.aiokafka_kwargs() if security is not None else {}
         self.topic = topic
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -136,8 +189,9 @@ class StateTopic:
             # caps a batch at max_batch_size (16 KiB by default), not at max_request_size.
             linger_ms=0, max_request_size=self.max_batch_bytes, max_batch_size=self.max_batch_bytes,
             enable_idempotence=False,
-            request_timeout_ms=30_000)
-        await self._producer.start()
+            request_timeout_ms=30_000, **self._client_kwargs)
+        with _explained(f"state topic {self.topic} writer"):
+            await self._producer.start()
 
     async def stop(self) -> None:
         if self._producer is not None:
@@ -145,8 +199,10 @@ class StateTopic:
             self._producer = None
 
     async def ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin")
-        await admin.start()
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin",
+                                    **self._client_kwargs)
+        with _explained(f"state topic {self.topic} admin"):
+            await admin.start()
         try:
             rf = self.replication_factor if self.replication_factor > 0 else await self._default_replication(admin)
             topic = NewTopic(self.topic, self.partitions, rf, topic_configs=dict(TOPIC_CONFIGS))
@@ -225,8 +281,10 @@ class StateTopic:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-loader",
             enable_auto_commit=False, isolation_level="read_committed",
-            max_partition_fetch_bytes=5 * 1024 * 1024, fetch_max_bytes=50 * 1024 * 1024)
-        await consumer.start()
+            max_partition_fetch_bytes=5 * 1024 * 1024, fetch_max_bytes=50 * 1024 * 1024,
+            **self._client_kwargs)
+        with _explained(f"state topic {self.topic} loader"):
+            await consumer.start()
         try:
             # A missing topic would leave the loop below waiting for a high watermark that
             # never comes: fail at once, the caller retries (and the cluster view reports it).
@@ -311,8 +369,9 @@ class StateTopic:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-tail",
             enable_auto_commit=False, isolation_level="read_committed",
-            max_partition_fetch_bytes=5 * 1024 * 1024)
-        await consumer.start()
+            max_partition_fetch_bytes=5 * 1024 * 1024, **self._client_kwargs)
+        with _explained(f"state topic {self.topic} tail"):
+            await consumer.start()
         try:
             consumer.assign([tp])
             consumer.seek(tp, from_offset)

@@ -26,7 +26,9 @@ from pathlib import Path
 PREFIXES = ("ssl.", "sasl.", "upstream.", "listener.", "listeners.", "authorizer.", "audit.", "principal.",
             "connections.max.reauth.ms")
 NAMES = frozenset({"authorizer", "super.users", "allow.everyone.if.no.acl.found", "security.protocol",
-                   "security.inter.broker.protocol"})
+                   "security.inter.broker.protocol", "connection.failed.authentication.delay.ms"})
+# `.file` names kcoord re-reads itself each time (a token rotated on disk), not secrets read once.
+KEPT_AS_PATHS = frozenset({"upstream.sasl.oauthbearer.token.file"})
 _SECRET_WORDS = ("password", "secret", "token", "key.password", "jaas")
 
 
@@ -60,7 +62,7 @@ def resolve(items: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, s
         base, kind = name, None
         for suffix in (".file", ".env"):
             # ssl.keystore.location is a path kcoord reads itself; only secrets use `.file`.
-            if name.endswith(suffix) and any(w in name for w in _SECRET_WORDS):
+            if name.endswith(suffix) and any(w in name for w in _SECRET_WORDS) and name not in KEPT_AS_PATHS:
                 base, kind = name[: -len(suffix)], suffix[1:]
         if base in out:
             raise SecurityConfigError(f"--config {base} is given twice")

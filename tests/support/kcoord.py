@@ -3,6 +3,13 @@
 It runs as a child process (so tests can kill -9 it) and is ready when it prints
 "kcoord ready". The bootstrap listener takes port P and the per-broker listeners
 P+1...; restarting on the same P gives clients the same addresses back.
+
+Listeners of any protocol (issue 13): ``listeners=("SSL",)`` or
+``listeners=("INTERNAL:PLAINTEXT", "EXTERNAL:SSL")`` give each listener a port block of its
+own (``port_of(name)``, ``bootstrap_of(name)``); names that are not protocols go into
+``listener.security.protocol.map``. TLS and other security settings go in ``config`` like
+any ``--config`` item. Without ``listeners`` kcoord gets one bare host:port (PLAINTEXT),
+as before.
 """
 from __future__ import annotations
 
@@ -66,26 +73,73 @@ class KcoordProcess:
     process: subprocess.Popen | None = None
     log_path: Path | None = None
     _lines: list[str] = field(default_factory=list)
+    # "PROTOCOL" or "NAME:PROTOCOL" per listener, in --listen order (empty: one bare host:port).
+    listeners: tuple[str, ...] = ()
+    advertised_host: str | None = None
+    ports: dict[str, int] = field(default_factory=dict)   # listener name -> its bootstrap port
+    extra_args: tuple[str, ...] = ()
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def serve_args(self) -> list[str]:
-        """The command line; subclasses add options (for example a metrics port)."""
-        args = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", self.bootstrap,
-                "--upstream", self.upstream, "--state-topic", self.state_topic,
-                "--state-partitions", str(self.state_partitions)]
-        for item in self.config:
-            args += ["--config", item]
+    def listener_names(self) -> list[str]:
+        return [item.partition(":")[0].upper() for item in self.listeners]
+
+    def port_of(self, name: str) -> int:
+        return self.ports[name.upper()] if self.listeners else self.port
+
+    def bootstrap_of(self, name: str, host: str = "127.0.0.1") -> str:
+        return f"{host}:{self.port_of(name)}"
+
+    def listen_args(self) -> list[str]:
+        if not self.listeners:
+            return ["--listen", self.bootstrap]
+        args = []
+        mapping = []
+        for item in self.listeners:
+            name, sep, protocol = item.partition(":")
+            name = name.upper()
+            if sep:
+                mapping.append(f"{name}:{protocol.upper()}")
+            args += ["--listen", f"{name}://127.0.0.1:{self.ports[name]}"]
+        if mapping:
+            args += ["--config", "listener.security.protocol.map=" + ",".join(mapping)]
         return args
 
+    def serve_args(self) -> list[str]:
+        """The command line; subclasses add options (for example a metrics port)."""
+        args = [sys.executable, "-m", "coordinator.cli", "serve", *self.listen_args(),
+                "--upstream", self.upstream, "--state-topic", self.state_topic,
+                "--state-partitions", str(self.state_partitions)]
+        if self.advertised_host is not None:
+            args += ["--advertised-host", self.advertised_host]
+        for item in self.config:
+            args += ["--config", item]
+        return [*args, *self.extra_args]
+
     def start(self, timeout: float = 30.0) -> KcoordProcess:
+        brokers = len(self.upstream.split(","))
         if not self.port:        # bootstrap + one listener per upstream broker (in the bootstrap list)
-            self.port = free_port_block(1 + len(self.upstream.split(",")))
+            self.port = free_port_block(1 + brokers)
+            if self.listeners:
+                names = self.listener_names()
+                self.ports = {names[0]: self.port}
+                for name in names[1:]:
+                    self.ports[name] = free_port_block(1 + brokers)
         args = self.serve_args()
         self.process, self.log_path = launch_serve(args, REPO, f"kcoord-{self.port}", self._lines, timeout)
         return self
+
+    def run_to_exit(self, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """Run `kcoord serve` expecting it to stop by itself (a configuration it refuses):
+        its exit code, stdout and stderr."""
+        if not self.port:
+            self.port = free_port_block(1 + len(self.upstream.split(",")))
+            names = self.listener_names()
+            self.ports = {name: self.port + 10 * i for i, name in enumerate(names)}
+        return subprocess.run(self.serve_args(), cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""

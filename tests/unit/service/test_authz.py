@@ -21,7 +21,9 @@ PARTITIONS = 2
 
 
 class DenyGroups:
-    """Refuses every action on the groups in ``denied``; records what was asked."""
+    """Refuses every action on the groups in ``denied`` (topics are all allowed: the topic
+    rules have their own tests, tests/unit/security/test_authz_service_topics.py); records
+    what was asked."""
 
     def __init__(self, *denied: str, cluster_describe: bool = False) -> None:
         self.denied = set(denied)
@@ -31,7 +33,8 @@ class DenyGroups:
     def authorize(self, client, actions):
         self.asked.extend(actions)
         return [(a.resource_type == "CLUSTER" and self.cluster_describe)
-                or (a.resource_type == "GROUP" and a.name not in self.denied) for a in actions]
+                or (a.resource_type == "GROUP" and a.name not in self.denied)
+                or a.resource_type == "TOPIC" for a in actions]
 
 
 async def service_with(authorizer) -> GroupCoordinatorService:

@@ -1,0 +1,322 @@
+"""The membership shell: one kcoord instance in its upstream group (asyncio; it owns the
+links to the upstream and reads the monotonic clock, the rest of this package is pure).
+
+The group is a classic group with protocol type `kcoord` (works on Tansu and on every
+Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
+- FindCoordinator(GROUP) on the bootstrap link, then JoinGroup v5 / SyncGroup v3 /
+  Heartbeat v3 / LeaveGroup v3 on a link to the group's coordinator;
+- the leader decodes every member's metadata (protocol.py) and balances the shards
+  (balancer.py); a member whose metadata cannot be read is left without shards and
+  logged, it cannot stop the others' rebalance;
+- cooperative: a member keeps serving its shards through a rebalance; one that lost
+  shards in an assignment rejoins at once, so the leader places them in the follow-up
+  generation (balancer.py);
+- static membership (`static=True`, KIP-345): the instance id is the group instance id, so
+  a restart within the session timeout gets its shards back without a rebalance;
+  `leave()` removes it at once (LeaveGroup v3 by instance id), so a scale-down moves its
+  shards without waiting for the session timeout;
+- losing the membership (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, or the lease running out
+  while heartbeats fail) drops every shard at once (Kafka's `onPartitionsLost`);
+  FENCED_INSTANCE_ID (another process took our instance id) stops the member for good.
+
+`on_change(assignment, added, revoked)` is called with each applied assignment; the lease
+(lease.py) is renewed by each successful JoinGroup/SyncGroup/Heartbeat, timed from when
+the request was sent.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3 import request as find_v3
+from kio.schema.heartbeat.v3 import request as heartbeat_v3
+from kio.schema.join_group.v5 import request as join_v5
+from kio.schema.leave_group.v3 import request as leave_v3
+from kio.schema.sync_group.v3 import request as sync_v3
+from kio.schema.types import GroupId
+from kio.static.primitive import i8, i32, i32Timedelta
+
+from .balancer import balance
+from .lease import Lease
+from .protocol import (
+    PROTOCOL_NAME,
+    PROTOCOL_TYPE,
+    Assignment,
+    Endpoint,
+    MalformedMembershipData,
+    MemberMetadata,
+    decode_assignment,
+    decode_metadata,
+    encode_assignment,
+    encode_metadata,
+)
+
+log = logging.getLogger("kcoord.cluster")
+
+_REFIND = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress}
+_LOST = {ErrorCode.unknown_member_id, ErrorCode.illegal_generation}
+_BACKOFF_S = 0.2
+_MAX_BACKOFF_S = 5.0
+
+
+class Link(Protocol):
+    async def request(self, request: Any, timeout: float = ...) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+# Opens a link to the first reachable (host, port); raises on failure.
+OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[Link]]
+
+
+class MembershipFenced(Exception):
+    """Another process joined with this instance id (FENCED_INSTANCE_ID)."""
+
+
+class _Rejoin(Exception):
+    pass
+
+
+class _Refind(Exception):
+    pass
+
+
+def _ms_field(ms: int) -> i32Timedelta:
+    return i32Timedelta.parse(timedelta(milliseconds=ms))
+
+
+def group_name(state_topic: str) -> str:
+    """The membership group of the processes sharing a state topic."""
+    return f"kcoord.{state_topic}"
+
+
+class ClusterMembership:
+    def __init__(self, *, group_id: str, instance_id: str, endpoint: Endpoint, n_shards: int,
+                 open_link: OpenLink, bootstrap: Sequence[tuple[str, int]],
+                 on_change: Callable[[Assignment, frozenset[int], frozenset[int]], None],
+                 session_ms: int = 10_000, rebalance_ms: int = 30_000, heartbeat_ms: int = 1_000,
+                 lease_margin_ms: int = 2_000, static: bool = True, rack: str | None = None,
+                 clock: Callable[[], float] = time.monotonic, request_timeout_s: float = 10.0) -> None:
+        self.group_id = group_id
+        self.instance_id = instance_id
+        self.endpoint = endpoint
+        self.n_shards = n_shards
+        self._open_link = open_link
+        self._bootstrap = list(bootstrap)
+        self._on_change = on_change
+        self.session_ms = session_ms
+        self.rebalance_ms = rebalance_ms
+        self.heartbeat_ms = heartbeat_ms
+        self.static = static
+        self.rack = rack
+        self._clock = clock
+        self._timeout = request_timeout_s
+        self.lease = Lease(session_ms, lease_margin_ms)
+        self.member_id = ""
+        self.generation = -1
+        self.leader = False
+        self.assignment: Assignment | None = None
+        self.owned: frozenset[int] = frozenset()
+        self.node_id = -1
+        self.rebalances = 0
+        self._link: Link | None = None
+        self._stopping = False
+        self.stable = asyncio.Event()     # set while the member holds a current assignment
+
+    # ------------------------------------------------------------------ api
+    async def run(self) -> None:
+        """Stay in the group until `leave()` (or fencing); retries every other failure."""
+        backoff = _BACKOFF_S
+        while not self._stopping:
+            try:
+                if self._link is None:
+                    self._link = await self._find_coordinator()
+                await self._join_and_sync()
+                backoff = _BACKOFF_S
+                await self._heartbeat_until_rebalance()
+            except _Rejoin:
+                continue
+            except _Refind:
+                self._drop_link()
+            except MembershipFenced:
+                self._lose("fenced: another process joined with instance id " + self.instance_id)
+                raise
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:   # a link failure, a timeout: the upstream is not ours to trust
+                if self._stopping:
+                    break
+                log.warning("cluster membership %s: %s; retrying in %.1fs", self.instance_id, e, backoff)
+                self._drop_link()
+                self._check_lease()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def leave(self) -> None:
+        """Leave the group now (a scale-down): the shards move without a session timeout."""
+        self._stopping = True
+        link, member = self._link, self.member_id
+        if link is not None and (member or self.static):
+            try:
+                await link.request(leave_v3.LeaveGroupRequest(
+                    group_id=GroupId(self.group_id), members=(leave_v3.MemberIdentity(
+                        member_id=member, group_instance_id=self.instance_id if self.static else None),)),
+                    self._timeout)
+            except Exception as e:
+                log.warning("cluster membership %s: LeaveGroup failed: %s", self.instance_id, e)
+        self._lose("left the group")
+        self._drop_link()
+
+    def serving(self, now: float | None = None) -> bool:
+        """Whether this instance may answer for its shards now (the lease holds)."""
+        return self.lease.valid(self._ms(now))
+
+    # ------------------------------------------------------------- protocol
+    async def _find_coordinator(self) -> Link:
+        bootstrap = await self._open_link(self._bootstrap)
+        try:
+            resp = await bootstrap.request(find_v3.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)),
+                                           self._timeout)
+        finally:
+            bootstrap.close()
+        if resp.error_code != ErrorCode.none:
+            raise RuntimeError(f"FindCoordinator({self.group_id}) answered {resp.error_code.name}")
+        return await self._open_link([(resp.host, resp.port)])
+
+    def _metadata(self) -> bytes:
+        return encode_metadata(MemberMetadata(self.instance_id, self.endpoint, self.rack, self.owned,
+                                              self.node_id, self.generation))
+
+    async def _join_and_sync(self) -> None:
+        assert self._link is not None
+        self.stable.clear()
+        sent = self._ms()
+        while True:
+            sent = self._ms()
+            resp = await self._link.request(join_v5.JoinGroupRequest(
+                group_id=GroupId(self.group_id), session_timeout=_ms_field(self.session_ms),
+                rebalance_timeout=_ms_field(self.rebalance_ms), member_id=self.member_id,
+                group_instance_id=self.instance_id if self.static else None, protocol_type=PROTOCOL_TYPE,
+                protocols=(join_v5.JoinGroupRequestProtocol(name=PROTOCOL_NAME, metadata=self._metadata()),)),
+                self.rebalance_ms / 1000 + self._timeout)
+            code = resp.error_code
+            log.debug("cluster membership %s: JoinGroup -> %s member %s generation %s leader %s", self.instance_id,
+                      code.name, resp.member_id, resp.generation_id, resp.leader)
+            if code == ErrorCode.member_id_required:
+                self.member_id = resp.member_id       # KIP-394: join again with it
+                continue
+            self._check(code, "JoinGroup")
+            break
+        self.lease.renew(sent)
+        self.member_id, self.generation = resp.member_id, resp.generation_id
+        self.leader = resp.leader == resp.member_id
+        assignments: tuple = ()
+        if self.leader:
+            assignments = self._lead(resp.generation_id, resp.members)
+        sent = self._ms()
+        sync = await self._link.request(sync_v3.SyncGroupRequest(
+            group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
+            group_instance_id=self.instance_id if self.static else None, assignments=assignments),
+            self._timeout)
+        self._check(sync.error_code, "SyncGroup")
+        self.lease.renew(sent)
+        try:
+            assignment = decode_assignment(sync.assignment)
+        except MalformedMembershipData as e:
+            log.error("cluster membership %s: the leader's assignment is unreadable (%s); rejoining",
+                      self.instance_id, e)
+            await asyncio.sleep(_BACKOFF_S)
+            raise _Rejoin() from None
+        self._apply(assignment)
+
+    def _lead(self, generation: int, members) -> tuple:
+        metadata: dict[str, MemberMetadata] = {}
+        for m in members:
+            try:
+                metadata[m.member_id] = decode_metadata(m.metadata)
+            except MalformedMembershipData as e:
+                log.error("cluster membership: member %s sent unreadable metadata (%s); it gets no shards",
+                          m.member_id, e)
+        result = balance(generation, self.n_shards, metadata)
+        self.rebalances += 1
+        log.info("cluster membership %s leads generation %d: %d instances, %d shards moving%s", self.instance_id,
+                 generation, len(metadata), result.moved, " (follow-up rebalance)" if result.follow_up else "")
+        empty = encode_assignment(Assignment(generation, frozenset()))
+        return tuple(sync_v3.SyncGroupRequestAssignment(
+            member_id=m.member_id, assignment=encode_assignment(result.assignments[m.member_id])
+            if m.member_id in result.assignments else empty) for m in members)
+
+    def _apply(self, assignment: Assignment) -> None:
+        if assignment.error:
+            raise MembershipFenced(f"the leader refused instance id {self.instance_id} "
+                                   f"(error {assignment.error}: another member uses it)")
+        added, revoked = assignment.shards - self.owned, self.owned - assignment.shards
+        self.assignment, self.owned = assignment, assignment.shards
+        self.node_id = assignment.node_ids.get(self.instance_id, self.node_id)
+        self._on_change(assignment, added, revoked)
+        if revoked:
+            # Cooperative: the revoked shards are placed in the next generation, which this
+            # member starts by rejoining now that it no longer serves them.
+            raise _Rejoin()
+        self.stable.set()
+
+    async def _heartbeat_until_rebalance(self) -> None:
+        assert self._link is not None
+        while not self._stopping:
+            await asyncio.sleep(self.heartbeat_ms / 1000)
+            if self._stopping:
+                return
+            sent = self._ms()
+            resp = await self._link.request(heartbeat_v3.HeartbeatRequest(
+                group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
+                group_instance_id=self.instance_id if self.static else None), self._timeout)
+            if resp.error_code == ErrorCode.rebalance_in_progress:
+                self.lease.renew(sent)      # still a member: keep serving through the rebalance
+                raise _Rejoin()
+            self._check(resp.error_code, "Heartbeat")
+            self.lease.renew(sent)
+
+    def _check(self, code: ErrorCode, api: str) -> None:
+        if code == ErrorCode.none:
+            return
+        if code == ErrorCode.fenced_instance_id:
+            raise MembershipFenced(f"{api}: FENCED_INSTANCE_ID for {self.instance_id}")
+        if code in _REFIND:
+            raise _Refind()
+        if code in _LOST:
+            self._lose(f"{api} answered {code.name}")
+            if code == ErrorCode.unknown_member_id:
+                self.member_id = ""      # join as new (a static member is recognised by its instance id)
+            raise _Rejoin()
+        if code == ErrorCode.rebalance_in_progress:
+            raise _Rejoin()
+        raise RuntimeError(f"{api} answered {code.name}")
+
+    # --------------------------------------------------------------- helpers
+    def _lose(self, why: str) -> None:
+        self.stable.clear()
+        if self.owned:
+            log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(self.owned))
+            lost = self.owned
+            self.owned = frozenset()
+            empty = Assignment(self.generation, frozenset(), {}, {}, {})
+            self.assignment = empty
+            self._on_change(empty, frozenset(), lost)
+        self.generation = -1
+
+    def _check_lease(self) -> None:
+        if self.owned and not self.lease.valid(self._ms()):
+            self._lose("the membership lease ran out")
+
+    def _drop_link(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+
+    def _ms(self, now: float | None = None) -> float:
+        return (self._clock() if now is None else now) * 1000
