@@ -89,8 +89,10 @@ def check_listeners(listen: list[str], security: dict[str, str]) -> list[str]:
         listener_security = ListenerSecurity.from_settings(spec.name, spec.protocol, security)  # reads the files
         if spec.protocol in SASL_PROTOCOLS:
             why = f"listener {spec.name} is {spec.protocol}"
-        elif spec.protocol == SSL and listener_security.client_auth == "required":
-            why = f"listener {spec.name} is SSL with ssl.client.auth=required"
+        elif spec.protocol == SSL and listener_security.client_auth in ("required", "requested"):
+            # `requested` too: a client that presents a certificate gets its principal, so the
+            # listener authenticates (and forwarded traffic is authorized here, forward_gate_for).
+            why = f"listener {spec.name} is SSL with ssl.client.auth={listener_security.client_auth}"
         else:
             continue
         if authorizer is None:
@@ -367,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Sub-commands owned by other packages: `register(subparsers)` adds them.
-_TOOL_MODULES = ("ops.cli", "migration.cli")
+_TOOL_MODULES = ("ops.cli", "ops.groups_cli", "migration.cli")
 
 
 def main(argv: list[str] | None = None) -> int:

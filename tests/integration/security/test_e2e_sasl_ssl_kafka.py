@@ -9,74 +9,21 @@ alice has no ACL for is refused with GROUP_AUTHORIZATION_FAILED; a wrong passwor
 as against the broker."""
 from __future__ import annotations
 
-import shutil
 import uuid
 
 import pytest
 
-from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, USER, USER_PASSWORD, start_kafka
+from support.kafka_broker import USER, USER_PASSWORD
 from support.kcoord import KcoordProcess
-from support.tls_certs import TestCA
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
+# The `secured` fixture (Kafka 4.3 SASL_SSL + StandardAuthorizer, kcoord SASL_SSL in front,
+# authorizer=upstream) is in conftest.py, shared with test_e2e_java_sasl_ssl.py; it holds
+# this topic with these records.
 TOPIC = "e2e-topic"
 RECORDS = 20
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    if shutil.which("java") is None:
-        pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker")
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        NewTopic,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    work = tmp_path_factory.mktemp("e2e-sasl-ssl")
-    cluster = start_kafka(KAFKA_43, work, sasl=True, tls=True, authorizer=True)
-    try:
-        admin = AdminClient(cluster.client_config())
-        admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
-        alice = f"User:{USER}"
-        bindings = [
-            AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, alice, "*",
-                       AclOperation.READ, AclPermissionType.ALLOW),
-            AclBinding(ResourceType.GROUP, "e2e-ok-", ResourcePatternType.PREFIXED, alice, "*",
-                       AclOperation.READ, AclPermissionType.ALLOW),
-        ]
-        for future in admin.create_acls(bindings).values():
-            future.result(30)
-        producer = Producer(cluster.client_config())
-        for i in range(RECORDS):
-            producer.produce(TOPIC, value=f"v{i}".encode(), partition=i % 2)
-        assert producer.flush(30) == 0
-        ca = TestCA()
-        ca_path = ca.write_ca(work / "kcoord-ca.pem")
-        keystore = work / "kcoord.pem"
-        ca.keystore(keystore, "localhost")
-        kc = KcoordProcess(
-            upstream=f"SASL_SSL://{cluster.bootstrap}", state_topic=f"__kcoord_e2e_{uuid.uuid4().hex[:6]}",
-            state_partitions=4, listeners=("SASL_SSL",),
-            config=("consumer_heartbeat_interval_ms=500", "consumer_session_timeout_ms=10000",
-                    "ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}",
-                    "upstream.sasl.mechanism=SCRAM-SHA-512", f"upstream.sasl.username={ADMIN_USER}",
-                    f"upstream.sasl.password={ADMIN_PASSWORD}", f"upstream.ssl.ca.location={cluster.ca_path}",
-                    "authorizer=upstream", "authorizer.refresh.ms=2000"))
-        kc.start(timeout=90)
-        try:
-            yield cluster, kc, ca_path
-        finally:
-            kc.stop()
-    finally:
-        cluster.stop()
 
 
 def _consumer_config(kc: KcoordProcess, ca_path, group: str, protocol: str, password: str = USER_PASSWORD):

@@ -1,0 +1,281 @@
+"""`kcoord groups`: consumer groups of a running cluster, as `kafka-consumer-groups.sh` shows
+them, against kcoord or Apache Kafka alike (it speaks only the Kafka protocol).
+
+    kcoord groups list     --bootstrap-server HOST:PORT [--state S] [--type T] [--json]
+    kcoord groups describe --bootstrap-server HOST:PORT (--group G ... | --all-groups)
+                           [--members | --offsets (default) | --state] [--json]
+    kcoord groups reset-offsets   --bootstrap-server ... --group G (--topic T[:P,P] ... | --all-topics)
+                           (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N | --shift-by N)
+                           (--dry-run | --execute) [--json]
+    kcoord groups delete-offsets  --bootstrap-server ... --group G --topic T[:P,P] ...
+    kcoord groups delete          --bootstrap-server ... (--group G ... | --all-groups)
+
+`--command-config FILE` holds client properties for a secured cluster (security.protocol,
+sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...: librdkafka's names, as
+Kafka's `--command-config` takes Java's). Beyond kafka-consumer-groups, `describe` shows the
+group type, the KIP-848 group epoch and assignment epoch, and each member's epoch, current
+and target assignment.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
+
+# Reset is an admin commit: Kafka refuses it for a group with members, so check first
+# ("Assignments can only be reset if the group ... is inactive").
+_RESETTABLE_STATES = {"Empty", "Dead", "EMPTY", "DEAD"}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("groups", help="list, describe, reset and delete groups of a running cluster",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="groups_command", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of kcoord or Kafka")
+        q.add_argument("--command-config", help="client properties file (security settings)")
+        q.add_argument("--json", action="store_true", help="JSON instead of the table")
+
+    q = sub.add_parser("list", help="every group, as --list")
+    common(q)
+    q.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
+    q.add_argument("--type", action="append", default=[], help="only groups of this type: consumer, classic")
+    q.set_defaults(func=_run(_list))
+
+    q = sub.add_parser("describe", help="groups with their offsets and lag, members or state")
+    common(q)
+    _groups_arg(q)
+    view = q.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true")
+    view.add_argument("--offsets", action="store_true")
+    view.add_argument("--state", action="store_true")
+    q.set_defaults(func=_run(_describe))
+
+    q = sub.add_parser("reset-offsets", help="move a group's committed offsets")
+    common(q)
+    q.add_argument("--group", required=True)
+    _topics_arg(q, required=False)
+    q.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for")
+    to = q.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-datetime", help="ISO 8601, e.g. 2026-11-25T10:00:00.000 (UTC unless an offset is given)")
+    to.add_argument("--to-offset", type=int)
+    to.add_argument("--shift-by", type=int)
+    run = q.add_mutually_exclusive_group(required=True)
+    run.add_argument("--dry-run", action="store_true")
+    run.add_argument("--execute", action="store_true")
+    q.set_defaults(func=_run(_reset))
+
+    q = sub.add_parser("delete-offsets", help="delete a group's offsets of some topics")
+    common(q)
+    q.add_argument("--group", required=True)
+    _topics_arg(q, required=True)
+    q.set_defaults(func=_run(_delete_offsets))
+
+    q = sub.add_parser("delete", help="delete empty groups")
+    common(q)
+    _groups_arg(q)
+    q.set_defaults(func=_run(_delete))
+
+
+def _groups_arg(q: argparse.ArgumentParser) -> None:
+    which = q.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", action="append", help="repeatable")
+    which.add_argument("--all-groups", action="store_true")
+
+
+def _topics_arg(q: argparse.ArgumentParser, required: bool) -> None:
+    q.add_argument("--topic", action="append", required=required, default=None,
+                   help="TOPIC or TOPIC:P,P (repeatable)")
+
+
+def _run(command):
+    def func(args: argparse.Namespace) -> int:
+        security = _security(args.command_config)
+        try:
+            return asyncio.run(_with_admin(command, args, security))
+        except GroupsError as e:
+            print(f"Error: {e}", file=sys.stderr)
+            return 1
+    return func
+
+
+async def _with_admin(command, args, security) -> int:
+    async with GroupAdmin(args.bootstrap_server, security) as admin:
+        return await command(admin, args)
+
+
+def _security(path: str | None):
+    if path is None:
+        return None
+    from coordinator.security.settings import resolve
+    from coordinator.security.upstream import UpstreamSecurity
+
+    props = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            props[f"upstream.{key.strip()}"] = value.strip()
+    return UpstreamSecurity.from_settings(resolve(props))
+
+
+def _out(args, rows: list[dict], header: list[str], keys: list[str]) -> None:
+    if args.json:
+        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    table = [header] + [["-" if r.get(k) is None else str(r.get(k)) for k in keys] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print(" ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+# ------------------------------------------------------------------- commands
+async def _list(admin: GroupAdmin, args) -> int:
+    groups = await admin.list_groups(tuple(s.upper() for s in args.state), tuple(args.type))
+    rows = [{"group": g, "type": t, "state": s, "protocol_type": p} for g, t, s, p in groups]
+    if args.json or args.state or args.type:
+        _out(args, rows, ["GROUP", "TYPE", "STATE"], ["group", "type", "state"])
+    else:
+        for r in rows:
+            print(r["group"])
+    return 0
+
+
+async def _group_ids(admin: GroupAdmin, args) -> list[str]:
+    if getattr(args, "all_groups", False):
+        return [g for g, *_ in await admin.list_groups()]
+    return list(args.group)
+
+
+async def _describe(admin: GroupAdmin, args) -> int:
+    out: list[dict] = []
+    for group in await _group_ids(admin, args):
+        d = await admin.describe(group)
+        if args.state:
+            out.append(_state_row(d))
+        elif args.members:
+            out += [{"group": group, "consumer_id": m.member_id, "group_instance_id": m.instance_id,
+                     "host": m.host, "client_id": m.client_id, "partitions": sum(map(len, m.assignment.values())),
+                     "member_epoch": m.member_epoch, "assignment": _tp_text(m.assignment),
+                     "target_assignment": None if m.target is None else _tp_text(m.target)} for m in d.members]
+        else:
+            out += await _offset_rows(admin, d)
+    if args.state:
+        _out(args, out, ["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                         "ASSIGNMENT-EPOCH", "#MEMBERS"],
+             ["group", "coordinator", "type", "assignment_strategy", "state", "group_epoch", "assignment_epoch",
+              "members"])
+    elif args.members:
+        _out(args, out, ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                         "MEMBER-EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"],
+             ["group", "consumer_id", "group_instance_id", "host", "client_id", "partitions", "member_epoch",
+              "assignment", "target_assignment"])
+    else:
+        _out(args, out, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                         "HOST", "CLIENT-ID"],
+             ["group", "topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host",
+              "client_id"])
+    return 0
+
+
+def _state_row(d: GroupDescription) -> dict[str, Any]:
+    coordinator = f"{d.coordinator[1]}:{d.coordinator[2]} ({d.coordinator[0]})" if d.coordinator else None
+    return {"group": d.group_id, "coordinator": coordinator, "type": d.type, "assignment_strategy": d.protocol,
+            "state": d.state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+            "members": len(d.members)}
+
+
+async def _offset_rows(admin: GroupAdmin, d: GroupDescription) -> list[dict]:
+    """kafka-consumer-groups --describe: every assigned or committed partition, with lag."""
+    committed = await admin.committed(d.group_id)
+    owner: dict[tuple[str, int], Any] = {}
+    for m in d.members:
+        for topic, parts in m.assignment.items():
+            for p in parts:
+                owner[(topic, p)] = m
+    partitions = sorted(set(committed) | set(owner))
+    end = await admin.list_offsets(partitions, LATEST)
+    rows = []
+    for tp in partitions:
+        current = committed.get(tp, (None, ""))[0]
+        m = owner.get(tp)
+        rows.append({"group": d.group_id, "topic": tp[0], "partition": tp[1], "current_offset": current,
+                     "log_end_offset": end.get(tp), "lag": None if current is None else max(0, end[tp] - current),
+                     "consumer_id": m.member_id if m else None, "host": m.host if m else None,
+                     "client_id": m.client_id if m else None})
+    return rows
+
+
+def _tp_text(assignment: dict[str, list[int]]) -> str:
+    return ",".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
+
+
+async def _selected_partitions(admin: GroupAdmin, args, committed: dict) -> list[tuple[str, int]]:
+    if getattr(args, "all_topics", False):
+        return sorted(committed)
+    if not args.topic:
+        raise GroupsError("name the topics: --topic T[:P,P] or --all-topics")
+    named = {}
+    for item in args.topic:
+        topic, _, parts = item.partition(":")
+        named[topic] = [int(p) for p in parts.split(",") if p] if parts else None
+    known = await admin.partitions(sorted(named))
+    return sorted((t, p) for t, ps in named.items() for p in (ps if ps is not None else known[t]))
+
+
+async def _reset(admin: GroupAdmin, args) -> int:
+    d = await admin.describe(args.group)
+    if args.execute and d.members:
+        raise GroupsError(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "
+                          f"current state is {d.state}.")
+    committed = await admin.committed(args.group)
+    partitions = await _selected_partitions(admin, args, committed)
+    earliest = await admin.list_offsets(partitions, EARLIEST)
+    latest = await admin.list_offsets(partitions, LATEST)
+    if args.to_earliest:
+        target = dict(earliest)
+    elif args.to_latest:
+        target = dict(latest)
+    elif args.to_datetime is not None:
+        when = datetime.datetime.fromisoformat(args.to_datetime)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        target = await admin.list_offsets(partitions, int(when.timestamp() * 1000))
+    elif args.to_offset is not None:
+        target = {tp: args.to_offset for tp in partitions}
+    else:
+        target = {tp: committed.get(tp, (latest[tp], ""))[0] + args.shift_by for tp in partitions}
+    # As kafka-consumer-groups: a target outside the log is moved to its nearest end.
+    target = {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in target.items()}
+    if args.execute:
+        await admin.commit(args.group, target)
+    rows = [{"group": args.group, "topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(target.items())]
+    _out(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["group", "topic", "partition", "new_offset"])
+    return 0
+
+
+async def _delete_offsets(admin: GroupAdmin, args) -> int:
+    partitions = await _selected_partitions(admin, args, {})
+    result = await admin.delete_offsets(args.group, partitions)
+    rows = [{"topic": t, "partition": p, "status": "Successful" if code == "none" else f"Error: {code}"}
+            for (t, p), code in sorted(result.items())]
+    _out(args, rows, ["TOPIC", "PARTITION", "STATUS"], ["topic", "partition", "status"])
+    return 0 if all(r["status"] == "Successful" for r in rows) else 1
+
+
+async def _delete(admin: GroupAdmin, args) -> int:
+    result = await admin.delete_groups(await _group_ids(admin, args))
+    rows = [{"group": g, "status": "Successful" if code == "none" else f"Error: {code}"}
+            for g, code in sorted(result.items())]
+    _out(args, rows, ["GROUP", "STATUS"], ["group", "status"])
+    return 0 if all(r["status"] == "Successful" for r in rows) else 1
