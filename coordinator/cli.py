@@ -331,9 +331,39 @@ def _print_listeners(gateway, upstream: str, embedded, args) -> None:
         print(f"  metrics  http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
 
 
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record, for log pipelines (`--log-format json`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import orjson
+
+        entry = {"time": _utc_iso(record.created), "level": record.levelname, "logger": record.name,
+                 "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+def _utc_iso(created: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def configure_logging(level: str, fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if fmt == "json"
+                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-native group coordinator gateway")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="json: one JSON object per log line (time, level, logger, message, exception)")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the gateway and the group coordinator")
     s.add_argument("--listen", action="append", default=None, metavar="[NAME://]HOST:PORT",
@@ -374,8 +404,7 @@ _TOOL_MODULES = ("ops.cli", "ops.groups_cli", "migration.cli")
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, args.log_format)
     try:
         import uvloop
         uvloop.install()

@@ -63,6 +63,9 @@ class _SourcePartition:
     def __init__(self) -> None:
         self.last_offset: dict[tuple, int] = {}                  # (g, t, p) -> record offset
         self.pending: dict[int, dict[tuple, tuple]] = defaultdict(dict)   # pid -> (g,t,p) -> rec
+        # pid -> group records of its open transaction (kcoord's own transactional writes,
+        # issue 14): copied at COMMIT, dropped at ABORT, never copied while open.
+        self.held: dict[int, list[tuple]] = defaultdict(list)
 
 
 def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
@@ -71,6 +74,12 @@ def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
     for lb in batches:
         src, b = sources[lb.partition], lb.batch
         if b.is_control_batch:
+            for rec in src.held.pop(b.producer_id, ()):
+                if b.control_type == ControlMarker.COMMIT:
+                    result.committed_txn_records += 1
+                    yield _count(result, rec)
+                else:
+                    result.dropped_txn_records += 1
             pending = src.pending.pop(b.producer_id, {})
             for tp, (target, key, value, ts, offset) in pending.items():
                 if b.control_type == ControlMarker.COMMIT and src.last_offset.get(tp, -1) < offset:
@@ -107,8 +116,12 @@ def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
                             result.dropped_txn_records += 1
                 else:
                     src.last_offset[tp] = r.offset
+            elif b.is_transactional:
+                src.held[b.producer_id].append((target, key, value, r.timestamp))
+                continue
             yield _count(result, (target, key, value, r.timestamp))
-    result.open_txn_records = sum(len(e) for s in sources.values() for e in s.pending.values())
+    result.open_txn_records = (sum(len(e) for s in sources.values() for e in s.pending.values())
+                               + sum(len(e) for s in sources.values() for e in s.held.values()))
 
 
 def _count(result: LoadPlan, item: Out) -> Out:

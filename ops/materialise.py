@@ -9,6 +9,15 @@ therefore exactly the coordinator's, not a copy of them.
 
 Per partition because that is how the coordinator sees the log: transactions and
 their markers are per partition, and a group lives in one partition.
+
+kcoord's own transactional batches (issue 14: each shard writes through a transactional
+id, and a fenced owner's open transaction is aborted by its successor) also hold group
+records, which Kafka's loader would apply whatever their marker says. Here the group records
+(every type but offset commits) of a transactional batch are held per producer id until
+its marker: COMMIT applies them (before the transaction's pending offsets), ABORT drops
+them, and those still open at the end of the log are never applied
+(`ReplayStats.aborted_group_records` / `open_group_records`). Offset commits of a
+transactional batch keep Kafka's rule: pending per producer id until the marker.
 """
 from __future__ import annotations
 
@@ -43,6 +52,8 @@ class ReplayStats:
     tombstones: int = 0
     commit_markers: int = 0
     abort_markers: int = 0
+    aborted_group_records: int = 0    # group records of aborted transactions (not applied)
+    open_group_records: int = 0       # group records of transactions without a marker yet
     by_record_type: Counter = field(default_factory=Counter)   # record type number -> n
     first_timestamp: int | None = None
     last_timestamp: int | None = None
@@ -78,6 +89,8 @@ class OffsetsReplay:
         # on_record(partition, record, offset, timestamp) after each replayed record: the
         # hook the history tables and the HTML report use (None on the fast path).
         self._on_record = on_record
+        # (partition, producer id) -> [(LogBatch, group records)] waiting for their marker
+        self._held: dict[tuple[int, int], list[tuple[LogBatch, list]]] = {}
 
     def shard(self, partition: int) -> GroupCoordinatorShard:
         shard = self._shards.get(partition)
@@ -96,6 +109,7 @@ class OffsetsReplay:
         return self._shards
 
     def finish(self) -> None:
+        self.stats.open_group_records = sum(len(recs) for held in self._held.values() for _, recs in held)
         if self._loaders is None:
             return
         counts: Counter = Counter()
@@ -124,14 +138,25 @@ class OffsetsReplay:
         records = b.records
         if not records:
             return
+        if b.is_transactional:
+            held = [r for r in records if not _is_offset_commit(r.key)]
+            if held:
+                self._held.setdefault((lb.partition, b.producer_id), []).append((lb, held))
+                records = [r for r in records if _is_offset_commit(r.key)]
+                if not records:
+                    return
+        self._feed_records(lb, shard, records, b.producer_id if b.is_transactional else -1)
+
+    def _feed_records(self, lb: LogBatch, shard: GroupCoordinatorShard, records: list, pid: int) -> None:
+        b = lb.batch
+        stats = self.stats
         if stats.first_timestamp is None:
             stats.first_timestamp = records[0].timestamp
         stats.last_timestamp = records[-1].timestamp
         # Kafka passes the batch's producer id; only transactional batches carry pending
-        # offsets (the coordinator itself writes without a producer id).
-        pid = b.producer_id if b.is_transactional else -1
+        # offsets (pid -1 otherwise, and for the held group records of a committed batch).
         if self._loaders is not None:
-            self._feed_bulk(lb, self._loaders[lb.partition], pid)
+            self._feed_bulk(lb, self._loaders[lb.partition], records, pid)
             return
         replay, decode, counts = shard.replay, self._decode, stats.by_record_type
         on_record = self._on_record
@@ -157,13 +182,13 @@ class OffsetsReplay:
         stats.records += n
         stats.tombstones += tombstones
 
-    def _feed_bulk(self, lb: LogBatch, loader: BulkReplay, pid: int) -> None:
+    def _feed_bulk(self, lb: LogBatch, loader: BulkReplay, batch_records: list, pid: int) -> None:
         """Hand the batch to the bulk loader, which decodes only the offset commits that are
         not superseded later in the log (counts come from the raw keys)."""
         stats = self.stats
         records, tombstones = loader.records, loader.tombstones
         loader.source, loader.position = lb.source, lb.batch.position
-        loader.add_batch(lb.batch.records, pid)
+        loader.add_batch(batch_records, pid)
         stats.records += loader.records - records
         stats.tombstones += loader.tombstones - tombstones
 
@@ -178,6 +203,11 @@ class OffsetsReplay:
                                  f"{b.control_type}", offset=b.base_offset)
             return
         committed = b.control_type == ControlMarker.COMMIT
+        for held_lb, held in self._held.pop((lb.partition, b.producer_id), ()):
+            if committed:
+                self._feed_records(held_lb, shard, held, -1)
+            else:
+                self.stats.aborted_group_records += len(held)
         if self._loaders is not None:
             self._loaders[lb.partition].end_transaction(b.producer_id, committed)
         else:
@@ -247,3 +277,6 @@ def _reason(e: Exception) -> str:
     return str(e)
 
 
+def _is_offset_commit(key: bytes | None) -> bool:
+    """Record types 0 and 1 (offset commits): a big-endian int16 version 0 or 1 first."""
+    return key is not None and len(key) >= 2 and key[0] == 0 and key[1] <= 1

@@ -10,7 +10,10 @@ Write path (reference §1.3):
 4. a response is released only after the upstream acknowledged the batch holding its
    records, or, with no records, every earlier batch (`waitForPendingWrites`).
 If a write fails, every operation waiting on it fails with NOT_COORDINATOR and the
-shard reloads from the log, which holds exactly the acknowledged state.
+shard reloads from the log, which holds exactly the acknowledged state. If the write (or
+the reload) raises `ShardFenced` (another process took the shard, issue 14), the waiters
+fail the same way but the shard unloads instead: `fenced` holds why, and `on_fenced(partition,
+error)` tells the owner of the membership, which drops the shard and rejoins.
 
 Shard states (Kafka's `CoordinatorState`; reference §1.1):
 - LOADING: replaying the log; group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
@@ -51,7 +54,7 @@ from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
 from . import metrics
-from .state_log import CorruptBatchError, StateLog
+from .state_log import CorruptBatchError, ShardFenced, StateLog
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -165,6 +168,13 @@ class ShardRuntime:
         self.write_failures = 0
         self._write_error_logged = float("-inf")
         self._write_errors_suppressed = 0
+        # Offsets an append takes beyond its records (1 for a transactional log: the COMMIT
+        # marker), added when a batch is closed to further records.
+        self._append_overhead = int(getattr(state_topic, "offsets_per_append", 0))
+        # Issue 14: set when another process fenced this shard; it stays UNLOADED until a
+        # new load (begin_load clears it).
+        self.fenced: ShardFenced | None = None
+        self.on_fenced: Callable[[int, ShardFenced], None] | None = None
 
     # --------------------------------------------------------------- loading
     def _set_state(self, state: ShardState) -> None:
@@ -179,6 +189,7 @@ class ShardRuntime:
     def begin_load(self) -> int:
         """Start replaying from scratch; returns the load's generation."""
         self.generation += 1
+        self.fenced = None
         self.shard = self._make_shard(self.partition)
         self._loader = self._new_loader()
         self.load_error = self.failed_offset = None
@@ -357,6 +368,7 @@ class ShardRuntime:
         if batch is None or (batch.records and batch.size + size > self.max_batch_bytes):
             if batch is not None:
                 self._sealed.append(batch)
+                self.next_offset += self._append_overhead
             batch = self._current = _Batch(self.next_offset)
         return batch
 
@@ -386,6 +398,7 @@ class ShardRuntime:
             batch = self._sealed.popleft()
         elif self._current is not None:
             batch, self._current = self._current, None
+            self.next_offset += self._append_overhead
         else:
             return
         self._inflight = batch
@@ -399,6 +412,10 @@ class ShardRuntime:
         except Exception as e:
             if generation != self.generation:
                 return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
+            if isinstance(e, ShardFenced):
+                self._inflight = None
+                self._on_fenced(e, batch)
+                return
             self.write_failures += 1
             self._log_write_failure(len(batch.records), e)
             self._inflight = None
@@ -488,6 +505,9 @@ class ShardRuntime:
                 await self.reload()
             except asyncio.CancelledError:
                 raise
+            except ShardFenced as e:
+                self._on_fenced(e)
+                return
             except Exception as e:
                 failures += 1
                 now = time.monotonic()
@@ -506,6 +526,23 @@ class ShardRuntime:
             if failures and self.state is _ACTIVE:
                 log.warning("shard %d: reloaded after %d failed attempts", self.partition, failures)
             return
+
+    def _on_fenced(self, error: ShardFenced, batch: _Batch | None = None) -> None:
+        """Another process owns the shard now: answer every waiter NOT_COORDINATOR and
+        unload, never reload (a reload would take the shard back from its new owner)."""
+        if self._reload_task is asyncio.current_task():
+            self._reload_task = None    # returning from it: nothing to cancel
+        if batch is not None and not batch.done.done():
+            batch.done.set_exception(ApiError(ErrorCode.not_coordinator, str(error)))
+            batch.done.exception()
+        self.unload(f"fenced: {error.reason}")
+        self.fenced = error
+        log.warning("shard %d: %s; its groups answer NOT_COORDINATOR and it is unloaded", self.partition, error)
+        if self.on_fenced is not None:
+            try:
+                self.on_fenced(self.partition, error)
+            except Exception:
+                log.exception("shard %d: on_fenced callback failed", self.partition)
 
     def unload(self, reason: str) -> None:
         """Drop everything this shard holds and stop serving (Kafka's unload: CLOSED, pending

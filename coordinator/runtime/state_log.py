@@ -18,6 +18,11 @@
   shard warm, issue 14).
 - `topic` and `partitions`: the log's name (for messages and the `offsets show` hint) and
   its partition count (one shard per partition).
+- optional `offsets_per_append` (default 0): offsets an append takes beyond its records. A
+  transactional writer (fenced_state_log.FencedStateLog) commits each batch with a COMMIT
+  marker, one offset more, and says 1 here so the runtime predicts the next base offset.
+- `append` and `load` may raise `ShardFenced`: another process owns the shard now; the
+  runtime fails the waiters with NOT_COORDINATOR and unloads the shard instead of reloading.
 
 A transactional writer (exactly-once offsets, issue 16) replaces `append` with writes inside
 a producer transaction; a marker-aware loader replaces `load`. Nothing else changes.
@@ -54,6 +59,18 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
 class StateTopicUnavailable(Exception):
     """The state log is not to be written or read now: missing, or suspended while the
     cluster view cannot vouch for it (``StateTopic.suspend``)."""
+
+
+class ShardFenced(Exception):
+    """Another process took this shard: a newer producer epoch of the shard's transactional
+    id fenced this one (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...), or the shard is no
+    longer assigned here. A write failure like any other for the waiters (NOT_COORDINATOR),
+    but the runtime unloads the shard instead of reloading it (issue 14, point 2)."""
+
+    def __init__(self, partition: int, reason: str) -> None:
+        super().__init__(f"state partition {partition} fenced: {reason}")
+        self.partition = partition
+        self.reason = reason
 
 
 class StateLog(Protocol):
