@@ -19,6 +19,7 @@ import importlib
 import logging
 import signal
 import sys
+import time
 from typing import Any
 
 from .config import CoordinatorConfig
@@ -234,6 +235,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
     from .service import GroupCoordinatorService, SkipOffsetsError
 
+    started = time.monotonic()
     config = getattr(args, "coordinator_config", None) or _config_from_args(args)
     security: dict[str, str] = getattr(args, "security_settings", None) or {}
     upstream_security = getattr(args, "upstream_security", None)
@@ -287,8 +289,12 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
     failed = service.failed_partitions()
     loaded = len(service.runtimes) - len(failed)
-    print(f"kcoord ready: {loaded} shards loaded from {config.state_topic}"
-          + (f", {len(failed)} FAILED (partition:offset "
+    groups = sum(len(runtime.shard.groups) for runtime in service.runtimes)
+    bootstraps = ", ".join(f"{i.host}:{i.port} {i.security_protocol}" for i in gateway.listeners if i.node_id is None)
+    # One line per start (issue 15): the per-shard lines are DEBUG.
+    print(f"kcoord ready in {time.monotonic() - started:.2f}s: {loaded} shards loaded from {config.state_topic} "
+          f"({groups} groups), upstream {upstream}, listening on {bootstraps}"
+          + (f"; {len(failed)} shards FAILED (partition:offset "
              + ",".join(f"{p}:{o}" for p, o in sorted(failed.items())) + "; see the log)" if failed else ""),
           flush=True)
     await stop.wait()

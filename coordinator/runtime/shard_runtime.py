@@ -272,9 +272,9 @@ class ShardRuntime:
         self._set_state(ShardState.ACTIVE)
         self._apply_timers(self.shard.on_loaded(self.clock()))
         unknown = dict(self.shard.unknown_record_types)
-        log.info("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
-                 len(self.shard.groups), log_end_offset,
-                 f", skipped unknown record types {unknown}" if unknown else "")
+        log.debug("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
+                  len(self.shard.groups), log_end_offset,
+                  f", skipped unknown record types {unknown}" if unknown else "")
         for offset in sorted(self.skip_offsets - self.skipped):
             # Nothing is skipped silently, and an entry that did not apply is worth knowing:
             # the operator may have named the wrong record.
