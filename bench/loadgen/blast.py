@@ -117,10 +117,16 @@ def _connect(load: Load) -> socket.socket:
 
 
 def pipelined_worker(load: Load, frames: Sequence[bytes], window_size: int, out: mp.Queue) -> None:
+    run_pipelined(_connect(load), load, frames, window_size, out)
+
+
+def run_pipelined(sock: socket.socket, load: Load, frames: Sequence[bytes], window_size: int,
+                  out: mp.Queue) -> None:
+    """Keep `window_size` requests in flight on `sock` until the load's window ends
+    (tls_blast.py runs the same loop over a TLS socket)."""
     cycle, offsets = _cycle(frames)
     m = len(frames)
     window_size = min(window_size, m)
-    sock = _connect(load)
     win = _Window(load)
     time.sleep(max(0.0, load.start_at - time.monotonic()))
     nxt = 0

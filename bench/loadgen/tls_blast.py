@@ -17,7 +17,7 @@ import struct
 import time
 from collections.abc import Sequence
 
-from .blast import BlastResult, Load, _count, _cycle, _Window
+from .blast import BlastResult, Load, run_pipelined
 
 
 def _call(sock: socket.socket, api_key: int, version: int, body: bytes) -> bytes:
@@ -65,36 +65,7 @@ def _connect(load: Load, ssl_ca: str | None, server_hostname: str,
 
 def pipelined_worker(load: Load, frames: Sequence[bytes], window_size: int, ssl_ca: str | None,
                      server_hostname: str, sasl_plain: tuple[str, str] | None, out: mp.Queue) -> None:
-    cycle, offsets = _cycle(frames)
-    m = len(frames)
-    window_size = min(window_size, m)
-    sock = _connect(load, ssl_ca, server_hostname, sasl_plain)
-    win = _Window(load)
-    time.sleep(max(0.0, load.start_at - time.monotonic()))
-    nxt = 0
-
-    def send(n: int) -> None:
-        nonlocal nxt
-        sock.sendall(cycle[offsets[nxt]:offsets[nxt + n]])
-        nxt = (nxt + n) % m
-
-    send(window_size)
-    in_flight = window_size
-    buf = bytearray()
-    sending = True
-    while in_flight:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            raise RuntimeError("server closed the connection")
-        buf += chunk
-        sending = win.tick(time.monotonic()) and sending
-        n = _count(buf, load.error_offset, win)
-        in_flight -= n
-        if sending and n:
-            send(n)
-            in_flight += n
-    sock.close()
-    out.put(win.result())
+    run_pipelined(_connect(load, ssl_ca, server_hostname, sasl_plain), load, frames, window_size, out)
 
 
 def blast_pipelined(host: str, port: int, error_offset: int, frames: Sequence[bytes], *, ssl_ca: str | None,
