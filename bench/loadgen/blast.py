@@ -205,12 +205,35 @@ class BlastResult:
     server_cpu: dict[str, float]   # name -> CPU seconds of that process inside the window
 
 
+def run_workers(procs: list, out: mp.Queue, load: Load, server_pids: dict[str, int] | None) -> BlastResult:
+    """Start the load processes, sample the CPU time of ``server_pids`` over the load's
+    window, and sum the workers' results (tls_blast.py shares it)."""
+    from .procs import cpu_seconds
+    for p in procs:
+        p.start()
+    pids = server_pids or {}
+    time.sleep(max(0.0, load.start_at + load.warmup - time.monotonic()))
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    time.sleep(max(0.0, load.start_at + load.warmup + load.seconds - time.monotonic()))
+    after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    results = [out.get(timeout=load.seconds + load.warmup + 60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    errors: dict[int, int] = {}
+    for r in results:
+        for code, n in r.errors.items():
+            errors[code] = errors.get(code, 0) + n
+    responses = sum(r.responses for r in results)
+    return BlastResult(rate=responses / load.seconds, responses=responses, errors=errors,
+                       generator_cpu=sum(r.cpu_seconds for r in results), window=load.seconds,
+                       server_cpu={name: after[name] - before[name] for name in pids})
+
+
 def blast(load_host: str, load_port: int, error_offset: int, frames: Sequence[bytes], *, mode: str,
           workers: int = 2, window_size: int = 128, connections: int = 1, seconds: float = 5.0,
           warmup: float = 1.0, server_pids: dict[str, int] | None = None) -> BlastResult:
     """Run ``workers`` load processes over ``frames`` (split between them) and sample the
     CPU time of ``server_pids`` over the same window."""
-    from .procs import cpu_seconds
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
     start_at = time.monotonic() + 1.0 + 0.002 * connections * workers     # time to connect
@@ -222,21 +245,4 @@ def blast(load_host: str, load_port: int, error_offset: int, frames: Sequence[by
         procs = [ctx.Process(target=closed_loop_worker, args=(load, share, connections, out)) for share in shares]
     else:
         raise ValueError(f"unknown mode {mode!r}")
-    for p in procs:
-        p.start()
-    pids = server_pids or {}
-    time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
-    after = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    results = [out.get(timeout=seconds + warmup + 60) for _ in procs]
-    for p in procs:
-        p.join(30)
-    errors: dict[int, int] = {}
-    for r in results:
-        for code, n in r.errors.items():
-            errors[code] = errors.get(code, 0) + n
-    responses = sum(r.responses for r in results)
-    return BlastResult(rate=responses / seconds, responses=responses, errors=errors,
-                       generator_cpu=sum(r.cpu_seconds for r in results), window=seconds,
-                       server_cpu={name: after[name] - before[name] for name in pids})
+    return run_workers(procs, out, load, server_pids)

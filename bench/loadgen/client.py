@@ -19,7 +19,12 @@ from kio.schema.errors import ErrorCode
 
 from .consumer_member import API_VERSION, ConsumerMember
 from .wire import (
-    CONSUMER_GROUP_HEARTBEAT, FrameTemplate, correlation_of, decode_response, encode_request, split_responses,
+    CONSUMER_GROUP_HEARTBEAT,
+    FrameTemplate,
+    correlation_of,
+    decode_response,
+    encode_request,
+    split_responses,
 )
 
 Callback = Callable[[Any], None]

@@ -17,7 +17,7 @@ import struct
 import time
 from collections.abc import Sequence
 
-from .blast import BlastResult, Load, run_pipelined
+from .blast import BlastResult, Load, run_pipelined, run_workers
 
 
 def _call(sock: socket.socket, api_key: int, version: int, body: bytes) -> bytes:
@@ -75,7 +75,6 @@ def blast_pipelined(host: str, port: int, error_offset: int, frames: Sequence[by
                     server_pids: dict[str, int] | None = None) -> BlastResult:
     """``workers`` pipelined load processes over ``frames``; the CPU of ``server_pids`` is
     sampled over the same window (as loadgen.blast.blast)."""
-    from .procs import cpu_seconds
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
     start_at = time.monotonic() + 1.0 + 0.01 * workers     # time to connect (and handshake)
@@ -84,21 +83,4 @@ def blast_pipelined(host: str, port: int, error_offset: int, frames: Sequence[by
     procs = [ctx.Process(target=pipelined_worker,
                          args=(load, share, window_size, ssl_ca, server_hostname, sasl_plain, out))
              for share in shares]
-    for p in procs:
-        p.start()
-    pids = server_pids or {}
-    time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
-    after = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    results = [out.get(timeout=seconds + warmup + 60) for _ in procs]
-    for p in procs:
-        p.join(30)
-    errors: dict[int, int] = {}
-    for r in results:
-        for code, n in r.errors.items():
-            errors[code] = errors.get(code, 0) + n
-    responses = sum(r.responses for r in results)
-    return BlastResult(rate=responses / seconds, responses=responses, errors=errors,
-                       generator_cpu=sum(r.cpu_seconds for r in results), window=seconds,
-                       server_cpu={name: after[name] - before[name] for name in pids})
+    return run_workers(procs, out, load, server_pids)

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.protocol.apis import (
-    request_class, request_header_version, response_class, response_header_version,
+    request_class,
+    request_header_version,
+    response_class,
+    response_header_version,
 )
 from coordinator.protocol.codec import decode_body, encode_body
 from coordinator.protocol.framing import RequestHeader
