@@ -16,7 +16,9 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
   others silently), DESCRIBE on ConsumerGroupHeartbeat's SubscribedTopicNames, and
   ConsumerGroupDescribe fails a group whose assigned topics are not all describable
   (KAFKA-18813). `authorized_operations` fills AuthorizedOperations. Kafka's ACL model and the
-  ACL sources (`authorizer=file|upstream`) are in coordinator/security/acl*.py.
+  ACL sources (`authorizer=file|upstream|probe`) are in coordinator/security/acl*.py. An
+  authorizer may also have an async `prepare(client, actions)` (authorizer=probe), which the
+  service and the gateway's FindCoordinator await before asking for verdicts.
 - `ForwardGate`, in the gateway (`Gateway(forward_gate=...)`): asked before a request is
   forwarded upstream. Forwarded traffic normally keeps the client's own identity upstream
   (SASL passthrough), so the upstream's ACLs apply; when kcoord terminates authentication
@@ -30,9 +32,10 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .protocol import apis
 from .protocol.service import ClientInfo
@@ -143,3 +146,21 @@ def coordinator_keys_denied(authorizer: Authorizer, client: ClientInfo, key_type
         return set()
     verdicts = authorizer.authorize(client, [Action(DESCRIBE, resource, k) for k in keys])
     return {k for k, ok in zip(keys, verdicts) if not ok}
+
+
+# Kafka's messages of the FindCoordinator refusals (Errors.message()).
+_REFUSAL_MESSAGES = {30: "Group authorization failed.", 53: "Transactional Id authorization failed."}
+
+
+def refuse_coordinator_keys(version: int, response: Any, denied: set[str], code: Any) -> Any:
+    """A FindCoordinator response with ``denied`` keys answered ``code`` and no node (v4+: per
+    key; before: the request's one key)."""
+    message = _REFUSAL_MESSAGES.get(int(code))
+    if version >= 4:
+        return dataclasses.replace(response, coordinators=tuple(
+            dataclasses.replace(c, error_code=code, error_message=message, node_id=-1, host="", port=-1)
+            if c.key in denied else c for c in response.coordinators))
+    fields: dict[str, Any] = {"error_code": code, "node_id": -1, "host": "", "port": -1}
+    if version >= 1:
+        fields["error_message"] = message
+    return dataclasses.replace(response, **fields)

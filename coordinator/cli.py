@@ -141,6 +141,11 @@ def forward_gate_for(authorizer, security: dict[str, str], listen: list[str]):
     specs = parse_listener_specs(listen, parse_protocol_map(security.get("listener.security.protocol.map")))
     mtls = any(spec.protocol == SSL and ListenerSecurity.from_settings(spec.name, spec.protocol, security)
                .client_auth in ("required", "requested") for spec in specs)
+    if (terminated or mtls) and security.get("authorizer", "").strip().lower() == "probe":
+        from .security.settings import SecurityConfigError
+        raise SecurityConfigError("--config authorizer=probe asks the upstream on each client's own link, which "
+                                  "carries the client's identity only with SASL passthrough; with mTLS or "
+                                  "sasl.termination use authorizer=upstream or file")
     return ForwardAclGate(authorizer) if terminated or mtls else None
 
 
@@ -264,13 +269,20 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
         return EXIT_BAD_CONFIG
-    gate = forward_gate_for(authorizer, security, listen_values(args))
+    try:
+        gate = forward_gate_for(authorizer, security, listen_values(args))
+    except SecurityConfigError as e:
+        log.error("kcoord refuses to start: %s", e)
+        return EXIT_BAD_CONFIG
     gateway = parts["gateway"] = Gateway(service, upstream, listen_values(args), config.state_topic,
                                          max_frame_size=config.socket_request_max_bytes, config=config,
                                          advertised_host=args.advertised_host,
                                          metadata_refresh_interval=config.metadata_refresh_interval_ms / 1000,
                                          security=security, upstream_security=upstream_security,
                                          forward_gate=gate)
+    attach = getattr(authorizer, "attach", None)
+    if attach is not None:
+        attach(gateway)      # authorizer=probe asks on the clients' own upstream links
     if gate is not None:
         cluster = gateway.cluster
         gate.topic_name_of = lambda tid: (t.name if (t := cluster.image.topics_by_id.get(tid)) else None)

@@ -25,7 +25,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +34,14 @@ from kio.schema.errors import ErrorCode
 from . import authz
 from .authz import ALLOW_ALL, Action, Authorizer, authorized_operations, denied_groups
 from .config import CoordinatorConfig
-from .group import error_responses, group_admin, offset_ops
+from .group import error_responses, group_admin, offset_ops, regex_refresh
+from .group.context import AuthorizedRequestContext
 from .group.error_responses import ERROR_RESPONSES
 from .group.errors import ApiError
 from .group.hashing import partition_for
 from .group.image import EMPTY_IMAGE, MetadataImage
 from .group.kio_util import build, schema
+from .group.regex import excluded_topics, resolve
 from .group.result import Result
 from .group.shard import GroupCoordinatorShard, RequestContext
 from .group.timeutil import from_ms
@@ -143,6 +145,11 @@ class GroupCoordinatorService:
                  authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None) -> None:
         self.config = config
         self.authorizer = authorizer
+        # An authorizer that asks elsewhere first (authorizer=probe: security/acl_probe.py) has
+        # an async `prepare(client, actions)`, awaited before its synchronous verdicts.
+        self._prepare_hook: Callable[[ClientInfo, list[Action]], Awaitable[None]] | None = getattr(
+            authorizer, "prepare", None)
+        self._candidates: dict[Any, Any] = {}     # regex -> topics it matches in the image (key None)
         self.audit = audit       # the audit log of group mutations (security/audit.py), or None
         self.state_topic = state_topic
         # The served-API registry: what ApiVersions advertises, what is answered, and how.
@@ -189,6 +196,8 @@ class GroupCoordinatorService:
         shard = self._make_shard(partition)
         shard.image = self.image
         shard.heartbeat_policy.member_count = self.total_members
+        if self.authorizer is not ALLOW_ALL:
+            regex_refresh.require_topic_filter(shard)   # regexes resolve with a member's rights
         return shard
 
     def total_members(self) -> int:
@@ -390,17 +399,22 @@ class GroupCoordinatorService:
         one answers the denied groups with the error and serves the rest; ListGroups lists
         only what it may see; then the topic-level checks of the API (`_TOPIC_CHECKS`) and
         AuthorizedOperations when asked."""
+        if self._prepare_hook is not None:
+            await self._prepare_hook(client, self._needed_actions(api_key, api_version, request))
         denied = denied_groups(self.authorizer, client, api_key, request)
         if denied:
             count_denied(self._names[api_key], authz.GROUP, len(denied))
         if api_key == LIST_GROUPS:
             response = await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}"), request)
+            await self._prepare(client, [Action(authz.DESCRIBE, authz.GROUP, g.group_id) for g in response.groups])
             return self._visible_groups(response, client)
         multi = api_key in _MULTI_GROUP or (api_key == OFFSET_FETCH and api_version >= 8)
         if denied and not multi:
             return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.group_authorization_failed), request)
         ctx = RequestContext(api_version, client.client_id or "", f"/{client.host}",
-                             frozenset(denied) if denied else frozenset())
+                             frozenset(denied) if denied else frozenset()) if api_key != CONSUMER_GROUP_HEARTBEAT \
+            else AuthorizedRequestContext(api_version, client.client_id or "", f"/{client.host}",
+                                          frozenset(denied) if denied else frozenset(), self._topic_filter(client))
         check = _TOPIC_CHECKS.get(api_key)
         if check is not None:
             return await check(self, handler, ctx, request, client)
@@ -408,6 +422,67 @@ class GroupCoordinatorService:
         if api_key == DESCRIBE_GROUPS and getattr(request, "include_authorized_operations", False):
             response = self._with_authorized_operations(response, client)
         return response
+
+    def _topic_filter(self, client: ClientInfo) -> Callable[[Collection[str]], frozenset[str]]:
+        """The client's DESCRIBE filter for regex resolution (KAFKA-18813; regex_refresh.py)."""
+        authorizer = self.authorizer
+
+        def describable(names: Collection[str]) -> frozenset[str]:
+            ordered = list(names)
+            verdicts = authorizer.authorize(client, [Action(authz.DESCRIBE, authz.TOPIC, n) for n in ordered])
+            return frozenset(n for n, ok in zip(ordered, verdicts) if ok)
+        return describable
+
+    async def _prepare(self, client: ClientInfo, actions: list[Action]) -> None:
+        if self._prepare_hook is not None and actions:
+            await self._prepare_hook(client, actions)
+
+    def _needed_actions(self, api_key: int, api_version: int, request: Any) -> list[Action]:
+        """The resources this request's checks read, for `prepare` (an authorizer=probe
+        probes per resource, so one action per resource is enough; answers' topics and
+        groups are prepared where they are known)."""
+        operation = authz.GROUP_OPERATIONS.get(api_key)
+        actions = [Action(operation, authz.GROUP, g) for g in authz.group_ids_of(api_key, request)] \
+            if operation is not None else []
+        if api_key == LIST_GROUPS:
+            actions.append(Action(authz.DESCRIBE, authz.CLUSTER, authz.CLUSTER_NAME))
+        elif api_key == OFFSET_COMMIT or api_key == OFFSET_DELETE:
+            actions.extend(Action(authz.READ, authz.TOPIC, n) for t in request.topics
+                           if (n := self._topic_name(t)) is not None)
+        elif api_key == OFFSET_FETCH:
+            lists = [request.topics] if api_version < 8 else [g.topics for g in request.groups]
+            actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for topics in lists if topics
+                           for t in topics if (n := self._topic_name(t)) is not None)
+        elif api_key == CONSUMER_GROUP_HEARTBEAT:
+            actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for n in request.subscribed_topic_names or ())
+            # The topics a regex resolution may give this member (KAFKA-18813): resolution
+            # runs later, in a timer, with this member's filter (regex_refresh.py), so its
+            # verdicts are probed at every heartbeat of a regex group and stay fresh.
+            regexes = set(getattr(self.runtime_for(request.group_id).shard.groups.get(request.group_id),
+                                  "regex_subscribers", ()))
+            regex = getattr(request, "subscribed_topic_regex", None)
+            if regex:
+                regexes.add(regex)
+            for r in regexes:
+                actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for n in self._regex_candidates(r))
+        return actions
+
+    def _regex_candidates(self, regex: str) -> frozenset[str]:
+        """The topics ``regex`` matches in the current image (remembered per image)."""
+        image = self.image
+        cache = self._candidates
+        if cache.get(None) is not image:
+            cache.clear()
+            cache[None] = image
+        found = cache.get(regex)
+        if found is None:
+            try:
+                found = resolve(regex, image.topics_by_name, excluded_topics(self.config))
+            except ApiError:
+                found = frozenset()        # the handler answers INVALID_REGULAR_EXPRESSION
+            if len(cache) < 10_000:
+                cache[regex] = found
+        return found
 
     def _visible_groups(self, response: Any, client: ClientInfo) -> Any:
         """Kafka's ListGroups: every group with DESCRIBE on the cluster, else only the groups
@@ -544,6 +619,9 @@ class GroupCoordinatorService:
             response = await handler(ctx, dataclasses.replace(req, topics=allowed) if refused else req)
             if getattr(response, "error_code", ErrorCode.none) != ErrorCode.none:
                 return response
+            if req.topics is None:
+                await self._prepare(client, [Action(authz.DESCRIBE, authz.TOPIC, n) for t in response.topics
+                                             if (n := self._topic_name(t)) is not None])
             return dataclasses.replace(response, topics=self._fetch_merge(client, mod, version, req.topics, refused,
                                                                           response.topics))
         original = req.groups
@@ -554,6 +632,9 @@ class GroupCoordinatorService:
                 dataclasses.replace(g, topics=allowed) if refused else g
                 for g, (allowed, refused) in zip(original, split)))
         response = await handler(ctx, req)
+        await self._prepare(client, [Action(authz.DESCRIBE, authz.TOPIC, n)
+                                     for g, answer in zip(original, response.groups) if g.topics is None
+                                     for t in answer.topics if (n := self._topic_name(t)) is not None])
         groups = []
         for g, (_, refused), answer in zip(original, split, response.groups):
             if answer.error_code != ErrorCode.none or g.group_id in ctx.denied_groups:
@@ -581,6 +662,9 @@ class GroupCoordinatorService:
         are not all describable answers TOPIC_AUTHORIZATION_FAILED and nothing else
         (KAFKA-18813); AuthorizedOperations filled when asked."""
         response = await handler(ctx, req)
+        await self._prepare(client, [Action(authz.DESCRIBE, authz.TOPIC, tp.topic_name) for g in response.groups
+                                     for m in g.members for a in (m.assignment, m.target_assignment)
+                                     for tp in a.topic_partitions])
         mod = schema("consumer_group_describe", ctx.api_version)
         include = req.include_authorized_operations
         groups = []

@@ -18,18 +18,41 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from kio.schema.errors import ErrorCode
+
+from ..authz import (
+    ALLOW_ALL,
+    DESCRIBE,
+    TRANSACTIONAL_ID,
+    Action,
+    coordinator_keys_denied,
+    refuse_coordinator_keys,
+)
+from ..authz import GROUP as GROUP_RESOURCE
 from ..protocol.api_versions import invalid_request_body, valid_client_software
-from ..protocol.apis import api_name
+from ..protocol.apis import METADATA, api_name, request_header_version, response_header_version
 from ..protocol.checked import Malformed
-from ..protocol.codec import BodyError, decode_body, encode_body
-from ..protocol.find_coordinator import KEY_TYPE_TRANSACTION, group_coordinator_response, key_type_of
+from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
+from ..protocol.find_coordinator import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    MIN_BATCHED_VERSION,
+    NO_NODE,
+    group_coordinator_response,
+    key_type_of,
+    keys_of,
+)
 from ..protocol.framing import (
     REQUEST_PREFIX,
+    SIZE,
     HeaderError,
+    RequestHeader,
     body_offset,
     request_body_offset,
     response_frame,
@@ -37,11 +60,12 @@ from ..protocol.framing import (
 )
 from ..protocol.service import ClientInfo
 from ..runtime.metrics import GATEWAY_FORWARD_DENIED
+from ..security.metrics import count_denied
 from . import eager
 from .badinput import BODY, FRAME, HEADER, BadInput
 from .eager import Done
 from .flow import CLOSED_BUFFERED, INFLIGHT, QUEUE, UPSTREAM, WRITE, FlowControl
-from .forward import CLIENT_WRITE, HELD, Pending, UpstreamLink
+from .forward import CLIENT_WRITE, HELD, MergingPending, Pending, UpstreamLink
 from .guarded import GuardedRequests
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL, Route
 from .sasl import SaslConnection, SaslSession
@@ -57,6 +81,39 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.gateway")
 
 _NO_CLIENT_ID = object()
+
+
+_probe_ids = 0     # correlation ids of the authorizer's probes: negative, process-wide
+
+
+class _ProbeAnswer(Pending):
+    """A probe's slot in the link's waiting list (``probe_upstream``): the answer resolves the
+    future instead of going to the client, and does not count in the client's ``held``."""
+
+    __slots__ = ("_conn", "_future")
+
+    def __init__(self, correlation_id: int, route: Route, conn: ClientConnection, future: asyncio.Future) -> None:
+        self._conn = conn
+        self._future = future
+        super().__init__(correlation_id, route, 0)
+
+    @property  # type: ignore[override]
+    def data(self) -> bytes | None:
+        return None
+
+    @data.setter
+    def data(self, frame: bytes | None) -> None:
+        if frame is None:
+            return
+        self._conn.held -= len(frame)      # the link adds it to the client's held: not the client's
+        future = self._future
+        if future.done():
+            return
+        route = self.route
+        try:
+            future.set_result(decode_response_frame(route.api_key, route.api_version, frame)[1])
+        except Exception as e:   # noqa: BLE001 - the prober fails closed on it
+            future.set_exception(e)
 
 
 class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, asyncio.Protocol):
@@ -287,6 +344,15 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
                         else ClientInfo(None, self._peer[0], self._peer[1], self._listener.name, principal))
             verdict = check(info, route.api_key, route.api_version, frame, route.request_header_version)
             if verdict is True:
+                if route.api_key == METADATA:
+                    # Kafka hides the topics a client may not DESCRIBE: the answer is filtered
+                    # (after the address rewrite) on its way back (forward_acl.py).
+                    response_filter = getattr(gate, "metadata_response_filter", None)
+                    merge = response_filter(info, route.api_version, frame, route.request_header_version) \
+                        if response_filter is not None else None
+                    if merge is not None:
+                        self._forward_checked(frame, route, correlation_id, merge)
+                        return False      # forwarded here
                 return True
             if verdict is not False:     # the API's own authorization error, answered here
                 GATEWAY_FORWARD_DENIED.labels(api=api_name(route.api_key)).inc()
@@ -302,7 +368,8 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
         self.abort()
         return False
 
-    def _forward_checked(self, frame: bytes, route, correlation_id: int) -> None:
+    def _forward_checked(self, frame: bytes, route, correlation_id: int,
+                         merge: Callable[[bytes], bytes] | None = None) -> None:
         # Kafka closes the connection on a header that does not parse; check it here
         # rather than leave it to upstream, so the log names the client and the fault.
         try:
@@ -316,7 +383,8 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
             self._reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
                          route, correlation_id, reason=BODY)
             return
-        self._forward(frame, Pending(correlation_id, route, len(frame)))
+        self._forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
+                      else MergingPending(correlation_id, route, len(frame), merge))
 
     def _forward(self, frame: bytes, pending: Pending | None) -> None:
         link = self._link
@@ -388,15 +456,118 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
         self._answer(response_frame(correlation_id, body, 0))
 
     def _serve_find_coordinator(self, frame: bytes, route: Route, correlation_id: int) -> None:
+        """FindCoordinator. GROUP keys are answered here; with an authorizer, each needs Group
+        DESCRIBE (KafkaApis: GROUP_AUTHORIZATION_FAILED per key from v4, for the request
+        before). TRANSACTION keys are forwarded (the node rewritten on the way back); when
+        kcoord authorizes forwarded traffic (the ForwardAclGate), each needs TransactionalId
+        DESCRIBE first: refused keys are answered here, the rest forwarded."""
         parsed = self._parse(frame, route, correlation_id)
         if parsed is None:
             return
-        request = parsed[1]
+        client_id, request = parsed
+        version = route.api_version
         if key_type_of(request) == KEY_TYPE_TRANSACTION:
+            gate_authorizer = getattr(self._forward_gate, "authorizer", None)
+            if gate_authorizer is not None:
+                denied = coordinator_keys_denied(gate_authorizer, self._request_info(client_id), KEY_TYPE_TRANSACTION,
+                                                 keys_of(request, version))
+                if denied:
+                    self._find_coordinator_denied(frame, route, correlation_id, request, denied)
+                    return
             self._forward(frame, Pending(correlation_id, route, len(frame)))   # node rewritten on the way back
             return
-        response = group_coordinator_response(route.api_version, request, self._gateway.locate_group)
-        self._answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
+        authorizer: Any = getattr(self._service, "authorizer", ALLOW_ALL)
+        if authorizer is not ALLOW_ALL and getattr(authorizer, "attached", True) is False:
+            authorizer.attach(self._gateway)     # authorizer=probe: it finds clients' links here
+        if authorizer is ALLOW_ALL:
+            response = group_coordinator_response(version, request, self._gateway.locate_group)
+            self._answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
+            return
+        info = self._request_info(client_id)
+        outcome = eager.start(self._authorized_find_coordinator(authorizer, info, version, request), self._loop)
+        if outcome.__class__ is Done:
+            if outcome.error is None:   # type: ignore[union-attr]
+                data = self._group_frame(route, correlation_id, outcome.value)  # type: ignore[union-attr]
+                if data is not None:
+                    self._answer(data)
+            else:
+                self._group_failed(route, correlation_id, outcome.error)  # type: ignore[union-attr]
+            return
+        pending = Pending(correlation_id, route, 0)     # an authorizer's probe upstream (acl_probe.py)
+        pending.task = outcome   # type: ignore[assignment]
+        self._queue.append(pending)
+        outcome.add_done_callback(lambda task: self._group_done(pending, task))  # type: ignore[union-attr]
+
+    async def _authorized_find_coordinator(self, authorizer: Any, info: ClientInfo, version: int,
+                                           request: Any) -> Any:
+        keys = keys_of(request, version)
+        prepare = getattr(authorizer, "prepare", None)
+        if prepare is not None:     # an authorizer that asks upstream first (authorizer=probe)
+            await prepare(info, [Action(DESCRIBE, GROUP_RESOURCE, k) for k in keys])
+        denied = coordinator_keys_denied(authorizer, info, KEY_TYPE_GROUP, keys)
+        response = group_coordinator_response(version, request, self._gateway.locate_group)
+        if not denied:
+            return response
+        count_denied("FindCoordinator", GROUP_RESOURCE, len(denied))
+        return refuse_coordinator_keys(version, response, denied, ErrorCode.group_authorization_failed)
+
+    def _find_coordinator_denied(self, frame: bytes, route: Route, correlation_id: int, request: Any,
+                                 denied: set[str]) -> None:
+        """TRANSACTION keys refused TransactionalId DESCRIBE: answered here when every key is
+        refused (or before v4, one key per request); else the rest is forwarded and the
+        refusals added to upstream's answer."""
+        version = route.api_version
+        count_denied("FindCoordinator", TRANSACTIONAL_ID, len(denied))
+        keys = keys_of(request, version)
+        code = ErrorCode.transactional_id_authorization_failed
+        if version < MIN_BATCHED_VERSION or all(k in denied for k in keys):
+            response = refuse_coordinator_keys(version, group_coordinator_response(
+                version, dataclasses.replace(request, key_type=KEY_TYPE_GROUP), lambda _: NO_NODE), denied, code)
+            self._answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
+            return
+        offset = body_offset(frame, route.request_header_version)
+        payload = bytes(frame[4:offset]) + encode_body(dataclasses.replace(
+            request, coordinator_keys=tuple(k for k in keys if k not in denied)))
+        refusals = refuse_coordinator_keys(version, group_coordinator_response(
+            version, dataclasses.replace(request, key_type=KEY_TYPE_GROUP,
+                                         coordinator_keys=tuple(k for k in keys if k in denied)),
+            lambda _: NO_NODE), denied, code).coordinators
+
+        def merge(answer: bytes) -> bytes:
+            cid, response = decode_response_frame(route.api_key, version, answer)
+            return encode_response_frame(route.api_key, version, cid, dataclasses.replace(
+                response, coordinators=tuple(response.coordinators) + tuple(refusals)))
+        self._forward(SIZE.pack(len(payload)) + payload, MergingPending(correlation_id, route, len(frame), merge))
+
+    def probe_upstream(self, api_key: int, api_version: int, request: Any) -> asyncio.Future:
+        """Send ``request`` upstream on this client's own link, for the authorizer
+        (authorizer=probe, security/acl_probe.py); the decoded answer never reaches the client.
+        Fails at once without a link. Frames read but not yet sent go first, so the link's
+        answers keep the order of its waiting list."""
+        future: asyncio.Future = self._loop.create_future()
+        link = self._link
+        if link is None or self._closing:
+            future.set_exception(ConnectionError("no upstream link on this connection"))
+            return future
+        global _probe_ids
+        _probe_ids = _probe_ids - 1 if _probe_ids > -(2**31) + 1 else -1   # never a client's (>= 0)
+        header_version, response_header = request_header_version(api_key, api_version), \
+            response_header_version(api_key, api_version)
+        payload = RequestHeader(api_key, api_version, _probe_ids, "kcoord-acl-probe").encode(header_version) \
+            + encode_body(request)
+        route = Route(FORWARD, api_key, api_version, header_version, response_header, header_version == 2, None)
+        if self._outgoing:
+            link.send(self._outgoing)
+            self._outgoing = []
+        link.waiting.append(_ProbeAnswer(_probe_ids, route, self, future))
+        link.send([SIZE.pack(len(payload)) + payload])
+        return future
+
+    def _request_info(self, client_id: str | None) -> ClientInfo:
+        """Who sends this request (the principal as `_serve_group` sees it)."""
+        principal = self._client_principal()
+        return (ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name) if principal is None
+                else ClientInfo(client_id, self._peer[0], self._peer[1], self._listener.name, principal))
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
         parsed = self._parse(frame, route, correlation_id)

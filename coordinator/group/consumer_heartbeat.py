@@ -21,6 +21,7 @@ from . import regex as regexes
 from .assignment_pacing import assignment_timer, can_compute_assignment
 from .classic_group import ClassicGroup
 from .consumer_group import EMPTY_ASSIGNMENT, ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
+from .context import AuthorizedRequestContext
 from .errors import ApiError, group_not_found, invalid_request, unknown_member
 from .heartbeat_policy import session_timeout_ms
 from .membership import (
@@ -34,12 +35,12 @@ from .membership import (
     subscribed_topic_names,
 )
 from .reconciliation import CurrentAssignmentBuilder
-from .regex_refresh import refresh_timer
+from .regex_refresh import refresh_timer, remember_filter
 from .result import CancelTimer, Effects, Result, ScheduleTimer
 from .timeutil import from_ms, to_ms
 
 if TYPE_CHECKING:
-    from .context import RequestContext, ShardView
+    from .context import RequestContext, ShardView, TopicFilter
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -269,7 +270,9 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         client_id=ctx.client_id, client_host=ctx.client_host,
         classic_member_metadata=None)
 
-    reconciled, target_behind = update_and_reconcile(shard, group, member, updated, owned, now_ms, fx)
+    reconciled, target_behind = update_and_reconcile(
+        shard, group, member, updated, owned, now_ms, fx,
+        ctx.topic_filter if ctx.__class__ is AuthorizedRequestContext else None)
     fx.timers.append(ScheduleTimer(session_timer(gid, member_id),
                                 now_ms + session_timeout_ms(shard.config, reconciled)))
 
@@ -292,7 +295,7 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
 
 def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
                          updated: ConsumerGroupMember, owned, now_ms: int,
-                         fx: Effects) -> tuple[ConsumerGroupMember, bool]:
+                         fx: Effects, topic_filter: TopicFilter | None = None) -> tuple[ConsumerGroupMember, bool]:
     """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
     persist the member, maybe bump the group epoch (subscription, regex, assignor or
     metadata change), compute the target assignment, reconcile the member towards it.
@@ -305,7 +308,7 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
     if is_new or not updated.metadata_equals(member):
         fx.records.append(rh.member_metadata_record(gid, updated))
 
-    status = _update_regex(shard, group, member, updated, now_ms, fx)
+    status = _update_regex(shard, group, member, updated, now_ms, fx, topic_filter)
 
     default = shard.config.default_assignor
     assignor_changed = (group.preferred_server_assignor(default)
@@ -346,7 +349,8 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
 
 
 def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
-                  updated: ConsumerGroupMember, now_ms: int, fx: Effects) -> RegexStatus:
+                  updated: ConsumerGroupMember, now_ms: int, fx: Effects,
+                  topic_filter: TopicFilter | None = None) -> RegexStatus:
     """`maybeUpdateRegularExpressions`: track regex subscriptions; resolution itself runs as a
     separate operation (`regex-refresh` timer) like Kafka's background resolution."""
     old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
@@ -370,6 +374,8 @@ def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupM
                           new_regex=new if status is RegexStatus.REGEX_UPDATED else None)
     if timer is not None:
         fx.timers.append(timer)
+        if topic_filter is not None:   # resolved with this member's rights (KAFKA-18813)
+            remember_filter(shard, group.group_id, topic_filter)
     return status
 
 

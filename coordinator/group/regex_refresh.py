@@ -9,10 +9,20 @@ Rules (Kafka's `GroupMetadataManager.maybeUpdateRegularExpressions` and
 - resolution runs as its own operation (the `regex-refresh` timer kind), as Kafka runs it
   as a background task, never inside the heartbeat that asked for it;
 - it writes one record per still-subscribed regex, and a new group epoch only when a
-  resolution or the group's metadata hash changed.
+  resolution or the group's metadata hash changed;
+- with an authorizer (KAFKA-18813, Kafka 4.0), every regex of the group is resolved with
+  the rights of the member whose heartbeat scheduled the refresh: topics it may not DESCRIBE
+  are dropped (Kafka's `refreshRegularExpressions` authorizes with that heartbeat's request
+  context). The heartbeat's `AuthorizedRequestContext.topic_filter` is kept for the group
+  until the refresh runs (soft state, as Kafka's refresh task holds the context); a refresh scheduled
+  by a metadata update runs with the filter of the last heartbeat that asked for one. A
+  shard whose service authorizes (`require_topic_filter`) never resolves without a filter:
+  a refresh with none yet (after a load, before any heartbeat) is skipped, and the next
+  heartbeat schedules it again. Without an authorizer nothing of this runs.
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from ..config import CoordinatorConfig
@@ -25,7 +35,24 @@ from .result import Result, ScheduleTimer, TimerOp
 from .timers import assignment_key, regex_refresh_key
 
 if TYPE_CHECKING:
-    from .context import ShardView
+    from .context import ShardView, TopicFilter
+
+# shard -> {group id -> the topic filter of the heartbeat that last asked for a refresh}; a
+# shard is listed only once its service authorizes (require_topic_filter).
+_FILTERS: weakref.WeakKeyDictionary[object, dict[str, TopicFilter]] = weakref.WeakKeyDictionary()
+
+
+def require_topic_filter(shard: object) -> None:
+    """The service authorizes: regexes of this shard's groups resolve only with a member's
+    topic filter."""
+    _FILTERS.setdefault(shard, {})
+
+
+def remember_filter(shard: object, group_id: str, topic_filter: TopicFilter) -> None:
+    """A heartbeat with this filter asked for a refresh of the group's regexes."""
+    filters = _FILTERS.get(shard)
+    if filters is not None:
+        filters[group_id] = topic_filter
 
 
 def refresh_timer(config: CoordinatorConfig, group: ConsumerGroup, now_ms: int, new_topics_version: int,
@@ -53,13 +80,26 @@ def refresh(shard: ShardView, group: ConsumerGroup, now_ms: int) -> Result:
     records: list = []
     changed = False
     new_resolved = dict(group.resolved_regexes)
+    filters = _FILTERS.get(shard)
+    topic_filter: TopicFilter | None = None
+    if filters is not None:
+        if not group.regex_subscribers:
+            filters.pop(gid, None)     # no regex left: nothing to filter (the rest runs as before)
+        elif (topic_filter := filters.get(gid)) is None:
+            shard.log.debug("[GroupId %s] regex refresh skipped: no member's rights known yet", gid)
+            return Result()
     topic_names = list(image.topics_by_name)
     excluded = regexes.excluded_topics(shard.config)  # never the state topic
+    matched: dict[str, frozenset[str]] = {}
     for regex in group.regex_subscribers:
         try:
-            topics = regexes.resolve(regex, topic_names, excluded)
+            matched[regex] = regexes.resolve(regex, topic_names, excluded)
         except ApiError:
             continue
+    if topic_filter is not None:
+        allowed = topic_filter(frozenset().union(*matched.values())) if matched else frozenset()
+        matched = {regex: topics & allowed for regex, topics in matched.items()}
+    for regex, topics in matched.items():
         resolved = ResolvedRegularExpression(topics, image.version, now_ms)
         # Kafka compares with `ResolvedRegularExpression.EMPTY` when the regex had no
         # resolution yet: a first resolution that matches nothing is no change.

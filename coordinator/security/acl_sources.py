@@ -11,7 +11,10 @@
   A failed refresh keeps the last good set and logs; before the first successful load
   everything but ``super.users`` is denied (fail closed).
 - ``authorizer=none`` (or unset): no authorizer, every group API is served to everyone.
-- ``authorizer=probe`` is not built yet: refused at start.
+- ``authorizer=probe``: the upstream's verdicts, probed on each client's own passthrough link
+  and cached (security/acl_probe.py; ``authorizer.probe.ttl.ms`` default 30000,
+  ``authorizer.probe.max.entries`` default 100000, ``authorizer.probe.timeout.ms`` default
+  10000). It needs SASL passthrough: refused with ``sasl.termination=true``.
 
 ``super.users`` and ``allow.everyone.if.no.acl.found`` are kcoord settings of those names
 (Kafka's broker settings are not readable through the protocol), default empty and false.
@@ -38,6 +41,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .acl import OPERATION_CODES, AclAuthorizer, AclBinding, AclError, AclSet, settings_flags
+from .acl_probe import DEFAULT_MAX_ENTRIES as DEFAULT_PROBE_MAX_ENTRIES
+from .acl_probe import DEFAULT_TIMEOUT_MS as DEFAULT_PROBE_TIMEOUT_MS
+from .acl_probe import DEFAULT_TTL_MS as DEFAULT_PROBE_TTL_MS
+from .acl_probe import ProbeAuthorizer
 from .settings import SecurityConfigError
 
 log = logging.getLogger("kcoord.security.acl")
@@ -301,7 +308,7 @@ def _int_setting(settings: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def build_authorizer(settings: Mapping[str, str], bootstrap: str) -> ManagedAclAuthorizer | None:
+def build_authorizer(settings: Mapping[str, str], bootstrap: str) -> ManagedAclAuthorizer | ProbeAuthorizer | None:
     """The authorizer `authorizer=...` asks for (None for `none` or unset). Raises
     SecurityConfigError for a setting kcoord refuses. Call ``await authorizer.start()`` before
     the gateway serves (the file is read there; the upstream's first load is tried there) and
@@ -311,13 +318,20 @@ def build_authorizer(settings: Mapping[str, str], bootstrap: str) -> ManagedAclA
         raise SecurityConfigError(f"--config authorizer={mode!r}: expected one of {', '.join(MODES)}")
     if mode == "none":
         return None
-    if mode == "probe":
-        raise SecurityConfigError("--config authorizer=probe is not available yet (issue 13); use upstream, "
-                                  "file or none")
     try:
         super_users, allow_if_none = settings_flags(settings)
     except AclError as e:
         raise SecurityConfigError(str(e)) from None
+    if mode == "probe":
+        if (settings.get("sasl.termination") or "false").strip().lower() in ("1", "true", "yes"):
+            raise SecurityConfigError("--config authorizer=probe asks the upstream on each client's own link, "
+                                      "which SASL termination does not have; use file or upstream")
+        return ProbeAuthorizer(super_users=super_users,
+                               ttl_ms=_int_setting(settings, "authorizer.probe.ttl.ms", DEFAULT_PROBE_TTL_MS),
+                               max_entries=_int_setting(settings, "authorizer.probe.max.entries",
+                                                        DEFAULT_PROBE_MAX_ENTRIES),
+                               timeout_ms=_int_setting(settings, "authorizer.probe.timeout.ms",
+                                                       DEFAULT_PROBE_TIMEOUT_MS))
     authorizer = ManagedAclAuthorizer(mode, super_users=super_users, allow_everyone_if_no_acl_found=allow_if_none,
                                       ready=False)
     if mode == "file":

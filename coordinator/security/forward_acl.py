@@ -11,7 +11,7 @@ decodes the body and asks the authorizer for the actions Kafka's KafkaApis would
 | Produce | TransactionalId WRITE (if transactional), Topic WRITE per topic |
 | Fetch | Topic READ per topic (a follower's fetch: Cluster CLUSTER_ACTION) |
 | ListOffsets, OffsetForLeaderEpoch, DescribeTopicPartitions | Topic DESCRIBE per topic |
-| Metadata | Topic DESCRIBE per named topic; all-topics requests pass (see below) |
+| Metadata | forwarded; the answer filtered: Topic DESCRIBE per topic (see below) |
 | CreateTopics | Cluster CREATE or Topic CREATE, per topic |
 | DeleteTopics, DeleteRecords | Topic DELETE per topic |
 | CreatePartitions | Topic ALTER per topic |
@@ -36,9 +36,10 @@ ListOffsets, CreateTopics, DeleteTopics, InitProducerId, AddOffsetsToTxn, EndTxn
 (a request mixing allowed and refused resources, a Produce with acks=0, any other API) the
 gateway closes the connection with a WARNING. kcoord does not split a forwarded request.
 
-Limits (documented in docs/security-acls.md): a Metadata request for all topics is forwarded
-as is and a refused named topic's Metadata too; `filter_metadata` is the filter the response
-path must apply (Kafka hides topics the client may not DESCRIBE). An incremental Fetch
+Metadata is forwarded and its answer filtered on the way back (`metadata_response_filter`,
+applied by the gateway after its address rewrite): an all-topics request loses the topics the
+client may not DESCRIBE, a named one gets TOPIC_AUTHORIZATION_FAILED for them, as Kafka
+answers. Limits (documented in docs/security-acls.md): an incremental Fetch
 (KIP-227 session) names only changed partitions, so ACLs revoked after the session began are
 not seen until the client sends a full fetch. Topic ids (Produce v13, Fetch v13+) are resolved
 with ``topic_name_of`` (the gateway's metadata image); an id it does not know is refused.
@@ -56,14 +57,16 @@ from kio.schema.errors import ErrorCode
 
 from ..authz import Action, Authorizer
 from ..protocol.apis import request_class, response_class
-from ..protocol.codec import decode_body, encode_body
+from ..protocol.codec import decode_body, decode_response_frame, encode_body, encode_response_frame
 from ..protocol.framing import body_offset
 from ..protocol.service import ClientInfo
+from .acl import OPERATION_CODES, SUPPORTED_OPERATIONS
 from .metrics import count_denied
 
 log = logging.getLogger("kcoord.security.forward")
 
 CLUSTER = "kafka-cluster"
+_METADATA = 3
 _ZERO = datetime.timedelta(0)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -114,6 +117,37 @@ class ForwardAclGate:
             log.debug("forward gate: %s v%d does not decode (%s); refused", api_key, api_version, e)
             return False
         return self.check_request(client, api_key, api_version, request)
+
+    def metadata_response_filter(self, client: ClientInfo, api_version: int, frame: bytes,
+                                 header_version: int) -> Callable[[bytes], bytes] | None:
+        """For a Metadata request this gate let through: the function the forwarded answer
+        goes through (after the gateway's address rewrite) so the client sees only what
+        Kafka would show it (`filter_metadata`); None when the request does not decode (the
+        gateway's own body check answers it)."""
+        try:
+            request = decode_body(request_class(_METADATA, api_version), frame, body_offset(frame, header_version))
+        except Exception:
+            return None
+        topics = request.topics
+        named = bool(topics) if topics is not None else False    # v0: an empty list means every topic
+        authorizer = self.authorizer
+        # AuthorizedOperations upstream computed for kcoord's principal: recomputed for the client
+        topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+        cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+
+        def filtered(answer: bytes) -> bytes:
+            correlation_id, response = decode_response_frame(_METADATA, api_version, answer)
+            out = filter_metadata(authorizer, client, response, named)
+            if topic_ops and out.topics:
+                out = dataclasses.replace(out, topics=tuple(
+                    dataclasses.replace(t, topic_authorized_operations=_operations(authorizer, client, "TOPIC",
+                                                                                   t.name or ""))
+                    if t.error_code == ErrorCode.none else t for t in out.topics))
+            if cluster_ops and hasattr(out, "cluster_authorized_operations"):
+                out = dataclasses.replace(out, cluster_authorized_operations=_operations(authorizer, client,
+                                                                                         "CLUSTER", CLUSTER))
+            return answer if out is response else encode_response_frame(_METADATA, api_version, correlation_id, out)
+        return filtered
 
     def check_request(self, client: ClientInfo, api_key: int, api_version: int, request: Any) -> bool | bytes:
         """True: forward; False: close the connection; bytes: answer this body instead."""
@@ -348,6 +382,13 @@ _RULES: dict[int, Callable[..., bool | bytes]] = {
     44: _configs_rule("ALTER_CONFIGS"), 61: _topic_rule("READ"),
     65: ForwardAclGate._describe_transactions, 75: ForwardAclGate._describe_topics,
 }
+
+
+def _operations(authorizer: Authorizer, client: ClientInfo, resource_type: str, name: str) -> int:
+    """Kafka's AuthorizedOperations bitfield of one resource for this client."""
+    ops = SUPPORTED_OPERATIONS[resource_type]
+    verdicts = authorizer.authorize(client, [Action(op, resource_type, name) for op in ops])
+    return sum(1 << OPERATION_CODES[op] for op, ok in zip(ops, verdicts) if ok)
 
 
 def filter_metadata(authorizer: Authorizer, client: ClientInfo, response: Any, named: bool) -> Any:

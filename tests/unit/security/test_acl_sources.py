@@ -54,8 +54,9 @@ def test_a_bad_line_is_named_with_its_problem(text, line, problem):
 def test_build_authorizer_modes_and_settings(tmp_path):
     assert build_authorizer({}, "b:9092") is None
     assert build_authorizer({"authorizer": "none"}, "b:9092") is None
-    with pytest.raises(SecurityConfigError, match="probe"):
-        build_authorizer({"authorizer": "probe"}, "b:9092")
+    assert build_authorizer({"authorizer": "probe"}, "b:9092").__class__.__name__ == "ProbeAuthorizer"
+    with pytest.raises(SecurityConfigError, match="probe"):     # no client link to probe on
+        build_authorizer({"authorizer": "probe", "sasl.termination": "true"}, "b:9092")
     with pytest.raises(SecurityConfigError, match="expected one of"):
         build_authorizer({"authorizer": "ldap"}, "b:9092")
     with pytest.raises(SecurityConfigError, match="authorizer.file=PATH"):
