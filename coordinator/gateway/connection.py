@@ -59,7 +59,7 @@ from ..protocol.framing import (
     split_frames,
 )
 from ..protocol.service import ClientInfo
-from ..runtime.metrics import GATEWAY_FORWARD_DENIED
+from ..runtime.metrics import GATEWAY_FORWARD_DENIED, forwarded
 from ..security.metrics import count_denied
 from . import eager
 from .badinput import BODY, FRAME, HEADER, BadInput
@@ -387,6 +387,9 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
                       else MergingPending(correlation_id, route, len(frame), merge))
 
     def _forward(self, frame: bytes, pending: Pending | None) -> None:
+        requests, sent = forwarded(int.from_bytes(frame[4:6], "big", signed=True), self._listener.name, api_name)
+        requests.inc()
+        sent.inc(len(frame))
         link = self._link
         if link is None:
             link = self._link = UpstreamLink(self, self._gateway)

@@ -26,6 +26,7 @@ from ..protocol.apis import api_name
 from ..protocol.codec import BodyError
 from ..protocol.framing import SIZE, HeaderError, split_frames
 from ..protocol.rewrite import rewrite_response_frame
+from ..runtime.metrics import GATEWAY_FORWARDED_BYTES
 from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class UpstreamLink(asyncio.Protocol):
         # False only for a bare link in tests/unit/protocol/test_forward_matching.py, whose
         # fake client keeps no accounts (read once here, not per upstream read).
         self._accounts = gateway is not None
+        self._received = (GATEWAY_FORWARDED_BYTES.labels(listener=client.listener_name, direction="to_client")
+                          if self._accounts else None)
 
     def open(self, addresses: Sequence[tuple[str, int]]) -> None:
         asyncio.get_running_loop().create_task(self._connect(tuple(addresses)))
@@ -189,6 +192,8 @@ class UpstreamLink(asyncio.Protocol):
         self._client.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self._received is not None:
+            self._received.inc(len(data))
         buf = self._buf
         if buf:
             buf += data

@@ -52,6 +52,11 @@ class Downstream(Protocol):
 
     def resume_reading(self) -> None: ...
 
+    @property
+    def listener_name(self) -> str:
+        """The listener the client connected to (metrics label)."""
+        ...
+
 
 class RefreshableCluster(Protocol):
     def request_refresh(self) -> None: ...

@@ -45,6 +45,17 @@ STATE_TOPIC_INCIDENTS = Counter("kcoord_state_topic_incidents_total", "State-top
                                 "new_topic_id, wrong_partitions, write_failed, recreated, lost (all "
                                 "shards unloaded), reload (all shards reloaded)", ["kind"])
 
+# Kafka's coordinator-runtime and group-coordinator metrics, under kcoord's prefix:
+# partition-load-time-avg/max (per load), and the rebalance counts of GroupCoordinatorMetrics
+# (consumer-group-rebalance-count, group-completed-rebalance-count): a rebalance is a new group
+# epoch for a consumer group, a new generation for a classic one (GroupMetadata with members).
+LOAD_SECONDS = Histogram("kcoord_partition_load_seconds", "Time to load a state-topic partition "
+                         "(Kafka: partition-load-time)", buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))
+REBALANCES = Counter("kcoord_group_rebalances_total", "Group rebalances by group type: a new group epoch "
+                     "(consumer) or generation (classic) (Kafka: consumer-group-rebalance-count, "
+                     "group-completed-rebalance-count)", ["type"])
+SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because another process took them "
+                       "(a fencing error on write, issue 14)")
 _shard_states: dict[int, str] = {}
 
 
@@ -111,6 +122,26 @@ GATEWAY_BAD_REQUESTS = Counter(
     "kcoord_gateway_bad_requests_total", "Requests that closed their connection because they do "
     "not parse or are not served (reason: frame, header, body, unknown_api, unsupported_version)",
     ["reason"])
+GATEWAY_FORWARDED = Counter("kcoord_gateway_forwarded_requests_total", "Requests forwarded upstream, by API "
+                            "and listener", ["api", "listener"])
+GATEWAY_FORWARDED_BYTES = Counter("kcoord_gateway_forwarded_bytes_total", "Bytes forwarded, by listener and "
+                                  "direction (to_upstream: requests; to_client: upstream's answers)",
+                                  ["listener", "direction"])
+_forward_children: dict[tuple[int, str], tuple] = {}
+
+
+def forwarded(api_key: int, listener: str, api: Callable[[int], str]) -> tuple:
+    """The (requests, bytes to upstream) children for an API on a listener, cached: the
+    forward path bumps them per request."""
+    key = (api_key, listener)
+    children = _forward_children.get(key)
+    if children is None:
+        children = _forward_children[key] = (
+            GATEWAY_FORWARDED.labels(api=api(api_key), listener=listener),
+            GATEWAY_FORWARDED_BYTES.labels(listener=listener, direction="to_upstream"))
+    return children
+
+
 GATEWAY_CONNECTIONS_REJECTED = Counter(
     "kcoord_gateway_connections_rejected_total", "New client connections closed by a limit "
     "(max_connections, max_connections_per_ip, max_connection_creation_rate)", ["reason"])

@@ -46,7 +46,14 @@ from typing import Any
 from aiokafka.errors import TopicAuthorizationFailedError
 from kio.schema.errors import ErrorCode
 
-from records import RecordDecodeError, UnknownRecordVersionError, encode_key, encode_value
+from records import (
+    ConsumerGroupMetadataKey,
+    GroupMetadataKey,
+    RecordDecodeError,
+    UnknownRecordVersionError,
+    encode_key,
+    encode_value,
+)
 
 from ..group.bulk_replay import BulkReplay
 from ..group.consumer_group import IllegalStateError
@@ -119,6 +126,22 @@ def _expiry(key: tuple, payload: Any) -> Operation:
     return lambda shard, now: shard.on_timer(key, payload, now)
 
 
+_CONSUMER_REBALANCES = metrics.REBALANCES.labels(type="consumer")
+_CLASSIC_REBALANCES = metrics.REBALANCES.labels(type="classic")
+
+
+def _count_rebalances(records) -> None:
+    """A new group epoch (ConsumerGroupMetadata) or a classic generation with members
+    (GroupMetadata): what Kafka's rebalance counts count. Only results with records get here,
+    so a steady heartbeat pays nothing."""
+    for r in records:
+        key = r.key.__class__
+        if key is ConsumerGroupMetadataKey and r.value is not None:
+            _CONSUMER_REBALANCES.inc()
+        elif key is GroupMetadataKey and r.value is not None and r.value.members:
+            _CLASSIC_REBALANCES.inc()
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -147,6 +170,7 @@ class ShardRuntime:
         # Bumped whenever the shard's state is thrown away (reload, unload): a write that
         # completes for an older generation must not touch the new one.
         self.generation = 0
+        self._load_started = 0.0   # time.monotonic() of the current load's start
         self.state = ShardState.LOADING
         metrics.set_shard_state(partition, self.state.value)
         self.shard = make_shard(partition)
@@ -195,6 +219,7 @@ class ShardRuntime:
         self.load_error = self.failed_offset = None
         self.skipped = set()
         self._set_state(ShardState.LOADING)
+        self._load_started = time.monotonic()
         return self.generation
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
@@ -270,6 +295,7 @@ class ShardRuntime:
             return
         self.next_offset = log_end_offset
         self._set_state(ShardState.ACTIVE)
+        metrics.LOAD_SECONDS.observe(time.monotonic() - self._load_started)
         self._apply_timers(self.shard.on_loaded(self.clock()))
         unknown = dict(self.shard.unknown_record_types)
         log.debug("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
@@ -347,6 +373,7 @@ class ShardRuntime:
                 self._fail(e)
                 raise ApiError(ErrorCode.not_coordinator, "The coordinator is reloading.") from e
             self.next_offset += len(encoded)
+            _count_rebalances(result.records)
             batch.records.extend(encoded)
             batch.size += size
             fut = batch.done
@@ -537,6 +564,7 @@ class ShardRuntime:
             batch.done.exception()
         self.unload(f"fenced: {error.reason}")
         self.fenced = error
+        metrics.SHARD_FENCED.inc()
         log.warning("shard %d: %s; its groups answer NOT_COORDINATOR and it is unloaded", self.partition, error)
         if self.on_fenced is not None:
             try:

@@ -398,6 +398,8 @@ async def test_an_upstream_that_never_answers_the_connect_fails_the_client_after
     failures: list[str] = []
 
     class Client:
+        listener_name = "bootstrap"
+
         def upstream_failed(self, reason: str) -> None:
             failures.append(reason)
 
