@@ -364,6 +364,7 @@ async def test_forward_link_opens_tls_to_the_broker(secured: SecuredKafka) -> No
     class Client:
         held = 0
         held_soft_limit = 1 << 20
+        listener_name = "bootstrap"
 
         def __init__(self) -> None:
             self.failures: list[str] = []
