@@ -19,6 +19,10 @@ from ..protocol.codec import decode_body, encode_body
 from ..protocol.framing import SIZE, RequestHeader, decode_response_header
 
 
+# A state-topic fetch answer is bounded by the fetch's max bytes; anything near 1 GiB is broken.
+MAX_RESPONSE_BYTES = 1 << 30
+
+
 class LinkError(Exception):
     """The connection failed, was closed, or a request timed out."""
 
@@ -76,6 +80,11 @@ class KafkaLink:
         try:
             while True:
                 (size,) = SIZE.unpack(await self._reader.readexactly(4))
+                # The size comes from the upstream: bound it before reading (or allocating) that much.
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    self._fail(LinkError(f"{self._where()} sent a response of {size} bytes; expected 4 to "
+                                         f"{MAX_RESPONSE_BYTES}"))
+                    return
                 frame = SIZE.pack(size) + await self._reader.readexactly(size)
                 (correlation,) = SIZE.unpack_from(frame, 4)
                 entry = self._pending.pop(correlation, None)
