@@ -18,7 +18,6 @@ from ..protocol.apis import request_header_version, response_class, response_hea
 from ..protocol.codec import decode_body, encode_body
 from ..protocol.framing import SIZE, RequestHeader, decode_response_header
 
-
 # A state-topic fetch answer is bounded by the fetch's max bytes; anything near 1 GiB is broken.
 MAX_RESPONSE_BYTES = 1 << 30
 
