@@ -84,6 +84,13 @@ def check_listeners(listen: list[str], security: dict[str, str]) -> list[str]:
 
     specs = parse_listener_specs(listen, parse_protocol_map(security.get("listener.security.protocol.map")))
     check_server_ssl_names(security, [spec.name for spec in specs])
+    from .gateway.sasl import listeners_with_overrides
+    from .security.settings import SecurityConfigError
+
+    unknown = listeners_with_overrides(security) - {spec.name.lower() for spec in specs}
+    if unknown:
+        raise SecurityConfigError(f"--config listener.name.{sorted(unknown)[0]}.sasl.*: no listener is named "
+                                  f"{sorted(unknown)[0]!r} (listeners: {', '.join(s.name for s in specs)})")
     authorizer = security.get("authorizer")
     warnings = []
     for spec in specs:
@@ -135,10 +142,12 @@ def forward_gate_for(authorizer, security: dict[str, str], listen: list[str]):
         return None
     from .gateway.listeners import parse_listener_specs, parse_protocol_map
     from .security.forward_acl import ForwardAclGate
-    from .security.tls import SSL, ListenerSecurity
+    from .security.tls import SASL_PROTOCOLS, SSL, ListenerSecurity, listener_settings
 
-    terminated = security.get("sasl.termination", "false").lower() in ("1", "true", "yes")
     specs = parse_listener_specs(listen, parse_protocol_map(security.get("listener.security.protocol.map")))
+    # Per listener: `listener.name.<listener>.sasl.termination` over `sasl.termination`.
+    terminated = any(listener_settings(security, spec.name).get("sasl.termination", "false").strip().lower()
+                     in ("1", "true", "yes", "on") for spec in specs if spec.protocol in SASL_PROTOCOLS)
     mtls = any(spec.protocol == SSL and ListenerSecurity.from_settings(spec.name, spec.protocol, security)
                .client_auth in ("required", "requested") for spec in specs)
     if (terminated or mtls) and security.get("authorizer", "").strip().lower() == "probe":
@@ -191,6 +200,12 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"kcoord: {e}", file=sys.stderr, flush=True)
         return EXIT_BAD_CONFIG
 
+    if getattr(args, "instance_id", None) and args.upstream is None:
+        msg = ("--instance-id forms a kcoord cluster on a shared upstream: give --upstream (the embedded broker "
+               "is this process's own)")
+        log.error("kcoord refuses to start: %s", msg)
+        print(f"kcoord: {msg}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
     embedded = None
     upstream = args.upstream
     if upstream is None:
@@ -248,7 +263,24 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
         replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes,
         security=upstream_security)
-    await state_topic.start()
+    # Several processes (issue 14, coordinator/clustered.py): --instance-id joins the kcoord
+    # cluster of this state topic; the shards then write through the fenced log.
+    clustered = None
+    state_log: Any = state_topic
+    if getattr(args, "instance_id", None):
+        from .clustered import ClusterProcess
+        try:
+            clustered = parts["cluster"] = ClusterProcess(config, args.instance_id, upstream, upstream_security)
+        except ValueError as e:
+            log.error("kcoord refuses to start: %s", e)
+            return EXIT_BAD_CONFIG
+        state_log = clustered.state_log(state_topic)
+    if state_log is state_topic:
+        await state_topic.start()
+    else:
+        await state_topic.ensure_topic()      # created here; the fenced log writes it
+        parts["fenced_log"] = state_log
+        await state_log.start()
     # Authorization (security/acl_sources.py): None for authorizer=none or unset.
     from .authz import ALLOW_ALL
     from .security.acl_sources import build_authorizer
@@ -264,7 +296,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         log.error("kcoord refuses to start: %s", e)
         return EXIT_BAD_CONFIG
     try:
-        service = parts["service"] = GroupCoordinatorService(config, state_topic,
+        service = parts["service"] = GroupCoordinatorService(config, state_log,
                                                              authorizer=authorizer or ALLOW_ALL, audit=audit)
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
@@ -291,37 +323,70 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     gateway.cluster.subscribe(service.on_metadata_update)
     # From here on the cluster view watches the state topic for the service: a missing or
     # replaced topic voids the service's state, and it reloads once the topic is back.
-    gateway.cluster.manage_state_topic(service, state_topic, config.state_topic_partitions, TOPIC_CONFIGS,
+    gateway.cluster.manage_state_topic(service, state_log if state_log is state_topic else None,
+                                       config.state_topic_partitions, TOPIC_CONFIGS,
                                        recreate=not args.no_state_topic_recreate)
     if args.metrics_port:
         from prometheus_client import start_http_server
         register_group_collector(service.shards)
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
-    await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
+    if clustered is None:
+        await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
+    else:
+        await clustered.start(service, gateway, first_assignment_timeout_s=config.cluster_rebalance_timeout_ms / 1000
+                              + config.cluster_session_timeout_ms / 1000)
+        await _wait_owned_loaded(service, STATE_TOPIC_WAIT_S)
     failed = service.failed_partitions()
-    loaded = len(service.runtimes) - len(failed)
-    groups = sum(len(runtime.shard.groups) for runtime in service.runtimes)
+    loaded = len(service.served()) - len(failed)
+    groups = sum(len(runtime.shard.groups) for runtime in service.served())
     bootstraps = ", ".join(f"{i.host}:{i.port} {i.security_protocol}" for i in gateway.listeners if i.node_id is None)
     # One line per start (issue 15): the per-shard lines are DEBUG.
     print(f"kcoord ready in {time.monotonic() - started:.2f}s: {loaded} shards loaded from {config.state_topic} "
-          f"({groups} groups), upstream {upstream}, listening on {bootstraps}"
+          + (f"as instance {args.instance_id} (node {clustered.node.node_id() if clustered.node else -1}, "
+             f"fencing={clustered.fencing}) " if clustered is not None else "")
+          + f"({groups} groups), upstream {upstream}, listening on {bootstraps}"
           + (f"; {len(failed)} shards FAILED (partition:offset "
              + ",".join(f"{p}:{o}" for p, o in sorted(failed.items())) + "; see the log)" if failed else ""),
           flush=True)
-    await stop.wait()
-    return 0
+    if clustered is None:
+        await stop.wait()
+        return 0
+    done, _ = await asyncio.wait({asyncio.ensure_future(stop.wait()), asyncio.ensure_future(clustered.stop.wait())},
+                                 return_when=asyncio.FIRST_COMPLETED)
+    for waiter in _:
+        waiter.cancel()
+    return clustered.exit_code or 0
+
+
+async def _wait_owned_loaded(service, timeout_s: float) -> None:
+    """Wait (bounded) until the shards assigned here are loaded, for the ready line."""
+    from .runtime.shard_runtime import ShardState
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline and any(service.runtimes[p].state is ShardState.LOADING
+                                         for p in (service.owned or ())):
+        await asyncio.sleep(0.05)
 
 
 async def _shutdown(parts: dict, embedded) -> None:
     """Close what started, each step bounded; the embedded broker last (the others talk to it)."""
     steps = []
+    if "cluster" in parts and "service" in parts:
+        # A scale-down: finish the writes in flight, then leave the membership group so the
+        # shards move now (LeaveGroup v3 by instance id), before anything else closes.
+        try:
+            await asyncio.wait_for(parts["cluster"].leave(parts["service"]), SHUTDOWN_STEP_TIMEOUT * 2)
+        except Exception as e:
+            log.warning("shutdown: leaving the kcoord cluster failed: %r", e)
     if "gateway" in parts:
         steps.append(("gateway", parts["gateway"].close()))
     if "service" in parts:
         parts["service"].close()
     if "state_topic" in parts:
         steps.append(("state topic client", parts["state_topic"].stop()))
+    if "fenced_log" in parts:
+        steps.append(("fenced state log", parts["fenced_log"].stop()))
     if "authorizer" in parts:
         steps.append(("authorizer", parts["authorizer"].stop()))
     if parts.get("audit") is not None:
@@ -405,6 +470,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-host", default="127.0.0.1")
     s.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="coordinator setting, e.g. group.consumer.heartbeat.interval.ms=2000 (repeatable)")
+    s.add_argument("--instance-id", default=None, metavar="NAME",
+                   help="join the kcoord cluster of this state topic as NAME (static membership: a restart "
+                        "with the same NAME gets its shards back); needs --upstream (docs/cluster.md)")
+    s.add_argument("--processes", type=int, default=0, metavar="N",
+                   help="run N kcoord processes on this host as one cluster (instance ids "
+                        "<--instance-id or kcoord>-0..N-1; process i listens on each port + i * "
+                        "--port-stride); needs --upstream")
+    s.add_argument("--port-stride", type=int, default=100,
+                   help="with --processes: port distance between processes (default 100; it must exceed "
+                        "the number of upstream brokers + 1)")
     for module in _TOOL_MODULES:
         try:
             tool = importlib.import_module(module)
@@ -429,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover
         pass
     if args.command == "serve":
+        if args.processes:
+            from .supervisor import run_processes
+            return run_processes(args, sys.argv[1:] if argv is None else list(argv), DEFAULT_LISTEN)
         return asyncio.run(serve(args))
     return int(args.func(args) or 0)
 

@@ -20,6 +20,16 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     max_write_batch_bytes: int = 8 * 1024 * 1024
 
+    # Several kcoord processes (issue 14; `kcoord serve --instance-id`, docs/cluster.md).
+    # fencing: "transactional" (each shard writes through its own transactional id; the
+    # default with --instance-id) or "none" (today's plain writes: one process only, which
+    # refuses to serve once a second process joins its membership group).
+    fencing: str = ""
+    cluster_session_timeout_ms: int = 10_000     # the membership group's session timeout
+    cluster_heartbeat_interval_ms: int = 1_000
+    cluster_rebalance_timeout_ms: int = 30_000
+    cluster_lease_margin_ms: int = 2_000         # the lease ends this long before the session could
+
     # KIP-848 consumer groups.
     consumer_session_timeout_ms: int = 45_000
     consumer_min_session_timeout_ms: int = 45_000

@@ -177,6 +177,11 @@ class GroupCoordinatorService:
                          for p in range(config.state_topic_partitions)]
         # start() and reload_all() each replay every partition: never two at once.
         self._load_lock: asyncio.Lock | None = None
+        # Several processes (issue 14, coordinator/cluster/node.py): the shards assigned to
+        # this instance (None: every shard, one process), and the membership lease, checked
+        # before any response is released (None: no lease, one process).
+        self.owned: set[int] | None = None
+        self.serving: Callable[[], bool] | None = None
 
     def register_api(self, api: ServedApi) -> None:
         """Add an API to the registry (before the gateway starts: it reads `api_versions` and
@@ -238,16 +243,56 @@ class GroupCoordinatorService:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def _load_all(self) -> None:
-        started = time.monotonic()
+    # ------------------------------------------------------- several processes
+    def enter_cluster_mode(self, serving: Callable[[], bool], load_grace_ms: int) -> None:
+        """Serve only the shards the membership assigns (`take`/`release`), and answer
+        nothing once the membership lease has run out (`serving()` False). A shard loaded
+        here arms its members' session timers `load_grace_ms` later than the load: members
+        of a shard that just moved may not have found the new owner yet (issue 14 §3)."""
+        self.owned = set()
+        self.serving = serving
         for rt in self.runtimes:
+            rt.load_grace_ms = load_grace_ms
+            rt.unload("not assigned to this kcoord instance")
+
+    def take(self, partitions: Collection[int]) -> None:
+        """Load newly assigned shards, each on its own with bounded backoff. The state log's
+        load takes the shard first (fenced_state_log: InitProducerId fences the previous
+        owner); while loading its groups answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's."""
+        assert self.owned is not None, "take() is for cluster mode"
+        for p in sorted(partitions):
+            self.owned.add(p)
+            rt = self.runtimes[p]
             rt.cancel_reload()
             rt.begin_load()
-        by_partition = {rt.partition: rt for rt in self.runtimes}
+            rt.start_reload()
+
+    def release(self, partitions: Collection[int], reason: str) -> None:
+        """Stop serving shards given to another instance: pending requests answer
+        NOT_COORDINATOR and the in-memory state is dropped (the new owner loads the log)."""
+        assert self.owned is not None, "release() is for cluster mode"
+        for p in sorted(partitions):
+            self.owned.discard(p)
+            self.runtimes[p].unload(reason)
+
+    def served(self) -> list[ShardRuntime]:
+        owned = self.owned
+        return self.runtimes if owned is None else [rt for rt in self.runtimes if rt.partition in owned]
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        served = self.served()
+        for rt in served:
+            rt.cancel_reload()
+            rt.begin_load()
+        by_partition = {rt.partition: rt for rt in served}
 
         def progress(records: int, done: int) -> None:
             log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
-                     self.state_topic.topic, records, done, len(self.runtimes))
+                     self.state_topic.topic, records, done, len(served))
+
+        if not served:
+            return
 
         # A shard whose record fails to load (or whose batch cannot be read) turns FAILED
         # and its partition is no longer read; the load of the others goes on.
@@ -255,8 +300,8 @@ class GroupCoordinatorService:
                                     lambda p, leo: by_partition[p].finish_load(leo), progress,
                                     on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),
                                     abandoned=lambda p: by_partition[p].load_abandoned(p))
-        failed = [rt for rt in self.runtimes if rt.state is ShardState.FAILED]
-        log.info("loaded %d state partitions in %.2fs", len(self.runtimes) - len(failed),
+        failed = [rt for rt in served if rt.state is ShardState.FAILED]
+        log.info("loaded %d state partitions in %.2fs", len(served) - len(failed),
                  time.monotonic() - started)
         if failed:
             # The skip list names records that reach the decoder; an unreadable batch does not.
@@ -327,9 +372,9 @@ class GroupCoordinatorService:
         return self.all_loaded()
 
     def all_loaded(self) -> bool:
-        """Every shard is ACTIVE or FAILED on a record (a failure no reload changes)."""
+        """Every shard served here is ACTIVE or FAILED on a record (a failure no reload changes)."""
         return all(rt.state is ShardState.ACTIVE or (rt.state is ShardState.FAILED and rt.load_error is not None)
-                   for rt in self.runtimes)
+                   for rt in self.served())
 
     async def wait_reloaded(self) -> bool:
         """Wait for the shards' own reload retries to end; returns `all_loaded()`. A retry
@@ -389,6 +434,14 @@ class GroupCoordinatorService:
             counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
                 api=self._names[api_key], error=_error_name(response))
         counter.inc()
+        serving = self.serving
+        if serving is not None and not serving():
+            # Several processes: the membership lease ran out (a pause, a partition), so the
+            # shards may belong to another instance by now. Nothing computed from this
+            # state is released, not even a heartbeat (issue 14 §3).
+            return ERROR_RESPONSES[api_key](api_version, ApiError(
+                ErrorCode.not_coordinator, "This kcoord instance's cluster membership lease ran out; "
+                "find the coordinator again."), request)
         if self.audit is not None:
             self.audit.record(api_key, request, response, client)
         return response

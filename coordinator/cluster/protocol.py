@@ -25,6 +25,8 @@ _VERSION = struct.Struct(">h")
 MAX_BYTES = 1 << 20          # 1 MiB: 10,000 shards with long host names fit many times over
 MAX_SHARDS = 100_000         # Kafka caps a topic's partitions far lower in practice
 _MAX_TEXT = 1024
+MAX_LISTENERS = 16
+MAX_BROKERS = 10_000
 
 
 class MalformedMembershipData(ValueError):
@@ -32,9 +34,21 @@ class MalformedMembershipData(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerPorts:
+    """One client listener of an instance: its advertised host, bootstrap port, and the port
+    fronting each upstream broker (node id -> port) on that listener."""
+    host: str
+    port: int
+    brokers: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoint:
     host: str
     port: int
+    # Listener name -> its ports: a client asking on listener L is sent to the same listener
+    # of another instance (its protocol and advertised host), as brokers do.
+    listeners: Mapping[str, ListenerPorts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +121,38 @@ def _endpoint(value, key: str, what: str) -> Endpoint:
     if not isinstance(value, dict):
         raise MalformedMembershipData(f"{what}: field {key!r} must be an object with host and port")
     where = f"{what} {key}"
-    return Endpoint(_text(value, "host", where) or "", _int(value.get("port"), "port", where, 1, 65535))
+    return Endpoint(_text(value, "host", where) or "", _int(value.get("port"), "port", where, 1, 65535),
+                    _listeners(value.get("listeners", {}), where))
+
+
+def _listeners(value, what: str) -> dict[str, ListenerPorts]:
+    """`{"NAME": {"host": h, "port": p, "brokers": {"<node id>": port}}}`, bounded."""
+    if not isinstance(value, dict) or len(value) > MAX_LISTENERS:
+        raise MalformedMembershipData(f"{what}: field 'listeners' must be an object of at most {MAX_LISTENERS} "
+                                      f"listeners")
+    out: dict[str, ListenerPorts] = {}
+    for name, entry in value.items():
+        where = f"{what} listeners[{_show(name)}]"
+        _text({"name": name}, "name", where)
+        if not isinstance(entry, dict):
+            raise MalformedMembershipData(f"{where}: must be an object with host, port and brokers")
+        brokers_raw = entry.get("brokers", {})
+        if not isinstance(brokers_raw, dict) or len(brokers_raw) > MAX_BROKERS:
+            raise MalformedMembershipData(f"{where}: field 'brokers' must be an object of at most {MAX_BROKERS} "
+                                          f"entries")
+        brokers: dict[int, int] = {}
+        for node, port in brokers_raw.items():
+            if not isinstance(node, str) or not node.lstrip("-").isdigit() or len(node) > 11:
+                raise MalformedMembershipData(f"{where}: brokers key {_show(node)} is not a node id")
+            brokers[_int(int(node), "brokers", where, 0, 2**31 - 1)] = _int(port, f"brokers[{node}]", where, 1, 65535)
+        out[name] = ListenerPorts(_text(entry, "host", where) or "", _int(entry.get("port"), "port", where, 1, 65535),
+                                  brokers)
+    return out
+
+
+def _listeners_json(e: Endpoint) -> dict:
+    return {name: {"host": lp.host, "port": lp.port, "brokers": {str(n): p for n, p in sorted(lp.brokers.items())}}
+            for name, lp in sorted(e.listeners.items())}
 
 
 def _show(value) -> str:
@@ -118,8 +163,8 @@ def _show(value) -> str:
 # ------------------------------------------------------------------ metadata
 def encode_metadata(m: MemberMetadata) -> bytes:
     return _frame({"instance_id": m.instance_id, "host": m.endpoint.host, "port": m.endpoint.port,
-                   "rack": m.rack, "owned": sorted(m.owned), "node_id": m.node_id,
-                   "generation": m.generation})
+                   "listeners": _listeners_json(m.endpoint), "rack": m.rack, "owned": sorted(m.owned),
+                   "node_id": m.node_id, "generation": m.generation})
 
 
 def decode_metadata(data: bytes) -> MemberMetadata:
@@ -127,7 +172,8 @@ def decode_metadata(data: bytes) -> MemberMetadata:
     body = _unframe(data, what)
     return MemberMetadata(
         instance_id=_text(body, "instance_id", what) or "",
-        endpoint=Endpoint(_text(body, "host", what) or "", _int(body.get("port"), "port", what, 1, 65535)),
+        endpoint=Endpoint(_text(body, "host", what) or "", _int(body.get("port"), "port", what, 1, 65535),
+                          _listeners(body.get("listeners", {}), what)),
         rack=_text(body, "rack", what, optional=True),
         owned=_shards(body.get("owned", []), "owned", what),
         node_id=_int(body.get("node_id", -1), "node_id", what, -1, 2**31 - 1),
@@ -138,7 +184,8 @@ def decode_metadata(data: bytes) -> MemberMetadata:
 def encode_assignment(a: Assignment) -> bytes:
     return _frame({"generation": a.generation, "shards": sorted(a.shards),
                    "owners": {str(s): i for s, i in sorted(a.owners.items())},
-                   "endpoints": {i: {"host": e.host, "port": e.port} for i, e in sorted(a.endpoints.items())},
+                   "endpoints": {i: {"host": e.host, "port": e.port, "listeners": _listeners_json(e)}
+                                 for i, e in sorted(a.endpoints.items())},
                    "node_ids": dict(sorted(a.node_ids.items())), "error": a.error})
 
 

@@ -227,7 +227,8 @@ class UpstreamLink(asyncio.Protocol):
                 route = pending.route
                 try:
                     frame = rewrite_response_frame(route.api_key, route.api_version, frame,
-                                                   self._gateway.address_of, self._gateway.state_topic)
+                                                   self._gateway.address_of, self._gateway.state_topic,
+                                                   self._gateway.coordinator_nodes)
                 except (BodyError, HeaderError, OSError, ValueError) as e:
                     return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
                                         f"upstream {self._target} could not be rewritten: {e}")

@@ -185,6 +185,10 @@ class Gateway:
         self._reloaders: list[asyncio.Task[None]] = []
         self.tls_log = RateLimitedLog(log, rate)      # failed TLS handshakes
         self._started = False
+        # Several kcoord processes (issue 14): the cluster node (coordinator/cluster/node.py)
+        # that names shard owners and which instance fronts which upstream broker; None with
+        # one process.
+        self.peers: Any = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -430,14 +434,30 @@ class Gateway:
     def address_of(self, node_id: int, host: str, port: int, lset: _ListenerSet | None = None) -> tuple[str, int]:
         """Rewrites an upstream broker address to its gateway listener (on ``lset``; default
         the first listener)."""
+        peers = self.peers
+        if peers is not None:
+            # Several processes: the instance fronting this broker, the same on every one.
+            fronted = peers.front(node_id, (lset or self._sets[0]).name)
+            if fronted is not None:
+                return fronted
         info = self._broker_listener(node_id, host, port, lset)
         return info.host, info.port
+
+    def coordinator_nodes(self, lset: _ListenerSet | None = None) -> list[tuple[int, str, int]]:
+        """The kcoord instances' synthetic coordinator nodes (id, host, port) listed in
+        Metadata beside the upstream brokers (issue 14); none with one process."""
+        peers = self.peers
+        return [] if peers is None else peers.coordinator_nodes((lset or self._sets[0]).name)
 
     def locate_group(self, group_id: str, lset: _ListenerSet | None = None) -> Node | None:
         """The gateway node fronting the leader of the group's state-topic partition; None
         (COORDINATOR_NOT_AVAILABLE) also while the service cannot serve that partition (not
         loaded, or failed to load), as Kafka answers for a coordinator still loading."""
         partition = self.service.partition_for(group_id)
+        peers = self.peers
+        if peers is not None:
+            # Several processes: the shard's owner, wherever it runs (None while it moves).
+            return peers.locate(partition, (lset or self._sets[0]).name)
         available = getattr(self.service, "partition_available", None)
         if available is not None and not available(partition):
             return None
@@ -551,6 +571,9 @@ class _ListenerView:
 
     def locate_group(self, group_id: str) -> Node | None:
         return self._gateway.locate_group(group_id, self._set)
+
+    def coordinator_nodes(self) -> list[tuple[int, str, int]]:
+        return self._gateway.coordinator_nodes(self._set)
 
 
 def _tls_problem(error: BaseException) -> str:

@@ -82,6 +82,8 @@ class LinkServices(Protocol):
 
     def address_of(self, node_id: int, host: str, port: int) -> Address: ...
 
+    def coordinator_nodes(self) -> list[tuple[int, str, int]]: ...
+
 
 class ConnectionServices(LinkServices, Protocol):
     """What a client connection uses of the gateway."""

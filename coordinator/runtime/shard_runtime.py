@@ -199,6 +199,10 @@ class ShardRuntime:
         # new load (begin_load clears it).
         self.fenced: ShardFenced | None = None
         self.on_fenced: Callable[[int, ShardFenced], None] | None = None
+        # Issue 14 §3: a shard taken from another instance arms its members' session timers
+        # this much after the load (the membership session), since they may still be
+        # finding the new owner.
+        self.load_grace_ms = 0
 
     # --------------------------------------------------------------- loading
     def _set_state(self, state: ShardState) -> None:
@@ -296,7 +300,7 @@ class ShardRuntime:
         self.next_offset = log_end_offset
         self._set_state(ShardState.ACTIVE)
         metrics.LOAD_SECONDS.observe(time.monotonic() - self._load_started)
-        self._apply_timers(self.shard.on_loaded(self.clock()))
+        self._apply_timers(self.shard.on_loaded(self.clock() + self.load_grace_ms))
         unknown = dict(self.shard.unknown_record_types)
         log.debug("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
                   len(self.shard.groups), log_end_offset,
@@ -571,6 +575,23 @@ class ShardRuntime:
                 self.on_fenced(self.partition, error)
             except Exception:
                 log.exception("shard %d: on_fenced callback failed", self.partition)
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait (bounded) until no write of this shard is open or queued: a scale-down ends
+        its transactions before leaving, so the new owner does not wait for them to time
+        out (issue 14 §1). True if drained."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._inflight is not None or self._sealed or self._current is not None or self._flush_scheduled:
+            batch = self._inflight or (self._sealed[0] if self._sealed else self._current)
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            if batch is None or batch.done.done():
+                await asyncio.sleep(0.01)   # a flush scheduled on the loop, or a batch being retired
+                continue
+            await asyncio.wait({batch.done}, timeout=left)
+        return True
 
     def unload(self, reason: str) -> None:
         """Drop everything this shard holds and stop serving (Kafka's unload: CLOSED, pending

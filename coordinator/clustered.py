@@ -1,0 +1,159 @@
+"""`kcoord serve --instance-id NAME`: one process of a kcoord cluster (issue 14, docs/cluster.md).
+
+The wiring only; the parts live elsewhere:
+- membership: coordinator/cluster/membership.py (a classic group `kcoord.<state topic>` on
+  the upstream, static by instance id), whose assignments drive coordinator/cluster/node.py;
+- exclusive writes: coordinator/runtime/fenced_state_log.py (a transactional id per shard;
+  taking a shard fences its previous owner);
+- the service serves only the shards assigned here (`GroupCoordinatorService.take/release`)
+  and releases no response once the membership lease ran out;
+- the gateway names shard owners in FindCoordinator and every instance's synthetic node in
+  Metadata, and sends each upstream broker's traffic through one instance (node.py).
+
+Rules:
+- `fencing=transactional` (the default here) is what makes several processes safe.
+  `fencing=none` writes as one process does; such a process refuses to serve once its
+  membership group holds a second instance (it exits with EXIT_NOT_ALONE), since nothing
+  would stop two writers.
+- Shutdown (SIGTERM) is a scale-down: each shard's write in flight is finished (bounded),
+  then the process leaves the group by instance id (LeaveGroup v3), so its shards move at
+  once. A crash or kill -9 is a restart: the static member keeps its shards until the
+  membership session timeout, and a restart within it gets them back without a rebalance.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from typing import Any
+
+from .cluster.membership import ClusterMembership, MembershipFenced, group_name
+from .cluster.node import ClusterNode, endpoint_of
+from .cluster.protocol import Assignment
+from .config import CoordinatorConfig
+
+log = logging.getLogger("kcoord.cluster")
+
+EXIT_NOT_ALONE = 4          # fencing=none and a second instance joined
+EXIT_MEMBERSHIP_FENCED = 5  # another process uses this instance id
+FENCING_MODES = ("transactional", "none")
+DRAIN_TIMEOUT_S = 10.0
+
+
+def fencing_mode(config: CoordinatorConfig) -> str:
+    mode = (config.fencing or "transactional").strip().lower()
+    if mode not in FENCING_MODES:
+        raise ValueError(f"--config fencing={config.fencing!r}: expected one of {', '.join(FENCING_MODES)}")
+    return mode
+
+
+async def _open(security: Any, client_id: str, addresses):
+    from .gateway.upstream_client import UpstreamClient
+    return await UpstreamClient.connect(addresses, client_id=client_id, security=security)
+
+
+def _bootstrap(upstream: str) -> list[tuple[str, int]]:
+    out = []
+    for item in upstream.split(","):
+        host, _, port = item.strip().rpartition(":")
+        out.append((host, int(port)))
+    return out
+
+
+class ClusterProcess:
+    """The cluster side of one `kcoord serve --instance-id` process."""
+
+    def __init__(self, config: CoordinatorConfig, instance_id: str, upstream: str, upstream_security: Any) -> None:
+        self.config = config
+        self.instance_id = instance_id
+        self.upstream = upstream
+        self.security = upstream_security
+        self.fencing = fencing_mode(config)
+        self.membership: ClusterMembership | None = None
+        self.node: ClusterNode | None = None
+        self.exit_code: int | None = None
+        self.stop = asyncio.Event()           # set when this process must stop (fenced, not alone)
+        self._task: asyncio.Task | None = None
+
+    def state_log(self, plain_writer: Any) -> Any:
+        """The StateLog the service writes through: a fenced one (transactional), or the
+        plain writer (fencing=none)."""
+        if self.fencing == "none":
+            return plain_writer
+        from .runtime.fenced_state_log import FencedStateLog
+        return FencedStateLog(self.upstream, self.config.state_topic, self.config.state_topic_partitions,
+                              functools.partial(_open, self.security, f"kcoord-state-{self.instance_id}"),
+                              owns=lambda p: self.node is not None and self.node.owns(p))
+
+    async def start(self, service: Any, gateway: Any, first_assignment_timeout_s: float) -> None:
+        """Join the membership group; returns once the first assignment was applied (its
+        shards start loading) or the timeout passed (the process keeps trying)."""
+        c = self.config
+        membership = self.membership = ClusterMembership(
+            group_id=group_name(c.state_topic), instance_id=self.instance_id, endpoint=endpoint_of(gateway.listeners),
+            n_shards=c.state_topic_partitions,
+            open_link=functools.partial(_open, self.security, f"kcoord-cluster-{self.instance_id}"),
+            bootstrap=_bootstrap(self.upstream), on_change=self._on_change,
+            session_ms=c.cluster_session_timeout_ms, rebalance_ms=c.cluster_rebalance_timeout_ms,
+            heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms)
+        node = self.node = ClusterNode(self.instance_id, service, membership.serving)
+        service.enter_cluster_mode(membership.serving, c.cluster_session_timeout_ms)
+        gateway.peers = node
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-cluster-membership")
+        try:
+            await asyncio.wait_for(membership.stable.wait(), first_assignment_timeout_s)
+        except TimeoutError:
+            log.warning("kcoord instance %s: no assignment from membership group %s after %.0fs; serving "
+                        "no shard until one arrives", self.instance_id, membership.group_id,
+                        first_assignment_timeout_s)
+
+    def _on_change(self, assignment: Assignment, added: frozenset[int], revoked: frozenset[int]) -> None:
+        if self.fencing == "none" and len(assignment.endpoints) > 1 and self.exit_code is None:
+            others = sorted(i for i in assignment.endpoints if i != self.instance_id)
+            log.error("kcoord instance %s runs with fencing=none, but membership group %s also holds %s: "
+                      "nothing would keep two processes from writing the same shard. Stopping; run every "
+                      "process with fencing=transactional (the default)", self.instance_id,
+                      group_name(self.config.state_topic), ", ".join(others))
+            self.exit_code = EXIT_NOT_ALONE
+            self.stop.set()
+            assignment = Assignment(assignment.generation, frozenset(), assignment.owners, assignment.endpoints,
+                                    assignment.node_ids)
+            added, revoked = frozenset(), revoked | (self.node.assignment.shards if self.node and
+                                                     self.node.assignment else frozenset())
+        assert self.node is not None
+        self.node.on_change(assignment, added, revoked)
+
+    async def _run(self) -> None:
+        assert self.membership is not None
+        try:
+            await self.membership.run()
+        except MembershipFenced as e:
+            log.error("kcoord instance %s stops: %s", self.instance_id, e)
+            self.exit_code = EXIT_MEMBERSHIP_FENCED
+            self.stop.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kcoord instance %s: cluster membership failed", self.instance_id)
+            self.exit_code = EXIT_MEMBERSHIP_FENCED
+            self.stop.set()
+
+    async def leave(self, service: Any) -> None:
+        """Scale-down: finish the writes in flight, then leave the group by instance id."""
+        if self.membership is None:
+            return
+        drains = [rt.drain(DRAIN_TIMEOUT_S) for rt in service.runtimes]
+        if drains:
+            await asyncio.gather(*drains, return_exceptions=True)
+        if self._task is not None and not self._task.done():
+            await self.membership.leave()
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.node.status() if self.node is not None else {"instance_id": self.instance_id}
+        out["fencing"] = self.fencing
+        if self.membership is not None:
+            out["membership_generation"] = self.membership.generation
+            out["leader"] = self.membership.leader
+        return out
