@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from coordinator.cluster.balancer import NODE_ID_BASE
 from support import raw_client
 from support.admin import create_topic
-from support.kcoord import FAST, KcoordProcess
+from support.kcoord import FAST, KcoordProcess, free_port_block
 from support.ownership import OwnershipLedger
 from support.produce import BackgroundProducer, produce_records
 from support.rdkafka import RdkafkaConsumer
@@ -43,7 +43,10 @@ def coordinators(processes, groups) -> dict[str, tuple[int, str, int]] | None:
     """Each group's coordinator if every process names the same one, else None."""
     out = {}
     for g in groups:
-        answers = {find(p, g) for p in processes}
+        try:
+            answers = {find(p, g) for p in processes}
+        except OSError:        # a process not listening (yet, or any more)
+            return None
         if len(answers) != 1:
             return None
         code, node, host, port = answers.pop()
@@ -158,3 +161,230 @@ def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, kafka43, n
     assert not [e for c in by_group[group_a] for e in c.events("lost") if e["t"] > killed_at]
     counts = Counter(find(p, g)[1] for p in survivors for g in (f"g-{i}" for i in range(40)))
     assert len(counts) == 2, counts   # the survivors now coordinate everything
+
+
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+
+
+def _commit_request(group: str, topic: str, offset: int):
+    t = raw_client.request_types(OFFSET_COMMIT, 8)
+    return t.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(t.OffsetCommitRequestTopic(name=topic, partitions=(t.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),))
+
+
+def commit(process: KcoordProcess, group: str, topic: str, offset: int) -> int:
+    """A standalone commit (generation -1, empty group) of partition 0; its error code."""
+    r = raw_client.call(process.bootstrap, OFFSET_COMMIT, 8, _commit_request(group, topic, offset))
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def fetch(process: KcoordProcess, group: str, topic: str) -> tuple[int, int]:
+    """(error code, committed offset of partition 0) by OffsetFetch v8."""
+    t = raw_client.request_types(OFFSET_FETCH, 8)
+    r = raw_client.call(process.bootstrap, OFFSET_FETCH, 8, t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
+        group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
+        require_stable=False))
+    g = r.groups[0]
+    if g.error_code:
+        return int(g.error_code), -1
+    p = g.topics[0].partitions[0]
+    return int(p.error_code), int(p.committed_offset)
+
+
+def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
+    """A group name whose coordinator is `owner`."""
+    for i in range(500):
+        group = f"{prefix}-{i}"
+        if find(processes[0], group)[3] == owner.port:
+            return group
+    raise AssertionError(f"no group of 500 lands on {owner.port}")
+
+
+def test_a_paused_process_answers_nothing_and_writes_nothing(trio, kafka43, names):
+    """SIGSTOP past the membership session: the others take its shards (fencing its
+    producer epochs); on SIGCONT, a commit that waited in its socket is refused, never
+    applied, and the process steps down and rejoins."""
+    import signal
+    import socket
+
+    topic = names.topic()
+    create_topic(kafka43.bootstrap, topic, 1)
+    victim = trio[1]
+    survivors = [trio[0], trio[2]]
+    group = owned_group(victim, trio, names.group())
+    # The new topic reaches kcoord's metadata within its refresh (UNKNOWN_TOPIC_OR_PARTITION before).
+    wait_until(lambda: commit(victim, group, topic, 5) == 0, 30, message="the first commit")
+    assert fetch(victim, group, topic) == (0, 5)
+
+    victim.process.send_signal(signal.SIGSTOP)
+    try:
+        # The others see the session expire and take its shards.
+        wait_until(lambda: (c := coordinators(survivors, [group])) is not None and c[group][2] != victim.port,
+                   60, message="a survivor owns the paused process's shard")
+        new_owner = next(p for p in survivors if p.port == find(survivors[0], group)[3])
+        assert fetch(new_owner, group, topic) == (0, 5)
+        # A commit that reaches the zombie while it sleeps (the kernel accepts the bytes).
+        zombie = socket.create_connection(("127.0.0.1", victim.port), timeout=30)
+        zombie.sendall(raw_client.encode_request(OFFSET_COMMIT, 8, 7, _commit_request(group, topic, 999)))
+    finally:
+        victim.process.send_signal(signal.SIGCONT)
+    try:
+        frame = raw_client.read_frame(zombie)
+    finally:
+        zombie.close()
+    assert frame is not None, "the zombie closed the connection instead of answering"
+    _, answer = raw_client.decode_response(OFFSET_COMMIT, 8, frame)
+    # NOT_COORDINATOR (16): the lease ran out while it slept.
+    assert answer.topics[0].partitions[0].error_code == 16, answer
+    # Nothing it did after waking is applied: the new owner still has offset 5.
+    assert fetch(new_owner, group, topic) == (0, 5)
+    # It steps down and rejoins: all three agree again, and its answers come from the map.
+    wait_until(lambda: coordinators(trio, [group, *(f"g-{i}" for i in range(40))]) is not None, 60,
+               message="the woken process rejoins and agrees with the others")
+    owner = next(p for p in trio if p.port == find(trio[0], group)[3])
+    assert fetch(owner, group, topic) == (0, 5)
+
+
+def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(kafka43, names):
+    """Two processes, then a third: it takes a third of the shards; a group whose shard did
+    not move answers every request throughout."""
+    import threading
+
+    topic = names.topic()
+    create_topic(kafka43.bootstrap, topic, 1)
+    state = f"__kc_{names.topic()}"
+    procs = [KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+                           extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
+    try:
+        for p in procs[:2]:
+            p.start(timeout=60)
+        groups = [f"g-{i}" for i in range(40)]
+        wait_until(lambda: (c := coordinators(procs[:2], groups)) is not None
+                   and len({n for n, _, _ in c.values()}) == 2, 60, message="two processes settle")
+        before = coordinators(procs[:2], groups)
+        assert before is not None
+        # Probe every group's committed offset on its coordinator while the third joins.
+        for g in groups:
+            owner = next(p for p in procs[:2] if p.port == before[g][2])
+            wait_until(lambda o=owner, g=g: commit(o, g, topic, 7) == 0, 30, message=f"commit of {g}")
+        errors: dict[str, list[int]] = {g: [] for g in groups}
+        stop = threading.Event()
+
+        def probe() -> None:
+            while not stop.is_set():
+                for g in groups:
+                    code, node, host, port = find(procs[0], g)
+                    if code:
+                        errors[g].append(code)
+                        continue
+                    owner = next((p for p in procs if p.port == port), None)
+                    if owner is None:
+                        continue
+                    err, offset = fetch(owner, g, topic)
+                    if err or offset != 7:
+                        errors[g].append(err or -offset)
+
+        t = threading.Thread(target=probe, daemon=True)
+        t.start()
+        procs[2].start(timeout=60)
+        wait_until(lambda: (c := coordinators(procs, groups)) is not None
+                   and len({n for n, _, _ in c.values()}) == 3, 60, message="the joiner takes a share")
+        stop.set()
+        t.join(30)
+        after = coordinators(procs, groups)
+        assert after is not None
+        moved = {g for g in groups if after[g] != before[g]}
+        unmoved = set(groups) - moved
+        assert moved and unmoved, (moved, unmoved)
+        assert {g: errors[g] for g in unmoved if errors[g]} == {}
+        # Each holds 4 of the 12 shards.
+        shares = Counter(find(procs[0], f"s-{i}")[1] for i in range(200))
+        assert len(shares) == 3, shares
+    finally:
+        for p in procs:
+            if p.process is not None and p.process.poll() is None:
+                p.stop()
+
+
+def test_rolling_restart_fences_no_consumer_protocol_member(trio, kafka43, names, ledger, drivers):
+    """SIGTERM and restart each process in turn while consumers run: each leaves the group
+    after its writes (its shards move at once) and comes back; KIP-848 members lose
+    nothing, and nothing produced meanwhile is missed."""
+    topic, group = names.topic(), names.group()
+    create_topic(kafka43.bootstrap, topic, PARTITIONS)
+    producer = BackgroundProducer(kafka43.bootstrap, topic, interval=0.005).start()
+    consumers = [drivers.add(RdkafkaConsumer(trio[i].bootstrap, topic, group, member=f"c{i}", ledger=ledger,
+                                             group_protocol="consumer")).start() for i in range(3)]
+    wait_until(lambda: sum(len(c.assignment()) for c in consumers) == PARTITIONS, 60, message="assignment")
+    started = time.monotonic_ns()
+    for p in trio:
+        assert p.stop() == 0          # SIGTERM: a scale-down, LeaveGroup by instance id
+        p.restart(timeout=60)
+        wait_until(lambda: coordinators(trio, [group, *(f"g-{i}" for i in range(40))]) is not None, 60,
+                   message="the cluster settles after a restart")
+    produced = producer.stop()
+    wait_until(lambda: {(r.partition, r.offset) for r in produced}
+               <= {(r.partition, r.offset) for c in consumers for r in c.consumed()}, 90,
+               message="everything produced during the rolling restart is consumed")
+    assert not [e for c in consumers for e in c.events("lost") if e["t"] > started]
+    assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
+    ledger.assert_no_double_ownership()
+
+
+def test_processes_flag_runs_a_supervised_cluster(kafka43, names):
+    """`kcoord serve --processes 2`: two children form one cluster; a child killed with -9
+    is restarted by the supervisor under the same instance id."""
+    import os
+    import signal
+
+    state = f"__kc_{names.topic()}"
+    sup = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+                        port=free_port_block(12), extra_args=("--processes", "2", "--port-stride", "10"))
+    sup.start(timeout=60)
+    try:
+        second = KcoordProcess(kafka43.bootstrap, state, port=sup.port + 10)
+        pair = [sup, second]
+        wait_until(lambda: (c := coordinators(pair, [f"g-{i}" for i in range(40)])) is not None
+                   and len({n for n, _, _ in c.values()}) == 2, 60, message="two children form a cluster")
+        children = [int(pid) for pid in os.popen(f"pgrep -P {sup.process.pid}").read().split()]
+        assert len(children) == 2, children
+        os.kill(children[0], signal.SIGKILL)
+        wait_until(lambda: len([int(p) for p in os.popen(f"pgrep -P {sup.process.pid}").read().split()
+                                if int(p) != children[0]]) == 2, 60, message="the supervisor restarts the child")
+        wait_until(lambda: (c := coordinators(pair, [f"g-{i}" for i in range(40)])) is not None
+                   and len({n for n, _, _ in c.values()}) == 2, 60, message="the restarted child serves again")
+    finally:
+        assert sup.stop(timeout=60) == 0
+
+
+def upstream_front(process: KcoordProcess) -> dict[int, tuple[str, int]]:
+    md = raw_client.call_with(process.bootstrap, METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
+    return {int(b.node_id): (b.host, int(b.port)) for b in md.brokers if b.node_id < NODE_ID_BASE}
+
+
+def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, kafka43, names, ledger, drivers):
+    """Issue 14 §4: librdkafka keys brokers by node id. Kill the instance fronting the
+    upstream broker: the survivors name the same node id at another instance's address,
+    and a running consumer follows it (it reconnects to the new address) and consumes on."""
+    topic, group = names.topic(), names.group()
+    create_topic(kafka43.bootstrap, topic, PARTITIONS)
+    front = upstream_front(trio[0])
+    (node, (host, port)), = front.items()
+    victim = next(p for p in trio if p.port < port <= p.port + 1)
+    survivors = [p for p in trio if p is not victim]
+    consumer = drivers.add(RdkafkaConsumer(survivors[0].bootstrap, topic, group, member="c0", ledger=ledger,
+                                           group_protocol="consumer")).start()
+    producer = BackgroundProducer(kafka43.bootstrap, topic, interval=0.005).start()
+    wait_until(lambda: len(consumer.consumed()) > 50, 60, message="consumption through the first front")
+    assert victim.kill() == -9
+    wait_until(lambda: all((f := upstream_front(p)) and f[node] != (host, port) for p in survivors), 60,
+               message="the survivors front the broker elsewhere")
+    assert upstream_front(survivors[0]) == upstream_front(survivors[1])
+    produced = producer.stop()
+    wait_until(lambda: {(r.partition, r.offset) for r in produced}
+               <= {(r.partition, r.offset) for r in consumer.consumed()}, 90,
+               message=f"the consumer follows node {node} to its new address")
+    assert not [e for e in consumer.errors() if e.get("fatal")]
