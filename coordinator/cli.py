@@ -87,7 +87,12 @@ def check_listeners(listen: list[str], security: dict[str, str]) -> list[str]:
     from .gateway.sasl import listeners_with_overrides
     from .security.settings import SecurityConfigError
 
-    unknown = listeners_with_overrides(security) - {spec.name.lower() for spec in specs}
+    overridden = listeners_with_overrides(security)
+    for spec in specs:
+        if spec.name.lower() in overridden and spec.protocol not in SASL_PROTOCOLS:
+            raise SecurityConfigError(f"--config listener.name.{spec.name.lower()}.sasl.*: listener {spec.name} is "
+                                      f"{spec.protocol}, which does not authenticate with SASL")
+    unknown = overridden - {spec.name.lower() for spec in specs}
     if unknown:
         raise SecurityConfigError(f"--config listener.name.{sorted(unknown)[0]}.sasl.*: no listener is named "
                                   f"{sorted(unknown)[0]!r} (listeners: {', '.join(s.name for s in specs)})")

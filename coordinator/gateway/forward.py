@@ -106,13 +106,18 @@ class UpstreamLink(asyncio.Protocol):
         # TLS to the upstream (upstream.security.protocol=SSL|SASL_SSL), the broker's name
         # verified; SASL on this link is the client's own exchange, passed through.
         context = self._gateway.upstream_ssl
+        # Unless kcoord established the client's identity (SASL terminated here, or mTLS):
+        # then the link authenticates as kcoord first (gateway/sasl.py forward_link_opener).
+        opener = getattr(self._client, "forward_link_opener", None)
         errors = []
         for host, port in addresses:
             if self._closed:
                 return
             try:
                 self._target = f"{host}:{port}"
-                if context is None:
+                if opener is not None:
+                    await asyncio.wait_for(opener(self, host, port, timeout), 2 * timeout)
+                elif context is None:
                     await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
                 else:
                     await asyncio.wait_for(loop.create_connection(

@@ -8,8 +8,21 @@ forward.MergingPending, which hands each answer to a callback before the client 
 records the principal only once the broker answered the exchange with success.
 
 Termination (`sasl.termination=true`): kcoord answers both APIs itself against the credential
-file (coordinator/security/sasl_server.py); forward links then run as kcoord (its own upstream
-credentials, when the upstream has SASL: that is the forward link's business, not this one's).
+file (coordinator/security/sasl_server.py); forward links then run as kcoord: when the upstream
+has SASL they authenticate with kcoord's `upstream.sasl.*` credentials before the client's
+first byte goes up (`open_as_kcoord`, asked for by forward.UpstreamLink through
+`forward_link_opener`), and the forward gate (security/forward_acl.py) authorizes each forwarded
+request for the client's principal. Fail closed: without a forward gate (and not
+authorizer=none) the link stays unauthenticated, so the upstream refuses it. The same holds for
+an SSL listener's mTLS clients. A forward link is not re-authenticated (KIP-368): when the
+upstream bounds sessions (connections.max.reauth.ms) it closes the link at its first request
+after expiry, and kcoord closes the client connection, which reconnects.
+
+Per listener (Kafka's `listener.name.<listener>.<setting>`, the listener name lower-cased):
+`sasl.termination`, `sasl.enabled.mechanisms`, `sasl.credentials.file`, and the other names
+SaslSettings reads, so one listener (INTERNAL) can terminate while another (EXTERNAL) passes
+SASL through. `SaslSettings.for_listener` gives a listener's settings; a connection takes them
+on its first request (`_sasl_listener_settings`).
 
 A SASL listener treats a connection as Kafka's SaslServerAuthenticator does:
 - before the handshake, only ApiVersions and SaslHandshake are read; anything else closes the
@@ -34,10 +47,11 @@ of request (a client only does so once authenticated; the broker closes it other
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -68,12 +82,14 @@ from ..security.sasl_server import (
     client_message,
     new_server,
 )
+from ..security.tls import listener_settings
 from .connection_state import ConnectionState
 from .forward import MergingPending
 from .routes import API_VERSIONS_LOCAL, GROUP, SASL, Route, build_routes
 
 if TYPE_CHECKING:
     from ..protocol.service import ClientInfo
+    from ..security.upstream import UpstreamSecurity
 
 log = logging.getLogger("kcoord.gateway.sasl")
 
@@ -82,6 +98,23 @@ DEFAULT_FAILED_DELAY_MS = 100         # Kafka's connection.failed.authentication
 _TRUE = ("true", "yes", "1", "on")
 
 # Connection states.
+# The names SaslSettings reads, which `listener.name.<listener>.NAME` may give for one listener.
+LISTENER_NAMES = ("sasl.termination", "sasl.enabled.mechanisms", "sasl.credentials.file", "sasl.principal.template",
+                  "sasl.oauthbearer.sub.claim.name", "connections.max.reauth.ms",
+                  "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size")
+
+
+def listeners_with_overrides(settings: Mapping[str, str]) -> set[str]:
+    """The (lower-case) listener names some `listener.name.<listener>.<LISTENER_NAMES>` names."""
+    found = set()
+    for key in settings:
+        if key.lower().startswith("listener.name."):
+            listener, _, name = key[len("listener.name."):].partition(".")
+            if name in LISTENER_NAMES:
+                found.add(listener.lower())
+    return found
+
+
 INITIAL = 0          # nothing but ApiVersions yet
 EXCHANGE = 1         # a SaslHandshake was sent; SaslAuthenticate rounds follow
 AUTHENTICATED = 2
@@ -104,11 +137,40 @@ class SaslSettings:
     # True: every listener authenticates clients, whatever its security protocol (in-process
     # gateways, tests); False: the SASL_PLAINTEXT and SASL_SSL listeners only.
     default_on: bool = False
+    # Kafka listener name (upper case) -> its settings, for listeners with their own
+    # `listener.name.<listener>.*` SASL settings; the others use these.
+    per_listener: Mapping[str, SaslSettings] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str], *, default_on: bool = False) -> SaslSettings:
-        """From the resolved security settings (coordinator/security/settings.py). Raises
-        ValueError naming the setting at fault."""
+        """From the resolved security settings (coordinator/security/settings.py), with the
+        per-listener overrides. Raises ValueError naming the setting (and listener) at fault."""
+        base = cls._one(settings, default_on=default_on)
+        per: dict[str, SaslSettings] = {}
+        for listener in sorted(listeners_with_overrides(settings)):
+            try:
+                per[listener.upper()] = cls._one(listener_settings(settings, listener), default_on=default_on)
+            except ValueError as e:
+                raise ValueError(f"listener {listener.upper()} (listener.name.{listener}.*): {e}") from None
+        return replace(base, per_listener=per) if per else base
+
+    def for_listener(self, listener: str | None) -> SaslSettings:
+        """The settings of the Kafka listener ``listener`` (ListenerInfo.listener)."""
+        return self.per_listener.get(listener.upper(), self) if listener and self.per_listener else self
+
+    @property
+    def terminates_anywhere(self) -> bool:
+        return self.termination or any(s.termination for s in self.per_listener.values())
+
+    def passes_through(self, sasl_listeners: list[str] | None = None) -> bool:
+        """Whether some SASL listener passes SASL through. ``sasl_listeners``: the names of
+        the SASL_* listeners; None: every listener with overrides, and the base."""
+        if sasl_listeners is None:
+            return not self.termination or any(not s.termination for s in self.per_listener.values())
+        return any(not self.for_listener(name).termination for name in sasl_listeners)
+
+    @classmethod
+    def _one(cls, settings: Mapping[str, str], *, default_on: bool) -> SaslSettings:
         def number(name: str, default: int) -> int:
             raw = settings.get(name)
             if raw is None:
@@ -157,7 +219,11 @@ def enable_sasl(gateway: Any, settings: SaslSettings) -> None:
     connections ``settings``. Call it in Gateway.start() once the routes are built (or on a
     started gateway before clients connect: tests do). In passthrough the versions are the
     upstream's (∩ kio's); when terminating, kcoord's."""
-    upstream = None if settings.termination else gateway.cluster.upstream_api_versions
+    # Passthrough on any listener: the upstream's versions (kcoord's server speaks them too).
+    specs = [lset.spec for lset in getattr(gateway, "_sets", ())]
+    names = None if settings.default_on or not specs else \
+        [spec.name for spec in specs if str(spec.protocol).startswith("SASL_")]
+    upstream = gateway.cluster.upstream_api_versions if settings.passes_through(names) else None
     versions = sasl_versions(upstream)
     gateway.sasl = settings
     gateway.api_versions = dict(sorted({**gateway.api_versions, **versions}.items()))
@@ -171,10 +237,12 @@ class SaslSession:
     """The SASL state of one client connection."""
 
     __slots__ = ("settings", "state", "mechanism", "inspector", "server", "reauth", "principal", "name",
-                 "deadline", "maybe_done", "lifetime_ms", "close_scheduled")
+                 "deadline", "maybe_done", "lifetime_ms", "close_scheduled", "listener_known")
 
     def __init__(self, settings: SaslSettings) -> None:
         self.settings = settings
+        # False until the listener's own settings replaced the gateway's (SaslConnection._sasl_intercept).
+        self.listener_known = not settings.per_listener
         self.state = INITIAL
         self.mechanism: str | None = None
         self.inspector: Inspector | None = None     # passthrough: the exchange in progress
@@ -222,6 +290,9 @@ class SaslConnection(ConnectionState):
         refusal); False lets the connection serve or forward it as usual."""
         session = self._sasl
         assert session is not None
+        if not session.listener_known:
+            session.settings = session.settings.for_listener(getattr(self._listener, "listener", None))
+            session.listener_known = True
         kind = route.kind
         if session.close_scheduled:
             return True   # failed; frames of the same read are dropped until the delayed close
@@ -516,6 +587,45 @@ class SaslConnection(ConnectionState):
         session = self._sasl
         return session.principal if session is not None and session.state == AUTHENTICATED else None
 
+    @property
+    def forward_link_sasl(self) -> UpstreamSecurity | None:
+        """kcoord's upstream credentials for this connection's forward link, or None (the link
+        does not authenticate: PLAINTEXT upstream, SASL passthrough, no client identity).
+
+        The link authenticates as kcoord only when kcoord established the client's identity
+        (SASL terminated here, or an mTLS certificate) and kcoord authorizes what it forwards
+        (a forward gate, security/forward_acl.py), or the operator chose authorizer=none. Else
+        it stays unauthenticated and an upstream with SASL refuses it: fail closed, never a
+        client running with kcoord's rights unchecked."""
+        security = getattr(self._gateway, "upstream_security", None)
+        if security is None or not security.sasl:
+            return None
+        session = self._sasl
+        if session is not None:
+            if not session.settings.termination or session.state != AUTHENTICATED:
+                return None
+            opted_out = session.settings.allow_unknown_principal
+        else:
+            listener_security = getattr(self._listener, "security", None)
+            if listener_security is None or not listener_security.mtls_principal:
+                return None
+            opted_out = False
+        if getattr(self._gateway, "forward_gate", None) is None and not opted_out:
+            return None
+        return security
+
+    @property
+    def forward_link_opener(self) -> Callable[[asyncio.Protocol, str, int, float], Awaitable[None]] | None:
+        """What forward.UpstreamLink awaits instead of a plain connect when its link must
+        authenticate as kcoord (``forward_link_sasl``): ``opener(link, host, port, timeout)``."""
+        security = self.forward_link_sasl
+        if security is None:
+            return None
+
+        def opener(link: asyncio.Protocol, host: str, port: int, timeout: float) -> Awaitable[None]:
+            return open_as_kcoord(link, host, port, security, timeout)
+        return opener
+
     def _client_principal(self) -> str | None:
         """ClientInfo.principal: SASL's, else the TLS listener's client-certificate principal
         (`ListenerInfo.principal_of(transport)`, where the listener has one), else None
@@ -533,3 +643,23 @@ class SaslConnection(ConnectionState):
 
 def _unchanged(frame: bytes) -> bytes:
     return frame
+
+
+async def open_as_kcoord(link: asyncio.Protocol, host: str, port: int, security: UpstreamSecurity,
+                         timeout: float) -> None:
+    """Open a forward link to ``host:port`` authenticated as kcoord: TLS as ``security`` says,
+    ApiVersions and the SASL exchange on an UpstreamClient (upstream_client.py, the code
+    kcoord's own links use), then the transport is handed to ``link`` (``connection_made``),
+    before any client byte is written. Raises ConnectionError (an OSError, which the link
+    reports as for a refused connect) naming the broker and the SASL failure."""
+    from .upstream_client import UpstreamClient, UpstreamError
+
+    try:
+        client = await UpstreamClient.connect([(host, port)], "kcoord-forward", timeout, security=security)
+    except UpstreamError as e:
+        raise ConnectionError(f"authenticating as kcoord ({security.describe()}): {e}") from None
+    transport = client._transport
+    if transport is None or client.closed:
+        raise ConnectionError(f"{host}:{port} closed the connection after SASL authentication")
+    transport.set_protocol(link)
+    link.connection_made(transport)

@@ -4,11 +4,15 @@ Settings (`--config NAME=VALUE`; each may be given for one listener only as
 `listener.name.<listener>.NAME`, which wins over the plain NAME for that listener, key by
 key, as in Kafka):
 
-- `ssl.keystore.type=PEM` (KIP-651; the only type kcoord reads, and the default);
-  `ssl.keystore.location`: one PEM file with the private key and the certificate chain
-  (leaf first); `ssl.key.password`: the password of an encrypted (PKCS#8) key.
-- `ssl.truststore.type=PEM`; `ssl.truststore.location`: the CA bundle client certificates
-  are checked against (the system's CAs when not given).
+- `ssl.keystore.type=PEM|PKCS12` (default PEM). PEM (KIP-651): `ssl.keystore.location` is
+  one PEM file with the private key and the certificate chain (leaf first);
+  `ssl.key.password`: the password of an encrypted (PKCS#8) key. PKCS12 (keystores.py):
+  `ssl.keystore.location` is a PKCS#12 file opened with `ssl.keystore.password` (or
+  `ssl.key.password` when that differs and the first fails). JKS is refused with the
+  keytool command that converts it.
+- `ssl.truststore.type=PEM|PKCS12`; `ssl.truststore.location`: the CA bundle (PEM) or the
+  PKCS#12 truststore (`ssl.truststore.password`) client certificates are checked against
+  (the system's CAs when not given).
 - `ssl.client.auth=none|requested|required` (default none).
 - `ssl.enabled.protocols` (default `TLSv1.2,TLSv1.3`), `ssl.cipher.suites` (OpenSSL
   cipher names for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults).
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .keystores import PEM, PKCS12, KeyMaterial, load_key_material, read_keystore, read_truststore, store_type
 from .principal_mapping import DEFAULT_RULES, DerError, NoMatchingRule, PrincipalMapper, PrincipalMappingError
 from .settings import SecurityConfigError
 
@@ -54,11 +59,9 @@ SERVER_SSL_NAMES = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
     "ssl.principal.mapping.rules", "ssl.reload.interval.ms", "ssl.handshake.timeout.ms", "ssl.protocol",
-    "ssl.endpoint.identification.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.keystore.password", "ssl.truststore.password",
 })
 _UNSUPPORTED = {
-    "ssl.keystore.password": "a PEM keystore has no store password: give the key's as ssl.key.password",
-    "ssl.truststore.password": "a PEM truststore has no password",
     "ssl.keystore.key": "inline PEM is not read: put the key and chain in the file ssl.keystore.location names",
     "ssl.keystore.certificate.chain": "inline PEM is not read: use ssl.keystore.location",
     "ssl.truststore.certificates": "inline PEM is not read: use ssl.truststore.location",
@@ -126,6 +129,10 @@ class ServerTlsConfig:
     keystore: Path
     key_password: str | None = None
     truststore: Path | None = None
+    keystore_type: str = PEM
+    keystore_password: str | None = None
+    truststore_type: str = PEM
+    truststore_password: str | None = None
     client_auth: str = "none"
     protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
     ciphers: str | None = None
@@ -139,15 +146,22 @@ class ServerTlsConfig:
             own = listener_prefix(listener) + name
             return f"{name} (or {own})"
 
-        for name in ("ssl.keystore.type", "ssl.truststore.type"):
-            kind = settings.get(name, "PEM")
-            if kind.upper() != "PEM":
-                raise TlsConfigError(f"listener {listener}: --config {name}={kind}: kcoord reads PEM only "
-                                     "(KIP-651); convert a JKS or PKCS12 store with keytool/openssl")
+        try:
+            keystore_type = store_type(settings.get("ssl.keystore.type"), where("ssl.keystore.type"),
+                                       settings.get("ssl.keystore.location"))
+            truststore_type = store_type(settings.get("ssl.truststore.type"), where("ssl.truststore.type"),
+                                         settings.get("ssl.truststore.location"))
+        except SecurityConfigError as e:
+            raise TlsConfigError(f"listener {listener}: {e}") from None
+        for kind, name in ((keystore_type, "ssl.keystore.password"), (truststore_type, "ssl.truststore.password")):
+            if kind == PEM and name in settings:
+                raise TlsConfigError(f"listener {listener}: --config {where(name)}: a PEM store has no password "
+                                     "(an encrypted PEM key's is ssl.key.password); PKCS12 stores have one")
         keystore = settings.get("ssl.keystore.location")
         if not keystore:
             raise TlsConfigError(f"listener {listener} is TLS: set --config {where('ssl.keystore.location')} "
-                                 "to a PEM file with the private key and the certificate chain")
+                                 "to a PEM file with the private key and the certificate chain (or a PKCS12 "
+                                 "store with ssl.keystore.type=PKCS12)")
         client_auth = settings.get("ssl.client.auth", "none").lower()
         if client_auth not in CLIENT_AUTH:
             raise TlsConfigError(f"listener {listener}: --config ssl.client.auth={client_auth!r}: "
@@ -165,6 +179,8 @@ class ServerTlsConfig:
         truststore = settings.get("ssl.truststore.location")
         return cls(listener=listener, keystore=Path(keystore), key_password=settings.get("ssl.key.password"),
                    truststore=Path(truststore) if truststore else None, client_auth=client_auth,
+                   keystore_type=keystore_type, keystore_password=settings.get("ssl.keystore.password"),
+                   truststore_type=truststore_type, truststore_password=settings.get("ssl.truststore.password"),
                    protocols=protocols, ciphers=ciphers,
                    reload_interval=_ms(settings, "ssl.reload.interval.ms", DEFAULT_RELOAD_INTERVAL_MS,
                                        MIN_RELOAD_INTERVAL_MS),
@@ -194,6 +210,35 @@ def build_context(config: ServerTlsConfig) -> ssl.SSLContext:
         except ssl.SSLError as e:
             raise TlsConfigError(f"listener {config.listener}: --config ssl.cipher.suites={config.ciphers!r}: "
                                  f"{_problem(e)} (OpenSSL cipher names)") from None
+    if config.keystore_type == PKCS12:
+        _load_pkcs12_keystore(ctx, config)
+    else:
+        _load_pem_keystore(ctx, config)
+    if config.client_auth != "none":
+        ctx.verify_mode = ssl.CERT_REQUIRED if config.client_auth == "required" else ssl.CERT_OPTIONAL
+        if config.truststore is None:
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    if config.truststore is not None:
+        _load_truststore(ctx, config)
+    return ctx
+
+
+def _load_pkcs12_keystore(ctx: ssl.SSLContext, config: ServerTlsConfig) -> None:
+    where = f"listener {config.listener}: ssl.keystore.location"
+    material: KeyMaterial | None = None
+    try:
+        material = read_keystore(config.keystore, config.keystore_password, setting=where,
+                                 password_setting="ssl.keystore.password", key_password=config.key_password,
+                                 key_password_setting="ssl.key.password")
+        load_key_material(ctx, material)
+    except SecurityConfigError as e:
+        raise TlsConfigError(str(e)) from None
+    except (OSError, ssl.SSLError, ValueError) as e:
+        raise TlsConfigError(f"{where} {config.keystore}: the PKCS12 key and chain do not load: {_problem(e)}") \
+            from None
+
+
+def _load_pem_keystore(ctx: ssl.SSLContext, config: ServerTlsConfig) -> None:
     try:
         ctx.load_cert_chain(config.keystore, password=config.key_password)
     except (OSError, ssl.SSLError, ValueError) as e:
@@ -203,17 +248,21 @@ def build_context(config: ServerTlsConfig) -> ssl.SSLContext:
                    "the right ssl.key.password)"
         raise TlsConfigError(f"listener {config.listener}: ssl.keystore.location {config.keystore}: "
                              f"cannot load the key and certificate chain: {_problem(e)}{hint}") from None
-    if config.client_auth != "none":
-        ctx.verify_mode = ssl.CERT_REQUIRED if config.client_auth == "required" else ssl.CERT_OPTIONAL
-        if config.truststore is None:
-            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-    if config.truststore is not None:
-        try:
+
+
+def _load_truststore(ctx: ssl.SSLContext, config: ServerTlsConfig) -> None:
+    assert config.truststore is not None
+    where = f"listener {config.listener}: ssl.truststore.location"
+    try:
+        if config.truststore_type == PKCS12:
+            ctx.load_verify_locations(cadata=read_truststore(config.truststore, config.truststore_password,
+                                                             setting=where, password_setting="ssl.truststore.password"))
+        else:
             ctx.load_verify_locations(cafile=config.truststore)
-        except (OSError, ssl.SSLError, ValueError) as e:
-            raise TlsConfigError(f"listener {config.listener}: ssl.truststore.location {config.truststore}: "
-                                 f"cannot load the CA certificates: {_problem(e)}") from None
-    return ctx
+    except SecurityConfigError as e:
+        raise TlsConfigError(str(e)) from None
+    except (OSError, ssl.SSLError, ValueError) as e:
+        raise TlsConfigError(f"{where} {config.truststore}: cannot load the CA certificates: {_problem(e)}") from None
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -16,10 +16,14 @@ Settings are librdkafka's client names with an ``upstream.`` prefix (docs/securi
                                             the system's store when absent
     upstream.ssl.certificate.location, upstream.ssl.key.location, upstream.ssl.key.password
                                             a client certificate (mutual TLS), PEM
+    upstream.ssl.keystore.location, upstream.ssl.keystore.password
+                                            a client certificate (mutual TLS) from a PKCS#12
+                                            file (librdkafka's names; keystores.py reads it)
     upstream.ssl.endpoint.identification.algorithm     https (default: the broker's
                                             certificate must name the host kcoord dials) | none
 
-Secrets (``upstream.sasl.password``, ``upstream.ssl.key.password``, the token) may come from a
+Secrets (``upstream.sasl.password``, ``upstream.ssl.key.password``,
+``upstream.ssl.keystore.password``, the token) may come from a
 file or the environment through ``.file``/``.env`` (settings.resolve). Note: resolve() reads
 ``upstream.sasl.oauthbearer.token.file`` once and hands ``upstream.sasl.oauthbearer.token``
 on; only a ``.token.file`` that reaches from_settings unresolved is re-read per authentication.
@@ -53,10 +57,10 @@ KNOWN = (
     "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
     "sasl.oauthbearer.token.provider", "sasl.oauthbearer.token", "sasl.oauthbearer.token.file",
     "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.keystore.location", "ssl.keystore.password",
 )
 _TLS_NAMES = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-              "ssl.endpoint.identification.algorithm")
+              "ssl.endpoint.identification.algorithm", "ssl.keystore.location", "ssl.keystore.password")
 _SASL_NAMES = ("sasl.username", "sasl.password", "sasl.oauthbearer.token.provider",
                "sasl.oauthbearer.token", "sasl.oauthbearer.token.file")
 
@@ -78,6 +82,8 @@ class UpstreamSecurity:
     key_location: str | None = None
     key_password: str | None = field(default=None, repr=False)
     verify_hostname: bool = True
+    keystore_location: str | None = None
+    keystore_password: str | None = field(default=None, repr=False)
     token_provider: TokenProvider | None = field(default=None, repr=False)
     provider_name: str | None = None
     # The upstream.* settings as given (librdkafka names), for confluent_config().
@@ -151,12 +157,18 @@ class UpstreamSecurity:
                         raise _err(name, f"only used with sasl.mechanism=OAUTHBEARER, not {mechanism}")
         if "ssl.key.location" in conf and "ssl.certificate.location" not in conf:
             raise _err("ssl.key.location", "set without upstream.ssl.certificate.location")
+        if "ssl.keystore.location" in conf and "ssl.certificate.location" in conf:
+            raise _err("ssl.keystore.location", "given with upstream.ssl.certificate.location: one client "
+                                                "certificate, from a PKCS#12 keystore or from PEM files")
+        if "ssl.keystore.password" in conf and "ssl.keystore.location" not in conf:
+            raise _err("ssl.keystore.password", "set without upstream.ssl.keystore.location")
         security = cls(
             protocol=chosen, mechanism=mechanism if sasl else None,
             username=conf.get("sasl.username"), password=conf.get("sasl.password"),
             ca_location=conf.get("ssl.ca.location"), certificate_location=conf.get("ssl.certificate.location"),
             key_location=conf.get("ssl.key.location"), key_password=conf.get("ssl.key.password"),
-            verify_hostname=verify == "https", token_provider=provider, provider_name=provider_name,
+            verify_hostname=verify == "https", keystore_location=conf.get("ssl.keystore.location"),
+            keystore_password=conf.get("ssl.keystore.password"), token_provider=provider, provider_name=provider_name,
             settings=dict(conf))
         if tls:
             security.ssl_context()      # read the files now: a bad path fails the start, naming it
@@ -180,8 +192,8 @@ class UpstreamSecurity:
             parts.append(f"{self.mechanism} as {who}")
         if self.tls:
             parts.append(f"CA {self.ca_location or 'system store'}")
-            if self.certificate_location:
-                parts.append(f"client certificate {self.certificate_location}")
+            if self.certificate_location or self.keystore_location:
+                parts.append(f"client certificate {self.certificate_location or self.keystore_location}")
             if not self.verify_hostname:
                 parts.append("hostname verification OFF")
         return ", ".join(parts)
@@ -213,6 +225,17 @@ class UpstreamSecurity:
                 raise _err("ssl.certificate.location",
                            f"cannot load the client certificate {self.certificate_location}"
                            + (f" with key {self.key_location}" if self.key_location else "") + f": {e}") from None
+        if self.keystore_location:
+            from .keystores import load_key_material, read_keystore
+
+            where = "--config upstream.ssl.keystore.location"
+            material = read_keystore(self.keystore_location, self.keystore_password, setting=where,
+                                     password_setting="upstream.ssl.keystore.password")
+            try:
+                load_key_material(context, material)
+            except (OSError, ssl.SSLError, ValueError) as e:
+                raise _err("ssl.keystore.location", f"the PKCS12 key and chain of {self.keystore_location} "
+                                                    f"do not load: {e}") from None
         context.check_hostname = self.verify_hostname
         context.verify_mode = ssl.CERT_REQUIRED
         self._ssl.append(context)

@@ -103,3 +103,31 @@ class TestCA:
         key_path.write_bytes(issued.key_pem)
         cert_path.write_bytes(issued.cert_pem)
         return key_path, cert_path, issued
+
+    def pkcs12_keystore(self, path: Path, subject: Any = "localhost", *, server: bool = True,
+                        sans: tuple[str, ...] = ("localhost", "127.0.0.1"), password: bytes | None = b"changeit",
+                        ) -> Issued:
+        """A PKCS#12 keystore (Kafka's ssl.keystore.type=PKCS12, librdkafka's
+        ssl.keystore.location): the key, its certificate and the CA, under ``password``
+        (None: unencrypted)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+
+        issued = self.issue(subject, server=server, sans=sans)
+        key = serialization.load_pem_private_key(issued.key_pem, None)
+        encryption: Any = (serialization.BestAvailableEncryption(password) if password
+                           else serialization.NoEncryption())
+        path.write_bytes(pkcs12.serialize_key_and_certificates(
+            b"kcoord", key, x509.load_pem_x509_certificate(issued.cert_pem), [self.cert], encryption))  # type: ignore[arg-type]
+        return issued
+
+    def pkcs12_truststore(self, path: Path, password: bytes | None = b"changeit") -> Path:
+        """A PKCS#12 truststore holding the CA, as keytool -importcert makes it."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+
+        encryption: Any = (serialization.BestAvailableEncryption(password) if password
+                           else serialization.NoEncryption())
+        path.write_bytes(pkcs12.serialize_java_truststore([pkcs12.PKCS12Certificate(self.cert, b"ca")], encryption))
+        return path

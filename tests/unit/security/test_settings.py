@@ -1,7 +1,12 @@
 import pytest
 
-from coordinator.security.settings import (SecurityConfigError, is_security_setting, redacted, resolve,
-                                           upstream_client_config)
+from coordinator.security.settings import (
+    SecurityConfigError,
+    is_security_setting,
+    redacted,
+    resolve,
+    upstream_client_config,
+)
 
 
 def test_names_that_are_security_settings():

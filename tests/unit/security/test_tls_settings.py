@@ -84,7 +84,7 @@ def test_per_listener_settings_win_key_by_key() -> None:
 
 @pytest.mark.parametrize(("settings", "error"), [
     ({"ssl.keystore.locaton": "x"}, "unknown listener TLS setting"),
-    ({"ssl.keystore.password": "x"}, "no store password"),
+    ({"ssl.keystore.key": "x"}, "inline PEM is not read"),
     ({"listener.name.nope.ssl.keystore.location": "x"}, "no listener is named 'nope'"),
 ])
 def test_misspelt_or_unsupported_names_are_refused(settings: dict[str, str], error: str) -> None:
@@ -95,7 +95,7 @@ def test_misspelt_or_unsupported_names_are_refused(settings: dict[str, str], err
 def test_keystore_required_and_pem_only(keystore: Path) -> None:
     with pytest.raises(TlsConfigError, match="ssl.keystore.location"):
         ListenerSecurity.from_settings("SSL", "SSL", {})
-    with pytest.raises(TlsConfigError, match="PEM only"):
+    with pytest.raises(TlsConfigError, match="keytool -importkeystore"):
         ListenerSecurity.from_settings("SSL", "SSL", {"ssl.keystore.location": str(keystore),
                                                       "ssl.keystore.type": "JKS"})
     security = ListenerSecurity.from_settings("SSL", "SSL", {"ssl.keystore.location": str(keystore)})
