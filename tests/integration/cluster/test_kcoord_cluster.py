@@ -413,3 +413,27 @@ def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, kafka43, n
                <= {(r.partition, r.offset) for r in consumer.consumed()}, 90,
                message=f"the consumer follows node {node} to its new address")
     assert not [e for e in consumer.errors() if e.get("fatal")]
+
+
+def test_fencing_none_refuses_to_serve_beside_a_second_process(kafka43, names):
+    """`fencing=none` writes as one process does, so it stops (exit 4) once its membership
+    group holds a second instance; the other then serves every shard."""
+    state = f"__kc_{names.topic()}"
+    alone = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS,
+                          config=(*CLUSTER, "fencing=none"), extra_args=("--instance-id", "kc-0"))
+    second = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+                           extra_args=("--instance-id", "kc-1"))
+    alone.start(timeout=60)
+    try:
+        assert any("fencing=none" in line for line in alone.output()), alone.output()
+        second.start(timeout=60)
+        wait_until(lambda: alone.process.poll() is not None, 60, message="the fencing=none process stops")
+        assert alone.process.returncode == 4
+        assert "runs with fencing=none, but membership group" in alone.log_text()
+        wait_until(lambda: (c := coordinators([second], [f"g-{i}" for i in range(40)])) is not None
+                   and {port for _, _, port in c.values()} == {second.port}, 60,
+                   message="the second process serves every shard")
+    finally:
+        for p in (alone, second):
+            if p.process is not None and p.process.poll() is None:
+                p.stop()
