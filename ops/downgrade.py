@@ -248,9 +248,20 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
     extra = [{"group": g, "topic": t, "partition": p, "offset": o.offset}
              for (g, t, p), o in sorted(co.items()) if (g, t, p) not in fo]
     losing = [g["group"] for g in groups if g["would_lose_state"]]
+    # Issue 14: a kcoord cluster writes through transactions, and a fenced owner's open one
+    # is aborted by its successor. kcoord's readers drop those records; Kafka's loader
+    # applies group records whatever their marker says, so moving this log to Kafka as it is
+    # would bring them back. They must be stripped first.
+    aborted = full.stats.aborted_group_records + full.stats.open_group_records
     return {
-        "verdict": "state would be lost" if losing or missing or different else "no state lost",
+        "verdict": "state would be lost" if losing or missing or different
+        else "aborted records must be stripped" if aborted else "no state lost",
         "groups_losing_state": losing,
+        "aborted_group_records": {
+            "aborted": full.stats.aborted_group_records, "open": full.stats.open_group_records,
+            "note": "group records of aborted or unfinished transactions (a fenced kcoord owner's): kcoord "
+                    "skips them, Kafka's loader would apply them; strip them before moving this log to Kafka"
+                    if aborted else ""},
         "groups": groups,
         "offsets": {"compared": len(fo), "missing": missing, "different": different,
                     "only_in_classic_view": extra},

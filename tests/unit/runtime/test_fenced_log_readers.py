@@ -74,3 +74,16 @@ def test_offsets_load_copies_committed_records_only():
     copied = list(plan(_batches(), 1, result))
     assert [key for _, key, _, _ in copied] == [_group("g1")[0], _commit("g1", 5)[0]]
     assert result.open_txn_records == 1
+
+
+def test_downgrade_check_says_aborted_records_must_be_stripped_before_moving_to_kafka():
+    from ops import downgrade
+
+    new_records = downgrade.NewProtocolRecords()
+    full = OffsetsReplay(on_record=new_records.observe).feed_all(_batches())
+    classic = OffsetsReplay(decode=downgrade.classic_only_decode).feed_all(_batches())
+    report = downgrade.check(full, classic, new_records)
+    assert report["aborted_group_records"]["aborted"] == 1      # the zombie's group record
+    assert report["aborted_group_records"]["open"] == 1
+    assert "Kafka's loader would apply them" in report["aborted_group_records"]["note"]
+    assert report["verdict"] in ("aborted records must be stripped", "state would be lost")
