@@ -437,3 +437,24 @@ def test_fencing_none_refuses_to_serve_beside_a_second_process(kafka43, names):
         for p in (alone, second):
             if p.process is not None and p.process.poll() is None:
                 p.stop()
+
+
+def test_groups_list_through_one_instance_shows_every_instances_groups(trio, kafka43, names):
+    """`kcoord groups list` asks ListGroups of every node in Metadata, as Kafka's tools do:
+    through any one instance it finds the groups of all three."""
+    import subprocess
+    import sys
+
+    topic = names.topic()
+    create_topic(kafka43.bootstrap, topic, 1)
+    groups = [f"{names.group()}-{i}" for i in range(12)]
+    for g in groups:
+        owner = next(p for p in trio if p.port == find(trio[0], g)[3])
+        wait_until(lambda o=owner, g=g: commit(o, g, topic, 3) == 0, 30, message=f"commit of {g}")
+    owners = {find(trio[0], g)[1] for g in groups}
+    assert len(owners) >= 2, owners
+    out = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "list", "--bootstrap-server",
+                          trio[1].bootstrap], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = set(out.stdout.split())
+    assert set(groups) <= listed, sorted(set(groups) - listed)
