@@ -88,6 +88,7 @@ class ClusterProcess:
         self.exit_code: int | None = None
         self.stop = asyncio.Event()           # set when this process must stop (fenced, not alone)
         self._task: asyncio.Task | None = None
+        self._service: Any = None
 
     def state_log(self, plain_writer: Any) -> Any:
         """The StateLog the service writes through: a fenced one (transactional), or the
@@ -103,6 +104,7 @@ class ClusterProcess:
         """Join the membership group; returns once the first assignment was applied (its
         shards start loading) or the timeout passed (the process keeps trying)."""
         c = self.config
+        self._service = service
         membership = self.membership = ClusterMembership(
             group_id=group_name(c.state_topic), instance_id=self.instance_id, endpoint=endpoint_of(gateway.listeners),
             n_shards=c.state_topic_partitions,
@@ -116,6 +118,8 @@ class ClusterProcess:
         if serving is not None:     # the readiness gauge (ops/deploy/probe.py): 0 once the lease ran out
             serving.set_function(lambda: 1.0 if membership.serving() else 0.0)
         service.enter_cluster_mode(membership.serving, c.cluster_session_timeout_ms)
+        for rt in service.runtimes:
+            rt.on_fenced = self._fenced
         gateway.peers = node
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-cluster-membership")
         try:
@@ -148,6 +152,17 @@ class ClusterProcess:
             SHARD_MOVES.labels(direction="in").inc(len(added))
         if revoked:
             SHARD_MOVES.labels(direction="out").inc(len(revoked))
+
+    def _fenced(self, partition: int, error: Exception) -> None:
+        """Another process took a shard assigned here (its write was fenced): the runtime
+        unloaded it; the membership stops claiming it and rejoins."""
+        log.warning("kcoord instance %s: shard %d was taken by another process (%s); rejoining",
+                    self.instance_id, partition, error)
+        if self.membership is not None:
+            self.membership.shard_lost(partition)
+        owned = getattr(self._service, "owned", None)
+        if owned is not None:
+            owned.discard(partition)
 
     async def _run(self) -> None:
         assert self.membership is not None

@@ -126,6 +126,7 @@ class ClusterMembership:
         self.rebalances = 0
         self._link: Link | None = None
         self._stopping = False
+        self._rejoin_requested = False
         self.stable = asyncio.Event()     # set while the member holds a current assignment
 
     # ------------------------------------------------------------------ api
@@ -171,6 +172,14 @@ class ClusterMembership:
                 log.warning("cluster membership %s: LeaveGroup failed: %s", self.instance_id, e)
         self._lose("left the group")
         self._drop_link()
+
+    def shard_lost(self, shard: int) -> None:
+        """A shard this member was assigned was taken by another process (its writes were
+        fenced): stop claiming it and rejoin at the next heartbeat, so the leader's map is
+        right again (issue 14 §2: a fenced owner unloads and rejoins)."""
+        if shard in self.owned:
+            self.owned = self.owned - {shard}
+            self._rejoin_requested = True
 
     def serving(self, now: float | None = None) -> bool:
         """Whether this instance may answer for its shards now (the lease holds)."""
@@ -271,6 +280,9 @@ class ClusterMembership:
             await asyncio.sleep(self.heartbeat_ms / 1000)
             if self._stopping:
                 return
+            if self._rejoin_requested:
+                self._rejoin_requested = False
+                raise _Rejoin()
             sent = self._ms()
             resp = await self._link.request(heartbeat_v3.HeartbeatRequest(
                 group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,

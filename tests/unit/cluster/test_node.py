@@ -107,3 +107,20 @@ def test_endpoint_of_collects_every_listener_and_its_broker_ports():
     assert (e.host, e.port) == ("h", 9000)
     assert e.listeners["EXTERNAL"] == ListenerPorts("x", 9050, {1: 9051})
     assert e.listeners["PLAINTEXT"].brokers == {1: 9001}
+
+
+def test_a_fenced_shard_is_no_longer_claimed_and_the_member_rejoins():
+    import asyncio
+
+    from coordinator.cluster.membership import ClusterMembership
+
+    async def main():
+        m = ClusterMembership(group_id="kcoord.t", instance_id="a", endpoint=Endpoint("h", 1), n_shards=4,
+                              open_link=None, bootstrap=[], on_change=lambda *a: None)  # type: ignore[arg-type]
+        m.owned = frozenset({1, 2})
+        m.shard_lost(3)                     # not ours: nothing to do
+        assert m.owned == {1, 2} and not m._rejoin_requested
+        m.shard_lost(2)
+        assert m.owned == {1} and m._rejoin_requested
+        assert b'"owned":[1]' in m._metadata()     # what the leader sees at the rejoin
+    asyncio.run(main())
