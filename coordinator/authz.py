@@ -15,7 +15,10 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
   committed (and offset-deleted) topic, Topic DESCRIBE per fetched one (fetch-all drops the
   others silently), DESCRIBE on ConsumerGroupHeartbeat's SubscribedTopicNames, and
   ConsumerGroupDescribe fails a group whose assigned topics are not all describable
-  (KAFKA-18813). `authorized_operations` fills AuthorizedOperations. Kafka's ACL model and the
+  (KAFKA-18813). `authorized_operations` fills AuthorizedOperations. The transactional APIs
+  (TxnOffsetCommit, AddOffsetsToTxn) check TransactionalId WRITE first
+  (`TRANSACTIONAL_ID_OPERATIONS`), then Group READ, then (TxnOffsetCommit) Topic READ
+  (`TOPIC_OPERATIONS`), in KafkaApis' order. Kafka's ACL model and the
   ACL sources (`authorizer=file|upstream|probe`) are in coordinator/security/acl*.py. An
   authorizer may also have an async `prepare(client, actions)` (authorizer=probe), which the
   service and the gateway's FindCoordinator await before asking for verdicts.
@@ -84,12 +87,31 @@ class AllowAll:
 
 ALLOW_ALL = AllowAll()
 
+# AddOffsetsToTxn (Kafka's ApiKeys 25): the gateway intercepts it for transactions v1 (issue 16).
+ADD_OFFSETS_TO_TXN = 25
+
 # The operation on the GROUP resource each group API needs (Kafka's KafkaApis rules).
 GROUP_OPERATIONS: dict[int, str] = {
     apis.JOIN_GROUP: READ, apis.SYNC_GROUP: READ, apis.HEARTBEAT: READ, apis.LEAVE_GROUP: READ,
     apis.CONSUMER_GROUP_HEARTBEAT: READ, apis.OFFSET_COMMIT: READ, apis.TXN_OFFSET_COMMIT: READ,
     apis.OFFSET_FETCH: DESCRIBE, apis.DESCRIBE_GROUPS: DESCRIBE, apis.CONSUMER_GROUP_DESCRIBE: DESCRIBE,
     apis.LIST_GROUPS: DESCRIBE, apis.DELETE_GROUPS: DELETE, apis.OFFSET_DELETE: DELETE,
+    ADD_OFFSETS_TO_TXN: READ,
+}
+
+# The operation on the TRANSACTIONAL_ID resource, checked BEFORE the group (KafkaApis'
+# handleTxnOffsetCommitRequest and handleAddOffsetsToTxnRequest: "authorize for the
+# transactionalId and the consumer group"; the producer id needs no check of its own, it is
+# implied by the transactional id). Refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, on every
+# partition of a TxnOffsetCommit, as AddOffsetsToTxn's error code. kcoord appends the
+# client's offsets with its own rights, so skipping this would make it a confused deputy.
+TRANSACTIONAL_ID_OPERATIONS: dict[int, str] = {apis.TXN_OFFSET_COMMIT: WRITE, ADD_OFFSETS_TO_TXN: WRITE}
+
+# The operation on each TOPIC a request names, checked AFTER the group, per topic (refused:
+# TOPIC_AUTHORIZATION_FAILED on that topic's partitions). TxnOffsetCommit: Topic READ, as
+# OffsetCommit; AddOffsetsToTxn names no topic.
+TOPIC_OPERATIONS: dict[int, str] = {
+    apis.OFFSET_COMMIT: READ, apis.OFFSET_DELETE: READ, apis.TXN_OFFSET_COMMIT: READ, apis.OFFSET_FETCH: DESCRIBE,
 }
 
 
@@ -111,7 +133,17 @@ def group_ids_of(api_key: int, request) -> list[str]:
 # APIs naming one group in `group_id` (OffsetFetch only before v8: checked below).
 _SINGLE_GROUP = frozenset({apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP,
                            apis.CONSUMER_GROUP_HEARTBEAT, apis.OFFSET_COMMIT, apis.TXN_OFFSET_COMMIT,
-                           apis.OFFSET_DELETE})
+                           apis.OFFSET_DELETE, ADD_OFFSETS_TO_TXN})
+
+
+def transactional_id_denied(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> bool:
+    """Whether the client may not act on the request's transactional id (asked before the
+    group: `TRANSACTIONAL_ID_OPERATIONS`). False for APIs without one."""
+    operation = TRANSACTIONAL_ID_OPERATIONS.get(api_key)
+    if operation is None:
+        return False
+    txn_id = request.transactional_id
+    return not authorizer.authorize(client, (Action(operation, TRANSACTIONAL_ID, txn_id),))[0]
 
 
 def denied_groups(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> set[str]:

@@ -7,7 +7,8 @@ Rules:
 - a consumer group checks the member and its epoch with KIP-1251's relaxed rule: a
   member may commit for a partition with any epoch between the partition's assignment
   epoch and its current member epoch (seed 002, reference §4.8). The epoch check is per
-  partition, so the validator returns a `PartitionCheck`.
+  partition, so the validator returns a `PartitionCheck`. A transactional commit with no
+  member identity at all is accepted (KIP-1251, rule 2 of §4.8).
 Both raise ApiError for a group-level refusal. group_types.py hands them to the registry.
 """
 from __future__ import annotations
@@ -63,16 +64,24 @@ def _validate_classic_member(group: ClassicGroup, member_id: str, instance_id: s
 
 
 def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_id: str,
-                              epoch: int, api_version: int) -> PartitionCheck:
-    """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs."""
+                              epoch: int, api_version: int, transactional: bool = False,
+                              instance_id: str | None = None) -> PartitionCheck:
+    """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs. A transactional
+    commit (TxnOffsetCommit) without any member identity (epoch -1, member "", no instance)
+    is accepted: KIP-1251 "Offset commits with member epoch or generation ID -1 are
+    unconditionally accepted if the group is empty, or the commit is transactional"
+    (reference §4.8 rule 2); and it may use any TxnOffsetCommit version (rule 4 is for
+    OffsetCommit only). The caller maps STALE_MEMBER_EPOCH for TxnOffsetCommit."""
     if epoch < 0 and not group.members:
+        return ACCEPT_ALL
+    if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return ACCEPT_ALL
     member = group.members.get(member_id)
     if member is None:
         raise ApiError(ErrorCode.unknown_member_id,
                        f"Member {member_id} is not a member of group {group.group_id}.")
     stale = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
-    if not member.uses_classic_protocol and api_version < 9:
+    if not transactional and not member.uses_classic_protocol and api_version < 9:
         raise ApiError(ErrorCode.unsupported_version,
                        "OffsetCommit version 9 or above must be used by members using the consumer "
                        "group protocol.")

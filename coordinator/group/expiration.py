@@ -49,7 +49,8 @@ def cleanup(shard: ShardView, now_ms: int) -> Result:
                         records.append(rh.offset_tombstone(group_id, topic, partition))
                     else:
                         all_expired = False
-        if all_expired and _should_expire(group):
+        # Kafka: "We don't want to remove the group if there are ongoing transactions."
+        if all_expired and _should_expire(group) and not shard.offsets.has_open_transactions(group_id):
             shard.log.info("[GroupId %s] Group has no committed offsets left and is empty; expiring it.", group_id)
             records.extend(group_tombstones(group))
     return Result(records=records, timers=[ScheduleTimer(EXPIRE_TIMER,
@@ -59,8 +60,7 @@ def cleanup(shard: ShardView, now_ms: int) -> Result:
 def topics_deleted(shard: ShardView, topics: Iterable[str]) -> Result:
     """Offsets of topics deleted upstream are tombstoned for every group."""
     gone = set(topics)
+    # Kafka's onPartitionsDeleted: committed offsets, and pending transactional ones.
     records = [rh.offset_tombstone(group_id, topic, p)
-               for group_id, by_topic in shard.offsets.offsets.items()
-               for topic, partitions in by_topic.items() if topic in gone
-               for p in partitions]
+               for group_id, topic, p in shard.offsets.partitions_of_topics(gone)]
     return Result(records=records)

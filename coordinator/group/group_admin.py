@@ -177,8 +177,8 @@ def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
             code = refused
         else:
             code = ErrorCode.none
-            for topic, parts in shard.offsets.group(gid).items():
-                records.extend(rh.offset_tombstone(gid, topic, p) for p in parts)
+            # Kafka's deleteAllOffsets: committed offsets, and pending transactional ones.
+            records.extend(rh.offset_tombstone(gid, t, p) for t, p in shard.offsets.deletable_partitions(gid))
             records.extend(group_tombstones(group))
         results.append(build(mod.DeletableGroupResult, group_id=gid, error_code=code))
     return Result(response=build(mod.DeleteGroupsResponse, throttle_time=from_ms(0),

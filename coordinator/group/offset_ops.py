@@ -2,6 +2,9 @@
 
 Who may commit, fetch or delete is the group type's rule (group_types.py; the commit
 rules in commit_validation.py); this module applies it and builds the answers.
+Transactional offsets (TxnOffsetCommit: txn_offset_commit.py) show here as pending:
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT on a partition with a
+pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
@@ -193,7 +196,10 @@ def offset_delete(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Re
                 code = ErrorCode.group_subscribed_to_topic
             else:
                 code = ErrorCode.none
-                if shard.offsets.get(req.group_id, t.name, p.partition_index) is not None:
+                # Kafka: "A tombstone is written if an offset is present in the main storage
+                # or if a pending transactional offset exists" (the tombstone drops both).
+                if shard.offsets.get(req.group_id, t.name, p.partition_index) is not None \
+                        or shard.offsets.has_pending(req.group_id, t.name, p.partition_index):
                     records.append(rh.offset_tombstone(req.group_id, t.name, p.partition_index))
             parts_out.append(build(mod.OffsetDeleteResponsePartition, partition_index=p.partition_index,
                                    error_code=code))
