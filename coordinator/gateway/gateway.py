@@ -31,8 +31,9 @@ from typing import Any
 
 from ..authz import ForwardGate
 from ..config import CoordinatorConfig
+from ..group.txn_features import clamp_transaction_version
 from ..protocol.api_versions import Features, advertised_versions, api_versions_body, merge_features
-from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR
+from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, PRODUCE, TXN_OFFSET_COMMIT
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from ..protocol.service import GroupService
@@ -196,7 +197,14 @@ class Gateway:
         """Reads upstream (ApiVersions, Metadata), then opens every listener."""
         await self.cluster.start()
         self.api_versions = advertised_versions(self.cluster.upstream_api_versions, self.service.api_versions)
-        self.features = merge_features(self.cluster.upstream_features)
+        # transaction.version 2 (KIP-890) makes Java >= 4.0 producers rely on Produce v12's
+        # implicit AddPartitionsToTxn, and kcoord forwards Produce only up to v9: the level
+        # is lowered to 1 unless kcoord serves TxnOffsetCommit v5 and forwards Produce v12.
+        txn_commit = self.api_versions.get(TXN_OFFSET_COMMIT)
+        produce = self.api_versions.get(PRODUCE)
+        self.features = clamp_transaction_version(merge_features(self.cluster.upstream_features),
+                                                  txn_commit[1] if txn_commit else None,
+                                                  produce[1] if produce else None)
         # A service may also answer APIs it does not advertise (e.g. a request it refuses
         # cleanly rather than by closing the connection); they are routed, not advertised.
         answered = {k: v for k, v in getattr(self.service, "answered_versions", {}).items()
