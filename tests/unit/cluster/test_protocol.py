@@ -11,6 +11,7 @@ import pytest
 from coordinator.cluster.protocol import (
     Assignment,
     Endpoint,
+    ListenerPorts,
     MalformedMembershipData,
     MemberMetadata,
     decode_assignment,
@@ -62,8 +63,10 @@ def test_bad_assignment_names_the_problem():
 
 def test_random_bytes_only_ever_raise_the_checked_error():
     rng = random.Random(7)
+    ports = {"PLAINTEXT": ListenerPorts("h", 1, {1: 2, 3: 4}), "EXTERNAL": ListenerPorts("x", 9, {1: 10})}
     seeds = [encode_metadata(MemberMetadata("a", Endpoint("h", 1), owned=frozenset({1, 2}))),
-             encode_assignment(Assignment(1, frozenset({1}), {1: "a"}, {"a": Endpoint("h", 1)}, {"a": 1 << 30}))]
+             encode_metadata(MemberMetadata("a", Endpoint("h", 1, ports))),
+             encode_assignment(Assignment(1, frozenset({1}), {1: "a"}, {"a": Endpoint("h", 1, ports)}, {"a": 1 << 30}))]
     for _ in range(3000):
         data = bytearray(rng.choice(seeds))
         for _ in range(rng.randint(1, 4)):
@@ -79,3 +82,22 @@ def test_random_bytes_only_ever_raise_the_checked_error():
                 decode(bytes(data))
             except MalformedMembershipData:
                 pass
+
+
+def test_listener_ports_round_trip_and_bad_ones_are_named():
+    ports = {"PLAINTEXT": ListenerPorts("h", 9092, {1: 9093, 2: 9094}), "EXTERNAL": ListenerPorts("x", 9192, {})}
+    m = MemberMetadata("kcoord-0", Endpoint("h", 9092, ports))
+    assert decode_metadata(encode_metadata(m)) == m
+    a = Assignment(2, frozenset({0}), {0: "kcoord-0"}, {"kcoord-0": Endpoint("h", 9092, ports)}, {"kcoord-0": 1 << 30})
+    assert decode_assignment(encode_assignment(a)) == a
+    base = {"instance_id": "a", "host": "h", "port": 1}
+    for listeners, names in [
+        ([], "'listeners'"),
+        ({f"L{i}": {"host": "h", "port": 1} for i in range(17)}, "at most 16"),
+        ({"L": "x"}, "must be an object"),
+        ({"L": {"host": "h", "port": 1, "brokers": {"x": 2}}}, "not a node id"),
+        ({"L": {"host": "h", "port": 1, "brokers": {"1": 70000}}}, "'brokers\\[1\\]'"),
+        ({"L": {"host": "", "port": 1}}, "'host'"),
+    ]:
+        with pytest.raises(MalformedMembershipData, match=names):
+            decode_metadata(b"\x00\x01" + orjson.dumps({**base, "listeners": listeners}))
