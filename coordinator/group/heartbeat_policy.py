@@ -19,6 +19,13 @@ partitions revoked from others waits up to about two intervals.
 
 This module also owns the session timeout a member is held to (`session_timeout_ms`):
 the stretch above is capped by it, and every session timer is armed with it.
+
+Metric (issue 15): `kcoord_heartbeat_interval_ms{kind="stable"|"pending"}` is what the
+policy tells members *now* (`handed_out_ms`), read by the metrics collector at scrape time.
+Heartbeats are the hot path (about 110k instructions each, callgrind), so nothing is
+observed per heartbeat: the interval only changes with the member count (the stretch) or
+the configuration, and a scrape-time gauge shows every change that lasts a scrape interval
+at no cost to `interval_ms`, which is left exactly as it was.
 """
 from __future__ import annotations
 
@@ -64,3 +71,16 @@ class HeartbeatIntervalPolicy:
         stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
         ceiling = max(c.consumer_heartbeat_stable_interval_ms, session_timeout_ms(c, member) // 3)
         return min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling)
+
+    def handed_out_ms(self) -> dict[str, int]:
+        """{"stable": ..., "pending": ...}: what `interval_ms` answers now a consumer-protocol
+        member with nothing to reconcile, and one with reconciliation work. Called at scrape
+        time, never per heartbeat; the same formula as `interval_ms` (a unit test holds
+        them equal), not shared through a helper so that `interval_ms` gains no call."""
+        c = self.config
+        if c.consumer_heartbeat_policy == "fixed":
+            return {"stable": c.consumer_heartbeat_interval_ms, "pending": c.consumer_heartbeat_interval_ms}
+        stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
+        ceiling = max(c.consumer_heartbeat_stable_interval_ms, c.consumer_session_timeout_ms // 3)
+        return {"stable": min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling),
+                "pending": c.consumer_heartbeat_pending_interval_ms}

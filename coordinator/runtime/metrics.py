@@ -56,6 +56,13 @@ REBALANCES = Counter("kcoord_group_rebalances_total", "Group rebalances by group
                      "group-completed-rebalance-count)", ["type"])
 SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because another process took them "
                        "(a fencing error on write, issue 14)")
+# Readiness (ops/deploy/probe.py, the Kubernetes readinessProbe): 1 while this process may
+# answer. A single process always may; a kcoord cluster member only while its membership
+# lease is valid (coordinator/cluster/lease.py): clustered.py gives the gauge a function
+# read at scrape time, so nothing is set per heartbeat.
+SERVING = Gauge("kcoord_serving", "1 while this process may answer: always for a single process; "
+                "in a kcoord cluster, while its membership lease is valid")
+SERVING.set(1)
 _shard_states: dict[int, str] = {}
 
 
@@ -88,7 +95,9 @@ class GroupCollector:
         members = GaugeMetricFamily("kcoord_group_members", "Members by group type", labels=["type"])
         counts: dict[tuple[str, str], int] = {}
         member_counts: dict[str, int] = {}
+        policy = None
         for shard in self._shards():
+            policy = shard.heartbeat_policy     # the service gives every shard the process-wide count
             for g in shard.groups.values():
                 kind = g.group_type
                 counts[(kind, g.state.value)] = counts.get((kind, g.state.value), 0) + 1
@@ -99,6 +108,14 @@ class GroupCollector:
             members.add_metric([kind], n)
         yield groups
         yield members
+        # The interval KIP-848 members are told now, read here and not observed per heartbeat
+        # (the hot path): coordinator/group/heartbeat_policy.py says why.
+        interval = GaugeMetricFamily("kcoord_heartbeat_interval_ms", "Heartbeat interval kcoord hands "
+                                     "KIP-848 members now: stable (nothing to reconcile) and pending "
+                                     "(reconciliation work)", labels=["kind"])
+        for kind, ms in (policy.handed_out_ms() if policy is not None else {}).items():
+            interval.add_metric([kind], ms)
+        yield interval
         # Records loaded although bytes followed their key or value struct (Kafka ignores
         # such bytes; kcoord counts them: records/_trailing.py).
         trailing = CounterMetricFamily("kcoord_state_records_trailing_bytes",

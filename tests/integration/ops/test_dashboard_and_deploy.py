@@ -57,7 +57,8 @@ def test_every_dashboard_query_names_a_metric_kcoord_exports(tansu):
         finally:
             consumer.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{kc.metrics_port}/metrics", timeout=5) as r:
-            exported = exported_names(r.read().decode())
+            text = r.read().decode()
+            exported = exported_names(text)
     finally:
         kc.stop()
     # The README's metrics table is the documentation: every metric it lists is exported.
@@ -76,6 +77,34 @@ def test_every_dashboard_query_names_a_metric_kcoord_exports(tansu):
             if names - exported:
                 missing[panel["title"]] = sorted(names - exported)
     assert not missing, f"panels query metrics kcoord does not export: {missing}"
+    assert not wrong_label_values(dashboard, text)
+
+
+def wrong_label_values(dashboard: dict, text: str) -> list[str]:
+    """`label="v"` and `label!="v"` matchers whose value no sample of that metric has: an
+    `=` that never matches draws nothing, a `!=` that never matches filters nothing (the
+    errors panel once compared error!="NONE" where kcoord writes "none"). The scrape
+    follows a consumer's join and heartbeats, so every value the panels name is present."""
+    from ops.deploy.promql import parse
+
+    def matchers(node):
+        if isinstance(node, tuple):
+            if node and node[0] in ("select", "range"):
+                yield from node[1]
+                return
+            for child in node:
+                yield from matchers(child)
+
+    wrong = []
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            found = list(matchers(parse(target["expr"])))
+            metric = next(v for label, _, v in found if label == "__name__")
+            for label, op, value in found:
+                if op in ("=", "!=") and label != "__name__" and not re.search(
+                        rf'^{re.escape(metric)}{{[^}}]*\b{label}="{re.escape(value)}"', text, re.MULTILINE):
+                    wrong.append(f"{panel['title']}: no {metric} sample has {label}={value!r}")
+    return wrong
 
 
 def test_compose_references_hold():
@@ -88,12 +117,24 @@ def test_compose_references_hold():
         for volume in service.get("volumes", []):
             host = volume.split(":")[0]
             assert (REPO / host).exists(), f"{name} mounts {host}, which is not in the repository"
-    command = services["kcoord"]["command"]
-    metrics_port = command[command.index("--metrics-port") + 1]
-    assert f"{metrics_port}:{metrics_port}" in services["kcoord"]["ports"]
+    # Prometheus scrapes every kcoord process: each service running `serve`, and with
+    # `--processes N` its N children, whose metrics ports are port, port+1, ...
+    # (coordinator/supervisor.py shifts --metrics-port by the child's index).
+    expected = set()
+    for name, service in services.items():
+        command = service.get("command") or []
+        if command[:1] != ["serve"]:
+            continue
+        metrics_port = int(command[command.index("--metrics-port") + 1])
+        assert f"{metrics_port}:{metrics_port}" in service["ports"], f"{name} does not publish its metrics port"
+        processes = int(command[command.index("--processes") + 1]) if "--processes" in command else 1
+        expected |= {f"{name}:{metrics_port + i}" for i in range(processes)}
+    assert expected, "no compose service runs kcoord serve"
     scrape = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     targets = [t for job in scrape["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
-    assert targets == [f"kcoord:{metrics_port}"]
+    assert sorted(targets) == sorted(expected)
+    published = [str(p).rsplit(":", 1)[0] for service in services.values() for p in service.get("ports", [])]
+    assert len(published) == len(set(published)), f"two services publish one host port: {sorted(published)}"
     source = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml").read_text())
     (ds,) = source["datasources"]
     assert ds["url"] == "http://prometheus:9090" and "9090:9090" in services["prometheus"]["ports"]
