@@ -28,8 +28,6 @@ import logging
 import time
 from typing import Any
 
-from prometheus_client import Counter, Gauge
-
 from .cluster.membership import ClusterMembership, MembershipFenced, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.protocol import Assignment
@@ -37,16 +35,6 @@ from .config import CoordinatorConfig
 from .runtime import metrics
 
 log = logging.getLogger("kcoord.cluster")
-
-# This instance's view of the kcoord cluster (issue 15 §2-3; `kcoord cluster status` reads them).
-GENERATION = Gauge("kcoord_cluster_generation", "The membership group generation this instance's assignment is from")
-INSTANCES = Gauge("kcoord_cluster_instances", "kcoord instances in this instance's current assignment")
-SHARDS = Gauge("kcoord_cluster_shards", "State-topic partitions (shards) assigned to this instance")
-SHARD_MOVES = Counter("kcoord_cluster_shard_moves_total", "Shards assigned to or revoked from this instance",
-                      ["direction"])
-NODE_ID = Gauge("kcoord_cluster_node_id", "This instance's synthetic coordinator node id")
-LEASE_REMAINING = Gauge("kcoord_cluster_lease_remaining_seconds", "Time left on the membership lease; at 0 the "
-                        "instance answers nothing (read at scrape time)")
 
 EXIT_NOT_ALONE = 4          # fencing=none and a second instance joined
 EXIT_MEMBERSHIP_FENCED = 5  # another process uses this instance id
@@ -113,10 +101,10 @@ class ClusterProcess:
             session_ms=c.cluster_session_timeout_ms, rebalance_ms=c.cluster_rebalance_timeout_ms,
             heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms)
         node = self.node = ClusterNode(self.instance_id, service, membership.serving)
-        LEASE_REMAINING.set_function(lambda: membership.lease.remaining_ms(time.monotonic() * 1000) / 1000)
-        serving = getattr(metrics, "SERVING", None)
-        if serving is not None:     # the readiness gauge (ops/deploy/probe.py): 0 once the lease ran out
-            serving.set_function(lambda: 1.0 if membership.serving() else 0.0)
+        metrics.CLUSTER_LEASE_REMAINING.set_function(
+            lambda: membership.lease.remaining_ms(time.monotonic() * 1000) / 1000)
+        # The readiness gauge (ops/deploy/probe.py): 0 once the lease ran out.
+        metrics.SERVING.set_function(lambda: 1.0 if membership.serving() else 0.0)
         service.enter_cluster_mode(membership.serving, c.cluster_session_timeout_ms)
         for rt in service.runtimes:
             rt.on_fenced = self._fenced
@@ -144,14 +132,14 @@ class ClusterProcess:
                                                      self.node.assignment else frozenset())
         assert self.node is not None
         self.node.on_change(assignment, added, revoked)
-        GENERATION.set(assignment.generation)
-        INSTANCES.set(len(assignment.endpoints))
-        SHARDS.set(len(assignment.shards))
-        NODE_ID.set(self.node.node_id())
+        metrics.CLUSTER_GENERATION.set(assignment.generation)
+        metrics.CLUSTER_INSTANCES.set(len(assignment.endpoints))
+        metrics.CLUSTER_SHARDS.set(len(assignment.shards))
+        metrics.CLUSTER_NODE_ID.set(self.node.node_id())
         if added:
-            SHARD_MOVES.labels(direction="in").inc(len(added))
+            metrics.CLUSTER_SHARD_MOVES.labels(direction="in").inc(len(added))
         if revoked:
-            SHARD_MOVES.labels(direction="out").inc(len(revoked))
+            metrics.CLUSTER_SHARD_MOVES.labels(direction="out").inc(len(revoked))
 
     def _fenced(self, partition: int, error: Exception) -> None:
         """Another process took a shard assigned here (its write was fenced): the runtime

@@ -63,6 +63,21 @@ SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because ano
 SERVING = Gauge("kcoord_serving", "1 while this process may answer: always for a single process; "
                 "in a kcoord cluster, while its membership lease is valid")
 SERVING.set(1)
+# A kcoord cluster (issue 14, coordinator/clustered.py): this instance's view. A single
+# process exports them at their defaults (generation -1, no shards moved).
+CLUSTER_GENERATION = Gauge("kcoord_cluster_generation", "The membership group generation this instance's "
+                           "assignment is from (-1: not in a kcoord cluster)")
+CLUSTER_GENERATION.set(-1)
+CLUSTER_INSTANCES = Gauge("kcoord_cluster_instances", "kcoord instances in this instance's current assignment")
+CLUSTER_SHARDS = Gauge("kcoord_cluster_shards", "State-topic partitions (shards) assigned to this instance")
+CLUSTER_SHARD_MOVES = Counter("kcoord_cluster_shard_moves_total", "Shards assigned to (in) or revoked from (out) "
+                              "this instance", ["direction"])
+for _direction in ("in", "out"):
+    CLUSTER_SHARD_MOVES.labels(direction=_direction)
+CLUSTER_NODE_ID = Gauge("kcoord_cluster_node_id", "This instance's synthetic coordinator node id (-1: none)")
+CLUSTER_NODE_ID.set(-1)
+CLUSTER_LEASE_REMAINING = Gauge("kcoord_cluster_lease_remaining_seconds", "Time left on the membership lease; "
+                                "at 0 the instance answers nothing (read at scrape time)")
 _shard_states: dict[int, str] = {}
 
 
