@@ -110,7 +110,15 @@ def wrong_label_values(dashboard: dict, text: str) -> list[str]:
 def test_compose_references_hold():
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = compose["services"]
-    assert {"kafka", "kcoord", "prometheus", "grafana"} <= set(services)
+    assert {"kafka", "prometheus", "grafana"} <= set(services)
+    kcoords = [s for s in services.values() if (s.get("command") or [])[:1] == ["serve"]]
+    # Three processes in one kcoord cluster (issue 15 §5): distinct instance ids, one upstream.
+    instances = [s["command"][s["command"].index("--instance-id") + 1]
+                 for s in kcoords if "--instance-id" in s["command"]]
+    processes = sum(int(s["command"][s["command"].index("--processes") + 1]) if "--processes" in s["command"] else 1
+                    for s in kcoords)
+    assert processes == 3 and len(set(instances)) == len(instances), (processes, instances)
+    assert len({s["command"][s["command"].index("--upstream") + 1] for s in kcoords}) == 1
     for name, service in services.items():
         for dep in service.get("depends_on", []) or []:
             assert dep in services, f"{name} depends on unknown service {dep}"
