@@ -334,6 +334,8 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     if args.metrics_port:
         from prometheus_client import start_http_server
         register_group_collector(service.shards)
+        from .runtime.txn_metrics import register_txn_collector
+        register_txn_collector(service.shards)
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
     if clustered is None:
@@ -497,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Sub-commands owned by other packages: `register(subparsers)` adds them.
-_TOOL_MODULES = ("ops.cli", "ops.groups_cli", "migration.cli")
+_TOOL_MODULES = ("ops.cli", "ops.groups_cli", "ops.cluster_cli", "migration.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
