@@ -28,6 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Test-speed settings: short heartbeats so group changes settle in a second or two.
 FAST = ("consumer_heartbeat_interval_ms=500", "consumer_session_timeout_ms=10000")
+# Several processes (`--instance-id`, issue 14) with a 3 s membership session: the Kafka
+# fixtures lower group.min.session.timeout.ms to 1 s.
+CLUSTER = (*FAST, "cluster.session.timeout.ms=3000", "cluster.heartbeat.interval.ms=300",
+           "cluster.lease.margin.ms=1000", "cluster.rebalance.timeout.ms=10000")
 
 
 def free_port_block(n: int) -> int:

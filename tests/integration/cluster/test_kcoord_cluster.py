@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from coordinator.cluster.balancer import NODE_ID_BASE
 from support import raw_client
 from support.admin import create_topic
-from support.kcoord import FAST, KcoordProcess, free_port_block
+from support.kcoord import CLUSTER, KcoordProcess, free_port_block
 from support.ownership import OwnershipLedger
 from support.produce import BackgroundProducer, produce_records
 from support.rdkafka import RdkafkaConsumer
@@ -27,9 +27,6 @@ pytestmark = pytest.mark.integration
 
 SHARDS = 12
 PARTITIONS = 6
-# A 3 s membership session (the fixture lowers group.min.session.timeout.ms to 1 s).
-CLUSTER = (*FAST, "cluster.session.timeout.ms=3000", "cluster.heartbeat.interval.ms=300",
-           "cluster.lease.margin.ms=1000", "cluster.rebalance.timeout.ms=10000")
 FIND_COORDINATOR, METADATA = 10, 3
 
 

@@ -21,24 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.cli import _TOOL_MODULES
 from coordinator.cluster.balancer import NODE_ID_BASE
 from coordinator.group.hashing import partition_for
 from ops.cluster_status import Options, collect
 from support import raw_client
-from support.kcoord import FAST
+from support.kcoord import CLUSTER
 from support.metrics import kcoord_with_metrics, sample
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[3]
 SHARDS = 12
-# A 3 s membership session, as test_kcoord_cluster (kafka43 allows 1 s group sessions).
-CLUSTER = (*FAST, "cluster.session.timeout.ms=3000", "cluster.heartbeat.interval.ms=300",
-           "cluster.lease.margin.ms=1000", "cluster.rebalance.timeout.ms=10000")
 FIND_COORDINATOR = 10
-# `kcoord cluster` once coordinator/cli.py lists the tool; until then the module's own entry.
-ENTRY = ["-m", "coordinator.cli", "cluster"] if "ops.cluster_cli" in _TOOL_MODULES else ["-m", "ops.cluster_cli"]
+ENTRY = ["-m", "coordinator.cli", "cluster"]
 
 
 def status(bootstrap: str, *args: str, json_out: bool = True) -> tuple[int, dict | str]:
