@@ -105,6 +105,19 @@ class CoordinatorConfig:
 
     extra: dict[str, str] = field(default_factory=dict)
 
+    # --- Client-side assignors (seed 000, issue 17): serve the private APIs 32700-32702
+    # (coordinator/protocol/private_apis.py). Off: neither advertised nor routed.
+    # --config group.consumer.client.assignors.enabled=false
+    consumer_client_assignors_enabled: bool = True
+
+    # --- Transactional offset commits (issue 16, docs/transactions.md "Bounds on pending
+    # state"): kcoord's caps on pending transactional offsets (Kafka caps none; its
+    # transaction timeout ends them). Over a cap TxnOffsetCommit answers TRANSACTION_ABORTABLE
+    # (INVALID_TXN_STATE below v4) and writes nothing. Read by txn_offset_commit.limits_of.
+    txn_max_pending_per_producer: int = 50_000
+    txn_max_open_producers_per_group: int = 10_000
+    txn_max_pending_per_shard: int = 1_000_000
+
     @property
     def default_assignor(self) -> str:
         return self.consumer_assignors[0]

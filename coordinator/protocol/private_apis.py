@@ -1,0 +1,68 @@
+"""kcoord's private API block: keys, error codes and record tags no Kafka release uses.
+
+Rules of this module (seed-drafts.md §0, "Proposed kcoord-private allocation"):
+- Private API keys live in 32700-32767, private error codes in 32700-32767, private
+  tagged-field tags from 1000. Kafka 4.3 uses API keys 0-92, error codes -1..133 and
+  record types 0-23 (24 in trunk); it grows by a handful of keys a year, so the top of
+  the int16 range stays clear for decades. tests/unit/protocol/test_private_apis.py reads
+  the kafka-clients jars and fails the day a release reaches the block.
+- Key 68 (ConsumerGroupHeartbeat) is never changed: a future Kafka client that knows
+  Kafka's own next version would pick it and send a different body. The client-assignor
+  heartbeat is a different key (32700) instead.
+- Real clients are safe with the block advertised: Java's NodeApiVersions parks unknown
+  keys in `unknownApis`, librdkafka prints "Unknown-32700?", franz-go skips keys above
+  its MaxKey, kafka-python and aiokafka keep dicts.
+- Allocated, by seed-drafts.md §0: 32700-32702 (client assignors, this module), 32703-32706
+  (the connect group of seed 001, not built yet). Errors 32700 COMPUTE_ASSIGNMENT,
+  32701 INVALID_ASSIGNMENT.
+"""
+from __future__ import annotations
+
+from .apis import ApiSchemas
+from .private_messages import (
+    CONSUMER_GROUP_INSTALL_ASSIGNMENT,
+    CONSUMER_GROUP_PREPARE_ASSIGNMENT,
+    CSA_HEARTBEAT,
+    REQUESTS,
+    RESPONSES,
+)
+
+PRIVATE_KEY_BLOCK = range(32700, 32768)
+PRIVATE_ERROR_BLOCK = range(32700, 32768)
+PRIVATE_TAG_BASE = 1000
+
+# seed 000's connect-group keys (seed-drafts.md §0), reserved so nothing else takes them.
+CONNECT_GROUP_HEARTBEAT = 32703
+CONNECT_GROUP_PREPARE_ASSIGNMENT = 32704
+CONNECT_GROUP_INSTALL_ASSIGNMENT = 32705
+CONNECT_GROUP_DESCRIBE = 32706
+
+# Informational (seed-drafts.md §1.2, §1.7 #12): the heartbeat was processed in full, and
+# this member is asked to compute the group's assignment (Prepare, then Install).
+COMPUTE_ASSIGNMENT = 32700
+# The Install does not fit the prepared snapshot (seed 000 L262-272); the message says
+# which invariant failed.
+INVALID_ASSIGNMENT = 32701
+
+CLIENT_ASSIGNOR_APIS: dict[int, str] = {
+    CSA_HEARTBEAT: "ConsumerGroupHeartbeatClientAssignors",
+    CONSUMER_GROUP_PREPARE_ASSIGNMENT: "ConsumerGroupPrepareAssignment",
+    CONSUMER_GROUP_INSTALL_ASSIGNMENT: "ConsumerGroupInstallAssignment",
+}
+ALL_PRIVATE_KEYS = frozenset(CLIENT_ASSIGNOR_APIS) | {
+    CONNECT_GROUP_HEARTBEAT, CONNECT_GROUP_PREPARE_ASSIGNMENT, CONNECT_GROUP_INSTALL_ASSIGNMENT,
+    CONNECT_GROUP_DESCRIBE}
+PRIVATE_ERRORS: dict[int, str] = {COMPUTE_ASSIGNMENT: "COMPUTE_ASSIGNMENT", INVALID_ASSIGNMENT: "INVALID_ASSIGNMENT"}
+
+
+def private_schemas(api_key: int) -> ApiSchemas | None:
+    """The request/response classes of a private API (all v0, flexible from v0), in the
+    shape `apis.api_schemas` gives for kio's APIs; None outside the built ones."""
+    request = REQUESTS.get(api_key)
+    if request is None:
+        return None
+    return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: RESPONSES[api_key]})
+
+
+def private_name(api_key: int) -> str | None:
+    return CLIENT_ASSIGNOR_APIS.get(api_key)
