@@ -285,7 +285,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     else:
         await state_topic.ensure_topic()      # created here; the fenced log writes it
         parts["fenced_log"] = state_log
-        await state_log.start()
+        await _start_when_listed(state_log, STATE_TOPIC_WAIT_S)
     # Authorization (security/acl_sources.py): None for authorizer=none or unset.
     from .authz import ALLOW_ALL
     from .security.acl_sources import build_authorizer
@@ -364,6 +364,25 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     for waiter in _:
         waiter.cancel()
     return clustered.exit_code or 0
+
+
+async def _start_when_listed(state_log, timeout_s: float) -> None:
+    """Start the fenced log once the upstream's metadata lists the state topic: one created a
+    moment ago reaches the brokers' metadata a little later (UNKNOWN_TOPIC_OR_PARTITION)."""
+    from .runtime.fenced_state_log import StateLogError
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            await state_log.start()
+            return
+        except StateLogError as e:
+            if loop.time() + delay > deadline:
+                raise
+            log.info("state topic not in the upstream's metadata yet (%s); retrying", e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 async def _wait_owned_loaded(service, timeout_s: float) -> None:

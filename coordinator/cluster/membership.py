@@ -289,6 +289,8 @@ class ClusterMembership:
                 group_instance_id=self.instance_id if self.static else None), self._timeout)
             if resp.error_code == ErrorCode.rebalance_in_progress:
                 self.lease.renew(sent)      # still a member: keep serving through the rebalance
+                log.info("cluster membership %s: generation %d rebalancing (Heartbeat: REBALANCE_IN_PROGRESS)",
+                         self.instance_id, self.generation)
                 raise _Rejoin()
             self._check(resp.error_code, "Heartbeat")
             self.lease.renew(sent)
