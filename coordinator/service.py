@@ -16,6 +16,12 @@ Failure rules (issue 10):
 - `state_topic_lost()` unloads every shard (their state is no longer backed by a log);
   `reload_all()` drops everything and reloads from the log (a fresh cluster), and says
   whether every shard is back (`wait_reloaded()` waits for the ones still retrying).
+
+Transactional offset commits (issue 16, docs/transactions.md): with a state log that reads
+its partitions raw (`enable_txn_offsets`), TxnOffsetCommit is appended as the client's
+producer through the shard's `TxnShardPort`, AddOffsetsToTxn becomes AddPartitionsToTxn v3 of
+the group's state partition on kcoord's link, and OffsetFetch reads the markers of a group
+with open transactions before answering. TransactionalId WRITE is checked before the group.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import authz
-from .authz import ALLOW_ALL, Action, Authorizer, authorized_operations, denied_groups
+from .authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Action, Authorizer, authorized_operations, denied_groups
 from .config import CoordinatorConfig
 from .group import error_responses, group_admin, offset_ops, regex_refresh
 from .group.context import AuthorizedRequestContext
@@ -45,6 +51,7 @@ from .group.regex import excluded_topics, resolve
 from .group.result import Result
 from .group.shard import GroupCoordinatorShard, RequestContext
 from .group.timeutil import from_ms
+from .group.txn_offset_commit import add_offsets_to_txn_error, add_offsets_to_txn_response
 from .protocol.apis import (
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
@@ -64,6 +71,7 @@ from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
 from .runtime.state_log import CorruptBatchError, StateLog, StateTopicUnavailable
+from .runtime.txn_offsets_log import ClientTxnAppender, add_offsets_to_txn, txn_offset_commit_request
 from .security.audit import AuditLog
 from .security.metrics import count_denied
 
@@ -115,9 +123,13 @@ class ServedApi:
     advertised: bool = True
 
 
-# What this coordinator serves, at Kafka 4.3's versions (reference §3.1). Transactional offset
-# commits are answered but not advertised: not built yet, so they are refused per partition and
-# never applied outside their transaction.
+# Issue 16: TxnOffsetCommit and AddOffsetsToTxn are advertised, and AddOffsetsToTxn is answered
+# here instead of forwarded (the upstream would add its own __consumer_offsets partition to the
+# transaction). False: neither advertised, AddOffsetsToTxn forwarded, TxnOffsetCommit refused
+# per partition (a state log without raw reads answers UNSUPPORTED_VERSION the same way).
+TXN_OFFSETS_SERVED = True
+
+# What this coordinator serves, at Kafka 4.3's versions (reference §3.1).
 SERVED_APIS: tuple[ServedApi, ...] = (
     ServedApi(JOIN_GROUP, "JoinGroup", (0, 9), "_join_group"),
     ServedApi(HEARTBEAT, "Heartbeat", (0, 4), "_classic_heartbeat"),
@@ -134,8 +146,14 @@ SERVED_APIS: tuple[ServedApi, ...] = (
     ServedApi(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", (0, 1),
               "_consumer_describe"),
     ServedApi(TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 5), "_txn_offset_commit",
-              advertised=False),
+              advertised=TXN_OFFSETS_SERVED),
+    # Transactions v1 (issue 16): kcoord answers AddOffsetsToTxn itself (the upstream would add
+    # its own __consumer_offsets partition): AddPartitionsToTxn v3 of the group's state
+    # partition to the client's transaction coordinator, on kcoord's link.
+    ServedApi(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", (0, 4), "_add_offsets_to_txn",
+              advertised=TXN_OFFSETS_SERVED),
 )
+ERROR_RESPONSES.setdefault(ADD_OFFSETS_TO_TXN, add_offsets_to_txn_error)
 API_VERSIONS: dict[int, tuple[int, int]] = {a.api_key: a.versions for a in SERVED_APIS if a.advertised}
 
 
@@ -175,6 +193,18 @@ class GroupCoordinatorService:
                                       write_timeout_ms=config.offsets_commit_timeout_ms,
                                       skip_offsets=skip.get(p, frozenset()))
                          for p in range(config.state_topic_partitions)]
+        # Issue 16: TxnOffsetCommit needs a state log that reads its partitions raw with the
+        # marker-aware reader and can append as the client's producer (fenced_state_log);
+        # without one it answers UNSUPPORTED_VERSION (and is not advertised).
+        self.txn_appender: ClientTxnAppender | None = None
+        enable = getattr(state_topic, "enable_txn_offsets", None)
+        if enable is not None and not getattr(state_topic, "txn_offsets_supported", False):
+            enable(functools.partial(_open_upstream, getattr(state_topic, "security", None), "kcoord-txn"))
+        if getattr(state_topic, "txn_offsets_supported", False):
+            self.txn_appender = ClientTxnAppender(state_topic.topic, state_topic.call_leader,  # type: ignore[attr-defined]
+                                                  request_timeout_ms=config.offsets_commit_timeout_ms)
+            for rt in self.runtimes:
+                rt.txn_log = state_topic
         # start() and reload_all() each replay every partition: never two at once.
         self._load_lock: asyncio.Lock | None = None
         # Several processes (issue 14, coordinator/cluster/node.py): the shards assigned to
@@ -296,10 +326,12 @@ class GroupCoordinatorService:
 
         # A shard whose record fails to load (or whose batch cannot be read) turns FAILED
         # and its partition is no longer read; the load of the others goes on.
+        extra: dict[str, Any] = ({"readers": lambda p: by_partition[p].load_reader(p)}
+                                 if self.txn_appender is not None else {})
         await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
                                     lambda p, leo: by_partition[p].finish_load(leo), progress,
                                     on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),
-                                    abandoned=lambda p: by_partition[p].load_abandoned(p))
+                                    abandoned=lambda p: by_partition[p].load_abandoned(p), **extra)
         failed = [rt for rt in served if rt.state is ShardState.FAILED]
         log.info("loaded %d state partitions in %.2fs", len(served) - len(failed),
                  time.monotonic() - started)
@@ -454,6 +486,12 @@ class GroupCoordinatorService:
         AuthorizedOperations when asked."""
         if self._prepare_hook is not None:
             await self._prepare_hook(client, self._needed_actions(api_key, api_version, request))
+        # KafkaApis asks TransactionalId WRITE before the group (TxnOffsetCommit,
+        # AddOffsetsToTxn): TRANSACTIONAL_ID_AUTHORIZATION_FAILED on everything.
+        if authz.transactional_id_denied(self.authorizer, client, api_key, request):
+            count_denied(self._names[api_key], authz.TRANSACTIONAL_ID, 1)
+            return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.transactional_id_authorization_failed),
+                                            request)
         denied = denied_groups(self.authorizer, client, api_key, request)
         if denied:
             count_denied(self._names[api_key], authz.GROUP, len(denied))
@@ -497,9 +535,12 @@ class GroupCoordinatorService:
         operation = authz.GROUP_OPERATIONS.get(api_key)
         actions = [Action(operation, authz.GROUP, g) for g in authz.group_ids_of(api_key, request)] \
             if operation is not None else []
+        if api_key in authz.TRANSACTIONAL_ID_OPERATIONS:
+            actions.append(Action(authz.TRANSACTIONAL_ID_OPERATIONS[api_key], authz.TRANSACTIONAL_ID,
+                                  request.transactional_id))
         if api_key == LIST_GROUPS:
             actions.append(Action(authz.DESCRIBE, authz.CLUSTER, authz.CLUSTER_NAME))
-        elif api_key == OFFSET_COMMIT or api_key == OFFSET_DELETE:
+        elif api_key in (OFFSET_COMMIT, OFFSET_DELETE, TXN_OFFSET_COMMIT):
             actions.extend(Action(authz.READ, authz.TOPIC, n) for t in request.topics
                            if (n := self._topic_name(t)) is not None)
         elif api_key == OFFSET_FETCH:
@@ -617,6 +658,10 @@ class GroupCoordinatorService:
 
     async def _check_offset_commit(self, handler, ctx, req, client):
         return await self._commit_topics(handler, ctx, req, client, OFFSET_COMMIT, "offset_commit", "OffsetCommit")
+
+    async def _check_txn_offset_commit(self, handler, ctx, req, client):
+        return await self._commit_topics(handler, ctx, req, client, TXN_OFFSET_COMMIT, "txn_offset_commit",
+                                         "TxnOffsetCommit")
 
     async def _check_offset_delete(self, handler, ctx, req, client):
         return await self._commit_topics(handler, ctx, req, client, OFFSET_DELETE, "offset_delete", "OffsetDelete")
@@ -852,13 +897,52 @@ class GroupCoordinatorService:
         return await self._one_group(OFFSET_COMMIT, ctx, req, lambda shard, now: shard.offset_commit(ctx, req, now))
 
     async def _txn_offset_commit(self, ctx: RequestContext, req):
-        return error_responses.txn_offset_commit(ctx.api_version, ApiError(ErrorCode.unsupported_version), req)
+        appender = self.txn_appender
+        if appender is None:
+            return error_responses.txn_offset_commit(ctx.api_version, ApiError(
+                ErrorCode.unsupported_version, "TxnOffsetCommit needs the fenced state log (docs/transactions.md)"),
+                req)
+        rt = self.runtime_for(req.group_id)
+        try:
+            return await txn_offset_commit_request(rt, appender, ctx, req, rt.write_timeout_s)
+        except ApiError as e:
+            return error_responses.txn_offset_commit(ctx.api_version, e, req)
+
+    async def _add_offsets_to_txn(self, ctx: RequestContext, req):
+        if self.txn_appender is None:
+            return add_offsets_to_txn_response(ctx.api_version, ErrorCode.unsupported_version)
+        if not req.group_id:
+            # Kafka adds __consumer_offsets-k for any group id; an empty one has no coordinator.
+            return add_offsets_to_txn_response(ctx.api_version, ErrorCode.invalid_group_id)
+        code = await add_offsets_to_txn(self.state_topic, req, self.state_topic.topic,  # type: ignore[arg-type]
+                                        self.partition_for(req.group_id), ctx.api_version,
+                                        self.config.offsets_commit_timeout_ms / 1000)
+        return add_offsets_to_txn_response(ctx.api_version, code)
 
     async def _offset_delete(self, ctx: RequestContext, req):
         return await self._one_group(OFFSET_DELETE, ctx, req, lambda shard, now: shard.offset_delete(ctx, req, now))
 
+    async def _read_markers(self, group_ids) -> None:
+        """Before OffsetFetch answers a group with open transactions, read the markers written
+        into its state partition since (issue 16). Kafka's transaction coordinator completes a
+        transaction only after WriteTxnMarkers reached the group coordinator, which applies
+        the marker then: after EndTxn returns, every OffsetFetch sees the outcome. kcoord
+        learns of markers by reading the partition, so it reads them here: the same
+        read-your-writes, without a fetch loop per shard. If the read fails, the answer comes
+        from memory (require_stable then answers UNSTABLE_OFFSET_COMMIT, which clients retry)."""
+        if self.txn_appender is None:
+            return
+        runtimes = {self.runtime_for(g) for g in group_ids}
+        for rt in runtimes:
+            if any(rt.shard.offsets.has_open_transactions(g) for g in group_ids):
+                try:
+                    await rt.read_markers()
+                except Exception as e:
+                    log.debug("shard %d: markers not read before OffsetFetch: %s", rt.partition, e)
+
     async def _offset_fetch(self, ctx: RequestContext, req):
         mod = schema("offset_fetch", ctx.api_version)
+        await self._read_markers([req.group_id] if ctx.api_version < 8 else [g.group_id for g in req.groups])
         if ctx.api_version < 8:
             return await self._one_group(OFFSET_FETCH, ctx, req, lambda shard, now: shard.offset_fetch(ctx, req, now))
 
@@ -887,6 +971,7 @@ _MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUP
 _TOPIC_CHECKS: dict[int, Callable[..., Awaitable[Any]]] = {
     OFFSET_COMMIT: GroupCoordinatorService._check_offset_commit,
     OFFSET_DELETE: GroupCoordinatorService._check_offset_delete,
+    TXN_OFFSET_COMMIT: GroupCoordinatorService._check_txn_offset_commit,
     OFFSET_FETCH: GroupCoordinatorService._check_offset_fetch,
     CONSUMER_GROUP_HEARTBEAT: GroupCoordinatorService._check_consumer_heartbeat,
     CONSUMER_GROUP_DESCRIBE: GroupCoordinatorService._check_consumer_describe,
@@ -898,6 +983,13 @@ def _topic_key(topic: Any) -> Any:
     name = getattr(topic, "name", None)
     return name if name is not None else getattr(topic, "topic_id", None)
 
+
+
+async def _open_upstream(security: Any, client_id: str, addresses):
+    """A kio link to the upstream with kcoord's TLS/SASL (the state topic's raw reads and
+    clients' transactional appends, issue 16); the runtime may not import the gateway."""
+    from .gateway.upstream_client import UpstreamClient
+    return await UpstreamClient.connect(addresses, client_id=client_id, security=security)
 
 
 def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:

@@ -46,6 +46,7 @@ from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
 from .samples import sample
 
 DELETE_RECORDS = 21
+ADD_OFFSETS_TO_TXN = 25     # served by kcoord since issue 16 (transactions v1)
 DESCRIBE_TOPIC_PARTITIONS = 75
 
 SERVED = "served"        # decoded and answered by kcoord
@@ -152,6 +153,7 @@ TARGETS: tuple[Target, ...] = (
     Target(DESCRIBE_GROUPS, SERVED),
     Target(LIST_GROUPS, SERVED),
     Target(TXN_OFFSET_COMMIT, SERVED),
+    Target(ADD_OFFSETS_TO_TXN, SERVED),
     Target(DELETE_GROUPS, SERVED),
     Target(OFFSET_DELETE, SERVED),
     Target(CONSUMER_GROUP_HEARTBEAT, SERVED),

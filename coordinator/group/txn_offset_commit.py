@@ -248,3 +248,14 @@ def replay_pending(shard, write: TxnOffsetWrite, base_offset: int) -> None:
     where the batch landed in the state partition (record i is at base_offset + i)."""
     for i, record in enumerate(write.result.records):
         shard.replay(record, base_offset + i, write.producer_id)
+
+
+def add_offsets_to_txn_response(version: int, code: ErrorCode) -> Any:
+    """AddOffsetsToTxn's answer (throttle 0, one error code)."""
+    mod = schema("add_offsets_to_txn", version)
+    return build(mod.AddOffsetsToTxnResponse, throttle_time=from_ms(0), error_code=code)
+
+
+def add_offsets_to_txn_error(version: int, error: ApiError, req: Any = None) -> Any:
+    """The error response of AddOffsetsToTxn (error_responses.ERROR_RESPONSES's shape)."""
+    return add_offsets_to_txn_response(version, error.code)

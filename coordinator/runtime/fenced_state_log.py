@@ -55,6 +55,7 @@ from records.batch import CorruptBatchError as _BatchError
 from ..protocol.apis import request_class
 from .kafka_link import open_plain_link
 from .state_log import CorruptBatchError, RecordSink, ShardFenced
+from .txn_log_reader import TxnLogReader
 
 log = logging.getLogger("kcoord.fenced_state_log")
 
@@ -83,6 +84,12 @@ class Link(Protocol):
 
 
 OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[Link]]
+
+
+class CorruptRecordException(Exception):
+    """A batch that fails its CRC or does not decode: Kafka's clients name this error so
+    (org.apache.kafka.common.errors.CorruptRecordException), as aiokafka does; operators
+    search logs for it."""
 
 
 class StateLogError(Exception):
@@ -371,16 +378,69 @@ class FencedStateLog:
 
         await self._txn_call(shard, add_partition, add_error, "AddPartitionsToTxn", deadline)
 
-        batch = build_batch(records, timestamp_ms=timestamp_ms, producer_id=shard.producer_id,
-                            producer_epoch=shard.epoch, base_sequence=shard.sequence, transactional=True)
-        base = await self._produce(shard, batch, deadline)
-        shard.sequence += len(records)
+        base = -1
+        if records:     # none: a barrier (issue 16), the transaction proves the epoch alone
+            batch = build_batch(records, timestamp_ms=timestamp_ms, producer_id=shard.producer_id,
+                                producer_epoch=shard.epoch, base_sequence=shard.sequence, transactional=True)
+            base = await self._produce(shard, batch, deadline)
+            shard.sequence += len(records)
         if self.before_end_txn is not None:
             await self.before_end_txn(shard.partition)
         await self._txn_call(shard, lambda: _req(
             _END_TXN, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True),
             lambda r: r.error_code, "EndTxn(commit)", deadline, probe=still_current)
         return base
+
+    async def barrier(self, partition: int) -> None:
+        """A transaction of the shard's own id with no records, begun now and committed
+        (issue 16: proves after a client's append that this process still owns the shard;
+        ShardFenced if not). It writes one COMMIT marker into the partition."""
+        await self.append(partition, [], 0)
+
+    # ---------------------------------------------- issue 16: the client-producer appender
+    txn_offsets_supported = True    # loads with TxnLogReader (`readers`), raw reads, leader calls
+
+    async def call_leader(self, partition: int, request: Any) -> Any:
+        """Send `request` (a Produce of one partition) to the partition's leader; a
+        not-leader answer forgets the cached leader so that a resend finds the new one."""
+        response = await self._call(await self._leader(partition), request)
+        try:
+            code = response.responses[0].partition_responses[0].error_code
+        except (AttributeError, IndexError):
+            code = ErrorCode.none
+        if code in _REFRESH:
+            self._leaders.pop(partition, None)
+        return response
+
+    async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any:
+        """Send `request` to the transaction coordinator of `transactional_id` (a client's:
+        AddOffsetsToTxn translated, issue 16). Raises StateLogError if none answers; the caller
+        forgets a coordinator that answered NOT_COORDINATOR with `forget_coordinator`."""
+        try:
+            address = await self._coordinator(transactional_id)
+        except _Retry as e:
+            raise StateLogError(f"FindCoordinator(transaction {transactional_id!r}): {e.code.name}") from e
+        return await self._call(address, request)
+
+    def forget_coordinator(self, transactional_id: str) -> None:
+        self._coordinators.pop(transactional_id, None)
+
+    async def read_partition(self, partition: int, offset: int) -> tuple[bytes, int]:
+        """(records from `offset`, high watermark), read_uncommitted with markers visible."""
+        for attempt in range(50):
+            # Tansu answers no partition at all to a Fetch with a short wait on an empty
+            # partition (see `_fetch`); a longer wait with min_bytes 1 gets its high watermark.
+            part = await self._fetch(partition, offset, 10 if attempt == 0 else 100)
+            if part is None:
+                continue
+            if part.error_code in _REFRESH:
+                self._leaders.pop(partition, None)
+                await asyncio.sleep(0.05)
+                continue
+            if part.error_code != ErrorCode.none:
+                raise StateLogError(f"Fetch {self.topic}-{partition} at {offset}: {part.error_code.name}")
+            return part.records or b"", int(part.high_watermark)
+        raise StateLogError(f"Fetch {self.topic}-{partition} at {offset}: no usable answer")
 
     async def _produce(self, shard: _Shard, batch: bytes, deadline: float) -> int:
         m = _module(_PRODUCE)
@@ -410,9 +470,13 @@ class FencedStateLog:
                    on_loaded: Callable[[int, int], None],
                    progress: Callable[[int, int], None] | None = None,
                    on_corrupt: Callable[[int, CorruptBatchError], None] | None = None,
-                   abandoned: Callable[[int], bool] | None = None) -> None:
+                   abandoned: Callable[[int], bool] | None = None,
+                   readers: Callable[[int], TxnLogReader] | None = None) -> None:
         """Take each partition (fence), then replay it from its start to its high watermark:
-        plain batches at once, transactional ones at their COMMIT marker, aborted ones never."""
+        plain batches at once, transactional ones at their COMMIT marker, aborted ones never.
+        With `readers` (issue 16), partition p is read by `readers(p)` instead (txn_log_reader:
+        client offset commits pending at their own offsets with their producer id, markers
+        ending them; `sink` is not called)."""
         parts = sorted(set(partitions))
         if not parts:
             return
@@ -424,7 +488,8 @@ class FencedStateLog:
         async def one(p: int) -> None:
             if self.take_on_load:
                 await self.take(p)
-            end = await self._replay(p, sink, on_corrupt, abandoned, records)
+            end = await self._replay(p, sink, on_corrupt, abandoned, records,
+                                     readers(p) if readers is not None else None)
             done[0] += 1
             if end is not None:
                 on_loaded(p, end)
@@ -470,8 +535,9 @@ class FencedStateLog:
 
     async def _replay(self, partition: int, sink: RecordSink,
                       on_corrupt: Callable[[int, CorruptBatchError], None] | None,
-                      abandoned: Callable[[int], bool] | None, counter: list[int]) -> int | None:
-        reader = _Reader(partition, sink)
+                      abandoned: Callable[[int], bool] | None, counter: list[int],
+                      txn_reader: TxnLogReader | None = None) -> int | None:
+        reader: Any = _Reader(partition, sink) if txn_reader is None else _TxnReaderAdapter(txn_reader)
         offset = 0
         refreshes = empties = 0
         while True:
@@ -499,7 +565,7 @@ class FencedStateLog:
             try:
                 offset = reader.feed(part.records or b"", offset)
             except _BatchError as e:
-                error = CorruptBatchError(self.topic, partition, offset, e)
+                error = CorruptBatchError(self.topic, partition, offset, CorruptRecordException(str(e)))
                 if on_corrupt is None:
                     raise error from e
                 on_corrupt(partition, error)
@@ -533,6 +599,27 @@ class FencedStateLog:
             if part.error_code != ErrorCode.none:
                 raise StateLogError(f"Fetch {self.topic}-{partition} at {offset}: {part.error_code.name}")
             offset = reader.feed(part.records or b"", offset)
+
+
+class _TxnReaderAdapter:
+    """A TxnLogReader with _Reader's counters (the load's progress and its open/aborted
+    figures): `held` is only kcoord's own held records; a client's open transaction is
+    pending in the shard, not here."""
+
+    def __init__(self, reader: TxnLogReader) -> None:
+        self.reader = reader
+        self.delivered = 0
+
+    @property
+    def held(self) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
+        return self.reader.held
+
+    @property
+    def aborted(self) -> int:
+        return self.reader.aborted
+
+    def feed(self, data: bytes, offset: int) -> int:
+        return self.reader.feed(data, offset)
 
 
 class _Retry(Exception):

@@ -28,11 +28,18 @@ Shard states (Kafka's `CoordinatorState`; reference §1.1):
   in-memory state was dropped, because it must never be served without the log behind it.
 - CLOSED: shut down.
 Every state but ACTIVE and LOADING answers NOT_COORDINATOR (`withActiveContextOrThrow`).
+
+Clients' transactions (issue 16; `txn_offsets_log.TxnShardPort`): a client's offsets batch is
+appended with no operation running and nothing of kcoord's open (`exclusive_write`), so log
+order and replay order agree; the load's TxnLogReader stays on as a markers-only tail
+(`caught_up`, `read_markers`); markers make kcoord's batches land later than predicted, which
+moves its later batches instead of reloading, unless the gap holds data (a foreign write).
 A load failure takes down only its own shard; the other shards load and serve.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import heapq
 import itertools
@@ -40,7 +47,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiokafka.errors import TopicAuthorizationFailedError
@@ -54,14 +61,17 @@ from records import (
     encode_key,
     encode_value,
 )
+from records.batch import iter_batches
 
 from ..group.bulk_replay import BulkReplay
 from ..group.consumer_group import IllegalStateError
 from ..group.errors import ApiError
 from ..group.result import CancelTimer, Result, ScheduleTimer
 from ..group.shard import GroupCoordinatorShard
+from ..group.txn_offset_commit import TxnOffsetWrite, replay_pending
 from . import metrics
 from .state_log import CorruptBatchError, ShardFenced, StateLog
+from .txn_log_reader import TxnLogReader
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -90,6 +100,11 @@ RELOAD_LOG_INTERVAL_S = 60.0
 # with the number of failures not logged (a lasting TopicAuthorizationFailed fails every
 # write of every reload).
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
+# Issue 16: while a shard holds clients' open transactions, it reads the markers written into
+# its partition this often (OffsetFetch and TxnOffsetCommit read them at once anyway): the
+# pending-offset metrics, group expiry and the memory bound then follow the log within this
+# delay, as Kafka's coordinator learns of a marker when it is written.
+MARKER_POLL_S = 1.0
 
 
 class _Batch:
@@ -140,6 +155,46 @@ def _count_rebalances(records) -> None:
             _CONSUMER_REBALANCES.inc()
         elif key is GroupMetadataKey and r.value is not None and r.value.members:
             _CLASSIC_REBALANCES.inc()
+
+
+class _LoadTarget:
+    """TxnLogReader -> the load (BulkReplay), for one load generation."""
+
+    def __init__(self, runtime: ShardRuntime, generation: int) -> None:
+        self.runtime, self.generation = runtime, generation
+
+    def record(self, offset: int, key: bytes, value: bytes | None, producer_id: int) -> None:
+        rt = self.runtime
+        if rt.state is not _LOADING or rt.generation != self.generation:
+            return
+        try:
+            rt._loader.add(key, value, offset, producer_id)
+        except Exception as e:
+            rt._load_failed(e, offset)
+
+    def end_transaction(self, offset: int, producer_id: int, committed: bool) -> None:
+        rt = self.runtime
+        if rt.state is not _LOADING or rt.generation != self.generation:
+            return
+        try:
+            # Buffered commits before the marker apply first (BulkReplay keeps log order).
+            rt._loader.end_transaction(producer_id, committed)
+        except Exception as e:
+            rt._load_failed(e, offset)
+
+
+class _MarkerTarget:
+    """The ACTIVE shard's tail: markers only. Its data records were replayed when written
+    (kcoord's own by the write path, clients' by `appended`)."""
+
+    def __init__(self, runtime: ShardRuntime) -> None:
+        self.runtime = runtime
+
+    def record(self, offset: int, key: bytes, value: bytes | None, producer_id: int) -> None:
+        return
+
+    def end_transaction(self, offset: int, producer_id: int, committed: bool) -> None:
+        self.runtime.shard.replay_end_transaction(producer_id, committed)
 
 
 def wall_ms() -> int:
@@ -203,6 +258,22 @@ class ShardRuntime:
         # this much after the load (the membership session), since they may still be
         # finding the new owner.
         self.load_grace_ms = 0
+        self._ops = 0                 # operations run, for sampling the event metrics
+        # Issue 16 (TxnShardPort of txn_offsets_log.py): set when the state log reads its
+        # partitions raw with TxnLogReader (`txn_offsets_supported`). `_txn_reader` is the
+        # load's reader, kept after the load as the tail: producers' sequences come from the
+        # log's batch headers, and it applies the markers the upstream's transaction
+        # coordinator writes into the partition. `_txn_free` is cleared while a client's batch
+        # is appended: no operation runs meanwhile (Kafka's runtime runs a partition's events
+        # one at a time; the transactional write is one of them), so replay order = log order.
+        self.txn_log: Any = None
+        self._txn_reader: TxnLogReader | None = None
+        self._txn_read_to = 0
+        self._txn_lock = asyncio.Lock()
+        self._txn_free = asyncio.Event()
+        self._txn_free.set()
+        self._txn_resync = False
+        self._marker_poll: asyncio.Task | None = None
 
     # --------------------------------------------------------------- loading
     def _set_state(self, state: ShardState) -> None:
@@ -222,9 +293,16 @@ class ShardRuntime:
         self._loader = self._new_loader()
         self.load_error = self.failed_offset = None
         self.skipped = set()
+        self._txn_reader = None
+        self._txn_read_to = 0
         self._set_state(ShardState.LOADING)
         self._load_started = time.monotonic()
         return self.generation
+
+    def load_reader(self, partition: int = -1) -> TxnLogReader:
+        """The reader a txn-aware state log loads this shard with (kept as the tail)."""
+        reader = self._txn_reader = TxnLogReader(_LoadTarget(self, self.generation))
+        return reader
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
         if self.state is not _LOADING:
@@ -298,8 +376,15 @@ class ShardRuntime:
             self._load_failed(e, None)
             return
         self.next_offset = log_end_offset
+        if self._txn_reader is not None:
+            self._txn_reader.target = _MarkerTarget(self)
+            self._txn_read_to = log_end_offset
         self._set_state(ShardState.ACTIVE)
-        metrics.LOAD_SECONDS.observe(time.monotonic() - self._load_started)
+        if self.shard.offsets.open_transactions:
+            self._poll_markers()
+        loaded_in = time.monotonic() - self._load_started
+        metrics.LOAD_SECONDS.observe(loaded_in)
+        metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(self.partition)).set(loaded_in)
         self._apply_timers(self.shard.on_loaded(self.clock() + self.load_grace_ms))
         unknown = dict(self.shard.unknown_record_types)
         log.debug("shard %d loaded: %d groups, offsets up to %d%s", self.partition,
@@ -319,9 +404,10 @@ class ShardRuntime:
         self._cancel_all_timers()
         generation = self.begin_load()
         loaded: list[int] = []
+        extra: dict[str, Any] = {"readers": self.load_reader} if self.txn_log is not None else {}
         await self.state_topic.load([self.partition], lambda p, o, k, v: self.replay_raw(o, k, v),
                                     lambda p, leo: loaded.append(leo), on_corrupt=self.batch_unreadable,
-                                    abandoned=self.load_abandoned)
+                                    abandoned=self.load_abandoned, **extra)
         if generation == self.generation and loaded:
             self.finish_load(loaded[0])
 
@@ -337,9 +423,21 @@ class ShardRuntime:
 
     async def run(self, op: Operation) -> Any:
         """Run a read or write operation and return its response once it is durable."""
+        self._ops += 1
+        sampled = self._ops % metrics.EVENT_SAMPLE == 0     # Kafka's event metrics, sampled
+        if sampled:
+            queued = time.perf_counter()
+        while not self._txn_free.is_set():
+            await self._txn_free.wait()   # a client's transactional batch is being appended
         self.check_active()
         try:
-            response, fut, parked = self._execute(op)
+            if sampled:
+                started = time.perf_counter()
+                metrics.EVENT_QUEUE_SECONDS.observe(started - queued)
+                response, fut, parked = self._execute(op)
+                metrics.EVENT_PROCESSING_SECONDS.observe(time.perf_counter() - started)
+            else:
+                response, fut, parked = self._execute(op)
         except ApiError:
             raise
         except Exception as e:
@@ -407,12 +505,139 @@ class ShardRuntime:
         """Run an operation nobody waits for (timer expiry); failures are logged."""
         if self.state is not ShardState.ACTIVE:
             return
+        if not self._txn_free.is_set():
+            asyncio.get_running_loop().create_task(self._submit_when_free(op))
+            return
         try:
             self._execute(op)
         except ApiError as e:
             log.warning("shard %d: background operation failed: %s", self.partition, e)
         except Exception:
             log.exception("shard %d: background operation failed", self.partition)
+
+    async def _submit_when_free(self, op: Operation) -> None:
+        await self._txn_free.wait()
+        self.submit(op)
+
+    # ------------------------------------ transactional offset commits (issue 16)
+    # txn_offsets_log.TxnShardPort. The client's batch is appended while no operation of this
+    # shard runs and no kcoord batch is open or in flight, so its real offsets and the
+    # predicted offsets of kcoord's own records keep the log's order (Kafka's "newer in the
+    # log" rule compares them at the marker).
+    def now_ms(self) -> int:
+        return self.clock()
+
+    @contextlib.asynccontextmanager
+    async def exclusive_write(self) -> AsyncIterator[None]:
+        async with self._txn_lock:
+            self._txn_free.clear()
+            try:
+                generation = self.generation
+                if not await self.drain(self.write_timeout_s):
+                    raise ApiError(ErrorCode.coordinator_not_available,
+                                   f"The writes of state partition {self.partition} before a TxnOffsetCommit "
+                                   f"did not complete within {self.write_timeout_s}s.")
+                if generation != self.generation:
+                    raise ApiError(ErrorCode.not_coordinator,
+                                   f"The coordinator of state partition {self.partition} reloaded.")
+                self.check_active()
+                yield
+            finally:
+                self._txn_free.set()
+                if self._txn_resync:
+                    # The outcome of an append (or a producer's sequence) is unknown: re-read
+                    # the partition from the log (a reload rebuilds pending offsets and
+                    # sequences from the batches themselves).
+                    self._txn_resync = False
+                    if self.state is _ACTIVE:
+                        log.warning("shard %d: a TxnOffsetCommit append's outcome is unknown; reloading",
+                                    self.partition)
+                        self._fail(RuntimeError("TxnOffsetCommit outcome unknown"))
+                elif self._current is not None:
+                    self._schedule_flush()
+
+    async def caught_up(self) -> tuple[TxnLogReader, int]:
+        """Read the partition up to its high watermark (markers applied, producers' states
+        taken from batch headers); kcoord's own next offset moves past what was read."""
+        self.check_active()
+        reader, source = self._txn_reader, self.txn_log
+        if reader is None or source is None:
+            raise ApiError(ErrorCode.coordinator_not_available,
+                           f"State partition {self.partition} is not read with client transactions.")
+        generation = self.generation
+        offset = self._txn_read_to
+        deadline = time.monotonic() + self.write_timeout_s
+        while True:
+            try:
+                data, high_watermark = await source.read_partition(self.partition, offset)
+            except Exception as e:   # the upstream's answer, or none: the client retries
+                raise ApiError(ErrorCode.coordinator_not_available,
+                               f"State partition {self.partition} could not be read at offset {offset}: "
+                               f"{type(e).__name__}: {e}") from None
+            if generation != self.generation or reader is not self._txn_reader:
+                raise ApiError(ErrorCode.not_coordinator,
+                               f"The coordinator of state partition {self.partition} reloaded.")
+            offset = reader.feed(data, offset)
+            self._txn_read_to = offset
+            if offset >= high_watermark:
+                break
+            if time.monotonic() > deadline:
+                raise ApiError(ErrorCode.coordinator_not_available,
+                               f"State partition {self.partition}: could not read up to offset {high_watermark}.")
+        if offset > self.next_offset and self._inflight is None and not self._sealed and self._current is None:
+            self.next_offset = offset
+        return reader, offset
+
+    def appended(self, write: TxnOffsetWrite, base_offset: int) -> None:
+        replay_pending(self.shard, write, base_offset)
+        self.next_offset = max(self.next_offset, base_offset + len(write.result.records))
+        self._poll_markers()
+
+    def _poll_markers(self) -> None:
+        """Read markers every MARKER_POLL_S while clients' transactions are open (one task
+        per shard; it ends when none is open, or the shard reloads or closes)."""
+        if self._txn_reader is None or self.txn_log is None:
+            return
+        if self._marker_poll is None or self._marker_poll.done():
+            self._marker_poll = asyncio.get_running_loop().create_task(self._marker_loop(self.generation))
+
+    async def _marker_loop(self, generation: int) -> None:
+        while generation == self.generation and self.state is _ACTIVE and self.shard.offsets.open_transactions:
+            await asyncio.sleep(MARKER_POLL_S)
+            if generation != self.generation or self.state is not _ACTIVE:
+                return
+            try:
+                await self.read_markers()
+            except Exception as e:     # the upstream is away: try again at the next tick
+                log.debug("shard %d: markers not read: %s", self.partition, e)
+
+    def resync(self) -> None:
+        self._txn_resync = True
+
+    async def barrier(self) -> None:
+        """Prove this process still owns the shard after the client's append: a kcoord
+        transaction begun now (fenced_state_log.barrier); ShardFenced -> NOT_COORDINATOR. A
+        state log without fencing (one process) has nothing to prove."""
+        barrier = getattr(self.state_topic, "barrier", None)
+        if barrier is None:
+            return
+        try:
+            await asyncio.wait_for(barrier(self.partition), self.write_timeout_s)
+        except ShardFenced as e:
+            self._on_fenced(e)
+            raise ApiError(ErrorCode.not_coordinator, str(e)) from None
+        except Exception as e:
+            raise ApiError(ErrorCode.coordinator_not_available,
+                           f"State partition {self.partition}: the ownership check after the append failed: "
+                           f"{type(e).__name__}: {e}") from None
+
+    async def read_markers(self) -> None:
+        """Apply the markers written since the last read (before OffsetFetch answers a
+        group with open transactions; see service._offset_fetch)."""
+        if self._txn_reader is None or self.txn_log is None:
+            return
+        async with self._txn_lock:
+            await self.caught_up()
 
     # ----------------------------------------------------------------- writes
     def _schedule_flush(self) -> None:
@@ -458,7 +683,21 @@ class ShardRuntime:
             return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
         self._inflight = None
         self.write_failures = 0
-        if base != batch.base_offset:
+        if base > batch.base_offset and self._txn_reader is not None:
+            # Issue 16: the upstream's transaction coordinator writes markers of clients'
+            # transactions into this partition whenever they end, so kcoord's batches land
+            # later than predicted. The order of records is unchanged (clients' own batches
+            # are appended only with nothing of kcoord's open: exclusive_write), so the later
+            # batches move by the same amount and nothing reloads.
+            delta = base - batch.base_offset
+            self.next_offset += delta
+            for later in (*self._sealed, self._current):
+                if later is not None:
+                    later.base_offset += delta
+            # Only markers may fill the gap; anything else is a foreign write (the check
+            # below reloads then, as for any unexpected offset).
+            asyncio.get_running_loop().create_task(self._check_gap(batch.base_offset, base, generation))
+        elif base != batch.base_offset:
             # Someone else wrote to our partition: our in-memory offsets are wrong. Kafka
             # fails the context and reloads it the same way.
             log.error("shard %d: batch landed at offset %d, expected %d; reloading",
@@ -467,6 +706,26 @@ class ShardRuntime:
             return
         batch.done.set_result(base)
         self._flush()
+
+    async def _check_gap(self, start: int, end: int, generation: int) -> None:
+        """The offsets [start, end) before a batch that landed late hold control batches only
+        (clients' markers); a data batch there was written by someone else: reload."""
+        try:
+            data, _ = await self.txn_log.read_partition(self.partition, start)
+        except Exception as e:
+            log.warning("shard %d: could not check offsets %d-%d of topic %s: %s", self.partition, start, end - 1,
+                        self.state_topic.topic, e)
+            return
+        for b in iter_batches(data, allow_partial_tail=True):
+            if b.base_offset >= end:
+                return
+            if b.last_offset < start or b.is_control_batch:
+                continue
+            if generation == self.generation and self.state is _ACTIVE:
+                log.error("shard %d: a batch someone else wrote sits at offset %d of topic %s (producer %d); "
+                          "reloading", self.partition, b.base_offset, self.state_topic.topic, b.producer_id)
+                self._fail(RuntimeError("unexpected state topic offset"))
+            return
 
     def _log_write_failure(self, records: int, error: Exception) -> None:
         now = time.monotonic()
@@ -676,6 +935,8 @@ class ShardRuntime:
 
     def close(self) -> None:
         self.cancel_reload()
+        if self._marker_poll is not None:
+            self._marker_poll.cancel()
         self._set_state(ShardState.CLOSED)
         self._fail_parked()
         self._cancel_all_timers()

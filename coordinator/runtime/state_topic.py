@@ -20,6 +20,14 @@ writer, loader, tail) its TLS context and SASL settings (``aiokafka_kwargs``). a
 not re-authenticate (KIP-368): a broker with ``connections.max.reauth.ms`` closes an expired
 connection at its next request and aiokafka reconnects, authenticating again; a write in
 flight then is retried by the producer.
+
+Transactional offset commits (issue 16): once ``enable_txn_offsets(open_link)`` was called,
+loads read the log raw (fenced_state_log's reader with ``take_on_load=False``: no fence,
+read_uncommitted, markers visible) through txn_log_reader.TxnLogReader, and the same links
+append clients' batches (``call_leader``) and read markers (``read_partition``). aiokafka's
+read_committed consumer cannot serve that: it stops at the last stable offset, i.e. behind the
+first open client transaction, so a load would wait for it to end, and it hides the producer
+ids that make a client's offsets pending.
 """
 from __future__ import annotations
 
@@ -156,6 +164,33 @@ class StateTopic:
         # view counts it and checks the topic at once. No write error by itself means the
         # topic is gone (aiokafka marks UnknownTopicOrPartition retriable); the metadata says.
         self.on_write_error: Callable[[int, BaseException], None] | None = None
+        self._raw: Any = None     # FencedStateLog used as a raw reader (issue 16)
+
+    # --- issue 16: the raw links (module rules) ------------------------------------
+
+    def enable_txn_offsets(self, open_link: Callable[..., Any] | None = None) -> None:
+        from .fenced_state_log import FencedStateLog
+        bootstrap = [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in self.bootstrap.split(","))]
+        self._raw = FencedStateLog(bootstrap, self.topic, self.partitions, open_link, take_on_load=False,
+                                   fetch_max_bytes=max(8 * 1024 * 1024, self.max_batch_bytes))
+
+    @property
+    def txn_offsets_supported(self) -> bool:
+        return self._raw is not None
+
+    async def call_leader(self, partition: int, request: Any) -> Any:
+        self._check_usable(f"transactional append to partition {partition}")
+        return await self._raw.call_leader(partition, request)
+
+    async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any:
+        return await self._raw.call_transaction_coordinator(transactional_id, request)
+
+    def forget_coordinator(self, transactional_id: str) -> None:
+        self._raw.forget_coordinator(transactional_id)
+
+    async def read_partition(self, partition: int, offset: int) -> tuple[bytes, int]:
+        self._check_usable(f"read of partition {partition}")
+        return await self._raw.read_partition(partition, offset)
 
     # --- suspension (the cluster view's word on whether the log can be trusted) ----
 
@@ -194,6 +229,8 @@ class StateTopic:
             await self._producer.start()
 
     async def stop(self) -> None:
+        if self._raw is not None:
+            await self._raw.stop()
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -263,7 +300,8 @@ class StateTopic:
                    on_loaded: Callable[[int, int], None],
                    progress: Callable[[int, int], None] | None = None,
                    on_corrupt: Callable[[int, CorruptBatchError], None] | None = None,
-                   abandoned: Callable[[int], bool] | None = None) -> None:
+                   abandoned: Callable[[int], bool] | None = None,
+                   readers: Callable[[int], Any] | None = None) -> None:
         """Replay partitions from their first offset until each reaches its high watermark.
         `on_loaded(partition, log_end_offset)` fires as each one completes.
 
@@ -277,6 +315,15 @@ class StateTopic:
         if not tps:
             return
         self._check_usable(f"load of {len(tps)} partition(s)")
+        if readers is not None and self._raw is not None:
+            from .fenced_state_log import StateLogError
+            try:
+                await self._raw.load([tp.partition for tp in tps], sink, on_loaded, progress,
+                                     on_corrupt, abandoned, readers=readers)
+            except StateLogError as e:
+                # A missing topic, a leader moving, the upstream down: the callers retry.
+                raise StateTopicUnavailable(f"state topic {self.topic}: {e}") from e
+            return
         _no_auto_create()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-loader",

@@ -214,6 +214,44 @@ def add_offsets_error(response: Any, api_version: int) -> ErrorCode:
     return code
 
 
+# AddOffsetsToTxn errors after which kcoord finds the transaction coordinator again and
+# resends (within the request's deadline); the client would retry them itself.
+_ADD_REFIND = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                         ErrorCode.coordinator_load_in_progress})
+
+
+class TransactionLinks(Protocol):
+    async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any: ...
+
+    def forget_coordinator(self, transactional_id: str) -> None: ...
+
+
+async def add_offsets_to_txn(links: TransactionLinks, req: Any, topic: str, partition: int, api_version: int,
+                             timeout_s: float) -> ErrorCode:
+    """AddOffsetsToTxn end to end (transactions v1): AddPartitionsToTxn v3 of the group's state
+    partition to the client's transaction coordinator on kcoord's own link; its error as
+    AddOffsetsToTxn's. A lost answer is COORDINATOR_NOT_AVAILABLE: the client retries, and
+    adding a partition twice to the same transaction is harmless."""
+    request = add_offsets_request(req, topic, partition)
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        try:
+            response = await links.call_transaction_coordinator(req.transactional_id, request)
+        except Exception as e:
+            log.info("AddOffsetsToTxn of %r for group %s: %s", req.transactional_id, req.group_id, e)
+            links.forget_coordinator(req.transactional_id)
+            return ErrorCode.coordinator_not_available
+        code = add_offsets_error(response, api_version)
+        if code in _ADD_REFIND:
+            links.forget_coordinator(req.transactional_id)
+            if time.monotonic() + delay < deadline:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                continue
+        return code
+
+
 # ------------------------------------------------------------------ the request
 class TxnShardPort(Protocol):
     """What one shard's runtime gives a TxnOffsetCommit (shard_runtime.py implements it; the

@@ -69,8 +69,13 @@ def test_a_takeover_fences_the_previous_owner_and_its_later_writes_are_never_app
 
             base3 = await b.append(0, [(b"k4", b"b4")], 4)
             assert base3 >= end
-            seen, _ = await _load(reader, 0)
-            keys = [k for _, k, _ in seen]
+
+            async def committed_keys():     # TV1: the COMMIT marker lands after EndTxn answered
+                got, _ = await _load(reader, 0)
+                keys = [k for _, k, _ in got]
+                return keys if b"k4" in keys else None
+
+            keys = await _eventually(committed_keys)
             assert keys == [b"k1", b"k2", b"k3", b"k4"]
             assert b"zombie" not in keys and b"zombie2" not in keys
         finally:
@@ -110,8 +115,13 @@ def test_a_zombie_paused_between_produce_and_endtxn_is_fenced_and_its_batch_abor
             with pytest.raises(ShardFenced):
                 await asyncio.wait_for(write, 30)
             await b.append(1, [(b"after", b"2")], 3)
-            seen, _ = await _load(reader, 1)
-            assert [k for _, k, _ in seen] == [b"before", b"after"]
+
+            async def committed_keys():     # TV1: the COMMIT marker lands after EndTxn answered
+                got, _ = await _load(reader, 1)
+                keys = [k for _, k, _ in got]
+                return keys if b"after" in keys else None
+
+            assert await _eventually(committed_keys) == [b"before", b"after"]
         finally:
             resume.set()
             for log in (a, b, reader):

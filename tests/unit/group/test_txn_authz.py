@@ -59,3 +59,45 @@ def test_add_offsets_to_txn_needs_transactional_id_write_and_group_read():
     assert authz.denied_groups(a, ALICE, authz.ADD_OFFSETS_TO_TXN, bad) == {"h"}
     # APIs without a transactional id are not asked about one.
     assert not authz.transactional_id_denied(a, ALICE, apis.OFFSET_COMMIT, req)
+
+
+# --------------------------------------------------------- the service's order of checks
+def _service():
+    from coordinator.config import CoordinatorConfig
+    from coordinator.service import GroupCoordinatorService
+
+    from ..runtime.fakes import FakeStateTopic
+    return GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=2), FakeStateTopic(2),  # type: ignore[arg-type]
+                                   authorizer=authorizer())
+
+
+def _codes(response) -> set:
+    return {p.error_code for t in response.topics for p in t.partitions}
+
+
+def test_the_service_asks_the_transactional_id_first_then_the_group_then_the_topics():
+    import asyncio
+
+    from kio.schema.errors import ErrorCode
+
+    async def main():
+        svc = _service()
+        # Not the client's transactional id: refused on every partition, whatever the group.
+        r = await svc.handle(apis.TXN_OFFSET_COMMIT, 3, txn_request("h", {"in": {0: 1}}, txn_id="zzz"), ALICE)
+        assert _codes(r) == {ErrorCode.transactional_id_authorization_failed}
+        r = await svc.handle(apis.TXN_OFFSET_COMMIT, 3, txn_request("h", {"in": {0: 1}}, txn_id="app-1"), ALICE)
+        assert _codes(r) == {ErrorCode.group_authorization_failed}
+        # Topic READ per topic: the refused topic answers TOPIC_AUTHORIZATION_FAILED; the rest
+        # reaches the handler (here: a state log without raw reads, UNSUPPORTED_VERSION).
+        r = await svc.handle(apis.TXN_OFFSET_COMMIT, 3,
+                             txn_request("g", {"in": {0: 1}, "secret": {0: 1}}, txn_id="app-1"), ALICE)
+        by_topic = {t.name: {p.error_code for p in t.partitions} for t in r.topics}
+        assert by_topic == {"in": {ErrorCode.unsupported_version}, "secret": {ErrorCode.topic_authorization_failed}}
+        # AddOffsetsToTxn: the same first two checks.
+        bad_id = AddOffsetsToTxnRequest(transactional_id="zzz", producer_id=1, producer_epoch=0, group_id="h")
+        assert (await svc.handle(authz.ADD_OFFSETS_TO_TXN, 4, bad_id, ALICE)).error_code \
+            is ErrorCode.transactional_id_authorization_failed
+        bad_group = AddOffsetsToTxnRequest(transactional_id="app-1", producer_id=1, producer_epoch=0, group_id="h")
+        assert (await svc.handle(authz.ADD_OFFSETS_TO_TXN, 4, bad_group, ALICE)).error_code \
+            is ErrorCode.group_authorization_failed
+    asyncio.run(main())

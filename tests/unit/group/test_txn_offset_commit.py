@@ -292,10 +292,6 @@ def test_open_groups_per_producer_and_open_producers_per_shard_are_bounded_too()
 
 
 def _limited(*, per_producer: int, per_group: int, per_shard: int) -> CoordinatorConfig:
-    """A config carrying the txn_* limits (the fields the lead adds to CoordinatorConfig;
-    `limits_of` reads them by name)."""
-    class Limited(CoordinatorConfig):
-        txn_max_pending_per_producer = per_producer
-        txn_max_open_producers_per_group = per_group
-        txn_max_pending_per_shard = per_shard
-    return Limited()
+    """A config with the txn_* limits (CoordinatorConfig fields; `limits_of` reads them by name)."""
+    return CoordinatorConfig(txn_max_pending_per_producer=per_producer, txn_max_open_producers_per_group=per_group,
+                             txn_max_pending_per_shard=per_shard)

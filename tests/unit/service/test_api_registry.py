@@ -21,11 +21,13 @@ def service() -> GroupCoordinatorService:
     return GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=2), FakeStateTopic(2))  # type: ignore[arg-type]
 
 
-def test_the_table_advertises_kafka_43_versions_and_answers_txn_offset_commit_unadvertised():
+def test_the_table_advertises_kafka_43_versions_with_txn_offset_commit_and_add_offsets_to_txn():
     svc = service()
     assert svc.api_versions == API_VERSIONS
     assert svc.api_versions[apis.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
-    assert apis.TXN_OFFSET_COMMIT not in svc.api_versions
+    # Issue 16: served end to end (docs/transactions.md); AddOffsetsToTxn (25) answered here.
+    assert svc.api_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
+    assert svc.api_versions[25] == (0, 4)
     assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
     assert set(svc.apis) == {a.api_key for a in SERVED_APIS}
 

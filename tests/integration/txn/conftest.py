@@ -1,0 +1,25 @@
+"""Expectations of the transaction tests that hold on one upstream only (the test asserts the
+same everywhere; this table says why a variant cannot pass)."""
+from __future__ import annotations
+
+import pytest
+
+UPSTREAM_EXPECTATIONS = {
+    ("test_librdkafka_exactly_once_downstream", "tansu"): pytest.mark.xfail(
+        strict=True, reason="Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, "
+                            "so a read_committed consumer also reads the aborted round's outputs (the gateway "
+                            "suite's test_read_committed_consumer_skips_aborted_records shows it without "
+                            "transactions of offsets); strict: passes once Tansu is fixed"),
+    ("test_java_copier_exactly_once_downstream", "tansu"): pytest.mark.xfail(
+        strict=True, reason="the same Tansu read_committed bug: the copier's aborted transactions' records are "
+                            "returned downstream"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        upstream = callspec.params.get("upstream") if callspec else None
+        for (prefix, kind), mark in UPSTREAM_EXPECTATIONS.items():
+            if upstream == kind and item.name.startswith(prefix):
+                item.add_marker(mark)
