@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import raw_client  # noqa: E402
+from support.group_probe import commit, commit_request, fetch, find  # noqa: E402,F401  (re-exported)
 from support.kcoord import FAST, KcoordProcess  # noqa: E402
 from support.wait import wait_until  # noqa: E402
 
@@ -108,10 +108,6 @@ def stop_all(procs: Iterable[KcoordProcess]) -> None:
 
 
 # ---------------------------------------------------------------- raw calls
-def find(bootstrap: str, group: str) -> tuple[int, int, str, int]:
-    """(error code, node id, host, port) of FindCoordinator v3 asked of ``bootstrap``."""
-    r = raw_client.call_with(bootstrap, FIND_COORDINATOR, 3, key=group, key_type=0)
-    return int(r.error_code), int(r.node_id), r.host, int(r.port)
 
 
 def coordinators(procs: Sequence[KcoordProcess], groups: Sequence[str]) -> dict[str, int] | None:
@@ -141,32 +137,10 @@ def wait_settled(procs: Sequence[KcoordProcess], groups: Sequence[str], timeout:
     return wait_until(settled, timeout, interval=0.2, message=f"{len(procs)} kcoord instances settle")
 
 
-def commit_request(group: str, topic: str, offset: int):
-    t = raw_client.request_types(OFFSET_COMMIT, 8)
-    return t.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=(t.OffsetCommitRequestTopic(name=topic, partitions=(t.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),))
 
 
-def commit(address, group: str, topic: str, offset: int) -> int:
-    """A standalone commit (generation -1, empty group) of partition 0; its error code.
-    ``address`` is "host:port" or an open socket (kept by a committing member)."""
-    r = raw_client.call(address, OFFSET_COMMIT, 8, commit_request(group, topic, offset))
-    return int(r.topics[0].partitions[0].error_code)
 
 
-def fetch(address, group: str, topic: str) -> tuple[int, int]:
-    """(error code, committed offset of partition 0) by OffsetFetch v8."""
-    t = raw_client.request_types(OFFSET_FETCH, 8)
-    r = raw_client.call(address, OFFSET_FETCH, 8, t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
-        group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
-        require_stable=False))
-    g = r.groups[0]
-    if g.error_code:
-        return int(g.error_code), -1
-    p = g.topics[0].partitions[0]
-    return int(p.error_code), int(p.committed_offset)
 
 
 # ---------------------------------------------------------------- logs

@@ -15,6 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from coordinator.cluster.balancer import NODE_ID_BASE
+from support import group_probe as probe
 from support import raw_client
 from support.admin import create_topic
 from support.kcoord import CLUSTER, KcoordProcess, free_port_block
@@ -27,13 +28,12 @@ pytestmark = pytest.mark.integration
 
 SHARDS = 12
 PARTITIONS = 6
-FIND_COORDINATOR, METADATA = 10, 3
+METADATA = 3
 
 
 def find(process: KcoordProcess, group: str) -> tuple[int, int, str, int]:
     """(error code, node id, host, port) of FindCoordinator v3 asked of `process`."""
-    r = raw_client.call_with(process.bootstrap, FIND_COORDINATOR, 3, key=group, key_type=0)
-    return int(r.error_code), int(r.node_id), r.host, int(r.port)
+    return probe.find(process.bootstrap, group)
 
 
 def coordinators(processes, groups) -> dict[str, tuple[int, str, int]] | None:
@@ -185,34 +185,22 @@ def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, kafka43, n
     assert len(counts) == 2, counts   # the survivors now coordinate everything
 
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
-
-
-def _commit_request(group: str, topic: str, offset: int):
-    t = raw_client.request_types(OFFSET_COMMIT, 8)
-    return t.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=(t.OffsetCommitRequestTopic(name=topic, partitions=(t.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),))
+OFFSET_COMMIT = 8
+_commit_request = probe.commit_request
 
 
 def commit(process: KcoordProcess, group: str, topic: str, offset: int) -> int:
-    """A standalone commit (generation -1, empty group) of partition 0; its error code."""
-    r = raw_client.call(process.bootstrap, OFFSET_COMMIT, 8, _commit_request(group, topic, offset))
-    return int(r.topics[0].partitions[0].error_code)
+    return probe.commit(process.bootstrap, group, topic, offset)
 
 
 def fetch(process: KcoordProcess, group: str, topic: str) -> tuple[int, int]:
-    """(error code, committed offset of partition 0) by OffsetFetch v8."""
-    t = raw_client.request_types(OFFSET_FETCH, 8)
-    r = raw_client.call(process.bootstrap, OFFSET_FETCH, 8, t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
-        group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
-        require_stable=False))
-    g = r.groups[0]
-    if g.error_code:
-        return int(g.error_code), -1
-    p = g.topics[0].partitions[0]
-    return int(p.error_code), int(p.committed_offset)
+    return probe.fetch(process.bootstrap, group, topic)
+
+
+
+
+
+
 
 
 def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
