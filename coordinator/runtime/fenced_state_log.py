@@ -53,6 +53,7 @@ from records.batch import ControlMarker, build_batch, iter_batches
 from records.batch import CorruptBatchError as _BatchError
 
 from ..protocol.apis import request_class
+from . import metrics
 from .kafka_link import open_plain_link
 from .state_log import CorruptBatchError, RecordSink, ShardFenced
 from .txn_log_reader import TxnLogReader
@@ -288,8 +289,11 @@ class FencedStateLog:
             if time.monotonic() > deadline:
                 raise StateLogError(f"{what} for {shard.txn_id}: still {code.name} after the retry bound")
             if code == ErrorCode.concurrent_transactions:
+                # Transactions v1: the previous transaction's markers are not written yet.
                 self.concurrent_retries += 1
                 self.concurrent_wait_s += delay
+                metrics.CONCURRENT_TRANSACTIONS_RETRIES.inc()
+                metrics.CONCURRENT_TRANSACTIONS_SECONDS.inc(delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
 

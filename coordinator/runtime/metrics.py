@@ -73,6 +73,12 @@ EVENT_QUEUE_SECONDS = Histogram("kcoord_event_queue_seconds", "Time an operation
 EVENT_PROCESSING_SECONDS = Histogram("kcoord_event_processing_seconds", "Time an operation runs on its shard, "
                                      "write excluded (Kafka: event-processing-time-ms; one in 16 sampled)",
                                      buckets=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.1))
+# The fenced state log (issue 14) under transactions v1: a shard's next transaction waits
+# while the upstream still writes the previous one's markers (CONCURRENT_TRANSACTIONS).
+CONCURRENT_TRANSACTIONS_RETRIES = Counter("kcoord_state_concurrent_transactions_total", "State-log transaction "
+                                          "requests answered CONCURRENT_TRANSACTIONS and retried")
+CONCURRENT_TRANSACTIONS_SECONDS = Counter("kcoord_state_concurrent_transactions_seconds_total", "Time state-log "
+                                          "writes spent backing off on CONCURRENT_TRANSACTIONS")
 PARTITION_LAST_LOAD_SECONDS = Gauge("kcoord_partition_last_load_seconds", "How long each state-topic partition's "
                                     "last load took", ["partition"])
 # A kcoord cluster (issue 14, coordinator/clustered.py): this instance's view. A single
