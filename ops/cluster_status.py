@@ -121,6 +121,7 @@ class InstanceMetrics:
     load_seconds_total: float | None = None
     serving: bool | None = None
     shard_states: dict[int, str] = field(default_factory=dict)
+    shard_load_s: dict[int, float] = field(default_factory=dict)   # kcoord_partition_last_load_seconds
 
     @property
     def load_seconds_avg(self) -> float | None:
@@ -166,6 +167,9 @@ def parse_metrics(text: str, url: str = "") -> InstanceMetrics:
     m.load_seconds_total = one("kcoord_partition_load_seconds_sum")
     serving = one("kcoord_serving")
     m.serving = None if serving is None else serving >= 1
+    for labels, value in samples.get("kcoord_partition_last_load_seconds", []):
+        if labels.get("partition", "").isdigit():
+            m.shard_load_s[int(labels["partition"])] = value
     for labels, value in samples.get("kcoord_shard_state", []):
         if value >= 1 and "partition" in labels and "state" in labels:
             try:
@@ -244,6 +248,7 @@ class Shard:
     agree: bool = True
     state: str = UNKNOWN
     detail: str | None = None          # OffsetFetch's error, or what the metrics said
+    load_s: float | None = None        # its last load's duration, from its owner's metrics
 
 
 @dataclass
@@ -289,6 +294,7 @@ class ClusterStatus:
             if i.metrics is not None:
                 m = asdict(i.metrics)
                 m["shard_states"] = {str(k): v for k, v in sorted(i.metrics.shard_states.items())}
+                m["shard_load_s"] = {str(k): v for k, v in sorted(i.metrics.shard_load_s.items())}
                 m["load_seconds_avg"] = i.metrics.load_seconds_avg
             return {"node_id": i.node_id, "host": i.host, "port": i.port, "address": i.address,
                     "reachable": i.reachable, "error": i.error, "shards": i.shards, "shard_count": len(i.shards),
@@ -297,6 +303,7 @@ class ClusterStatus:
         def shard(s: Shard) -> dict[str, Any]:
             c = s.coordinator
             return {"shard": s.shard, "probe_group": s.probe_group, "state": s.state, "detail": s.detail,
+                    "load_seconds": s.load_s,
                     "agree": s.agree, "coordinator": None if c is None or not c.ok else
                     {"node_id": c.node_id, "host": c.host, "port": c.port},
                     "error": None if c is None or c.ok else c.error,
@@ -535,6 +542,7 @@ def _refine(status: ClusterStatus) -> None:
         m = owner.metrics if owner is not None else None
         if m is None or m.error is not None:
             continue
+        s.load_s = m.shard_load_s.get(s.shard)
         said = m.shard_states.get(s.shard)
         if s.state == MOVING and said == FAILED:
             s.state = FAILED
@@ -608,9 +616,10 @@ def render(status: ClusterStatus) -> str:
                     "MOVES-IN/OUT", "LOADS", "LOAD-TIME-AVG"], rows)
 
     lines.append("")
-    lines += table(["SHARD", "PROBE-GROUP", "COORDINATOR (ID)", "AGREE", "STATE", "DETAIL"],
+    lines += table(["SHARD", "PROBE-GROUP", "COORDINATOR (ID)", "AGREE", "STATE", "LOAD-TIME", "DETAIL"],
                    [[s.shard, s.probe_group, None if s.coordinator is None else s.coordinator.text(),
-                     "yes" if s.agree else "NO", s.state, s.detail] for s in status.shards])
+                     "yes" if s.agree else "NO", s.state, None if s.load_s is None else _seconds(s.load_s), s.detail]
+                    for s in status.shards])
 
     problems = status.disagreements
     if problems or status.unreachable:

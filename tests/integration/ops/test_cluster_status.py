@@ -121,6 +121,8 @@ def test_status_maps_every_shard_once_and_matches_each_instances_metrics(trio):
     assert isinstance(doc, dict)
     assert_covers_every_shard_once(doc, trio)
     assert_matches_metrics(doc, trio)
+    # Each shard's last load time, from its owner's kcoord_partition_last_load_seconds.
+    assert all(isinstance(sh["load_seconds"], float) and sh["load_seconds"] >= 0 for sh in doc["shards"]), doc["shards"]
     # Any instance gives the same map.
     _, other = status(trio[2].bootstrap)
     assert isinstance(other, dict)
@@ -142,7 +144,8 @@ def test_status_maps_every_shard_once_and_matches_each_instances_metrics(trio):
         row = next(line.split() for line in lines if line.startswith(str(i["node_id"])))
         assert row[1:5] == [i["address"], "up", str(len(i["shards"])), i["shard_ranges"]], row
     first = lines.index(next(line for line in lines if line.startswith("SHARD ")))
-    assert lines[first].split() == ["SHARD", "PROBE-GROUP", "COORDINATOR", "(ID)", "AGREE", "STATE", "DETAIL"]
+    assert lines[first].split() == ["SHARD", "PROBE-GROUP", "COORDINATOR", "(ID)", "AGREE", "STATE", "LOAD-TIME",
+                                    "DETAIL"]
     shard_rows = [line.split() for line in lines[first + 1:first + 1 + SHARDS]]
     assert [(int(r[0]), r[1], r[4], r[5]) for r in shard_rows] == [
         (s["shard"], s["probe_group"], "yes", "active") for s in doc["shards"]], text
