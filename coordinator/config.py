@@ -117,6 +117,9 @@ class CoordinatorConfig:
     txn_max_pending_per_producer: int = 50_000
     txn_max_open_producers_per_group: int = 10_000
     txn_max_pending_per_shard: int = 1_000_000
+    # Serve TxnOffsetCommit/AddOffsetsToTxn in a single process (the raw marker-aware loader);
+    # several processes (--instance-id) always do. docs/transactions.md.
+    txn_offsets: bool = False
 
     @property
     def default_assignor(self) -> str:

@@ -197,7 +197,12 @@ class GroupCoordinatorService:
         # marker-aware reader and can append as the client's producer (fenced_state_log);
         # without one it answers UNSUPPORTED_VERSION (and is not advertised).
         self.txn_appender: ClientTxnAppender | None = None
-        enable = getattr(state_topic, "enable_txn_offsets", None)
+        # One process reads its log with aiokafka's read_committed consumer unless the
+        # operator opts in (`--config txn_offsets=true`): the raw marker-aware loader that
+        # TxnOffsetCommit needs there is new, and a classic group's members were seen to
+        # rejoin after a restart with it (tests/integration/classic/test_classic_restart.py).
+        # The fenced log of several processes (--instance-id) always reads raw.
+        enable = getattr(state_topic, "enable_txn_offsets", None) if config.txn_offsets else None
         if enable is not None and not getattr(state_topic, "txn_offsets_supported", False):
             enable(functools.partial(_open_upstream, getattr(state_topic, "security", None), "kcoord-txn"))
         if getattr(state_topic, "txn_offsets_supported", False):
@@ -205,6 +210,13 @@ class GroupCoordinatorService:
                                                   request_timeout_ms=config.offsets_commit_timeout_ms)
             for rt in self.runtimes:
                 rt.txn_log = state_topic
+        else:
+            # Not served here: neither advertised nor answered, and AddOffsetsToTxn is
+            # forwarded upstream as it was before issue 16 (TxnOffsetCommit then answers
+            # UNSUPPORTED_VERSION, never applied outside its transaction).
+            self.api_versions.pop(TXN_OFFSET_COMMIT, None)
+            for registry in (self.api_versions, self.answered_versions, self.apis, self._handlers, self._names):
+                registry.pop(ADD_OFFSETS_TO_TXN, None)
         # start() and reload_all() each replay every partition: never two at once.
         self._load_lock: asyncio.Lock | None = None
         # Several processes (issue 14, coordinator/cluster/node.py): the shards assigned to

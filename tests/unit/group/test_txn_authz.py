@@ -64,11 +64,15 @@ def test_add_offsets_to_txn_needs_transactional_id_write_and_group_read():
 # --------------------------------------------------------- the service's order of checks
 def _service():
     from coordinator.config import CoordinatorConfig
-    from coordinator.service import GroupCoordinatorService
+    from coordinator.service import SERVED_APIS, GroupCoordinatorService
 
     from ..runtime.fakes import FakeStateTopic
-    return GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=2), FakeStateTopic(2),  # type: ignore[arg-type]
-                                   authorizer=authorizer())
+    svc = GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=2), FakeStateTopic(2),  # type: ignore[arg-type]
+                                  authorizer=authorizer())
+    # A log without raw reads serves no transactional offsets (AddOffsetsToTxn is then forwarded
+    # upstream); the authorization order is checked on the service's own AddOffsetsToTxn.
+    svc.register_api(next(a for a in SERVED_APIS if a.api_key == authz.ADD_OFFSETS_TO_TXN))
+    return svc
 
 
 def _codes(response) -> set:

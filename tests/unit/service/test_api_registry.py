@@ -21,15 +21,15 @@ def service() -> GroupCoordinatorService:
     return GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=2), FakeStateTopic(2))  # type: ignore[arg-type]
 
 
-def test_the_table_advertises_kafka_43_versions_with_txn_offset_commit_and_add_offsets_to_txn():
-    svc = service()
-    assert svc.api_versions == API_VERSIONS
+def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_served():
+    svc = service()      # a log without the raw marker-aware reader: TxnOffsetCommit not served
+    assert svc.api_versions == {k: v for k, v in API_VERSIONS.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)}
     assert svc.api_versions[apis.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
-    # Issue 16: served end to end (docs/transactions.md); AddOffsetsToTxn (25) answered here.
-    assert svc.api_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
-    assert svc.api_versions[25] == (0, 4)
+    assert 25 not in svc.answered_versions      # AddOffsetsToTxn is forwarded upstream, as before
+    # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.3's versions.
+    assert API_VERSIONS[apis.TXN_OFFSET_COMMIT] == (0, 5) and API_VERSIONS[25] == (0, 4)
     assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
-    assert set(svc.apis) == {a.api_key for a in SERVED_APIS}
+    assert set(svc.apis) == {a.api_key for a in SERVED_APIS} - {25}
 
 
 def test_a_registered_api_is_advertised_routed_and_named():
