@@ -179,10 +179,3 @@ class ClusterProcess:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.node.status() if self.node is not None else {"instance_id": self.instance_id}
-        out["fencing"] = self.fencing
-        if self.membership is not None:
-            out["membership_generation"] = self.membership.generation
-            out["leader"] = self.membership.leader
-        return out

@@ -26,7 +26,6 @@ Rules:
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -160,11 +159,3 @@ class ClusterNode:
             "moves": self.moves,
         }
 
-
-async def wait_first_assignment(node: ClusterNode, stable: asyncio.Event, timeout_s: float) -> bool:
-    """Wait until the membership applied its first assignment (bounded)."""
-    try:
-        await asyncio.wait_for(stable.wait(), timeout_s)
-    except TimeoutError:
-        return False
-    return node.assignment is not None
