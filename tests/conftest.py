@@ -22,6 +22,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
+from support import ports  # noqa: E402
 from support.names import TestNames  # noqa: E402
 from support.ownership import OwnershipLedger  # noqa: E402
 from support.tansu import TansuBroker, start_tansu  # noqa: E402
@@ -29,6 +30,7 @@ from support.tansu import TansuBroker, start_tansu  # noqa: E402
 if TYPE_CHECKING:
     from support.kcoord import KcoordProcess
 
+ports.narrow_for_xdist_worker()   # before any fixture hands out a port
 INTEGRATION_TIMEOUT = float(os.environ.get("KCOORD_INTEGRATION_TIMEOUT", "120"))
 
 

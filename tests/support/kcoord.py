@@ -122,7 +122,7 @@ class KcoordProcess:
             args += ["--config", item]
         return [*args, *self.extra_args]
 
-    def start(self, timeout: float = 30.0) -> KcoordProcess:
+    def start(self, timeout: float = 60.0) -> KcoordProcess:
         brokers = len(self.upstream.split(","))
         if not self.port:        # bootstrap + one listener per upstream broker (in the bootstrap list)
             self.port = free_port_block(1 + brokers)
@@ -159,7 +159,7 @@ class KcoordProcess:
         rc = processes.stop(self.process, timeout)
         return rc
 
-    def restart(self, timeout: float = 30.0) -> KcoordProcess:
+    def restart(self, timeout: float = 60.0) -> KcoordProcess:
         """Start again on the same ports and state topic (after kill or stop)."""
         self._lines.clear()
         return self.start(timeout)

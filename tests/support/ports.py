@@ -29,6 +29,24 @@ def port_range() -> tuple[int, int]:
     return int(low), int(high)
 
 
+def narrow_for_xdist_worker() -> None:
+    """Under pytest-xdist, give worker ``gwN`` of K the N-th of K equal slices of the range,
+    and put it in KCOORD_TEST_PORTS so the processes the worker starts (brokers, kcoord,
+    rehearsal drivers) inherit it: two workers never race for the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return
+    index = int(worker[2:])
+    low, high = port_range()
+    size = (high - low + 1) // count
+    if size < 30:   # one worker on every upstream needs ~15 broker ports plus its gateways
+        raise RuntimeError(f"KCOORD_TEST_PORTS={low}-{high} is too small for {count} xdist workers "
+                           f"({size} ports each; give each at least 30)")
+    start = low + index * size
+    os.environ["KCOORD_TEST_PORTS"] = f"{start}-{start + size - 1}"
+
+
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

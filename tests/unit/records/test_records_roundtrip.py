@@ -38,10 +38,15 @@ uuids = st.just(ZERO_UUID) | st.uuids()
 small = {"max_size": 4}
 
 
-def tags(min_tag: int = 0):
-    """Unknown tagged fields as Kafka writes them: unique tags, ascending."""
-    return st.lists(st.tuples(st.integers(min_tag, 20000), st.binary(max_size=6)), max_size=3,
+def tags(min_tag: int = 0, known: range = range(0)):
+    """Unknown tagged fields as Kafka writes them: unique tags, ascending. `known`: tags the
+    type does know (kcoord's client-assignor tags >= 1000 on types 5-8), never drawn."""
+    tag = st.integers(min_tag, 20000).filter(lambda t: t not in known)
+    return st.lists(st.tuples(tag, st.binary(max_size=6)), max_size=3,
                     unique_by=lambda t: t[0]).map(lambda xs: tuple(sorted(xs)))
+
+
+KCOORD_TAGS = range(1000, 1010)   # records/_client_assignor.py
 
 
 def tuples(strategy):
@@ -106,7 +111,7 @@ classic_members = st.builds(
 
 member_metadata_values = st.builds(
     ConsumerGroupMemberMetadataValue, ntext, ntext, text, text, tuples(text), ntext, i32, ntext,
-    st.none() | classic_members, tags(1))
+    st.none() | classic_members, tags(1, KCOORD_TAGS))
 
 topic_partitions_with_epochs = st.builds(
     TopicPartitions, uuids, tuples(i32), st.none() | tuples(i32), tags(1))
@@ -121,12 +126,12 @@ VALUE_STRATEGIES = {
         TopicMetadata, uuids, text, i32,
         tuples(st.builds(PartitionMetadata, i32, tuples(text), tags())), tags())), tags()),
     (5, 0): member_metadata_values,
-    (6, 0): st.builds(ConsumerGroupTargetAssignmentMetadataValue, i32, i64, tags(1)),
+    (6, 0): st.builds(ConsumerGroupTargetAssignmentMetadataValue, i32, i64, tags(1, KCOORD_TAGS)),
     (7, 0): st.builds(ConsumerGroupTargetAssignmentMemberValue,
-                      tuples(topic_partitions_no_epochs), tags()),
+                      tuples(topic_partitions_no_epochs), tags(known=KCOORD_TAGS)),
     (8, 0): st.builds(ConsumerGroupCurrentMemberAssignmentValue, i32, i32, i8,
                       tuples(topic_partitions_with_epochs), tuples(topic_partitions_with_epochs),
-                      tags()),
+                      tags(known=KCOORD_TAGS)),
     (16, 0): st.builds(ConsumerGroupRegularExpressionValue, tuples(text), i64, i64, tags()),
 }
 
