@@ -2,7 +2,8 @@
 
 The wiring only; the parts live elsewhere:
 - membership: coordinator/cluster/membership.py (a classic group `kcoord.<state topic>` on
-  the upstream, static by instance id), whose assignments drive coordinator/cluster/node.py;
+  the upstream, static by instance id unless the upstream is Tansu), whose assignments
+  drive coordinator/cluster/node.py;
 - exclusive writes: coordinator/runtime/fenced_state_log.py (a transactional id per shard;
   taking a shard fences its previous owner);
 - the service serves only the shards assigned here (`GroupCoordinatorService.take/release`)
@@ -15,6 +16,12 @@ Rules:
   `fencing=none` writes as one process does; such a process refuses to serve once its
   membership group holds a second instance (it exits with EXIT_NOT_ALONE), since nothing
   would stop two writers.
+- A plain `kcoord serve` (no --instance-id, fencing none) runs a `SoloWatch`: it joins the
+  same group as a watcher that takes no shard, in the background (serving does not wait
+  for a rebalance), and exits with EXIT_NOT_ALONE when the group also holds a cluster
+  member or a plain serve started earlier, once that other member is still there a full
+  session after the watch joined (a kill -9'd predecessor's ghost is gone by then).
+  `--config cluster.solo.check=false` turns it off.
 - Shutdown (SIGTERM) is a scale-down: each shard's write in flight is finished (bounded),
   then the process leaves the group by instance id (LeaveGroup v3), so its shards move at
   once. A crash or kill -9 is a restart: the static member keeps its shards until the
@@ -25,10 +32,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import socket
 import time
 from typing import Any
 
-from .cluster.membership import ClusterMembership, MembershipFenced, group_name
+from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.protocol import Assignment
 from .config import CoordinatorConfig
@@ -47,6 +56,16 @@ def fencing_mode(config: CoordinatorConfig) -> str:
     if mode not in FENCING_MODES:
         raise ValueError(f"--config fencing={config.fencing!r}: expected one of {', '.join(FENCING_MODES)}")
     return mode
+
+
+def static_membership(config: CoordinatorConfig) -> bool | None:
+    """`cluster.static.membership`: None for auto (decided from the upstream's ApiVersions)."""
+    value = (config.cluster_static_membership or "auto").strip().lower()
+    choices = {"auto": None, "true": True, "false": False}
+    if value not in choices:
+        raise ValueError(f"--config cluster.static.membership={config.cluster_static_membership!r}: "
+                         "expected auto, true or false")
+    return choices[value]
 
 
 async def _open(security: Any, client_id: str, addresses):
@@ -71,6 +90,7 @@ class ClusterProcess:
         self.upstream = upstream
         self.security = upstream_security
         self.fencing = fencing_mode(config)
+        self.static = static_membership(config)
         self.membership: ClusterMembership | None = None
         self.node: ClusterNode | None = None
         self.exit_code: int | None = None
@@ -99,7 +119,8 @@ class ClusterProcess:
             open_link=functools.partial(_open, self.security, f"kcoord-cluster-{self.instance_id}"),
             bootstrap=_bootstrap(self.upstream), on_change=self._on_change,
             session_ms=c.cluster_session_timeout_ms, rebalance_ms=c.cluster_rebalance_timeout_ms,
-            heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms)
+            heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
+            static=self.static)
         node = self.node = ClusterNode(self.instance_id, service, membership.serving)
         metrics.CLUSTER_LEASE_REMAINING.set_function(
             lambda: membership.lease.remaining_ms(time.monotonic() * 1000) / 1000)
@@ -179,3 +200,73 @@ class ClusterProcess:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+
+
+class SoloWatch:
+    """A plain `kcoord serve`'s watch for a second kcoord on its state topic (issue 14 §2:
+    `fencing=none` refuses to run when a second process is seen)."""
+
+    def __init__(self, config: CoordinatorConfig, upstream: str, upstream_security: Any) -> None:
+        self.config = config
+        self.upstream = upstream
+        self.security = upstream_security
+        self.instance_id = f"solo-{socket.gethostname()}-{os.getpid()}"
+        self.membership: ClusterMembership | None = None
+        self.exit_code: int | None = None
+        self.stop = asyncio.Event()     # set when this process must stop (not alone)
+        self._task: asyncio.Task | None = None
+
+    def start(self, gateway: Any) -> None:
+        """Join in the background: serving never waits for the group."""
+        c = self.config
+        self.membership = ClusterMembership(
+            group_id=group_name(c.state_topic), instance_id=self.instance_id, endpoint=endpoint_of(gateway.listeners),
+            n_shards=c.state_topic_partitions,
+            open_link=functools.partial(_open, self.security, f"kcoord-solo-{os.getpid()}"),
+            bootstrap=_bootstrap(self.upstream), on_change=lambda *_: None,
+            session_ms=c.cluster_session_timeout_ms, rebalance_ms=c.cluster_rebalance_timeout_ms,
+            heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
+            static=False, solo_since_ms=int(time.time() * 1000))
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-solo-watch")
+
+    async def _run(self) -> None:
+        m = self.membership
+        assert m is not None
+        started = time.monotonic()
+        session_s = self.config.cluster_session_timeout_ms / 1000
+        while True:
+            try:
+                await m.run()
+                return
+            except NotAlone as e:
+                # A member killed with -9 stays in the group until its session expires: ask
+                # again once a full session has passed since this watch joined.
+                wait = started + session_s - time.monotonic()
+                if wait <= 0:
+                    others = e
+                    break
+                log.info("kcoord: membership group %s also holds %s; checking again in %.1fs (it may be a "
+                         "process that died)", m.group_id, e, wait)
+                await asyncio.sleep(wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:      # the watch is a safety net: serving goes on without it
+                log.warning("kcoord: the single-process check stopped (%s): a second kcoord on state topic %s "
+                            "would not be noticed", e, self.config.state_topic)
+                return
+        log.error("kcoord serves state topic %s as a single process (fencing none), but membership group %s "
+                  "also holds %s: two kcoords would both write the same shards. Stopping. Run one plain "
+                  "`kcoord serve` per state topic, or every process with --instance-id (a kcoord cluster, "
+                  "docs/cluster.md)", self.config.state_topic, m.group_id, others)
+        self.exit_code = EXIT_NOT_ALONE
+        self.stop.set()
+        await self.leave()
+
+    async def leave(self) -> None:
+        """Leave the group (shutdown, or after stopping), so the others see it go at once."""
+        if self.membership is not None:
+            await self.membership.leave()
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

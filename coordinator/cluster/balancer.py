@@ -16,6 +16,12 @@ Rules:
 - **One instance id, one member:** a second member with an instance id already present
   gets `error=DUPLICATE_INSTANCE` and no shards (two processes started with the same
   `--instance-id`).
+- **Plain serves are watchers:** a member whose metadata has `solo_since_ms` is a plain
+  `kcoord serve` (one process, fencing none) that joined only to see a second kcoord on its
+  state topic. It gets no shards, is in nobody's map and starts no follow-up. It gets
+  `error=NOT_ALONE`, with `endpoints` naming the members it yields to, when the group also
+  holds a cluster member or an older watcher (by `solo_since_ms`, then instance id), so of
+  two plain serves the one started later stops.
 - **Node ids:** every instance gets a synthetic node id, `NODE_ID_BASE + ordinal`, which
   every instance lists in Metadata and FindCoordinator answers with. An instance keeps the
   one it had; a StatefulSet pod (`name-<n>`) asks for ordinal n; others get the lowest
@@ -33,6 +39,7 @@ from .protocol import Assignment, Endpoint, MemberMetadata
 
 NODE_ID_BASE = 1 << 30
 DUPLICATE_INSTANCE = 1
+NOT_ALONE = 2
 _ORDINAL = re.compile(r"-(\d{1,6})$")
 
 
@@ -70,6 +77,18 @@ def node_ids(members: Mapping[str, MemberMetadata]) -> dict[str, int]:
 
 def balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
     """Assign shards 0..n_shards-1 to the members of `generation` (member id -> metadata)."""
+    solos = {m: md for m, md in members.items() if md.solo_since_ms > 0}
+    result = _balance(generation, n_shards, {m: md for m, md in members.items() if m not in solos})
+    for member_id, md in solos.items():
+        rank = (md.solo_since_ms, md.instance_id, member_id)
+        ahead = {o.instance_id: o.endpoint for m, o in members.items() if m != member_id and
+                 (o.solo_since_ms == 0 or (o.solo_since_ms, o.instance_id, m) < rank)}
+        result.assignments[member_id] = Assignment(generation, frozenset(), {}, ahead, {},
+                                                   error=NOT_ALONE if ahead else 0)
+    return result
+
+
+def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
     # One member per instance id: the first by member id keeps it.
     by_instance: dict[str, str] = {}
     duplicates: list[str] = []

@@ -15,6 +15,15 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
   a restart within the session timeout gets its shards back without a rebalance;
   `leave()` removes it at once (LeaveGroup v3 by instance id), so a scale-down moves its
   shards without waiting for the session timeout;
+- `static=None` (auto) asks the upstream's ApiVersions first and joins as a dynamic member
+  on Tansu, whose group coordinator cannot carry a static member (`static_membership_works`
+  says why); the balancer still refuses a second member with the same instance id. A
+  dynamic member heartbeats at least six times a session, and on a second link while its
+  JoinGroup/SyncGroup are held, so its lease holds through Tansu's session/2 joins; on
+  Tansu a leader leaves by silence (`leave()` says why);
+- `solo_since_ms` > 0 makes it a watcher for a plain `kcoord serve` (balancer.py): it never
+  gets shards, and `run()` raises `NotAlone` naming the others once the leader says that
+  another kcoord serves the same state topic;
 - losing the membership (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, or the lease running out
   while heartbeats fail) drops every shard at once (Kafka's `onPartitionsLost`);
   FENCED_INSTANCE_ID (another process took our instance id) stops the member for good.
@@ -32,6 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
+from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import request as find_v3
 from kio.schema.heartbeat.v3 import request as heartbeat_v3
@@ -41,7 +51,7 @@ from kio.schema.sync_group.v3 import request as sync_v3
 from kio.schema.types import GroupId
 from kio.static.primitive import i8, i32, i32Timedelta
 
-from .balancer import balance
+from .balancer import NOT_ALONE, balance
 from .lease import Lease
 from .protocol import (
     PROTOCOL_NAME,
@@ -78,6 +88,20 @@ class MembershipFenced(Exception):
     """Another process joined with this instance id (FENCED_INSTANCE_ID)."""
 
 
+class MembershipRefused(Exception):
+    """The upstream refuses this principal the membership group (GROUP_AUTHORIZATION_FAILED):
+    retrying cannot help; docs/cluster.md lists the ACLs kcoord needs."""
+
+
+class NotAlone(Exception):
+    """A watcher (a plain `kcoord serve`) learnt that another kcoord uses its state topic."""
+
+    def __init__(self, others: dict[str, Endpoint]) -> None:
+        self.others = dict(others)
+        super().__init__(", ".join(f"{i} at {e.host}:{e.port}" for i, e in sorted(self.others.items()))
+                         or "another member")
+
+
 class _Rejoin(Exception):
     pass
 
@@ -90,6 +114,32 @@ def _ms_field(ms: int) -> i32Timedelta:
     return i32Timedelta.parse(timedelta(milliseconds=ms))
 
 
+# OffsetForLeaderEpoch (KIP-101, client-facing since KIP-320): every Apache Kafka broker
+# since 0.11 advertises it; Tansu 0.6, which has no replication, does not.
+_OFFSET_FOR_LEADER_EPOCH = 23
+
+
+def static_membership_works(api_keys: frozenset[int] | set[int]) -> bool:
+    """Whether the upstream's group coordinator carries static members (KIP-345), judged by
+    the API keys its ApiVersions lists.
+
+    Tansu 0.6 (tansu-broker/src/coordinator/group/administrator.rs at 510f3e2) does not:
+    - a static member that rejoins with new metadata (a cooperative follow-up: it revoked
+      shards) reopens the group at the *same* generation (`Inner<Formed>::join`, line 2716
+      bumps it only for dynamic members); a member that already synced that generation
+      keeps getting NONE to its heartbeats (line 2952 compares generations) and never
+      hears of the follow-up assignment: seen, a joiner stays without shards for good;
+    - it holds a static member's JoinGroup *and* SyncGroup for at least PAUSE_MS = 3 s each
+      (lines 912, 1106) and never refreshes a member's last contact on SyncGroup (the
+      controller's `missed_heartbeat` runs only for dynamic members, lines 853, 1056, 1360),
+      so with a short session a peer's heartbeat can evict it (lines 1541-1625) and it
+      gets UNKNOWN_MEMBER_ID (what an earlier run saw).
+    Dynamic members are refreshed on every request, including each 1 s poll of a waiting
+    SyncGroup, and any change starts a new generation. Tansu has no replication and does
+    not list OffsetForLeaderEpoch, which every Apache Kafka broker since 0.11 does."""
+    return _OFFSET_FOR_LEADER_EPOCH in api_keys
+
+
 def group_name(state_topic: str) -> str:
     """The membership group of the processes sharing a state topic."""
     return f"kcoord.{state_topic}"
@@ -100,8 +150,9 @@ class ClusterMembership:
                  open_link: OpenLink, bootstrap: Sequence[tuple[str, int]],
                  on_change: Callable[[Assignment, frozenset[int], frozenset[int]], None],
                  session_ms: int = 10_000, rebalance_ms: int = 30_000, heartbeat_ms: int = 1_000,
-                 lease_margin_ms: int = 2_000, static: bool = True, rack: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, request_timeout_s: float = 10.0) -> None:
+                 lease_margin_ms: int = 2_000, static: bool | None = True, rack: str | None = None,
+                 clock: Callable[[], float] = time.monotonic, request_timeout_s: float = 10.0,
+                 solo_since_ms: int = 0) -> None:
         self.group_id = group_id
         self.instance_id = instance_id
         self.endpoint = endpoint
@@ -112,19 +163,24 @@ class ClusterMembership:
         self.session_ms = session_ms
         self.rebalance_ms = rebalance_ms
         self.heartbeat_ms = heartbeat_ms
-        self.static = static
+        self.static = bool(static)
+        self._static_auto = static is None     # decided by the upstream's ApiVersions, once
+        self.solo_since_ms = solo_since_ms
+        self.tansu = False     # the upstream's group coordinator is Tansu's (known once `static` is decided)
         self.rack = rack
         self._clock = clock
         self._timeout = request_timeout_s
         self.lease = Lease(session_ms, lease_margin_ms)
         self.member_id = ""
         self.generation = -1
+        self._owned_since = -1    # the generation that assigned `owned` (sent as its claim's age)
         self.leader = False
         self.assignment: Assignment | None = None
         self.owned: frozenset[int] = frozenset()
         self.node_id = -1
         self.rebalances = 0
         self._link: Link | None = None
+        self._coordinator: tuple[str, int] | None = None
         self._stopping = False
         self._rejoin_requested = False
         self.stable = asyncio.Event()     # set while the member holds a current assignment
@@ -147,6 +203,9 @@ class ClusterMembership:
             except MembershipFenced:
                 self._lose("fenced: another process joined with instance id " + self.instance_id)
                 raise
+            except (NotAlone, MembershipRefused):
+                self.stable.clear()
+                raise
             except asyncio.CancelledError:
                 raise
             except Exception as e:   # a link failure, a timeout: the upstream is not ours to trust
@@ -162,6 +221,15 @@ class ClusterMembership:
         """Leave the group now (a scale-down): the shards move without a session timeout."""
         self._stopping = True
         link, member = self._link, self.member_id
+        if link is not None and self.leader and self.tansu:
+            # Tansu 0.6 keeps a leader that leaves a forming group as its leader
+            # (`Inner<Forming>::leave`, administrator.rs:2404-2465, never clears
+            # `state.leader`): every later JoinGroup names the departed member, nobody may
+            # sync, and the group never forms again (seen). Only an eviction clears it
+            # (line 1561), so a leader goes silent and the others evict it after the session.
+            log.info("cluster membership %s: leaving %s by silence (a leader's LeaveGroup would wedge Tansu's "
+                     "group); its shards move after the session timeout", self.instance_id, self.group_id)
+            link = None
         if link is not None and (member or self.static):
             try:
                 await link.request(leave_v3.LeaveGroupRequest(
@@ -189,19 +257,85 @@ class ClusterMembership:
     async def _find_coordinator(self) -> Link:
         bootstrap = await self._open_link(self._bootstrap)
         try:
+            if self._static_auto:
+                await self._choose_membership(bootstrap)
             resp = await bootstrap.request(find_v3.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)),
                                            self._timeout)
         finally:
             bootstrap.close()
         if resp.error_code != ErrorCode.none:
             raise RuntimeError(f"FindCoordinator({self.group_id}) answered {resp.error_code.name}")
-        return await self._open_link([(resp.host, resp.port)])
+        self._coordinator = (resp.host, resp.port)
+        return await self._open_link([self._coordinator])
+
+    async def _choose_membership(self, link: Link) -> None:
+        resp = await link.request(api_versions_v3.ApiVersionsRequest(
+            client_software_name="kcoord", client_software_version="0.1.0"), self._timeout)
+        if resp.error_code != ErrorCode.none:
+            raise RuntimeError(f"ApiVersions answered {resp.error_code.name}: cannot tell whether the upstream "
+                               "carries static members")
+        self.static = static_membership_works({int(k.api_key) for k in resp.api_keys})
+        self.tansu = not self.static
+        self._static_auto = False
+        log.info("cluster membership %s: joining %s as a %s member%s", self.instance_id, self.group_id,
+                 "static" if self.static else "dynamic", "" if self.static else
+                 " (the upstream does not list OffsetForLeaderEpoch: Tansu, whose group coordinator cannot "
+                 "carry static members; a restart rebalances)")
 
     def _metadata(self) -> bytes:
+        # The claim's generation is the one that assigned `owned`, not the current one: the
+        # balancer needs only which of two claims is newer, and metadata that does not
+        # change when nothing moved lets a rejoin leave Tansu's group as it is (a changed
+        # one starts a generation: administrator.rs:2716) instead of costing a rebalance.
         return encode_metadata(MemberMetadata(self.instance_id, self.endpoint, self.rack, self.owned,
-                                              self.node_id, self.generation))
+                                              self.node_id, self._owned_since, self.solo_since_ms))
 
     async def _join_and_sync(self) -> None:
+        # A dynamic member holding shards heartbeats on a second link while its JoinGroup and
+        # SyncGroup are held (Tansu holds JoinGroup session/2 and polls SyncGroup each 1 s,
+        # administrator.rs:924 and :1118): NONE or REBALANCE_IN_PROGRESS prove it is still a
+        # member, so its lease, and the shards it keeps through a cooperative rebalance, do
+        # not lapse while it waits (as the Java client's heartbeat thread keeps its session).
+        side = None
+        if not self.static and self.member_id and self.owned:
+            side = asyncio.get_running_loop().create_task(self._side_heartbeats(), name="kcoord-cluster-side-hb")
+        try:
+            await self._join_and_sync_once()
+        finally:
+            if side is not None:
+                side.cancel()
+                await asyncio.gather(side, return_exceptions=True)
+
+    async def _side_heartbeats(self) -> None:
+        if self._coordinator is None:
+            return
+        link: Link | None = None
+        try:
+            link = await self._open_link([self._coordinator])
+            while True:
+                await asyncio.sleep(self._heartbeat_interval_ms() / 1000)
+                sent = self._ms()
+                resp = await link.request(heartbeat_v3.HeartbeatRequest(
+                    group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
+                    group_instance_id=None), self._timeout)
+                if resp.error_code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+                    self.lease.renew(sent)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:     # the join itself decides; this only keeps the lease
+            log.debug("cluster membership %s: heartbeat during the rebalance failed: %s", self.instance_id, e)
+        finally:
+            if link is not None:
+                link.close()
+
+    def _heartbeat_interval_ms(self) -> float:
+        # A dynamic member heartbeats at least six times a session: Tansu holds the leader's
+        # JoinGroup for session/2 and then completes the generation with the metadata each
+        # member last sent (Controller::join, administrator.rs:924), so every member must see
+        # REBALANCE_IN_PROGRESS and rejoin well inside that window.
+        return self.heartbeat_ms if self.static else min(self.heartbeat_ms, self.session_ms / 6)
+
+    async def _join_and_sync_once(self) -> None:
         assert self._link is not None
         self.stable.clear()
         sent = self._ms()
@@ -261,10 +395,14 @@ class ClusterMembership:
             if m.member_id in result.assignments else empty) for m in members)
 
     def _apply(self, assignment: Assignment) -> None:
+        if assignment.error == NOT_ALONE and self.solo_since_ms:
+            raise NotAlone(dict(assignment.endpoints))
         if assignment.error:
             raise MembershipFenced(f"the leader refused instance id {self.instance_id} "
                                    f"(error {assignment.error}: another member uses it)")
         added, revoked = assignment.shards - self.owned, self.owned - assignment.shards
+        if added or revoked:
+            self._owned_since = assignment.generation
         self.assignment, self.owned = assignment, assignment.shards
         self.node_id = assignment.node_ids.get(self.instance_id, self.node_id)
         self._on_change(assignment, added, revoked)
@@ -276,8 +414,9 @@ class ClusterMembership:
 
     async def _heartbeat_until_rebalance(self) -> None:
         assert self._link is not None
+        interval_ms = self._heartbeat_interval_ms()
         while not self._stopping:
-            await asyncio.sleep(self.heartbeat_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             if self._stopping:
                 return
             if self._rejoin_requested:
@@ -300,6 +439,9 @@ class ClusterMembership:
             return
         if code == ErrorCode.fenced_instance_id:
             raise MembershipFenced(f"{api}: FENCED_INSTANCE_ID for {self.instance_id}")
+        if code == ErrorCode.group_authorization_failed:
+            raise MembershipRefused(f"{api} of group {self.group_id} answered GROUP_AUTHORIZATION_FAILED: grant "
+                                    f"kcoord's principal Group READ on {self.group_id}")
         if code in _REFIND:
             raise _Refind()
         if code in _LOST:
@@ -318,6 +460,7 @@ class ClusterMembership:
             log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(self.owned))
             lost = self.owned
             self.owned = frozenset()
+            self._owned_since = -1
             empty = Assignment(self.generation, frozenset(), {}, {}, {})
             self.assignment = empty
             self._on_change(empty, frozenset(), lost)

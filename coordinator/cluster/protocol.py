@@ -59,6 +59,9 @@ class MemberMetadata:
     owned: frozenset[int] = frozenset()     # shards served now (stickiness)
     node_id: int = -1                       # the synthetic node id it had, -1: none yet
     generation: int = -1                    # the generation `owned` is from
+    # > 0: a plain `kcoord serve` (one process, fencing none) that watches the group only to
+    # see a second kcoord; the wall-clock ms it started serving. 0: a cluster member.
+    solo_since_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,8 @@ class Assignment:
     owners: Mapping[int, str] = field(default_factory=dict)    # shard -> instance id (absent: moving)
     endpoints: Mapping[str, Endpoint] = field(default_factory=dict)   # instance id -> endpoint
     node_ids: Mapping[str, int] = field(default_factory=dict)        # instance id -> synthetic node id
-    error: int = 0     # 0, or a reason the leader refused this member (e.g. 1: duplicate instance id)
+    error: int = 0     # 0, or a reason the leader refused this member (balancer.py: 1 duplicate instance id,
+    #                    2 a plain `kcoord serve` that is not alone; `endpoints` then names the others)
 
 
 def _frame(body: dict) -> bytes:
@@ -164,7 +168,7 @@ def _show(value) -> str:
 def encode_metadata(m: MemberMetadata) -> bytes:
     return _frame({"instance_id": m.instance_id, "host": m.endpoint.host, "port": m.endpoint.port,
                    "listeners": _listeners_json(m.endpoint), "rack": m.rack, "owned": sorted(m.owned),
-                   "node_id": m.node_id, "generation": m.generation})
+                   "node_id": m.node_id, "generation": m.generation, "solo_since_ms": m.solo_since_ms})
 
 
 def decode_metadata(data: bytes) -> MemberMetadata:
@@ -177,7 +181,8 @@ def decode_metadata(data: bytes) -> MemberMetadata:
         rack=_text(body, "rack", what, optional=True),
         owned=_shards(body.get("owned", []), "owned", what),
         node_id=_int(body.get("node_id", -1), "node_id", what, -1, 2**31 - 1),
-        generation=_int(body.get("generation", -1), "generation", what, -1, 2**31 - 1))
+        generation=_int(body.get("generation", -1), "generation", what, -1, 2**31 - 1),
+        solo_since_ms=_int(body.get("solo_since_ms", 0), "solo_since_ms", what, 0, 2**53))
 
 
 # ---------------------------------------------------------------- assignment

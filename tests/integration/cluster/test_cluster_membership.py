@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import pytest
-
 from coordinator.cluster.membership import ClusterMembership, group_name
 from coordinator.cluster.protocol import Endpoint
 from coordinator.gateway.listeners import parse_addresses
@@ -19,18 +17,10 @@ SHARDS = 12
 SESSION_MS = 6_000     # Kafka's fixture lowers group.min.session.timeout.ms to 1 s
 
 
-def static_membership(upstream) -> bool:
+def static_expected(upstream) -> bool:
+    """Tansu 0.6 cannot carry static members (membership.static_membership_works says why,
+    with its source lines); the membership sees that in ApiVersions and joins dynamically."""
     return not isinstance(upstream, TansuBroker)
-
-
-def skip_on_tansu(upstream) -> None:
-    """Seen on Tansu 0.6: it answers UNKNOWN_MEMBER_ID to a static member's heartbeats once a
-    second member joins, and it completes a generation after session/2 without the members
-    that have not rejoined, handing the leader their stale metadata. Dynamic members settle
-    after a few extra generations, or not at all within 45 s. A kcoord cluster needs a
-    Kafka upstream for now (README); one process on Tansu is unaffected."""
-    if isinstance(upstream, TansuBroker):
-        pytest.skip("Tansu 0.6's classic group protocol cannot carry a kcoord cluster (see skip_on_tansu)")
 
 
 async def _open(addresses):
@@ -38,7 +28,7 @@ async def _open(addresses):
 
 
 class Instances:
-    def __init__(self, bootstrap: str, static: bool = True) -> None:
+    def __init__(self, bootstrap: str, static: bool | None = None) -> None:
         self.bootstrap = parse_addresses(bootstrap)
         self.static = static
         self.group = group_name(f"__kcoord_test_{uuid.uuid4().hex[:8]}")
@@ -91,14 +81,13 @@ class Instances:
 
 
 def test_instances_share_every_shard_exactly_once_through_joins_leaves_and_a_crash(upstream):
-    skip_on_tansu(upstream)
-
     async def scenario():
-        c = Instances(upstream.bootstrap, static=static_membership(upstream))
+        c = Instances(upstream.bootstrap)      # static or dynamic: chosen from the upstream's ApiVersions
         try:
             c.start("kcoord-0", 19000)
             c.start("kcoord-1", 19001)
             owned = await c.settled(["kcoord-0", "kcoord-1"])
+            assert {m.static for m in c.members.values()} == {static_expected(upstream)}
             assert sorted(map(len, owned.values())) == [6, 6]
             nodes = {i: c.members[i].node_id for i in owned}
             assert nodes == {"kcoord-0": 1 << 30, "kcoord-1": (1 << 30) + 1}
@@ -134,8 +123,6 @@ def test_instances_share_every_shard_exactly_once_through_joins_leaves_and_a_cra
 
 
 def test_a_second_process_with_the_same_instance_id_is_refused(upstream):
-    skip_on_tansu(upstream)
-
     async def scenario():
         c = Instances(upstream.bootstrap)
         try:
@@ -144,10 +131,12 @@ def test_a_second_process_with_the_same_instance_id_is_refused(upstream):
             twin = ClusterMembership(group_id=c.group, instance_id="kcoord-0", endpoint=Endpoint("127.0.0.1", 19009),
                                      n_shards=SHARDS, open_link=_open, bootstrap=c.bootstrap,
                                      on_change=lambda *a: None, session_ms=SESSION_MS, heartbeat_ms=250,
-                                     lease_margin_ms=500)
+                                     lease_margin_ms=500, static=None)
             task = asyncio.create_task(twin.run())
             # Static membership (KIP-345): the newcomer replaces the old member, which is
-            # fenced on its next heartbeat and drops its shards; one of them stops.
+            # fenced on its next heartbeat and drops its shards; one of them stops. Dynamic
+            # members (Tansu): the leader's balancer gives the second member with the same
+            # instance id an error and no shards, and it stops.
             async def one_fenced():
                 while not (task.done() or c.tasks["kcoord-0"].done()):
                     await asyncio.sleep(0.05)

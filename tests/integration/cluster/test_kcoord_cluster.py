@@ -1,10 +1,10 @@
-"""Three `kcoord serve --instance-id` processes in front of Apache Kafka 4.3 form one cluster
+"""Three `kcoord serve --instance-id` processes in front of Tansu or Apache Kafka 4.3 form one cluster
 (issue 14): the shards spread over them, every instance names the same coordinator and the
 same addresses, real clients follow a group to its owner, and killing a process moves its
 shards to the others with every acknowledged commit kept.
 
-Tansu 0.6 cannot carry the membership group (test_cluster_membership.skip_on_tansu), so
-these run on Kafka only."""
+On Tansu the processes join as dynamic members (Tansu 0.6 cannot carry static ones:
+coordinator/cluster/membership.py static_membership_works), so a restart rebalances."""
 from __future__ import annotations
 
 import time
@@ -76,9 +76,9 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 
 @pytest.fixture
-def trio(kafka43, names):
+def trio(upstream, names):
     topic = names.topic()
-    procs = [KcoordProcess(kafka43.bootstrap, f"__kc_{topic}", state_partitions=SHARDS, config=CLUSTER,
+    procs = [KcoordProcess(upstream.bootstrap, f"__kc_{topic}", state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
         for p in procs:
@@ -130,11 +130,11 @@ def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, 
 
 
 @pytest.mark.parametrize("client", ["librdkafka", "java"])
-def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, kafka43, names, drivers, client):
+def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, names, drivers, client):
     topic = names.topic()
-    create_topic(kafka43.bootstrap, topic, PARTITIONS)
-    produce_records(kafka43.bootstrap, topic, 120)
-    producer = BackgroundProducer(kafka43.bootstrap, topic, interval=0.005).start()
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
+    produce_records(upstream.bootstrap, topic, 120)
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
     # One consumer-protocol group and one classic group, through different instances.
     group_a, group_b = names.group(), names.group()
     ledgers = {group_a: OwnershipLedger(), group_b: OwnershipLedger()}   # a partition per group
@@ -171,7 +171,7 @@ def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, kafka43, n
         after = committed(survivors[0].bootstrap, group, topic)
         assert all(after[p] >= off for p, off in acked[group].items()), (group, acked[group], after)
 
-    produced = produce_records(kafka43.bootstrap, topic, 60) + producer.stop()
+    produced = produce_records(upstream.bootstrap, topic, 60) + producer.stop()
     for group, members in by_group.items():
         wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
                    <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
@@ -212,7 +212,7 @@ def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
     raise AssertionError(f"no group of 500 lands on {owner.port}")
 
 
-def test_a_paused_process_answers_nothing_and_writes_nothing(trio, kafka43, names):
+def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names):
     """SIGSTOP past the membership session: the others take its shards (fencing its
     producer epochs); on SIGCONT, a commit that waited in its socket is refused, never
     applied, and the process steps down and rejoins."""
@@ -220,7 +220,7 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, kafka43, name
     import socket
 
     topic = names.topic()
-    create_topic(kafka43.bootstrap, topic, 1)
+    create_topic(upstream.bootstrap, topic, 1)
     victim = trio[1]
     survivors = [trio[0], trio[2]]
     group = owned_group(victim, trio, names.group())
@@ -257,15 +257,15 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, kafka43, name
     assert fetch(owner, group, topic) == (0, 5)
 
 
-def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(kafka43, names):
+def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(upstream, names):
     """Two processes, then a third: it takes a third of the shards; a group whose shard did
     not move answers every request throughout."""
     import threading
 
     topic = names.topic()
-    create_topic(kafka43.bootstrap, topic, 1)
+    create_topic(upstream.bootstrap, topic, 1)
     state = f"__kc_{names.topic()}"
-    procs = [KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+    procs = [KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
         for p in procs[:2]:
@@ -318,13 +318,13 @@ def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(kafka43, names):
                 p.stop()
 
 
-def test_rolling_restart_fences_no_consumer_protocol_member(trio, kafka43, names, ledger, drivers):
+def test_rolling_restart_fences_no_consumer_protocol_member(trio, upstream, names, ledger, drivers):
     """SIGTERM and restart each process in turn while consumers run: each leaves the group
     after its writes (its shards move at once) and comes back; KIP-848 members lose
     nothing, and nothing produced meanwhile is missed."""
     topic, group = names.topic(), names.group()
-    create_topic(kafka43.bootstrap, topic, PARTITIONS)
-    producer = BackgroundProducer(kafka43.bootstrap, topic, interval=0.005).start()
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
     consumers = [drivers.add(RdkafkaConsumer(trio[i].bootstrap, topic, group, member=f"c{i}", ledger=ledger,
                                              group_protocol="consumer")).start() for i in range(3)]
     wait_until(lambda: sum(len(c.assignment()) for c in consumers) == PARTITIONS, 60, message="assignment")
@@ -343,18 +343,18 @@ def test_rolling_restart_fences_no_consumer_protocol_member(trio, kafka43, names
     ledger.assert_no_double_ownership()
 
 
-def test_processes_flag_runs_a_supervised_cluster(kafka43, names):
+def test_processes_flag_runs_a_supervised_cluster(upstream, names):
     """`kcoord serve --processes 2`: two children form one cluster; a child killed with -9
     is restarted by the supervisor under the same instance id."""
     import os
     import signal
 
     state = f"__kc_{names.topic()}"
-    sup = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+    sup = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                         port=free_port_block(12), extra_args=("--processes", "2", "--port-stride", "10"))
     sup.start(timeout=60)
     try:
-        second = KcoordProcess(kafka43.bootstrap, state, port=sup.port + 10)
+        second = KcoordProcess(upstream.bootstrap, state, port=sup.port + 10)
         pair = [sup, second]
         wait_until(lambda: (c := coordinators(pair, [f"g-{i}" for i in range(40)])) is not None
                    and len({n for n, _, _ in c.values()}) == 2, 60, message="two children form a cluster")
@@ -375,19 +375,19 @@ def upstream_front(process: KcoordProcess) -> dict[int, tuple[str, int]]:
     return {int(b.node_id): (b.host, int(b.port)) for b in md.brokers if b.node_id < NODE_ID_BASE}
 
 
-def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, kafka43, names, ledger, drivers):
+def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, upstream, names, ledger, drivers):
     """Issue 14 §4: librdkafka keys brokers by node id. Kill the instance fronting the
     upstream broker: the survivors name the same node id at another instance's address,
     and a running consumer follows it (it reconnects to the new address) and consumes on."""
     topic, group = names.topic(), names.group()
-    create_topic(kafka43.bootstrap, topic, PARTITIONS)
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
     front = upstream_front(trio[0])
     (node, (host, port)), = front.items()
     victim = next(p for p in trio if p.port < port <= p.port + 1)
     survivors = [p for p in trio if p is not victim]
     consumer = drivers.add(RdkafkaConsumer(survivors[0].bootstrap, topic, group, member="c0", ledger=ledger,
                                            group_protocol="consumer")).start()
-    producer = BackgroundProducer(kafka43.bootstrap, topic, interval=0.005).start()
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
     wait_until(lambda: len(consumer.consumed()) > 50, 60, message="consumption through the first front")
     assert victim.kill() == -9
     wait_until(lambda: all((f := upstream_front(p)) and f[node] != (host, port) for p in survivors), 60,
@@ -400,13 +400,13 @@ def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, kafka43, n
     assert not [e for e in consumer.errors() if e.get("fatal")]
 
 
-def test_fencing_none_refuses_to_serve_beside_a_second_process(kafka43, names):
+def test_fencing_none_refuses_to_serve_beside_a_second_process(upstream, names):
     """`fencing=none` writes as one process does, so it stops (exit 4) once its membership
     group holds a second instance; the other then serves every shard."""
     state = f"__kc_{names.topic()}"
-    alone = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS,
+    alone = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS,
                           config=(*CLUSTER, "fencing=none"), extra_args=("--instance-id", "kc-0"))
-    second = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", "kc-1"))
     alone.start(timeout=60)
     try:
@@ -424,14 +424,14 @@ def test_fencing_none_refuses_to_serve_beside_a_second_process(kafka43, names):
                 p.stop()
 
 
-def test_groups_list_through_one_instance_shows_every_instances_groups(trio, kafka43, names):
+def test_groups_list_through_one_instance_shows_every_instances_groups(trio, upstream, names):
     """`kcoord groups list` asks ListGroups of every node in Metadata, as Kafka's tools do:
     through any one instance it finds the groups of all three."""
     import subprocess
     import sys
 
     topic = names.topic()
-    create_topic(kafka43.bootstrap, topic, 1)
+    create_topic(upstream.bootstrap, topic, 1)
     groups = [f"{names.group()}-{i}" for i in range(12)]
     for g in groups:
         owner = next(p for p in trio if p.port == find(trio[0], g)[3])

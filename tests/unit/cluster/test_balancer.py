@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from coordinator.cluster.balancer import DUPLICATE_INSTANCE, NODE_ID_BASE, balance, node_ids
+from coordinator.cluster.balancer import DUPLICATE_INSTANCE, NODE_ID_BASE, NOT_ALONE, balance, node_ids
 from coordinator.cluster.protocol import Endpoint, MemberMetadata
 
 
@@ -119,3 +119,28 @@ def test_random_churn_never_double_assigns_and_converges(seed):
     sizes = [len(c.owned[i]) for i in alive]
     assert max(sizes) - min(sizes) <= 1
     assert set().union(*c.owned.values()) == set(range(c.n_shards))
+
+
+def solo(instance: str, since_ms: int) -> MemberMetadata:
+    return MemberMetadata(instance, Endpoint("10.0.0.9", 9092), solo_since_ms=since_ms)
+
+
+def test_of_two_plain_serves_the_later_one_is_told_it_is_not_alone_and_nobody_gets_shards():
+    result = balance(3, 12, {"m-a": solo("solo-a", 2_000), "m-b": solo("solo-b", 1_000)})
+    first, later = result.assignments["m-b"], result.assignments["m-a"]
+    assert (first.error, first.shards, dict(first.endpoints)) == (0, frozenset(), {})
+    assert later.error == NOT_ALONE and later.shards == frozenset()
+    assert dict(later.endpoints) == {"solo-b": Endpoint("10.0.0.9", 9092)}   # names the one it yields to
+    assert not result.follow_up        # watchers alone start no rebalance
+
+
+def test_a_plain_serve_beside_a_cluster_yields_and_the_cluster_keeps_its_shards():
+    members = {"m-0": meta("kc-0", range(6), 4), "m-1": meta("kc-1", range(6, 12), 4), "m-s": solo("solo-x", 1)}
+    result = balance(5, 12, members)
+    assert result.assignments["m-s"].error == NOT_ALONE
+    assert set(result.assignments["m-s"].endpoints) == {"kc-0", "kc-1"}
+    # The watcher moves nothing and is in no cluster member's map.
+    assert result.assignments["m-0"].shards == frozenset(range(6))
+    assert result.assignments["m-1"].shards == frozenset(range(6, 12))
+    assert set(result.assignments["m-0"].endpoints) == {"kc-0", "kc-1"}
+    assert (result.moved, result.follow_up) == (0, False)

@@ -24,6 +24,8 @@ from coordinator.cluster.protocol import (
 def test_round_trips():
     m = MemberMetadata("kcoord-0", Endpoint("kc-0.kc", 9092), "eu-1a", frozenset({3, 1}), 1 << 30, 7)
     assert decode_metadata(encode_metadata(m)) == m
+    watcher = MemberMetadata("solo-h-1", Endpoint("h", 9092), solo_since_ms=1_795_000_000_000)
+    assert decode_metadata(encode_metadata(watcher)) == watcher
     a = Assignment(7, frozenset({1, 3}), {1: "kcoord-0", 3: "kcoord-0", 2: "kcoord-1"},
                    {"kcoord-0": Endpoint("kc-0.kc", 9092), "kcoord-1": Endpoint("kc-1.kc", 9092)},
                    {"kcoord-0": 1 << 30, "kcoord-1": (1 << 30) + 1})
