@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError
-from ..protocol.framing import SIZE, HeaderError, split_frames
+from ..protocol.framing import SIZE, HeaderError, decode_response_header, split_frames
 from ..protocol.rewrite import rewrite_response_frame
 from ..runtime.metrics import GATEWAY_FORWARDED_BYTES
+from .leader_endpoints import rewrite_leader_endpoints
 from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
 
 if TYPE_CHECKING:
@@ -227,9 +228,19 @@ class UpstreamLink(asyncio.Protocol):
             if correlation_id != pending.correlation_id:
                 return self._broken(f"upstream {self._target} answered correlation id {correlation_id}, "
                                     f"expected {pending.correlation_id}")
-            kind = pending.route.kind
-            if kind == FORWARD_REWRITE or kind == FIND_COORDINATOR_LOCAL:
-                route = pending.route
+            route = pending.route
+            kind = route.kind
+            if route.endpoints:
+                # KIP-951 NodeEndpoints name upstream brokers: the gateway's addresses instead.
+                try:
+                    frame = rewrite_leader_endpoints(
+                        route.api_key, route.api_version, frame,
+                        decode_response_header(frame, route.response_header_version)[1],
+                        self._gateway.address_of)
+                except (BodyError, HeaderError, OSError, ValueError) as e:
+                    return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
+                                        f"upstream {self._target} could not be rewritten: {e}")
+            elif kind == FORWARD_REWRITE or kind == FIND_COORDINATOR_LOCAL:
                 try:
                     frame = rewrite_response_frame(route.api_key, route.api_version, frame,
                                                    self._gateway.address_of, self._gateway.state_topic,
@@ -240,7 +251,6 @@ class UpstreamLink(asyncio.Protocol):
             elif kind == FORWARD_REFRESH:
                 self._gateway.cluster.request_refresh()
             if pending.__class__ is MergingPending:
-                route = pending.route
                 try:
                     frame = pending.merge(frame)  # type: ignore[attr-defined]
                 except (BodyError, HeaderError, ValueError) as e:

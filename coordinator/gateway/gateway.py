@@ -44,6 +44,7 @@ from ..security.tls import ListenerSecurity, check_server_ssl_names
 from ..security.upstream import UpstreamSecurity
 from .cluster import DEFAULT_REFRESH_INTERVAL, Broker, ClusterView
 from .connection import ClientConnection
+from .leader_endpoints import forwarded_versions
 from .limits import CREATION_RATE, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Limits
 from .listeners import (
     BOOTSTRAP,
@@ -196,10 +197,14 @@ class Gateway:
     async def start(self) -> None:
         """Reads upstream (ApiVersions, Metadata), then opens every listener."""
         await self.cluster.start()
-        self.api_versions = advertised_versions(self.cluster.upstream_api_versions, self.service.api_versions)
+        # Produce v10+ and Fetch v16+ are forwarded: their KIP-951 NodeEndpoints are rewritten
+        # to gateway addresses on the way back (leader_endpoints.py).
+        self.api_versions = forwarded_versions(
+            advertised_versions(self.cluster.upstream_api_versions, self.service.api_versions),
+            self.cluster.upstream_api_versions)
         # transaction.version 2 (KIP-890) makes Java >= 4.0 producers rely on Produce v12's
-        # implicit AddPartitionsToTxn, and kcoord forwards Produce only up to v9: the level
-        # is lowered to 1 unless kcoord serves TxnOffsetCommit v5 and forwards Produce v12.
+        # implicit AddPartitionsToTxn and send TxnOffsetCommit v5: the level is forwarded
+        # only while kcoord serves TxnOffsetCommit v5 and forwards Produce v12, else lowered to 1.
         txn_commit = self.api_versions.get(TXN_OFFSET_COMMIT)
         produce = self.api_versions.get(PRODUCE)
         self.features = clamp_transaction_version(merge_features(self.cluster.upstream_features),

@@ -28,6 +28,7 @@ from ..protocol.apis import (
     response_header_version,
 )
 from ..protocol.checked import Step, struct_step
+from .leader_endpoints import carries_endpoints
 from .state_guard import GUARDED_APIS
 
 FORWARD = 0            # bytes in, bytes out
@@ -68,6 +69,9 @@ class Route:
     # bodies are walked too, so kcoord never passes bytes upstream that Kafka would refuse
     # to parse (a broker that trusts them can die of them: fuzzing killed Tansu so).
     body_check: Step | None = None
+    # Responses may carry KIP-951 NodeEndpoints (Produce v10+, Fetch v16+): their upstream
+    # addresses are rewritten on the way back (leader_endpoints.py).
+    endpoints: bool = False
 
 
 def route_key(api_key: int, api_version: int) -> int:
@@ -99,5 +103,6 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 response_header_version=response_header_version(api_key, version),
                 flexible=schemas.flexible(version),
                 request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
-                guarded=guarded, body_check=struct_step(schemas.requests[version]))
+                guarded=guarded, body_check=struct_step(schemas.requests[version]),
+                endpoints=carries_endpoints(api_key, version))
     return routes

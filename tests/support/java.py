@@ -88,6 +88,21 @@ def java_command(main_class: str, args: Sequence[str] = (), jvm_opts: Sequence[s
                                   jvm_opts=jvm_opts)
 
 
+# Test programs that need the full libs/ set (Kafka Streams): compiled apart from the drivers,
+# against libs/*, so the drivers' small classpath (fast JVM start) stays as it is.
+LIBS_JAVA_SOURCES = JAVA_SOURCES / "streams"
+
+
+def libs_java_command(main_class: str, args: Sequence[str] = (),
+                      jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS) -> list[str]:
+    """``java`` argv running a class of tests/clients/java/streams/ with the libs/ classpath."""
+    cache = ensure_java_jars()
+    libs = cache / "libs" / "*"
+    classes = java_jars.compiled_classes(cache, sorted(LIBS_JAVA_SOURCES.glob("*.java")), (libs,))
+    return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
+            "-cp", f"{classes}:{libs}", main_class, *args]
+
+
 class JavaConsumer(EventLogConsumer):
     """One ConsumerDriver JVM. start() → events → close() (clean) or kill() (kill -9)."""
 

@@ -1,9 +1,10 @@
 """A Java 4.3 transactional producer through kcoord in front of Kafka 4.3 and Tansu.
 
 Kafka 4.x finalizes `transaction.version=2`, with which Java >= 4.0 producers rely on
-Produce v12's implicit AddPartitionsToTxn (KIP-890). kcoord forwards Produce only up to v9
-(newer responses can name upstream addresses), so it lowers the advertised level to 1
-(coordinator/group/txn_features.py) and the producer adds its partitions explicitly."""
+Produce v12's implicit AddPartitionsToTxn (KIP-890). kcoord forwards Produce v10+ (it rewrites
+their KIP-951 NodeEndpoints, coordinator/gateway/leader_endpoints.py) and serves TxnOffsetCommit
+v5, so it forwards level 2 (coordinator/group/txn_features.py) and the producer adds its
+partitions implicitly; Tansu finalizes no level 2 and the producer adds them explicitly."""
 from __future__ import annotations
 
 import pytest

@@ -18,12 +18,12 @@ UPSTREAM_EXPECTATIONS = {
 
 @pytest.fixture
 def kcoord(upstream, names):
-    """`kcoord serve` in front of ``upstream`` with transactional offsets served by the one
-    process (`txn_offsets=true`: the raw marker-aware loader; docs/transactions.md)."""
+    """`kcoord serve` in front of ``upstream`` with its defaults: transactional offsets served
+    by the one process (the raw marker-aware loader; docs/transactions.md)."""
     from support.kcoord import FAST, KcoordProcess
 
     gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}",
-                            config=(*FAST, "txn_offsets=true")).start()
+                            config=FAST).start()
     yield gateway
     if gateway.process is not None and gateway.process.poll() is None:
         gateway.stop()

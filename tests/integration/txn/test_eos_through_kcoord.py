@@ -11,6 +11,9 @@ What this proves:
 - kill -9 of kcoord between the offsets' append and the marker: the restarted kcoord rebuilds
   the pending offsets from the log, and the marker written later applies (commit) or drops
   (abort) them.
+Java's own loop (sendOffsetsToTransaction with classic and consumer-protocol groups, timeout,
+zombie, kill -9) is in test_eos_java_loop.py, Kafka Streams exactly_once_v2 in
+test_eos_streams.py, librdkafka's timeout and zombie in test_eos_rdkafka_timeout_zombie.py.
 """
 from __future__ import annotations
 
