@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .protocol import apis
+from .protocol.connect_messages import CONNECT_GROUP_DESCRIBE
 from .protocol.service import ClientInfo
 
 # Kafka's AclOperation and ResourceType names.
@@ -119,7 +120,7 @@ def group_ids_of(api_key: int, request) -> list[str]:
     """The groups a request names (ListGroups names none: it is filtered instead)."""
     if api_key == apis.DESCRIBE_GROUPS:
         return list(request.groups)
-    if api_key == apis.CONSUMER_GROUP_DESCRIBE:
+    if api_key == apis.CONSUMER_GROUP_DESCRIBE or api_key == CONNECT_GROUP_DESCRIBE:
         return list(request.group_ids)
     if api_key == apis.DELETE_GROUPS:
         return list(request.groups_names)

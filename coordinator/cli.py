@@ -340,6 +340,12 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     _print_listeners(gateway, upstream, embedded, args)
     if clustered is None:
         await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
+        if embedded is None and config.cluster_solo_check:
+            # One process writes without fencing: watch for a second kcoord on this state
+            # topic (clustered.SoloWatch), in the background so serving does not wait.
+            from .clustered import SoloWatch
+            parts["solo"] = SoloWatch(config, upstream, upstream_security)
+            parts["solo"].start(gateway)
     else:
         await clustered.start(service, gateway, first_assignment_timeout_s=config.cluster_rebalance_timeout_ms / 1000
                               + config.cluster_session_timeout_ms / 1000)
@@ -356,9 +362,17 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
           + (f"; {len(failed)} shards FAILED (partition:offset "
              + ",".join(f"{p}:{o}" for p, o in sorted(failed.items())) + "; see the log)" if failed else ""),
           flush=True)
+    watch = parts.get("solo")
     if clustered is None:
-        await stop.wait()
-        return 0
+        if watch is None:
+            await stop.wait()
+            return 0
+        done, pending = await asyncio.wait({asyncio.ensure_future(stop.wait()),
+                                            asyncio.ensure_future(watch.stop.wait())},
+                                           return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending:
+            waiter.cancel()
+        return watch.exit_code or 0
     done, _ = await asyncio.wait({asyncio.ensure_future(stop.wait()), asyncio.ensure_future(clustered.stop.wait())},
                                  return_when=asyncio.FIRST_COMPLETED)
     for waiter in _:
@@ -405,6 +419,8 @@ async def _shutdown(parts: dict, embedded) -> None:
             await asyncio.wait_for(parts["cluster"].leave(parts["service"]), SHUTDOWN_STEP_TIMEOUT * 2)
         except Exception as e:
             log.warning("shutdown: leaving the kcoord cluster failed: %r", e)
+    if "solo" in parts:
+        steps.append(("single-process watch", parts["solo"].leave()))
     if "gateway" in parts:
         steps.append(("gateway", parts["gateway"].close()))
     if "service" in parts:

@@ -29,6 +29,12 @@ class CoordinatorConfig:
     cluster_heartbeat_interval_ms: int = 1_000
     cluster_rebalance_timeout_ms: int = 30_000
     cluster_lease_margin_ms: int = 2_000         # the lease ends this long before the session could
+    # "auto": static members (KIP-345) unless the upstream is Tansu, which cannot carry them
+    # (cluster/membership.py static_membership_works); "true" / "false" force the choice.
+    cluster_static_membership: str = "auto"
+    # A plain `kcoord serve` (no --instance-id) joins the membership group as an observer and
+    # exits with code 4 when another kcoord serves the same state topic (cluster/solo.py).
+    cluster_solo_check: bool = True
 
     # KIP-848 consumer groups.
     consumer_session_timeout_ms: int = 45_000
@@ -110,6 +116,12 @@ class CoordinatorConfig:
     # --config group.consumer.client.assignors.enabled=false
     consumer_client_assignors_enabled: bool = True
 
+    # --- The connect group type (seed 001, issue 18): serve the private APIs 32703-32706
+    # (coordinator/connect_apis.py). Off: neither advertised nor routed. Workers' sessions and
+    # heartbeat intervals are the consumer groups' (consumer_session_timeout_ms, ...).
+    # --config group.connect.groups.enabled=false
+    connect_groups_enabled: bool = True
+
     # --- Transactional offset commits (issue 16, docs/transactions.md "Bounds on pending
     # state"): kcoord's caps on pending transactional offsets (Kafka caps none; its
     # transaction timeout ends them). Over a cap TxnOffsetCommit answers TRANSACTION_ABORTABLE
@@ -117,9 +129,12 @@ class CoordinatorConfig:
     txn_max_pending_per_producer: int = 50_000
     txn_max_open_producers_per_group: int = 10_000
     txn_max_pending_per_shard: int = 1_000_000
-    # Serve TxnOffsetCommit/AddOffsetsToTxn in a single process (the raw marker-aware loader);
-    # several processes (--instance-id) always do. docs/transactions.md.
-    txn_offsets: bool = False
+    # Serve TxnOffsetCommit/AddOffsetsToTxn in a single process: its loads read the state
+    # log raw with the marker-aware reader. `--config txn_offsets=false` falls back to
+    # aiokafka's read_committed loader, TxnOffsetCommit unadvertised and AddOffsetsToTxn
+    # forwarded (as before issue 16). Several processes (--instance-id) always serve them.
+    # docs/transactions.md.
+    txn_offsets: bool = True
 
     @property
     def default_assignor(self) -> str:

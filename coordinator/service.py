@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 from . import authz
 from .authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Action, Authorizer, authorized_operations, denied_groups
 from .config import CoordinatorConfig
+from .connect_apis import CONNECT_APIS
 from .group import error_responses, group_admin, offset_ops, regex_refresh
 from .group.context import AuthorizedRequestContext
 from .group.error_responses import ERROR_RESPONSES
@@ -52,6 +53,8 @@ from .group.result import Result
 from .group.shard import GroupCoordinatorShard, RequestContext
 from .group.timeutil import from_ms
 from .group.txn_offset_commit import add_offsets_to_txn_error, add_offsets_to_txn_response
+from .private_apis import PRIVATE_APIS
+from .private_apis import TOPIC_CHECKS as PRIVATE_TOPIC_CHECKS
 from .protocol.apis import (
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
@@ -67,6 +70,8 @@ from .protocol.apis import (
     SYNC_GROUP,
     TXN_OFFSET_COMMIT,
 )
+from .protocol.connect_messages import CONNECT_GROUP_DESCRIBE
+from .protocol.private_apis import PRIVATE_ERRORS
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
@@ -178,6 +183,16 @@ class GroupCoordinatorService:
         self._names: dict[int, str] = {}
         for api in SERVED_APIS:
             self.register_api(api)
+        if config.consumer_client_assignors_enabled:
+            # Issue 17: kcoord's private client-assignor APIs 32700-32702 (seed 000), advertised
+            # and routed only when enabled (coordinator/private_apis.py).
+            for key, name, versions, handler in PRIVATE_APIS:
+                self.register_api(ServedApi(key, name, versions, handler))
+        if config.connect_groups_enabled:
+            # Issue 18: the connect group APIs 32703-32706 (seed 001), advertised and routed only
+            # when enabled (coordinator/connect_apis.py).
+            for key, name, versions, handler in CONNECT_APIS:
+                self.register_api(ServedApi(key, name, versions, handler))
         self._partitions: dict[str, int] = {}
         self._latency: dict[int, Any] = {}
         self._counted: dict[tuple[int, Any], Any] = {}
@@ -197,11 +212,10 @@ class GroupCoordinatorService:
         # marker-aware reader and can append as the client's producer (fenced_state_log);
         # without one it answers UNSUPPORTED_VERSION (and is not advertised).
         self.txn_appender: ClientTxnAppender | None = None
-        # One process reads its log with aiokafka's read_committed consumer unless the
-        # operator opts in (`--config txn_offsets=true`): the raw marker-aware loader that
-        # TxnOffsetCommit needs there is new, and a classic group's members were seen to
-        # rejoin after a restart with it (tests/integration/classic/test_classic_restart.py).
-        # The fenced log of several processes (--instance-id) always reads raw.
+        # One process reads its log raw with the marker-aware loader TxnOffsetCommit needs
+        # unless the operator falls back (`--config txn_offsets=false`: aiokafka's
+        # read_committed consumer, TxnOffsetCommit not served). The fenced log of several
+        # processes (--instance-id) always reads raw.
         enable = getattr(state_topic, "enable_txn_offsets", None) if config.txn_offsets else None
         if enable is not None and not getattr(state_topic, "txn_offsets_supported", False):
             enable(functools.partial(_open_upstream, getattr(state_topic, "security", None), "kcoord-txn"))
@@ -827,7 +841,17 @@ class GroupCoordinatorService:
         return await self._one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
 
     async def _classic_heartbeat(self, ctx: RequestContext, req):
-        return await self._one_group(HEARTBEAT, ctx, req, lambda shard, now: shard.heartbeat(ctx, req, now))
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
+        except ApiError as e:
+            if e.code == ErrorCode.coordinator_load_in_progress:
+                # Kafka answers a classic Heartbeat NONE while the group's partition loads
+                # ("The group is still loading, so blindly respond", GroupCoordinatorService
+                # .heartbeat): the load re-arms every member's session timer anyway, and
+                # aiokafka treats COORDINATOR_LOAD_IN_PROGRESS in a Heartbeat as fatal (its
+                # heartbeat task dies; the member is expired or leaves after a restart).
+                e = ApiError(ErrorCode.none)
+            return ERROR_RESPONSES[HEARTBEAT](ctx.api_version, e, req)
 
     async def _leave_group(self, ctx: RequestContext, req):
         return await self._one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
@@ -976,8 +1000,10 @@ class GroupCoordinatorService:
         return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))
 
 
+_KAFKA_ERRORS = frozenset(e.value for e in ErrorCode)
+
 # Multi-group APIs (OffsetFetch is one from v8): denied groups are answered per entry.
-_MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS})
+_MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, CONNECT_GROUP_DESCRIBE})
 
 # The topic-level checks each API makes after its group check (KafkaApis; KAFKA-18813).
 _TOPIC_CHECKS: dict[int, Callable[..., Awaitable[Any]]] = {
@@ -987,6 +1013,7 @@ _TOPIC_CHECKS: dict[int, Callable[..., Awaitable[Any]]] = {
     OFFSET_FETCH: GroupCoordinatorService._check_offset_fetch,
     CONSUMER_GROUP_HEARTBEAT: GroupCoordinatorService._check_consumer_heartbeat,
     CONSUMER_GROUP_DESCRIBE: GroupCoordinatorService._check_consumer_describe,
+    **PRIVATE_TOPIC_CHECKS,
 }
 TOPIC_DESCRIBE_REFUSED = "The described group uses topics that the client is not authorized to describe."
 
@@ -1011,4 +1038,10 @@ def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]
 
 def _error_name(response: Any) -> str:
     code = getattr(response, "error_code", None)
-    return code.name if code is not None else "none"
+    if code is None:
+        return "none"
+    name = getattr(code, "name", None)
+    if name is not None:
+        return name
+    # The private APIs (issue 17) carry their code as a plain int16: 32700/32701 are kcoord's own.
+    return PRIVATE_ERRORS.get(code) or (ErrorCode(code).name if code in _KAFKA_ERRORS else str(code))

@@ -41,6 +41,7 @@ from coordinator.protocol.apis import (
 )
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader
+from coordinator.protocol.private_apis import CLIENT_ASSIGNOR_APIS, CONNECT_APIS
 
 from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
 from .samples import sample
@@ -158,6 +159,12 @@ TARGETS: tuple[Target, ...] = (
     Target(OFFSET_DELETE, SERVED),
     Target(CONSUMER_GROUP_HEARTBEAT, SERVED),
     Target(CONSUMER_GROUP_DESCRIBE, SERVED),
+    # kcoord's private client-assignor APIs 32700-32702 (issue 17; fuzz/atheris_private.py
+    # also fuzzes their responses, which the member library decodes).
+    *(Target(key, SERVED) for key in sorted(CLIENT_ASSIGNOR_APIS)),
+    # the connect group APIs 32703-32706 (issue 18; fuzz/atheris_connect.py also fuzzes the
+    # responses, which the worker library decodes, and the records 1000-1004).
+    *(Target(key, SERVED) for key in sorted(CONNECT_APIS)),
     Target(PRODUCE, INSPECTED, _naming_state_topic),
     Target(DELETE_RECORDS, INSPECTED, _naming_state_topic),
     Target(DELETE_TOPICS, INSPECTED, _naming_state_topic),

@@ -118,7 +118,19 @@ def _classic_summary(g) -> dict:
 
 
 def _consumer_summary(g: ConsumerGroup) -> dict:
-    return {"type": "consumer", "state": g.state.value, "members": len(g.members), "group_epoch": g.group_epoch}
+    out = {"type": "consumer", "state": g.state.value, "members": len(g.members), "group_epoch": g.group_epoch}
+    uses = _client_assignors(g)
+    if uses:
+        out["client_assignors"] = uses
+    return out
+
+
+def _client_assignors(g: ConsumerGroup) -> list[str]:
+    """The client-side assignors (seed 000) this group's records name: kcoord-only tags >= 1000."""
+    names = {s.name for m in g.members.values() for s in m.client_assignors or ()}
+    if g.client_assignor_name is not None:
+        names.add(g.client_assignor_name)
+    return sorted(names)
 
 
 def _classic_group_summary(g: ClassicGroup) -> dict:
@@ -168,6 +180,11 @@ def _consumer_reasons(g: ConsumerGroup, view=None) -> tuple[bool, list[str]]:
                        "(and stays intact) once the new coordinator handles their next leave")
     if g.resolved_regexes:
         reasons.append(f"{len(g.resolved_regexes)} resolved regular expression(s) are dropped")
+    uses = _client_assignors(g)
+    if uses:
+        reasons.append(f"uses kcoord's client-side assignors {uses} (seed 000): their state is in tagged "
+                       "fields >= 1000 that Kafka and other coordinators ignore, so the group runs with a "
+                       "server-side assignor there and its members' computed metadata is lost")
     return True, reasons
 
 

@@ -14,6 +14,7 @@ reader inlines the single-byte varints Kafka writes in practice.
 from __future__ import annotations
 
 from records._classic import check_end
+from records._client_assignor import decode_metadata_tag, encode_metadata_tags
 from records._wire import (
     LOW_LEVEL,
     UUID_CACHE,
@@ -29,7 +30,6 @@ from records._wire import (
     reason_of,
     tag_count,
     tagged_field,
-    unknown_tags,
     unpack_b,
     unpack_i,
     uuid_,
@@ -179,23 +179,39 @@ def _encode_topic_partitions_array(out: bytearray, tps, with_epochs: bool) -> No
             w_tags(out, [(0, bytes(data))], tp.unknown_tagged_fields)
 
 
+def _tags(b: bytes, pos: int, found: dict, with_error: bool) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """The value's tag section: kcoord's client-assignor tags >= 1000 (records/
+    _client_assignor.py) into `found`, any other tag kept raw."""
+    if b[pos] == 0:
+        return (), pos + 1
+    n, pos = tag_count(b, pos)
+    unknown = []
+    for _ in range(n):
+        tag, start, end = tagged_field(b, pos)
+        if not decode_metadata_tag(b, tag, start, end, found, with_error):
+            unknown.append((tag, b[start:end]))
+        pos = end
+    return tuple(unknown), pos
+
+
 def decode_target_assignment_member(b: bytes) -> ConsumerGroupTargetAssignmentMemberValue:
     f, pos = "TopicPartitions", 2
     try:
         tps, pos = _decode_topic_partitions_array(b, pos, False, f)
         f = "(tagged fields)"
-        tags, pos = unknown_tags(b, pos)
+        found: dict = {}
+        tags, pos = _tags(b, pos, found, False)
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
-    return ConsumerGroupTargetAssignmentMemberValue(tps, tags)
+    return ConsumerGroupTargetAssignmentMemberValue(tps, tags, found.get("version", -1), found.get("bytes"))
 
 
 def encode_target_assignment_member(v: ConsumerGroupTargetAssignmentMemberValue,
                                     version: int) -> bytes:
     out = bytearray(b"\x00\x00")
     _encode_topic_partitions_array(out, v.topic_partitions, False)
-    w_tags(out, [], v.unknown_tagged_fields)
+    w_tags(out, encode_metadata_tags(None, v.metadata_version, v.metadata_bytes), v.unknown_tagged_fields)
     return bytes(out)
 
 
@@ -215,12 +231,14 @@ def decode_current_member_assignment(b: bytes) -> ConsumerGroupCurrentMemberAssi
         f = "PartitionsPendingRevocation"
         pending, pos = _decode_topic_partitions_array(b, pos, True, f)
         f = "(tagged fields)"
-        tags, pos = unknown_tags(b, pos)
+        found: dict = {}
+        tags, pos = _tags(b, pos, found, True)
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
     return ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending,
-                                                     tags)
+                                                     tags, found.get("error", 0), found.get("version", -1),
+                                                     found.get("bytes"))
 
 
 def encode_current_member_assignment(v: ConsumerGroupCurrentMemberAssignmentValue,
@@ -231,5 +249,5 @@ def encode_current_member_assignment(v: ConsumerGroupCurrentMemberAssignmentValu
     out += pack_b(v.state)
     _encode_topic_partitions_array(out, v.assigned_partitions, True)
     _encode_topic_partitions_array(out, v.partitions_pending_revocation, True)
-    w_tags(out, [], v.unknown_tagged_fields)
+    w_tags(out, encode_metadata_tags(v.error, v.metadata_version, v.metadata_bytes), v.unknown_tagged_fields)
     return bytes(out)

@@ -15,6 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from records._classic import check_end
+from records._client_assignor import (
+    decode_client_assignors,
+    decode_target_metadata_tag,
+    encode_client_assignors,
+    encode_target_metadata_tags,
+)
 from records._wire import (
     LOW_LEVEL,
     FieldError,
@@ -198,8 +204,12 @@ def _decode_classic_member(b: bytes, pos: int) -> tuple[ClassicMemberMetadata, i
 def decode_consumer_group_member_metadata(b: bytes) -> ConsumerGroupMemberMetadataValue:
     f, pos = "InstanceId", 2
     classic: list[Any] = [_EMPTY_CLASSIC]  # absent tag: the empty struct, as Kafka reads it
+    client: list[Any] = [()]
 
     def known(tag: int, start: int, end: int) -> bool:
+        if tag == 1000:   # kcoord's ClientAssignors (records/_client_assignor.py)
+            client[0] = decode_client_assignors(b, start, end)
+            return True
         if tag != 0:
             return False
         presence, p = uvarint(b, start)
@@ -235,7 +245,7 @@ def decode_consumer_group_member_metadata(b: bytes) -> ConsumerGroupMemberMetada
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
     return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, topics,
-                                            regex, rebalance_timeout, assignor, classic[0], tags)
+                                            regex, rebalance_timeout, assignor, classic[0], tags, client[0])
 
 
 def _classic_member_tag(c: ClassicMemberMetadata | None) -> list[tuple[int, bytes]]:
@@ -265,7 +275,8 @@ def encode_consumer_group_member_metadata(v: ConsumerGroupMemberMetadataValue,
     w_cnstring(out, v.subscribed_topic_regex)
     out += pack_i(v.rebalance_timeout_ms)
     w_cnstring(out, v.server_assignor)
-    w_tags(out, _classic_member_tag(v.classic_member_metadata), v.unknown_tagged_fields)
+    w_tags(out, _classic_member_tag(v.classic_member_metadata) + encode_client_assignors(v.client_assignors),
+           v.unknown_tagged_fields)
     return bytes(out)
 
 
@@ -280,7 +291,7 @@ def decode_target_assignment_metadata(b: bytes) -> ConsumerGroupTargetAssignment
             expect_end(start + 8, end, "tagged field AssignmentTimestamp")
             found["ts"] = unpack_q(b, start)[0]
             return True
-        return False
+        return decode_target_metadata_tag(b, tag, start, end, found)   # kcoord's tags >= 1000
     try:
         epoch = unpack_i(b, pos)[0]
         pos += 4
@@ -289,15 +300,16 @@ def decode_target_assignment_metadata(b: bytes) -> ConsumerGroupTargetAssignment
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
-    return ConsumerGroupTargetAssignmentMetadataValue(epoch, found.get("ts", 0), tags)
+    return ConsumerGroupTargetAssignmentMetadataValue(epoch, found.get("ts", 0), tags, found.get("error", 0),
+                                                      found.get("name"))
 
 
 def encode_target_assignment_metadata(v: ConsumerGroupTargetAssignmentMetadataValue,
                                       version: int) -> bytes:
     out = bytearray(b"\x00\x00")
     out += pack_i(v.assignment_epoch)
-    w_tags(out, [(0, pack_q(v.assignment_timestamp))] if v.assignment_timestamp else [],
-           v.unknown_tagged_fields)
+    w_tags(out, ([(0, pack_q(v.assignment_timestamp))] if v.assignment_timestamp else [])
+           + encode_target_metadata_tags(v.assignment_error, v.client_assignor_name), v.unknown_tagged_fields)
     return bytes(out)
 
 

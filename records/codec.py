@@ -18,6 +18,7 @@ from typing import Any
 from records import _assignment as asg
 from records import _classic as cl
 from records import _consumer as cg
+from records import connect_records as cr
 from records._trailing import TRAILING_BYTES
 from records._wire import (
     LOW_LEVEL,
@@ -79,6 +80,7 @@ _KEY_LAYOUTS: dict[int, tuple[type, tuple[str, ...], str]] = {
     7: (ConsumerGroupTargetAssignmentMemberKey, ("GroupId", "MemberId"), "ss"),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ("GroupId", "MemberId"), "ss"),
     16: (ConsumerGroupRegularExpressionKey, ("GroupId", "RegularExpression"), "ss"),
+    **cr.KEY_LAYOUTS,   # kcoord's connect group (seed 001): private types 1000-1004
 }
 _KEY_ATTRS = {cls: (rtype, tuple(f.name for f in dataclasses.fields(cls)), layout)
               for rtype, (cls, _, layout) in _KEY_LAYOUTS.items()}
@@ -238,6 +240,7 @@ _VALUE_DECODERS: dict[int, dict[int, Callable[[bytes], Any]]] = {
     7: {0: asg.decode_target_assignment_member},
     8: {0: asg.decode_current_member_assignment},
     16: {0: cg.decode_regular_expression},
+    **cr.VALUE_DECODERS,
 }
 
 _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
@@ -254,6 +257,7 @@ _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
     ConsumerGroupCurrentMemberAssignmentValue: (asg.encode_current_member_assignment,
                                                 range(0, 1)),
     ConsumerGroupRegularExpressionValue: (cg.encode_regular_expression, range(0, 1)),
+    **cr.VALUE_ENCODERS,
 }
 
 # GroupMetadataManager / GroupCoordinatorRecordHelpers: group metadata is written

@@ -175,6 +175,19 @@ class ClassicMemberMetadata:
     unknown_tagged_fields: TaggedFields = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ClientAssignor:
+    """kcoord's tag 1000 of type 5 (seed 000 client-side assignors; seed-drafts.md §1.6).
+    Kafka never shipped it: Kafka reads the tag as unknown and ignores it."""
+    name: str = ""
+    minimum_version: int = 0
+    maximum_version: int = 0
+    reason: int = 0
+    version: int = 0
+    metadata: bytes = b""
+    unknown_tagged_fields: TaggedFields = ()
+
+
 @dataclass(slots=True)
 class ConsumerGroupMemberMetadataValue:
     """classic_member_metadata (tagged, tag 0, nullable):
@@ -197,6 +210,8 @@ class ConsumerGroupMemberMetadataValue:
     server_assignor: str | None = None
     classic_member_metadata: ClassicMemberMetadata | None = None
     unknown_tagged_fields: TaggedFields = ()
+    # kcoord tag 1000 (seed 000): empty = absent, as every group without client assignors.
+    client_assignors: tuple[ClientAssignor, ...] = ()
 
 
 # --- type 6: target assignment metadata -------------------------------------
@@ -214,6 +229,10 @@ class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int = 0
     assignment_timestamp: int = 0
     unknown_tagged_fields: TaggedFields = ()
+    # kcoord tags 1000/1001 (seed 000): the assigner's Error, and the client assignor that
+    # computed this target (None: the server assignor did). Defaults are omitted.
+    assignment_error: int = 0
+    client_assignor_name: str | None = None
 
 
 # --- types 7 / 8: assignments ------------------------------------------------
@@ -246,6 +265,9 @@ class ConsumerGroupTargetAssignmentMemberValue:
     record_type: ClassVar[int] = RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER
     topic_partitions: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: TaggedFields = ()
+    # kcoord tags 1000/1001 (seed 000): the client assignor's metadata for this member.
+    metadata_version: int = -1
+    metadata_bytes: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +287,11 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     assigned_partitions: tuple[TopicPartitions, ...] = ()
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: TaggedFields = ()
+    # kcoord tags 1000-1002 (seed 000): the Assignment.Error and metadata of the target
+    # this member reached, as its heartbeat hands them out.
+    error: int = 0
+    metadata_version: int = -1
+    metadata_bytes: bytes | None = None
 
 
 # --- type 16: resolved regular expression -----------------------------------

@@ -57,14 +57,19 @@ def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Resul
     group = shard.groups.get(req.group_id)
     if isinstance(group, ConsumerGroup) and not group.is_empty():
         return shard.migration.classic_join_to_consumer_group(shard, ctx, req, group, now_ms)
+    if group is not None and not isinstance(group, (ClassicGroup, ConsumerGroup)) and not group.is_empty():
+        # A group of another registered type with members (a connect group, seed 001): no
+        # online conversion exists (docs/connect-groups.md), and a JoinGroup must not replace it.
+        return _error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     fx = Effects()
     unknown = req.member_id == UNKNOWN_MEMBER_ID
     if not isinstance(group, ClassicGroup):
         if not unknown:
             return _error(v, ErrorCode.unknown_member_id, req.member_id)
-        if isinstance(group, ConsumerGroup):
-            # Offline downgrade: an empty consumer group becomes a classic group whatever the
-            # migration policy (its tombstones are written, not replayed: the swap is direct).
+        if group is not None:
+            # Offline downgrade: an empty consumer (or connect, seed 001 phase C1) group becomes
+            # a classic group whatever the migration policy (its tombstones are written, not
+            # replayed: the swap is direct).
             fx.records.extend(group_tombstones(group))
         group = ClassicGroup(req.group_id, ClassicGroupState.EMPTY, now_ms)
         shard.groups[req.group_id] = group

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
-from .consumer_group import ConsumerGroup
+from .consumer_group import ClientAssignorSpec, ConsumerGroup
 from .errors import ApiError, group_not_found, invalid_request, unknown_member
 from .image import MetadataImage
 from .membership import member_topic_ids
@@ -63,25 +63,16 @@ class InvalidAssignment(Exception):
     code = INVALID_ASSIGNMENT
 
 
-@dataclass(frozen=True, slots=True)
-class ClientAssignorSpec:
-    """One entry of a member's ClientAssignors (000:L439-454; int16 versions, §1.7 #2)."""
-    name: str
-    minimum_version: int
-    maximum_version: int
-    version: int
-    reason: int = 0
-    metadata: bytes = b""
-
-    def covers(self, version: int) -> bool:
-        return self.minimum_version <= version <= self.maximum_version
-
-    def without_reason(self) -> ClientAssignorSpec:
-        return ClientAssignorSpec(self.name, self.minimum_version, self.maximum_version, self.version,
-                                  0, self.metadata)
-
-
 Specs = Sequence[ClientAssignorSpec]
+
+
+def specs_of(entries: Iterable | None) -> tuple[ClientAssignorSpec, ...] | None:
+    """A member's list from a request's or a record's entries (same field names); empty or
+    absent gives None (the member brought none)."""
+    if not entries:
+        return None
+    return tuple(ClientAssignorSpec(e.name, e.minimum_version, e.maximum_version, e.version, e.reason,
+                                    e.metadata) for e in entries)
 
 
 def validate_request(server_assignor: str | None, specs: Specs | None) -> None:
@@ -283,8 +274,8 @@ def installed_records(group: ConsumerGroup, done: Installed, now_ms: int) -> lis
     record for each member whose target changed, then the target metadata at the
     prepared epoch E (000:L199). With Error != 0 only the metadata: targets stay, the
     epoch still advances (000:L274-276). Members that left are absent from `done`.
-    The assigner's per-member metadata and the error go into tags >= 1000 on these
-    records (seed-drafts.md §1.6), not written yet: records/ has no such fields."""
+    Without the client-assignor tags: the shard writes them with client_mode.install_assignment,
+    which adds the per-member metadata and the error (tags >= 1000, seed-drafts.md §1.6)."""
     gid = group.group_id
     records = [rh.target_member_record(gid, m, target) for m, target in sorted(done.targets.items())
                if _norm(group.target_assignment.get(m) or {}) != _norm(target)]

@@ -65,6 +65,25 @@ class ConsumerGroupState(enum.Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True, slots=True)
+class ClientAssignorSpec:
+    """Seed 000 (client_assignment.py has the rules): one entry of a member's ClientAssignors
+    (000:L439-454; int16 versions, seed-drafts.md §1.7 #2)."""
+    name: str
+    minimum_version: int
+    maximum_version: int
+    version: int
+    reason: int = 0
+    metadata: bytes = b""
+
+    def covers(self, version: int) -> bool:
+        return self.minimum_version <= version <= self.maximum_version
+
+    def without_reason(self) -> ClientAssignorSpec:
+        return ClientAssignorSpec(self.name, self.minimum_version, self.maximum_version, self.version,
+                                  0, self.metadata)
+
+
 @dataclass(slots=True)
 class ConsumerGroupMember:
     member_id: str
@@ -83,6 +102,14 @@ class ConsumerGroupMember:
     classic_member_metadata: ClassicMemberMetadata | None = None
     assigned_partitions: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
     partitions_pending_revocation: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
+    # Seed 000 client-side assignors (client_assignment.py; record tags >= 1000, records/
+    # _client_assignor.py). None: the member brought none (every real Kafka client).
+    client_assignors: tuple[ClientAssignorSpec, ...] | None = None
+    # The Assignment.Error and metadata of the client-computed target this member reached
+    # (copied from the target when it reaches the target epoch; defaults in server mode).
+    assignment_error: int = 0
+    assignment_metadata_version: int = -1
+    assignment_metadata_bytes: bytes | None = None
 
     @property
     def uses_classic_protocol(self) -> bool:
@@ -99,14 +126,18 @@ class ConsumerGroupMember:
                 and self.subscribed_topic_names == other.subscribed_topic_names
                 and self.subscribed_topic_regex == other.subscribed_topic_regex
                 and self.server_assignor == other.server_assignor
-                and self.classic_member_metadata == other.classic_member_metadata)
+                and self.classic_member_metadata == other.classic_member_metadata
+                and self.client_assignors == other.client_assignors)
 
     def assignment_equals(self, other: ConsumerGroupMember) -> bool:
         return (self.member_epoch == other.member_epoch
                 and self.previous_member_epoch == other.previous_member_epoch
                 and self.state is other.state
                 and self.assigned_partitions == other.assigned_partitions
-                and self.partitions_pending_revocation == other.partitions_pending_revocation)
+                and self.partitions_pending_revocation == other.partitions_pending_revocation
+                and self.assignment_error == other.assignment_error
+                and self.assignment_metadata_version == other.assignment_metadata_version
+                and self.assignment_metadata_bytes == other.assignment_metadata_bytes)
 
 
 @dataclass(slots=True)
@@ -145,6 +176,13 @@ class ConsumerGroup:
         # recomputes the metadata hash (Kafka: requestMetadataRefresh).
         self.metadata_refresh_requested = False
         self.last_regex_refresh_ms = 0
+        # Seed 000 client-side assignors. Persisted (tags >= 1000): the assigner's metadata
+        # per member (version, bytes), its Error, and the client assignor that computed the
+        # target (None: the server assignor did; the metadata is then not handed out).
+        self.num_client_assignor_members = 0
+        self.target_metadata: dict[str, tuple[int, bytes | None]] = {}
+        self.assignment_error = 0
+        self.client_assignor_name: str | None = None
 
     # ------------------------------------------------------------------ queries
     @property
@@ -216,6 +254,8 @@ class ConsumerGroup:
             self.static_members[m.instance_id] = m.member_id
         if m.uses_classic_protocol:
             self.num_classic_members += 1
+        if m.client_assignors:
+            self.num_client_assignor_members += 1
         self._add_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._add_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 
@@ -236,6 +276,8 @@ class ConsumerGroup:
             del self.static_members[m.instance_id]
         if m.uses_classic_protocol:
             self.num_classic_members -= 1
+        if m.client_assignors:
+            self.num_client_assignor_members -= 1
         self._remove_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._remove_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 
@@ -267,6 +309,7 @@ class ConsumerGroup:
 
     def remove_target(self, member_id: str) -> None:
         self.target_assignment.pop(member_id, None)
+        self.target_metadata.pop(member_id, None)
 
 
 class IllegalStateError(Exception):

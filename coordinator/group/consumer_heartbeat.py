@@ -15,7 +15,7 @@ from kio.schema.consumer_group_heartbeat.v0 import response as v0
 from kio.schema.consumer_group_heartbeat.v1 import response as v1
 from kio.schema.errors import ErrorCode
 
-from . import error_responses
+from . import client_mode, error_responses
 from . import record_helpers as rh
 from . import regex as regexes
 from .assignment_pacing import assignment_timer, can_compute_assignment
@@ -54,18 +54,29 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False) -> Result:
+    """`csa`: the request came through 32700, the client-assignor variant (seed 000); it is
+    key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`."""
     try:
         _validate(shard, ctx.api_version, req)
+        if csa:
+            client_mode.validate(req, csa)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return _leave(shard, ctx, req, now_ms)
-        if req.member_epoch > 0:
-            steady = _steady(shard, ctx, req, now_ms)
-            if steady is not None:
-                return steady
-        return _regular(shard, ctx, req, now_ms)
+            result = _leave(shard, ctx, req, now_ms)
+        else:
+            steady = None
+            if req.member_epoch > 0 and getattr(req, "client_assignors", None) is None:
+                steady = _steady(shard, ctx, req, now_ms)
+            result = steady if steady is not None else _regular(shard, ctx, req, now_ms, csa)
     except ApiError as e:
-        return Result(response=error_responses.consumer_group_heartbeat(ctx.api_version, e))
+        result = Result(response=error_responses.consumer_group_heartbeat(ctx.api_version, e))
+    if csa and not isinstance(result.response, client_mode.CsaAnswer):
+        group = shard.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if isinstance(group, ConsumerGroup) else None
+        if result.response.error_code != ErrorCode.none or req.member_epoch < 0:
+            member = None
+        return result.with_response(client_mode.csa_answer(shard, req.group_id, member, result.response))
+    return result
 
 
 # --------------------------------------------------------------- validation
@@ -182,9 +193,10 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
         replacement = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         gid = group.group_id
         fx.records.extend(rh.remove_member_records(gid, existing.member_id))
-        fx.records.append(rh.member_metadata_record(gid, replacement))
-        fx.records.append(rh.target_member_record(gid, member_id, group.target_of(existing.member_id)))
-        fx.records.append(rh.current_assignment_record(gid, replacement))
+        fx.records.append(client_mode.member_metadata_record(gid, replacement))
+        fx.records.append(client_mode.target_member_record(group, member_id, group.target_of(existing.member_id),
+                                                           existing.member_id))
+        fx.records.append(client_mode.current_assignment_record(gid, replacement))
         return replacement
     if existing is None:
         raise ApiError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
@@ -235,7 +247,7 @@ def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result |
 
 
 # ------------------------------------------------------------------ regular
-def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False) -> Result:
     fx = Effects(replay=True)   # consumer-group records change state by replay
     epoch = req.member_epoch
     create = epoch == JOIN_EPOCH
@@ -269,6 +281,9 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
         client_id=ctx.client_id, client_host=ctx.client_host,
         classic_member_metadata=None)
+    specs = client_mode.request_specs(req)
+    if specs is not None:
+        updated = client_mode.carry_specs(group, member, updated, specs)
 
     reconciled, target_behind = update_and_reconcile(
         shard, group, member, updated, owned, now_ms, fx,
@@ -280,7 +295,11 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
                     and (req.subscribed_topic_names is not None or regex is not None)
                     and req.topic_partitions is not None)
     assignment = None
-    if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions:
+    metadata_changed = csa and (reconciled.assignment_error, reconciled.assignment_metadata_version,
+                                reconciled.assignment_metadata_bytes) != (
+        member.assignment_error, member.assignment_metadata_version, member.assignment_metadata_bytes)
+    if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions \
+            or metadata_changed:
         mod = _RESPONSES[ctx.api_version]
         assignment = mod.Assignment(topic_partitions=tuple(
             mod.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
@@ -290,6 +309,8 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         member_epoch=reconciled.member_epoch,
         heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, reconciled, target_behind)),
         assignment=assignment)
+    if csa:
+        return fx.result(client_mode.csa_answer(shard, gid, reconciled, response))
     return fx.result(response)
 
 
@@ -306,14 +327,15 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
     is_new = member_id not in group.members
     names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
     if is_new or not updated.metadata_equals(member):
-        fx.records.append(rh.member_metadata_record(gid, updated))
+        fx.records.append(client_mode.member_metadata_record(gid, updated))
 
     status = _update_regex(shard, group, member, updated, now_ms, fx, topic_filter)
 
     default = shard.config.default_assignor
     assignor_changed = (group.preferred_server_assignor(default)
                         != group.preferred_server_assignor(default, {member_id: updated.server_assignor}))
-    bump = names_changed or status is RegexStatus.REGEX_UPDATED_AND_RESOLVED or assignor_changed
+    bump = (names_changed or status is RegexStatus.REGEX_UPDATED_AND_RESOLVED or assignor_changed
+            or client_mode.mode_changed(group, member, updated))
 
     group_epoch = group.group_epoch
     if bump or group.metadata_refresh_requested:
@@ -336,8 +358,11 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
             subscribed_topic_ids=member_topic_ids(group, shard.image, updated),
             partition_epoch=group.partition_epoch, owned=owned,
             subscription_changed=subscription_changed).build()
+        if updated.client_assignors or reconciled.assignment_metadata_version != -1 \
+                or reconciled.assignment_error or reconciled.assignment_metadata_bytes is not None:
+            reconciled = client_mode.with_target_metadata(group, reconciled, target_epoch)
         if is_new or not reconciled.assignment_equals(updated):
-            fx.records.append(rh.current_assignment_record(gid, reconciled))
+            fx.records.append(client_mode.current_assignment_record(gid, reconciled))
             if not reconciled.uses_classic_protocol:
                 key = rebalance_timer(gid, member_id)
                 if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
@@ -383,9 +408,16 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                 member: ConsumerGroupMember, updated: ConsumerGroupMember, now_ms: int,
                 fx: Effects):
     """`maybeUpdateTargetAssignment`: reuse the current target when it is up to date, or when
-    KIP-1263's assignment interval has not elapsed yet (then a timer computes it later)."""
-    if group.assignment_epoch >= group_epoch or not can_compute_assignment(shard.config, group, now_ms):
-        if group.assignment_epoch < group_epoch:
+    KIP-1263's assignment interval has not elapsed yet (then a timer computes it later).
+    In client mode (seed 000) the coordinator never computes: it asks a member
+    (client_mode.maybe_ask) and keeps the current target until that member installs one."""
+    client = client_mode.in_client_mode(group, updated) is not None
+    if client:
+        fx.timers.extend(client_mode.maybe_ask(shard, group, updated, group_epoch, now_ms))
+    else:
+        client_mode.server_mode(shard, group.group_id)   # the group left client mode, if it was in it (A12)
+    if client or group.assignment_epoch >= group_epoch or not can_compute_assignment(shard.config, group, now_ms):
+        if group.assignment_epoch < group_epoch and not client:
             fx.timers.append(assignment_timer(shard.config, group))
         target = group.target_assignment.get(updated.member_id)
         if target is None and updated.instance_id is not None:
@@ -425,7 +457,7 @@ def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
         leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, partitions_pending_revocation=EMPTY_ASSIGNMENT,
                           assigned_partitions={t: dict.fromkeys(ps, 0)
                                                for t, ps in member.assigned_partitions.items()})
-        records = [rh.current_assignment_record(gid, leaving)]
+        records = [client_mode.current_assignment_record(gid, leaving)]
         result = Result(records=records)
     else:
         result = fence(shard, group, [member.member_id], now_ms)

@@ -124,6 +124,12 @@ class ShardView(Protocol):
     @property
     def heartbeat_policy(self) -> HeartbeatIntervalPolicy: ...
 
+    @property
+    def client_assignments(self) -> dict[str, Any]:
+        """Seed 000: each client-mode group's round in flight, a client_assignment.ClientAssignment
+        (soft state, client_mode.py; typed Any: client_assignment imports this module's users)."""
+        ...
+
     def next_token(self) -> int:
         """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
         ...

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
 from .classic_group import ClassicGroup, ClassicGroupState
+from .client_mode import in_client_mode
 from .consumer_group import ConsumerGroup
 from .group_types import group_type
 from .kio_util import build, schema
@@ -96,7 +97,9 @@ def describe_consumer_group(shard: ShardView, mod, group_id: str, include_ops: b
     return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
                  group_state=group.state.value, group_epoch=group.group_epoch,
                  assignment_epoch=group.assignment_epoch,
-                 assignor_name=group.preferred_server_assignor(shard.config.default_assignor),
+                 # seed 000: a client-mode group shows its client assignor (A16)
+                 assignor_name=in_client_mode(group, None) or group.preferred_server_assignor(
+                     shard.config.default_assignor),
                  members=tuple(members), authorized_operations=ops)
 
 

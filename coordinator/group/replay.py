@@ -32,6 +32,7 @@ from records import (
 
 from .assignors.partitions import partitions_of
 from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .client_assignment import specs_of
 from .consumer_group import (
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -266,7 +267,8 @@ class Replayer:
             subscribed_topic_names=_shared(tuple(value.subscribed_topic_names)),
             subscribed_topic_regex=value.subscribed_topic_regex or "",
             rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
-            classic_member_metadata=value.classic_member_metadata))
+            classic_member_metadata=value.classic_member_metadata,
+            client_assignors=specs_of(value.client_assignors)))
 
     def _target_metadata(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)
@@ -280,6 +282,9 @@ class Replayer:
         else:
             group.assignment_epoch = value.assignment_epoch
             group.assignment_timestamp_ms = value.assignment_timestamp
+        # seed 000 (tags >= 1000): absent on every target the server assignor computed
+        group.assignment_error = value.assignment_error if value is not None else 0
+        group.client_assignor_name = value.client_assignor_name if value is not None else None
 
     def _target_member(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)
@@ -293,6 +298,10 @@ class Replayer:
             target = {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
                       for tp in value.topic_partitions if tp.partitions}
             group.set_target(key.member_id, target or EMPTY_ASSIGNMENT)  # type: ignore[arg-type]  # EMPTY_ASSIGNMENT is the shared empty mapping
+            if value.metadata_version != -1 or value.metadata_bytes is not None:   # seed 000 tags
+                group.target_metadata[key.member_id] = (value.metadata_version, value.metadata_bytes)
+            elif group.target_metadata:
+                group.target_metadata.pop(key.member_id, None)
 
     def _current_assignment(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)
@@ -311,7 +320,9 @@ class Replayer:
             state=MemberState.from_byte(value.state),
             assigned_partitions=_assignment_from(value.assigned_partitions, value.member_epoch),
             partitions_pending_revocation=_assignment_from(value.partitions_pending_revocation,
-                                                           value.member_epoch)))
+                                                           value.member_epoch),
+            assignment_error=value.error, assignment_metadata_version=value.metadata_version,
+            assignment_metadata_bytes=value.metadata_bytes))
 
     def _regex(self, key, value, offset, producer_id) -> None:
         group = self._consumer_group(key.group_id, create=value is not None)

@@ -19,6 +19,11 @@ from . import (
     classic_join,
     classic_ops,
     classic_rebalance,
+    client_mode,
+    connect_admin,
+    connect_assignment,
+    connect_heartbeat,
+    connect_replay,  # noqa: F401 (registers the replay rules of record types 1000-1004)
     consumer_heartbeat,
     expiration,
     group_admin,
@@ -29,6 +34,7 @@ from . import timers as timer_keys
 from .assignment_pacing import assignment_timer
 from .assignors import ASSIGNORS
 from .classic_group import ClassicGroup
+from .client_assignment import ClientAssignment
 from .consumer_group import ConsumerGroup, MemberState
 from .context import RequestContext  # noqa: F401 (the service imports it from here)
 from .errors import ApiError
@@ -67,6 +73,8 @@ class GroupCoordinatorShard:
         self.heartbeat_policy = HeartbeatIntervalPolicy(
             self.config, lambda: sum(len(g.members) for g in self.groups.values()))
         self.last_image_version_with_new_topics = 0
+        # Seed 000: each client-mode group's round in flight (soft state, client_mode.py).
+        self.client_assignments: dict[str, ClientAssignment] = {}
         self.log = log
         self._tokens = itertools.count(1)
 
@@ -100,6 +108,29 @@ class GroupCoordinatorShard:
     # -------------------------------------------------------------- requests
     def consumer_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return consumer_heartbeat.heartbeat(self, ctx, req, now_ms)
+
+    def consumer_group_csa_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        """32700, ConsumerGroupHeartbeat with ClientAssignors (seed 000); answers a CsaAnswer."""
+        return consumer_heartbeat.heartbeat(self, ctx, req, now_ms, csa=True)
+
+    def consumer_group_prepare_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return client_mode.prepare_assignment(self, req, now_ms)
+
+    def consumer_group_install_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return client_mode.install_assignment(self, req, now_ms)
+
+    # Seed 001: the connect group type (coordinator/group/connect_*.py; docs/connect-groups.md).
+    def connect_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return connect_heartbeat.heartbeat(self, ctx, req, now_ms)
+
+    def connect_group_prepare_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return connect_assignment.prepare(self, ctx, req, now_ms)
+
+    def connect_group_install_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return connect_assignment.install(self, ctx, req, now_ms)
+
+    def connect_group_describe(self, ctx: RequestContext, req, now_ms: int) -> Result:
+        return connect_admin.describe(self, ctx, req, now_ms)
 
     def consumer_group_describe(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return group_admin.consumer_group_describe(self, ctx, req)
@@ -194,12 +225,25 @@ class GroupCoordinatorShard:
         group = self.groups.get(key[1])
         if not isinstance(group, ConsumerGroup) or not group.members or group.assignment_epoch >= group.group_epoch:
             return Result()
+        asked = client_mode.on_assignment_timer(self, group, now_ms)
+        if asked is not None:
+            return asked   # client mode: a member computes it (seed 000)
         try:
             records, _ = compute_target_assignment(self, group, group.group_epoch, None, now_ms)
         except ApiError as e:
             log.error("[GroupId %s] %s", group.group_id, e.message)
             return Result()
         return Result(records=records)
+
+    def _on_client_assignment(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        group = self.groups.get(key[1])
+        if not isinstance(group, ConsumerGroup):
+            self.client_assignments.pop(key[1], None)
+            return Result()
+        return client_mode.on_deadline(self, group, now_ms)
+
+    def _on_connect(self, key: tuple, payload: Any, now_ms: int) -> Result:
+        return connect_heartbeat.on_timer(self, key, payload, now_ms)
 
     def _on_regex_refresh(self, key: tuple, payload: Any, now_ms: int) -> Result:
         group = self.groups.get(key[1])
@@ -231,6 +275,7 @@ class GroupCoordinatorShard:
                                                 now_ms + member.rebalance_timeout_ms, member.member_epoch))
             if group.members and group.assignment_epoch < group.group_epoch:
                 timers.append(assignment_timer(self.config, group))
+        timers.extend(connect_heartbeat.on_loaded(self, now_ms))
         return timers
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> list[TimerOp]:
@@ -273,6 +318,8 @@ _TIMER_HANDLERS: dict[str, Callable[[GroupCoordinatorShard, tuple, Any, int], Re
     TimerKind.REBALANCE.value: GroupCoordinatorShard._on_rebalance_timeout,
     TimerKind.ASSIGNMENT.value: GroupCoordinatorShard._on_assignment,
     TimerKind.REGEX_REFRESH.value: GroupCoordinatorShard._on_regex_refresh,
+    TimerKind.CONNECT.value: GroupCoordinatorShard._on_connect,
+    TimerKind.CLIENT_ASSIGNMENT.value: GroupCoordinatorShard._on_client_assignment,
 }
 _missing = {k.value for k in TimerKind} - _TIMER_HANDLERS.keys()
 if _missing:

@@ -14,10 +14,13 @@ Rules:
 Kinds (Kafka's names where Kafka has the timer):
 - consumer groups (KIP-848): `session-timeout` (member fenced), `rebalance-timeout`
   (member did not revoke in time, payload = the epoch it had to leave), `assignment`
-  (KIP-1263: compute the target assignment the interval held back), `regex-refresh`;
+  (KIP-1263: compute the target assignment the interval held back), `regex-refresh`,
+  `client-assignment` (seed 000: the asked assigner's deadline, client_mode.py);
 - classic members of a consumer group: `join-timeout`, `sync-timeout`;
 - classic groups: `classic-join` (complete the join), `classic-sync` (leader never synced),
   `classic-heartbeat` (member session);
+- connect groups (seed 001): `connect`, one kind whose keys name what is due (a
+  worker's session, its rebalance timeout, the assigner's deadline; connect_timers.py);
 - the shard: `expire-group-metadata` (offsets retention and empty-group cleanup),
   `topics-deleted` (offsets of deleted topics, payload = the topic names).
 """
@@ -40,6 +43,8 @@ class TimerKind(enum.StrEnum):
     CLASSIC_HEARTBEAT = "classic-heartbeat"
     EXPIRE = "expire-group-metadata"
     TOPICS_DELETED = "topics-deleted"
+    CONNECT = "connect"
+    CLIENT_ASSIGNMENT = "client-assignment"
 
 
 # The string values are the keys' first elements (plain str, so keys stay hashable tuples of
@@ -50,6 +55,7 @@ ASSIGNMENT, REGEX_REFRESH = TimerKind.ASSIGNMENT.value, TimerKind.REGEX_REFRESH.
 CLASSIC_JOIN, CLASSIC_SYNC, CLASSIC_HEARTBEAT = (TimerKind.CLASSIC_JOIN.value, TimerKind.CLASSIC_SYNC.value,
                                                  TimerKind.CLASSIC_HEARTBEAT.value)
 TOPICS_DELETED = TimerKind.TOPICS_DELETED.value
+CLIENT_ASSIGNMENT = TimerKind.CLIENT_ASSIGNMENT.value
 EXPIRE_KEY = (TimerKind.EXPIRE.value,)
 
 

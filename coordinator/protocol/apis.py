@@ -59,7 +59,7 @@ GROUP_APIS = frozenset({
     DESCRIBE_GROUPS, LIST_GROUPS, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE,
     CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
     STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE,
-})
+}) | frozenset(range(32700, 32768))   # kcoord's private block (private_apis.py): never forwarded
 
 # APIs never advertised nor forwarded, whatever upstream supports.
 NOT_THROUGH_GATEWAY: dict[int, str] = {
@@ -98,17 +98,35 @@ FORWARD_VERSION_CAPS: dict[int, int] = {
 # not connect from those, so they are left as they are.
 
 
+def _private(api_key: int) -> ApiSchemas | None:
+    """kcoord's private APIs (private_apis.py, private_messages.py): kio-shaped classes of
+    our own, all v0 and flexible from v0."""
+    if api_key < 32700:
+        return None
+    from . import connect_messages, private_messages  # kept off kio's import path
+    for messages in (private_messages, connect_messages):     # seed 000, seed 001 (issue 18)
+        request = messages.REQUESTS.get(api_key)
+        if request is not None:
+            return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: messages.RESPONSES[api_key]})
+    return None
+
+
 def kio_version_range(api_key: int) -> tuple[int, int] | None:
-    """Versions kio has schemas for (Kafka 4.x dropped the oldest ones, KIP-896)."""
+    """Versions kio has schemas for (Kafka 4.x dropped the oldest ones, KIP-896), or
+    kcoord's private APIs have."""
     name = api_key_map.get(api_key)
     if name is None:
-        return None
+        private = _private(api_key)
+        return None if private is None else (private.min_version, private.max_version)
     versions = schema_name_map[name]
     return min(versions), max(versions)
 
 
 def api_name(api_key: int) -> str:
     name = api_key_map.get(api_key)
+    if name is None and _private(api_key) is not None:
+        from . import connect_messages, private_messages
+        name = private_messages.NAMES.get(api_key) or connect_messages.NAMES[api_key]
     return name if name is not None else f"api_key_{api_key}"
 
 
@@ -130,6 +148,9 @@ class ApiSchemas:
 @functools.cache
 def api_schemas(api_key: int) -> ApiSchemas | None:
     """Loads (once) the kio classes of ``api_key``; None for an API kio does not know."""
+    private = _private(api_key)
+    if private is not None:
+        return private
     versions = kio_version_range(api_key)
     if versions is None:
         return None

@@ -13,16 +13,15 @@ Rules of this module (seed-drafts.md §0, "Proposed kcoord-private allocation"):
   keys in `unknownApis`, librdkafka prints "Unknown-32700?", franz-go skips keys above
   its MaxKey, kafka-python and aiokafka keep dicts.
 - Allocated, by seed-drafts.md §0: 32700-32702 (client assignors, this module), 32703-32706
-  (the connect group of seed 001, not built yet). Errors 32700 COMPUTE_ASSIGNMENT,
+  (the connect group of seed 001, connect_messages.py). Errors 32700 COMPUTE_ASSIGNMENT,
   32701 INVALID_ASSIGNMENT.
 """
 from __future__ import annotations
 
+from . import connect_messages
 from .apis import ApiSchemas
 from .private_messages import (
-    CONSUMER_GROUP_INSTALL_ASSIGNMENT,
-    CONSUMER_GROUP_PREPARE_ASSIGNMENT,
-    CSA_HEARTBEAT,
+    NAMES,
     REQUESTS,
     RESPONSES,
 )
@@ -31,11 +30,11 @@ PRIVATE_KEY_BLOCK = range(32700, 32768)
 PRIVATE_ERROR_BLOCK = range(32700, 32768)
 PRIVATE_TAG_BASE = 1000
 
-# seed 000's connect-group keys (seed-drafts.md §0), reserved so nothing else takes them.
-CONNECT_GROUP_HEARTBEAT = 32703
-CONNECT_GROUP_PREPARE_ASSIGNMENT = 32704
-CONNECT_GROUP_INSTALL_ASSIGNMENT = 32705
-CONNECT_GROUP_DESCRIBE = 32706
+# seed 001's connect-group keys (seed-drafts.md §0; connect_messages.py).
+CONNECT_GROUP_HEARTBEAT = connect_messages.CONNECT_GROUP_HEARTBEAT
+CONNECT_GROUP_PREPARE_ASSIGNMENT = connect_messages.CONNECT_GROUP_PREPARE_ASSIGNMENT
+CONNECT_GROUP_INSTALL_ASSIGNMENT = connect_messages.CONNECT_GROUP_INSTALL_ASSIGNMENT
+CONNECT_GROUP_DESCRIBE = connect_messages.CONNECT_GROUP_DESCRIBE
 
 # Informational (seed-drafts.md §1.2, §1.7 #12): the heartbeat was processed in full, and
 # this member is asked to compute the group's assignment (Prepare, then Install).
@@ -44,11 +43,8 @@ COMPUTE_ASSIGNMENT = 32700
 # which invariant failed.
 INVALID_ASSIGNMENT = 32701
 
-CLIENT_ASSIGNOR_APIS: dict[int, str] = {
-    CSA_HEARTBEAT: "ConsumerGroupHeartbeatClientAssignors",
-    CONSUMER_GROUP_PREPARE_ASSIGNMENT: "ConsumerGroupPrepareAssignment",
-    CONSUMER_GROUP_INSTALL_ASSIGNMENT: "ConsumerGroupInstallAssignment",
-}
+CLIENT_ASSIGNOR_APIS: dict[int, str] = dict(NAMES)
+CONNECT_APIS: dict[int, str] = dict(connect_messages.NAMES)
 ALL_PRIVATE_KEYS = frozenset(CLIENT_ASSIGNOR_APIS) | {
     CONNECT_GROUP_HEARTBEAT, CONNECT_GROUP_PREPARE_ASSIGNMENT, CONNECT_GROUP_INSTALL_ASSIGNMENT,
     CONNECT_GROUP_DESCRIBE}
@@ -59,10 +55,13 @@ def private_schemas(api_key: int) -> ApiSchemas | None:
     """The request/response classes of a private API (all v0, flexible from v0), in the
     shape `apis.api_schemas` gives for kio's APIs; None outside the built ones."""
     request = REQUESTS.get(api_key)
-    if request is None:
-        return None
-    return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: RESPONSES[api_key]})
+    if request is not None:
+        return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: RESPONSES[api_key]})
+    request = connect_messages.REQUESTS.get(api_key)
+    if request is not None:
+        return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: connect_messages.RESPONSES[api_key]})
+    return None
 
 
 def private_name(api_key: int) -> str | None:
-    return CLIENT_ASSIGNOR_APIS.get(api_key)
+    return CLIENT_ASSIGNOR_APIS.get(api_key) or CONNECT_APIS.get(api_key)

@@ -225,3 +225,8 @@ RESPONSES: dict[int, type] = {
     CONSUMER_GROUP_PREPARE_ASSIGNMENT: PrepareAssignmentResponse,
     CONSUMER_GROUP_INSTALL_ASSIGNMENT: InstallAssignmentResponse,
 }
+NAMES: dict[int, str] = {
+    CSA_HEARTBEAT: "ConsumerGroupHeartbeatClientAssignors",
+    CONSUMER_GROUP_PREPARE_ASSIGNMENT: "ConsumerGroupPrepareAssignment",
+    CONSUMER_GROUP_INSTALL_ASSIGNMENT: "ConsumerGroupInstallAssignment",
+}

@@ -100,11 +100,13 @@ def test_error_codes_are_clear_of_kafka():
 
 
 def test_private_schemas_are_v0_flexible():
-    for key in pa.CLIENT_ASSIGNOR_APIS:
+    for key in {**pa.CLIENT_ASSIGNOR_APIS, **pa.CONNECT_APIS}:
         s = pa.private_schemas(key)
         assert s is not None and (s.min_version, s.max_version) == (0, 0) and s.flexible(0)
         assert s.requests[0].__api_key__ == key and s.responses[0].__api_key__ == key
-    assert pa.private_schemas(68) is None and pa.private_schemas(pa.CONNECT_GROUP_HEARTBEAT) is None
+    assert pa.private_schemas(68) is None and pa.private_schemas(32707) is None
+    assert set(pa.CONNECT_APIS) == {pa.CONNECT_GROUP_HEARTBEAT, pa.CONNECT_GROUP_PREPARE_ASSIGNMENT,
+                                    pa.CONNECT_GROUP_INSTALL_ASSIGNMENT, pa.CONNECT_GROUP_DESCRIBE}
 
 
 def _heartbeat() -> pm.CsaHeartbeatRequest:

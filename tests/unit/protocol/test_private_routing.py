@@ -45,6 +45,7 @@ def test_routed_as_group_apis_with_their_own_classes_and_bounds_check():
         assert r.body_check is not None
         assert route_key(key, 1) not in routes
     assert apis.api_name(32701) == "ConsumerGroupPrepareAssignment"
-    assert apis.api_name(CONNECT_GROUP_HEARTBEAT) == f"api_key_{CONNECT_GROUP_HEARTBEAT}"   # reserved, not built
+    assert apis.api_name(CONNECT_GROUP_HEARTBEAT) == "ConnectGroupHeartbeat"             # seed 001 (issue 18)
+    assert apis.api_name(32707) == "api_key_32707"                                     # unallocated
     off = build_routes(advertised_versions(UPSTREAM, SERVICE), set(SERVICE))
     assert not any(route_key(k, 0) in off for k in PRIVATE)             # X4: not routed: the connection closes

@@ -8,6 +8,8 @@ import asyncio
 import pytest
 
 from coordinator.config import CoordinatorConfig
+from coordinator.connect_apis import CONNECT_APIS
+from coordinator.private_apis import PRIVATE_APIS
 from coordinator.protocol import apis
 from coordinator.service import API_VERSIONS, SERVED_APIS, GroupCoordinatorService, ServedApi
 
@@ -23,13 +25,17 @@ def service() -> GroupCoordinatorService:
 
 def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_served():
     svc = service()      # a log without the raw marker-aware reader: TxnOffsetCommit not served
-    assert svc.api_versions == {k: v for k, v in API_VERSIONS.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)}
+    # plus kcoord's private client-assignor APIs, on by default (coordinator/private_apis.py, issue 17)
+    # and the connect group APIs, on by default too (coordinator/connect_apis.py, issue 18)
+    private = {key: versions for key, _, versions, _ in (*PRIVATE_APIS, *CONNECT_APIS)}
+    assert svc.api_versions == {**{k: v for k, v in API_VERSIONS.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)},
+                                **private}
     assert svc.api_versions[apis.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
     assert 25 not in svc.answered_versions      # AddOffsetsToTxn is forwarded upstream, as before
     # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.3's versions.
     assert API_VERSIONS[apis.TXN_OFFSET_COMMIT] == (0, 5) and API_VERSIONS[25] == (0, 4)
     assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
-    assert set(svc.apis) == {a.api_key for a in SERVED_APIS} - {25}
+    assert set(svc.apis) == {a.api_key for a in SERVED_APIS} - {25} | set(private)
 
 
 def test_a_registered_api_is_advertised_routed_and_named():
