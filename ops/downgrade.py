@@ -15,6 +15,10 @@ conversion tombstones and the log cleaner to remove them).
 `tombstones()` builds, for review, the tombstones a coordinator appends when a group is
 converted to classic (`createGroupTombstoneRecords`), plus tombstones for live keys of
 record types the classic coordinator cannot read.
+
+kcoord's `connect` groups (private types 1000-1004, seed 001) always lose their state:
+Kafka skips those types but never deletes them and has no connect group type. Empty ones
+get their deletion tombstones; ones with workers are left alone until the workers stop.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.group.classic_group import ClassicGroup
+from coordinator.group.connect_record_helpers import group_tombstones as connect_group_tombstones
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.group_admin import group_tombstones
 from coordinator.group.group_types import group_type
@@ -196,6 +201,32 @@ def _consumer_tombstones(g: ConsumerGroup) -> tuple[list, str | None]:
     return group_tombstones(g), None
 
 
+def _connect_summary(g) -> dict:
+    return {"type": "connect", "state": g.state.value, "members": len(g.members), "group_epoch": g.group_epoch}
+
+
+def _connect_reasons(g, view=None) -> tuple[bool, list[str]]:
+    # Records 1000-1004 are kcoord-private (seed 001): Kafka's loader decodes them as unknown
+    # and skips them, but never tombstones them, so they stay in the log for good.
+    reasons = [f"connect group ({len(g.members)} worker(s), group epoch {g.group_epoch}): its state lives "
+               "only in kcoord's private record types 1000-1004, which Kafka skips (KIP-915) but never "
+               "deletes; Kafka has no connect group type, so its workers cannot rejoin there"]
+    if g.members:
+        reasons.append("stop its workers, then remove it with `kcoord groups delete` (on kcoord) or "
+                       "`kcoord offsets downgrade-check --write-tombstones FILE [--apply ...]`")
+    else:
+        reasons.append("empty: `kcoord groups delete` (on kcoord) or `--write-tombstones FILE [--apply ...]` "
+                       "removes its records before the log moves to Kafka")
+    return True, reasons
+
+
+def _connect_tombstones(g) -> tuple[list, str | None]:
+    if g.members:
+        return [], (f"connect group with {len(g.members)} worker(s): stop them first (tombstoning a "
+                    "running group would fence them); then rerun, or `kcoord groups delete` it")
+    return connect_group_tombstones(g), None
+
+
 @dataclass(frozen=True)
 class DowngradeRule:
     """What the downgrade check says about one group type (registered by its type name,
@@ -211,7 +242,11 @@ class DowngradeRule:
 DOWNGRADE_RULES: dict[str, DowngradeRule] = {
     "consumer": DowngradeRule(False, _consumer_summary, _consumer_reasons, _consumer_tombstones),
     "classic": DowngradeRule(True, _classic_group_summary, _classic_reasons),
+    "connect": DowngradeRule(False, _connect_summary, _connect_reasons, _connect_tombstones),
 }
+_TOMBSTONE_WHY = {"consumer": "empty consumer group converted to classic (createGroupTombstoneRecords)",
+                  "connect": "empty connect group deleted (kcoord-private types 1000-1004: Kafka never "
+                             "deletes them)"}
 
 
 def _unknown_type_rule(name: str) -> DowngradeRule:
@@ -313,8 +348,7 @@ def tombstones(full: OffsetsReplay, new_records: NewProtocolRecords) -> tuple[li
             key = encode_key(rec.key)
             covered.add((p, key))
             out.append({"partition": p, "group": gid, "type": type_name(rec.key.record_type),
-                        "key": key, "why": "empty consumer group converted to classic "
-                                           "(createGroupTombstoneRecords)"})
+                        "key": key, "why": _TOMBSTONE_WHY.get(group_type(g).name, "group deleted")})
     for (p, key), (gid, rtype) in sorted(new_records.live.items(), key=lambda kv: kv[0]):
         if (p, key) in covered:
             continue

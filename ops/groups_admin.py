@@ -5,7 +5,9 @@ What it asks, as Kafka's own Admin client does:
 - ListGroups v5 of every broker in Metadata (a Kafka broker lists only the groups it
   coordinates; kcoord lists them all on every listener, and the union removes repeats);
 - FindCoordinator(GROUP) for a group, then ConsumerGroupDescribe v0 there, falling back to
-  DescribeGroups v5 for a classic group (GROUP_ID_NOT_FOUND from ConsumerGroupDescribe);
+  kcoord's ConnectGroupDescribe (32706, seed 001) when that coordinator's ApiVersions lists
+  it (Kafka closes the connection on an API key it does not know, so it is never sent
+  blind), then to DescribeGroups v5 for a classic group;
 - OffsetFetch v8 for committed offsets, ListOffsets v1 on each partition's leader for the
   log-end (or earliest, or by-time) offsets that give lag and reset targets;
 - OffsetCommit v8 (generation -1, no member: an admin commit, refused by a non-empty group),
@@ -37,6 +39,8 @@ from kio.static.primitive import i8, i32, i64
 
 from coordinator.gateway.listeners import parse_addresses
 from coordinator.gateway.upstream_client import UpstreamClient
+from coordinator.protocol import connect_messages as cm
+from coordinator.protocol.apis import API_VERSIONS, request_class
 from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode_assignment
 
 LATEST, EARLIEST = -1, -2
@@ -56,12 +60,14 @@ class Member:
     member_epoch: int | None = None
     assignment: dict[str, list[int]] = field(default_factory=dict)
     target: dict[str, list[int]] | None = None
+    state: str | None = None                  # connect: the worker's reconciliation state
+    metadata: bytes = b""                     # connect: what the assigner wrote for the worker
 
 
 @dataclass
 class GroupDescription:
     group_id: str
-    type: str                  # "consumer" or "classic"
+    type: str                  # "consumer", "classic" or "connect" (connectors -> tasks, -1 the connector)
     state: str
     protocol_type: str
     protocol: str = ""         # classic: the assignor in use; consumer: the server assignor
@@ -77,6 +83,7 @@ class GroupAdmin:
         self.security = security
         self.client_id = client_id
         self._links: dict[tuple[str, int], UpstreamClient] = {}
+        self._api_keys: dict[tuple[str, int], frozenset[int]] = {}
 
     async def __aenter__(self) -> GroupAdmin:
         return self
@@ -139,6 +146,11 @@ class GroupAdmin:
                  for m in g.members], (node, host, port))
         if g.error_code not in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
             raise GroupsError(f"ConsumerGroupDescribe({group}): {g.error_code.name}")
+        if cm.CONNECT_GROUP_DESCRIBE in await self.api_keys(where):
+            connect = await self._describe_connect(group, where)
+            if connect is not None:
+                connect.coordinator = (node, host, port)
+                return connect
         resp = await self._ask(dg_req.DescribeGroupsRequest(groups=(GroupId(group),),
                                                             include_authorized_operations=False), where)
         (d,) = resp.groups
@@ -155,6 +167,32 @@ class GroupAdmin:
             members.append(Member(m.member_id, m.client_id, m.client_host, m.group_instance_id, None, assignment))
         return GroupDescription(group, "classic", d.group_state, d.protocol_type, d.protocol_data, None, None,
                                 members, (node, host, port))
+
+    async def api_keys(self, address: tuple[str, int]) -> frozenset[int]:
+        """The API keys the broker at `address` lists in ApiVersions (asked once per address)."""
+        keys = self._api_keys.get(address)
+        if keys is None:
+            resp = await self._ask(request_class(API_VERSIONS, 3)(
+                client_software_name="kcoord", client_software_version="0.1.0"), address)
+            if int(resp.error_code) != 0:
+                raise GroupsError(f"ApiVersions at {address[0]}:{address[1]}: error {int(resp.error_code)}")
+            keys = self._api_keys[address] = frozenset(int(k.api_key) for k in resp.api_keys)
+        return keys
+
+    async def _describe_connect(self, group: str, where: tuple[str, int]) -> GroupDescription | None:
+        """A connect group (seed 001) through ConnectGroupDescribe; None if it is not one."""
+        resp = await self._ask(cm.ConnectGroupDescribeRequest(group_ids=(group,)), where)
+        (g,) = resp.groups
+        if g.error_code == ErrorCode.group_id_not_found:
+            return None
+        if g.error_code != 0:
+            raise GroupsError(f"ConnectGroupDescribe({group}): error {int(g.error_code)}"
+                              + (f" ({g.error_message})" if g.error_message else ""))
+        return GroupDescription(
+            group, "connect", g.group_state, "connect", g.assignor_name, int(g.group_epoch), int(g.assignment_epoch),
+            [Member(m.member_id, m.client_id, m.client_host, m.instance_id, int(m.member_epoch),
+                    connect_units(m.assignment), connect_units(m.target_assignment), m.state, m.metadata)
+             for m in g.members])
 
     # ------------------------------------------------------------- offsets
     async def committed(self, group: str) -> dict[tuple[str, int], tuple[int, str]]:
@@ -261,6 +299,14 @@ class GroupAdmin:
             for r in resp.results:
                 out[str(r.group_id)] = r.error_code.name
         return out
+
+
+def connect_units(cat: cm.ConnectorsAndTasks) -> dict[str, list[int]]:
+    """Connector -> its units, -1 standing for the connector itself (Connect's CONNECTOR_TASK)."""
+    out: dict[str, list[int]] = {c: [-1] for c in cat.connectors}
+    for t in cat.tasks:
+        out.setdefault(t.connector, []).append(int(t.task))
+    return {c: sorted(ts) for c, ts in out.items()}
 
 
 def _partitions(topic_partitions) -> dict[str, list[int]]:

@@ -14,7 +14,9 @@ them, against kcoord or Apache Kafka alike (it speaks only the Kafka protocol).
 sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...: librdkafka's names, as
 Kafka's `--command-config` takes Java's). Beyond kafka-consumer-groups, `describe` shows the
 group type, the KIP-848 group epoch and assignment epoch, and each member's epoch, current
-and target assignment.
+and target assignment. A kcoord `connect` group (seed 001) has no partitions: `describe`
+(offsets or members) lists its workers with their connectors and tasks, in a table of its
+own (in JSON, rows with `worker_id`).
 """
 from __future__ import annotations
 
@@ -159,10 +161,13 @@ async def _group_ids(admin: GroupAdmin, args) -> list[str]:
 
 async def _describe(admin: GroupAdmin, args) -> int:
     out: list[dict] = []
+    workers: list[dict] = []
     for group in await _group_ids(admin, args):
         d = await admin.describe(group)
         if args.state:
             out.append(_state_row(d))
+        elif d.type == "connect":
+            workers += [_worker_row(d, m) for m in d.members]
         elif args.members:
             out += [{"group": group, "consumer_id": m.member_id, "group_instance_id": m.instance_id,
                      "host": m.host, "client_id": m.client_id, "partitions": sum(map(len, m.assignment.values())),
@@ -170,7 +175,12 @@ async def _describe(admin: GroupAdmin, args) -> int:
                      "target_assignment": None if m.target is None else _tp_text(m.target)} for m in d.members]
         else:
             out += await _offset_rows(admin, d)
-    if args.state:
+    if args.json and workers:    # one JSON document: the workers follow the other rows
+        _out(args, out + workers, [], [])
+        return 0
+    if not out and workers:
+        pass                     # only connect groups: their table alone
+    elif args.state:
         _out(args, out, ["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
                          "ASSIGNMENT-EPOCH", "#MEMBERS"],
              ["group", "coordinator", "type", "assignment_strategy", "state", "group_epoch", "assignment_epoch",
@@ -185,7 +195,28 @@ async def _describe(admin: GroupAdmin, args) -> int:
                          "HOST", "CLIENT-ID"],
              ["group", "topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host",
               "client_id"])
+    if workers:
+        if out:
+            print()
+        _out(args, workers, ["GROUP", "WORKER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "STATE",
+                             "CONNECTORS", "TASKS", "TARGET-CONNECTORS", "TARGET-TASKS"],
+             ["group", "worker_id", "group_instance_id", "host", "client_id", "member_epoch", "state",
+              "connectors", "tasks", "target_connectors", "target_tasks"])
     return 0
+
+
+def _worker_row(d: GroupDescription, m) -> dict[str, Any]:
+    """A connect worker: its connectors and tasks (`connector/task`), owned and target."""
+    def connectors(units: dict[str, list[int]] | None) -> str:
+        return ",".join(sorted(c for c, ts in (units or {}).items() if -1 in ts)) or "-"
+
+    def tasks(units: dict[str, list[int]] | None) -> str:
+        return ",".join(f"{c}/{t}" for c, ts in sorted((units or {}).items()) for t in ts if t >= 0) or "-"
+
+    return {"group": d.group_id, "worker_id": m.member_id, "group_instance_id": m.instance_id, "host": m.host,
+            "client_id": m.client_id, "member_epoch": m.member_epoch, "state": m.state,
+            "connectors": connectors(m.assignment), "tasks": tasks(m.assignment),
+            "target_connectors": connectors(m.target), "target_tasks": tasks(m.target)}
 
 
 def _state_row(d: GroupDescription) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import sys
 import types
 import typing
 import uuid
 from typing import Any
 
 from records import RecordType
+from records import connect_records as CR
 from records import schemas as S
 
 # Record type id -> (key class, value class).
@@ -40,6 +42,23 @@ RECORD_CLASSES: dict[int, tuple[type, type]] = {
         S.ConsumerGroupCurrentMemberAssignmentKey, S.ConsumerGroupCurrentMemberAssignmentValue),
     RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION: (S.ConsumerGroupRegularExpressionKey,
                                                    S.ConsumerGroupRegularExpressionValue),
+    # kcoord's private connect-group types (seed 001): decoded like the others, not as unknown.
+    CR.CONNECT_GROUP_METADATA: (CR.ConnectGroupMetadataKey, CR.ConnectGroupMetadataValue),
+    CR.CONNECT_GROUP_MEMBER_METADATA: (CR.ConnectGroupMemberMetadataKey, CR.ConnectGroupMemberMetadataValue),
+    CR.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: (CR.ConnectGroupTargetAssignmentMetadataKey,
+                                                  CR.ConnectGroupTargetAssignmentMetadataValue),
+    CR.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: (CR.ConnectGroupTargetAssignmentMemberKey,
+                                                CR.ConnectGroupTargetAssignmentMemberValue),
+    CR.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: (CR.ConnectGroupCurrentMemberAssignmentKey,
+                                                 CR.ConnectGroupCurrentMemberAssignmentValue),
+}
+# Names of the private types, which records.RecordType (Kafka's types) does not list.
+CONNECT_TYPE_NAMES: dict[int, str] = {
+    CR.CONNECT_GROUP_METADATA: "CONNECT_GROUP_METADATA",
+    CR.CONNECT_GROUP_MEMBER_METADATA: "CONNECT_GROUP_MEMBER_METADATA",
+    CR.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: "CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA",
+    CR.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER",
+    CR.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT",
 }
 
 
@@ -80,7 +99,8 @@ def _kind_of(hint: Any) -> Kind:
 @functools.cache
 def fields_of(cls: type) -> tuple[tuple[str, Kind], ...]:
     """(name, kind) of each instance field of a records dataclass, in schema order."""
-    hints = typing.get_type_hints(cls, vars(S))
+    # The class's own module first (connect_records defines its own structs), then schemas.
+    hints = typing.get_type_hints(cls, {**vars(S), **vars(sys.modules[cls.__module__])})
     return tuple((f.name, _kind_of(hints[f.name])) for f in dataclasses.fields(cls))
 
 
@@ -161,6 +181,8 @@ def from_dict(cls: type, d: Any, where: str = "") -> Any:
 
 
 def type_name(record_type: int) -> str:
+    if record_type in CONNECT_TYPE_NAMES:
+        return CONNECT_TYPE_NAMES[record_type]
     try:
         return RecordType(record_type).name
     except ValueError:

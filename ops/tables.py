@@ -7,8 +7,9 @@ the history tables are what each replayed record says, in log order.
 
 Tables (rows are tuples in the column order of `COLUMNS`):
 - final_offsets: the committed offsets after the whole log (tombstones, markers applied).
-- membership_history: one row per member event (join, assignment, leave), consumer and
-  classic groups alike; `epoch` is the member epoch or the classic generation.
+- membership_history: one row per member event (join, assignment, leave), consumer,
+  classic and connect groups alike; `epoch` is the member epoch or the classic generation.
+  A connect worker's assignment reads `connector:tasks`, task -1 being the connector itself.
 - record_type_counts: records and tombstones per group and record type.
 - commit_rate: offset commits per group per minute (record timestamps).
 """
@@ -31,6 +32,7 @@ from records import (
     UnknownRecord,
 )
 from records.batch import RecordBatch
+from records.connect_records import ConnectGroupCurrentMemberAssignmentKey, ConnectGroupMemberMetadataKey
 
 MINUTE_MS = 60_000
 
@@ -119,6 +121,16 @@ class HistoryCollector:
                                      assignment_text(self._tps(value.assigned_partitions))))
         elif kc is GroupMetadataKey:
             self._classic(row, value)
+        elif kc is ConnectGroupMemberMetadataKey:
+            self.history.append((row[0], key.member_id, *row[1:], "connect",
+                                 "leave" if value is None else "join_or_update", None, None, None))
+        elif kc is ConnectGroupCurrentMemberAssignmentKey:
+            if value is None:
+                self.history.append((row[0], key.member_id, *row[1:], "connect", "fenced", -1, None, ""))
+            else:
+                self.history.append((row[0], key.member_id, *row[1:], "connect", "assignment",
+                                     value.member_epoch, _STATES.get(value.state, "UNKNOWN"),
+                                     assignment_text({u.connector: list(u.tasks) for u in value.assigned})))
 
     def _classic(self, row: tuple, value) -> None:
         group = row[0]

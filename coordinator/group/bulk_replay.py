@@ -26,6 +26,10 @@ state. A group's buffered records are applied before any other record of that gr
 the group's deletion) and before its buffered commits, so they only move among
 themselves. The final state is the one a record-by-record replay gives
 (tests/unit/group/test_bulk_replay.py checks it on generated logs).
+
+kcoord's private connect-group types (1000-1004, seed 001; their key's first byte is 3)
+are few and not buffered: each is replayed in place, after its group's buffered records
+and commits, so it sees the group exactly as a record-by-record replay does.
 """
 from __future__ import annotations
 
@@ -90,6 +94,10 @@ class BulkReplay:
             n += 1
             key = r.key
             if key is None or len(key) < 4 or key[0] != 0:
+                if key is not None and len(key) >= 4 and 1000 <= ((key[0] << 8) | key[1]) <= 1004:
+                    self._flush_group(key[2:4 + ((key[2] << 8) | key[3])])
+                    counts[(key[0] << 8) | key[1]] = counts.get((key[0] << 8) | key[1], 0) + 1
+                    tombstones += r.value is None
                 self._one(key, r.value, r.offset, producer_id)
                 continue
             rtype = key[1]
@@ -154,6 +162,15 @@ class BulkReplay:
 
     def end_transaction(self, producer_id: int, committed: bool) -> None:
         self.shard.replay_end_transaction(producer_id, committed)
+
+    def _flush_group(self, group: bytes) -> None:
+        """Apply one group's buffered records, then its buffered commits."""
+        records = self._deferred.pop(group, None)
+        if records:
+            self._apply_records(records)
+        buffered = self._pending.pop(group, None)
+        if buffered:
+            self._apply(buffered)
 
     def _flush_key(self, key: bytes) -> None:
         group = key[2:4 + ((key[2] << 8) | key[3])]
