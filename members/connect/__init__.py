@@ -11,6 +11,8 @@ Public API:
   incremental cooperative behaviour (KIP-415), written from the KIP: sticky, balanced,
   with a departed worker's units held for `scheduled.rebalance.max.delay.ms` and then
   reassigned.
+- `members.connect.driver.ConnectDriver`: the asyncio driver (sockets and clock) around a
+  `ConnectWorker`, with a `WorkerListener` for the application's start/stop callbacks.
 - A unit is `(connector, task)`, task -1 being the connector itself (Connect's
   `CONNECTOR_TASK`).
 
