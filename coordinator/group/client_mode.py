@@ -35,7 +35,6 @@ from .client_assignment import (
     PreparedGroup,
     Specs,
     check_join,
-    eligible_assigners,
     gather_install,
     needs_reassignment,
     prepare_view,
@@ -110,8 +109,20 @@ def carry_specs(group: ConsumerGroup, member: ConsumerGroupMember, updated: Cons
     if old is not None and not needs_reassignment(old, specs):
         return updated
     if member.member_id not in group.members or old != specs:
-        check_join(lists_of(group), member.member_id, specs)
+        _join_check(group, member.member_id, specs)
     return replace(updated, client_assignors=specs)
+
+
+def _join_check(group: ConsumerGroup, member_id: str, specs: tuple[ClientAssignorSpec, ...]) -> None:
+    """client_assignment.check_join, O(names) when the joiner itself is an eligible
+    assigner (the usual case: one library version); otherwise the full O(n) check decides."""
+    current = group.members.get(member_id)
+    with group.client_assignor_index.overlaid(current.client_assignors if current else None, specs) as index:
+        # check_join counts only the members with a list: `listed`, not len(members)
+        name = index.select(index.listed)
+        ok = name is not None and index.covers_all(next(s for s in specs if s.name == name))
+    if not ok:
+        check_join(lists_of(group), member_id, specs)
 
 
 def mode_changed(group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember) -> bool:
@@ -119,30 +130,56 @@ def mode_changed(group: ConsumerGroup, member: ConsumerGroupMember, updated: Con
     this member's list changed or carries a Reason (000:L190-191, L370)."""
     if not group.num_client_assignor_members and not updated.client_assignors:
         return False
-    old = member.client_assignors if member.member_id in group.members else None
+    present = member.member_id in group.members
+    if present and updated.client_assignors is member.client_assignors:
+        # The steady heartbeat: the group's lists are unchanged, so is its assignor. Without
+        # this, every heartbeat of an n-member group paid two O(n) selections (bench/
+        # bench_client_assignors.py, 1,000 members).
+        return False
+    old = member.client_assignors if present else None
     # Only a list this request carried counts (carry_specs keeps the stored object
     # otherwise): a stored Reason must not bump the epoch on every later heartbeat.
     if updated.client_assignors is not member.client_assignors and needs_reassignment(old, updated.client_assignors):
         return True
-    before = select_assignor(lists_of(group)) if group.members else None
-    return before != select_assignor(lists_of(group, updated))
+    return selection(group, None) != selection(group, updated)
+
+
+def _overlaid(group: ConsumerGroup, updated: ConsumerGroupMember | None):
+    """The group's AssignorIndex with `updated`'s list in place of its stored one (kept by
+    replay, so O(names) per heartbeat, not O(members)), and the member count with it."""
+    current = group.members.get(updated.member_id) if updated is not None else None
+    old = current.client_assignors if current is not None else None
+    new = updated.client_assignors if updated is not None else old
+    n = len(group.members) + (updated is not None and current is None)
+    return group.client_assignor_index.overlaid(old, new), n
+
+
+def selection(group: ConsumerGroup, updated: ConsumerGroupMember | None) -> str | None:
+    """client_assignment.select_assignor over the members' lists with `updated` overlaid."""
+    overlay, n = _overlaid(group, updated)
+    with overlay as index:
+        return index.select(n)
 
 
 def in_client_mode(group: ConsumerGroup, updated: ConsumerGroupMember | None) -> str | None:
     """The group's client assignor with `updated` overlaid, or None (server mode)."""
     if not group.num_client_assignor_members and (updated is None or not updated.client_assignors):
         return None
-    return select_assignor(lists_of(group, updated))
+    return selection(group, updated)
 
 
-def _refresh(shard: ShardView, group: ConsumerGroup, lists: Lists) -> ClientAssignment:
+def _refresh(shard: ShardView, group: ConsumerGroup, updated: ConsumerGroupMember | None) -> ClientAssignment:
     """Abandon the round whose assigner left, became ineligible, or whose group left client mode."""
     ca = state_of(shard, group.group_id)
     f = ca.in_flight
-    if f is not None:
-        name = select_assignor(lists)
-        if f.assigner not in lists or name is None or \
-                f.assigner not in eligible_assigners(name, {m: s or () for m, s in lists.items()}):
+    if f is None:
+        return ca
+    assigner = updated if updated is not None and updated.member_id == f.assigner else group.members.get(f.assigner)
+    overlay, n = _overlaid(group, updated)
+    with overlay as index:
+        name = index.select(n)
+        spec = next((s for s in assigner.client_assignors or () if s.name == name), None) if assigner else None
+        if name is None or spec is None or not index.covers_all(spec):
             ca.abandon()
     return ca
 
@@ -151,9 +188,11 @@ def maybe_ask(shard: ShardView, group: ConsumerGroup, updated: ConsumerGroupMemb
               now_ms: int) -> list:
     """Start a round when the group is behind and idle (§1.1 "When to ask"); the timers to
     arm (the round's deadline)."""
+    ca = _refresh(shard, group, updated)
+    if ca.in_flight is not None or group.assignment_epoch >= group_epoch:
+        return []           # the O(n) lists below only when a round may start
     lists = lists_of(group, updated)
-    ca = _refresh(shard, group, lists)
-    behind = group.assignment_epoch < group_epoch and can_compute_assignment(shard.config, group, now_ms)
+    behind = can_compute_assignment(shard.config, group, now_ms)
     timeouts = {m: mm.rebalance_timeout_ms for m, mm in group.members.items()}
     if updated is not None:
         timeouts[updated.member_id] = updated.rebalance_timeout_ms
@@ -249,7 +288,7 @@ def _caller(shard: ShardView, req):
     group = shard.groups.get(req.group_id) if req.group_id else None
     if group is not None and not isinstance(group, ConsumerGroup):
         raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
-    ca = _refresh(shard, group, lists_of(group)) if group is not None else ClientAssignment()
+    ca = _refresh(shard, group, None) if group is not None else ClientAssignment()
     f = ca.check_caller(req.group_id, group, req.member_id, req.member_epoch)
     assert group is not None
     return group, ca, f

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from .assignor_index import AssignorIndex
+
 if TYPE_CHECKING:
     from records import ClassicMemberMetadata
 
@@ -180,6 +182,7 @@ class ConsumerGroup:
         # per member (version, bytes), its Error, and the client assignor that computed the
         # target (None: the server assignor did; the metadata is then not handed out).
         self.num_client_assignor_members = 0
+        self.client_assignor_index = AssignorIndex()   # the members' lists, aggregated (replay only)
         self.target_metadata: dict[str, tuple[int, bytes | None]] = {}
         self.assignment_error = 0
         self.client_assignor_name: str | None = None
@@ -256,6 +259,7 @@ class ConsumerGroup:
             self.num_classic_members += 1
         if m.client_assignors:
             self.num_client_assignor_members += 1
+            self.client_assignor_index.add(m.client_assignors)
         self._add_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._add_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 
@@ -278,6 +282,7 @@ class ConsumerGroup:
             self.num_classic_members -= 1
         if m.client_assignors:
             self.num_client_assignor_members -= 1
+            self.client_assignor_index.remove(m.client_assignors)
         self._remove_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._remove_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 
