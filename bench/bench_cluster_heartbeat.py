@@ -154,6 +154,17 @@ def metric_sum(port: int, name: str) -> tuple[float, float]:
     return total, count
 
 
+def counter(port: int, name: str) -> float:
+    """A Prometheus counter's value, summed over its label sets."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+CT_SECONDS = "kcoord_state_concurrent_transactions_seconds_total"
+CT_RETRIES = "kcoord_state_concurrent_transactions_total"
+
+
 def commit_run(kafka, fencing: str, args) -> dict[str, float]:
     from support.admin import create_topic
     from support.ports import free_port
@@ -204,6 +215,7 @@ def commit_run(kafka, fencing: str, args) -> dict[str, float]:
         for t in threads:
             t.start()
         w0 = metric_sum(metrics_port, "kcoord_state_write_seconds")
+        ct0 = counter(metrics_port, CT_SECONDS), counter(metrics_port, CT_RETRIES)
         t0 = time.monotonic()
         stop_at[0] = t0 + args.commit_seconds
         start.set()
@@ -211,6 +223,7 @@ def commit_run(kafka, fencing: str, args) -> dict[str, float]:
             t.join(args.commit_seconds + 60)
         elapsed = time.monotonic() - t0
         w1 = metric_sum(metrics_port, "kcoord_state_write_seconds")
+        ct1 = counter(metrics_port, CT_SECONDS), counter(metrics_port, CT_RETRIES)
         writes = w1[1] - w0[1]
         latencies.sort()
 
@@ -218,9 +231,14 @@ def commit_run(kafka, fencing: str, args) -> dict[str, float]:
             return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
 
         r = {"rate": len(latencies) / elapsed, "p50": pct(0.5), "p99": pct(0.99), "errors": float(errors[0]),
-             "writes": writes / elapsed, "write_ms": (w1[0] - w0[0]) / max(1, writes) * 1000}
+             "writes": writes / elapsed, "write_ms": (w1[0] - w0[0]) / max(1, writes) * 1000,
+             # Issue 14 point 6: the share of state-write time spent backing off while the
+             # upstream still writes the previous transaction's markers (transactions v1).
+             "ct_share": (ct1[0] - ct0[0]) / max(1e-9, w1[0] - w0[0]), "ct_retries": (ct1[1] - ct0[1]) / elapsed}
         print(f"  fencing={fencing}: {r['rate']:,.0f} commits/s, p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
-              f"{r['writes']:.0f} state writes/s of {r['write_ms']:.1f} ms mean, errors {errors[0]}", flush=True)
+              f"{r['writes']:.0f} state writes/s of {r['write_ms']:.1f} ms mean, "
+              f"CONCURRENT_TRANSACTIONS {r['ct_share']:.0%} of write time ({r['ct_retries']:.0f} retries/s), "
+              f"errors {errors[0]}", flush=True)
         return r
     finally:
         stop_all(procs)
@@ -324,12 +342,14 @@ def main() -> None:
                     print(f"commits, fencing={fencing}, run {run + 1}/{args.runs} ...", flush=True)
                     by[fencing].append(commit_run(kafka, fencing, args))
             out.append(f"\n{args.committers} committing members, one OffsetCommit in flight each, one kcoord process\n"
-                       "| fencing | commits/s (median) | p50 / p99 ms | state writes/s | write ms (mean) | errors |"
-                       "\n|---|---|---|---|---|---|")
+                       "| fencing | commits/s (median) | p50 / p99 ms | state writes/s | write ms (mean) "
+                       "| CONCURRENT_TRANSACTIONS share of write time (retries/s) | errors |"
+                       "\n|---|---|---|---|---|---|---|")
             for fencing, rs in by.items():
                 out.append(f"| {fencing} | {median(r['rate'] for r in rs):,.0f} | {median(r['p50'] for r in rs):.1f} / "
                            f"{median(r['p99'] for r in rs):.1f} | {median(r['writes'] for r in rs):.0f} | "
-                           f"{median(r['write_ms'] for r in rs):.1f} | {sum(r['errors'] for r in rs):.0f} |")
+                           f"{median(r['write_ms'] for r in rs):.1f} | {median(r['ct_share'] for r in rs):.0%} "
+                           f"({median(r['ct_retries'] for r in rs):.0f}) | {sum(r['errors'] for r in rs):.0f} |")
     finally:
         kafka.stop()
     print("\n".join(out))
