@@ -48,9 +48,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         upstreams.parametrize(metafunc)
 
 
+# Suites whose assertions are timing budgets under CPU load (a 50-member churn, rebalance
+# latency bounds): scripts/test runs them after the parallel run, alone on the machine.
+SERIAL_DIRS = (TESTS_DIR / "integration" / "rebalance",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = TESTS_DIR / "integration"
     for item in items:
+        if any(d in Path(item.path).resolve().parents for d in SERIAL_DIRS):
+            item.add_marker(pytest.mark.serial)
         if integration_dir in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.integration)
             if item.get_closest_marker("timeout") is None:

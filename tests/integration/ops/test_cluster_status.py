@@ -70,7 +70,7 @@ def trio(kafka43, names):
                                  extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
         for p in procs:
-            p.start(timeout=60)
+            p.start(timeout=120)   # three processes start side by side on a loaded machine
         wait_until(lambda: settled(procs, 3) is not None, 90, interval=0.5, message="the cluster settles")
         yield procs
     finally:

@@ -242,11 +242,13 @@ def _java_copier(kcoord, upstream, names) -> tuple[str, str, str]:
 
 
 @pytest.mark.java
+@pytest.mark.timeout(300)   # the copier itself may run 240 s (run_tool) with random aborts
 def test_java_transactional_message_copier_commits_offsets(kcoord, upstream, names, java_classes):
     _java_copier(kcoord, upstream, names)
 
 
 @pytest.mark.java
+@pytest.mark.timeout(300)   # the copier itself may run 240 s (run_tool) with random aborts
 def test_java_copier_exactly_once_downstream(kcoord, upstream, names, java_classes):
     """(Strict xfail on Tansu: read_committed returns aborted records there, conftest.py.)"""
     _, dst, _ = _java_copier(kcoord, upstream, names)
