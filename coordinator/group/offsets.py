@@ -152,16 +152,27 @@ class OffsetStore:
                 if not parts:
                     del pending[topic]
 
-    def end_transaction(self, producer_id: int, committed: bool) -> None:
+    def end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
         """Kafka's `replayEndTransactionMarker`; a marker of a producer without pending
-        offsets here is ignored (its transaction wrote to other partitions only)."""
+        offsets here is ignored (its transaction wrote to other partitions only).
+
+        `marker_offset` (the marker's place in the log, when known) ends only the offsets
+        written before it. Kafka replays in log order, so a marker never meets a later
+        transaction's offsets there; kcoord replays a client's offsets when their append is
+        acknowledged and reads markers from its tail, so this guard keeps a later
+        transaction's offsets pending until their own marker."""
         pending = self.pending_transactional.pop(producer_id, None)
-        self._pending_total -= self.pending_counts.pop(producer_id, 0)
         if pending is None:
             return
+        later = _written_after(pending, marker_offset) if marker_offset is not None else {}
+        kept = sum(len(parts) for topics in later.values() for parts in topics.values())
+        self._pending_total -= self.pending_counts.pop(producer_id, 0) - kept
+        if later:
+            self.pending_transactional[producer_id] = later
+            self.pending_counts[producer_id] = kept
         for group_id in pending:
             pids = self.open_transactions.get(group_id)
-            if pids is not None:
+            if pids is not None and group_id not in later:
                 pids.discard(producer_id)
                 if not pids:
                     del self.open_transactions[group_id]
@@ -170,6 +181,19 @@ class OffsetStore:
         for group_id, topics in pending.items():
             for topic, parts in topics.items():
                 for partition, value in parts.items():
+                    if later and partition in later.get(group_id, {}).get(topic, {}):
+                        continue
                     current = self.get(group_id, topic, partition)
                     if current is None or current.record_offset < value.record_offset:
                         self.put(group_id, topic, partition, value)
+
+
+def _written_after(pending: dict[str, GroupOffsets], marker_offset: int) -> dict[str, GroupOffsets]:
+    """The pending offsets whose records lie after `marker_offset` in the log."""
+    later: dict[str, GroupOffsets] = {}
+    for group_id, topics in pending.items():
+        for topic, parts in topics.items():
+            for partition, value in parts.items():
+                if value.record_offset > marker_offset:
+                    later.setdefault(group_id, {}).setdefault(topic, {})[partition] = value
+    return later

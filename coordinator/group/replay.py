@@ -116,8 +116,8 @@ class Replayer:
             raise IllegalStateError(f"no replay rule for record key {type(record.key).__name__}")
         handler(self, record.key, record.value, offset, producer_id)
 
-    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
-        self.offsets.end_transaction(producer_id, committed)
+    def replay_end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
+        self.offsets.end_transaction(producer_id, committed, marker_offset)
 
     # ------------------------------------------------------------- helpers
     @overload

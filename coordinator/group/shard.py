@@ -95,8 +95,10 @@ class GroupCoordinatorShard:
         """Offset commits given as decoded fields (the bulk loader's entry into replay)."""
         self._replayer.replay_offset_commit(key, fields, offset, producer_id)
 
-    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
-        self._replayer.replay_end_transaction(producer_id, committed)
+    def replay_end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
+        """A COMMIT/ABORT marker of a client's transaction; at `marker_offset`, it ends only the
+        offsets written before it (offsets.OffsetStore.end_transaction)."""
+        self._replayer.replay_end_transaction(producer_id, committed, marker_offset)
 
     def apply(self, result: Result, base_offset: int = -1) -> None:
         """Replay a result's records as the runtime appends them at `base_offset`..."""

@@ -194,7 +194,9 @@ class _MarkerTarget:
         return
 
     def end_transaction(self, offset: int, producer_id: int, committed: bool) -> None:
-        self.runtime.shard.replay_end_transaction(producer_id, committed)
+        # With the marker's offset: the tail may read a marker after the producer's next
+        # transaction has already appended offsets (see txn_offsets_log._markers_before).
+        self.runtime.shard.replay_end_transaction(producer_id, committed, offset)
 
 
 def wall_ms() -> int:
@@ -556,9 +558,10 @@ class ShardRuntime:
                 elif self._current is not None:
                     self._schedule_flush()
 
-    async def caught_up(self) -> tuple[TxnLogReader, int]:
-        """Read the partition up to its high watermark (markers applied, producers' states
-        taken from batch headers); kcoord's own next offset moves past what was read."""
+    async def caught_up(self, until: int | None = None) -> tuple[TxnLogReader, int]:
+        """Read the partition up to its high watermark, or only up to offset `until` (markers
+        applied, producers' states taken from batch headers); kcoord's own next offset moves
+        past what was read."""
         self.check_active()
         reader, source = self._txn_reader, self.txn_log
         if reader is None or source is None:
@@ -577,9 +580,9 @@ class ShardRuntime:
             if generation != self.generation or reader is not self._txn_reader:
                 raise ApiError(ErrorCode.not_coordinator,
                                f"The coordinator of state partition {self.partition} reloaded.")
-            offset = reader.feed(data, offset)
+            offset = reader.feed(data, offset, until)
             self._txn_read_to = offset
-            if offset >= high_watermark:
+            if offset >= (high_watermark if until is None else min(until, high_watermark)):
                 break
             if time.monotonic() > deadline:
                 raise ApiError(ErrorCode.coordinator_not_available,

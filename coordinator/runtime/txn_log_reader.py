@@ -59,12 +59,15 @@ class TxnLogReader:
         self.markers = 0
         self.aborted = 0
 
-    def feed(self, data: bytes, offset: int) -> int:
-        """Consume a Fetch response's records from `offset`; returns the next offset."""
+    def feed(self, data: bytes, offset: int, until: int | None = None) -> int:
+        """Consume a Fetch response's records from `offset`, and none at or after `until`
+        (when given); returns the next offset."""
         target = self.target
         for batch in iter_batches(data, allow_partial_tail=True):
             if batch.last_offset < offset:
                 continue
+            if until is not None and batch.base_offset >= until:
+                break
             if batch.is_control_batch:
                 self.markers += 1
                 committed = batch.control_type == ControlMarker.COMMIT
@@ -111,7 +114,7 @@ class ShardTarget:
         self.shard.replay(self.decode(key, value, offset), offset, producer_id)
 
     def end_transaction(self, offset: int, producer_id: int, committed: bool) -> None:
-        self.shard.replay_end_transaction(producer_id, committed)
+        self.shard.replay_end_transaction(producer_id, committed, offset)
 
 
 class BulkTarget:

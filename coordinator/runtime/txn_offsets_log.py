@@ -252,6 +252,23 @@ async def add_offsets_to_txn(links: TransactionLinks, req: Any, topic: str, part
         return code
 
 
+async def _markers_before(port: TxnShardPort, write: TxnOffsetWrite, base_offset: int) -> None:
+    """Replay what landed between the read before the append and the append itself, before
+    the appended offsets become pending. That is typically the end marker of this producer's
+    previous transaction: the upstream answers the implicit add CONCURRENT_TRANSACTIONS until
+    that marker is written, so it can land just after our read. Replayed after these
+    offsets, a COMMIT would apply them and an ABORT would drop them, while this transaction
+    is still open (seen with Kafka's TransactionalMessageCopier: an aborted transaction's
+    offsets became committed). Kafka's own loader never meets this: it replays in log order.
+    If the read fails the shard reloads from the log, which replays everything in order."""
+    try:
+        await port.caught_up(until=base_offset)
+    except ApiError as e:
+        log.info("TxnOffsetCommit of group %s: the records before offset %d were not read (%s); "
+                 "the shard reloads", write.group_id, base_offset, e.message)
+        port.resync()
+
+
 # ------------------------------------------------------------------ the request
 class TxnShardPort(Protocol):
     """What one shard's runtime gives a TxnOffsetCommit (shard_runtime.py implements it; the
@@ -272,9 +289,10 @@ class TxnShardPort(Protocol):
         flushing the current one, so log order and replay order agree."""
         ...
 
-    async def caught_up(self) -> tuple[TxnLogReader, int]:
-        """The partition's reader, having read the log up to its high watermark (the
-        producers' sequences and the log end come from the log, never from memory)."""
+    async def caught_up(self, until: int | None = None) -> tuple[TxnLogReader, int]:
+        """The partition's reader, having read the log up to its high watermark, or only up to
+        offset `until` (the producers' sequences and the log end come from the log, never
+        from memory)."""
         ...
 
     def appended(self, write: TxnOffsetWrite, base_offset: int) -> None:
@@ -327,6 +345,8 @@ async def txn_offset_commit_request(port: TxnShardPort, appender: ClientTxnAppen
             return error_responses.txn_offset_commit(ctx.api_version, ApiError(
                 ErrorCode.coordinator_load_in_progress,
                 f"the append was acknowledged as a duplicate at offset {appended.base_offset}"), req)
+        if appended.base_offset > log_end:
+            await _markers_before(port, write, appended.base_offset)
         port.appended(write, appended.base_offset)
     await port.barrier()
     return write.result.response

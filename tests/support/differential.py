@@ -42,6 +42,7 @@ KAFKA_EQUIVALENT = (
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 13, 14, 15, 16, 42
 INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, CG_HEARTBEAT, CG_DESCRIBE = 44, 47, 68, 69
+DESCRIBE_CONFIGS = 32
 GROUP_RESOURCE = 32     # ConfigResource.Type.GROUP (KIP-848 group configs)
 
 DROPPED = frozenset({"throttle_time", "client_host", "node_id", "host", "port"})
@@ -147,25 +148,43 @@ def set_kafka_group_config(side: Coordinator, group: str, configs: dict[str, str
     response = side.call(INCREMENTAL_ALTER_CONFIGS, 1, resources=(resource,), validate_only=False)
     errors = [(r.resource_name, r.error_code, r.error_message) for r in response.responses if int(r.error_code)]
     assert not errors, f"group config {configs} refused: {errors}"
+    # Kafka answers the alter once the controller has the record; its brokers apply it when
+    # their metadata image catches up, and a heartbeat before that still gets the default
+    # (seen under CI load: heartbeat_interval 5000 after setting 1000). Wait until the broker
+    # describes the new values, within a bound.
+    wait_until(lambda: describe_kafka_group_config(side, group, tuple(configs)) == configs, 15,
+               message=f"Kafka's broker applies group config {configs} for {group}")
 
 
-def wait_kafka_knows_topic(side: Coordinator, topic: str, partitions: int, timeout: float = 15.0) -> None:
-    """Kafka's group coordinator learns of a new topic from the metadata image a moment after
-    CreateTopics returns; a member joining before that gets an empty assignment and one more
-    epoch later. A probe member on Kafka heartbeats until it is assigned the topic, then leaves."""
+def describe_kafka_group_config(side: Coordinator, group: str, keys: tuple[str, ...]) -> dict[str, str | None]:
+    """DescribeConfigs (v4) of ``keys`` on a GROUP resource, as the broker ``side`` sees them."""
+    t = side.types(DESCRIBE_CONFIGS, 4)
+    resource = t.DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=keys)
+    response = side.call(DESCRIBE_CONFIGS, 4, resources=(resource,))
+    return {c.name: c.value for r in response.results for c in r.configs if c.name in keys}
+
+
+def wait_knows_topic(side: Coordinator, topic: str, partitions: int, timeout: float = 15.0) -> None:
+    """A group coordinator learns of a new topic a moment after CreateTopics returns (Kafka from
+    its metadata image, kcoord from its next upstream Metadata refresh); a member joining before
+    that gets an empty assignment and one more epoch later. A probe member heartbeats until it
+    is assigned the topic, then leaves."""
     probe = RawMember(side, f"probe-{topic}", member_ids(1)[0], topics=(topic,))
     wait_for_coordinator(side, probe.group)
-    probe.heartbeat_until(lambda r: probe.owned_count() == partitions, timeout, "the probe assigned the new topic")
+    probe.heartbeat_until(lambda r: probe.owned_count() == partitions, timeout,
+                          f"the probe on {side.name} assigned the new topic")
     probe.leave()
 
 
-def create_known_topic(kafka: Coordinator, name: str, partitions: int) -> str:
-    """Create a topic on Kafka (so both sides see it, with one topic id) and wait until Kafka's
-    group coordinator knows it."""
+def create_known_topic(sides: Coordinator | tuple[Coordinator, ...], name: str, partitions: int) -> str:
+    """Create a topic on the first side (Kafka: both sides see it, with one topic id) and wait
+    until every side's group coordinator knows it."""
     from support.admin import create_topic
 
-    create_topic(kafka.address, name, partitions)
-    wait_kafka_knows_topic(kafka, name, partitions)
+    sides = sides if isinstance(sides, tuple) else (sides,)
+    create_topic(sides[0].address, name, partitions)
+    for side in sides:
+        wait_knows_topic(side, name, partitions)
     return name
 
 

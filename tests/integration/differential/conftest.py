@@ -36,4 +36,4 @@ def sides(kafka43, kcoord43) -> tuple[Coordinator, Coordinator]:
 def topic(sides, names) -> str:
     """A 6-partition topic, created on Kafka (both sides see it, with the same topic id), once
     Kafka's coordinator knows it too."""
-    return create_known_topic(sides[0], names.topic(), 6)
+    return create_known_topic(sides, names.topic(), 6)

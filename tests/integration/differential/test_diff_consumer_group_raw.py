@@ -168,8 +168,8 @@ def regex(t: Transcript, group: str, prefix: str, ids: list[str]) -> Transcript:
 def test_regex_subscription(sides, names):
     prefix = names.topic("rx")
     for suffix, partitions in (("a", 2), ("b", 3)):
-        create_known_topic(sides[0], f"{prefix}-{suffix}", partitions)
-    create_known_topic(sides[0], f"{prefix}x-c", 1)      # no match: the regex must match fully
+        create_known_topic(sides, f"{prefix}-{suffix}", partitions)
+    create_known_topic(sides, f"{prefix}x-c", 1)      # no match: the regex must match fully
     kafka, _ = run_both(sides, regex, names.group(), prefix, member_ids(2))
     assert kafka["invalid regex"]["error_code"] == "invalid_regular_expression"
 

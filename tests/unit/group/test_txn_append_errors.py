@@ -23,7 +23,7 @@ from coordinator.group.txn_offset_commit import replay_pending
 from coordinator.protocol.apis import response_class
 from coordinator.runtime.txn_log_reader import TxnLogReader
 from coordinator.runtime.txn_offsets_log import ClientTxnAppender, txn_offset_commit_request
-from records.batch import build_batch, iter_batches
+from records.batch import ControlMarker, build_batch, build_control_batch, iter_batches
 
 from .test_txn_offset_commit import FOO, txn_request
 
@@ -33,6 +33,7 @@ class Port:
         self.shard = GroupCoordinatorShard(0, image=MetadataImage.of([FOO]))
         self.reader = TxnLogReader(self)       # the port is its own (markers-only) target
         self.log_end = 10
+        self.landed: list[bytes] = []
         self.resyncs = self.barriers = 0
         self.lock = asyncio.Lock()
 
@@ -40,7 +41,7 @@ class Port:
         pass
 
     def end_transaction(self, offset, producer_id, committed) -> None:
-        self.shard.replay_end_transaction(producer_id, committed)
+        self.shard.replay_end_transaction(producer_id, committed, offset)
 
     def check_active(self) -> None:
         pass
@@ -51,7 +52,11 @@ class Port:
     def exclusive_write(self):
         return self.lock
 
-    async def caught_up(self):
+    async def caught_up(self, until=None):
+        # What landed after the first read (self.landed) is read when asked up to `until`.
+        if until is not None:
+            for batch in self.landed:
+                self.reader.feed(batch, self.log_end, until)
         return self.reader, self.log_end
 
     def appended(self, write, base_offset: int) -> None:
@@ -110,6 +115,53 @@ def test_success_replays_pending_at_the_real_offset_and_proves_ownership():
     pending = port.shard.offsets.pending_in(7, "g")["foo"]
     assert (pending[0].record_offset, pending[1].record_offset) == (12, 13)
     assert port.barriers == 1 and port.resyncs == 0
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_the_previous_transactions_marker_landing_after_the_read_ends_only_its_own_offsets(committed):
+    """Seen with Kafka's TransactionalMessageCopier under CI load: the upstream answers the
+    implicit add CONCURRENT_TRANSACTIONS until the previous transaction's marker is written,
+    so that marker can land between kcoord's read of the log and the append. Read after the
+    new offsets were replayed, a COMMIT applied them (and an aborted transaction's offsets
+    became committed). The marker is now read up to the append's offset first."""
+    port = Port()
+    previous = txn_request("g", {"foo": {0: 40}}, pid=7, epoch=2)
+    from coordinator.group.txn_offset_commit import txn_offset_commit
+    replay_pending(port.shard, txn_offset_commit(port.shard, RequestContext(api_version=5), previous, 5), 8)
+    port.landed = [build_control_batch(ControlMarker.COMMIT if committed else ControlMarker.ABORT, base_offset=10,
+                                       timestamp_ms=1, producer_id=7, producer_epoch=3)]
+    up = Upstream(ErrorCode.none, base=11)       # the append lands after the marker
+    assert codes(run(port, up, pid=7, epoch=3)) == {ErrorCode.none}
+    committed_now = {p: o.offset for p, o in port.shard.offsets.group("g").get("foo", {}).items()}
+    assert committed_now == ({0: 40} if committed else {})
+    pending = {p: o.offset for p, o in port.shard.offsets.pending_in(7, "g")["foo"].items()}
+    assert pending == {0: 1, 1: 2} and port.resyncs == 0
+    # The new transaction's own marker (at 13) ends them.
+    port.end_transaction(13, 7, True)
+    assert {p: o.offset for p, o in port.shard.offsets.group("g")["foo"].items()} == {0: 1, 1: 2}
+    assert not port.shard.offsets.has_open_transactions("g") and port.shard.offsets.pending_total() == 0
+
+
+def test_a_marker_read_late_ends_only_the_offsets_written_before_it():
+    """The guard in OffsetStore.end_transaction: a marker at offset 10 never ends offsets
+    written at 12 and 13, which stay pending (and their group open) until their own marker."""
+    port = Port()
+    replay_pending(port.shard, _write(port, {"foo": {0: 40}}), 8)
+    replay_pending(port.shard, _write(port, {"foo": {0: 50, 1: 60}}), 12)
+    port.end_transaction(10, 7, True)
+    offsets = port.shard.offsets
+    # Partition 0's pending value was overwritten by the later transaction (one value per
+    # producer and partition, as in Kafka): it stays pending, nothing is applied early.
+    assert offsets.group("g") == {} and offsets.has_open_transactions("g")
+    assert {p: o.offset for p, o in offsets.pending_in(7, "g")["foo"].items()} == {0: 50, 1: 60}
+    assert offsets.pending_total() == 2
+    port.end_transaction(14, 7, False)
+    assert offsets.group("g") == {} and not offsets.has_open_transactions("g") and offsets.pending_total() == 0
+
+
+def _write(port: Port, topics: dict):
+    from coordinator.group.txn_offset_commit import txn_offset_commit
+    return txn_offset_commit(port.shard, RequestContext(api_version=5), txn_request("g", topics, pid=7, epoch=2), 5)
 
 
 def test_transactions_v1_appends_with_produce_v9_and_continues_the_sequence():
