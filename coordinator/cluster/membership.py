@@ -16,11 +16,11 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
   `leave()` removes it at once (LeaveGroup v3 by instance id), so a scale-down moves its
   shards without waiting for the session timeout;
 - `static=None` (auto) asks the upstream's ApiVersions first and joins as a dynamic member
-  on Tansu, whose group coordinator cannot carry a static member (`static_membership_works`
-  says why); the balancer still refuses a second member with the same instance id. A
-  dynamic member heartbeats at least six times a session, and on a second link while its
-  JoinGroup/SyncGroup are held, so its lease holds through Tansu's session/2 joins; on
-  Tansu a leader leaves by silence (`leave()` says why);
+  on Tansu, whose group coordinator cannot carry a static member (the reasons are in
+  upstream.static_membership_works); the balancer still refuses a second member with the
+  same instance id. A dynamic member heartbeats at least six times a session, and on a
+  second link while its JoinGroup/SyncGroup are held, so its lease holds through Tansu's
+  session/2 joins; on Tansu a leader leaves by silence (`leave()` says why);
 - `solo_since_ms` > 0 makes it a watcher for a plain `kcoord serve` (balancer.py): it never
   gets shards, and `run()` raises `NotAlone` naming the others once the leader says that
   another kcoord serves the same state topic;
@@ -37,9 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
@@ -49,7 +47,7 @@ from kio.schema.join_group.v5 import request as join_v5
 from kio.schema.leave_group.v3 import request as leave_v3
 from kio.schema.sync_group.v3 import request as sync_v3
 from kio.schema.types import GroupId
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import i8, i32
 
 from .balancer import NOT_ALONE, balance
 from .lease import Lease
@@ -65,84 +63,34 @@ from .protocol import (
     encode_assignment,
     encode_metadata,
 )
+from .upstream import (
+    Link,
+    MembershipFenced,
+    MembershipRefused,
+    NotAlone,
+    OpenLink,
+    group_name,
+    ms_field,
+    static_membership_works,
+)
+
+__all__ = ["ClusterMembership", "MembershipFenced", "MembershipRefused", "NotAlone", "group_name",
+           "static_membership_works"]
 
 log = logging.getLogger("kcoord.cluster")
+
+
+class _Rejoin(Exception):
+    """Join again (a rebalance, a revoke, a lost membership)."""
+
+
+class _Refind(Exception):
+    """Find the group's coordinator again (NOT_COORDINATOR and the like)."""
 
 _REFIND = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress}
 _LOST = {ErrorCode.unknown_member_id, ErrorCode.illegal_generation}
 _BACKOFF_S = 0.2
 _MAX_BACKOFF_S = 5.0
-
-
-class Link(Protocol):
-    async def request(self, request: Any, timeout: float = ...) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-# Opens a link to the first reachable (host, port); raises on failure.
-OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[Link]]
-
-
-class MembershipFenced(Exception):
-    """Another process joined with this instance id (FENCED_INSTANCE_ID)."""
-
-
-class MembershipRefused(Exception):
-    """The upstream refuses this principal the membership group (GROUP_AUTHORIZATION_FAILED):
-    retrying cannot help; docs/cluster.md lists the ACLs kcoord needs."""
-
-
-class NotAlone(Exception):
-    """A watcher (a plain `kcoord serve`) learnt that another kcoord uses its state topic."""
-
-    def __init__(self, others: dict[str, Endpoint]) -> None:
-        self.others = dict(others)
-        super().__init__(", ".join(f"{i} at {e.host}:{e.port}" for i, e in sorted(self.others.items()))
-                         or "another member")
-
-
-class _Rejoin(Exception):
-    pass
-
-
-class _Refind(Exception):
-    pass
-
-
-def _ms_field(ms: int) -> i32Timedelta:
-    return i32Timedelta.parse(timedelta(milliseconds=ms))
-
-
-# OffsetForLeaderEpoch (KIP-101, client-facing since KIP-320): every Apache Kafka broker
-# since 0.11 advertises it; Tansu 0.6, which has no replication, does not.
-_OFFSET_FOR_LEADER_EPOCH = 23
-
-
-def static_membership_works(api_keys: frozenset[int] | set[int]) -> bool:
-    """Whether the upstream's group coordinator carries static members (KIP-345), judged by
-    the API keys its ApiVersions lists.
-
-    Tansu 0.6 (tansu-broker/src/coordinator/group/administrator.rs at 510f3e2) does not:
-    - a static member that rejoins with new metadata (a cooperative follow-up: it revoked
-      shards) reopens the group at the *same* generation (`Inner<Formed>::join`, line 2716
-      bumps it only for dynamic members); a member that already synced that generation
-      keeps getting NONE to its heartbeats (line 2952 compares generations) and never
-      hears of the follow-up assignment: seen, a joiner stays without shards for good;
-    - it holds a static member's JoinGroup *and* SyncGroup for at least PAUSE_MS = 3 s each
-      (lines 912, 1106) and never refreshes a member's last contact on SyncGroup (the
-      controller's `missed_heartbeat` runs only for dynamic members, lines 853, 1056, 1360),
-      so with a short session a peer's heartbeat can evict it (lines 1541-1625) and it
-      gets UNKNOWN_MEMBER_ID (what an earlier run saw).
-    Dynamic members are refreshed on every request, including each 1 s poll of a waiting
-    SyncGroup, and any change starts a new generation. Tansu has no replication and does
-    not list OffsetForLeaderEpoch, which every Apache Kafka broker since 0.11 does."""
-    return _OFFSET_FOR_LEADER_EPOCH in api_keys
-
-
-def group_name(state_topic: str) -> str:
-    """The membership group of the processes sharing a state topic."""
-    return f"kcoord.{state_topic}"
 
 
 class ClusterMembership:
@@ -342,8 +290,8 @@ class ClusterMembership:
         while True:
             sent = self._ms()
             resp = await self._link.request(join_v5.JoinGroupRequest(
-                group_id=GroupId(self.group_id), session_timeout=_ms_field(self.session_ms),
-                rebalance_timeout=_ms_field(self.rebalance_ms), member_id=self.member_id,
+                group_id=GroupId(self.group_id), session_timeout=ms_field(self.session_ms),
+                rebalance_timeout=ms_field(self.rebalance_ms), member_id=self.member_id,
                 group_instance_id=self.instance_id if self.static else None, protocol_type=PROTOCOL_TYPE,
                 protocols=(join_v5.JoinGroupRequestProtocol(name=PROTOCOL_NAME, metadata=self._metadata()),)),
                 self.rebalance_ms / 1000 + self._timeout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.cluster.membership import static_membership_works
+from coordinator.cluster.upstream import static_membership_works
 from coordinator.clustered import static_membership
 from coordinator.config import CoordinatorConfig
 
