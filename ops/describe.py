@@ -5,6 +5,11 @@ the text is the three `--describe` views of Kafka's tool (`--state --verbose`,
 `--members --verbose`, `--offsets --verbose`) over every group, preceded by a
 `--list`-style table of group types. A log has no log-end offsets, so LOG-END-OFFSET
 and LAG are `-`; COORDINATOR (ID) names the offsets-topic partition holding the group.
+
+kcoord's `connect` groups (issue 18, seed 001) are described as ConnectGroupDescribe
+(32706) shows them: group and assignment epochs, the client assignor, and per worker its
+epoch, state and units as {connector: tasks}, task -1 being the connector itself (the
+`connector:tasks` text of the tables). They own no partitions and commit no offsets.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from collections.abc import Iterable
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
 from coordinator.group.classic_group import ClassicGroup
+from coordinator.group.connect_group import ConnectGroup
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.group_admin import group_state_name, group_type_name, protocol_type_of
 from coordinator.group.image import MetadataImage
@@ -86,11 +92,33 @@ def _classic_group(group: ClassicGroup) -> dict:
             "leader": group.leader_id, "members": members}
 
 
+def _units(units) -> dict[str, list[int]]:
+    """{connector: sorted tasks} of a worker's units (Units or TargetUnits)."""
+    return {c: sorted(ts) for c, ts in sorted(units.items()) if ts}
+
+
+def _connect_group(group: ConnectGroup) -> dict:
+    members = []
+    for m in sorted(group.members.values(), key=lambda m: m.member_id):
+        members.append({
+            "member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "member_type": "connect", "member_epoch": m.member_epoch,
+            "previous_member_epoch": m.previous_member_epoch, "state": m.state.name,
+            "client_assignors": [a.name for a in m.client_assignors],
+            "assignment": _units(m.assigned), "pending_revocation": _units(m.pending_revocation),
+            "target_assignment": _units(group.target_of(m.member_id).units),
+        })
+    return {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "assignor": group.assignor_name, "members": members}
+
+
 def group_model(gid: str, partition: int, group, shard, name: TopicNamer) -> dict:
     out = {"group": gid, "partition": partition, "type": group_type_name(group),
            "protocol_type": protocol_type_of(group), "state": group_state_name(group)}
     if isinstance(group, ConsumerGroup):
         out.update(_consumer_group(group, name, shard.config.default_assignor))
+    elif isinstance(group, ConnectGroup):
+        out.update(_connect_group(group))
     else:
         out.update(_classic_group(group))
     offsets = []
@@ -165,8 +193,12 @@ def described_assignment(m: dict) -> dict:
     return {t: sorted(set(ps)) for t, ps in sorted(merged.items())}
 
 
+# Group types with group and assignment epochs (KIP-848's model; connect groups share it).
+_EPOCH_TYPES = ("consumer", "connect")
+
+
 def _epoch(g: dict, consumer_key: str, classic_key: str = "generation"):
-    return g[consumer_key] if g["type"] == "consumer" else g.get(classic_key, "-")
+    return g[consumer_key] if g["type"] in _EPOCH_TYPES else g.get(classic_key, "-")
 
 
 def render_text(model: dict) -> str:
@@ -180,8 +212,8 @@ def render_text(model: dict) -> str:
         ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
          "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
         [[g["group"], f"partition ({g['partition']})",
-          (g.get("assignor") if g["type"] == "consumer" else g.get("protocol")) or "-", g["state"],
-          _epoch(g, "group_epoch"), g["assignment_epoch"] if g["type"] == "consumer" else "-",
+          (g.get("assignor") if g["type"] in _EPOCH_TYPES else g.get("protocol")) or "-", g["state"],
+          _epoch(g, "group_epoch"), g["assignment_epoch"] if g["type"] in _EPOCH_TYPES else "-",
           len(g["members"])] for g in groups]))
     out.append("")
     member_rows = []
@@ -189,7 +221,8 @@ def render_text(model: dict) -> str:
         for m in g["members"]:
             a = described_assignment(m) if g["type"] == "consumer" else m["assignment"]
             n = sum(len(ps) for t, ps in a.items() if t != "raw") if isinstance(a, dict) else 0
-            if g["type"] == "consumer":
+            if g["type"] in _EPOCH_TYPES:
+                # A connect worker's units read `connector:tasks` (task -1: the connector).
                 epochs = (m["member_epoch"], assignment_text(a), g["assignment_epoch"],
                           assignment_text(m["target_assignment"]))
             else:

@@ -9,6 +9,7 @@ from ops.describe import render_table
 from ops.recordjson import type_name
 from records import OffsetCommitKey, UnknownRecord
 from records.batch import RecordBatch
+from records.connect_records import CONNECT_GROUP_METADATA
 
 MINUTE_MS = 60_000
 TOP_GROUPS = 6
@@ -44,6 +45,8 @@ class ReportCollector:
             self.epochs[key.group_id].append((timestamp, value.epoch))
         elif value is not None and key.record_type == 2:         # classic generation
             self.epochs[key.group].append((timestamp, value.generation))
+        elif value is not None and key.record_type == CONNECT_GROUP_METADATA:   # connect group epoch
+            self.epochs[key.group_id].append((timestamp, value.epoch))
 
 
 def _page(title: str, body: list[str]) -> str:
