@@ -72,6 +72,7 @@ from .protocol.apis import (
 )
 from .protocol.connect_messages import CONNECT_GROUP_DESCRIBE
 from .protocol.private_apis import PRIVATE_ERRORS
+from .protocol.private_messages import CSA_HEARTBEAT
 from .protocol.service import ClientInfo
 from .runtime import metrics
 from .runtime.shard_runtime import ShardRuntime, ShardState
@@ -529,7 +530,7 @@ class GroupCoordinatorService:
         if denied and not multi:
             return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.group_authorization_failed), request)
         ctx = RequestContext(api_version, client.client_id or "", f"/{client.host}",
-                             frozenset(denied) if denied else frozenset()) if api_key != CONSUMER_GROUP_HEARTBEAT \
+                             frozenset(denied) if denied else frozenset()) if api_key not in _HEARTBEATS \
             else AuthorizedRequestContext(api_version, client.client_id or "", f"/{client.host}",
                                           frozenset(denied) if denied else frozenset(), self._topic_filter(client))
         check = _TOPIC_CHECKS.get(api_key)
@@ -573,7 +574,7 @@ class GroupCoordinatorService:
             lists = [request.topics] if api_version < 8 else [g.topics for g in request.groups]
             actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for topics in lists if topics
                            for t in topics if (n := self._topic_name(t)) is not None)
-        elif api_key == CONSUMER_GROUP_HEARTBEAT:
+        elif api_key in _HEARTBEATS:
             actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for n in request.subscribed_topic_names or ())
             # The topics a regex resolution may give this member (KAFKA-18813): resolution
             # runs later, in a timer, with this member's filter (regex_refresh.py), so its
@@ -1002,6 +1003,10 @@ class GroupCoordinatorService:
 
 _KAFKA_ERRORS = frozenset(e.value for e in ErrorCode)
 
+# The heartbeats that subscribe to topics: key 68 and its client-assignor variant 32700 (key
+# 68 v1's body plus ClientAssignors). Both check DESCRIBE on their topic names and resolve
+# their regexes with the member's rights (KAFKA-18813; AuthorizedRequestContext).
+_HEARTBEATS = frozenset({CONSUMER_GROUP_HEARTBEAT, CSA_HEARTBEAT})
 # Multi-group APIs (OffsetFetch is one from v8): denied groups are answered per entry.
 _MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, CONNECT_GROUP_DESCRIBE})
 

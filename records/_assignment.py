@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from records._classic import check_end
 from records._client_assignor import decode_metadata_tag, encode_metadata_tags
+from records._consumer import tag_loop
 from records._wire import (
     LOW_LEVEL,
     UUID_CACHE,
@@ -182,16 +183,7 @@ def _encode_topic_partitions_array(out: bytearray, tps, with_epochs: bool) -> No
 def _tags(b: bytes, pos: int, found: dict, with_error: bool) -> tuple[tuple[tuple[int, bytes], ...], int]:
     """The value's tag section: kcoord's client-assignor tags >= 1000 (records/
     _client_assignor.py) into `found`, any other tag kept raw."""
-    if b[pos] == 0:
-        return (), pos + 1
-    n, pos = tag_count(b, pos)
-    unknown = []
-    for _ in range(n):
-        tag, start, end = tagged_field(b, pos)
-        if not decode_metadata_tag(b, tag, start, end, found, with_error):
-            unknown.append((tag, b[start:end]))
-        pos = end
-    return tuple(unknown), pos
+    return tag_loop(b, pos, lambda tag, start, end: decode_metadata_tag(b, tag, start, end, found, with_error))
 
 
 def decode_target_assignment_member(b: bytes) -> ConsumerGroupTargetAssignmentMemberValue:

@@ -8,7 +8,8 @@ Rules of this module (seed 000; seed-drafts.md §1.6):
 - A field at its default (empty, 0, -1, null) is never written: a group that uses no
   client assignors writes exactly Kafka's bytes (X3).
 - Decoding is bounds-checked like every other field here: a tag's content must fill
-  exactly the size its header declares (`expect_end`).
+  exactly the size its header declares (`expect_end`). The ClientAssignors array codec is
+  shared with the connect group's member record (records/connect_records.py, type 1001).
 
 | type | 1000 | 1001 | 1002 |
 | 5 | ClientAssignors []{Name, Min i16, Max i16, Reason i8, Version i16, Metadata bytes} | | |
@@ -19,7 +20,13 @@ Rules of this module (seed 000; seed-drafts.md §1.6):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 from records._wire import (
+    LOW_LEVEL,
+    FieldError,
+    Malformed,
     array_len,
     cbytes,
     cnstring,
@@ -27,6 +34,7 @@ from records._wire import (
     expect_end,
     pack_b,
     pack_h,
+    reason_of,
     unknown_tags,
     unpack_b,
     unpack_h,
@@ -41,13 +49,18 @@ from records.schemas import ClientAssignor
 
 TAG_BASE = 1000
 Tags = list[tuple[int, bytes]]
+T = TypeVar("T")
 
 
-# --- type 5: ClientAssignors ---------------------------------------------------
-def encode_client_assignors(assignors: tuple[ClientAssignor, ...]) -> Tags:
-    if not assignors:
-        return []
-    out = bytearray()
+# --- the ClientAssignors array: type 5's tag 1000, and the connect group's type 1001 ---
+# The smallest entry: Name and Metadata empty (1 byte each), Min, Max and Version (2 each),
+# Reason (1), an empty tag section (1). The array's count is bounded by it before anything
+# is allocated: a smaller bound lets a hostile count allocate, a larger one refuses valid data.
+MIN_ENTRY_SIZE = 10
+
+
+def write_client_assignors(out: bytearray, assignors: Sequence[Any]) -> None:
+    """The array, entries of any class with ClientAssignor's fields (connect_records.py's too)."""
     w_array_len(out, len(assignors), True)
     for a in assignors:
         w_cstring(out, a.name)
@@ -57,22 +70,58 @@ def encode_client_assignors(assignors: tuple[ClientAssignor, ...]) -> Tags:
         out += pack_h(a.version)
         w_cbytes(out, a.metadata)
         w_tags(out, [], a.unknown_tagged_fields)
+
+
+def read_client_assignors(b: bytes, pos: int, what: str, make: Callable[..., T]) -> tuple[tuple[T, ...], int]:
+    """The array at `pos`, each entry built by `make(name, min, max, reason, version,
+    metadata, tags)`. A malformed entry raises FieldError naming it (`what[i].Field`) at its
+    field's first byte."""
+    f = what
+    out = []
+    try:
+        n, pos = array_len(b, pos, True, MIN_ENTRY_SIZE)
+        for i in range(n):
+            f = f"{what}[{i}].Name"
+            name, pos = cstring(b, pos)
+            f = f"{what}[{i}].MinimumVersion"
+            lo = unpack_h(b, pos)[0]
+            pos += 2
+            f = f"{what}[{i}].MaximumVersion"
+            hi = unpack_h(b, pos)[0]
+            pos += 2
+            f = f"{what}[{i}].Reason"
+            reason = unpack_b(b, pos)[0]
+            pos += 1
+            f = f"{what}[{i}].Version"
+            version = unpack_h(b, pos)[0]
+            pos += 2
+            f = f"{what}[{i}].Metadata"
+            metadata, pos = cbytes(b, pos)
+            f = f"{what}[{i}].(tagged fields)"
+            tags, pos = unknown_tags(b, pos)
+            out.append(make(name, lo, hi, reason, version, metadata, tags))
+    except LOW_LEVEL as e:
+        raise FieldError(f, pos, reason_of(e, b)) from None
+    return tuple(out), pos
+
+
+# --- type 5: ClientAssignors ---------------------------------------------------
+def encode_client_assignors(assignors: tuple[ClientAssignor, ...]) -> Tags:
+    if not assignors:
+        return []
+    out = bytearray()
+    write_client_assignors(out, assignors)
     return [(TAG_BASE, bytes(out))]
 
 
 def decode_client_assignors(b: bytes, start: int, end: int) -> tuple[ClientAssignor, ...]:
-    n, pos = array_len(b, start, True, min_item=8)
-    out = []
-    for _ in range(n):
-        name, pos = cstring(b, pos)
-        lo, hi = unpack_h(b, pos)[0], unpack_h(b, pos + 2)[0]
-        reason = unpack_b(b, pos + 4)[0]
-        version = unpack_h(b, pos + 5)[0]
-        metadata, pos = cbytes(b, pos + 7)
-        tags, pos = unknown_tags(b, pos)
-        out.append(ClientAssignor(name, lo, hi, reason, version, metadata, tags))
+    try:
+        out, pos = read_client_assignors(b, start, "ClientAssignors", ClientAssignor)
+    except FieldError as e:
+        # Reported as the tag section's error, the way the value's other tags are.
+        raise Malformed(e.reason) from None
     expect_end(pos, end, "tagged field ClientAssignors")
-    return tuple(out)
+    return out
 
 
 # --- nullable bytes ------------------------------------------------------------

@@ -61,8 +61,9 @@ from records.schemas import (
 )
 
 
-def _tag_loop(b: bytes, pos: int, on_known) -> tuple[tuple[tuple[int, bytes], ...], int]:
-    """Read a tag section; `on_known(tag, start, end)` returns True if it consumed the tag."""
+def tag_loop(b: bytes, pos: int, on_known) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """Read a tag section; `on_known(tag, start, end)` returns True if it consumed the tag,
+    any other tag is kept raw (types 3 and 5-8: Kafka's tag 0, kcoord's tags >= 1000)."""
     if b[pos] == 0:
         return (), pos + 1
     n, pos = tag_count(b, pos)
@@ -91,7 +92,7 @@ def decode_consumer_group_metadata(b: bytes) -> ConsumerGroupMetadataValue:
         epoch = unpack_i(b, pos)[0]
         pos += 4
         f = "(tagged fields)"
-        tags, pos = _tag_loop(b, pos, known)
+        tags, pos = tag_loop(b, pos, known)
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
@@ -240,7 +241,7 @@ def decode_consumer_group_member_metadata(b: bytes) -> ConsumerGroupMemberMetada
         f = "ServerAssignor"
         assignor, pos = cnstring(b, pos)
         f = "(tagged fields)"
-        tags, pos = _tag_loop(b, pos, known)
+        tags, pos = tag_loop(b, pos, known)
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)
@@ -296,7 +297,7 @@ def decode_target_assignment_metadata(b: bytes) -> ConsumerGroupTargetAssignment
         epoch = unpack_i(b, pos)[0]
         pos += 4
         f = "(tagged fields)"
-        tags, pos = _tag_loop(b, pos, known)
+        tags, pos = tag_loop(b, pos, known)
     except LOW_LEVEL as e:
         raise FieldError(f, pos, reason_of(e, b)) from None
     check_end(b, pos)

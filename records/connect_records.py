@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from records._classic import check_end
+from records._client_assignor import read_client_assignors, write_client_assignors
 from records._wire import (
     LOW_LEVEL,
     FieldError,
@@ -283,15 +284,9 @@ def _member_metadata(r: _Reader) -> ConnectGroupMemberMetadataValue:
     client_id = r.at("ClientId").string()
     client_host = r.at("ClientHost").string()
     timeout = r.at("RebalanceTimeoutMs").i32()
-    assignors = []
-    for i in range(r.at("Assignors").count(11)):
-        where = f"Assignors[{i}]"
-        assignors.append(ConnectAssignor(
-            r.at(f"{where}.Name").string(), r.at(f"{where}.MinimumVersion").i16(),
-            r.at(f"{where}.MaximumVersion").i16(), r.at(f"{where}.Reason").i8(),
-            r.at(f"{where}.Version").i16(), r.at(f"{where}.Metadata").bytes_(),
-            r.at(f"{where}.(tagged fields)").tags()))
-    return ConnectGroupMemberMetadataValue(instance_id, client_id, client_host, timeout, tuple(assignors),
+    # The consumer records' ClientAssignors codec (records/_client_assignor.py): same entry layout.
+    assignors, r.pos = read_client_assignors(r.b, r.pos, "Assignors", ConnectAssignor)
+    return ConnectGroupMemberMetadataValue(instance_id, client_id, client_host, timeout, assignors,
                                            r.at("(tagged fields)").tags())
 
 
@@ -305,14 +300,7 @@ def encode_member_metadata(v: ConnectGroupMemberMetadataValue, version: int) -> 
     w_cstring(out, v.client_id)
     w_cstring(out, v.client_host)
     out += pack_i(v.rebalance_timeout_ms)
-    w_array_len(out, len(v.assignors), True)
-    for a in v.assignors:
-        w_cstring(out, a.name)
-        out += pack_h(a.minimum_version) + pack_h(a.maximum_version)
-        out.append(a.reason & 0xFF)
-        out += pack_h(a.version)
-        w_cbytes(out, a.metadata)
-        w_tags(out, [], a.unknown_tagged_fields)
+    write_client_assignors(out, v.assignors)
     w_tags(out, [], v.unknown_tagged_fields)
     return bytes(out)
 

@@ -66,13 +66,23 @@ class InvalidAssignment(Exception):
 Specs = Sequence[ClientAssignorSpec]
 
 
-def specs_of(entries: Iterable | None) -> tuple[ClientAssignorSpec, ...] | None:
-    """A member's list from a request's or a record's entries (same field names); empty or
-    absent gives None (the member brought none)."""
-    if not entries:
-        return None
+def spec_tuple(entries: Iterable) -> tuple[ClientAssignorSpec, ...]:
+    """The entries of a request or a record as specs: the 32700 and connect requests and
+    the type 5 and 1001 records name their fields alike."""
     return tuple(ClientAssignorSpec(e.name, e.minimum_version, e.maximum_version, e.version, e.reason,
                                     e.metadata) for e in entries)
+
+
+def specs_of(entries: Iterable | None) -> tuple[ClientAssignorSpec, ...] | None:
+    """A member's list from a record's entries; empty or absent gives None (the member
+    brought none)."""
+    return spec_tuple(entries) if entries else None
+
+
+def request_specs(entries: Iterable | None) -> tuple[ClientAssignorSpec, ...] | None:
+    """A request's ClientAssignors: null gives None (unchanged), an empty list the empty
+    tuple (validate_request and carry_specs tell the two apart)."""
+    return None if entries is None else spec_tuple(entries)
 
 
 def validate_request(server_assignor: str | None, specs: Specs | None) -> None:

@@ -5,7 +5,7 @@ a consumer group and turns the outcome into records, responses and timers.
 
 Rules of this module:
 - A group whose members brought no client assignors never reaches any of this code past
-  one counter check (`group.num_client_assignor_members`), and every record it writes is
+  one counter check (`group.client_assignor_index.listed`), and every record it writes is
   built by record_helpers unchanged: byte-identical to Kafka (X3, tests/unit/group/
   test_client_assign_server_mode.py).
 - The round in flight is soft state (`shard.client_assignments[group_id]`, not on the group
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from . import client_assignment
 from . import record_helpers as rh
 from .assignment_pacing import can_compute_assignment
 from .client_assignment import (
@@ -67,18 +68,13 @@ def state_of(shard: ShardView, group_id: str) -> ClientAssignment:
 
 def server_mode(shard: ShardView, group_id: str) -> None:
     """The group is (back) in server mode: any round in flight is abandoned (A12)."""
-    if shard.client_assignments:
-        shard.client_assignments.pop(group_id, None)
+    shard.client_assignments.pop(group_id, None)
 
 
 # ------------------------------------------------------------------ heartbeat hooks
 def request_specs(req) -> tuple[ClientAssignorSpec, ...] | None:
     """The ClientAssignors of a 32700 request (key 68's requests have no such field)."""
-    entries = getattr(req, "client_assignors", None)
-    if entries is None:
-        return None
-    return tuple(ClientAssignorSpec(e.name, e.minimum_version, e.maximum_version, e.version, e.reason, e.metadata)
-                 for e in entries)
+    return client_assignment.request_specs(getattr(req, "client_assignors", None))
 
 
 def validate(req, csa: bool) -> None:
@@ -128,7 +124,7 @@ def _join_check(group: ConsumerGroup, member_id: str, specs: tuple[ClientAssigno
 def mode_changed(group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember) -> bool:
     """Bump the group epoch: the group enters or leaves client mode or changes assignor, or
     this member's list changed or carries a Reason (000:L190-191, L370)."""
-    if not group.num_client_assignor_members and not updated.client_assignors:
+    if not group.client_assignor_index.listed and not updated.client_assignors:
         return False
     present = member.member_id in group.members
     if present and updated.client_assignors is member.client_assignors:
@@ -163,7 +159,7 @@ def selection(group: ConsumerGroup, updated: ConsumerGroupMember | None) -> str 
 
 def in_client_mode(group: ConsumerGroup, updated: ConsumerGroupMember | None) -> str | None:
     """The group's client assignor with `updated` overlaid, or None (server mode)."""
-    if not group.num_client_assignor_members and (updated is None or not updated.client_assignors):
+    if not group.client_assignor_index.listed and (updated is None or not updated.client_assignors):
         return None
     return selection(group, updated)
 

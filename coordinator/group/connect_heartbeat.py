@@ -30,7 +30,14 @@ from ..protocol import connect_messages as cm
 from . import connect_record_helpers as crh
 from . import record_helpers as rh
 from .classic_group import ClassicGroup
-from .client_assignment import COMPUTE_ASSIGNMENT, ClientAssignorSpec, check_join, needs_reassignment, validate_request
+from .client_assignment import (
+    COMPUTE_ASSIGNMENT,
+    ClientAssignorSpec,
+    check_join,
+    needs_reassignment,
+    request_specs,
+    validate_request,
+)
 from .connect_assignment import maybe_request, on_deadline, wire_units
 from .connect_group import CONNECTOR_TASK, EMPTY_UNITS, ConnectGroup, ConnectMember, ConnectTarget
 from .connect_reconcile import reconcile
@@ -66,13 +73,6 @@ def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result
 
 
 # --------------------------------------------------------------- validation
-def _specs(req) -> tuple[ClientAssignorSpec, ...] | None:
-    if req.client_assignors is None:
-        return None
-    return tuple(ClientAssignorSpec(a.name, int(a.minimum_version), int(a.maximum_version), int(a.version),
-                                    int(a.reason), bytes(a.metadata)) for a in req.client_assignors)
-
-
 def _validate(req) -> tuple[ClientAssignorSpec, ...] | None:
     """001:L305-321 (stateless); returns the ClientAssignors as the engine's specs."""
     if not req.group_id:
@@ -90,7 +90,7 @@ def _validate(req) -> tuple[ClientAssignorSpec, ...] | None:
         raise ApiError(ErrorCode.unsupported_assignor,
                        f"ServerAssignor {req.server_assignor} is not supported: connect groups assign on the "
                        "client side only (ClientAssignors).")
-    specs = _specs(req)
+    specs = request_specs(req.client_assignors)
     validate_request(None, specs)
     if epoch == JOIN_EPOCH:
         if not specs:
@@ -215,8 +215,8 @@ def _regular(shard: ShardView, ctx: RequestContext, req, specs, now_ms: int) -> 
             _check_epoch(member, epoch, owned)
     else:
         member, replaced = _static_member(group, member_id, epoch, req.instance_id, owned, create, fx)
-    lists = {m: s for m, s in group.assignor_lists().items() if m != replaced}
-    check_join(lists, member_id, specs)
+    if specs:   # a list this request brings must leave the group an assignor and an assigner
+        check_join(_lists(group, replaced), member_id, specs)
 
     timeout = to_ms(req.rebalance_timeout)
     updated = replace(member, instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -232,10 +232,13 @@ def _regular(shard: ShardView, ctx: RequestContext, req, specs, now_ms: int) -> 
         group_epoch += 1
         fx.records.append(crh.group_epoch_record(gid, group_epoch))
 
-    lists[member_id] = updated.client_assignors
-    timeouts = {m.member_id: m.rebalance_timeout_ms for m in group.members.values()}
-    timeouts[member_id] = updated.rebalance_timeout_ms
-    fx.timers.extend(maybe_request(group, lists, timeouts, group_epoch, now_ms))
+    if group.client_assignment.in_flight is None and group.assignment_epoch < group_epoch:
+        # The O(n) lists only when a round may start (ClientAssignment.maybe_request's test).
+        lists = _lists(group, replaced)
+        lists[member_id] = updated.client_assignors
+        timeouts = {m.member_id: m.rebalance_timeout_ms for m in group.members.values()}
+        timeouts[member_id] = updated.rebalance_timeout_ms
+        fx.timers.extend(maybe_request(group, lists, timeouts, group_epoch, now_ms))
 
     target = group.targets.get(member_id)
     if target is None and replaced is not None:
@@ -266,6 +269,11 @@ def _regular(shard: ShardView, ctx: RequestContext, req, specs, now_ms: int) -> 
         error_message="Compute the group's assignment (ConnectGroupPrepareAssignment, then Install)." if asked
         else None, member_id=member_id, member_epoch=reconciled.member_epoch,
         interval_ms=interval_ms(shard, pending), assignment=assignment))
+
+
+def _lists(group: ConnectGroup, replaced: str | None) -> dict[str, tuple[ClientAssignorSpec, ...]]:
+    """The workers' ClientAssignors, without the slot a returning static worker takes over."""
+    return {m.member_id: m.client_assignors for m in group.members.values() if m.member_id != replaced}
 
 
 def interval_ms(shard: ShardView, pending: bool) -> int:

@@ -24,7 +24,7 @@ from records.connect_records import (
 )
 
 from . import connect_group_type  # noqa: F401 (registers the group type replay names in its logs)
-from .client_assignment import ClientAssignorSpec
+from .client_assignment import spec_tuple
 from .connect_group import EMPTY_UNITS, ConnectGroup, ConnectMember, ConnectTarget, Units
 from .consumer_group import MemberState
 from .replay import Replayer, register_replay
@@ -84,8 +84,7 @@ def _member_metadata(replayer: Replayer, key, value, offset: int, producer_id: i
     group.put_member(replace(
         m, instance_id=value.instance_id, client_id=value.client_id, client_host=value.client_host,
         rebalance_timeout_ms=value.rebalance_timeout_ms,
-        client_assignors=tuple(ClientAssignorSpec(a.name, a.minimum_version, a.maximum_version, a.version,
-                                                  a.reason, a.metadata) for a in value.assignors)))
+        client_assignors=spec_tuple(value.assignors)))
 
 
 def _target_metadata(replayer: Replayer, key, value, offset: int, producer_id: int) -> None:

@@ -181,8 +181,8 @@ class ConsumerGroup:
         # Seed 000 client-side assignors. Persisted (tags >= 1000): the assigner's metadata
         # per member (version, bytes), its Error, and the client assignor that computed the
         # target (None: the server assignor did; the metadata is then not handed out).
-        self.num_client_assignor_members = 0
-        self.client_assignor_index = AssignorIndex()   # the members' lists, aggregated (replay only)
+        # The members' lists, aggregated (replay only); `.listed` counts the members with one.
+        self.client_assignor_index = AssignorIndex()
         self.target_metadata: dict[str, tuple[int, bytes | None]] = {}
         self.assignment_error = 0
         self.client_assignor_name: str | None = None
@@ -257,9 +257,7 @@ class ConsumerGroup:
             self.static_members[m.instance_id] = m.member_id
         if m.uses_classic_protocol:
             self.num_classic_members += 1
-        if m.client_assignors:
-            self.num_client_assignor_members += 1
-            self.client_assignor_index.add(m.client_assignors)
+        self.client_assignor_index.add(m.client_assignors)
         self._add_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._add_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 
@@ -280,9 +278,7 @@ class ConsumerGroup:
             del self.static_members[m.instance_id]
         if m.uses_classic_protocol:
             self.num_classic_members -= 1
-        if m.client_assignors:
-            self.num_client_assignor_members -= 1
-            self.client_assignor_index.remove(m.client_assignors)
+        self.client_assignor_index.remove(m.client_assignors)
         self._remove_partition_epochs(m.assigned_partitions, m.member_epoch)
         self._remove_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
 

@@ -414,8 +414,10 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
     client = client_mode.in_client_mode(group, updated) is not None
     if client:
         fx.timers.extend(client_mode.maybe_ask(shard, group, updated, group_epoch, now_ms))
-    else:
-        client_mode.server_mode(shard, group.group_id)   # the group left client mode, if it was in it (A12)
+    elif shard.client_assignments:
+        # The group left client mode, if it was in it (A12). A shard without client-mode
+        # groups (every real Kafka client) pays only this check.
+        client_mode.server_mode(shard, group.group_id)
     if client or group.assignment_epoch >= group_epoch or not can_compute_assignment(shard.config, group, now_ms):
         if group.assignment_epoch < group_epoch and not client:
             fx.timers.append(assignment_timer(shard.config, group))

@@ -99,16 +99,16 @@ FORWARD_VERSION_CAPS: dict[int, int] = {
 
 
 def _private(api_key: int) -> ApiSchemas | None:
-    """kcoord's private APIs (private_apis.py, private_messages.py): kio-shaped classes of
-    our own, all v0 and flexible from v0."""
+    """kcoord's private APIs (private_apis.py): kio-shaped classes of our own, all v0 and
+    flexible from v0."""
     if api_key < 32700:
         return None
-    from . import connect_messages, private_messages  # kept off kio's import path
-    for messages in (private_messages, connect_messages):     # seed 000, seed 001 (issue 18)
-        request = messages.REQUESTS.get(api_key)
-        if request is not None:
-            return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: messages.RESPONSES[api_key]})
-    return None
+    from .private_apis import private_classes  # kept off kio's import path
+    classes = private_classes(api_key)
+    if classes is None:
+        return None
+    request, response = classes
+    return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: response})
 
 
 def kio_version_range(api_key: int) -> tuple[int, int] | None:
@@ -124,9 +124,9 @@ def kio_version_range(api_key: int) -> tuple[int, int] | None:
 
 def api_name(api_key: int) -> str:
     name = api_key_map.get(api_key)
-    if name is None and _private(api_key) is not None:
-        from . import connect_messages, private_messages
-        name = private_messages.NAMES.get(api_key) or connect_messages.NAMES[api_key]
+    if name is None and api_key >= 32700:
+        from .private_apis import private_name
+        name = private_name(api_key)
     return name if name is not None else f"api_key_{api_key}"
 
 

@@ -19,7 +19,6 @@ Rules of this module (seed-drafts.md §0, "Proposed kcoord-private allocation"):
 from __future__ import annotations
 
 from . import connect_messages
-from .apis import ApiSchemas
 from .private_messages import (
     NAMES,
     REQUESTS,
@@ -51,15 +50,14 @@ ALL_PRIVATE_KEYS = frozenset(CLIENT_ASSIGNOR_APIS) | {
 PRIVATE_ERRORS: dict[int, str] = {COMPUTE_ASSIGNMENT: "COMPUTE_ASSIGNMENT", INVALID_ASSIGNMENT: "INVALID_ASSIGNMENT"}
 
 
-def private_schemas(api_key: int) -> ApiSchemas | None:
-    """The request/response classes of a private API (all v0, flexible from v0), in the
-    shape `apis.api_schemas` gives for kio's APIs; None outside the built ones."""
-    request = REQUESTS.get(api_key)
-    if request is not None:
-        return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: RESPONSES[api_key]})
-    request = connect_messages.REQUESTS.get(api_key)
-    if request is not None:
-        return ApiSchemas(api_key, 0, 0, 0, {0: request}, {0: connect_messages.RESPONSES[api_key]})
+def private_classes(api_key: int) -> tuple[type, type] | None:
+    """The request and response classes of a private API (all v0, flexible from v0), which
+    `apis.api_schemas` serves like kio's; None outside the built ones. Classes, not
+    `apis.ApiSchemas`: apis.py imports this module, never the reverse."""
+    for requests, responses in ((REQUESTS, RESPONSES), (connect_messages.REQUESTS, connect_messages.RESPONSES)):
+        request = requests.get(api_key)
+        if request is not None:
+            return request, responses[api_key]
     return None
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from coordinator.protocol import apis
 from coordinator.protocol import private_apis as pa
 from coordinator.protocol import private_messages as pm
 from coordinator.protocol.codec import BodyError, decode_body, encode_body
@@ -101,10 +102,12 @@ def test_error_codes_are_clear_of_kafka():
 
 def test_private_schemas_are_v0_flexible():
     for key in {**pa.CLIENT_ASSIGNOR_APIS, **pa.CONNECT_APIS}:
-        s = pa.private_schemas(key)
+        s = apis.api_schemas(key)
         assert s is not None and (s.min_version, s.max_version) == (0, 0) and s.flexible(0)
         assert s.requests[0].__api_key__ == key and s.responses[0].__api_key__ == key
-    assert pa.private_schemas(68) is None and pa.private_schemas(32707) is None
+        assert apis.api_name(key) == pa.private_name(key)
+    assert pa.private_classes(68) is None and pa.private_classes(32707) is None
+    assert apis.api_schemas(32707) is None and apis.api_name(32707) == "api_key_32707"
     assert set(pa.CONNECT_APIS) == {pa.CONNECT_GROUP_HEARTBEAT, pa.CONNECT_GROUP_PREPARE_ASSIGNMENT,
                                     pa.CONNECT_GROUP_INSTALL_ASSIGNMENT, pa.CONNECT_GROUP_DESCRIBE}
 

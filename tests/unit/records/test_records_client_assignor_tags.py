@@ -29,6 +29,7 @@ from records import (
     encode_value,
 )
 from records import _client_assignor as ca
+from records._wire import FieldError
 
 TID = uuid.UUID(int=7)
 CASES = [
@@ -98,3 +99,32 @@ def test_a_tag_whose_content_overruns_its_size_names_the_field():
     with pytest.raises(DECODE_ERRORS) as e:
         decode_record(encode_key(key), bytes(data), topic="t", partition=0, offset=0)
     assert "MetadataVersion" in str(e.value) or "tagged" in str(e.value)
+
+
+SMALLEST = (ClientAssignor("", 0, 0, 0, 0, b""), ClientAssignor("", -1, -1, -1, -1, b""))
+
+
+def test_the_smallest_entries_decode_in_both_records_that_carry_client_assignors():
+    # MIN_ENTRY_SIZE is the size of an entry with an empty name and metadata: a larger bound
+    # would refuse these, a smaller one lets a count claim more entries than the bytes hold.
+    from records import connect_records as cr
+    out = bytearray()
+    ca.write_client_assignors(out, SMALLEST)
+    assert len(out) == 1 + len(SMALLEST) * ca.MIN_ENTRY_SIZE
+    member = ConsumerGroupMemberMetadataValue(client_id="c", client_host="h", client_assignors=SMALLEST)
+    assert decode_record(encode_key(ConsumerGroupMemberMetadataKey("g", "A")), encode_value(member, 0),
+                         topic="t", partition=0, offset=0).value.client_assignors == SMALLEST
+    worker = cr.ConnectGroupMemberMetadataValue(
+        "i", "c", "/h", 60_000, tuple(cr.ConnectAssignor(*dataclasses.astuple(a)) for a in SMALLEST))
+    assert cr.decode_member_metadata(cr.encode_member_metadata(worker, 0)) == worker
+
+
+def test_a_count_the_bytes_cannot_hold_is_refused_before_reading_the_entries():
+    from records import connect_records as cr
+    worker = cr.ConnectGroupMemberMetadataValue("i", "c", "/h", 60_000, (cr.ConnectAssignor("s", 0, 1, 0, 1, b""),))
+    data = bytearray(cr.encode_member_metadata(worker, 0))
+    i = data.index(b"\x02\x02s")        # the array's count (1 entry: compact 2), then the name "s"
+    data[i] = 3                         # two entries claimed, bytes for one
+    with pytest.raises(FieldError) as e:      # codec.py wraps it in a RecordDecodeError
+        cr.decode_member_metadata(bytes(data))
+    assert e.value.field == "Assignors" and "cannot fit" in e.value.reason
