@@ -15,6 +15,12 @@ Rules:
   Lost partitions (fencing) are dropped without a commit: they may be someone else's.
 - A new partition starts at its committed offset, or at `auto_offset_reset` if none.
 - Records are handed out only for partitions the member owns at that moment.
+- The application hears of changes through a `RebalanceListener` (Kafka's
+  ConsumerRebalanceListener, in aiokafka's TopicPartition terms), awaited before the
+  member reports to the coordinator: `on_partitions_assigned` before any record of the
+  new partitions is handed out; `on_partitions_revoked` once none is handed out any more
+  and their positions are committed (Kafka's auto-commit also commits before its
+  onPartitionsRevoked); `on_partitions_lost` (fencing) without a commit.
 """
 from __future__ import annotations
 
@@ -42,12 +48,25 @@ class CommitFailed(Exception):
     pass
 
 
+class RebalanceListener:
+    """The application's rebalance callbacks; override what you need."""
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        await self.on_partitions_revoked(lost)      # Kafka's default for onPartitionsLost
+
+
 class Kip848Consumer:
     def __init__(self, bootstrap: str, group_id: str, topics: Sequence[str], *,
                  assignors: Sequence[PartitionAssignor] = (), server_assignor: str | None = None,
                  instance_id: str | None = None, rebalance_timeout_ms: int = 60_000,
-                 auto_offset_reset: str = "earliest", client_id: str = "kcoord-members", **aiokafka: Any) -> None:
+                 auto_offset_reset: str = "earliest", client_id: str = "kcoord-members",
+                 listener: RebalanceListener | None = None, **aiokafka: Any) -> None:
         self.group_id = group_id
+        self.listener = listener or RebalanceListener()
         self.member = ConsumerMember(group_id, topics, assignors=assignors, server_assignor=server_assignor,
                                      instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms)
         self.driver = MemberDriver(self.member, bootstrap, _Rebalance(self), client_id=client_id)
@@ -138,6 +157,8 @@ class Kip848Consumer:
             if offset >= 0:
                 self._next[tp] = offset
         await self._reassign(self.owned | new)
+        if new:
+            await self.listener.on_partitions_assigned(set(new))
         self.owned |= new
 
     async def _revoked(self, partitions: Partitions, commit: bool) -> None:
@@ -156,6 +177,10 @@ class Kip848Consumer:
         for tp in gone:
             self._next.pop(tp, None)
         await self._reassign(self.owned)
+        if commit:
+            await self.listener.on_partitions_revoked(set(gone))
+        else:
+            await self.listener.on_partitions_lost(set(gone))
 
     async def _reassign(self, partitions: set[TopicPartition]) -> None:
         """aiokafka's `assign()` forgets every position, also of the partitions kept: each

@@ -144,6 +144,12 @@ class ConsumerMember:
         return self._next_ms
 
     @property
+    def pending(self) -> Revoke | Assign | None:
+        """The Revoke or Assign the application has not answered yet (None after fencing:
+        a driver then must not answer it)."""
+        return self._pending_action
+
+    @property
     def uses_client_assignors(self) -> bool:
         return bool(self.assignors)
 

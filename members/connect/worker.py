@@ -134,6 +134,12 @@ class ConnectWorker:
         return self._next_ms if due is None else min(self._next_ms, max(due, 0))
 
     # ------------------------------------------------------------ heartbeats
+    @property
+    def pending(self) -> Revoke | Assign | None:
+        """The Revoke or Assign the application has not answered yet (None after fencing:
+        a driver then must not answer it)."""
+        return self._pending
+
     def poll(self, now_ms: int) -> cm.ConnectGroupHeartbeatRequest | None:
         if self._in_flight or self.state in (State.LEFT, State.FATAL) or now_ms < self.next_poll_ms:
             return None
