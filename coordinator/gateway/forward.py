@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError
-from ..protocol.framing import SIZE, HeaderError, decode_response_header, split_frames
+from ..protocol.framing import SIZE, HeaderError, split_frames
 from ..protocol.rewrite import rewrite_response_frame
 from ..runtime.metrics import GATEWAY_FORWARDED_BYTES
-from .leader_endpoints import rewrite_leader_endpoints
+from .leader_endpoints import body_offset, rewrite_leader_endpoints
 from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
 
 if TYPE_CHECKING:
@@ -232,11 +232,12 @@ class UpstreamLink(asyncio.Protocol):
             kind = route.kind
             if route.endpoints:
                 # KIP-951 NodeEndpoints name upstream brokers: the gateway's addresses instead.
+                # Every Produce and Fetch answer passes here: the common one (no leader
+                # change) is let through by leader_endpoints' fast check, the header unbuilt.
                 try:
                     frame = rewrite_leader_endpoints(
                         route.api_key, route.api_version, frame,
-                        decode_response_header(frame, route.response_header_version)[1],
-                        self._gateway.address_of)
+                        body_offset(frame, route.response_header_version), self._gateway.address_of)
                 except (BodyError, HeaderError, OSError, ValueError) as e:
                     return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
                                         f"upstream {self._target} could not be rewritten: {e}")

@@ -12,9 +12,22 @@ Rules:
   and an epoch, which the client resolves through the endpoints or its metadata: kept.
 - The body is walked, bounded, decoding nothing but lengths and counts (records are skipped
   by their length), to find the top-level tagged section at its end. A response without tag
-  0 (every response without a leader change) passes byte for byte; with it, only that tail
-  is rebuilt (each endpoint's rack and own tagged fields kept, other tags kept in order) and
-  the size prefix adjusted.
+  0 (every response without a leader change) passes byte for byte, and so does one whose
+  tag 0 names no endpoint (an empty list: Tansu writes it into every answer); otherwise only
+  that tail is rebuilt (each endpoint's rack and own tagged fields kept, other tags kept in
+  order) and the size prefix adjusted. Rebuilding copies the whole frame, records included.
+- The common answer first (`_plain_fetch`, `_plain_produce`): Kafka fills NodeEndpoints only
+  for partitions that answer NOT_LEADER_OR_FOLLOWER (Produce, Fetch) or FENCED_LEADER_EPOCH
+  (Fetch), and gives each such partition its CurrentLeader, a tagged field of the partition
+  (KIP-951; KafkaApis): the usual answer, no leader change, has every tagged section empty.
+  The section cannot be found from the end (its count comes first, and what precedes it,
+  records or strings, may end in any bytes), so the fast check still goes forward partition
+  by partition, but on that common shape only: one-byte counts, empty tagged sections,
+  records skipped by their length, in one loop with no call per field. It passes the frame
+  only when the top-level section ends it and names no endpoint (`_plain_tail`); anything
+  else (a tag anywhere, a longer count, a bound crossed) leaves the decision to the full
+  walk. So it passes only what the walk would pass unchanged (fuzzed against it:
+  fuzz/atheris_endpoints.py), and decides nothing on error codes.
 - Anything that does not parse raises BodyError naming the API, version and byte offset;
   the forward link then closes the client's connection (forward.py), as for any upstream
   answer it cannot rewrite. Fuzzed: fuzz/atheris_endpoints.py.
@@ -29,7 +42,7 @@ from collections.abc import Callable, Mapping
 
 from ..protocol.apis import FETCH, PRODUCE, intersect, kio_version_range
 from ..protocol.codec import BodyError
-from ..protocol.framing import write_uvarint
+from ..protocol.framing import decode_response_header, write_uvarint
 
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
@@ -209,10 +222,139 @@ def _rewrite_endpoints(data: bytes, address_of: AddressOf) -> bytes:
     return b"".join(out)
 
 
+def body_offset(frame: bytes, header_version: int) -> int:
+    """Where the body of a framed response starts: decode_response_header's offset, without
+    building the header when its tagged section is empty (the one byte 0 after the
+    correlation id), as upstream answers have it."""
+    if header_version >= 1 and len(frame) > 8 and frame[8] == 0:
+        return 9
+    return decode_response_header(frame, header_version)[1]
+
+
+_EMPTY_ENDPOINTS = b"\x01\x00\x01\x01"   # one tagged field: tag 0, one byte, an empty array
+
+
+def _plain_tail(buf: bytes, pos: int) -> bool:
+    """Whether the top-level tagged section at `pos` ends the frame and names no endpoint: no
+    field (as Kafka writes it), or NodeEndpoints alone and empty (Tansu sends it so with every
+    answer)."""
+    left = len(buf) - pos
+    if left == 1:
+        return buf[pos] == 0
+    return left == 4 and buf[pos:] == _EMPTY_ENDPOINTS
+
+
+def _plain_fetch(buf: bytes, pos: int) -> bool:
+    """Whether a Fetch v16-18 body at `pos` has the common shape, every tagged section empty,
+    and ends the frame. False means "walk it", not "malformed"."""
+    try:
+        pos += 10                              # throttle_time_ms, error_code, session_id
+        topics = buf[pos] - 1                  # compact arrays: count + 1, one byte below 128
+        if topics < 0 or topics > 126:
+            return False
+        pos += 1
+        for _ in range(topics):
+            partitions = buf[pos + 16] - 1     # after topic_id
+            if partitions < 0 or partitions > 126:
+                return False
+            pos += 17
+            for _ in range(partitions):
+                # partition_index, error_code, high_watermark, last_stable_offset,
+                # log_start_offset (30 bytes), then aborted_transactions: null (0) or count + 1
+                aborted = buf[pos + 30]
+                if aborted < 2:
+                    pos += 35                  # ... and preferred_read_replica
+                else:
+                    if aborted > 127:
+                        return False
+                    pos += 31
+                    for _ in range(aborted - 1):
+                        if buf[pos + 16]:      # producer_id, first_offset, then its tagged fields
+                            return False
+                        pos += 17
+                    pos += 4
+                byte = buf[pos]                # records: null (0) or length + 1, a varint
+                if byte < 0x80:
+                    pos += byte or 1
+                else:
+                    pos += 1
+                    size = byte & 0x7F
+                    shift = 7
+                    while byte > 0x7F:
+                        if shift > 28:
+                            return False
+                        byte = buf[pos]
+                        pos += 1
+                        size |= (byte & 0x7F) << shift
+                        shift += 7
+                    if size:                   # an overlong 0 is null too, as the walk reads it
+                        pos += size - 1
+                if buf[pos]:                   # CurrentLeader, DivergingEpoch, SnapshotId
+                    return False
+                pos += 1
+            if buf[pos]:                       # the topic's tagged fields
+                return False
+            pos += 1
+        return _plain_tail(buf, pos)
+    except IndexError:                         # a length past the end: the walk says where
+        return False
+
+
+def _plain_produce(buf: bytes, pos: int, version: int) -> bool:
+    """`_plain_fetch` for a Produce v10-13 body."""
+    try:
+        topics = buf[pos] - 1
+        if topics < 0 or topics > 126:
+            return False
+        pos += 1
+        for _ in range(topics):
+            if version >= 13:
+                pos += 16                      # topic_id
+            else:
+                n = buf[pos]                   # name: length + 1, never null
+                if n == 0 or n > 127:
+                    return False
+                pos += n
+            partitions = buf[pos] - 1
+            if partitions < 0 or partitions > 126:
+                return False
+            pos += 1
+            for _ in range(partitions):
+                # index, error_code, base_offset, log_append_time_ms, log_start_offset
+                pos += 30
+                if buf[pos] != 1:              # record_errors: empty
+                    return False
+                n = buf[pos + 1]               # error_message: null (0) or length + 1
+                if n > 127:
+                    return False
+                pos += n + 1 if n else 2
+                if buf[pos]:                   # CurrentLeader
+                    return False
+                pos += 1
+            if buf[pos]:
+                return False
+            pos += 1
+        pos += 4                               # throttle_time_ms
+        return _plain_tail(buf, pos)
+    except IndexError:
+        return False
+
+
 def rewrite_leader_endpoints(api_key: int, api_version: int, frame: bytes, body_offset: int,
                              address_of: AddressOf) -> bytes:
     """`frame` (size prefix, header, body at `body_offset`) with NodeEndpoints' addresses
     replaced by the gateway's; the same object when it has none."""
+    if api_key == PRODUCE:
+        if _plain_produce(frame, body_offset, api_version):
+            return frame
+    elif _plain_fetch(frame, body_offset):
+        return frame
+    return walk_leader_endpoints(api_key, api_version, frame, body_offset, address_of)
+
+
+def walk_leader_endpoints(api_key: int, api_version: int, frame: bytes, body_offset: int,
+                          address_of: AddressOf) -> bytes:
+    """rewrite_leader_endpoints by the full walk alone (what the fast check defers to)."""
     end = len(frame)
     try:
         if api_key == PRODUCE:
@@ -237,14 +379,19 @@ def rewrite_leader_endpoints(api_key: int, api_version: int, frame: bytes, body_
         if not found:
             return frame
         parts = [write_uvarint(count)]
+        changed = False
         for tag, start, data in fields:
             if tag == NODE_ENDPOINTS_TAG:
                 try:
-                    data = _rewrite_endpoints(data, address_of)
+                    rewritten = _rewrite_endpoints(data, address_of)
                 except _Bad as e:
                     raise _Bad(e.what, start + e.pos) from None
+                changed = changed or rewritten != data
+                data = rewritten
             parts += [write_uvarint(tag), write_uvarint(len(data)), data]
     except _Bad as e:
         raise BodyError(f"{e.what} at byte {e.pos} of the frame") from None
+    if not changed:     # no endpoint (an empty list) or already the gateway's: no copy of the frame
+        return frame
     rebuilt = frame[4:tail] + b"".join(parts)
     return _I32.pack(len(rebuilt)) + rebuilt
