@@ -6,17 +6,19 @@ KIP-848 membership by the member library, fetching by aiokafka, offsets committe
 the member epoch), each an OS process of its own (kip848_member.py), bringing the sample
 sticky assignor on kcoord's private key 32700. A producer writes to every one of the 12
 partitions throughout the test. The phases and the group's mode in each:
-1. client mode: the three Python members alone; one of them computes 4/4/4
+1. client mode: four Python members alone; one of them computes 3/3/3/3
    (Prepare -> assign -> Install), ConsumerGroupDescribe shows assignor "sticky".
-2. server mode: a librdkafka consumer joins (key 68, no client assignor). A member
+2. client mode: a Python member is killed (SIGKILL: no leave heartbeat, no commit). Every
+   partition is owned again (4/4/4, computed by a surviving member) and consumed again
+   (a record fetched from it by its owner after the kill; for the killed member's
+   partitions, by their new owner) within 2 s of its session timeout (3 s here); the
+   group is still in client mode.
+3. server mode: a librdkafka consumer joins (key 68, no client assignor). A member
    without a list switches the group to server mode rather than being rejected
    (docs/client-assignors.md, "How a round works" 2); the four share the partitions
    3/3/3/3 and the described assignor is the server's.
-3. server mode: a Python member is killed (SIGKILL: no leave heartbeat, no commit). Every
-   partition is owned again (4/4/4) and every partition is consumed again (a record
-   fetched from it by its owner after the kill; for the killed member's partitions, by
-   their new owner) within 2 s of its session timeout (3 s here).
-4. server mode: another Python member leaves gracefully (revoke, commit, leave). Every
+4. server mode: another Python member is killed; the same bound as in 2.
+5. server mode: another Python member leaves gracefully (revoke, commit, leave). Every
    partition is owned again (6/6) and consumed again within 2 s of the leave.
 No partition is ever owned by two members at once, and no member consumes a record of a
 partition it does not own at that moment: both checked on the members' own ownership
@@ -173,7 +175,7 @@ def test_a17_sticky_python_members_and_librdkafka(upstream, names, drivers, requ
         create_topic(bootstrap, topic, PARTITIONS)
         producer = SteadyProducer(bootstrap, topic, PARTITIONS).start()
 
-        py += [PyMember(i, bootstrap, topic, group).start() for i in range(3)]
+        py += [PyMember(i, bootstrap, topic, group).start() for i in range(4)]
         for m in py:
             m.wait_ready()
 
@@ -182,50 +184,65 @@ def test_a17_sticky_python_members_and_librdkafka(upstream, names, drivers, requ
             return sorted(len(s) for s in sets) == sizes and len(frozenset().union(*sets)) == PARTITIONS
 
         def shares(members):
-            return lambda: f"{[(m.member, sorted(p for _, p in m.assignment())) for m in members]}"
+            def describe() -> str:
+                text = f"{[(m.member, sorted(p for _, p in m.assignment())) for m in members]}"
+                for m in members:      # a Python member's own account: alive, last events, stderr
+                    if isinstance(m, PyMember):
+                        last = [(e["event"], e.get("epoch")) for e in m.proc.events() if e["event"] != "record"][-6:]
+                        text += (f"\n  {m.member}: alive={m.proc.alive()} last events {last}\n"
+                                 f"  stderr: {m.proc.stderr_tail(8)}")
+                return text + f"\n  kcoord log: {kcoord.log_path}"
+            return describe
+
+        def kill_and_measure(victim: PyMember, survivors: list, mode: str) -> None:
+            """SIGKILL `victim`; every partition owned and consumed again by `survivors`
+            (4/4/4) within the session timeout + BUDGET_S."""
+            victim_owned = {p for _, p in victim.assignment()}
+            victim.kill()
+            killed_ns = victim.gone_ns
+            assert killed_ns is not None
+            deadline_s = SESSION_MS / 1000 + BUDGET_S
+            wait_until(lambda: covered(survivors, [4, 4, 4]) and
+                       len(_consumed_again(survivors, killed_ns, victim.member)) == PARTITIONS,
+                       deadline_s + 3,
+                       message=lambda: f"after the kill ({mode}): {shares(survivors)()}, consumed again: "
+                                       f"{sorted(_consumed_again(survivors, killed_ns, victim.member))}")
+            owned_s = (_owned_again_ns(ownership(), topic, killed_ns) - killed_ns) / 1e9
+            again = _consumed_again(survivors, killed_ns, victim.member)
+            moved_s = max(again[p] - killed_ns for p in victim_owned) / 1e9
+            all_s = max(again.values()) / 1e9 - killed_ns / 1e9
+            print(f"\nA17 [{request.node.name}] kill in {mode}: owned again {owned_s:.2f}s, killed member's "
+                  f"partitions {sorted(victim_owned)} consumed again {moved_s:.2f}s, every partition "
+                  f"{all_s:.2f}s after the SIGKILL (session timeout {SESSION_MS / 1000:.0f}s)")
+            assert owned_s <= deadline_s, f"partitions owned again {owned_s:.2f}s after the kill ({mode})"
+            assert all_s <= deadline_s, f"every partition consumed again only {all_s:.2f}s after the kill ({mode})"
 
         # 1. client mode
-        wait_until(lambda: covered(py, [4, 4, 4]), 60, message=shares(py))
+        wait_until(lambda: covered(py, [3, 3, 3, 3]), 60, message=shares(py))
         assert _described_assignor(bootstrap, group) == "sticky"      # a member's Install
         assert kcoord.process is not None and kcoord.process.poll() is None
 
-        # 2. server mode: librdkafka joins
+        # 2. kill py-3 in client mode: a surviving member computes the new assignment
+        kill_and_measure(py[3], py[:3], "client mode")
+        assert _described_assignor(bootstrap, group) == "sticky", "still client mode after the kill"
+
+        # 3. server mode: librdkafka joins
         rd = drivers.add(RdkafkaConsumer(bootstrap, topic, group, member="rd-1", ledger=rd_ledger,
                                          group_protocol="consumer"))
         rd.start()
-        everyone = [*py, rd]
+        everyone = [*py[:3], rd]
         wait_until(lambda: covered(everyone, [3, 3, 3, 3]), 60, message=shares(everyone))
         server_assignor = _described_assignor(bootstrap, group)
         assert server_assignor != "sticky", "a member without client assignors switches the group to server mode"
+        print(f"\nA17 [{request.node.name}] modes: client (sticky), then server ({server_assignor})")
         start_ns = time.monotonic_ns()
         wait_until(lambda: len(_consumed_again(everyone, start_ns)) == PARTITIONS, 30,
                    message=lambda: f"every partition consumed: {sorted(_consumed_again(everyone, start_ns))}")
 
-        # 3. kill py-1
-        killed = py[1]
-        killed_owned = {p for _, p in killed.assignment()}
-        killed.kill()
-        killed_ns = killed.gone_ns
-        assert killed_ns is not None
-        survivors = [py[0], py[2], rd]
-        deadline_s = SESSION_MS / 1000 + BUDGET_S
-        wait_until(lambda: covered(survivors, [4, 4, 4]) and
-                   len(_consumed_again(survivors, killed_ns, killed.member)) == PARTITIONS,
-                   deadline_s + 3,
-                   message=lambda: f"after the kill: {shares(survivors)()}, consumed again: "
-                                   f"{sorted(_consumed_again(survivors, killed_ns, killed.member))}")
-        owned_s = (_owned_again_ns(ownership(), topic, killed_ns) - killed_ns) / 1e9
-        again = _consumed_again(survivors, killed_ns, killed.member)
-        kill_moved_s = max(again[p] - killed_ns for p in killed_owned) / 1e9
-        kill_all_s = max(again.values()) / 1e9 - killed_ns / 1e9
-        print(f"\nA17 [{request.node.name}] modes: client (sticky), then server ({server_assignor})")
-        print(f"A17 kill: owned again {owned_s:.2f}s, killed member's partitions {sorted(killed_owned)} consumed "
-              f"again {kill_moved_s:.2f}s, every partition {kill_all_s:.2f}s after the SIGKILL "
-              f"(session timeout {SESSION_MS / 1000:.0f}s)")
-        assert owned_s <= deadline_s, f"partitions owned again {owned_s:.2f}s after the kill"
-        assert kill_all_s <= deadline_s, f"every partition consumed again only {kill_all_s:.2f}s after the kill"
+        # 4. kill py-1 in server mode
+        kill_and_measure(py[1], [py[0], py[2], rd], "server mode")
 
-        # 4. py-0 leaves gracefully (MemberProcess.close stamps "close_requested", then waits for the exit)
+        # 5. py-0 leaves gracefully (MemberProcess.close stamps "close_requested", then waits for the exit)
         leaver = py[0]
         leaver_owned = {p for _, p in leaver.assignment()}
         closing = threading.Thread(target=leaver.proc.close, name="a17-leave", daemon=True)
@@ -253,11 +270,11 @@ def test_a17_sticky_python_members_and_librdkafka(upstream, names, drivers, requ
         # the members' own ownership histories
         ledger = ownership()
         assert ledger.violations() == [], _history(ledger, py, kcoord)
-        consumed: list[ConsumedRecord] = [r for c in everyone for r in c.consumed()]
+        consumed: list[ConsumedRecord] = [r for c in (*py, rd) for r in c.consumed()]
         outside = ledger.records_outside_ownership(consumed)
         assert consumed and outside == [], \
             f"records consumed outside the member's ownership: {outside[:5]}\n{ledger.report()}"
-        assert not [e for c in everyone for e in c.errors() if e.get("fatal")]
+        assert not [e for c in (*py, rd) for e in c.errors() if e.get("fatal")]
         assert producer.failed == [] and producer.delivered > 0
     finally:
         for m in py:        # before kcoord stops, so that the live ones can still leave
