@@ -88,20 +88,25 @@ def _binding(row):
                       AclPermissionType[perm])
 
 
+# Kafka creates __consumer_offsets (50 partitions) on the first offsets write; under a CI
+# run's load (load average 40 on 2 cores) that took more than 30 s once.
+ADMIN_TIMEOUT_S = 120
+
+
 def _setup_broker(cluster) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(cluster.client_config())
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
-        f.result(30)
+        f.result(ADMIN_TIMEOUT_S)
     for g in GROUPS:     # a group exists once offsets are stored for it (one group per request)
         for f in admin.alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(g, [TopicPartition("acl-t-lit", 0, 0)])]).values():
-            f.result(30)
+            f.result(ADMIN_TIMEOUT_S)
     bindings = [_binding(r) for r in ACLS]
     for f in admin.create_acls(bindings).values():
-        f.result(30)
+        f.result(ADMIN_TIMEOUT_S)
 
 
 def _kafka_view(cluster, user: str, password: str) -> dict[tuple[str, str], set[str] | None]:
