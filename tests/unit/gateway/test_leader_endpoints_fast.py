@@ -22,6 +22,8 @@ from coordinator.protocol.apis import FETCH, PRODUCE, response_class
 from coordinator.protocol.codec import BodyError, encode_response_frame
 from coordinator.protocol.framing import HeaderError, decode_response_header
 
+from .test_leader_endpoints import _Client
+
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 VERSIONS = [(PRODUCE, v) for v in (10, 11, 12, 13)] + [(FETCH, v) for v in (16, 17, 18)]
 
@@ -313,17 +315,6 @@ def test_body_offset_is_the_headers_end():
     assert body_offset(tagged, 1) == decode_response_header(tagged, 1)[1] == 13
     with pytest.raises(HeaderError):
         body_offset(frame[:8], 1)
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    def flush(self) -> None:
-        pass
-
-    def upstream_failed(self, reason: str) -> None:
-        self.failures.append(reason)
 
 
 def test_the_forward_link_passes_the_common_answer_and_closes_on_a_truncated_one():
