@@ -47,6 +47,19 @@ def narrow_for_xdist_worker() -> None:
     os.environ["KCOORD_TEST_PORTS"] = f"{start}-{start + size - 1}"
 
 
+def worker_share(pool: range) -> range:
+    """Worker ``gwN`` of K's N-th of K equal slices of a suite's fixed ``pool`` (the whole
+    pool without xdist): two workers picking "the first free block" of one shared pool would
+    both pick it before either binds it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return pool
+    size = len(pool) // count
+    start = pool.start + int(worker[2:]) * size
+    return range(start, start + size)
+
+
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

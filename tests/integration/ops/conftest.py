@@ -1,5 +1,6 @@
 """Fixtures of the offsets-tools integration tests: a real Tansu broker, a real
-`kcoord serve` process, ports from this suite's range 29300-29399."""
+`kcoord serve` process, ports from the worker's KCOORD_TEST_PORTS range (brokers in its lower
+half, gateways in its upper half), so two xdist workers never race for a port."""
 from __future__ import annotations
 
 import os
@@ -15,8 +16,17 @@ from support import ports
 from support.tansu import TansuBroker, start_tansu
 
 REPO = Path(__file__).resolve().parents[3]
-BROKER_PORTS = range(29300, 29340)
-KCOORD_PORTS = range(29340, 29400)     # a gateway takes its port and the next ones
+
+
+def broker_ports() -> range:
+    low, high = ports.port_range()
+    return range(low, low + (high - low) // 2)
+
+
+def kcoord_ports() -> range:
+    """A gateway takes its port and the next ones."""
+    low, high = ports.port_range()
+    return range(low + (high - low) // 2, high + 1)
 
 
 def free_ports(pool: range, count: int = 1) -> int:
@@ -25,14 +35,14 @@ def free_ports(pool: range, count: int = 1) -> int:
 
 @pytest.fixture(scope="module")
 def ops_tansu(tmp_path_factory) -> Iterator[TansuBroker]:
-    broker = start_tansu(free_ports(BROKER_PORTS), log_dir=tmp_path_factory.mktemp("ops-tansu"))
+    broker = start_tansu(free_ports(broker_ports()), log_dir=tmp_path_factory.mktemp("ops-tansu"))
     yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="module")
 def upstream(request, tmp_path_factory):
-    """The cluster the tools read and write: this suite's own Tansu (ports 29300-29339) or a
+    """The cluster the tools read and write: this suite's own Tansu or a
     session Kafka (support.upstreams parametrizes it: Tansu and Kafka 4.3)."""
     from support.upstreams import FIXTURES
 
@@ -49,7 +59,7 @@ class KcoordServe:
     def __init__(self, upstream: str, state_topic: str, partitions: int, log_path: Path, *,
                  port: int | None = None) -> None:
         # `port`: the first of 4 free ports (a suite with another port range picks its own).
-        self.port = port if port is not None else free_ports(KCOORD_PORTS, 4)
+        self.port = port if port is not None else free_ports(kcoord_ports(), 4)
         self.log_path = log_path
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._log = open(log_path, "wb")

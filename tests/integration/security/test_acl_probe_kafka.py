@@ -193,6 +193,17 @@ def login(kcoord: ProbingKcoord) -> RawConnection:
     return conn
 
 
+def find_coordinators(conn: RawConnection, *keys: str) -> list[tuple[str, int]]:
+    """FindCoordinator v4 for ``keys``, retried while any key answers COORDINATOR_NOT_AVAILABLE
+    (kcoord's shard still loading, or its view of the state topic's leader not yet in), as
+    clients retry it; bounded."""
+    def answer() -> list[tuple[str, int]] | None:
+        found = conn.call(apis.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=keys)
+        pairs = [(c.key, int(c.error_code)) for c in found.coordinators]
+        return None if any(code == 15 for _, code in pairs) else pairs
+    return wait_until(answer, 60, 0.2, f"FindCoordinator for {keys} stops answering COORDINATOR_NOT_AVAILABLE")
+
+
 def test_probe_verdicts_equal_kafkas_for_alice(secured_kafka: KafkaCluster, kcoord: ProbingKcoord) -> None:
     # ACLs reach the broker's authorizer asynchronously: wait until Kafka itself applies them
     kafka = wait_until(lambda: (v := _kafka_view(secured_kafka))[("GROUP", "probe-g-a")] is not None and v,
@@ -200,8 +211,7 @@ def test_probe_verdicts_equal_kafkas_for_alice(secured_kafka: KafkaCluster, kcoo
     conn = login(kcoord)
     try:
         # FindCoordinator attaches the authorizer to the gateway (nothing else wired it)
-        found = conn.call(apis.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("probe-g-a",))
-        assert found.coordinators[0].error_code == 0
+        assert find_coordinators(conn, "probe-g-a") == [("probe-g-a", 0)]
         assert kcoord.authorizer.attached
         ours = _kcoord_view(kcoord, _client_info(kcoord, conn), kafka.keys())
     finally:
@@ -217,8 +227,7 @@ def test_probe_verdicts_equal_kafkas_for_alice(secured_kafka: KafkaCluster, kcoo
 def test_a_group_without_acl_is_refused(secured_kafka: KafkaCluster, kcoord: ProbingKcoord) -> None:
     conn = login(kcoord)
     try:
-        found = conn.call(apis.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("plain-g-none", "probe-g-a"))
-        assert [(c.key, c.error_code) for c in found.coordinators] == [("plain-g-none", 30), ("probe-g-a", 0)]
+        assert find_coordinators(conn, "plain-g-none", "probe-g-a") == [("plain-g-none", 30), ("probe-g-a", 0)]
         joined = conn.call(apis.JOIN_GROUP, 9, group_id="plain-g-none", session_timeout=timedelta(seconds=10),
                            rebalance_timeout=timedelta(seconds=10), member_id="", group_instance_id=None,
                            protocol_type="consumer", protocols=(), reason=None)
