@@ -16,9 +16,13 @@ Rules:
   its background thread meanwhile). A member silent for a slow callback (an offset fetch
   and a seek on a loaded machine) would be expired after the session timeout while
   believing it owns what the callback was given: a zombie beside the next owner. What
-  those heartbeats bring (fencing, a Compute) is acted on once the callback returns; a
-  callback whose action the machine dropped meanwhile (fenced) is not answered, and
-  partitions it had just assigned are reported lost.
+  those heartbeats bring for the application (fencing, the next Revoke/Assign) is acted on
+  once the callback returns; a callback whose action the machine dropped meanwhile
+  (fenced) is not answered, and partitions it had just assigned are reported lost.
+- A Compute (this member was asked to assign the group, seed 000) runs at once, even
+  during a callback: it needs nothing of the application, and the whole group waits on
+  it. Deferred, a callback slow under load (or stuck) held every member's next assignment
+  until the coordinator's deadline asked another member.
 - A request that fails (connection lost, no answer within `request_timeout_ms`) is retried
   after the machine's backoff on a new connection to a freshly found coordinator.
 - `stop` (an asyncio.Event) makes the machine leave, revoking first. Cancelling `run()`
@@ -256,7 +260,8 @@ class DriverLoop:
 
     async def _heartbeating(self, callback: Awaitable[None]) -> list[Any]:
         """Await the application's callback while the machine's heartbeats go on; return
-        what they asked for meanwhile (a Rediscover is done at once: the heartbeats need it)."""
+        what they asked for meanwhile. A Rediscover is done at once (the heartbeats need it),
+        and so is a Compute (the group needs it, the application does not)."""
         m, v = self._machine, self.vocabulary
         app = asyncio.ensure_future(callback)
         later: list[Any] = []
@@ -270,6 +275,8 @@ class DriverLoop:
                 for action in await self._heartbeat(request):
                     if isinstance(action, v.rediscover):
                         await self._drop()
+                    elif isinstance(action, v.compute):
+                        await self._compute()
                     else:
                         later.append(action)
         finally:

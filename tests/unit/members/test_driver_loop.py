@@ -202,3 +202,37 @@ async def test_heartbeats_go_on_during_a_slow_callback_and_fencing_drops_its_ans
     assert "machine.assigned" not in log                # the fenced machine is not answered
     assert log.index("listener.on_assign ends") < log.index(f"listener.on_lost {_shown(module, 2)}")
     assert f"listener.on_lost {_shown(module, 1)}" in log
+
+
+@pytest.mark.parametrize("kind", [MEMBER, CONNECT], ids=["MemberDriver", "ConnectDriver"])
+async def test_a_compute_asked_during_a_callback_runs_at_once(kind):
+    """The whole group waits on the asked member's Install; it needs nothing of the
+    application, so a slow (here: stuck) callback must not hold it back."""
+    driver_cls, listener_cls, module = kind
+    log: list[str] = []
+    field = "units" if module is cw else "partitions"
+    release = asyncio.Event()
+
+    class Stuck(listener_cls):
+        async def on_assign(self, what) -> None:
+            log.append("listener.on_assign begins")
+            await release.wait()
+            log.append("listener.on_assign ends")
+
+    class Computing(_recording(driver_cls, log, fail_first=False)):
+        async def _compute(self) -> None:
+            log.append("compute")
+
+    answers = [[module.Assign(**{field: _payload(module, 2)})], [module.Compute()]]
+    machine = Script(module.State, answers, [], log, interval_ms=20)
+    driver = Computing(machine, "h:1", Stuck())
+    stop = asyncio.Event()
+    task = asyncio.create_task(driver.run(stop))
+    await _until(lambda: "compute" in log, "the Compute during the callback")
+    assert "listener.on_assign ends" not in log        # the callback still holds
+    release.set()
+    await _until(lambda: "machine.assigned" in log, "the assignment acknowledged")
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert log.count("compute") == 1
+    assert log.index("listener.on_assign begins") < log.index("compute") < log.index("listener.on_assign ends")
