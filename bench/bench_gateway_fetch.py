@@ -182,16 +182,7 @@ def micro(repeats: int, budget: float) -> None:
 
 # --- 2. over the wire -------------------------------------------------------------------
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of ``pid`` from schedstat (nanoseconds; /proc/PID/stat counts
-    10 ms ticks, too coarse for a run of a few hundred ms of CPU)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):   # a thread that just ended
-            pass
-    return total / 1e9
+cpu_seconds = procs.cpu_seconds_fine
 
 
 def forwarded(metrics_port: int, api: str) -> float:
@@ -234,31 +225,8 @@ def produce_topic(bootstrap: str, topic: str, records: int, record_bytes: int, l
 def consume_once(bootstrap: str, partitions: int, records: int, kcoord_pid: int,
                  extra: dict[str, object]) -> dict[str, float]:
     """Read ``records`` records from the beginning; kcoord's CPU from assign() to the last."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-gateway-fetch-unused",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
-                         "queued.max.messages.kbytes": 65536, **extra})
-    try:
-        first = time.monotonic()
-        cpu_first = cpu_seconds(kcoord_pid)
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
-        seen = size = 0
-        deadline = time.monotonic() + 300
-        while seen < records:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"read {seen} of {records} records through {bootstrap} in 300 s")
-            for msg in consumer.consume(10000, 1.0):
-                if msg.error():
-                    raise RuntimeError(f"consume through {bootstrap}: {msg.error()}")
-                seen += 1
-                size += len(msg.value() or b"")
-        seconds = time.monotonic() - first
-        cpu = cpu_seconds(kcoord_pid) - cpu_first
-    finally:
-        consumer.close()
-    mb = size / 1e6
-    return {"mb_s": mb / seconds, "seconds": seconds, "cpu_s": cpu, "mb": mb}
+    return procs.consume_from_beginning({"bootstrap.servers": bootstrap, **extra}, TOPIC, partitions, records,
+                                        cpu=lambda: cpu_seconds(kcoord_pid))
 
 
 def wire(args: argparse.Namespace, repos: list[Path]) -> None:

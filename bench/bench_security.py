@@ -89,39 +89,14 @@ def consume_once(bootstrap: str, partitions: int, records: int, ssl_ca: Path | N
                  sasl: tuple[str, str] | None, kcoord_pid: int | None) -> dict[str, float]:
     """Read ``records`` records from the beginning; rate from assign() (connections, TLS
     handshakes and metadata included) to the last record, kcoord's CPU over the same interval."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    conf = {"bootstrap.servers": bootstrap, "group.id": "bench-security-unused", "enable.auto.commit": False,
-            "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 65536}
+    conf: dict[str, object] = {"bootstrap.servers": bootstrap}
     if ssl_ca is not None:
         conf.update({"security.protocol": "SSL", "ssl.ca.location": str(ssl_ca)})
     if sasl is not None:
         conf.update({"security.protocol": "SASL_SSL" if ssl_ca is not None else "SASL_PLAINTEXT",
                      "sasl.mechanism": "PLAIN", "sasl.username": sasl[0], "sasl.password": sasl[1]})
-    consumer = Consumer(conf)
-    try:
-        first = time.monotonic()
-        cpu_first = procs.cpu_seconds(kcoord_pid) if kcoord_pid else 0.0
-        consumer.assign([TopicPartition(CONSUME_TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
-        seen = size = 0
-        deadline = time.monotonic() + 300
-        while seen < records:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"read {seen} of {records} records through {bootstrap} in 300 s")
-            batch = consumer.consume(10000, 1.0)
-            for msg in batch:
-                if msg.error():
-                    raise RuntimeError(f"consume through {bootstrap}: {msg.error()}")
-                seen += 1
-                size += len(msg.value())
-        last = time.monotonic()
-        cpu = (procs.cpu_seconds(kcoord_pid) - cpu_first) if kcoord_pid else float("nan")
-    finally:
-        consumer.close()
-    seconds = last - first
-    mb = size / 1e6
-    return {"mb_s": mb / seconds, "records_s": seen / seconds, "seconds": seconds,
-            "cpu_s": cpu, "cpu_ms_per_mb": cpu / mb * 1e3}
+    return procs.consume_from_beginning(conf, CONSUME_TOPIC, partitions, records,
+                                        cpu=(lambda: procs.cpu_seconds(kcoord_pid)) if kcoord_pid else None)
 
 
 def fmt_heartbeat(r: BlastResult) -> str:

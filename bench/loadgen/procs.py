@@ -10,6 +10,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +44,52 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_seconds_fine(pid: int) -> float:
+    """CPU time of every thread of ``pid`` from schedstat (nanoseconds; /proc/PID/stat counts
+    10 ms ticks, too coarse for a run of a few hundred ms of CPU)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):   # a thread that just ended
+            pass
+    return total / 1e9
+
+
+def consume_from_beginning(conf: dict[str, object], topic: str, partitions: int, records: int,
+                           cpu: Callable[[], float] | None = None) -> dict[str, float]:
+    """Read ``records`` records of ``topic`` from the beginning with librdkafka (``conf``: the
+    bootstrap and any security settings). Rate from assign() (connections, handshakes and
+    metadata included) to the last record; ``cpu()`` (a server's CPU seconds) over the same
+    interval, NaN without it."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"group.id": "bench-consume-unused", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 65536, **conf})
+    where = conf.get("bootstrap.servers")
+    try:
+        first = time.monotonic()
+        cpu_first = cpu() if cpu else 0.0
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        seen = size = 0
+        deadline = first + 300
+        while seen < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"read {seen} of {records} records through {where} in 300 s")
+            for msg in consumer.consume(10000, 1.0):
+                if msg.error():
+                    raise RuntimeError(f"consume through {where}: {msg.error()}")
+                seen += 1
+                size += len(msg.value() or b"")
+        seconds = time.monotonic() - first
+        cpu_s = (cpu() - cpu_first) if cpu else float("nan")
+    finally:
+        consumer.close()
+    mb = size / 1e6
+    return {"mb_s": mb / seconds, "records_s": seen / seconds, "seconds": seconds, "cpu_s": cpu_s,
+            "mb": mb, "cpu_ms_per_mb": cpu_s / mb * 1e3}
 
 
 def rss_kib(pid: int) -> int:
