@@ -37,8 +37,7 @@ CLUSTER = (*FAST, "cluster.session.timeout.ms=3000", "cluster.heartbeat.interval
 def free_port_block(n: int) -> int:
     """A port P such that P..P+n-1 are free (bootstrap plus one listener per broker), all
     reserved in this process."""
-    low, high = ports.port_range()
-    return ports.free_block(range(low, high + 1), n)
+    return ports.free_block(ports.pool(), n)
 
 
 def launch_serve(args: list[str], cwd: Path, log_name: str, lines: list[str], timeout: float,

@@ -47,17 +47,13 @@ def narrow_for_xdist_worker() -> None:
     os.environ["KCOORD_TEST_PORTS"] = f"{start}-{start + size - 1}"
 
 
-def worker_share(pool: range) -> range:
-    """Worker ``gwN`` of K's N-th of K equal slices of a suite's fixed ``pool`` (the whole
-    pool without xdist): two workers picking "the first free block" of one shared pool would
-    both pick it before either binds it."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if not worker.startswith("gw") or count <= 1:
-        return pool
-    size = len(pool) // count
-    start = pool.start + int(worker[2:]) * size
-    return range(start, start + size)
+def pool() -> range:
+    """Every port of the range (this worker's own under xdist): what a suite's brokers and
+    gateways share. Suites never keep a fixed pool of their own: every xdist worker would
+    share it, and two workers picking "the first free block" both pick it before either
+    binds it."""
+    low, high = port_range()
+    return range(low, high + 1)
 
 
 def is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -197,10 +197,11 @@ def fetch(process: KcoordProcess, group: str, topic: str) -> tuple[int, int]:
     return probe.fetch(process.bootstrap, group, topic)
 
 
-
-
-
-
+def fetch_loaded(process: KcoordProcess, group: str, topic: str, timeout: float = 30) -> tuple[int, int]:
+    """OffsetFetch, retried while the shard answers COORDINATOR_LOAD_IN_PROGRESS (14), as
+    clients retry it: an owner that just took the shard may still be loading it."""
+    return wait_until(lambda: (r := fetch(process, group, topic))[0] != 14 and r, timeout, 0.1,
+                      f"{group}'s shard loaded on {process.bootstrap}")
 
 
 def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
@@ -234,7 +235,7 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, nam
         wait_until(lambda: (c := coordinators(survivors, [group])) is not None and c[group][2] != victim.port,
                    60, message="a survivor owns the paused process's shard")
         new_owner = next(p for p in survivors if p.port == find(survivors[0], group)[3])
-        assert fetch(new_owner, group, topic) == (0, 5)
+        assert fetch_loaded(new_owner, group, topic) == (0, 5)
         # A commit that reaches the zombie while it sleeps (the kernel accepts the bytes).
         zombie = socket.create_connection(("127.0.0.1", victim.port), timeout=30)
         zombie.sendall(raw_client.encode_request(OFFSET_COMMIT, 8, 7, _commit_request(group, topic, 999)))
@@ -249,12 +250,12 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, nam
     # NOT_COORDINATOR (16): the lease ran out while it slept.
     assert answer.topics[0].partitions[0].error_code == 16, answer
     # Nothing it did after waking is applied: the new owner still has offset 5.
-    assert fetch(new_owner, group, topic) == (0, 5)
+    assert fetch_loaded(new_owner, group, topic) == (0, 5)
     # It steps down and rejoins: all three agree again, and its answers come from the map.
     wait_until(lambda: coordinators(trio, [group, *(f"g-{i}" for i in range(40))]) is not None, 60,
                message="the woken process rejoins and agrees with the others")
     owner = next(p for p in trio if p.port == find(trio[0], group)[3])
-    assert fetch(owner, group, topic) == (0, 5)
+    assert fetch_loaded(owner, group, topic) == (0, 5)
 
 
 def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(upstream, names):

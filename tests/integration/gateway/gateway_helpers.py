@@ -21,7 +21,7 @@ from coordinator.protocol.apis import response_class
 from support import ports
 
 T = TypeVar("T")
-PORTS = ports.worker_share(range(29100, 29150))   # this suite's gateways: outside the brokers' range
+PORTS = ports.pool()      # this worker's own range (KCOORD_TEST_PORTS, narrowed per xdist worker)
 STATE_TOPIC = "__kcoord_gateway_test_state"
 STATE_PARTITIONS = 3
 

@@ -1,6 +1,6 @@
 """Fixtures of the offsets-tools integration tests: a real Tansu broker, a real
-`kcoord serve` process, ports from the worker's KCOORD_TEST_PORTS range (brokers in its lower
-half, gateways in its upper half), so two xdist workers never race for a port."""
+`kcoord serve` process, ports from the worker's own KCOORD_TEST_PORTS range, so two
+xdist workers never race for a port."""
 from __future__ import annotations
 
 import os
@@ -18,24 +18,13 @@ from support.tansu import TansuBroker, start_tansu
 REPO = Path(__file__).resolve().parents[3]
 
 
-def broker_ports() -> range:
-    low, high = ports.port_range()
-    return range(low, low + (high - low) // 2)
-
-
-def kcoord_ports() -> range:
-    """A gateway takes its port and the next ones."""
-    low, high = ports.port_range()
-    return range(low + (high - low) // 2, high + 1)
-
-
 def free_ports(pool: range, count: int = 1) -> int:
     return ports.free_block(pool, count)
 
 
 @pytest.fixture(scope="module")
 def ops_tansu(tmp_path_factory) -> Iterator[TansuBroker]:
-    broker = start_tansu(free_ports(broker_ports()), log_dir=tmp_path_factory.mktemp("ops-tansu"))
+    broker = start_tansu(free_ports(ports.pool()), log_dir=tmp_path_factory.mktemp("ops-tansu"))
     yield broker
     broker.stop()
 
@@ -59,7 +48,7 @@ class KcoordServe:
     def __init__(self, upstream: str, state_topic: str, partitions: int, log_path: Path, *,
                  port: int | None = None) -> None:
         # `port`: the first of 4 free ports (a suite with another port range picks its own).
-        self.port = port if port is not None else free_ports(kcoord_ports(), 4)
+        self.port = port if port is not None else free_ports(ports.pool(), 4)
         self.log_path = log_path
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._log = open(log_path, "wb")

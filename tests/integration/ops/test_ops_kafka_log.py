@@ -114,7 +114,7 @@ def test_kafkas_own_log_replays_and_serves_as_kafka_reported(scenario_broker, tm
         assert loaded["dropped_transactional_records"] in (0, 2) and not loaded["problems"]
 
         serve = KcoordServe(cluster.bootstrap, "kcoord-replayed", STATE_PARTITIONS,
-                            tmp_path / "serve.log", port=ports.free_block(_pool(), 4))
+                            tmp_path / "serve.log", port=ports.free_block(ports.pool(), 4))
         try:
             serve.wait_ready()
             served = view(serve.address, asked, cgroups)
@@ -144,11 +144,6 @@ def _check_the_log_after_a_clean_stop(capsys, cluster, into: Path, model: dict) 
     final = {g["group"]: g for g in orjson.loads(out)["groups"]}
     quiet = {g["group"]: g for g in model["groups"] if not g["members"]}
     assert quiet and {gid: final.get(gid) for gid in quiet} == quiet
-
-
-def _pool() -> range:
-    low, high = ports.port_range()
-    return range(low + (high - low) // 2, high + 1)
 
 
 def _listed(address, anyway: bool = False):

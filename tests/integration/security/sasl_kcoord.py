@@ -80,8 +80,7 @@ class InProcessKcoord:
         self.settings = dict(settings)
         self.port_map = dict(port_map or {})
         self.loop = LoopThread()
-        low, high = ports.port_range()
-        self.port = ports.free_block(range(low, high + 1), 4)
+        self.port = ports.free_block(ports.pool(), 4)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.principals: list[str] = []     # ClientInfo.principal of every group request served
         self.gateway: Gateway | None = None

@@ -56,8 +56,7 @@ class KcoordWithAcls:
     def __init__(self, upstream: str, state_topic: str, settings: dict[str, str], gate: bool = False) -> None:
         self.upstream, self.state_topic, self.settings, self.gate = upstream, state_topic, settings, gate
         self.loop = LoopThread()
-        low, high = ports.port_range()
-        self.port = ports.free_block(range(low, high + 1), 4)
+        self.port = ports.free_block(ports.pool(), 4)
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def start(self) -> KcoordWithAcls:

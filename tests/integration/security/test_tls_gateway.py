@@ -92,8 +92,7 @@ def start(loop: LoopThread, tansu: TansuBroker, listen: list[str], security: dic
 
 
 def block() -> int:
-    low, high = ports.port_range()
-    return ports.free_block(range(low, high + 1), 4)
+    return ports.free_block(ports.pool(), 4)
 
 
 def metric(name: str, **labels: str) -> float:

@@ -40,13 +40,6 @@ def test_free_port_prefers_never_used_then_oldest_and_release_puts_a_port_first(
     assert ports.free_port() == got[3]          # released: as if never handed out
 
 
-def test_worker_share_splits_a_fixed_pool_between_xdist_workers(monkeypatch):
-    pool = range(29100, 29150)
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    shares = []
-    for worker in ("gw0", "gw1"):
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
-        shares.append(ports.worker_share(pool))
-    assert shares == [range(29100, 29125), range(29125, 29150)]
-    monkeypatch.delenv("PYTEST_XDIST_WORKER")
-    assert ports.worker_share(pool) == pool      # no xdist: the whole pool
+def test_the_pool_is_the_workers_own_range(monkeypatch):
+    monkeypatch.setenv("KCOORD_TEST_PORTS", "29300-29399")      # worker gw1 of 2
+    assert ports.pool() == range(29300, 29400)
