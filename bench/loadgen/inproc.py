@@ -1,6 +1,7 @@
 """CPU per steady heartbeat through the coordinator's code, without sockets.
 
     PYTHONPATH=<repo> python -m loadgen.inproc [--members 1000] [--groups 10] [--requests 200000]
+        [--cluster]
 
 Run from bench/ (bench_heartbeat.py --in-process does it, for any checkout given with
 --repo). The GroupCoordinatorService runs against a state topic stub that acknowledges
@@ -11,6 +12,13 @@ and frame it. The loop's own cost is measured separately and subtracted. Socket 
 writes and wake-ups are not included: this is the part of a request that code changes
 in the service, runtime and core move, measured on process CPU time so that other
 load on the machine hardly matters.
+
+``--cluster`` measures, in the same process and interleaved, the same heartbeats with the
+service as a member of a kcoord cluster serves them (issue 14): its owned shards set and
+the membership lease checked before every answer (coordinator/cluster/lease.py, the same
+check as `Membership.serving`). That is everything a second process adds to a steady
+heartbeat's path; the wire benchmark (bench_cluster_heartbeat.py) adds the machine's
+contention on top.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import statistics
 import time
 import uuid
 
+from coordinator.cluster.lease import Lease
 from coordinator.config import CoordinatorConfig
 from coordinator.group.image import MetadataImage, TopicImage
 from coordinator.protocol.apis import request_class
@@ -86,12 +95,23 @@ async def main_async(args) -> None:
                 response_frame(i, encode_body(response), 1)
         return time.process_time() - cpu
 
+    lease = Lease(session_ms=600_000, margin_ms=1_000)
+    lease.renew(time.monotonic() * 1000)
+
+    def cluster_mode(on: bool) -> None:
+        service.owned = set(range(args.state_partitions)) if on else None
+        service.serving = (lambda: lease.valid(time.monotonic() * 1000)) if on else None
+
     gc.collect()
     results = []
+    clustered = []
     for _ in range(args.runs):
-        base = await one_pass(args.requests, False)
-        total = await one_pass(args.requests, True)
-        results.append((total - base) / args.requests * 1e6)
+        for on, out in ((False, results), (True, clustered)) if args.cluster else ((False, results),):
+            cluster_mode(on)
+            base = await one_pass(args.requests, False)
+            total = await one_pass(args.requests, True)
+            out.append((total - base) / args.requests * 1e6)
+    cluster_mode(False)
     errors = 0
     for frame in frames[:50]:
         response = await service.handle(CONSUMER_GROUP_HEARTBEAT, 1, decode_body(cls, frame, body_offset), client)
@@ -99,6 +119,11 @@ async def main_async(args) -> None:
     print(f"in-process steady heartbeat: {statistics.median(results):.1f} us CPU per request "
           f"(runs {', '.join(f'{r:.1f}' for r in results)}; decode+serve+encode+frame, loop cost subtracted; "
           f"{args.members} members in {args.groups} groups; error answers in a sample: {errors})")
+    if clustered:
+        ratios = [c / p for c, p in zip(clustered, results)]
+        print(f"  as a cluster member (owned shards, lease checked): {statistics.median(clustered):.1f} us "
+              f"(runs {', '.join(f'{r:.1f}' for r in clustered)}); per-run ratio to the plain process: median "
+              f"{statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in ratios)})")
 
 
 def main() -> None:
@@ -109,6 +134,7 @@ def main() -> None:
     parser.add_argument("--state-partitions", type=int, default=4)
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cluster", action="store_true", help="also as a kcoord cluster member, interleaved")
     args = parser.parse_args()
     try:
         import uvloop
