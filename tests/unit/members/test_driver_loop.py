@@ -171,14 +171,9 @@ async def _until(predicate, what: str, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
-@pytest.mark.parametrize("kind", [MEMBER, CONNECT], ids=["MemberDriver", "ConnectDriver"])
-async def test_heartbeats_go_on_during_a_slow_callback_and_fencing_drops_its_answer(kind):
-    driver_cls, listener_cls, module = kind
-    log: list[str] = []
-    field = "units" if module is cw else "partitions"
-    release = asyncio.Event()
-
-    class Slow(listener_cls):
+def _held(listener_cls: type, log: list[str], release: asyncio.Event) -> type:
+    """A listener whose on_assign holds until ``release`` is set."""
+    class Held(listener_cls):
         async def on_assign(self, what) -> None:
             log.append("listener.on_assign begins")
             await release.wait()
@@ -186,6 +181,17 @@ async def test_heartbeats_go_on_during_a_slow_callback_and_fencing_drops_its_ans
 
         async def on_lost(self, what) -> None:
             log.append(f"listener.on_lost {what!r}")
+
+    return Held
+
+
+@pytest.mark.parametrize("kind", [MEMBER, CONNECT], ids=["MemberDriver", "ConnectDriver"])
+async def test_heartbeats_go_on_during_a_slow_callback_and_fencing_drops_its_answer(kind):
+    driver_cls, listener_cls, module = kind
+    log: list[str] = []
+    field = "units" if module is cw else "partitions"
+    release = asyncio.Event()
+    Slow = _held(listener_cls, log, release)
 
     # heartbeat 1 assigns 2; 2 and 3 (during the callback) bring nothing; 4 fences (1 was owned)
     answers = [[module.Assign(**{field: _payload(module, 2)})], [], [], [module.Lost(**{field: _payload(module, 1)})]]
@@ -212,12 +218,7 @@ async def test_a_compute_asked_during_a_callback_runs_at_once(kind):
     log: list[str] = []
     field = "units" if module is cw else "partitions"
     release = asyncio.Event()
-
-    class Stuck(listener_cls):
-        async def on_assign(self, what) -> None:
-            log.append("listener.on_assign begins")
-            await release.wait()
-            log.append("listener.on_assign ends")
+    Stuck = _held(listener_cls, log, release)
 
     class Computing(_recording(driver_cls, log, fail_first=False)):
         async def _compute(self) -> None:
