@@ -3,6 +3,7 @@ Apache Kafka 4.3, on this 2-core machine.
 
     .venv/bin/python bench/bench_cluster_heartbeat.py [--parts heartbeat,commits]
         [--setups single,one,two] [--members 1000] [--groups 10] [--seconds 5] [--runs 3]
+        [--window 128 | --rate-per-process R | --rate R] [--connections 50]
         [--committers 48] [--commit-seconds 5] [--storm-members 1000]
 
 Part ``heartbeat``: server CPU per steady KIP-848 heartbeat and aggregate heartbeats/s, per
@@ -20,6 +21,15 @@ CPU is read from /proc/<pid>/stat of every kcoord process over the measured wind
 heartbeat = their sum / responses. Target from the issue: two processes' CPU per heartbeat
 within 10 % of one process's. With two kcoords, two generators and Kafka on 2 cores the
 aggregate rate is bounded by the machine, not by kcoord: compare CPU per heartbeat.
+Pipelined load saturates every process, so the setups compete for the 2 cores and their
+batches differ. ``--rate-per-process R`` instead offers R heartbeats/s to every process,
+paced (open loop, ``--connections`` sockets per generator, round robin, as a fleet of
+members heartbeating at their intervals does): each process does the same work whether it
+runs alone or beside another, and none is saturated, so the per-heartbeat CPU shows what a
+second process costs. ``--rate R`` offers R in all, split over the processes (two processes
+then each serve half, in smaller batches). Ratios two/one and two/single are printed per
+run (the runs are interleaved; the VM's speed swings more between runs than the setups
+differ).
 
 Part ``commits``: durable commits/s through `kcoord serve --instance-id kc-0` with
 ``--config fencing=transactional`` (one Kafka transaction per state-topic batch) vs
@@ -122,12 +132,20 @@ def heartbeat_measure(setup: str, frames: dict[int, list[bytes]], pids: dict[int
     processes in all, split over the processes), CPU summed over them."""
     error_offset = response_error_offset(CONSUMER_GROUP_HEARTBEAT, 1)
     outs: dict[int, BlastResult] = {}
-    workers = 2 if len(frames) == 1 else 1
+    # Two generator processes in all by default; --generators-per-process N gives every
+    # kcoord process the same load shape (N connections, each with its window) in every setup.
+    workers = args.generators_per_process or (2 if len(frames) == 1 else 1)
 
     def load(port: int) -> None:
-        outs[port] = blast("127.0.0.1", port, error_offset, frames[port], mode="pipelined",
-                           workers=workers, window_size=args.window, seconds=args.seconds,
-                           warmup=args.warmup, server_pids={"server": pids[port]})
+        # --rate: the same aggregate offered load in every setup, split evenly over the
+        # processes; --rate-per-process: the same load on every process (two processes
+        # then serve twice the aggregate). Neither saturates the server; without them,
+        # pipelined at the machine's ceiling.
+        rate = args.rate_per_process or args.rate / len(frames)
+        outs[port] = blast("127.0.0.1", port, error_offset, frames[port],
+                           mode="paced" if rate else "pipelined", rate=rate,
+                           connections=args.connections, workers=workers, window_size=args.window,
+                           seconds=args.seconds, warmup=args.warmup, server_pids={"server": pids[port]})
 
     threads = [threading.Thread(target=load, args=(port,)) for port in frames]
     for t in threads:
@@ -139,6 +157,20 @@ def heartbeat_measure(setup: str, frames: dict[int, list[bytes]], pids: dict[int
     errors = sum(sum(r.errors.values()) for r in outs.values())
     return {"rate": sum(r.rate for r in outs.values()), "us": server_cpu / max(1, responses) * 1e6,
             "cores": server_cpu / args.seconds, "errors": float(errors)}
+
+
+def ratio_lines(rows: dict[str, list[dict[str, float]]]) -> list[str]:
+    """Per-run ratios of CPU per heartbeat, two processes against each one-process setup:
+    the runs are interleaved, so a run's setups saw the same state of the VM, whose speed
+    swings more between runs than the setups differ."""
+    lines = []
+    for base in ("one", "single"):
+        if "two" in rows and base in rows:
+            ratios = sorted(t["us"] / b["us"] for t, b in zip(rows["two"], rows[base], strict=True))
+            lines.append(f"two/{base} CPU per heartbeat, per run: median {median(ratios):.3f}, "
+                         f"range {ratios[0]:.3f}-{ratios[-1]:.3f}, runs within 10 %: "
+                         f"{sum(r <= 1.10 for r in ratios)}/{len(ratios)}")
+    return lines
 
 
 # ------------------------------------------------------------------ commits
@@ -285,6 +317,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--window", type=int, default=128)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="offered heartbeats/s in all (paced, open loop) instead of pipelined saturation")
+    parser.add_argument("--rate-per-process", type=float, default=0.0,
+                        help="offered heartbeats/s per kcoord process (paced, open loop)")
+    parser.add_argument("--connections", type=int, default=50, help="sockets per generator when paced")
+    parser.add_argument("--generators-per-process", type=int, default=0,
+                        help="generator processes per kcoord process (default: two in all)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--committers", type=int, default=48)
     parser.add_argument("--commit-seconds", type=float, default=5.0)
@@ -317,12 +356,18 @@ def main() -> None:
                               flush=True)
             finally:
                 stop_all(hb_procs)
-            out.append(f"\n{args.members} KIP-848 members in {args.groups} groups, pipelined, window {args.window}\n"
+            shape = (f"paced at {args.rate_per_process:,.0f} heartbeats/s offered per process" if args.rate_per_process
+                     else f"paced at {args.rate:,.0f} heartbeats/s offered in all" if args.rate
+                     else f"pipelined, window {args.window}")
+            if args.rate or args.rate_per_process:
+                shape += f", {args.connections} sockets per generator"
+            out.append(f"\n{args.members} KIP-848 members in {args.groups} groups, {shape}\n"
                        "| setup | heartbeats/s (median) | server CPU us/heartbeat (median) | server cores | errors |"
                        "\n|---|---|---|---|---|")
             for setup, rs in rows.items():
                 out.append(f"| {setup} | {median(r['rate'] for r in rs):,.0f} | {median(r['us'] for r in rs):.1f} | "
                            f"{median(r['cores'] for r in rs):.2f} | {sum(r['errors'] for r in rs):.0f} |")
+            out.extend(ratio_lines(rows))
         if "storm" in parts:
             if "heartbeat" not in parts:
                 create_topic(kafka.bootstrap, TOPIC, args.partitions)

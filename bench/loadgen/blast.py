@@ -10,7 +10,11 @@ back, reading each response's error code at a fixed offset. Two patterns:
 - ``closed_loop``: ``connections`` sockets per worker, each with exactly one request in
   flight; the next goes when its response has arrived. With one connection per member
   this is how real consumers heartbeat (each waits for its response), so every request
-  costs the server a wake-up, a read and a write of its own.
+  costs the server a wake-up, a read and a write of its own;
+- ``paced``: ``connections`` sockets per worker, requests sent open-loop at a fixed ``rate``
+  per worker, round-robin over the sockets, whatever the responses do. It holds the server
+  below saturation at a chosen offered load, as a fleet of consumers each heartbeating at
+  its interval does; the rate reached tells whether the server kept up.
 
 Frames are sent in a fixed cycle (member 0, 1, ...), so every member heartbeats at the
 same rate. Responses are counted only inside the measured window
@@ -195,6 +199,54 @@ def closed_loop_worker(load: Load, frames: Sequence[bytes], connections: int, ou
     out.put(win.result())
 
 
+def paced_worker(load: Load, frames: Sequence[bytes], connections: int, rate: float, out: mp.Queue) -> None:
+    """``connections`` sockets; socket j owns frames j, j + connections, ... of ``frames``.
+    Every millisecond or so the frames due by then (``rate`` per second since start_at) go
+    out, one per socket in turn; responses are read as they come. Sending stops at the end
+    of the window; the worker then drains what is in flight (bounded: 30 s)."""
+    socks = [_connect(load) for _ in range(connections)]
+    ep = select.epoll()
+    state: dict[int, tuple[socket.socket, bytearray]] = {}
+    owned: list[tuple[socket.socket, list[bytes], list[int]]] = []
+    for j, s in enumerate(socks):
+        mine = list(frames[j::connections]) or [frames[j % len(frames)]]
+        owned.append((s, mine, [0]))
+        state[s.fileno()] = (s, bytearray())
+        ep.register(s.fileno(), select.EPOLLIN)
+    win = _Window(load)
+    time.sleep(max(0.0, load.start_at - time.monotonic()))
+    sent = received = turn = 0
+    sending = True
+    error_offset = load.error_offset
+    drain_until = load.start_at + load.warmup + load.seconds + 30.0
+    while sending or received < sent:
+        now = time.monotonic()
+        sending = win.tick(now) and sending
+        if sending:
+            due = int((now - load.start_at) * rate) - sent
+            for _ in range(due):
+                s, mine, nxt = owned[turn]
+                s.sendall(mine[nxt[0]])
+                nxt[0] = (nxt[0] + 1) % len(mine)
+                turn = (turn + 1) % connections
+            sent += max(0, due)
+            timeout = max(0.0, (sent + 1) / rate + load.start_at - time.monotonic())
+        elif now > drain_until:
+            raise RuntimeError(f"{sent - received} responses still missing 30 s after the window")
+        else:
+            timeout = 1.0
+        for fd, _ in ep.poll(timeout):
+            s, buf = state[fd]
+            chunk = s.recv(65536)
+            if not chunk:
+                raise RuntimeError("server closed the connection")
+            buf += chunk
+            received += _count(buf, error_offset, win)
+    for s in socks:
+        s.close()
+    out.put(win.result())
+
+
 @dataclass(frozen=True, slots=True)
 class BlastResult:
     rate: float                 # responses/s inside the window, all workers
@@ -231,9 +283,10 @@ def run_workers(procs: list, out: mp.Queue, load: Load, server_pids: dict[str, i
 
 def blast(load_host: str, load_port: int, error_offset: int, frames: Sequence[bytes], *, mode: str,
           workers: int = 2, window_size: int = 128, connections: int = 1, seconds: float = 5.0,
-          warmup: float = 1.0, server_pids: dict[str, int] | None = None) -> BlastResult:
+          warmup: float = 1.0, server_pids: dict[str, int] | None = None, rate: float = 0.0) -> BlastResult:
     """Run ``workers`` load processes over ``frames`` (split between them) and sample the
-    CPU time of ``server_pids`` over the same window."""
+    CPU time of ``server_pids`` over the same window. ``rate``: requests/s of all workers
+    together (mode ``paced``)."""
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
     start_at = time.monotonic() + 1.0 + 0.002 * connections * workers     # time to connect
@@ -243,6 +296,11 @@ def blast(load_host: str, load_port: int, error_offset: int, frames: Sequence[by
         procs = [ctx.Process(target=pipelined_worker, args=(load, share, window_size, out)) for share in shares]
     elif mode == "closed_loop":
         procs = [ctx.Process(target=closed_loop_worker, args=(load, share, connections, out)) for share in shares]
+    elif mode == "paced":
+        if rate <= 0:
+            raise ValueError("mode paced needs rate > 0")
+        procs = [ctx.Process(target=paced_worker, args=(load, share, connections, rate / workers, out))
+                 for share in shares]
     else:
         raise ValueError(f"unknown mode {mode!r}")
     return run_workers(procs, out, load, server_pids)
