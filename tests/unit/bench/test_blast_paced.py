@@ -84,7 +84,8 @@ def test_paced_offers_the_rate_over_every_socket_and_counts_errors(server: Frame
                    connections=5, seconds=1.0, warmup=0.3)
     # Open loop at 500/s over a 1 s window: the count is the rate, whatever the server's
     # speed (a closed loop against this server would reach thousands per second).
-    assert 430 <= result.responses <= 570, result
+    # (±20 %: a CI machine may stall the generator or this server for a moment.)
+    assert 400 <= result.responses <= 600, result
     # One frame in ten is an error frame, so about 50 of the window's responses are.
     assert set(result.errors) == {7}, result.errors
     assert 30 <= result.errors[7] <= 70, result.errors
@@ -97,7 +98,7 @@ def test_paced_splits_the_rate_over_workers(server: FrameServer) -> None:
     frames = [frame(b"ok-%d" % i) for i in range(8)]
     result = blast("127.0.0.1", server.port, ERROR_OFFSET, frames, mode="paced", rate=600.0, workers=2,
                    connections=2, seconds=1.0, warmup=0.3)
-    assert 520 <= result.responses <= 680, result     # 300/s from each of the two workers
+    assert 480 <= result.responses <= 720, result     # 300/s from each of the two workers
     assert result.errors == {}
     assert len(server.frames_by_connection) == 4
 
