@@ -89,7 +89,9 @@ def _binding(row):
 
 
 # Kafka creates __consumer_offsets (50 partitions) on the first offsets write; under a CI
-# run's load (load average 40 on 2 cores) that took more than 30 s once.
+# run's load (load average 40 on 2 cores) that took more than 30 s once, and more than
+# librdkafka's default request timeout (socket.timeout.ms, 60 s) once on three xdist
+# workers: librdkafka's own timeout is raised to the same bound as the wait.
 ADMIN_TIMEOUT_S = 120
 
 
@@ -98,15 +100,17 @@ def _setup_broker(cluster) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(cluster.client_config())
-    for f in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
-        f.result(ADMIN_TIMEOUT_S)
+    bound = {"request_timeout": ADMIN_TIMEOUT_S}
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS], operation_timeout=ADMIN_TIMEOUT_S,
+                                 **bound).values():
+        f.result(ADMIN_TIMEOUT_S + 10)
     for g in GROUPS:     # a group exists once offsets are stored for it (one group per request)
         for f in admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(g, [TopicPartition("acl-t-lit", 0, 0)])]).values():
-            f.result(ADMIN_TIMEOUT_S)
+                [ConsumerGroupTopicPartitions(g, [TopicPartition("acl-t-lit", 0, 0)])], **bound).values():
+            f.result(ADMIN_TIMEOUT_S + 10)
     bindings = [_binding(r) for r in ACLS]
-    for f in admin.create_acls(bindings).values():
-        f.result(ADMIN_TIMEOUT_S)
+    for f in admin.create_acls(bindings, **bound).values():
+        f.result(ADMIN_TIMEOUT_S + 10)
 
 
 def _kafka_view(cluster, user: str, password: str) -> dict[tuple[str, str], set[str] | None]:
