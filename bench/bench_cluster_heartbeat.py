@@ -4,6 +4,7 @@ Apache Kafka 4.3, on this 2-core machine.
     .venv/bin/python bench/bench_cluster_heartbeat.py [--parts heartbeat,commits]
         [--setups single,one,two] [--members 1000] [--groups 10] [--seconds 5] [--runs 3]
         [--window 128 | --rate-per-process R | --rate R] [--connections 50]
+        [--generators-per-process N]
         [--committers 48] [--commit-seconds 5] [--storm-members 1000]
 
 Part ``heartbeat``: server CPU per steady KIP-848 heartbeat and aggregate heartbeats/s, per

@@ -2,7 +2,7 @@
 
 Each worker is a separate process (2 cores: the server gets one, the generator the
 other) that sends pre-encoded frames and only walks the size prefixes of what comes
-back, reading each response's error code at a fixed offset. Two patterns:
+back, reading each response's error code at a fixed offset. Three patterns:
 
 - ``pipelined``: one connection per worker with ``window`` requests in flight; every
   batch of responses read is answered with as many new requests in one send (a
@@ -159,6 +159,11 @@ def run_pipelined(sock: socket.socket, load: Load, frames: Sequence[bytes], wind
     out.put(win.result())
 
 
+def _socket_share(frames: Sequence[bytes], j: int, connections: int) -> list[bytes]:
+    """The frames socket ``j`` of ``connections`` sends: j, j + connections, ... (at least one)."""
+    return list(frames[j::connections]) or [frames[j % len(frames)]]
+
+
 def closed_loop_worker(load: Load, frames: Sequence[bytes], connections: int, out: mp.Queue) -> None:
     """``connections`` sockets, one request in flight on each; socket j sends frames
     j, j + connections, j + 2 * connections, ... of ``frames``."""
@@ -167,7 +172,7 @@ def closed_loop_worker(load: Load, frames: Sequence[bytes], connections: int, ou
     state: dict[int, tuple[socket.socket, bytearray, list[bytes], list[int]]] = {}
     for j, s in enumerate(socks):
         s.setblocking(False)
-        mine = list(frames[j::connections]) or [frames[j % len(frames)]]
+        mine = _socket_share(frames, j, connections)
         state[s.fileno()] = (s, bytearray(), mine, [0])
         ep.register(s.fileno(), select.EPOLLIN)
     win = _Window(load)
@@ -209,7 +214,7 @@ def paced_worker(load: Load, frames: Sequence[bytes], connections: int, rate: fl
     state: dict[int, tuple[socket.socket, bytearray]] = {}
     owned: list[tuple[socket.socket, list[bytes], list[int]]] = []
     for j, s in enumerate(socks):
-        mine = list(frames[j::connections]) or [frames[j % len(frames)]]
+        mine = _socket_share(frames, j, connections)
         owned.append((s, mine, [0]))
         state[s.fileno()] = (s, bytearray())
         ep.register(s.fileno(), select.EPOLLIN)
