@@ -17,6 +17,9 @@ Supervision, both ways:
   broker's output through a pipe (a thread, off the event loop) and writes ``log_path``
   itself; past ``log_max_bytes`` the file is rotated once to ``log_path.1`` (the previous
   .1 is dropped), so the output takes at most twice that.
+- It runs under a memory cap and is the kernel's first choice to kill (oom_score_adj 1000):
+  one request it mishandles costs the broker, never the host (runtime/memory_cap.py). The
+  start line names the cap, and an exit report says whether the broker died by it.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from . import memory_cap
+from .memory_cap import DEFAULT_MEMORY_MAX, MemoryCap
 
 log = logging.getLogger("kcoord.embedded")
 
@@ -87,6 +93,11 @@ def _die_with_parent(prctl, parent_pid: int) -> None:
         os._exit(127)  # the parent died before prctl took effect: nobody will signal us
 
 
+def _preexec(prctl, parent_pid: int, cap: MemoryCap) -> None:
+    _die_with_parent(prctl, parent_pid)
+    cap.in_child()
+
+
 def rotated_path(path: Path) -> Path:
     return path.with_name(path.name + ".1")
 
@@ -139,13 +150,14 @@ def describe_status(returncode: int) -> str:
 class EmbeddedTansu:
     def __init__(self, host: str = "127.0.0.1", port: int | None = None,
                  storage: str | None = None, log_path: str | Path | None = None,
-                 log_max_bytes: int = LOG_MAX_BYTES) -> None:
+                 log_max_bytes: int = LOG_MAX_BYTES, memory_max: int | None = DEFAULT_MEMORY_MAX) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.storage = storage
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / \
             f"kcoord-tansu-{self.port}-{os.getpid()}.log"
         self.log_max_bytes = log_max_bytes
+        self.memory_cap = MemoryCap(memory_max)   # made for real (cgroup or rlimit) at start
         self.process: subprocess.Popen | None = None
         self._pump: threading.Thread | None = None
         self._stopping = False
@@ -184,32 +196,37 @@ class EmbeddedTansu:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         parent = os.getpid()
         prctl = _resolve_prctl()
+        cap = self.memory_cap = memory_cap.prepare(self.memory_cap.limit, name="kcoord-tansu")
         read_fd, write_fd = os.pipe()
         try:
             # subprocess.Popen, not asyncio's: uvloop's spawn does not run preexec_fn the same
             # way, and the exit is watched with a pidfd below instead of a child watcher.
             self.process = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT, env=env,
-                preexec_fn=lambda: _die_with_parent(prctl, parent), close_fds=True)
+                preexec_fn=lambda: _preexec(prctl, parent, cap), close_fds=True)
         except BaseException:
             os.close(read_fd)
+            cap.release()
             raise
         finally:
             os.close(write_fd)     # the child holds its copy: EOF comes when the broker exits
         self._pump = threading.Thread(target=pump_output, args=(read_fd, self.log_path, self.log_max_bytes),
                                       daemon=True, name="kcoord-embedded-output")
         self._pump.start()
-        log.info("embedded Tansu broker pid %d starting on %s (storage: %s); its output goes to %s "
-                 "(rotated once past %d bytes)", self.process.pid, self.bootstrap, self.storage_description,
-                 self.log_path, self.log_max_bytes)
+        log.info("embedded Tansu broker pid %d starting on %s (storage: %s, %s, oom_score_adj %d); its "
+                 "output goes to %s (rotated once past %d bytes)", self.process.pid, self.bootstrap,
+                 self.storage_description, cap.describe(), memory_cap.OOM_SCORE_ADJ, self.log_path,
+                 self.log_max_bytes)
         self._watch(loop)
         deadline = loop.time() + timeout_s
         while True:
             if self._exited.done() or self.process.poll() is not None:
                 code = self.process.wait()
                 self._unwatch(loop)
-                raise RuntimeError(f"embedded Tansu ({' '.join(args)}) {describe_status(code)} at start; "
-                                   f"output ({self.log_path}):\n{self.output_tail()}")
+                verdict = self.cap_verdict(code)
+                cap.release()
+                raise RuntimeError(f"embedded Tansu ({' '.join(args)}) {describe_status(code)} at start "
+                                   f"({verdict}); output ({self.log_path}):\n{self.output_tail()}")
             try:
                 _, writer = await asyncio.open_connection(self.host, self.port)
                 writer.close()
@@ -284,10 +301,21 @@ class EmbeddedTansu:
             text = "…" + text.split("\n", 1)[-1]
         return text.rstrip() or "(no output)"
 
+    def cap_verdict(self, code: int) -> str:
+        """What the memory cap was, and whether the exit was the cap's doing."""
+        hit = self.memory_cap.hit(code, self.output_tail())
+        if hit is None:
+            return "it ran without a memory cap"
+        if code == 126:
+            return f"it could not be put under its {self.memory_cap.describe()}"
+        return (f"its {self.memory_cap.describe()} was " + ("hit: it died by its cap, the host's other "
+                "processes were spared" if hit else "not hit"))
+
     def exit_report(self, code: int) -> str:
-        """The ERROR line for an unexpected exit: status, what it means, and the output tail."""
+        """The ERROR line for an unexpected exit: status, its memory cap, what it means, and
+        the output tail."""
         return (f"embedded Tansu broker (pid {self.pid}, {self.bootstrap}) exited unexpectedly: "
-                f"{describe_status(code)}. kcoord exits too so a supervisor restarts both; "
+                f"{describe_status(code)}; {self.cap_verdict(code)}. kcoord exits too so a supervisor restarts both; "
                 + ("with memory storage the restarted broker is a fresh, empty cluster: topics, records "
                    "and every group's state are gone. " if not self.storage else
                    f"its storage {self.storage} is kept. ")
@@ -311,5 +339,6 @@ class EmbeddedTansu:
                 proc.kill()
                 proc.wait()
         self._drain_output()
+        self.memory_cap.release()
         if self._exited is not None and not self._exited.done():
             self._exited.cancel()
