@@ -214,7 +214,8 @@ async def serve(args: argparse.Namespace) -> int:
     embedded = None
     upstream = args.upstream
     if upstream is None:
-        embedded = EmbeddedTansu(storage=args.embedded_storage, log_path=args.embedded_log)
+        embedded = EmbeddedTansu(storage=args.embedded_storage, log_path=args.embedded_log,
+                                 memory_max=args.embedded_memory_max)
         try:
             await embedded.start()
         except RuntimeError as e:   # it exited or never listened; the message quotes its output
@@ -503,6 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")
     s.add_argument("--embedded-log", default=None,
                    help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR)")
+    from .runtime.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
+    s.add_argument("--embedded-memory-max", type=parse_size, default=DEFAULT_MEMORY_MAX, metavar="SIZE",
+                   help=f"memory cap of the embedded broker, e.g. 512m, 4g, none: a delegated cgroup v2 "
+                        f"memory.max, else an address-space limit (default {format_size(DEFAULT_MEMORY_MAX)})")
     s.add_argument("--no-state-topic-recreate", action="store_true",
                    help="report a missing state topic but do not recreate it (kcoord stops serving groups "
                         "until an operator creates it)")
