@@ -104,6 +104,10 @@ class CoordinatorConfig:
     # How long a client's upstream connection may take to open before the client's
     # connection is closed (as Kafka clients' socket.connection.setup.timeout.ms, 10 s).
     upstream_connect_timeout_ms: int = 10_000
+    # The upstream's num.partitions (Kafka's default 1): how many partitions kcoord counts for
+    # a CreateTopics topic with num_partitions=-1 against Kafka's 10,000-per-request limits
+    # (gateway/admin_limits.py). Set it to the broker's value when that is larger.
+    num_partitions: int = 1
 
     # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
     # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.

@@ -11,16 +11,32 @@ entries and its answer completed with them (forward.MergingPending).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
 from ..runtime import metrics
+from .admin_limits import ClusterFacts
 from .badinput import BODY, HEADER
 from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
 from .routes import Route
-from .state_guard import METRIC_API, Allowed, Close, Local, Split
+from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
+
+
+def cluster_facts(gateway: Any) -> ClusterFacts:
+    """What the size rules read of the gateway's metadata view (admin_limits.py): its
+    brokers, each topic's partition count, and the upstream's num.partitions as configured."""
+    cluster = gateway.cluster
+    topics = cluster.image.topics_by_name
+    config = getattr(gateway, "config", None)
+
+    def partitions(name: str) -> int | None:
+        topic = topics.get(name)
+        return None if topic is None else topic.num_partitions
+    return ClusterFacts(len(cluster.brokers), partitions,
+                        config.num_partitions if config is not None else 1)
 
 
 class GuardedRequests(ConnectionState):
@@ -57,7 +73,8 @@ class GuardedRequests(ConnectionState):
         except BodyError as e:
             self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
-        decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset)
+        facts = cluster_facts(self._gateway) if route.api_key in SIZED_APIS else None
+        decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset, facts)
         if decision is None:
             self._forward(frame, Pending(correlation_id, route, len(frame)))
             return
@@ -86,10 +103,17 @@ class GuardedRequests(ConnectionState):
                 self._transport.pause_reading()
             return
         split = decision.__class__ is Split
-        metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="split" if split else "refused").inc()
-        state_log.log(logging.WARNING,
-                      "refused for the state topic%s: %s, from %s:%d on %s [%s v%d, correlation_id=%d]",
-                      " (the rest forwarded)" if split else "", decision.note, *where)   # type: ignore[union-attr]
+        rule = decision.rule   # type: ignore[union-attr]
+        if rule:
+            metrics.GATEWAY_SAFEGUARD_REFUSALS.labels(api=api, rule=rule).inc()
+            self._gateway.limit_log.log(logging.WARNING, "refused by kcoord's %s rule%s: %s, from %s:%d on %s "
+                                        "[%s v%d, correlation_id=%d]", rule, " (the rest forwarded)" if split else "",
+                                        decision.note, *where)   # type: ignore[union-attr]
+        else:
+            metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="split" if split else "refused").inc()
+            state_log.log(logging.WARNING,
+                          "refused for the state topic%s: %s, from %s:%d on %s [%s v%d, correlation_id=%d]",
+                          " (the rest forwarded)" if split else "", decision.note, *where)   # type: ignore[union-attr]
         if split:
             self._forward(decision.frame, MergingPending(correlation_id, route, len(frame),  # type: ignore[union-attr]
                                                          decision.merge))   # type: ignore[union-attr]

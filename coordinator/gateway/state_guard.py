@@ -17,6 +17,9 @@ the request carries ids: Produce v13, DeleteTopics v6):
   exception for internal topics is not copied.
 - AlterConfigs, IncrementalAlterConfigs, AlterPartitionReassignments on it stay allowed
   (as for ``__consumer_offsets``) and are logged with the client.
+- CreateTopics and CreatePartitions are also checked for size (admin_limits.py: Kafka's
+  controller limits) once the state-topic entries are set aside; a whole-request refusal
+  answers every topic, a per-topic one joins the state-topic refusals in the same split.
 A decision is None (forward the frame unchanged: the common case), or one of
 ``Local(response)``, ``Split(frame, merge)``, ``Close(reason)``; ``note`` says what was
 refused, for the connection's log line.
@@ -50,12 +53,15 @@ from ..protocol.checked import Malformed, struct_step
 from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
+from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
 WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
 GUARDED_APIS = REFUSING_APIS | WATCHED_APIS
+# Checked for size too (admin_limits.py), given the metadata view.
+SIZED_APIS = {CREATE_TOPICS: check_create_topics, CREATE_PARTITIONS: check_create_partitions}
 
 # Metric label values (fixed).
 METRIC_API = {PRODUCE: "produce", DELETE_RECORDS: "delete_records", DELETE_TOPICS: "delete_topics",
@@ -71,6 +77,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 class Local:
     response: Any          # kio response answered here
     note: str
+    rule: str = ""         # "": the state topic; else the size rule (admin_limits.RULE_*)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,6 +85,7 @@ class Split:
     frame: bytes                         # the request without the state-topic entries
     merge: Callable[[bytes], bytes]      # upstream's framed answer -> the client's
     note: str
+    rule: str = ""                       # as Local.rule
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -200,8 +208,11 @@ class StateTopicGuard:
 
     # --- admin APIs (decoded with the bounded kio codec) ------------------------------
 
-    def admin(self, api_key: int, version: int, request: Any, frame: bytes,
-              body_offset: int) -> Local | Split | Allowed | None:
+    def admin(self, api_key: int, version: int, request: Any, frame: bytes, body_offset: int,
+              facts: ClusterFacts | None = None) -> Local | Split | Allowed | None:
+        """The decision for a decoded admin request. With ``facts`` (the metadata view),
+        CreateTopics and CreatePartitions also get the size rules of admin_limits.py, after
+        the state-topic refusal (an authorization refusal: Kafka filters those out first)."""
         if api_key in WATCHED_APIS:
             return self._watched(api_key, request)
         if api_key == DELETE_TOPICS and version < 6:
@@ -216,25 +227,43 @@ class StateTopicGuard:
                 refused = [i for i, t in enumerate(items) if t.name == self.name] if not self._exists() else []
             else:
                 refused = [i for i, t in enumerate(items) if t.name == self.name]
-        if not refused:
+        limit = None
+        if facts is not None and api_key in SIZED_APIS:
+            limit = SIZED_APIS[api_key](request, facts, refused)
+        if not refused and limit is None:
             return None
         m = _module(api_key, version)
+        if limit is not None and limit.whole is not None:
+            # Kafka answers every topic of the request with the controller's error.
+            code, message = limit.whole
+            results, response_field = self._answers(api_key, m, [(t, code, message) for t in items])
+            return Local(_make(response_class(api_key, version), throttle_time=_ZERO, **{response_field: results}),
+                         message, limit.rule)
         results, response_field, note = self._refusals(api_key, m, [items[i] for i in refused])
+        rule = ""
+        if limit is not None and limit.entries:
+            extra, _ = self._answers(api_key, m, [(items[i], code, message)
+                                                  for i, (code, message) in sorted(limit.entries.items())])
+            results += extra
+            refused = sorted({*refused, *limit.entries})
+            note = "; ".join(filter(None, (note, f"{len(extra)} topic(s) refused: "
+                                           + next(iter(limit.entries.values()))[1])))
+            rule = limit.rule
         if len(refused) == len(items):
             cls = response_class(api_key, version)
-            return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), note)
+            return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), note, rule)
         return self._split(request, field, refused, frame, body_offset,
-                           _merger(api_key, version, response_field, results), note)
+                           _merger(api_key, version, response_field, results), note, rule)
 
     @staticmethod
     def _split(request: Any, field: str, refused: list[int], frame: bytes, body_offset: int,
-               merge: Callable[[bytes], bytes], note: str) -> Split:
+               merge: Callable[[bytes], bytes], note: str, rule: str = "") -> Split:
         """The request without the refused entries of ``field``, header (and correlation id)
         unchanged, to forward; ``merge`` adds the refusals to upstream's answer."""
         dropped = set(refused)
         kept = tuple(x for i, x in enumerate(getattr(request, field)) if i not in dropped)
         payload = bytes(frame[4:body_offset]) + encode_body(dataclasses.replace(request, **{field: kept}))
-        return Split(SIZE.pack(len(payload)) + payload, merge, note)
+        return Split(SIZE.pack(len(payload)) + payload, merge, note, rule)
 
     def _refusals(self, api_key: int, m: Any, refused: list[Any]) -> tuple[tuple[Any, ...], str, str]:
         name = self.name
@@ -247,21 +276,27 @@ class StateTopicGuard:
         what = {DELETE_TOPICS: "deleted", CREATE_PARTITIONS: "given partitions", CREATE_TOPICS: "created"}[api_key]
         message = (f"Topic {name} is the kcoord group coordinator's state topic: it cannot be {what} "
                    f"through the gateway")
+        results, field = self._answers(api_key, m, [(t, ErrorCode.topic_authorization_failed, message)
+                                                    for t in refused])
+        return results, field, message if refused else ""
+
+    @staticmethod
+    def _answers(api_key: int, m: Any, entries: list[tuple[Any, ErrorCode, str]]) -> tuple[tuple[Any, ...], str]:
+        """Per-topic results of DeleteTopics, CreatePartitions or CreateTopics answered here:
+        (results, the response field that holds them)."""
         if api_key == DELETE_TOPICS:
-            results = tuple(
+            return tuple(
                 _make(m.DeletableTopicResult, name=t if isinstance(t, str) else t.name,
                       topic_id=None if isinstance(t, str) else t.topic_id,
-                      error_code=ErrorCode.topic_authorization_failed, error_message=message)
-                for t in refused)
-            return results, "responses", message
+                      error_code=code, error_message=message)
+                for t, code, message in entries), "responses"
         if api_key == CREATE_PARTITIONS:
-            return (tuple(m.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.topic_authorization_failed,
-                                                        error_message=message) for t in refused),
-                    "results", message)
-        return (tuple(_make(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
-                            error_code=ErrorCode.topic_authorization_failed, error_message=message,
-                            topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
-                      for t in refused), "topics", message)
+            return tuple(m.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+                         for t, code, message in entries), "results"
+        return tuple(_make(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=code,
+                           error_message=message, topic_config_error_code=0, num_partitions=-1,
+                           replication_factor=-1, configs=None)
+                     for t, code, message in entries), "topics"
 
     def _watched(self, api_key: int, request: Any) -> Allowed | None:
         if api_key == ALTER_PARTITION_REASSIGNMENTS:

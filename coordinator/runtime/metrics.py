@@ -204,3 +204,7 @@ GATEWAY_READ_PAUSES = Counter(
 GATEWAY_STATE_TOPIC_REQUESTS = Counter(
     "kcoord_gateway_state_topic_requests_total", "Client requests naming the state topic, by API "
     "and outcome (refused, split, allowed)", ["api", "outcome"])
+GATEWAY_SAFEGUARD_REFUSALS = Counter(
+    "kcoord_gateway_safeguard_refusals_total", "Forwarded requests (or entries of them) answered by a "
+    "safeguard instead of the upstream, by API and rule (a fixed set: gateway/admin_limits.py, "
+    "gateway/safeguards.py)", ["api", "rule"])

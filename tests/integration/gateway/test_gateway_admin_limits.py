@@ -1,0 +1,70 @@
+"""Absurd admin requests through the gateway, raw, in front of Tansu and Kafka 4.3: kcoord
+answers them with Kafka's controller errors and the upstream keeps serving
+(gateway/admin_limits.py)."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.gateway.admin_limits import TOO_MANY_PARTITIONS
+from coordinator.protocol import apis
+from gateway_helpers import RunningGateway
+from support.names import TestNames
+from support.raw_client import call, request_types
+from support.wait import wait_until
+
+
+def _create_topics(topics: list[tuple[str, int, int]], validate_only: bool = False):  # type: ignore[no-untyped-def]
+    m = request_types(apis.CREATE_TOPICS, 7)
+    return m.CreateTopicsRequest(timeout=timedelta(seconds=30), validate_only=validate_only, topics=tuple(
+        m.CreatableTopic(name=name, num_partitions=n, replication_factor=rf, assignments=(), configs=())
+        for name, n, rf in topics))
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    """The topic's partition count in a Metadata answer through the gateway (0: not listed)."""
+    m = request_types(apis.METADATA, 12)
+    response = call(bootstrap, apis.METADATA, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(name=topic, topic_id=None),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    (answer,) = response.topics
+    return len(answer.partitions) if answer.error_code == ErrorCode.none else 0
+
+
+def test_fifty_million_partitions_are_refused_on_every_topic_and_the_upstream_keeps_serving(
+        gateway: RunningGateway, names: TestNames) -> None:
+    huge, small = names.topic(), names.topic()
+    for validate_only in (True, False):
+        response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7,
+                        _create_topics([(huge, 50_000_000, 1), (small, 1, 1)], validate_only))
+        assert sorted((t.name, t.error_code, t.error_message) for t in response.topics) == sorted([
+            (huge, ErrorCode.policy_violation, TOO_MANY_PARTITIONS),
+            (small, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)])
+    # Nothing was forwarded (the small topic can be created now), and the upstream serves.
+    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(small, 1, 1)]))
+    assert [(t.name, t.error_code) for t in response.topics] == [(small, ErrorCode.none)]
+    wait_until(lambda: _partitions(gateway.bootstrap, small) == 1, 30, message=f"{small} in Metadata")
+
+
+def test_absurd_create_partitions_and_replication_factor_are_answered_here(
+        gateway: RunningGateway, names: TestNames) -> None:
+    topic, wide = names.topic(), names.topic()
+    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(topic, 1, 1), (wide, 1, 99)]))
+    results = {t.name: t for t in response.topics}
+    assert results[topic].error_code == ErrorCode.none, results[topic]
+    brokers = len(gateway.gateway.cluster.brokers)
+    assert (results[wide].error_code, results[wide].error_message) == (
+        ErrorCode.invalid_replication_factor,
+        f"Unable to replicate the partition 99 time(s): The target replication factor of 99 cannot be reached "
+        f"because only {brokers} broker(s) are registered.")
+    if apis.CREATE_PARTITIONS not in gateway.gateway.api_versions:
+        return      # Tansu 0.6 does not serve CreatePartitions: the gateway does not route it
+    version = min(3, gateway.gateway.api_versions[apis.CREATE_PARTITIONS][1])
+    m = request_types(apis.CREATE_PARTITIONS, version)
+    grown = call(gateway.bootstrap, apis.CREATE_PARTITIONS, version, m.CreatePartitionsRequest(
+        timeout=timedelta(seconds=30), validate_only=False,
+        topics=(m.CreatePartitionsTopic(name=topic, count=50_000_000, assignments=None),)))
+    assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
+        (topic, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)]
+    assert wait_until(lambda: _partitions(gateway.bootstrap, topic), 30, message=f"{topic} in Metadata") == 1
