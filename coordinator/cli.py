@@ -340,13 +340,16 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
     if clustered is None:
-        await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
         if embedded is None and config.cluster_solo_check:
-            # One process writes without fencing: watch for a second kcoord on this state
-            # topic (clustered.SoloWatch), in the background so serving does not wait.
+            # One process writes without fencing: before it loads a shard (its groups answer
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile), make sure no other kcoord serves this
+            # state topic (clustered.SoloWatch), then keep watching in the background.
             from .clustered import SoloWatch
-            parts["solo"] = SoloWatch(config, upstream, upstream_security)
-            parts["solo"].start(gateway)
+            solo = parts["solo"] = SoloWatch(config, upstream, upstream_security)
+            if not await solo.check(gateway, timeout_s=config.cluster_rebalance_timeout_ms / 1000
+                                    + 2 * config.cluster_session_timeout_ms / 1000):
+                return solo.exit_code or 0
+        await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
     else:
         await clustered.start(service, gateway, first_assignment_timeout_s=config.cluster_rebalance_timeout_ms / 1000
                               + config.cluster_session_timeout_ms / 1000)

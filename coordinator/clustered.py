@@ -151,8 +151,17 @@ class ClusterProcess:
                                     assignment.node_ids)
             added, revoked = frozenset(), revoked | (self.node.assignment.shards if self.node and
                                                      self.node.assignment else frozenset())
-        assert self.node is not None
-        self.node.on_change(assignment, added, revoked)
+        assert self.node is not None and self.membership is not None
+        hold_until = self.membership.hold_until
+        held = frozenset(s for s in added if s in hold_until)
+        self.node.on_change(assignment, added, revoked, held)
+        if held:
+            # The previous owner may still answer these (a static replacement, or this
+            # process's first session): serve them once its lease has certainly run out.
+            log.info("kcoord instance %s: shards %s wait up to %.1fs before serving (their previous owner may "
+                     "still hold a lease)", self.instance_id, sorted(held),
+                     max(hold_until[s] for s in held) - time.monotonic())
+            self._serve_held(held)
         metrics.CLUSTER_GENERATION.set(assignment.generation)
         metrics.CLUSTER_INSTANCES.set(len(assignment.endpoints))
         metrics.CLUSTER_SHARDS.set(len(assignment.shards))
@@ -161,6 +170,21 @@ class ClusterProcess:
             metrics.CLUSTER_SHARD_MOVES.labels(direction="in").inc(len(added))
         if revoked:
             metrics.CLUSTER_SHARD_MOVES.labels(direction="out").inc(len(revoked))
+
+    def _serve_held(self, shards: frozenset[int]) -> None:
+        """Serve those of `shards` whose hold is over; check again at the next hold's end
+        (a shard revoked and assigned again meanwhile has a newer hold)."""
+        if self.node is None or self.membership is None:
+            return
+        now = time.monotonic()
+        hold_until = self.membership.hold_until
+        due = frozenset(s for s in shards if hold_until.get(s, 0.0) <= now)
+        if self.node.serve_held(due):
+            log.info("kcoord instance %s: serving held shards %s", self.instance_id, sorted(due))
+        waiting = shards & self.node.held
+        if waiting:
+            wake = min(hold_until.get(s, now) for s in waiting)
+            asyncio.get_running_loop().call_later(max(0.0, wake - now) + 0.005, self._serve_held, waiting)
 
     def _fenced(self, partition: int, error: Exception) -> None:
         """Another process took a shard assigned here (its write was fenced): the runtime
@@ -204,7 +228,11 @@ class ClusterProcess:
 
 class SoloWatch:
     """A plain `kcoord serve`'s watch for a second kcoord on its state topic (issue 14 §2:
-    `fencing=none` refuses to run when a second process is seen)."""
+    `fencing=none` refuses to run when a second process is seen).
+
+    `check()` runs before the process loads or answers anything: it joins as a *candidate*
+    and waits for the leader's verdict. A candidate yields to every process already serving
+    (balancer.py), so of two plain serves started together only one ever serves."""
 
     def __init__(self, config: CoordinatorConfig, upstream: str, upstream_security: Any) -> None:
         self.config = config
@@ -217,7 +245,7 @@ class SoloWatch:
         self._task: asyncio.Task | None = None
 
     def start(self, gateway: Any) -> None:
-        """Join in the background: serving never waits for the group."""
+        """Join the group as a candidate (in the background; `check` waits for the verdict)."""
         c = self.config
         self.membership = ClusterMembership(
             group_id=group_name(c.state_topic), instance_id=self.instance_id, endpoint=endpoint_of(gateway.listeners),
@@ -228,6 +256,33 @@ class SoloWatch:
             heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
             static=False, solo_since_ms=int(time.time() * 1000))
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-solo-watch")
+
+    async def check(self, gateway: Any, timeout_s: float) -> bool:
+        """Before serving: False if another kcoord holds the group (the process must exit
+        with `exit_code`), True once the leader said this process may serve (it then tells
+        the group it serves). A watch that cannot run (no rights on the group) or no verdict
+        within `timeout_s` lets the process serve, with a warning, as an unwatched one would."""
+        self.start(gateway)
+        m, task = self.membership, self._task
+        assert m is not None and task is not None
+        waits = {asyncio.ensure_future(m.stable.wait()), asyncio.ensure_future(self.stop.wait())}
+        try:
+            await asyncio.wait({*waits, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if self.stop.is_set():
+            return False
+        if not m.stable.is_set():
+            if not task.done():
+                log.warning("kcoord: no verdict from membership group %s after %.0fs; serving, and the watch goes on "
+                            "in the background", m.group_id, timeout_s)
+            m.solo_candidate = False
+            return True
+        # Serving from now on: rejoin so the group ranks this process above any candidate.
+        m.solo_candidate = False
+        m.request_rejoin()
+        return True
 
     async def _run(self) -> None:
         m = self.membership
@@ -254,10 +309,11 @@ class SoloWatch:
                 log.warning("kcoord: the single-process check stopped (%s): a second kcoord on state topic %s "
                             "would not be noticed", e, self.config.state_topic)
                 return
-        log.error("kcoord serves state topic %s as a single process (fencing none), but membership group %s "
+        log.error("kcoord %s state topic %s as a single process (fencing none), but membership group %s "
                   "also holds %s: two kcoords would both write the same shards. Stopping. Run one plain "
                   "`kcoord serve` per state topic, or every process with --instance-id (a kcoord cluster, "
-                  "docs/cluster.md)", self.config.state_topic, m.group_id, others)
+                  "docs/cluster.md)", "would serve" if m.solo_candidate else "serves", self.config.state_topic,
+                  m.group_id, others)
         self.exit_code = EXIT_NOT_ALONE
         self.stop.set()
         await self.leave()

@@ -13,6 +13,14 @@ Rules:
   is free and placed. So no shard is ever assigned to two instances in one generation,
   and shards that do not move never pause. Safety does not rest on this: writes are
   fenced by producer epochs; this only keeps two owners from answering at once.
+- **Holds** (docs/cluster.md, the safety argument): a shard that nobody claims in a
+  generation where some member is *fresh* (within a session of its first JoinGroup) may
+  come from a process that member replaced by static membership (KIP-345: Kafka hands the
+  newcomer the old member's place at once, and the old process may still answer until its
+  lease runs out). Such shards are assigned with `hold`: the new owner serves them a
+  membership session later. A claimed shard never moves within a generation, and an
+  unclaimed one without a fresh member was released (revoked, fenced, left) or its
+  owner's session expired, which outlasts its lease.
 - **One instance id, one member:** a second member with an instance id already present
   gets `error=DUPLICATE_INSTANCE` and no shards (two processes started with the same
   `--instance-id`).
@@ -20,8 +28,10 @@ Rules:
   `kcoord serve` (one process, fencing none) that joined only to see a second kcoord on its
   state topic. It gets no shards, is in nobody's map and starts no follow-up. It gets
   `error=NOT_ALONE`, with `endpoints` naming the members it yields to, when the group also
-  holds a cluster member or an older watcher (by `solo_since_ms`, then instance id), so of
-  two plain serves the one started later stops.
+  holds a cluster member, a watcher that serves while it is still a *candidate* (it checks
+  the group before serving), or an older watcher of its own kind (by `solo_since_ms`, then
+  instance id): so of two plain serves the one started later stops, and a candidate never
+  outranks a serving process, whoever joined first.
 - **Node ids:** every instance gets a synthetic node id, `NODE_ID_BASE + ordinal`, which
   every instance lists in Metadata and FindCoordinator answers with. An instance keeps the
   one it had; a StatefulSet pod (`name-<n>`) asks for ordinal n; others get the lowest
@@ -80,12 +90,20 @@ def balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata
     solos = {m: md for m, md in members.items() if md.solo_since_ms > 0}
     result = _balance(generation, n_shards, {m: md for m, md in members.items() if m not in solos})
     for member_id, md in solos.items():
-        rank = (md.solo_since_ms, md.instance_id, member_id)
-        ahead = {o.instance_id: o.endpoint for m, o in members.items() if m != member_id and
-                 (o.solo_since_ms == 0 or (o.solo_since_ms, o.instance_id, m) < rank)}
+        ahead = {o.instance_id: o.endpoint for m, o in members.items()
+                 if m != member_id and _ahead_of(o, m, md, member_id)}
         result.assignments[member_id] = Assignment(generation, frozenset(), {}, ahead, {},
                                                    error=NOT_ALONE if ahead else 0)
     return result
+
+
+def _ahead_of(other: MemberMetadata, other_id: str, me: MemberMetadata, my_id: str) -> bool:
+    """Whether watcher `me` yields to `other` (see the module rules)."""
+    if other.solo_since_ms == 0:
+        return True                      # a cluster member
+    if other.solo_candidate != me.solo_candidate:
+        return me.solo_candidate         # the one serving already stays
+    return (other.solo_since_ms, other.instance_id, other_id) < (me.solo_since_ms, me.instance_id, my_id)
 
 
 def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
@@ -136,7 +154,11 @@ def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadat
     owners = {s: i for i in instances for s in kept[i]}
     endpoints: dict[str, Endpoint] = {i: meta[i].endpoint for i in instances}
     ids = node_ids({by_instance[i]: meta[i] for i in instances})
-    out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids) for i in instances}
+    # A fresh member may have replaced a live process whose claims are hidden from this join.
+    fresh = any(m.fresh for m in members.values())
+    out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids,
+                                      hold=frozenset(s for s in kept[i] if s not in claim) if fresh else frozenset())
+           for i in instances}
     for member_id in duplicates:
         out[member_id] = Assignment(generation, frozenset(), owners, endpoints, ids, error=DUPLICATE_INSTANCE)
     # Shards left unplaced (revoked ones, or more quota than free shards after revocations)

@@ -35,6 +35,11 @@ class Lease:
         if self.renewed_ms is None or now_ms > self.renewed_ms:
             self.renewed_ms = now_ms
 
+    def drop(self) -> None:
+        """The membership said this process is no longer the member it was (replaced,
+        expired, fenced): stop answering now, not when the lease would have run out."""
+        self.renewed_ms = None
+
     def valid(self, now_ms: float) -> bool:
         return self.renewed_ms is not None and now_ms - self.renewed_ms < self.session_ms - self.margin_ms
 

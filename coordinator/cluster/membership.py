@@ -25,8 +25,19 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
   gets shards, and `run()` raises `NotAlone` naming the others once the leader says that
   another kcoord serves the same state topic;
 - losing the membership (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, or the lease running out
-  while heartbeats fail) drops every shard at once (Kafka's `onPartitionsLost`);
-  FENCED_INSTANCE_ID (another process took our instance id) stops the member for good.
+  while heartbeats fail) drops every shard and the lease at once (Kafka's
+  `onPartitionsLost`), before rejoining; FENCED_INSTANCE_ID (another process took our
+  instance id) does the same and stops the member for good;
+- holds: a shard added while this process is *fresh* (within a session of its first
+  JoinGroup: it may have replaced a live process with its instance id, KIP-345), or one
+  the leader assigned with `hold` (balancer.py), is served only a session later
+  (`hold_until`, monotonic seconds), when the previous owner's lease has certainly run out;
+- the map must carry this process's own endpoint: an assignment naming another (Kafka
+  replaced a static member in a stable group without a rebalance and handed back the old
+  process's assignment, whose map has its address) makes it rejoin at once with its own
+  metadata, which differs from what Kafka stored, so Kafka rebalances and every member gets
+  the new address (GroupMetadataManager: a stable group's follower rejoining with changed
+  metadata starts a rebalance).
 
 `on_change(assignment, added, revoked)` is called with each applied assignment; the lease
 (lease.py) is renewed by each successful JoinGroup/SyncGroup/Heartbeat, timed from when
@@ -114,6 +125,7 @@ class ClusterMembership:
         self.static = bool(static)
         self._static_auto = static is None     # decided by the upstream's ApiVersions, once
         self.solo_since_ms = solo_since_ms
+        self.solo_candidate = solo_since_ms > 0     # a watcher checks the group before its process serves
         self.tansu = False     # the upstream's group coordinator is Tansu's (known once `static` is decided)
         self.rack = rack
         self._clock = clock
@@ -132,6 +144,9 @@ class ClusterMembership:
         self._stopping = False
         self._rejoin_requested = False
         self.stable = asyncio.Event()     # set while the member holds a current assignment
+        self._fresh_until_ms: float | None = None   # first JoinGroup answer + session (monotonic ms)
+        self.hold_until: dict[int, float] = {}      # shard -> monotonic s before which it is not served
+        self._refreshed_for = -1      # the generation whose stale map of us made us rejoin
 
     # ------------------------------------------------------------------ api
     async def run(self) -> None:
@@ -197,6 +212,15 @@ class ClusterMembership:
             self.owned = self.owned - {shard}
             self._rejoin_requested = True
 
+    def request_rejoin(self) -> None:
+        """Join again at the next heartbeat (with this member's current metadata)."""
+        self._rejoin_requested = True
+
+    def fresh(self, now: float | None = None) -> bool:
+        """Within a session of this process's first JoinGroup answer: the process it may have
+        replaced (same instance id) may still hold a lease."""
+        return self._fresh_until_ms is None or self._ms(now) < self._fresh_until_ms
+
     def serving(self, now: float | None = None) -> bool:
         """Whether this instance may answer for its shards now (the lease holds)."""
         return self.lease.valid(self._ms(now))
@@ -236,7 +260,8 @@ class ClusterMembership:
         # change when nothing moved lets a rejoin leave Tansu's group as it is (a changed
         # one starts a generation: administrator.rs:2716) instead of costing a rebalance.
         return encode_metadata(MemberMetadata(self.instance_id, self.endpoint, self.rack, self.owned,
-                                              self.node_id, self._owned_since, self.solo_since_ms))
+                                              self.node_id, self._owned_since, self.solo_since_ms,
+                                              self.solo_candidate, not self.solo_since_ms and self.fresh()))
 
     async def _join_and_sync(self) -> None:
         # A dynamic member holding shards heartbeats on a second link while its JoinGroup and
@@ -303,6 +328,10 @@ class ClusterMembership:
                 continue
             self._check(code, "JoinGroup")
             break
+        if self._fresh_until_ms is None:
+            # The broker replaced any earlier process with this instance id before answering,
+            # so that process's last renewal was sent before now: its lease ends within a session.
+            self._fresh_until_ms = self._ms() + self.session_ms
         self.lease.renew(sent)
         self.member_id, self.generation = resp.member_id, resp.generation_id
         self.leader = resp.leader == resp.member_id
@@ -351,6 +380,7 @@ class ClusterMembership:
         added, revoked = assignment.shards - self.owned, self.owned - assignment.shards
         if added or revoked:
             self._owned_since = assignment.generation
+        self._hold(assignment.shards, added, assignment.hold)
         self.assignment, self.owned = assignment, assignment.shards
         self.node_id = assignment.node_ids.get(self.instance_id, self.node_id)
         self._on_change(assignment, added, revoked)
@@ -358,7 +388,26 @@ class ClusterMembership:
             # Cooperative: the revoked shards are placed in the next generation, which this
             # member starts by rejoining now that it no longer serves them.
             raise _Rejoin()
+        mine = assignment.endpoints.get(self.instance_id)
+        if not self.solo_since_ms and mine is not None and mine != self.endpoint \
+                and assignment.generation != self._refreshed_for:
+            self._refreshed_for = assignment.generation
+            log.info("cluster membership %s: generation %d names this instance at %s:%d, not %s:%d (a static "
+                     "member replaced without a rebalance); rejoining so every member learns the address",
+                     self.instance_id, assignment.generation, mine.host, mine.port, self.endpoint.host,
+                     self.endpoint.port)
+            raise _Rejoin()
         self.stable.set()
+
+    def _hold(self, shards: frozenset[int], added: frozenset[int], marked: frozenset[int]) -> None:
+        """`hold_until` for this assignment (see the module rules)."""
+        now_ms = self._ms()
+        self.hold_until = {s: t for s, t in self.hold_until.items() if s in shards and t * 1000 > now_ms}
+        fresh_until_ms = self._fresh_until_ms or 0.0
+        for shard in added:
+            until_ms = max(fresh_until_ms, now_ms + self.session_ms if shard in marked else 0.0)
+            if until_ms > now_ms:
+                self.hold_until[shard] = until_ms / 1000
 
     async def _heartbeat_until_rebalance(self) -> None:
         assert self._link is not None
@@ -404,6 +453,8 @@ class ClusterMembership:
     # --------------------------------------------------------------- helpers
     def _lose(self, why: str) -> None:
         self.stable.clear()
+        self.lease.drop()        # answer nothing more from this membership's state
+        self.hold_until.clear()
         if self.owned:
             log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(self.owned))
             lost = self.owned

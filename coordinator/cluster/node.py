@@ -9,7 +9,10 @@ Rules:
   unloaded at once (its waiters answer NOT_COORDINATOR) before the member rejoins, so the
   leader gives it away only in the next generation (cooperative, balancer.py). An added
   shard is loaded; the fenced state log's load takes the shard first (InitProducerId),
-  which fences the previous owner and aborts its open transaction.
+  which fences the previous owner and aborts its open transaction. A *held* shard (its
+  previous owner may still answer: membership.py `hold_until`) is assigned here but
+  neither loaded nor served until `serve_held` says its hold is over: until then its
+  groups answer NOT_COORDINATOR here and COORDINATOR_NOT_AVAILABLE in FindCoordinator.
 - **Addresses.** Every instance answers the same address for the same node id, the rule
   librdkafka and Java key their connections by:
   - a group's coordinator is the owner of its shard, as the owner's synthetic node id
@@ -64,20 +67,31 @@ class ClusterNode:
         self._fronts: list[str] = []          # instance ids by node id: broker N -> [N % k]
         self.moves = 0                        # shards added or revoked here since the start
         self.generations = 0
+        self.held: frozenset[int] = frozenset()   # assigned, not served until their hold is over
 
     # ---------------------------------------------------------------- shards
-    def on_change(self, assignment: Assignment, added: frozenset[int], revoked: frozenset[int]) -> None:
+    def on_change(self, assignment: Assignment, added: frozenset[int], revoked: frozenset[int],
+                  held: frozenset[int] = frozenset()) -> None:
         self.assignment = assignment
         self._fronts = sorted(assignment.node_ids, key=lambda i: assignment.node_ids[i])
         self.generations += 1
+        self.held = (self.held | (added & held)) & assignment.shards
         if revoked:
             self.service.release(revoked, f"moved away from kcoord instance {self.instance_id}")
-        if added:
-            self.service.take(added)
+        if added - held:
+            self.service.take(added - held)
         self.moves += len(added) + len(revoked)
         if added or revoked:
             log.info("kcoord instance %s, generation %d: serves %d shards (+%d -%d)", self.instance_id,
                      assignment.generation, len(assignment.shards), len(added), len(revoked))
+
+    def serve_held(self, shards: frozenset[int]) -> frozenset[int]:
+        """The hold of `shards` is over: load those still assigned and held here."""
+        ready = shards & self.held
+        self.held -= ready
+        if ready:
+            self.service.take(ready)
+        return ready
 
     def owns(self, partition: int) -> bool:
         a = self.assignment
@@ -153,6 +167,7 @@ class ClusterNode:
             "generation": a.generation if a is not None else -1,
             "serving": self.serving(),
             "shards": sorted(a.shards) if a is not None else [],
+            "held": sorted(self.held),
             "owners": {str(s): i for s, i in sorted(a.owners.items())} if a is not None else {},
             "instances": {i: {"node_id": a.node_ids.get(i, -1) if a is not None else -1,
                               "host": e.host, "port": e.port} for i, e in sorted(endpoints.items())},

@@ -60,8 +60,15 @@ class MemberMetadata:
     node_id: int = -1                       # the synthetic node id it had, -1: none yet
     generation: int = -1                    # the generation `owned` is from
     # > 0: a plain `kcoord serve` (one process, fencing none) that watches the group only to
-    # see a second kcoord; the wall-clock ms it started serving. 0: a cluster member.
+    # see a second kcoord; the wall-clock ms its watch started. 0: a cluster member.
     solo_since_ms: int = 0
+    # A plain serve that has not served yet (its watch checks the group first): it yields to
+    # every other kcoord. Absent (older kcoords): False, they watched only once serving.
+    solo_candidate: bool = False
+    # Within a session of this process's first JoinGroup: another process with the same
+    # instance id (the one it replaced, KIP-345) may still hold a lease, so shards nobody
+    # claims in this generation are handed out with a hold (balancer.py).
+    fresh: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,9 @@ class Assignment:
     node_ids: Mapping[str, int] = field(default_factory=dict)        # instance id -> synthetic node id
     error: int = 0     # 0, or a reason the leader refused this member (balancer.py: 1 duplicate instance id,
     #                    2 a plain `kcoord serve` that is not alone; `endpoints` then names the others)
+    # Shards of `shards` whose previous owner may still answer (a static replacement): served
+    # only a membership session after this assignment arrived (docs/cluster.md, safety argument).
+    hold: frozenset[int] = frozenset()
 
 
 def _frame(body: dict) -> bytes:
@@ -112,6 +122,13 @@ def _text(body: dict, key: str, what: str, optional: bool = False) -> str | None
 def _int(value, key: str, what: str, lo: int, hi: int) -> int:
     if type(value) is not int or not lo <= value <= hi:
         raise MalformedMembershipData(f"{what}: field {key!r} must be an integer in [{lo}, {hi}], got {_show(value)}")
+    return value
+
+
+def _bool(body: dict, key: str, what: str) -> bool:
+    value = body.get(key, False)
+    if type(value) is not bool:
+        raise MalformedMembershipData(f"{what}: field {key!r} must be true or false, got {_show(value)}")
     return value
 
 
@@ -168,7 +185,8 @@ def _show(value) -> str:
 def encode_metadata(m: MemberMetadata) -> bytes:
     return _frame({"instance_id": m.instance_id, "host": m.endpoint.host, "port": m.endpoint.port,
                    "listeners": _listeners_json(m.endpoint), "rack": m.rack, "owned": sorted(m.owned),
-                   "node_id": m.node_id, "generation": m.generation, "solo_since_ms": m.solo_since_ms})
+                   "node_id": m.node_id, "generation": m.generation, "solo_since_ms": m.solo_since_ms,
+                   "solo_candidate": m.solo_candidate, "fresh": m.fresh})
 
 
 def decode_metadata(data: bytes) -> MemberMetadata:
@@ -182,7 +200,8 @@ def decode_metadata(data: bytes) -> MemberMetadata:
         owned=_shards(body.get("owned", []), "owned", what),
         node_id=_int(body.get("node_id", -1), "node_id", what, -1, 2**31 - 1),
         generation=_int(body.get("generation", -1), "generation", what, -1, 2**31 - 1),
-        solo_since_ms=_int(body.get("solo_since_ms", 0), "solo_since_ms", what, 0, 2**53))
+        solo_since_ms=_int(body.get("solo_since_ms", 0), "solo_since_ms", what, 0, 2**53),
+        solo_candidate=_bool(body, "solo_candidate", what), fresh=_bool(body, "fresh", what))
 
 
 # ---------------------------------------------------------------- assignment
@@ -191,7 +210,7 @@ def encode_assignment(a: Assignment) -> bytes:
                    "owners": {str(s): i for s, i in sorted(a.owners.items())},
                    "endpoints": {i: {"host": e.host, "port": e.port, "listeners": _listeners_json(e)}
                                  for i, e in sorted(a.endpoints.items())},
-                   "node_ids": dict(sorted(a.node_ids.items())), "error": a.error})
+                   "node_ids": dict(sorted(a.node_ids.items())), "error": a.error, "hold": sorted(a.hold)})
 
 
 def decode_assignment(data: bytes) -> Assignment:
@@ -216,7 +235,10 @@ def decode_assignment(data: bytes) -> Assignment:
     unknown = {i for i in owners.values() if i not in endpoints}
     if unknown:
         raise MalformedMembershipData(f"{what}: owners name instances without an endpoint: {sorted(unknown)[:5]}")
+    shards = _shards(body.get("shards", []), "shards", what)
+    hold = _shards(body.get("hold", []), "hold", what)
+    if not hold <= shards:
+        raise MalformedMembershipData(f"{what}: field 'hold' names shards not assigned: {sorted(hold - shards)[:5]}")
     return Assignment(generation=_int(body.get("generation"), "generation", what, -1, 2**31 - 1),
-                      shards=_shards(body.get("shards", []), "shards", what), owners=owners,
-                      endpoints=endpoints, node_ids=node_ids,
-                      error=_int(body.get("error", 0), "error", what, 0, 32767))
+                      shards=shards, owners=owners, endpoints=endpoints, node_ids=node_ids,
+                      error=_int(body.get("error", 0), "error", what, 0, 32767), hold=hold)

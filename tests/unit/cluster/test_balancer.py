@@ -121,8 +121,40 @@ def test_random_churn_never_double_assigns_and_converges(seed):
     assert set().union(*c.owned.values()) == set(range(c.n_shards))
 
 
-def solo(instance: str, since_ms: int) -> MemberMetadata:
-    return MemberMetadata(instance, Endpoint("10.0.0.9", 9092), solo_since_ms=since_ms)
+def solo(instance: str, since_ms: int, candidate: bool = False) -> MemberMetadata:
+    return MemberMetadata(instance, Endpoint("10.0.0.9", 9092), solo_since_ms=since_ms, solo_candidate=candidate)
+
+
+def test_a_candidate_yields_to_a_serving_plain_serve_even_one_that_started_its_watch_later():
+    """A plain serve checks the group before it serves (a candidate): one already serving
+    stays, whoever joined or started first, so the two never serve together."""
+    result = balance(3, 12, {"m-a": solo("solo-a", 2_000), "m-b": solo("solo-b", 1_000, candidate=True)})
+    assert result.assignments["m-a"].error == 0
+    assert result.assignments["m-b"].error == NOT_ALONE
+    assert set(result.assignments["m-b"].endpoints) == {"solo-a"}
+    # Two candidates (started together): only the earlier may serve.
+    result = balance(4, 12, {"m-a": solo("solo-a", 2_000, True), "m-b": solo("solo-b", 1_000, True)})
+    assert (result.assignments["m-b"].error, result.assignments["m-a"].error) == (0, NOT_ALONE)
+
+
+def test_shards_nobody_claims_are_held_while_a_member_is_fresh():
+    """A fresh member (a process within a session of its first JoinGroup) may have replaced
+    a live process by static membership, whose claims this join cannot show: every shard
+    nobody claims is handed out with a hold. Claimed shards keep serving."""
+    fresh = MemberMetadata("kc-1", Endpoint("h1", 9100), fresh=True)
+    members = {"m-0": meta("kc-0", range(6), 4), "m-1": fresh}
+    result = balance(5, 12, members)
+    a0, a1 = result.assignments["m-0"], result.assignments["m-1"]
+    assert a0.shards == frozenset(range(6)) and a0.hold == frozenset()
+    assert a1.shards == frozenset(range(6, 12)) and a1.hold == a1.shards
+    # Without a fresh member, unclaimed shards were released or their owner's session
+    # expired (which outlasts its lease): no hold.
+    result = balance(5, 12, {"m-0": meta("kc-0", range(6), 4), "m-1": meta("kc-1")})
+    assert all(a.hold == frozenset() for a in result.assignments.values())
+    # A fresh duplicate of an instance id counts too (Tansu: two dynamic members, one id).
+    members = {"m-0": meta("kc-0", range(6), 4), "m-9": MemberMetadata("kc-0", Endpoint("h9", 9), fresh=True)}
+    result = balance(6, 12, members)
+    assert result.assignments["m-0"].hold == frozenset(range(6, 12))
 
 
 def test_of_two_plain_serves_the_later_one_is_told_it_is_not_alone_and_nobody_gets_shards():

@@ -124,3 +124,18 @@ def test_a_fenced_shard_is_no_longer_claimed_and_the_member_rejoins():
         assert m.owned == {1} and m._rejoin_requested
         assert b'"owned":[1]' in m._metadata()     # what the leader sees at the rejoin
     asyncio.run(main())
+
+
+def test_a_held_shard_is_assigned_but_loaded_only_when_its_hold_is_over():
+    node, service, _ = _node()
+    node.on_change(_assignment({0, 3}), frozenset({0, 3}), frozenset(), held=frozenset({3}))
+    assert service.taken == [frozenset({0})]
+    assert node.owns(3) and node.locate(3, "PLAINTEXT") is None     # COORDINATOR_NOT_AVAILABLE meanwhile
+    assert node.status()["held"] == [3]
+    assert node.serve_held(frozenset({3})) == frozenset({3})
+    assert service.taken[-1] == frozenset({3}) and node.locate(3, "PLAINTEXT") is not None
+    # A held shard revoked before its hold ends is never loaded here.
+    node.on_change(_assignment({0, 5}), frozenset({5}), frozenset({3}), held=frozenset({5}))
+    node.on_change(_assignment({0}), frozenset(), frozenset({5}))
+    assert node.serve_held(frozenset({5})) == frozenset()
+    assert frozenset({5}) not in service.taken

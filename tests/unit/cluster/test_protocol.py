@@ -24,12 +24,32 @@ from coordinator.cluster.protocol import (
 def test_round_trips():
     m = MemberMetadata("kcoord-0", Endpoint("kc-0.kc", 9092), "eu-1a", frozenset({3, 1}), 1 << 30, 7)
     assert decode_metadata(encode_metadata(m)) == m
-    watcher = MemberMetadata("solo-h-1", Endpoint("h", 9092), solo_since_ms=1_795_000_000_000)
+    watcher = MemberMetadata("solo-h-1", Endpoint("h", 9092), solo_since_ms=1_795_000_000_000, solo_candidate=True)
     assert decode_metadata(encode_metadata(watcher)) == watcher
+    fresh = MemberMetadata("kcoord-1", Endpoint("kc-1.kc", 9092), fresh=True)
+    assert decode_metadata(encode_metadata(fresh)) == fresh
     a = Assignment(7, frozenset({1, 3}), {1: "kcoord-0", 3: "kcoord-0", 2: "kcoord-1"},
                    {"kcoord-0": Endpoint("kc-0.kc", 9092), "kcoord-1": Endpoint("kc-1.kc", 9092)},
-                   {"kcoord-0": 1 << 30, "kcoord-1": (1 << 30) + 1})
+                   {"kcoord-0": 1 << 30, "kcoord-1": (1 << 30) + 1}, hold=frozenset({3}))
     assert decode_assignment(encode_assignment(a)) == a
+
+
+def test_an_older_kcoord_s_bytes_read_as_serving_not_fresh_and_without_holds():
+    """A watcher of an older kcoord joined only once it served; an older member has no
+    `fresh`, and an older leader marks no hold."""
+    body = {"instance_id": "solo-h-1", "host": "h", "port": 1, "solo_since_ms": 5}
+    m = decode_metadata(b"\x00\x01" + orjson.dumps(body))
+    assert (m.solo_candidate, m.fresh) == (False, False)
+    assert decode_assignment(b"\x00\x01" + orjson.dumps({"generation": 1, "shards": [2]})).hold == frozenset()
+
+
+def test_bad_flags_and_holds_are_named():
+    base = {"instance_id": "a", "host": "h", "port": 1}
+    for key in ("fresh", "solo_candidate"):
+        with pytest.raises(MalformedMembershipData, match=f"'{key}' must be true or false"):
+            decode_metadata(b"\x00\x01" + orjson.dumps({**base, key: 1}))
+    with pytest.raises(MalformedMembershipData, match="'hold' names shards not assigned: \\[4\\]"):
+        decode_assignment(b"\x00\x01" + orjson.dumps({"generation": 1, "shards": [2], "hold": [2, 4]}))
 
 
 def test_a_newer_version_with_more_fields_is_read():
