@@ -108,7 +108,8 @@ def create_topic_error(topic: Any, facts: ClusterFacts) -> tuple[ErrorCode, str]
     if rf > 0 and 0 < facts.broker_count < rf:
         return (ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot "
-                f"be reached because only {facts.broker_count} broker(s) are registered.")
+                f"be reached because only {facts.broker_count} broker(s) are registered or some brokers have "
+                f"all their log directories cordoned.")   # Kafka 4.3.1's text (KIP-1066), measured
     return None
 
 

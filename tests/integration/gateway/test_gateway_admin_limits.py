@@ -57,7 +57,8 @@ def test_absurd_create_partitions_and_replication_factor_are_answered_here(
     assert (results[wide].error_code, results[wide].error_message) == (
         ErrorCode.invalid_replication_factor,
         f"Unable to replicate the partition 99 time(s): The target replication factor of 99 cannot be reached "
-        f"because only {brokers} broker(s) are registered.")
+        f"because only {brokers} broker(s) are registered or some brokers have all their log directories "
+        f"cordoned.")
     if apis.CREATE_PARTITIONS not in gateway.gateway.api_versions:
         return      # Tansu 0.6 does not serve CreatePartitions: the gateway does not route it
     version = min(3, gateway.gateway.api_versions[apis.CREATE_PARTITIONS][1])

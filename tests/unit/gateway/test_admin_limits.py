@@ -156,7 +156,7 @@ def test_an_existing_topic_writes_no_records() -> None:
      "Number of partitions was set to an invalid non-positive value."),
     ({"partitions": 2, "rf": 4}, ErrorCode.invalid_replication_factor,
      "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached "
-     "because only 3 broker(s) are registered."),
+     "because only 3 broker(s) are registered or some brokers have all their log directories cordoned."),  # noqa: E501
 ])
 def test_per_topic_rules_answer_that_topic_and_forward_the_rest(topic: dict, code: int, message: str) -> None:
     request = create_topics([{"name": "bad", **topic}, {"name": "good"}])
@@ -181,7 +181,8 @@ def test_per_topic_rules_match_kafkas_messages() -> None:
     refusal = check_create_topics(create_topics([{"name": "x", "partitions": 2, "rf": 4}]), facts())
     assert refusal is not None and refusal.entries == {0: (
         ErrorCode.invalid_replication_factor, "Unable to replicate the partition 4 time(s): The target replication "
-        "factor of 4 cannot be reached because only 3 broker(s) are registered.")}
+        "factor of 4 cannot be reached because only 3 broker(s) are registered or some brokers have all their "
+        "log directories cordoned.")}
     # Brokers not known yet: no broker check. An existing topic: the upstream answers it.
     assert check_create_topics(create_topics([{"name": "x", "rf": 4}]), facts(brokers=0)) is None
     assert check_create_topics(create_topics([{"name": "x", "rf": 4}]), facts(existing={"x": 1})) is None
