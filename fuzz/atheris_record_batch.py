@@ -11,10 +11,10 @@ picks the shape:
   fuzzer picks among their extremes (0, ±1, 2**31-1, -2**31, 2**63-1, the count ± 1),
   the CRC recomputed or not, the batch cut short or followed by more bytes. This reaches
   the count and walk rules, which raw bytes almost never get past the CRC to.
-Every input is checked with and without the CRC and the record walk. The expected outcome
-is None or (2, 10 or 87, a message); anything else is a crash, and so is an allocation
-past -malloc_limit_mb: the check must allocate nothing in proportion to a header's counts
-or lengths. An accepted uncompressed batch is read by aiokafka too: if it reads, it must
+Every input is checked with and without the CRC, the record walk and a Produce version.
+The expected outcome is None or (2, 10, 76 or 87, a message); anything else is a crash,
+and so is an allocation past -malloc_limit_mb: the check must allocate nothing in
+proportion to a header's counts or lengths. An accepted uncompressed batch is read by aiokafka too: if it reads, it must
 find exactly `records_count` records.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from records.batch import CorruptBatchError, build_batch, iter_batches  # noqa: 
 with atheris.instrument_imports():
     from coordinator.protocol.record_batch_check import check_partition_records  # noqa: E402
 
-CODES = {2, 10, 87}
+CODES = {2, 10, 76, 87}
 # DefaultRecordBatch's header fields: (byte offset, struct format)
 FIELDS = ((0, ">q"), (8, ">i"), (16, ">b"), (17, ">I"), (21, ">h"), (23, ">i"), (43, ">q"),
           (53, ">i"), (57, ">i"))
@@ -83,17 +83,16 @@ def _signed(value: int, bits: int) -> int:
 
 
 def _check(data: bytes) -> None:
-    for verify_crc in (False, True):
-        for walk in (False, True):
-            result = check_partition_records(memoryview(data), max_message_bytes=1_048_588,
-                                             verify_crc=verify_crc, walk_records=walk)
-            if result is None:
-                continue
-            code, message = result
-            if code not in CODES or not isinstance(message, str) or not message:
-                raise AssertionError(f"unexpected result {result!r}")
-            if "record" not in message and "magic" not in message:
-                raise AssertionError(f"message names no field: {message!r}")
+    for verify_crc, walk, version in ((False, False, None), (False, True, 5), (True, False, 5), (True, True, None)):
+        result = check_partition_records(memoryview(data), max_message_bytes=1_048_588,
+                                         verify_crc=verify_crc, walk_records=walk, api_version=version)
+        if result is None:
+            continue
+        code, message = result
+        if code not in CODES or not isinstance(message, str) or not message:
+            raise AssertionError(f"unexpected result {result!r}")
+        if "record" not in message and "magic" not in message:
+            raise AssertionError(f"message names no field: {message!r}")
     if len(data) > 22 and data[22] & 0x07 == 0 and check_partition_records(
             data, max_message_bytes=1_048_588, verify_crc=True, walk_records=True) is None:
         _read_back(data)

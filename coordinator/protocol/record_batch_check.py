@@ -7,16 +7,21 @@ Rules of this module (Kafka's order and codes: ``ProduceRequest.validateRecords`
   magic outside 0..2, is CORRUPT_MESSAGE (2). No complete batch (null or empty records,
   fewer than 17 bytes, or a length running past the bytes present) is INVALID_RECORD (87),
   Kafka's "must have at least one record batch per partition". Magic 0 or 1 is
-  INVALID_RECORD: Produce v3+ carries magic v2 only. Bytes after the batch are
-  INVALID_RECORD ("exactly one record batch per partition"); where they do not form a
-  whole batch Kafka trims them and appends the rest, kcoord refuses them instead (a
-  deliberate difference: it forwards the bytes as they are, and the upstream may not trim).
+  INVALID_RECORD: Produce v3+ carries magic v2 only. With the request's ``api_version``,
+  zstd before Produce v7 is UNSUPPORTED_COMPRESSION_TYPE (76). Bytes after the batch are
+  INVALID_RECORD ("exactly one record batch per partition"), or CORRUPT_MESSAGE where they
+  start a batch with a bad length or magic, as in Kafka.
 - Then the batch, as the log checks it: base offset ≠ 0 is INVALID_RECORD; a batch
   (length + 12) over ``max.message.bytes`` is MESSAGE_TOO_LARGE (10); a batch shorter than
   its 61-byte header, or (``verify_crc``) a CRC-32C over attributes..end that differs from
-  the stored one, is CORRUPT_MESSAGE. A compression codec outside 0..4 is INVALID_RECORD
-  (Kafka fails it with UNKNOWN_SERVER_ERROR from an IllegalArgumentException; a producer
-  must not retry it, so not CORRUPT_MESSAGE, which is retriable).
+  the stored one, is CORRUPT_MESSAGE.
+- Deliberate differences, each measured on Kafka 4.3.1 with raw Produce v9: trailing bytes
+  that are no whole batch Kafka trims and appends the rest; kcoord refuses them (it
+  forwards bytes as they are, and an upstream may not trim). Kafka answers
+  UNKNOWN_SERVER_ERROR (-1) to a length of 2**31-1 (an int overflow), to a length of 14 or
+  15 (it reads the last offset delta past the batch) and to a codec id 5..7 (an
+  IllegalArgumentException); kcoord answers INVALID_RECORD, CORRUPT_MESSAGE and
+  INVALID_RECORD (a producer must not retry an unknown codec; CORRUPT_MESSAGE is retriable).
 - Then the header's counts, as ``LogValidator.validateBatch`` checks a client's batch:
   ``last_offset_delta`` + 1 ≤ 0, ``records_count`` ≤ 0, a count that differs from the
   offset range, a control batch, or a producer id without a base sequence: INVALID_RECORD.
@@ -42,6 +47,9 @@ from crc32c import crc32c
 INVALID_RECORD = 87
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
+UNSUPPORTED_COMPRESSION_TYPE = 76
+FIRST_ZSTD_VERSION = 7            # KIP-110: Produce v7 brought zstd
+ZSTD = 4
 
 LOG_OVERHEAD = 12                 # base_offset int64 + length int32
 HEADER_SIZE_UP_TO_MAGIC = 17      # Kafka's ByteBufferLogInputStream reads this much first
@@ -67,6 +75,7 @@ _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 _HEADER = struct.Struct(">Ihiqqqhii")      # crc .. records_count, from byte 17
 _I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -75,18 +84,19 @@ Refusal = tuple[int, str]
 
 def check_partition_records(records: bytes | bytearray | memoryview | None, *,
                             max_message_bytes: int, verify_crc: bool,
-                            walk_records: bool = False) -> Refusal | None:
+                            walk_records: bool = False, api_version: int | None = None) -> Refusal | None:
     """records: the bytes (bytes or memoryview) of one partition's `records` field of a Produce
     request (None/empty allowed). Returns (Kafka error code, message naming what was wrong and
-    where) or None."""
+    where) or None. ``api_version``, the Produce request's version, enables the one rule that
+    depends on it (zstd before v7)."""
     buf = memoryview(records) if records is not None else memoryview(b"")
-    found = _find_batch(buf)
+    found = _find_batch(buf, api_version)
     if isinstance(found, tuple):
         return found
     return _check_batch(buf, found, max_message_bytes, verify_crc, walk_records)
 
 
-def _find_batch(buf: memoryview) -> int | Refusal:
+def _find_batch(buf: memoryview, api_version: int | None) -> int | Refusal:
     """The first batch's size, as Kafka's log input stream finds it, then no bytes after it."""
     n = len(buf)
     if n < HEADER_SIZE_UP_TO_MAGIC:
@@ -107,6 +117,10 @@ def _find_batch(buf: memoryview) -> int | Refusal:
     if magic != MAGIC_V2:
         return INVALID_RECORD, (f"record batch field magic is {magic}: Produce v3+ carries "
                                 f"magic v2 batches only")
+    if api_version is not None and api_version < FIRST_ZSTD_VERSION and buf[_ATTRIBUTES_AT + 1] & _CODEC_MASK == ZSTD:
+        return UNSUPPORTED_COMPRESSION_TYPE, (f"record batch field attributes is "
+                                              f"{_I16.unpack_from(buf, _ATTRIBUTES_AT)[0]:#06x}: zstd "
+                                              f"needs Produce v{FIRST_ZSTD_VERSION}+, this is v{api_version}")
     if n > size:
         return _after_batch(buf, size)
     return size

@@ -17,6 +17,7 @@ from coordinator.protocol.record_batch_check import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
     MESSAGE_TOO_LARGE,
+    UNSUPPORTED_COMPRESSION_TYPE,
     check_partition_records,
 )
 from records.batch import (
@@ -58,9 +59,9 @@ def patched(data: bytes, crc: bool = True, **fields: int) -> bytes:
 
 
 def check(data: bytes | None, *, max_message_bytes: int = MAX, verify_crc: bool = True,
-          walk_records: bool = False) -> tuple[int, str] | None:
+          walk_records: bool = False, api_version: int | None = None) -> tuple[int, str] | None:
     return check_partition_records(data, max_message_bytes=max_message_bytes, verify_crc=verify_crc,
-                                   walk_records=walk_records)
+                                   walk_records=walk_records, api_version=api_version)
 
 
 def refused(data: bytes | None, code: int, *names: str, **kw: object) -> str:
@@ -130,6 +131,21 @@ def test_a_length_past_the_bytes_present_is_no_batch() -> None:
 @pytest.mark.parametrize("magic", [0, 1])
 def test_magic_0_and_1_are_invalid_record(magic: int) -> None:
     refused(patched(batch(), crc=False, magic=magic), INVALID_RECORD, "magic", str(magic), "v2")
+
+
+@pytest.mark.parametrize("version", [3, 6])
+def test_zstd_before_produce_v7_is_unsupported(version: int) -> None:
+    data = batch(codec=COMPRESSION_ZSTD)
+    refused(data, UNSUPPORTED_COMPRESSION_TYPE, "attributes", "zstd", f"v{version}", api_version=version)
+    assert check(data, api_version=7) is None
+    assert check(data) is None                       # no version given: the rule is not applied
+    assert check(batch(codec=COMPRESSION_LZ4), api_version=version) is None
+
+
+def test_the_zstd_rule_comes_after_magic_and_before_a_second_batch() -> None:
+    data = batch(codec=COMPRESSION_ZSTD)
+    refused(patched(data, crc=False, magic=1), INVALID_RECORD, "magic", api_version=5)
+    refused(data + batch(1), UNSUPPORTED_COMPRESSION_TYPE, "zstd", api_version=5)
 
 
 def test_a_second_batch_is_invalid_record() -> None:
@@ -207,9 +223,12 @@ def test_a_count_that_differs_from_the_offset_range_is_invalid_record(count: int
             "records_count", str(count), "last_offset_delta", str(delta))
 
 
-def test_a_control_batch_from_a_client_is_invalid_record() -> None:
+@pytest.mark.parametrize("attributes", [0x30, 0x20])
+def test_a_control_batch_from_a_client_is_invalid_record(attributes: int) -> None:
+    # Kafka answers a transactional one (0x30) in a Produce without a transactional id with
+    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request, before any batch is read.
     data = build_control_batch(ControlMarker.COMMIT, timestamp_ms=1, producer_id=5, producer_epoch=0)
-    refused(data, INVALID_RECORD, "attributes", "control")
+    refused(patched(data, attributes=attributes), INVALID_RECORD, "attributes", "control")
 
 
 def test_a_producer_id_without_a_base_sequence_is_invalid_record() -> None:
