@@ -108,6 +108,13 @@ class CoordinatorConfig:
     # a CreateTopics topic with num_partitions=-1 against Kafka's 10,000-per-request limits
     # (gateway/admin_limits.py). Set it to the broker's value when that is larger.
     num_partitions: int = 1
+    # Each partition's record batch of a forwarded Produce is checked in Kafka's order
+    # (gateway/produce_check.py). produce.verify.crc: "auto" checks the CRC-32C in front of an
+    # upstream that does not check it itself (Tansu), not in front of Kafka; "true"/"false"
+    # force it. message.max.bytes: Kafka's broker default of a topic's max.message.bytes;
+    # unset (2**31-1) kcoord does not enforce it, as it does not know each topic's own value.
+    produce_verify_crc: str = "auto"
+    message_max_bytes: int = 2**31 - 1
 
     # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
     # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.

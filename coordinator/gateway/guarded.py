@@ -21,6 +21,7 @@ from .admin_limits import ClusterFacts
 from .badinput import BODY, HEADER
 from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
+from .produce_check import RecordChecks, record_checks
 from .routes import Route
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
 
@@ -44,7 +45,7 @@ class GuardedRequests(ConnectionState):
         """Produce: walked by hand (records skipped by length) for the state-topic check."""
         try:
             offset = body_offset(frame, route.request_header_version, self._max_decoded_frame)
-            acks, decision = self._guard.produce(frame, route.api_version, offset)
+            acks, decision = self._guard.produce(frame, route.api_version, offset, self._record_checks())
         except HeaderError as e:
             self._reject(str(e), route, correlation_id, reason=HEADER)
             return
@@ -60,6 +61,19 @@ class GuardedRequests(ConnectionState):
                 self._forward(frame, Pending(correlation_id, route, len(frame)))
             return
         self._apply_guard(decision, frame, route, correlation_id)
+
+    def _record_checks(self) -> RecordChecks:
+        """The Produce record checks of this process (produce_check.py), decided once the
+        upstream's API keys are known, and kept on the shared guard."""
+        guard = self._guard
+        checks = guard.record_checks
+        if checks is None:
+            gateway = self._gateway
+            keys = gateway.cluster.upstream_api_versions   # type: ignore[attr-defined]
+            checks = record_checks(getattr(gateway, "config", None), keys)
+            if keys:
+                guard.record_checks = checks
+        return checks
 
     def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""

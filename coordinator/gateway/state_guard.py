@@ -54,6 +54,7 @@ from ..protocol.codec import BodyError, decode_body, decode_response_frame, enco
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics
+from .produce_check import RULE_RECORDS, RecordChecks, refused_partitions
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
@@ -116,6 +117,61 @@ def _merger(api_key: int, version: int, field: str, extra: tuple[Any, ...]) -> C
     return merge
 
 
+def _topic_label(topic: Any) -> str:
+    return str(getattr(topic, "name", None) or getattr(topic, "topic_id", ""))
+
+
+def _split_produce(request: Any, version: int, refused: dict[tuple[int, int], tuple[int, str]], frame: bytes,
+                   body_offset: int, note: str, rule: str) -> Local | Split:
+    """The Produce without the refused partitions (a topic left with none is dropped),
+    header unchanged, and the merge that puts their answers into upstream's: into the
+    answer's entry for the same topic, or a new entry."""
+    m = _module(PRODUCE, version)
+    leader = m.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1) if hasattr(m, "LeaderIdAndEpoch") else None
+    by_id = version >= FIRST_TOPIC_ID
+    answers: dict[int, list[Any]] = {}
+    kept_topics = []
+    for t, topic in enumerate(request.topic_data):
+        kept = []
+        for p, partition in enumerate(topic.partition_data):
+            error = refused.get((t, p))
+            if error is None:
+                kept.append(partition)
+                continue
+            answers.setdefault(t, []).append(_make(
+                m.PartitionProduceResponse, index=partition.index, error_code=error[0], base_offset=-1,
+                log_append_time=None, log_start_offset=-1, record_errors=(), error_message=error[1],
+                current_leader=leader))
+        if kept:
+            kept_topics.append(dataclasses.replace(topic, partition_data=tuple(kept)))
+    entries = tuple(_make(m.TopicProduceResponse, name=getattr(request.topic_data[t], "name", None),
+                          topic_id=getattr(request.topic_data[t], "topic_id", None) if by_id else None,
+                          partition_responses=tuple(parts))
+                    for t, parts in answers.items())
+    if not kept_topics:
+        return Local(_make(response_class(PRODUCE, version), responses=entries, throttle_time=_ZERO,
+                           node_endpoints=()), note, rule)
+
+    def key(entry: Any) -> Any:
+        return entry.topic_id if by_id else entry.name
+
+    def merge(answer: bytes) -> bytes:
+        correlation_id, response = decode_response_frame(PRODUCE, version, answer)
+        merged = list(response.responses)
+        at = {key(e): i for i, e in enumerate(merged)}
+        for entry in entries:
+            i = at.get(key(entry))
+            if i is None:
+                merged.append(entry)
+            else:
+                merged[i] = dataclasses.replace(merged[i], partition_responses=tuple(
+                    merged[i].partition_responses) + entry.partition_responses)
+        return encode_response_frame(PRODUCE, version, correlation_id,
+                                     dataclasses.replace(response, responses=tuple(merged)))
+    payload = bytes(frame[4:body_offset]) + encode_body(dataclasses.replace(request, topic_data=tuple(kept_topics)))
+    return Split(SIZE.pack(len(payload)) + payload, merge, note, rule)
+
+
 class StateTopicGuard:
     def __init__(self, name: str, topic_id: Callable[[], uuid.UUID | None], exists: Callable[[], bool],
                  max_walked_frame: int = 2**31 - 1) -> None:
@@ -126,6 +182,9 @@ class StateTopicGuard:
         # A Produce frame (size prefix included) above this is not walked: see ``produce``.
         self.max_walked_frame = max_walked_frame
         self._id_cache: tuple[uuid.UUID | None, bytes | None] = (None, None)
+        # The Produce record checks (produce_check.py), set by the first connection that
+        # knows the upstream (guarded.py); shared by every connection.
+        self.record_checks: RecordChecks | None = None
 
     def _topic_id_bytes(self) -> bytes | None:
         """The state topic id's 16 bytes, computed once per id (Produce v13 is hot)."""
@@ -144,13 +203,15 @@ class StateTopicGuard:
 
     # --- Produce (hot: walked, decoded only when the state topic may be named) ---------
 
-    def produce(self, frame: bytes, version: int, body_offset: int) -> tuple[int, Local | Split | Close | None]:
+    def produce(self, frame: bytes, version: int, body_offset: int,
+                checks: RecordChecks | None = None) -> tuple[int, Local | Split | Close | None]:
         """(acks, decision) of a framed Produce; raises BodyError if it does not parse.
 
         Every Produce up to ``max_walked_frame`` is walked with its bounds checked (records
-        skipped by length, never decoded). Only a frame holding the state topic's name or id
-        bytes anywhere is decoded to see whether a topic entry really names it: a byte
-        search in C costs next to nothing, and the decode is the rare path.
+        skipped by length, never decoded), and with ``checks`` each partition's record
+        batch is checked (produce_check.py). Only a frame holding the state topic's name or
+        id bytes anywhere, or a refused batch, is decoded: a byte search in C costs next to
+        nothing, and the decode is the rare path.
 
         A larger Produce (max_decoded_request_bytes, kcoord's own setting) is not walked:
         the walk runs on the event loop, linear in its topics and partitions, and one
@@ -159,6 +220,11 @@ class StateTopicGuard:
         itself. If its bytes hold the state topic's name or id it could only be told apart
         by that walk, so it closes the connection instead (a Produce above the bound needs a
         max.request.size above Kafka producers' 1 MiB default, and the name in its bytes).
+
+        Refusals are per partition, in Kafka's order: a state-topic partition gets
+        INVALID_TOPIC_EXCEPTION (ReplicaManager refuses internal topics before it validates
+        records), another partition its batch error. With acks=0 any refusal closes the
+        connection, as Kafka closes it when an acks=0 produce fails.
         """
         cls = request_class(PRODUCE, version)
         walked = len(frame) <= self.max_walked_frame
@@ -171,8 +237,10 @@ class StateTopicGuard:
             _, acks = produce_acks(frame, body_offset, version >= FIRST_FLEXIBLE)
         except HeaderError as e:   # cannot happen after the walk; kept as a parse error
             raise BodyError(f"{cls.__name__} v{version}: {e}") from None
+        bad = refused_partitions(frame, body_offset, version, checks) if walked and checks is not None else None
         id_bytes = self._topic_id_bytes() if version >= FIRST_TOPIC_ID else None
-        if self._name_bytes not in frame and (id_bytes is None or id_bytes not in frame):
+        named = self._name_bytes in frame or (id_bytes is not None and id_bytes in frame)
+        if not named and bad is None:
             return acks, None
         if not walked:
             return acks, Close(f"Produce of {len(frame) - 4} bytes, above max_decoded_request_bytes="
@@ -180,31 +248,24 @@ class StateTopicGuard:
                                f"be checked without a walk kcoord does not do at that size")
         request = decode_body(cls, frame, body_offset)
         topics = request.topic_data
-        refused = [i for i, t in enumerate(topics)
-                   if self._is_state(t.topic_id if version >= FIRST_TOPIC_ID else t.name)]
+        state = {i for i, t in enumerate(topics)
+                 if named and self._is_state(t.topic_id if version >= FIRST_TOPIC_ID else t.name)}
+        internal = f"Cannot append to internal topic {self.name}"
+        refused: dict[tuple[int, int], tuple[int, str]] = {
+            (t, p): (ErrorCode.invalid_topic_exception, internal)
+            for t in sorted(state) for p in range(len(topics[t].partition_data))}
+        for (t, p), error in (bad or {}).items():
+            if t not in state:
+                refused[t, p] = (ErrorCode(error[0]), f"{error[1]} (topic {_topic_label(topics[t])}, partition "
+                                                      f"{topics[t].partition_data[p].index})")
         if not refused:
             return acks, None
+        rule = "" if not bad else RULE_RECORDS
+        note = "; ".join(sorted({m for _, m in refused.values()}))[:500] + f" ({len(refused)} partition(s))"
         if acks == 0:
-            return 0, Close(f"acks=0 Produce to internal topic {self.name} (Kafka closes the connection "
-                            f"when an acks=0 produce fails)")
-        m = _module(PRODUCE, version)
-        message = f"Cannot append to internal topic {self.name}"
-        leader = m.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1) if hasattr(m, "LeaderIdAndEpoch") else None
-        entries = tuple(
-            _make(m.TopicProduceResponse, name=self.name,
-                  topic_id=topics[i].topic_id if version >= FIRST_TOPIC_ID else None,
-                  partition_responses=tuple(
-                      _make(m.PartitionProduceResponse, index=p.index, error_code=ErrorCode.invalid_topic_exception,
-                            base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
-                            error_message=message, current_leader=leader)
-                      for p in topics[i].partition_data))
-            for i in refused)
-        note = f"{message} ({sum(len(e.partition_responses) for e in entries)} partitions)"
-        if len(refused) == len(topics):
-            return acks, Local(_make(response_class(PRODUCE, version), responses=entries, throttle_time=_ZERO,
-                                     node_endpoints=()), note)
-        return acks, self._split(request, "topic_data", refused, frame, body_offset,
-                                 _merger(PRODUCE, version, "responses", entries), note)
+            return 0, Close(f"acks=0 Produce refused ({note}): Kafka closes the connection when an acks=0 "
+                            f"produce fails (the client gets no response to read an error from)")
+        return acks, _split_produce(request, version, refused, frame, body_offset, note, rule)
 
     # --- admin APIs (decoded with the bounded kio codec) ------------------------------
 

@@ -1,9 +1,12 @@
-"""Absurd admin requests through the gateway, raw, in front of Tansu and Kafka 4.3: kcoord
-answers them with Kafka's controller errors and the upstream keeps serving
-(gateway/admin_limits.py)."""
+"""Absurd admin requests and corrupt record batches through the gateway, raw, in front of
+Tansu and Kafka 4.3: kcoord answers them with Kafka's errors and the upstream keeps serving
+(gateway/admin_limits.py, gateway/produce_check.py)."""
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from kio.schema.errors import ErrorCode
 
@@ -69,3 +72,38 @@ def test_absurd_create_partitions_and_replication_factor_are_answered_here(
     assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
         (topic, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)]
     assert wait_until(lambda: _partitions(gateway.bootstrap, topic), 30, message=f"{topic} in Metadata") == 1
+
+
+def test_a_batch_with_a_bad_crc_gets_corrupt_message_and_the_other_partition_is_stored(
+        gateway: RunningGateway, names: TestNames) -> None:
+    """In front of Tansu kcoord checks the CRC (Tansu would store the batch); in front of
+    Kafka, Kafka answers it: either way the client reads CORRUPT_MESSAGE."""
+    topic = names.topic()
+    created = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(topic, 2, 1)]))
+    assert created.topics[0].error_code == ErrorCode.none
+    wait_until(lambda: _partitions(gateway.bootstrap, topic) == 2, 30, message=f"{topic} in Metadata")
+    good = _records(b"good")
+    corrupt = bytearray(_records(b"bad"))
+    corrupt[-1] ^= 0xFF
+    m = request_types(apis.PRODUCE, 9)
+    body = m.ProduceRequest(transactional_id=None, acks=-1, timeout=timedelta(seconds=10), topic_data=(
+        m.TopicProduceData(name=topic, partition_data=(m.PartitionProduceData(index=0, records=good),
+                                                       m.PartitionProduceData(index=1, records=bytes(corrupt)))),))
+    # One broker upstream (both fixtures): its gateway port leads every partition.
+    (address,) = gateway.loop.call(gateway.gateway.node_addresses).values()
+    response = wait_until(lambda: _stored(call(address, apis.PRODUCE, 9, body)), 30,
+                          message="the good partition stored")
+    assert response == {0: ErrorCode.none, 1: ErrorCode.corrupt_message}
+
+
+def _stored(response):  # type: ignore[no-untyped-def]
+    """partition -> error code, once partition 0 is not waiting for a leader."""
+    codes = {p.index: p.error_code for t in response.responses for p in t.partition_responses}
+    return codes if codes.get(0) != ErrorCode.not_leader_or_follower else None
+
+
+def _records(value: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 16)
+    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(builder.build())

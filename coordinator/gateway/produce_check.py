@@ -1,0 +1,124 @@
+"""Each partition's record batch of a forwarded Produce, checked before the upstream sees it.
+
+Rules:
+- The batch rules, codes and order are Kafka's (coordinator/protocol/record_batch_check.py):
+  INVALID_RECORD, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, per partition. Kafka appends the other
+  partitions of the same request; so does the gateway (state_guard.StateTopicGuard.produce
+  splits the request at partition granularity and completes upstream's answer).
+- The CRC-32C is checked per upstream (``produce.verify.crc``): ``auto`` checks it in front of
+  an upstream that does not (Tansu 0.6, told apart as cluster/upstream.py tells it: no
+  OffsetForLeaderEpoch), not in front of Kafka, which checks every batch itself.
+- ``message.max.bytes`` (Kafka's broker default for a topic's max.message.bytes) is not
+  enforced unless set: kcoord does not know a topic's own max.message.bytes, and a default
+  lower than it would refuse what Kafka accepts. Unset, the frame bound applies
+  (socket.request.max.bytes).
+- Only a walked Produce is checked (up to max_decoded_request_bytes: state_guard.py says
+  why a larger one is not walked). The walk here runs after the generic bounded walk
+  (protocol/checked.py), so every length it reads is known to fit the frame.
+- Cost: a few integer reads per topic and partition, O(1) per batch, plus the CRC in C when
+  on (bench/bench_produce_checks.py).
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.checked import read_uvarint
+from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID
+from ..protocol.record_batch_check import check_partition_records
+
+RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguard_refusals_total)
+OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tansu 0.6
+
+_I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+
+
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    max_message_bytes: int
+    verify_crc: bool
+
+
+def record_checks(config: Any, upstream_api_keys: Any) -> RecordChecks:
+    """The checks for this process: ``produce.verify.crc`` (auto/true/false) and
+    ``message.max.bytes`` from the config; ``auto`` decided by the upstream's API keys."""
+    mode = str(getattr(config, "produce_verify_crc", "auto")).lower()
+    crc = (OFFSET_FOR_LEADER_EPOCH not in upstream_api_keys) if mode == "auto" else mode in ("1", "true", "yes")
+    return RecordChecks(int(getattr(config, "message_max_bytes", 2**31 - 1)), crc)
+
+
+def _skip_tags(frame: bytes, pos: int, end: int) -> int:
+    count, pos = read_uvarint(frame, pos, end)
+    for _ in range(count):
+        _, pos = read_uvarint(frame, pos, end)
+        size, pos = read_uvarint(frame, pos, end)
+        pos += size
+    return pos
+
+
+def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int, int, int, int]]:
+    """(topic position, partition position, start, end) of each partition's records in a
+    framed Produce body starting at ``offset`` (walked already: lengths fit)."""
+    end = len(frame)
+    flexible = version >= FIRST_FLEXIBLE
+    if flexible:
+        length, pos = read_uvarint(frame, offset, end)
+        pos += max(0, length - 1)                                  # transactional_id
+    else:
+        pos = offset + 2 + max(0, _I16(frame, offset)[0])
+    pos += 6                                                       # acks, timeout_ms
+    if flexible:
+        topics, pos = read_uvarint(frame, pos, end)
+        topics -= 1
+    else:
+        topics = _I32(frame, pos)[0]
+        pos += 4
+    for t in range(max(0, topics)):
+        if version >= FIRST_TOPIC_ID:
+            pos += 16
+        elif flexible:
+            length, pos = read_uvarint(frame, pos, end)
+            pos += length - 1
+        else:
+            pos += 2 + _I16(frame, pos)[0]
+        if flexible:
+            partitions, pos = read_uvarint(frame, pos, end)
+            partitions -= 1
+        else:
+            partitions = _I32(frame, pos)[0]
+            pos += 4
+        for p in range(max(0, partitions)):
+            pos += 4                                               # index
+            if flexible:
+                length, pos = read_uvarint(frame, pos, end)
+                length -= 1
+            else:
+                length = _I32(frame, pos)[0]
+                pos += 4
+            start = pos
+            pos += max(0, length)
+            yield t, p, start, (start if length < 0 else pos)
+            if flexible:
+                pos = _skip_tags(frame, pos, end)
+        if flexible:
+            pos = _skip_tags(frame, pos, end)
+
+
+def refused_partitions(frame: bytes, offset: int, version: int,
+                       checks: RecordChecks) -> dict[tuple[int, int], tuple[int, str]] | None:
+    """(topic position, partition position) -> (Kafka error code, message) of each partition
+    whose records Kafka would refuse; None when all pass (the common case)."""
+    refused: dict[tuple[int, int], tuple[int, str]] | None = None
+    view = memoryview(frame)
+    max_bytes, crc = checks.max_message_bytes, checks.verify_crc
+    for t, p, start, stop in record_spans(frame, offset, version):
+        error = check_partition_records(view[start:stop] if stop > start else None, max_message_bytes=max_bytes,
+                                        verify_crc=crc, api_version=version)
+        if error is not None:
+            if refused is None:
+                refused = {}
+            refused[t, p] = error
+    return refused
