@@ -113,6 +113,9 @@ class CoordinatorConfig:
     # upstream that does not check it itself (Tansu), not in front of Kafka; "true"/"false"
     # force it. message.max.bytes: Kafka's broker default of a topic's max.message.bytes;
     # unset (2**31-1) kcoord does not enforce it, as it does not know each topic's own value.
+    # produce.record.checks=false forwards batches unchecked (for measurement, or an upstream
+    # that checks every batch itself); the state-topic rule still applies.
+    produce_record_checks: bool = True
     produce_verify_crc: str = "auto"
     message_max_bytes: int = 2**31 - 1
 

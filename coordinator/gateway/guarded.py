@@ -21,7 +21,7 @@ from .admin_limits import ClusterFacts
 from .badinput import BODY, HEADER
 from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
-from .produce_check import RecordChecks, record_checks
+from .produce_check import UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
 
@@ -62,18 +62,18 @@ class GuardedRequests(ConnectionState):
             return
         self._apply_guard(decision, frame, route, correlation_id)
 
-    def _record_checks(self) -> RecordChecks:
+    def _record_checks(self) -> RecordChecks | None:
         """The Produce record checks of this process (produce_check.py), decided once the
-        upstream's API keys are known, and kept on the shared guard."""
+        upstream's API keys are known, and kept on the shared guard (None: off)."""
         guard = self._guard
         checks = guard.record_checks
-        if checks is None:
+        if checks is UNDECIDED:
             gateway = self._gateway
             keys = gateway.cluster.upstream_api_versions   # type: ignore[attr-defined]
             checks = record_checks(getattr(gateway, "config", None), keys)
             if keys:
                 guard.record_checks = checks
-        return checks
+        return checks   # type: ignore[return-value]
 
     def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""

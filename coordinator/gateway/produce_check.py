@@ -36,15 +36,21 @@ _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 
 
+UNDECIDED: Any = object()       # the checks of a process whose upstream is not known yet
+
+
 @dataclass(frozen=True, slots=True)
 class RecordChecks:
     max_message_bytes: int
     verify_crc: bool
 
 
-def record_checks(config: Any, upstream_api_keys: Any) -> RecordChecks:
+def record_checks(config: Any, upstream_api_keys: Any) -> RecordChecks | None:
     """The checks for this process: ``produce.verify.crc`` (auto/true/false) and
-    ``message.max.bytes`` from the config; ``auto`` decided by the upstream's API keys."""
+    ``message.max.bytes`` from the config; ``auto`` decided by the upstream's API keys.
+    None with ``produce.record.checks=false``."""
+    if not getattr(config, "produce_record_checks", True):
+        return None
     mode = str(getattr(config, "produce_verify_crc", "auto")).lower()
     crc = (OFFSET_FOR_LEADER_EPOCH not in upstream_api_keys) if mode == "auto" else mode in ("1", "true", "yes")
     return RecordChecks(int(getattr(config, "message_max_bytes", 2**31 - 1)), crc)

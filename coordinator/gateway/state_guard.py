@@ -54,7 +54,7 @@ from ..protocol.codec import BodyError, decode_body, decode_response_frame, enco
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics
-from .produce_check import RULE_RECORDS, RecordChecks, refused_partitions
+from .produce_check import RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
@@ -184,7 +184,7 @@ class StateTopicGuard:
         self._id_cache: tuple[uuid.UUID | None, bytes | None] = (None, None)
         # The Produce record checks (produce_check.py), set by the first connection that
         # knows the upstream (guarded.py); shared by every connection.
-        self.record_checks: RecordChecks | None = None
+        self.record_checks: RecordChecks | None = UNDECIDED
 
     def _topic_id_bytes(self) -> bytes | None:
         """The state topic id's 16 bytes, computed once per id (Produce v13 is hot)."""
