@@ -28,16 +28,36 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
   4.3 has no bound): the partitions it adds, summed over its topics (each topic's
   ``count`` minus its current count; a topic kcoord has not seen yet has at least one),
   over 10,000: POLICY_VIOLATION with the CreateTopics message on every topic.
+- The other admin writes Kafka's controller turns into records in one list bounded at
+  10,000 (``record_cap``): IncrementalAlterConfigs and AlterConfigs (a ConfigRecord per
+  changed key: kcoord counts the distinct keys of the distinct resources, an upper bound,
+  as it cannot know which values change), CreateAcls (an AccessControlEntryRecord per new
+  distinct ACL: kcoord counts distinct bindings) and AlterClientQuotas (a record per
+  distinct key of each entity). Over it Kafka's controller fails the whole request, and
+  kcoord answers every entry with POLICY_VIOLATION, "Unable to perform excessively large
+  batch operation.". Not bounded here: DeleteAcls (Kafka: "Cannot remove more than 10000
+  acls in a single delete operation." counts the ACLs its filters *match*, which only the
+  upstream knows), UpdateFeatures (one record per feature: a handful exist),
+  AlterPartitionReassignments and ElectLeaders (per existing partition: bounded by the
+  cluster, not the request), each left to the upstream.
 Nothing here needs the upstream: the view may lag by one metadata refresh, which only
 matters for a topic created or grown within the last second (then kcoord counts high).
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+
+CREATE_ACLS = 30
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_CLIENT_QUOTAS = 49
 
 MAX_PARTITIONS_PER_BATCH = 10_000     # Kafka: ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
 MAX_RECORDS_PER_USER_OP = 10_000      # Kafka: QuorumController.MAX_RECORDS_PER_USER_OP
@@ -161,3 +181,69 @@ def check_create_partitions(request: Any, facts: ClusterFacts, refused: Sequence
     if added > MAX_PARTITIONS_PER_BATCH:
         return Refusal(RULE_PARTITIONS, whole=(POLICY_VIOLATION, TOO_MANY_PARTITIONS))
     return None
+
+
+# --- record caps of the other admin writes --------------------------------------------------
+
+def _config_records(request: Any) -> int:
+    keys: dict[tuple[int, str], set[str]] = {}
+    for r in request.resources:
+        keys.setdefault((int(r.resource_type), r.resource_name), set()).update(c.name for c in r.configs)
+    return sum(len(k) for k in keys.values())
+
+
+def _acl_records(request: Any) -> int:
+    return len(set(request.creations))
+
+
+def _quota_records(request: Any) -> int:
+    keys: dict[tuple[Any, ...], set[str]] = {}
+    for e in request.entries:
+        entity = tuple(sorted((d.entity_type, d.entity_name or "") for d in e.entity))
+        keys.setdefault(entity, set()).update(op.key for op in e.ops)
+    return sum(len(k) for k in keys.values())
+
+
+def _make(cls: type, **fields: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def _config_answers(m: Any, request: Any, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"responses": tuple(m.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                              resource_type=r.resource_type,
+                                                              resource_name=r.resource_name)
+                               for r in request.resources)}
+
+
+def _acl_answers(m: Any, request: Any, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"results": tuple(m.AclCreationResult(error_code=code, error_message=message) for _ in request.creations)}
+
+
+def _quota_answers(m: Any, request: Any, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"entries": tuple(m.EntryData(error_code=code, error_message=message, entity=tuple(
+        m.EntityData(entity_type=d.entity_type, entity_name=d.entity_name) for d in e.entity))
+        for e in request.entries)}
+
+
+# api key -> (records the request can make, the answer of every entry)
+_CAPPED: dict[int, tuple[Callable[[Any], int], Callable[[Any, Any, ErrorCode, str], dict[str, Any]]]] = {
+    INCREMENTAL_ALTER_CONFIGS: (_config_records, _config_answers),
+    ALTER_CONFIGS: (_config_records, _config_answers),
+    CREATE_ACLS: (_acl_records, _acl_answers),
+    ALTER_CLIENT_QUOTAS: (_quota_records, _quota_answers),
+}
+CAPPED_APIS = frozenset(_CAPPED)
+
+
+def record_cap(api_key: int, response_cls: type, request: Any) -> tuple[Any, str] | None:
+    """(the response answering every entry POLICY_VIOLATION, note) when the request can
+    make more than MAX_RECORDS_PER_USER_OP records; None otherwise."""
+    count, answers = _CAPPED[api_key]
+    records = count(request)
+    if records <= MAX_RECORDS_PER_USER_OP:
+        return None
+    m = sys.modules[response_cls.__module__]
+    response = _make(response_cls, throttle_time=timedelta(0),
+                     **answers(m, request, ErrorCode.policy_violation, TOO_MANY_RECORDS))
+    return response, f"{TOO_MANY_RECORDS} ({records} records, at most {MAX_RECORDS_PER_USER_OP})"

@@ -53,14 +53,15 @@ from ..protocol.checked import Malformed, struct_step
 from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
-from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics
+from .admin_limits import CAPPED_APIS, ClusterFacts, check_create_partitions, check_create_topics, record_cap
+from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .produce_check import RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
 WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
-GUARDED_APIS = REFUSING_APIS | WATCHED_APIS
+GUARDED_APIS = REFUSING_APIS | WATCHED_APIS | CAPPED_APIS
 # Checked for size too (admin_limits.py), given the metadata view.
 SIZED_APIS = {CREATE_TOPICS: check_create_topics, CREATE_PARTITIONS: check_create_partitions}
 
@@ -68,7 +69,8 @@ SIZED_APIS = {CREATE_TOPICS: check_create_topics, CREATE_PARTITIONS: check_creat
 METRIC_API = {PRODUCE: "produce", DELETE_RECORDS: "delete_records", DELETE_TOPICS: "delete_topics",
               CREATE_PARTITIONS: "create_partitions", CREATE_TOPICS: "create_topics",
               ALTER_CONFIGS: "alter_configs", INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
-              ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments"}
+              ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments", 30: "create_acls",
+              49: "alter_client_quotas"}
 
 _ZERO = timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -274,8 +276,14 @@ class StateTopicGuard:
         """The decision for a decoded admin request. With ``facts`` (the metadata view),
         CreateTopics and CreatePartitions also get the size rules of admin_limits.py, after
         the state-topic refusal (an authorization refusal: Kafka filters those out first)."""
+        if api_key in CAPPED_APIS:
+            capped = record_cap(api_key, response_class(api_key, version), request)
+            if capped is not None:
+                return Local(capped[0], capped[1], RULE_ADMIN_RECORDS)
         if api_key in WATCHED_APIS:
             return self._watched(api_key, request)
+        if api_key not in REFUSING_APIS:
+            return None
         if api_key == DELETE_TOPICS and version < 6:
             items, field = request.topic_names, "topic_names"
             refused = [i for i, n in enumerate(items) if n == self.name]

@@ -9,6 +9,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.gateway.admin_limits import (
+    ALTER_CLIENT_QUOTAS,
+    CREATE_ACLS,
+    INCREMENTAL_ALTER_CONFIGS,
     TOO_MANY_PARTITIONS,
     TOO_MANY_RECORDS,
     ClusterFacts,
@@ -213,3 +216,48 @@ def test_absurd_create_partitions_is_answered_on_every_topic() -> None:
     assert isinstance(decision, Local)
     assert [(r.name, r.error_code, r.error_message) for r in decision.response.results] == [
         ("a", ErrorCode.policy_violation, TOO_MANY_PARTITIONS), ("b", ErrorCode.policy_violation, TOO_MANY_PARTITIONS)]
+
+
+# --- the other admin writes: 10,000 records per request -------------------------------------
+
+def _capped(api_key: int, version: int, request):  # type: ignore[no-untyped-def]
+    data, offset = framed(api_key, version, request)
+    return StateTopicGuard(STATE, lambda: None, lambda: True).admin(api_key, version, request, data, offset)
+
+
+def test_alter_configs_over_ten_thousand_keys_answer_every_resource() -> None:
+    cls = request_class(INCREMENTAL_ALTER_CONFIGS, 1)
+    m = sys.modules[cls.__module__]
+
+    def request(keys: int, resources: int = 2):  # type: ignore[no-untyped-def]
+        return cls(validate_only=False, resources=tuple(m.AlterConfigsResource(
+            resource_type=2, resource_name=f"t{r}", configs=tuple(
+                m.AlterableConfig(name=f"k{k}", config_operation=0, value="1") for k in range(keys)))
+            for r in range(resources)))
+    assert _capped(INCREMENTAL_ALTER_CONFIGS, 1, request(5_000)) is None
+    decision = _capped(INCREMENTAL_ALTER_CONFIGS, 1, request(5_001))
+    assert isinstance(decision, Local) and decision.rule
+    assert [(r.resource_name, r.error_code, r.error_message) for r in decision.response.responses] == [
+        ("t0", ErrorCode.policy_violation, TOO_MANY_RECORDS), ("t1", ErrorCode.policy_violation, TOO_MANY_RECORDS)]
+    encode_response_frame(INCREMENTAL_ALTER_CONFIGS, 1, 9, decision.response)
+
+
+def test_create_acls_count_distinct_bindings_and_quotas_distinct_keys() -> None:
+    cls = request_class(CREATE_ACLS, 3)
+    m = sys.modules[cls.__module__]
+
+    def acl(n: int):  # type: ignore[no-untyped-def]
+        return m.AclCreation(resource_type=2, resource_name=f"t{n}", resource_pattern_type=3, principal="User:a",
+                             host="*", operation=3, permission_type=3)
+    assert _capped(CREATE_ACLS, 3, cls(creations=tuple(acl(0) for _ in range(10_001)))) is None
+    decision = _capped(CREATE_ACLS, 3, cls(creations=tuple(acl(n) for n in range(10_001))))
+    assert isinstance(decision, Local) and len(decision.response.results) == 10_001
+    assert {r.error_code for r in decision.response.results} == {ErrorCode.policy_violation}
+    q = request_class(ALTER_CLIENT_QUOTAS, 1)
+    qm = sys.modules[q.__module__]
+    entries = tuple(qm.EntryData(entity=(qm.EntityData(entity_type="user", entity_name=f"u{n}"),), ops=(
+        qm.OpData(key="producer_byte_rate", value=1.0, remove=False),)) for n in range(10_001))
+    decision = _capped(ALTER_CLIENT_QUOTAS, 1, q(entries=entries, validate_only=True))
+    assert isinstance(decision, Local) and decision.response.entries[5].entity[0].entity_name == "u5"
+    encode_response_frame(ALTER_CLIENT_QUOTAS, 1, 9, decision.response)
+    assert _capped(ALTER_CLIENT_QUOTAS, 1, q(entries=entries[:10_000], validate_only=True)) is None
