@@ -1,15 +1,18 @@
 """A plain `kcoord serve` (no --instance-id, fencing none) writes without fencing, so it must
-be the only kcoord on its state topic (issue 14 §2). It watches the membership group of its
-state topic in the background (clustered.SoloWatch) and stops with exit code 4 when another
-kcoord is there: of two plain serves the later one, and a plain serve beside a cluster.
-Runs on Tansu and Kafka 4.3 (the `upstream` fixture)."""
+be the only kcoord on its state topic (issue 14 §2). Before it loads or serves a shard it
+checks the membership group of its state topic (clustered.SoloWatch), and stops with exit
+code 4 without ever serving when another kcoord is there: of two plain serves the later
+one, and a plain serve beside a cluster. Runs on Tansu and Kafka 4.3 (the `upstream` fixture)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 from support import group_probe as probe
+from support import processes
 from support.admin import create_topic
-from support.kcoord import CLUSTER, KcoordProcess
+from support.kcoord import CLUSTER, REPO, KcoordProcess, free_port_block
 from support.wait import wait_until
 
 SHARDS = 4
@@ -32,7 +35,14 @@ def _stop_all(*processes: KcoordProcess) -> None:
             p.stop()
 
 
-def test_a_second_plain_serve_on_the_same_state_topic_stops_and_the_first_serves_on(upstream, names):
+def _never_served(process: KcoordProcess, run) -> None:
+    """`run` is its `run_to_exit`: it stopped with EXIT_NOT_ALONE before it was ready."""
+    assert run.returncode == EXIT_NOT_ALONE, run.stderr[-3000:]
+    assert "kcoord ready" not in run.stdout, run.stdout
+    assert "would serve state topic" in run.stderr, run.stderr[-3000:]
+
+
+def test_a_second_plain_serve_on_the_same_state_topic_stops_before_serving_and_the_first_serves_on(upstream, names):
     topic, state = names.topic(), f"__kc_{names.topic()}"
     create_topic(upstream.bootstrap, topic, 1)
     first = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
@@ -41,24 +51,20 @@ def test_a_second_plain_serve_on_the_same_state_topic_stops_and_the_first_serves
         first.start(timeout=60)
         _serves(first, topic, "g-before", 3)
         started = time.monotonic()
-        second.start(timeout=60)      # ready at once: the watch does not hold up serving
-        ready_s = time.monotonic() - started
-        wait_until(lambda: second.process.poll() is not None, DETECT_S,
-                   message="the second plain kcoord on the state topic stops")
-        assert second.process.returncode == EXIT_NOT_ALONE, second.log_text()[-3000:]
-        log = second.log_text()
+        run = second.run_to_exit(timeout=DETECT_S + 30)
+        _never_served(second, run)
         # The log line names the other process (its watch's instance id and address) and what to do.
-        assert "also holds solo-" in log and f":{first.port}" in log, log[-3000:]
-        assert "--instance-id" in log
+        assert "also holds solo-" in run.stderr and f":{first.port}" in run.stderr, run.stderr[-3000:]
+        assert "--instance-id" in run.stderr
         assert first.process.poll() is None, first.log_text()[-3000:]
         _serves(first, topic, "g-after", 5)
         assert probe.fetch(first.bootstrap, "g-before", topic) == (0, 3)
-        print(f"second ready after {ready_s:.2f}s, stopped {time.monotonic() - started:.2f}s after its start")
+        print(f"second stopped {time.monotonic() - started:.2f}s after its start, never ready")
     finally:
         _stop_all(first, second)
 
 
-def test_a_plain_serve_beside_a_cluster_stops_and_the_cluster_serves_on(upstream, names):
+def test_a_plain_serve_beside_a_cluster_stops_before_serving_and_the_cluster_serves_on(upstream, names):
     topic, state = names.topic(), f"__kc_{names.topic()}"
     create_topic(upstream.bootstrap, topic, 1)
     member = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
@@ -67,15 +73,56 @@ def test_a_plain_serve_beside_a_cluster_stops_and_the_cluster_serves_on(upstream
     try:
         member.start(timeout=60)
         _serves(member, topic, "g-before", 3)
-        plain.start(timeout=60)
-        wait_until(lambda: plain.process.poll() is not None, DETECT_S,
-                   message="the plain kcoord beside the cluster stops")
-        assert plain.process.returncode == EXIT_NOT_ALONE, plain.log_text()[-3000:]
-        assert "also holds kc-0 at" in plain.log_text(), plain.log_text()[-3000:]
+        run = plain.run_to_exit(timeout=DETECT_S + 30)
+        _never_served(plain, run)
+        assert "also holds kc-0 at" in run.stderr, run.stderr[-3000:]
         assert member.process.poll() is None
         _serves(member, topic, "g-after", 5)
     finally:
         _stop_all(member, plain)
+
+
+def test_two_plain_serves_started_together_never_serve_together(upstream, names, tmp_path):
+    """Started at once: one serves, the other stops (exit 4) without having acknowledged a
+    commit or answered a read; commits and reads go to both the whole time."""
+    topic, state = names.topic(), f"__kc_{names.topic()}"
+    create_topic(upstream.bootstrap, topic, 1)
+    pair = [KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER, port=free_port_block(2))
+            for _ in range(2)]
+    logs = {p.port: tmp_path / f"kcoord-{p.port}.log" for p in pair}
+    answered: dict[int, int] = {p.port: 0 for p in pair}
+    offsets = iter(range(1, 1_000_000))
+
+    def probe_both() -> bool:
+        for p in pair:
+            if p.process is None or p.process.poll() is not None:
+                continue
+            try:
+                if probe.commit(p.bootstrap, "g", topic, next(offsets)) == 0:
+                    answered[p.port] += 1
+                if probe.fetch(p.bootstrap, "g", topic)[0] == 0:
+                    answered[p.port] += 1
+            except OSError:
+                pass
+        stopped = [p for p in pair if p.process is not None and p.process.poll() is not None]
+        return len(stopped) == 1 and any(answered.values())
+
+    try:
+        for p in pair:      # not waiting for the first to be ready
+            with open(logs[p.port], "w") as log:
+                p.process = processes.track(subprocess.Popen(
+                    p.serve_args(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=processes.orphan_guard()))
+        wait_until(probe_both, DETECT_S + 30, interval=0.02, message=lambda: f"one stops, one serves ({answered})")
+        loser = next(p for p in pair if p.process is not None and p.process.poll() is not None)
+        winner = next(p for p in pair if p is not loser)
+        output = logs[loser.port].read_text(errors="replace")
+        assert loser.process is not None and loser.process.returncode == EXIT_NOT_ALONE, output[-3000:]
+        assert "kcoord ready" not in output and "would serve state topic" in output, output[-3000:]
+        assert answered[loser.port] == 0, answered       # it never answered from state
+        _serves(winner, topic, "g-after", 5)
+    finally:
+        _stop_all(*pair)
 
 
 def test_the_check_can_be_turned_off(upstream, names):
