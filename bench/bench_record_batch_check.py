@@ -4,10 +4,10 @@
 
 Batches a producer sends, built by aiokafka's encoder (records/batch.py): 16 records of
 1 KB, 100 records of 1 KB (~100 KB), 1,000 records of 1 KB (~1 MB, under Kafka's default
-max.message.bytes), each uncompressed and with every codec; plus 1 MB of 16-byte records,
-the record walk's worst realistic case. Values are JSON-like text with random fields, so
-they compress about as event payloads do. For each batch it prints CPU time per batch and
-per MB of batch for:
+max.message.bytes), each uncompressed and with every codec; plus 1 MB of 16-byte records
+and 1 MB of empty records, the record walk's worst realistic and worst possible cases.
+Values are JSON-like text with random fields, so they compress about as event payloads do.
+For each batch it prints CPU time per batch and per MB of batch for:
 - header: the check without CRC (O(1) per batch),
 - crc32c: the check with its CRC-32C (the `crc32c` package, over a memoryview, no copy),
 - google: the header check plus `google_crc32c.value` (it needs bytes: the slice is a copy),
@@ -63,6 +63,8 @@ def batches() -> list[tuple[str, bytes]]:
                                                        compression=codec)))
     tiny = [(None, payload(rng, 16)) for _ in range(40_000)]
     out.append(("40000 x 16 B none", build_batch(tiny, timestamp_ms=1_700_000_000_000)))
+    empty = [(None, None)] * 110_000               # ~9 bytes a record: the walk's worst case
+    out.append(("110000 x empty none", build_batch(empty, timestamp_ms=1_700_000_000_000)))
     return out
 
 
