@@ -118,6 +118,16 @@ class CoordinatorConfig:
     produce_record_checks: bool = True
     produce_verify_crc: str = "auto"
     message_max_bytes: int = 2**31 - 1
+    # Safeguards on forwarded admin requests (gateway/safeguards.py, docs/reliability.md
+    # "Safeguards"), process-wide; per listener `listener.name.<l>.safeguard.X`, per principal
+    # `principal.<User:n>.safeguard.X`. Defaults are Kafka's own limits.
+    safeguard_topic_max_partitions: int = 2**31 - 1
+    safeguard_request_max_partitions: int = 10_000
+    safeguard_topic_max_replication_factor: int = 32767
+    safeguard_topic_name_pattern: str = ""
+    safeguard_topic_config_bounds: tuple[str, ...] = ()     # NAME=MIN:MAX items
+    safeguard_delete_topics_deny_pattern: str = ""
+    safeguard_controller_mutation_rate: float = 0.0         # partitions/s per principal; 0: unlimited
 
     # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
     # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.

@@ -133,7 +133,7 @@ def create_topic_error(topic: Any, facts: ClusterFacts) -> tuple[ErrorCode, str]
     return None
 
 
-def _requested_partitions(topic: Any, default_partitions: int) -> int:
+def requested_partitions(topic: Any, default_partitions: int) -> int:
     if topic.assignments:
         return len(topic.assignments)
     n = topic.num_partitions
@@ -149,7 +149,7 @@ def check_create_topics(request: Any, facts: ClusterFacts, refused: Sequence[int
     counted = [(i, t) for i, t in enumerate(topics) if i not in skip and t.name not in twice]
     total = 0
     for _, topic in counted:
-        total += _requested_partitions(topic, facts.default_partitions)
+        total += requested_partitions(topic, facts.default_partitions)
     if total > MAX_PARTITIONS_PER_BATCH:
         return Refusal(RULE_PARTITIONS, whole=(POLICY_VIOLATION, TOO_MANY_PARTITIONS))
     entries: dict[int, tuple[ErrorCode, str]] = {}
@@ -161,7 +161,7 @@ def check_create_topics(request: Any, facts: ClusterFacts, refused: Sequence[int
         if error is not None:
             entries[i] = error
             continue
-        records += 1 + _requested_partitions(topic, facts.default_partitions) \
+        records += 1 + requested_partitions(topic, facts.default_partitions) \
             + len({c.name for c in topic.configs})
         if records > MAX_RECORDS_PER_USER_OP:
             return Refusal(RULE_RECORDS, whole=(POLICY_VIOLATION, TOO_MANY_RECORDS))

@@ -18,12 +18,16 @@ from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
 from ..runtime import metrics
 from .admin_limits import ClusterFacts
+from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
 from .produce_check import UNDECIDED, RecordChecks, record_checks
 from .routes import Route
+from .safeguards import Rules, Safeguards, process_rules
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
+
+log = logging.getLogger("kcoord.gateway")
 
 
 def cluster_facts(gateway: Any) -> ClusterFacts:
@@ -75,6 +79,23 @@ class GuardedRequests(ConnectionState):
                 guard.record_checks = checks
         return checks   # type: ignore[return-value]
 
+    def _policy(self) -> Policy:
+        """The safeguards of this client (its listener, its principal), built once per process
+        from the config and the listener./principal. settings, and kept on the shared guard."""
+        guard = self._guard
+        guards = guard.safeguards
+        if guards is None:
+            gateway = self._gateway
+            try:
+                guards = Safeguards(process_rules(getattr(gateway, "config", None)),
+                                    getattr(gateway, "security_settings", None))
+            except ValueError as e:   # checked at start (see docs/reliability.md); never fail open quietly
+                log.error("safeguard settings refused (%s): Kafka's own limits apply", e)
+                guards = Safeguards(Rules())
+            guard.safeguards = guards
+        principal = getattr(self, "_client_principal", lambda: None)() or "User:ANONYMOUS"
+        return Policy(guards.rules(getattr(self._listener, "listener", ""), principal), guards, principal)
+
     def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""
         try:
@@ -87,8 +108,11 @@ class GuardedRequests(ConnectionState):
         except BodyError as e:
             self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
-        facts = cluster_facts(self._gateway) if route.api_key in SIZED_APIS else None
-        decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset, facts)
+        if route.api_key in SIZED_APIS:
+            decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset,
+                                         cluster_facts(self._gateway), self._policy())
+        else:
+            decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset)
         if decision is None:
             self._forward(frame, Pending(correlation_id, route, len(frame)))
             return

@@ -53,17 +53,19 @@ from ..protocol.checked import Malformed, struct_step
 from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
-from .admin_limits import CAPPED_APIS, ClusterFacts, check_create_partitions, check_create_topics, record_cap
+from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap
 from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
+from .admin_policy import Policy, Verdict, judge, judge_configs
 from .produce_check import RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
+from .safeguards import Safeguards
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
 WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
 GUARDED_APIS = REFUSING_APIS | WATCHED_APIS | CAPPED_APIS
-# Checked for size too (admin_limits.py), given the metadata view.
-SIZED_APIS = {CREATE_TOPICS: check_create_topics, CREATE_PARTITIONS: check_create_partitions}
+# Judged by admin_policy.py too (Kafka's limits, the safeguards), given the metadata view.
+SIZED_APIS = frozenset({CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS})
 
 # Metric label values (fixed).
 METRIC_API = {PRODUCE: "produce", DELETE_RECORDS: "delete_records", DELETE_TOPICS: "delete_topics",
@@ -111,10 +113,14 @@ def _module(api_key: int, version: int) -> Any:
     return sys.modules[response_class(api_key, version).__module__]
 
 
-def _merger(api_key: int, version: int, field: str, extra: tuple[Any, ...]) -> Callable[[bytes], bytes]:
+def _merger(api_key: int, version: int, field: str, extra: tuple[Any, ...],
+            throttle: timedelta = _ZERO) -> Callable[[bytes], bytes]:
     def merge(frame: bytes) -> bytes:
         correlation_id, response = decode_response_frame(api_key, version, frame)
-        merged = dataclasses.replace(response, **{field: tuple(getattr(response, field)) + extra})
+        changes: dict[str, Any] = {field: tuple(getattr(response, field)) + extra}
+        if throttle > response.throttle_time:     # a quota refusal's wait, when longer than upstream's
+            changes["throttle_time"] = throttle
+        merged = dataclasses.replace(response, **changes)
         return encode_response_frame(api_key, version, correlation_id, merged)
     return merge
 
@@ -187,6 +193,8 @@ class StateTopicGuard:
         # The Produce record checks (produce_check.py), set by the first connection that
         # knows the upstream (guarded.py); shared by every connection.
         self.record_checks: RecordChecks | None = UNDECIDED
+        # The operator's safeguards (safeguards.py), built by the first admin request (guarded.py).
+        self.safeguards: Safeguards | None = None
 
     def _topic_id_bytes(self) -> bytes | None:
         """The state topic id's 16 bytes, computed once per id (Produce v13 is hot)."""
@@ -272,16 +280,21 @@ class StateTopicGuard:
     # --- admin APIs (decoded with the bounded kio codec) ------------------------------
 
     def admin(self, api_key: int, version: int, request: Any, frame: bytes, body_offset: int,
-              facts: ClusterFacts | None = None) -> Local | Split | Allowed | None:
-        """The decision for a decoded admin request. With ``facts`` (the metadata view),
-        CreateTopics and CreatePartitions also get the size rules of admin_limits.py, after
-        the state-topic refusal (an authorization refusal: Kafka filters those out first)."""
+              facts: ClusterFacts | None = None, policy: Policy | None = None) -> Local | Split | Allowed | None:
+        """The decision for a decoded admin request. With ``facts`` (the metadata view) and
+        ``policy`` (the client's safeguards), CreateTopics, CreatePartitions, DeleteTopics
+        and the config APIs also get the verdict of admin_policy.py, after the state-topic
+        refusal (an authorization refusal: Kafka filters those out first)."""
         if api_key in CAPPED_APIS:
             capped = record_cap(api_key, response_class(api_key, version), request)
             if capped is not None:
                 return Local(capped[0], capped[1], RULE_ADMIN_RECORDS)
         if api_key in WATCHED_APIS:
-            return self._watched(api_key, request)
+            verdict = judge_configs(api_key, request, policy)
+            if verdict is None:
+                return self._watched(api_key, request)
+            return self._decide(api_key, version, request, frame, body_offset, request.resources, "resources", [],
+                                verdict)
         if api_key not in REFUSING_APIS:
             return None
         if api_key == DELETE_TOPICS and version < 6:
@@ -296,33 +309,35 @@ class StateTopicGuard:
                 refused = [i for i, t in enumerate(items) if t.name == self.name] if not self._exists() else []
             else:
                 refused = [i for i, t in enumerate(items) if t.name == self.name]
-        limit = None
-        if facts is not None and api_key in SIZED_APIS:
-            limit = SIZED_APIS[api_key](request, facts, refused)
-        if not refused and limit is None:
+        verdict = judge(api_key, version, request, refused, facts, policy) if api_key != DELETE_RECORDS else None
+        if not refused and verdict is None:
             return None
+        return self._decide(api_key, version, request, frame, body_offset, items, field, refused, verdict)
+
+    def _decide(self, api_key: int, version: int, request: Any, frame: bytes, body_offset: int, items: Any,
+                field: str, refused: list[int], verdict: Verdict | None) -> Local | Split:
+        """The answer: every entry refused here (Local), or the rest forwarded (Split)."""
         m = _module(api_key, version)
-        if limit is not None and limit.whole is not None:
-            # Kafka answers every topic of the request with the controller's error.
-            code, message = limit.whole
+        cls = response_class(api_key, version)
+        if verdict is not None and verdict.whole is not None:
+            # Kafka answers every entry of the request with the controller's error.
+            code, message = verdict.whole
             results, response_field = self._answers(api_key, m, [(t, code, message) for t in items])
-            return Local(_make(response_class(api_key, version), throttle_time=_ZERO, **{response_field: results}),
-                         message, limit.rule)
+            return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), message, verdict.rule)
         results, response_field, note = self._refusals(api_key, m, [items[i] for i in refused])
-        rule = ""
-        if limit is not None and limit.entries:
-            extra, _ = self._answers(api_key, m, [(items[i], code, message)
-                                                  for i, (code, message) in sorted(limit.entries.items())])
+        rule, throttle = "", _ZERO
+        if verdict is not None and verdict.entries:
+            extra, response_field = self._answers(api_key, m, [
+                (items[i], code, message) for i, (code, message) in sorted(verdict.entries.items())])
             results += extra
-            refused = sorted({*refused, *limit.entries})
-            note = "; ".join(filter(None, (note, f"{len(extra)} topic(s) refused: "
-                                           + next(iter(limit.entries.values()))[1])))
-            rule = limit.rule
+            refused = sorted({*refused, *verdict.entries})
+            note = "; ".join(filter(None, (note, f"{len(extra)} entries refused: "
+                                           + next(iter(verdict.entries.values()))[1])))
+            rule, throttle = verdict.rule, timedelta(milliseconds=verdict.throttle_ms)
         if len(refused) == len(items):
-            cls = response_class(api_key, version)
-            return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), note, rule)
+            return Local(_make(cls, throttle_time=throttle, **{response_field: results}), note, rule)
         return self._split(request, field, refused, frame, body_offset,
-                           _merger(api_key, version, response_field, results), note, rule)
+                           _merger(api_key, version, response_field, results, throttle), note, rule)
 
     @staticmethod
     def _split(request: Any, field: str, refused: list[int], frame: bytes, body_offset: int,
@@ -336,6 +351,8 @@ class StateTopicGuard:
 
     def _refusals(self, api_key: int, m: Any, refused: list[Any]) -> tuple[tuple[Any, ...], str, str]:
         name = self.name
+        if not refused:
+            return (), "", ""
         if api_key == DELETE_RECORDS:
             message = f"Cannot delete records of internal topic {name}"
             return (tuple(m.DeleteRecordsTopicResult(name=name, partitions=tuple(
@@ -362,6 +379,10 @@ class StateTopicGuard:
         if api_key == CREATE_PARTITIONS:
             return tuple(m.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
                          for t, code, message in entries), "results"
+        if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+            return tuple(m.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                        resource_type=r.resource_type, resource_name=r.resource_name)
+                         for r, code, message in entries), "responses"
         return tuple(_make(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=code,
                            error_message=message, topic_config_error_code=0, num_partitions=-1,
                            replication_factor=-1, configs=None)
