@@ -218,7 +218,8 @@ def _walk_records(buf: memoryview, size: int, records_count: int) -> Refusal | N
         while True:
             if pos >= size:
                 return INVALID_RECORD, (f"record batch field records_count is {records_count}, "
-                                        f"but the batch ends in record {index} (byte {start})")
+                                        f"but its bytes end at {size}, within or before record "
+                                        f"{index} (from byte {start})")
             byte = buf[pos]
             pos += 1
             raw |= (byte & 0x7F) << shift

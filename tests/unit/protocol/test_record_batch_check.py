@@ -344,3 +344,20 @@ def test_order_crc_before_counts_and_control() -> None:
 def test_order_magic_before_trailing_bytes_and_base_offset() -> None:
     data = patched(batch(), crc=False, magic=1, base_offset=3)
     refused(data + b"\x00" * 5, INVALID_RECORD, "magic")
+
+
+# --- what the check itself costs in memory ------------------------------------------------------
+
+@pytest.mark.parametrize("fields", [{"records_count": 2**31 - 1, "last_offset_delta": 2**31 - 2},
+                                    {"length": 2**31 - 1}, {"records_count": 2_000, "last_offset_delta": 1_999}])
+def test_the_check_allocates_nothing_in_proportion_to_the_header(fields: dict[str, int]) -> None:
+    import tracemalloc
+    data = patched(batch(), **fields)
+    tracemalloc.start()
+    try:
+        result = check(data, walk_records=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result is not None and result[0] == INVALID_RECORD
+    assert peak < 16_384, f"{peak} bytes allocated for a {len(data)}-byte batch"
