@@ -30,7 +30,7 @@ Rules of this module (Kafka's order and codes: ``ProduceRequest.validateRecords`
   record takes at least 7 bytes (its length varint and six one-byte fields), so an
   uncompressed batch holds at most payload // 7 records. A compressed batch is never
   decompressed (a zip bomb stays a zip bomb): its payload can at most expand by its
-  codec's worst ratio (``_MAX_EXPANSION``), and that bounds its records the same way.
+  codec's worst ratio (``MAX_EXPANSION``), and that bounds its records the same way.
 - ``walk_records`` also walks an uncompressed batch's record length varints (no
   allocation, at most payload // 7 steps): the records must be exactly ``records_count``
   and end exactly at the batch's end. It costs pure-Python time per record (see
@@ -70,7 +70,7 @@ _CONTROL_FLAG = 0x20
 # ratio): deflate 1032:1; snappy's best element is a 3-byte copy of 64 bytes; an LZ4
 # sequence adds 255 bytes of match length per extension byte; a zstd RLE block turns 4
 # bytes into 128 KiB. Each is rounded up so no batch a codec can produce is refused.
-_MAX_EXPANSION = {0: 1, 1: 1100, 2: 32, 3: 256, 4: 65536}
+MAX_EXPANSION = {0: 1, 1: 1100, 2: 32, 3: 256, 4: 65536}
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 _HEADER = struct.Struct(">Ihiqqqhii")      # crc .. records_count, from byte 17
@@ -167,7 +167,7 @@ def _check_batch(buf: memoryview, size: int, max_message_bytes: int, verify_crc:
             return CORRUPT_MESSAGE, (f"record batch field crc is {crc:#010x}, the CRC-32C of "
                                      f"its bytes {_ATTRIBUTES_AT}..{size} is {computed:#010x}")
     codec = attributes & _CODEC_MASK
-    if codec not in _MAX_EXPANSION:
+    if codec not in MAX_EXPANSION:
         return INVALID_RECORD, (f"record batch field attributes is {attributes:#06x}: "
                                 f"compression codec {codec} is not one of 0..4")
     refusal = _check_counts(size, attributes, codec, last_offset_delta, records_count,
@@ -195,13 +195,13 @@ def _check_counts(size: int, attributes: int, codec: int, last_offset_delta: int
         return INVALID_RECORD, (f"record batch field base_sequence is {base_sequence} with "
                                 f"producer_id {producer_id}")
     payload = size - RECORD_BATCH_OVERHEAD
-    most = payload * _MAX_EXPANSION[codec] // MIN_RECORD_SIZE
+    most = payload * MAX_EXPANSION[codec] // MIN_RECORD_SIZE
     if records_count > most:
         if codec == 0:
             what = f"{payload} bytes of uncompressed records"
         else:
             what = (f"{payload} bytes compressed with {_CODEC_NAMES[codec]} (at most "
-                    f"{_MAX_EXPANSION[codec]}x when decompressed)")
+                    f"{MAX_EXPANSION[codec]}x when decompressed)")
         return INVALID_RECORD, (f"record batch field records_count is {records_count}, more "
                                 f"than the {most} records that {what} can hold (a record "
                                 f"takes at least {MIN_RECORD_SIZE} bytes)")

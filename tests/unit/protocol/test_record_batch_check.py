@@ -16,6 +16,7 @@ from crc32c import crc32c
 from coordinator.protocol.record_batch_check import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
+    MAX_EXPANSION,
     MESSAGE_TOO_LARGE,
     UNSUPPORTED_COMPRESSION_TYPE,
     check_partition_records,
@@ -259,6 +260,17 @@ def test_a_compressed_count_past_the_codecs_expansion_is_invalid_record(codec: i
     count = 2**31 - 1
     refused(patched(data, records_count=count, last_offset_delta=count - 1), INVALID_RECORD,
             "records_count", str(count), name, "decompressed")
+
+
+@pytest.mark.parametrize("codec", [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD])
+def test_the_codec_bounds_hold_for_the_most_compressible_input(codec: int) -> None:
+    # Zeros compress best (gzip ~1028x, snappy ~21x, lz4 ~239x, zstd ~30,000x); the bound a
+    # count is held to must stay above what the producer's codec reaches.
+    from aiokafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
+    encode = {COMPRESSION_GZIP: gzip_encode, COMPRESSION_SNAPPY: snappy_encode,
+              COMPRESSION_LZ4: lz4_encode, COMPRESSION_ZSTD: zstd_encode}[codec]
+    zeros = bytes(4 << 20)
+    assert len(zeros) / len(encode(zeros)) < MAX_EXPANSION[codec]
 
 
 # --- the optional walk over an uncompressed batch's record lengths ------------------------------
