@@ -110,8 +110,9 @@ def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: Clus
             continue
         wait = policy.guards.take(policy.principal, rate, cost)
         if wait > 0:
+            scope = policy.rules.scope("controller.mutation.rate")
             refused[i] = (ErrorCode.throttling_quota_exceeded, f"{THROTTLED} (kcoord safeguard "
-                          f"safeguard.controller.mutation.rate ({policy.rules.scope}): {rate:g} partitions/s)")
+                          f"safeguard.controller.mutation.rate ({scope}): {rate:g} partitions/s)")
             verdict.throttle_ms = max(verdict.throttle_ms, int(wait * 1000) + 1)
     _add(verdict, refused, RULE_QUOTA)
 

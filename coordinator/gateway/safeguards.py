@@ -65,7 +65,10 @@ class Rules:
     topic_config_bounds: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     delete_topics_deny_pattern: str = ""
     controller_mutation_rate: float = 0.0
-    scope: str = "process"
+    scopes: Mapping[str, str] = field(default_factory=dict)     # setting -> where it was set
+
+    def scope(self, setting: str) -> str:
+        return self.scopes.get(setting, "process")
 
     def name_allowed(self, name: str) -> bool:
         return not self.topic_name_pattern or re.fullmatch(self.topic_name_pattern, name) is not None
@@ -83,12 +86,13 @@ class Rules:
         except ValueError:
             return None          # not a number: the upstream's own validation answers it
         if (low is not None and number < low) or (high is not None and number > high):
-            return (f"kcoord safeguard safeguard.topic.config.bounds ({self.scope}): {name}={value} is outside "
+            return (f"kcoord safeguard safeguard.topic.config.bounds ({self.scope('topic.config.bounds')}): "
+                    f"{name}={value} is outside "
                     f"[{'' if low is None else _num(low)}, {'' if high is None else _num(high)}]")
         return None
 
     def violation(self, setting: str, what: str, limit: object) -> str:
-        return f"kcoord safeguard safeguard.{setting} ({self.scope}): {what}, at most {limit}"
+        return f"kcoord safeguard safeguard.{setting} ({self.scope(setting)}): {what}, at most {limit}"
 
 
 def _num(x: float) -> str:
@@ -123,7 +127,7 @@ def _apply(rules: Rules, key: str, value: Any, scope: str) -> Rules:
         parsed = float(value)
     else:
         parsed = int(value)
-    return replace(rules, **{name: parsed})
+    return replace(rules, **{name: parsed, "scopes": {**rules.scopes, key: scope}})
 
 
 def process_rules(config: Any) -> Rules:
@@ -174,8 +178,6 @@ class Safeguards:
                                  (f"principal {principal}", self._principals.get(principal or ""))):
                 for k, v in (items or {}).items():
                     rules = _apply(rules, k, v, scope)
-                if items:
-                    rules = replace(rules, scope=scope)
             if len(self._cache) >= 1024:
                 self._cache.clear()
             self._cache[key] = rules

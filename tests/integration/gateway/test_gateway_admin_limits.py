@@ -4,17 +4,21 @@ Tansu and Kafka 4.3: kcoord answers them with Kafka's errors and the upstream ke
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
+import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.config import CoordinatorConfig
 from coordinator.gateway.admin_limits import TOO_MANY_PARTITIONS
 from coordinator.protocol import apis
-from gateway_helpers import RunningGateway
+from gateway_helpers import STATE_TOPIC, LoopThread, RunningGateway, start_gateway
 from support.names import TestNames
 from support.raw_client import call, request_types
+from support.tansu import TansuBroker
 from support.wait import wait_until
 
 
@@ -107,3 +111,31 @@ def _records(value: bytes) -> bytes:
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 16)
     builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     return bytes(builder.build())
+
+
+@pytest.fixture(scope="module")
+def guarded(gw_loop: LoopThread, gw_tansu: TansuBroker) -> Iterator[RunningGateway]:
+    """A gateway whose PLAINTEXT listener caps a topic at 3 partitions and whose anonymous
+    principal may create 4 partitions per second (gateway/safeguards.py)."""
+    running = start_gateway(gw_loop, gw_tansu.bootstrap, config=CoordinatorConfig(state_topic=STATE_TOPIC), security={
+        "listener.name.plaintext.safeguard.topic.max.partitions": "3",
+        "principal.User:ANONYMOUS.safeguard.controller.mutation.rate": "4"})
+    yield running
+    running.close()
+
+
+def test_a_listener_safeguard_and_a_principal_mutation_rate_refuse_with_their_answers(
+        guarded: RunningGateway, names: TestNames) -> None:
+    wide, first, second, third = names.topic(), names.topic(), names.topic(), names.topic()
+    for validate_only in (True, False):
+        response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(wide, 4, 1)], validate_only))
+        assert [(t.error_code, t.error_message) for t in response.topics] == [(
+            ErrorCode.policy_violation, f"kcoord safeguard safeguard.topic.max.partitions (listener PLAINTEXT): "
+                                        f"topic {wide} asks for 4 partitions, at most 3")]
+    # 3 + 3 + 3 partitions at 4 per second (a bucket of 4): the first two are created (the
+    # second takes the bucket 2 into debt), the third waits with THROTTLING_QUOTA_EXCEEDED.
+    response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(first, 3, 1), (second, 3, 1),
+                                                                              (third, 3, 1)]))
+    codes = {t.name: t.error_code for t in response.topics}
+    assert codes == {first: ErrorCode.none, second: ErrorCode.none, third: ErrorCode.throttling_quota_exceeded}
+    assert response.throttle_time.total_seconds() > 0
