@@ -383,6 +383,9 @@ class ClientConnection(FlowControl, GuardedRequests, BadInput, SaslConnection, a
             self._reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
                          route, correlation_id, reason=BODY)
             return
+        clamp = route.clamp
+        if clamp is not None:      # Fetch: max_bytes over Kafka's bound (fetch_bounds.py)
+            frame = clamp(frame, offset)
         self._forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
                       else MergingPending(correlation_id, route, len(frame), merge))
 

@@ -8,7 +8,7 @@ the state topic are ``guarded``: decoded (bounded) and checked before they are f
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from ..protocol.apis import (
@@ -18,6 +18,7 @@ from ..protocol.apis import (
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_TOPIC_PARTITIONS,
+    FETCH,
     FIND_COORDINATOR,
     METADATA,
     PRODUCE,
@@ -28,6 +29,7 @@ from ..protocol.apis import (
     response_header_version,
 )
 from ..protocol.checked import Step, struct_step
+from .fetch_bounds import fetch_clamp
 from .leader_endpoints import carries_endpoints
 from .state_guard import GUARDED_APIS
 
@@ -72,6 +74,9 @@ class Route:
     # Responses may carry KIP-951 NodeEndpoints (Produce v10+, Fetch v16+): their upstream
     # addresses are rewritten on the way back (leader_endpoints.py).
     endpoints: bool = False
+    # A forwarded request's numbers bounded as Kafka bounds them (Fetch max_bytes:
+    # fetch_bounds.py): (frame, body offset) -> the frame to forward.
+    clamp: Callable[[bytes, int], bytes] | None = None
 
 
 def route_key(api_key: int, api_version: int) -> int:
@@ -104,5 +109,6 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 flexible=schemas.flexible(version),
                 request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
                 guarded=guarded, body_check=struct_step(schemas.requests[version]),
-                endpoints=carries_endpoints(api_key, version))
+                endpoints=carries_endpoints(api_key, version),
+                clamp=fetch_clamp(version) if api_key == FETCH and kind == FORWARD else None)
     return routes
