@@ -1,17 +1,26 @@
-"""Fuzz a real `kcoord serve` (over a real Tansu) with 1,000,000 frames and report the rate.
+"""Fuzz a real `kcoord serve` in front of its embedded Tansu with 1,000,000 frames per mode,
+and report the rate, the result, and the peak RSS of kcoord and of the broker.
 
-    .venv/bin/python bench/bench_fuzz.py [--frames 1000000] [--seed 1] [--rss-limit-mb 600]
+    .venv/bin/python bench/bench_fuzz.py [--mode bytes|structured|both] [--frames 1000000] [--seed 1]
+        [--upstream embedded|kafka] [--confirm]
 
-Every batch is checked (ApiVersions answered within 2 s, RSS under the bound, no traceback
-in kcoord's log, process alive); see fuzz/live.py. Prints progress per batch and a JSON
-summary at the end; exits 1 on the first failed check.
+Each mode gets a fresh `kcoord serve` (and so a fresh embedded Tansu, under
+--embedded-memory-max). Every batch is checked (kcoord and the broker answer ApiVersions,
+stay under their RSS bounds, no traceback in kcoord's log, both alive); see fuzz/live.py.
+A broker that dies or outgrows its bound is a FINDING, printed with the requests it was
+handling and the seed; with --confirm each is replayed alone against a fresh Tansu to name
+the one(s) that do it (fuzz/confirm.py). `--upstream kafka` runs in front of Apache Kafka
+4.3 with a 512 MiB heap instead (tests/support/kafka_broker.py). Prints progress per batch
+and a JSON summary per mode; exits 1 if any mode failed a check.
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import re
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,38 +29,123 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from loadgen import procs  # noqa: E402
 
+from fuzz.confirm import Broker, confirm  # noqa: E402
+from fuzz.health import UpstreamWatch  # noqa: E402
 from fuzz.live import FUZZ_CONFIG, IDLE_MS, LiveFuzzer, LiveReport  # noqa: E402
+from support import processes  # noqa: E402
+from support.kcoord import launch_serve  # noqa: E402
+
+BROKER_RSS_LIMIT_MB = 1024        # Tansu idles at 30 MB; Kafka's JVM at 512 MiB heap sits near 700 MB
+KAFKA_RSS_LIMIT_MB = 1400
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM: the process's peak RSS so far (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+@dataclass
+class Served:
+    process: object
+    log_path: Path
+    port: int
+    broker: UpstreamWatch
+    stop_broker: object = None
+
+
+def serve_embedded(memory_max: str) -> Served:
+    port = procs.free_ports(2)
+    lines: list[str] = []
+    args = [sys.executable, "-m", "coordinator.cli", "--log-level", "WARNING", "serve", "--listen", f"127.0.0.1:{port}",
+            "--state-topic", f"__kcoord_bench_{port}", "--state-partitions", "4", "--embedded-memory-max", memory_max,
+            "--embedded-log", str(Path(tempfile.gettempdir()) / f"bench-fuzz-tansu-{port}.log")]
+    for item in FUZZ_CONFIG:
+        args += ["--config", item]
+    process, log_path = launch_serve(args, REPO, f"kcoord-bench-fuzz-{port}", lines, 60, env={"PYTHONPATH": str(REPO)})
+    banner = next(line for line in lines if "embedded Tansu pid" in line)
+    match = re.search(r"upstream (\S+):(\d+) \(embedded Tansu pid (\d+)", banner)
+    assert match, banner
+    watch = UpstreamWatch(f"embedded Tansu (--embedded-memory-max {memory_max})", match.group(1), int(match.group(2)),
+                          int(match.group(3)), rss_limit_mb=BROKER_RSS_LIMIT_MB)
+    return Served(process, log_path, port, watch)
+
+
+def serve_kafka(work: Path) -> Served:
+    from support.kafka_broker import KAFKA_43, start_kafka
+    cluster = start_kafka(KAFKA_43, work, heap="512m")
+    node = cluster.nodes[0]
+    kcoord = procs.Kcoord(cluster.bootstrap, config=FUZZ_CONFIG, state_partitions=4).start()
+    watch = UpstreamWatch(f"Kafka {KAFKA_43} (-Xmx512m)", "127.0.0.1", int(cluster.bootstrap.rsplit(":", 1)[1]),
+                          node.process.pid, rss_limit_mb=KAFKA_RSS_LIMIT_MB, timeout_s=10)
+    return Served(kcoord.process, kcoord.log_path, kcoord.port, watch, stop_broker=cluster.stop)
+
+
+def fresh_tansu() -> Broker:
+    broker = procs.tansu()
+    return Broker(broker.host, broker.port, broker.process.pid, broker.stop)
+
+
+def run_mode(mode: str, args: argparse.Namespace) -> tuple[LiveReport, dict]:
+    served = serve_kafka(Path(tempfile.mkdtemp(prefix="bench-fuzz-kafka-"))) if args.upstream == "kafka" \
+        else serve_embedded(args.embedded_memory_max)
+    fuzzer = LiveFuzzer("127.0.0.1", served.port, served.process.pid, served.log_path,
+                        state_topic=f"__kcoord_bench_{served.port}", rss_limit_mb=args.rss_limit_mb, seed=args.seed,
+                        concurrency=args.concurrency, mode=mode, upstream=served.broker,
+                        read_timeout=1.0 if mode == "structured" else 2.0)
+
+    def progress(r: LiveReport) -> None:
+        print(f"[bench_fuzz {mode}] batch {r.batches}: {r.frames:,}/{args.frames:,} frames, "
+              f"{r.frames_per_second:,.0f}/s, RSS max kcoord {r.max_rss_mb:.0f} MB, broker "
+              f"{r.upstream_max_rss_mb:.0f} MB", flush=True)
+    structured = mode == "structured"
+    try:
+        report = procs.run(fuzzer.run(args.frames, args.batch, idle_ms=IDLE_MS, progress=progress,
+                                      half_frames_per_batch=0 if structured else 2, burst=0 if structured else 200))
+        peaks = {"kcoord_peak_rss_mb": round(peak_rss_mb(served.process.pid)),
+                 "broker_peak_rss_mb": round(max(peak_rss_mb(served.broker.pid), served.broker.max_rss_mb))}
+    finally:
+        processes.stop(served.process, 15)
+        if served.stop_broker is not None:
+            served.stop_broker()
+    confirmed = []
+    if args.confirm and served.broker.suspects:
+        confirmed = procs.run(confirm(served.broker.suspects, fresh_tansu))
+    summary = {"mode": mode, "upstream": served.broker.name, "frames": report.frames, "mutated": report.mutated,
+               "frames_per_second": round(report.frames_per_second), "seconds": round(report.seconds, 1),
+               "connections": report.connections, "responses": report.responses, **peaks,
+               "by_mutation": dict(report.by_mutation) if not structured else None,
+               "failures": report.failures, "confirmed": confirmed}
+    if report.failures:
+        print(f"--- kcoord log ({served.log_path}), last 3000 characters ---\n"
+              f"{served.log_path.read_text(errors='replace')[-3000:]}")
+    return report, summary
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("bytes", "structured", "both"), default="both")
     ap.add_argument("--frames", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--rss-limit-mb", type=float, default=600.0)
+    ap.add_argument("--rss-limit-mb", type=float, default=600.0, help="kcoord's RSS bound")
+    ap.add_argument("--upstream", choices=("embedded", "kafka"), default="embedded")
+    ap.add_argument("--embedded-memory-max", default="2g")
+    ap.add_argument("--confirm", action="store_true", help="replay a finding's suspects against a fresh Tansu")
     args = ap.parse_args()
-    broker = procs.tansu()
-    kcoord = procs.Kcoord(broker.bootstrap, config=FUZZ_CONFIG, state_partitions=4).start()
-    try:
-        host, port = "127.0.0.1", kcoord.port
-        fuzzer = LiveFuzzer(host, port, kcoord.pid, kcoord.log_path, state_topic=f"__kcoord_bench_{port}",
-                            rss_limit_mb=args.rss_limit_mb, seed=args.seed, concurrency=args.concurrency)
-
-        def progress(r: LiveReport) -> None:
-            print(f"[bench_fuzz] batch {r.batches}: {r.frames:,}/{args.frames:,} frames, "
-                  f"{r.frames_per_second:,.0f}/s, RSS max {r.max_rss_mb:.0f} MB", flush=True)
-        report = procs.run(fuzzer.run(args.frames, args.batch, idle_ms=IDLE_MS, progress=progress))
-    finally:
-        kcoord.stop()
-        broker.stop()
-    print(report.summary())
-    print(json.dumps({"frames": report.frames, "mutated": report.mutated, "frames_per_second": round(report.frames_per_second),
-                      "connections": report.connections, "max_rss_mb": round(report.max_rss_mb),
-                      "by_mutation": dict(report.by_mutation), "failures": report.failures}, indent=1))
-    if report.failures:
-        kcoord.print_log_tail()
-    return 1 if report.failures else 0
+    failed = False
+    for mode in (("bytes", "structured") if args.mode == "both" else (args.mode,)):
+        report, summary = run_mode(mode, args)
+        print(report.summary())
+        print(json.dumps(summary, indent=1), flush=True)
+        failed |= bool(report.failures)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

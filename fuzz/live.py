@@ -1,14 +1,20 @@
 """Fuzz a running `kcoord serve` over TCP, checking after every batch that it is still whole.
 
-Each connection sends a few valid requests and then one mutated one (a class from
-`fuzz.mutations`), so the mutated frame reaches the parser after real work on the same
-connection; kcoord must answer what came before and then close. Connection-level abuse
-runs beside it: half frames followed by silence (kcoord must close them after
-connections.max.idle.ms) and bursts of many connections.
+Two modes:
+- ``bytes``: each connection sends a few valid requests and then one mutated one (a class
+  from `fuzz.mutations`), so the mutated frame reaches the parser after real work on the
+  same connection; kcoord must answer what came before and then close. Connection-level
+  abuse runs beside it: half frames followed by silence (kcoord must close them after
+  connections.max.idle.ms) and bursts of many connections.
+- ``structured``: each connection pipelines up to 32 valid requests whose field values are
+  extremes (`fuzz.structured`), for every API and version kcoord advertises; kcoord serves
+  or forwards them, so they test what a value does to kcoord and to its upstream.
 
 After every batch (the issue's bar): the server answers ApiVersions on a new connection
 within 2 s, its RSS stays under the stated bound, its log holds no traceback, and the
-process is alive. A failed check stops the run and is reported with the batch's seed.
+process is alive; with an `UpstreamWatch`, the upstream broker too answers and stays
+under its bound. A failed check stops the run and is reported with the batch's seed; a
+broker that dies mid-batch stops it at once, with the requests it was handling.
 """
 from __future__ import annotations
 
@@ -24,10 +30,13 @@ from pathlib import Path
 from coordinator.protocol.apis import API_VERSIONS, response_class
 from coordinator.protocol.codec import decode_body
 
+from .health import UpstreamWatch, alive, answers_api_versions, rss_mb
+from .health import api_versions_frame as _api_versions_frame
 from .mutations import MUTATIONS
+from .structured import StructuredFrames
 from .targets import TARGETS, Target, request_frame
 
-_APIV = b"\x00\x12\x00\x03"   # ApiVersions v3
+MODES = ("bytes", "structured")
 
 IDLE_MS = 3000
 # The kcoord settings a fuzz run uses (Kafka's names), lowered so that connection abuse
@@ -47,6 +56,7 @@ class LiveReport:
     half_frames: int = 0
     seconds: float = 0.0
     max_rss_mb: float = 0.0
+    upstream_max_rss_mb: float = 0.0
     batches: int = 0
     by_mutation: Counter = field(default_factory=Counter)
     by_api: Counter = field(default_factory=Counter)
@@ -60,22 +70,8 @@ class LiveReport:
         return (f"{self.frames} frames ({self.mutated} mutated) on {self.connections} connections in "
                 f"{self.seconds:.1f} s = {self.frames_per_second:,.0f} frames/s; {self.responses} responses, "
                 f"{self.closed_by_server} connections closed by kcoord; half frames closed "
-                f"{self.half_frames_closed}/{self.half_frames}; max RSS {self.max_rss_mb:.0f} MB; "
-                f"{len(self.failures)} failures")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def _api_versions_frame(correlation_id: int) -> bytes:
-    # header v2: key, version, correlation id, client id "fuzz", no tags; body: software
-    # name and version (compact strings), no tags.
-    payload = _APIV + struct.pack(">ih", correlation_id, 4) + b"fuzz\x00" + b"\x05kfuz\x02v\x00"
-    return struct.pack(">i", len(payload)) + payload
+                f"{self.half_frames_closed}/{self.half_frames}; max RSS {self.max_rss_mb:.0f} MB, upstream's "
+                f"{self.upstream_max_rss_mb:.0f} MB; {len(self.failures)} failures")
 
 
 async def _read_frames(reader: asyncio.StreamReader, timeout: float) -> tuple[int, bool]:
@@ -100,7 +96,10 @@ async def _read_frames(reader: asyncio.StreamReader, timeout: float) -> tuple[in
 class LiveFuzzer:
     def __init__(self, host: str, port: int, pid: int, log_path: Path, *, state_topic: str,
                  rss_limit_mb: float, seed: int = 0, concurrency: int = 16, read_timeout: float = 2.0,
-                 targets: tuple[Target, ...] = TARGETS) -> None:
+                 targets: tuple[Target, ...] = TARGETS, mode: str = "bytes",
+                 upstream: UpstreamWatch | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: one of {MODES}")
         self.host, self.port, self.pid, self.log_path = host, port, pid, log_path
         self.state_topic = state_topic
         self.rss_limit_mb = rss_limit_mb
@@ -108,6 +107,9 @@ class LiveFuzzer:
         self.concurrency = concurrency
         self.read_timeout = read_timeout
         self.targets = targets
+        self.mode = mode
+        self.upstream = upstream
+        self._structured: StructuredFrames | None = None
         self.versions: dict[int, tuple[int, int]] = {}
         self.report = LiveReport()
         self._log_offset = 0
@@ -124,7 +126,13 @@ class LiveFuzzer:
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     def _plan(self, rng: random.Random) -> list[tuple[str, bytes]]:
-        """(mutation, frame) for one connection: valid requests, then one mutated."""
+        """(mutation or label, frame) for one connection: valid requests, then one mutated;
+        in structured mode up to 32 requests with extreme values."""
+        if self._structured is not None:
+            frames = [self._structured.frame(rng, i + 1) for i in range(rng.randint(1, 32))]
+            for _, frame in frames:
+                self.report.by_api[struct.unpack_from(">h", frame, 4)[0]] += 1
+            return frames
         plan = []
         n = rng.randint(1, 7)
         for i in range(n):
@@ -145,6 +153,8 @@ class LiveFuzzer:
             self.report.by_mutation["refused_connection"] += 1   # a connection limit at work
             return
         self.report.connections += 1
+        if self.upstream is not None:
+            self.upstream.sent(id(writer), [(f"{label} (seed {self.seed})", frame) for label, frame in plan])
         try:
             writer.write(b"".join(frame for _, frame in plan))
             # Half-close: kcoord answers what it can, then closes on the EOF, so a
@@ -157,6 +167,8 @@ class LiveFuzzer:
                 # is an allowed answer); the shutdown of a reset socket fails (ENOTCONN).
                 pass
             for name, _ in plan:
+                if self._structured is not None:
+                    name = "valid" if name.endswith(": valid") else "structured"
                 self.report.frames += 1
                 self.report.by_mutation[name] += 1
                 self.report.mutated += name != "valid"
@@ -167,6 +179,8 @@ class LiveFuzzer:
             self.report.closed_by_server += 1
         finally:
             writer.close()
+            if self.upstream is not None:
+                self.upstream.answered(id(writer))
 
     async def _half_frames(self, n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
         """Connections that send a size prefix and part of a frame, then nothing."""
@@ -203,21 +217,18 @@ class LiveFuzzer:
         self.report.by_mutation["burst_connection"] += n
 
     async def check(self, where: str) -> None:
-        """The per-batch bar: alive, answers ApiVersions within 2 s, RSS bound, no traceback."""
+        """The per-batch bar: alive, answers ApiVersions within 2 s, RSS bound, no traceback;
+        the same of the upstream, when watched."""
         failures = self.report.failures
-        if not Path(f"/proc/{self.pid}").exists():
+        if self.upstream is not None:
+            failures += await self.upstream.check(where)
+            self.report.upstream_max_rss_mb = self.upstream.max_rss_mb
+        if not alive(self.pid):
             failures.append(f"{where}: kcoord (pid {self.pid}) is gone")
             return
-        try:
-            start = time.monotonic()
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 2)
-            writer.write(_api_versions_frame(7))
-            head = await asyncio.wait_for(reader.readexactly(8), 2 - (time.monotonic() - start))
-            writer.close()
-            if struct.unpack(">i", head[4:])[0] != 7:
-                failures.append(f"{where}: ApiVersions answered with the wrong correlation id")
-        except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
-            failures.append(f"{where}: ApiVersions not answered within 2 s ({type(e).__name__}: {e})")
+        problem = await answers_api_versions(self.host, self.port, 2.0)
+        if problem is not None:
+            failures.append(f"{where}: kcoord: {problem}")
         rss = rss_mb(self.pid)
         self.report.max_rss_mb = max(self.report.max_rss_mb, rss)
         if rss > self.rss_limit_mb:
@@ -233,6 +244,20 @@ class LiveFuzzer:
         """Send at least ``frames`` frames in batches; stop at the first failed check."""
         self.versions = await self.advertised()
         self._live = [t for t in self.targets if t.api_key in self.versions]
+        if self.mode == "structured":
+            self._structured = StructuredFrames(self.versions, random.Random(self.seed))
+        watch = asyncio.create_task(self.upstream.watch()) if self.upstream is not None else None
+        try:
+            return await self._batches(frames, batch_frames, half_frames_per_batch, burst, idle_ms, progress)
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    def _stopped(self) -> bool:
+        return self.upstream is not None and self.upstream.died_at is not None
+
+    async def _batches(self, frames: int, batch_frames: int, half_frames_per_batch: int, burst: int,
+                       idle_ms: int | None, progress: Callable[[LiveReport], None] | None) -> LiveReport:
         start = time.monotonic()
         held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
         batch = 0
@@ -243,7 +268,7 @@ class LiveFuzzer:
             held += [(r, w, now) for r, w in await self._half_frames(half_frames_per_batch)]
 
             async def worker(wrng: random.Random, goal: int = goal) -> None:
-                while self.report.frames < goal:
+                while self.report.frames < goal and not self._stopped():
                     await self._connection(wrng)
             await asyncio.gather(*(worker(random.Random(rng.random())) for _ in range(self.concurrency)),
                                  self._burst(burst))
