@@ -70,40 +70,23 @@ def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int,
     framed Produce body starting at ``offset`` (walked already: lengths fit)."""
     end = len(frame)
     flexible = version >= FIRST_FLEXIBLE
-    if flexible:
-        length, pos = read_uvarint(frame, offset, end)
-        pos += max(0, length - 1)                                  # transactional_id
-    else:
-        pos = offset + 2 + max(0, _I16(frame, offset)[0])
-    pos += 6                                                       # acks, timeout_ms
-    if flexible:
-        topics, pos = read_uvarint(frame, pos, end)
-        topics -= 1
-    else:
-        topics = _I32(frame, pos)[0]
-        pos += 4
+    # Lengths and counts: a compact (unsigned varint, +1) or a classic int16/int32 prefix.
+    def prefix(pos: int, wide: bool) -> tuple[int, int]:
+        if flexible:
+            n, pos = read_uvarint(frame, pos, end)
+            return n - 1, pos
+        return (_I32(frame, pos)[0], pos + 4) if wide else (_I16(frame, pos)[0], pos + 2)
+    length, pos = prefix(offset, False)                            # transactional_id
+    topics, pos = prefix(pos + max(0, length) + 6, True)           # acks, timeout_ms
     for t in range(max(0, topics)):
         if version >= FIRST_TOPIC_ID:
             pos += 16
-        elif flexible:
-            length, pos = read_uvarint(frame, pos, end)
-            pos += length - 1
         else:
-            pos += 2 + _I16(frame, pos)[0]
-        if flexible:
-            partitions, pos = read_uvarint(frame, pos, end)
-            partitions -= 1
-        else:
-            partitions = _I32(frame, pos)[0]
-            pos += 4
+            length, pos = prefix(pos, False)
+            pos += length
+        partitions, pos = prefix(pos, True)
         for p in range(max(0, partitions)):
-            pos += 4                                               # index
-            if flexible:
-                length, pos = read_uvarint(frame, pos, end)
-                length -= 1
-            else:
-                length = _I32(frame, pos)[0]
-                pos += 4
+            length, pos = prefix(pos + 4, True)                    # index, then records
             start = pos
             pos += max(0, length)
             yield t, p, start, (start if length < 0 else pos)
