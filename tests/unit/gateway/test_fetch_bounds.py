@@ -14,7 +14,7 @@ from coordinator.protocol.framing import RequestHeader, frame, request_body_offs
 def fetch(version: int, max_bytes: int):  # type: ignore[no-untyped-def]
     cls = request_class(FETCH, version)
     m = sys.modules[cls.__module__]
-    fields = {f: getattr(m, "ReplicaState")(replica_id=-1, replica_epoch=-1) if f == "replica_state" else None
+    fields = {f: m.ReplicaState(replica_id=-1, replica_epoch=-1) if f == "replica_state" else None
               for f in ("replica_state",) if hasattr(m, "ReplicaState")}
     body = cls(**{k: v for k, v in dict(
         cluster_id=None, replica_id=-1, max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=max_bytes,

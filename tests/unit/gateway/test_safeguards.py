@@ -159,3 +159,24 @@ def test_bad_settings_are_refused_with_the_setting_named() -> None:
         Safeguards(Rules(), {"listener.name.x.safeguard.topic.max.partitionz": "1"})
     with pytest.raises(ValueError, match="NAME=MIN:MAX"):
         process_rules(CoordinatorConfig(safeguard_topic_config_bounds=("retention.ms",)))
+
+
+def test_settings_reach_the_rules_through_kcoords_config_parsing() -> None:
+    """`kcoord serve --config`: process-wide names are CoordinatorConfig fields; the listener
+    and principal ones travel with the security settings (their `listener.`/`principal.`
+    prefixes), which the gateway keeps as `security_settings`."""
+    import argparse
+
+    from coordinator import cli
+
+    args = argparse.Namespace(state_topic="s", state_partitions=1, config=[
+        "safeguard.topic.config.bounds=retention.ms=60000:604800000,max.message.bytes=:8388608",
+        "safeguard.controller.mutation.rate=2.5",
+        "listener.name.external.safeguard.topic.max.partitions=3",
+        "principal.User:alice.safeguard.topic.name.pattern=team-.*"])
+    config, security = cli._configs_from_args(args)
+    guards = Safeguards(process_rules(config), security)
+    rules = guards.rules("EXTERNAL", "User:alice")
+    assert (rules.topic_max_partitions, rules.topic_name_pattern, rules.controller_mutation_rate) == (3, "team-.*", 2.5)
+    assert rules.topic_config_bounds == {"retention.ms": (60000, 604800000), "max.message.bytes": (None, 8388608)}
+    assert guards.rules("PLAINTEXT", "User:bob").topic_max_partitions == 2**31 - 1
