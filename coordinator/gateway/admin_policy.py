@@ -9,8 +9,10 @@ Rules:
   INVALID_REPLICATION_FACTOR, ...), the safeguards (POLICY_VIOLATION: Kafka runs its
   create-topic policy after its own checks) and last the mutation quota (Kafka applies it
   to a topic that passed everything else). An entry gets the first refusal that applies.
-- The quota is KIP-599's strict one, on CreateTopics v6+, CreatePartitions v3+ and
-  DeleteTopics v5+, and never on ``validate_only`` (Kafka uses an unbounded quota there). A
+- The quota is KIP-599's strict one on CreateTopics v6+, CreatePartitions v3+ and
+  DeleteTopics v5+; older versions get Kafka's permissive one (accepted and recorded, the
+  answer carrying a throttle time while the principal is in debt); never on
+  ``validate_only`` (Kafka uses an unbounded quota there). A
   topic kcoord knows to exist (CreateTopics) or not to (DeleteTopics, CreatePartitions)
   takes nothing: the upstream answers it with its own error.
 This module decides; state_guard.py builds the answers and the split.
@@ -82,7 +84,7 @@ def judge(api_key: int, version: int, request: Any, refused: list[int], facts: C
         _add(verdict, safeguards.delete_topics(policy.rules, _names(request, version), skip), RULE_SAFEGUARD)
     if policy is not None and facts is not None:
         _quota(api_key, version, request, skip, facts, policy, verdict)
-    return verdict if verdict.entries or verdict.whole else None
+    return verdict if verdict.entries or verdict.whole or verdict.throttle_ms else None
 
 
 def _names(request: Any, version: int) -> list[str | None]:
@@ -94,8 +96,9 @@ def _names(request: Any, version: int) -> list[str | None]:
 def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: ClusterFacts, policy: Policy,
            verdict: Verdict) -> None:
     rate = policy.rules.controller_mutation_rate
-    if rate <= 0 or version < QUOTA_VERSIONS.get(api_key, 1 << 16) or getattr(request, "validate_only", False):
+    if rate <= 0 or api_key not in QUOTA_VERSIONS or getattr(request, "validate_only", False):
         return
+    strict = version >= QUOTA_VERSIONS[api_key]
     if api_key == CREATE_TOPICS:
         costs = [(i, 0 if facts.partitions(t.name) is not None else requested_partitions(
                   t, facts.default_partitions)) for i, t in enumerate(request.topics)]
@@ -105,6 +108,15 @@ def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: Clus
         costs = [(i, facts.partitions(name) or 0) if name is not None else (i, 1)
                  for i, name in enumerate(_names(request, version))]
     refused: dict[int, tuple[ErrorCode, str]] = {}
+    if not strict:
+        # Kafka's permissive quota for older versions: everything is accepted and recorded;
+        # the answer carries the time until the debt is paid (clients back off by it).
+        cost = sum(c for i, c in costs if i not in skip and i not in verdict.entries)
+        wait = policy.guards.take(policy.principal, rate, cost, strict=False) if cost else 0.0
+        if wait > 0:
+            verdict.throttle_ms = max(verdict.throttle_ms, max(1, round(wait * 1000)))
+            verdict.rule = verdict.rule or RULE_QUOTA
+        return
     for i, cost in costs:
         if i in skip or i in verdict.entries or cost == 0:
             continue
@@ -113,7 +125,7 @@ def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: Clus
             scope = policy.rules.scope("controller.mutation.rate")
             refused[i] = (ErrorCode.throttling_quota_exceeded, f"{THROTTLED} (kcoord safeguard "
                           f"safeguard.controller.mutation.rate ({scope}): {rate:g} partitions/s)")
-            verdict.throttle_ms = max(verdict.throttle_ms, int(wait * 1000) + 1)
+            verdict.throttle_ms = max(verdict.throttle_ms, max(1, round(wait * 1000)))
     _add(verdict, refused, RULE_QUOTA)
 
 

@@ -25,8 +25,8 @@ Rules:
   accepted while the principal's bucket is not in debt, and takes its partitions from it
   (it may go into debt); later topics are refused with the time until the debt is paid.
   Older versions are not throttled here (Kafka throttles them silently, after the fact).
-- ``validate_only`` gets the same answer (Kafka runs policies on validation too; a
-  validate-only request takes nothing from the mutation bucket, as Kafka does not record it).
+- ``validate_only`` gets the same answer (Kafka runs policies on validation too); it takes
+  nothing from the mutation bucket and is never throttled (Kafka's quota is unbounded there).
 """
 from __future__ import annotations
 
@@ -183,10 +183,11 @@ class Safeguards:
             self._cache[key] = rules
         return rules
 
-    def take(self, principal: str, rate: float, partitions: int) -> float:
+    def take(self, principal: str, rate: float, partitions: int, strict: bool = True) -> float:
         """KIP-599's strict quota: 0 if the principal's bucket is not in debt (then it takes
         ``partitions``, possibly into debt), else the seconds until the debt is paid. The
-        bucket holds at most one second's worth (``rate``)."""
+        bucket holds at most one second's worth (``rate``). Not ``strict`` (Kafka's
+        permissive quota): always takes, and returns the seconds until the debt is paid."""
         now = self._clock()
         bucket = self._buckets.get(principal)
         if bucket is None:
@@ -195,6 +196,9 @@ class Safeguards:
             bucket = self._buckets[principal] = [rate, now]
         tokens = min(rate, bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
+        if not strict:
+            bucket[0] = tokens - partitions
+            return max(0.0, -bucket[0] / rate)
         if tokens < 0:
             bucket[0] = tokens
             return -tokens / rate

@@ -326,6 +326,12 @@ class StateTopicGuard:
             return Local(_make(cls, throttle_time=_ZERO, **{response_field: results}), message, verdict.rule)
         results, response_field, note = self._refusals(api_key, m, [items[i] for i in refused])
         rule, throttle = "", _ZERO
+        if verdict is not None and verdict.throttle_ms and not verdict.entries:
+            # Accepted, but the client's mutation quota is in debt (safeguards.py): upstream's
+            # answer carries the throttle time.
+            rule, throttle = verdict.rule, timedelta(milliseconds=verdict.throttle_ms)
+            note = "; ".join(filter(None, (note, f"throttled {verdict.throttle_ms} ms")))
+            response_field = response_field or self._answers(api_key, m, [])[1]
         if verdict is not None and verdict.entries:
             extra, response_field = self._answers(api_key, m, [
                 (items[i], code, message) for i, (code, message) in sorted(verdict.entries.items())])

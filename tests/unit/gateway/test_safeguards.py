@@ -20,8 +20,9 @@ from coordinator.protocol.apis import (
     INCREMENTAL_ALTER_CONFIGS,
     request_class,
     request_header_version,
+    response_class,
 )
-from coordinator.protocol.codec import encode_body, encode_response_frame
+from coordinator.protocol.codec import decode_response_frame, encode_body, encode_response_frame
 from coordinator.protocol.framing import RequestHeader, frame, request_body_offset
 
 ZERO = timedelta(0)
@@ -144,14 +145,23 @@ def test_controller_mutation_rate_throttles_with_a_throttle_time_from_v6() -> No
     assert isinstance(decision, Local)
     (topic,) = decision.response.topics
     assert topic.error_code == ErrorCode.throttling_quota_exceeded
-    assert decision.response.throttle_time == timedelta(milliseconds=201)
+    assert decision.response.throttle_time == timedelta(milliseconds=200)
     clock.now += 0.2
     assert decide(CREATE_TOPICS, 7, create_topics([("c", 1, 1, {})]), guards) is None
-    # Another principal has its own bucket (unlimited here), older versions are not throttled,
-    # validate_only takes nothing.
+    # Another principal has its own bucket (unlimited here); validate_only takes nothing.
     assert decide(CREATE_TOPICS, 7, create_topics([("d", 50, 1, {})]), guards, principal="User:bob") is None
-    assert decide(CREATE_TOPICS, 5, create_topics([("e", 50, 1, {})], 5), guards) is None
     assert decide(CREATE_TOPICS, 7, create_topics([("f", 50, 1, {})], validate_only=True), guards) is None
+    # An older version is accepted (forwarded whole) and recorded: upstream's answer gets the
+    # time until the debt (1 + 50 partitions at 5/s) is paid, as Kafka's permissive quota.
+    decision = decide(CREATE_TOPICS, 5, create_topics([("e", 50, 1, {})], 5), guards)
+    assert isinstance(decision, Split) and decision.rule == "controller_mutation_rate"
+    m = sys.modules[response_class(CREATE_TOPICS, 5).__module__]
+    upstream = response_class(CREATE_TOPICS, 5)(throttle_time=ZERO, topics=(m.CreatableTopicResult(
+        name="e", error_code=ErrorCode.none, error_message=None, topic_config_error_code=0, num_partitions=50,
+        replication_factor=1, configs=()),))
+    merged = decode_response_frame(CREATE_TOPICS, 5, decision.merge(encode_response_frame(CREATE_TOPICS, 5, 3,
+                                                                                         upstream)))[1]
+    assert [t.name for t in merged.topics] == ["e"] and merged.throttle_time == timedelta(milliseconds=10_200)
 
 
 def test_bad_settings_are_refused_with_the_setting_named() -> None:
