@@ -12,9 +12,11 @@ Rules:
   enforced unless set: kcoord does not know a topic's own max.message.bytes, and a default
   lower than it would refuse what Kafka accepts. Unset, the frame bound applies
   (socket.request.max.bytes).
-- Only a walked Produce is checked (up to max_decoded_request_bytes: state_guard.py says
-  why a larger one is not walked). The walk here runs after the generic bounded walk
-  (protocol/checked.py), so every length it reads is known to fit the frame.
+- A walked Produce (up to max_decoded_request_bytes) is checked after the generic bounded
+  walk (protocol/checked.py), so every length read here fits the frame. A larger one is
+  not walked (state_guard.py says why): its batches are checked when it has at most
+  LARGE_PRODUCE_PARTITIONS partitions, each span held to the frame; a refusal then walks
+  it before it is decoded. Above the budget it is forwarded unchecked.
 - Cost: a few integer reads per topic and partition, O(1) per batch, plus the CRC in C when
   on (bench/bench_produce_checks.py).
 """
@@ -25,11 +27,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol.checked import read_uvarint
+from ..protocol.checked import Malformed, read_uvarint
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID
 from ..protocol.record_batch_check import check_partition_records
 
 RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguard_refusals_total)
+# A Produce above max_decoded_request_bytes is not walked (state_guard.py says why); its
+# batches are still checked when it has at most this many partitions (big batches, the
+# usual reason for a big request), at a cost linear in them. Above it: forwarded unchecked.
+LARGE_PRODUCE_PARTITIONS = 1_000
 OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tansu 0.6
 
 _I16 = struct.Struct(">h").unpack_from
@@ -65,10 +71,20 @@ def _skip_tags(frame: bytes, pos: int, end: int) -> int:
     return pos
 
 
-def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int, int, int, int]]:
+class _Unchecked(Exception):
+    """A Produce not walked beforehand has more partitions than the budget, or does not fit
+    its frame: it is forwarded unchecked, as before (the upstream parses it)."""
+
+
+def record_spans(frame: bytes, offset: int, version: int,
+                 budget: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     """(topic position, partition position, start, end) of each partition's records in a
-    framed Produce body starting at ``offset`` (walked already: lengths fit)."""
+    framed Produce body starting at ``offset``. Walked already, its lengths fit; with a
+    ``budget`` (a frame not walked) a record span past the frame, or more topics and
+    partitions than the budget, raise _Unchecked (a length read past the frame raises struct.error or
+    Malformed)."""
     end = len(frame)
+    seen = 0
     flexible = version >= FIRST_FLEXIBLE
     # Lengths and counts: a compact (unsigned varint, +1) or a classic int16/int32 prefix.
     def prefix(pos: int, wide: bool) -> tuple[int, int]:
@@ -79,6 +95,10 @@ def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int,
     length, pos = prefix(offset, False)                            # transactional_id
     topics, pos = prefix(pos + max(0, length) + 6, True)           # acks, timeout_ms
     for t in range(max(0, topics)):
+        if budget is not None:            # topics count too: one with no partition costs a step
+            seen += 1
+            if seen > budget:
+                raise _Unchecked
         if version >= FIRST_TOPIC_ID:
             pos += 16
         else:
@@ -89,6 +109,10 @@ def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int,
             length, pos = prefix(pos + 4, True)                    # index, then records
             start = pos
             pos += max(0, length)
+            if budget is not None:
+                seen += 1
+                if seen > budget or pos > end:
+                    raise _Unchecked
             yield t, p, start, (start if length < 0 else pos)
             if flexible:
                 pos = _skip_tags(frame, pos, end)
@@ -96,18 +120,25 @@ def record_spans(frame: bytes, offset: int, version: int) -> Iterator[tuple[int,
             pos = _skip_tags(frame, pos, end)
 
 
-def refused_partitions(frame: bytes, offset: int, version: int,
-                       checks: RecordChecks) -> dict[tuple[int, int], tuple[int, str]] | None:
+def refused_partitions(frame: bytes, offset: int, version: int, checks: RecordChecks,
+                       budget: int | None = None) -> dict[tuple[int, int], tuple[int, str]] | None:
     """(topic position, partition position) -> (Kafka error code, message) of each partition
-    whose records Kafka would refuse; None when all pass (the common case)."""
+    whose records Kafka would refuse; None when all pass (the common case). With a
+    ``budget`` (a frame not walked, see LARGE_PRODUCE_PARTITIONS) None also when the frame
+    could not be checked within it."""
     refused: dict[tuple[int, int], tuple[int, str]] | None = None
     view = memoryview(frame)
     max_bytes, crc = checks.max_message_bytes, checks.verify_crc
-    for t, p, start, stop in record_spans(frame, offset, version):
-        error = check_partition_records(view[start:stop] if stop > start else None, max_message_bytes=max_bytes,
-                                        verify_crc=crc, api_version=version)
-        if error is not None:
-            if refused is None:
-                refused = {}
-            refused[t, p] = error
+    try:
+        for t, p, start, stop in record_spans(frame, offset, version, budget):
+            error = check_partition_records(view[start:stop] if stop > start else None,
+                                            max_message_bytes=max_bytes, verify_crc=crc, api_version=version)
+            if error is not None:
+                if refused is None:
+                    refused = {}
+                refused[t, p] = error
+    except (_Unchecked, Malformed, struct.error):
+        if budget is None:
+            raise
+        return None
     return refused

@@ -56,7 +56,7 @@ from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap
 from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy, Verdict, judge, judge_configs
-from .produce_check import RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
+from .produce_check import LARGE_PRODUCE_PARTITIONS, RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
 from .safeguards import Safeguards
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
@@ -227,8 +227,10 @@ class StateTopicGuard:
         the walk runs on the event loop, linear in its topics and partitions, and one
         socket.request.max.bytes frame of tiny partitions would stall every client for
         seconds. It is forwarded after its acks are read, as Kafka's upstream parses it
-        itself. If its bytes hold the state topic's name or id it could only be told apart
-        by that walk, so it closes the connection instead (a Produce above the bound needs a
+        itself; its batches are still checked within a budget of partitions
+        (produce_check.LARGE_PRODUCE_PARTITIONS), and it is walked only if one is refused.
+        If its bytes hold the state topic's name or id it could only be told apart by that
+        walk, so it closes the connection instead (a Produce above the bound needs a
         max.request.size above Kafka producers' 1 MiB default, and the name in its bytes).
 
         Refusals are per partition, in Kafka's order: a state-topic partition gets
@@ -237,17 +239,26 @@ class StateTopicGuard:
         connection, as Kafka closes it when an acks=0 produce fails.
         """
         cls = request_class(PRODUCE, version)
-        walked = len(frame) <= self.max_walked_frame
-        if walked:
+
+        def walk() -> None:
             try:
                 (_STEPS.get(cls) or struct_step(cls))(frame, body_offset, len(frame))
             except Malformed as e:
                 raise BodyError(f"{cls.__name__} v{version}: {e}") from None
+        walked = len(frame) <= self.max_walked_frame
+        if walked:
+            walk()
         try:
             _, acks = produce_acks(frame, body_offset, version >= FIRST_FLEXIBLE)
         except HeaderError as e:   # cannot happen after the walk; kept as a parse error
             raise BodyError(f"{cls.__name__} v{version}: {e}") from None
-        bad = refused_partitions(frame, body_offset, version, checks) if walked and checks is not None else None
+        bad = None
+        if checks is not None:
+            bad = refused_partitions(frame, body_offset, version, checks,
+                                     None if walked else LARGE_PRODUCE_PARTITIONS)
+            if bad is not None and not walked:
+                walk()   # a refusal is answered per partition: the request is decoded, so walked first
+                walked = True
         id_bytes = self._topic_id_bytes() if version >= FIRST_TOPIC_ID else None
         named = self._name_bytes in frame or (id_bytes is not None and id_bytes in frame)
         if not named and bad is None:

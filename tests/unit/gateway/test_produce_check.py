@@ -10,7 +10,13 @@ from datetime import timedelta
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
-from coordinator.gateway.produce_check import RecordChecks, record_checks, record_spans, refused_partitions
+from coordinator.gateway.produce_check import (
+    LARGE_PRODUCE_PARTITIONS,
+    RecordChecks,
+    record_checks,
+    record_spans,
+    refused_partitions,
+)
 from coordinator.gateway.state_guard import Close, Local, Split, StateTopicGuard
 from coordinator.protocol.apis import PRODUCE, request_class, request_header_version, response_class
 from coordinator.protocol.codec import decode_body, decode_response_frame, encode_body, encode_response_frame
@@ -112,8 +118,33 @@ def test_all_partitions_refused_is_answered_here_and_acks_zero_closes() -> None:
     assert isinstance(guard.produce(data, 9, offset, CHECKS)[1], Close)
 
 
-def test_without_checks_or_above_the_walk_bound_nothing_is_checked() -> None:
+def test_without_checks_nothing_is_checked() -> None:
     data, offset = produce(9, [("a", [(0, bad_crc())])])
     assert StateTopicGuard(STATE, lambda: STATE_ID, lambda: True).produce(data, 9, offset) == (-1, None)
+
+
+def test_a_produce_above_the_walk_bound_is_checked_within_a_partition_budget() -> None:
     small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
-    assert small.produce(data, 9, offset, CHECKS) == (-1, None)
+    data, offset = produce(9, [("a", [(0, batch()), (1, bad_crc())])])
+    acks, decision = small.produce(data, 9, offset, CHECKS)
+    assert isinstance(decision, Split)      # checked, walked because refused, split
+    # Over the budget (topics count too), or not fitting its frame: forwarded unchecked.
+    many, offset = produce(9, [(f"t{i}", []) for i in range(LARGE_PRODUCE_PARTITIONS)] + [("a", [(0, bad_crc())])])
+    assert small.produce(many, 9, offset, CHECKS) == (-1, None)
+    assert refused_partitions(data[:-20], offset, 9, CHECKS, budget=LARGE_PRODUCE_PARTITIONS) is None
+
+
+def test_an_unwalked_frame_cut_or_flipped_anywhere_never_raises() -> None:
+    import random
+
+    rng = random.Random(7)
+    for version in (3, 9, 13):
+        key = uuid.uuid4() if version >= 13 else "topic"
+        data, offset = produce(version, [(key, [(0, batch()), (1, None)]), (key, [(2, bad_crc())])])
+        variants = [data[:cut] for cut in range(offset, len(data))]
+        for _ in range(300):
+            flipped = bytearray(data)
+            flipped[rng.randrange(offset, len(data))] = rng.randrange(256)
+            variants.append(bytes(flipped))
+        for variant in variants:
+            refused_partitions(variant, offset, version, CHECKS, budget=LARGE_PRODUCE_PARTITIONS)
