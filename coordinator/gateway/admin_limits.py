@@ -80,6 +80,7 @@ class ClusterFacts:
     broker_count: int                                 # 0: not known yet (no broker check)
     partitions: Callable[[str], int | None]           # a topic's current partition count
     default_partitions: int = 1                       # the upstream's num.partitions
+    topic_name: Callable[[Any], str | None] = lambda topic_id: None   # a topic id's name
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,16 +81,18 @@ def judge(api_key: int, version: int, request: Any, refused: list[int], facts: C
                 return Verdict(whole=whole, rule=RULE_SAFEGUARD)
             _add(verdict, entries, RULE_SAFEGUARD)
     elif api_key == DELETE_TOPICS and policy is not None:
-        _add(verdict, safeguards.delete_topics(policy.rules, _names(request, version), skip), RULE_SAFEGUARD)
+        _add(verdict, safeguards.delete_topics(policy.rules, _names(request, version, facts), skip), RULE_SAFEGUARD)
     if policy is not None and facts is not None:
         _quota(api_key, version, request, skip, facts, policy, verdict)
     return verdict if verdict.entries or verdict.whole or verdict.throttle_ms else None
 
 
-def _names(request: Any, version: int) -> list[str | None]:
+def _names(request: Any, version: int, facts: ClusterFacts | None = None) -> list[str | None]:
+    """The topics a DeleteTopics names; one named by id only (v6+) by the name kcoord's view
+    gives that id (None: not known)."""
     if version < 6:
         return list(request.topic_names)
-    return [t.name for t in request.topics]
+    return [t.name or (facts.topic_name(t.topic_id) if facts is not None else None) for t in request.topics]
 
 
 def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: ClusterFacts, policy: Policy,
@@ -106,7 +108,7 @@ def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: Clus
         costs = [(i, max(0, t.count - (facts.partitions(t.name) or t.count))) for i, t in enumerate(request.topics)]
     else:
         costs = [(i, facts.partitions(name) or 0) if name is not None else (i, 1)
-                 for i, name in enumerate(_names(request, version))]
+                 for i, name in enumerate(_names(request, version, facts))]
     refused: dict[int, tuple[ErrorCode, str]] = {}
     if not strict:
         # Kafka's permissive quota for older versions: everything is accepted and recorded;

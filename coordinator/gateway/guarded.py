@@ -37,11 +37,17 @@ def cluster_facts(gateway: Any) -> ClusterFacts:
     topics = cluster.image.topics_by_name
     config = getattr(gateway, "config", None)
 
+    by_id = cluster.image.topics_by_id
+
     def partitions(name: str) -> int | None:
         topic = topics.get(name)
         return None if topic is None else topic.num_partitions
+
+    def topic_name(topic_id: Any) -> str | None:
+        topic = by_id.get(topic_id)
+        return None if topic is None else topic.name
     return ClusterFacts(len(cluster.brokers), partitions,
-                        config.num_partitions if config is not None else 1)
+                        config.num_partitions if config is not None else 1, topic_name)
 
 
 class GuardedRequests(ConnectionState):

@@ -254,10 +254,15 @@ def create_partitions(rules: Rules, request: Any, skip: set[int],
 
 
 def delete_topics(rules: Rules, names: list[str | None], skip: set[int]) -> dict[int, Answer]:
+    """DeleteTopics against the deny pattern. A topic named by an id kcoord's view does not
+    know yet (``None``) is refused while a pattern is set: it cannot be told apart."""
+    if not rules.delete_topics_deny_pattern:
+        return {}
     return {i: (ErrorCode.policy_violation, rules.violation(
-        "delete.topics.deny.pattern", f"topic {name} may not be deleted through kcoord",
-        repr(rules.delete_topics_deny_pattern)).replace(", at most", ", the pattern is"))
-        for i, name in enumerate(names) if i not in skip and name is not None and rules.delete_denied(name)}
+        "delete.topics.deny.pattern", f"topic {name if name is not None else '(an id kcoord does not know yet)'} "
+        f"may not be deleted through kcoord", repr(rules.delete_topics_deny_pattern)).replace(
+            ", at most", ", the pattern is"))
+        for i, name in enumerate(names) if i not in skip and (name is None or rules.delete_denied(name))}
 
 
 TOPIC_RESOURCE = 2

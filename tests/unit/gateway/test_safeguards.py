@@ -190,3 +190,29 @@ def test_settings_reach_the_rules_through_kcoords_config_parsing() -> None:
     assert (rules.topic_max_partitions, rules.topic_name_pattern, rules.controller_mutation_rate) == (3, "team-.*", 2.5)
     assert rules.topic_config_bounds == {"retention.ms": (60000, 604800000), "max.message.bytes": (None, 8388608)}
     assert guards.rules("PLAINTEXT", "User:bob").topic_max_partitions == 2**31 - 1
+
+
+def test_delete_by_topic_id_is_judged_by_the_name_kcoords_view_gives_it() -> None:
+    import uuid
+
+    prod_id, dev_id, new_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    names = {prod_id: "prod.orders", dev_id: "dev.x"}
+    facts = ClusterFacts(3, {"prod.orders": 3, "dev.x": 1}.get, 1, names.get)
+    guards = Safeguards(Rules(delete_topics_deny_pattern="prod\\..*"))
+    cls = request_class(DELETE_TOPICS, 6)
+    m = sys.modules[cls.__module__]
+    request = cls(timeout=ZERO, topics=tuple(m.DeleteTopicState(name=None, topic_id=i)
+                                             for i in (prod_id, dev_id, new_id)))
+    head = RequestHeader(DELETE_TOPICS, 6, 3, "t").encode(request_header_version(DELETE_TOPICS, 6))
+    data = frame(head + encode_body(request))
+    offset = request_body_offset(data, request_header_version(DELETE_TOPICS, 6))[1]
+    decision = StateTopicGuard("__kcoord", lambda: None, lambda: True).admin(
+        DELETE_TOPICS, 6, request, data, offset, facts, Policy(guards.rules("PLAINTEXT", None), guards, "User:a"))
+    assert isinstance(decision, Split)
+    m = sys.modules[response_class(DELETE_TOPICS, 6).__module__]
+    upstream = response_class(DELETE_TOPICS, 6)(throttle_time=ZERO, responses=(m.DeletableTopicResult(
+        name="dev.x", topic_id=dev_id, error_code=ErrorCode.none, error_message=None),))
+    merged = decode_response_frame(DELETE_TOPICS, 6, decision.merge(encode_response_frame(DELETE_TOPICS, 6, 3,
+                                                                                         upstream)))[1]
+    assert {r.topic_id: r.error_code for r in merged.responses} == {
+        dev_id: ErrorCode.none, prod_id: ErrorCode.policy_violation, new_id: ErrorCode.policy_violation}
