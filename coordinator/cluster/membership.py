@@ -259,9 +259,12 @@ class ClusterMembership:
         # balancer needs only which of two claims is newer, and metadata that does not
         # change when nothing moved lets a rejoin leave Tansu's group as it is (a changed
         # one starts a generation: administrator.rs:2716) instead of costing a rebalance.
+        # `fresh` only from a static member: only static membership replaces a member in place
+        # (a dynamic duplicate is refused by the balancer, and the older member, if it loses,
+        # stops at the same SyncGroup). On Tansu a changed `fresh` would start a generation.
         return encode_metadata(MemberMetadata(self.instance_id, self.endpoint, self.rack, self.owned,
                                               self.node_id, self._owned_since, self.solo_since_ms,
-                                              self.solo_candidate, not self.solo_since_ms and self.fresh()))
+                                              self.solo_candidate, self.static and self.fresh()))
 
     async def _join_and_sync(self) -> None:
         # A dynamic member holding shards heartbeats on a second link while its JoinGroup and

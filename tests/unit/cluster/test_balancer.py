@@ -151,7 +151,7 @@ def test_shards_nobody_claims_are_held_while_a_member_is_fresh():
     # expired (which outlasts its lease): no hold.
     result = balance(5, 12, {"m-0": meta("kc-0", range(6), 4), "m-1": meta("kc-1")})
     assert all(a.hold == frozenset() for a in result.assignments.values())
-    # A fresh duplicate of an instance id counts too (Tansu: two dynamic members, one id).
+    # A fresh member counts even when it lost its instance id to another member.
     members = {"m-0": meta("kc-0", range(6), 4), "m-9": MemberMetadata("kc-0", Endpoint("h9", 9), fresh=True)}
     result = balance(6, 12, members)
     assert result.assignments["m-0"].hold == frozenset(range(6, 12))
