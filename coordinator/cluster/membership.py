@@ -143,6 +143,7 @@ class ClusterMembership:
         self._coordinator: tuple[str, int] | None = None
         self._stopping = False
         self._rejoin_requested = False
+        self._wake = asyncio.Event()      # cuts the heartbeat interval short (a rejoin requested)
         self.stable = asyncio.Event()     # set while the member holds a current assignment
         self._fresh_until_ms: float | None = None   # first JoinGroup answer + session (monotonic ms)
         self.hold_until: dict[int, float] = {}      # shard -> monotonic s before which it is not served
@@ -206,15 +207,20 @@ class ClusterMembership:
 
     def shard_lost(self, shard: int) -> None:
         """A shard this member was assigned was taken by another process (its writes were
-        fenced): stop claiming it and rejoin at the next heartbeat, so the leader's map is
-        right again (issue 14 §2: a fenced owner unloads and rejoins)."""
+        fenced): stop claiming it and rejoin now, so the leader's map is right again (a
+        fenced owner unloads and rejoins, docs/cluster.md, the safety argument)."""
         if shard in self.owned:
             self.owned = self.owned - {shard}
-            self._rejoin_requested = True
+            # Another process may have taken this instance id (a static replacement): answer
+            # nothing until the group says this process is still a member (the rejoin renews
+            # the lease) or that it was replaced (FENCED_INSTANCE_ID).
+            self.lease.drop()
+            self.request_rejoin()
 
     def request_rejoin(self) -> None:
-        """Join again at the next heartbeat (with this member's current metadata)."""
+        """Join again now (with this member's current metadata), not at the next heartbeat."""
         self._rejoin_requested = True
+        self._wake.set()
 
     def fresh(self, now: float | None = None) -> bool:
         """Within a session of this process's first JoinGroup answer: the process it may have
@@ -416,7 +422,11 @@ class ClusterMembership:
         assert self._link is not None
         interval_ms = self._heartbeat_interval_ms()
         while not self._stopping:
-            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval_ms / 1000)
+            except TimeoutError:
+                pass
+            self._wake.clear()
             if self._stopping:
                 return
             if self._rejoin_requested:

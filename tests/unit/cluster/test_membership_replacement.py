@@ -150,3 +150,25 @@ def test_a_replaced_member_stops_answering_before_it_rejoins_or_exits(error):
         # It rejoins (as a static member: by instance id), and did not serve meanwhile.
         rejoins = [serving for api, _, serving in link.sent if api == "JoinGroup"][1:]
         assert rejoins and rejoins[0] is False
+
+
+def test_a_fenced_write_stops_every_answer_until_the_group_says_the_member_is_still_one():
+    """Its shard was taken by another process, maybe one that took its instance id: the
+    lease is dropped and the member rejoins at once; the JoinGroup answer renews it."""
+    script = {"JoinGroup": [join(generation=5, leader="new"), join(generation=6, leader="new")],
+              "SyncGroup": [sync(mapping(5, {0, 1}, NEW)), sync(mapping(6, {1}, NEW))]}
+    state: dict = {}
+
+    def until(m, link):
+        if m.generation == 5 and m.stable.is_set() and "lost" not in state:
+            state["lost"] = m.serving()
+            m.shard_lost(0)
+            state["after"] = m.serving()
+        return m.generation == 6 and m.stable.is_set()
+
+    m, link, _, _ = asyncio.run(_run(script, until))
+    assert (state["lost"], state["after"]) == (True, False)
+    joins = [(req, serving) for api, req, serving in link.sent if api == "JoinGroup"]
+    assert len(joins) == 2 and joins[1][1] is False        # answered nothing until the rejoin
+    assert decode_metadata(joins[1][0].protocols[0].metadata).owned == frozenset({1})
+    assert m.serving()
