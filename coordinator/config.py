@@ -104,10 +104,12 @@ class CoordinatorConfig:
     # How long a client's upstream connection may take to open before the client's
     # connection is closed (as Kafka clients' socket.connection.setup.timeout.ms, 10 s).
     upstream_connect_timeout_ms: int = 10_000
-    # The upstream's num.partitions (Kafka's default 1): how many partitions kcoord counts for
-    # a CreateTopics topic with num_partitions=-1 against Kafka's 10,000-per-request limits
-    # (gateway/admin_limits.py). Set it to the broker's value when that is larger.
-    num_partitions: int = 1
+    # The upstream's num.partitions: how many partitions kcoord counts for a CreateTopics topic
+    # with num_partitions=-1 against Kafka's 10,000-per-request limits (gateway/admin_limits.py).
+    # 0 = auto: 3 in front of Tansu (what Tansu 0.6 creates, measured), 1 in front of Kafka
+    # (its default; a Kafka broker enforces its own limits anyway). Set it to the broker's
+    # value when that is larger.
+    num_partitions: int = 0
     # Each partition's record batch of a forwarded Produce is checked in Kafka's order
     # (gateway/produce_check.py). produce.verify.crc: "auto" checks the CRC-32C in front of an
     # upstream that does not check it itself (Tansu), not in front of Kafka; "true"/"false"

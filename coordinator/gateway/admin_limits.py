@@ -19,7 +19,9 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
   (CreateTopicsRequest.getErrorResponse); ``validate_only`` changes nothing, as in Kafka.
 - CreateTopics, per topic, in Kafka's order (createTopic), for topics kcoord does not know:
   explicit assignments need ``replication_factor`` and ``num_partitions`` of -1
-  (INVALID_REQUEST), no partition index twice, indexes 0..n-1 (INVALID_REPLICA_ASSIGNMENT);
+  (INVALID_REQUEST), no partition index twice, each replica list non-empty, of brokers
+  kcoord's Metadata lists, none twice, all of one length, and indexes 0..n-1
+  (INVALID_REPLICA_ASSIGNMENT; Tansu 0.6 accepts all of these, measured);
   without assignments a replication factor of 0 or below -1 is INVALID_REPLICATION_FACTOR,
   partitions of 0 or below -1 INVALID_PARTITIONS, and a replication factor above the
   brokers kcoord's Metadata lists is INVALID_REPLICATION_FACTOR (the replica placer's
@@ -33,13 +35,14 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
   changed key: kcoord counts the distinct keys of the distinct resources, an upper bound,
   as it cannot know which values change), CreateAcls (an AccessControlEntryRecord per new
   distinct ACL: kcoord counts distinct bindings) and AlterClientQuotas (a record per
-  distinct key of each entity). Over it Kafka's controller fails the whole request, and
-  kcoord answers every entry with POLICY_VIOLATION, "Unable to perform excessively large
-  batch operation.". Not bounded here: DeleteAcls (Kafka: "Cannot remove more than 10000
-  acls in a single delete operation." counts the ACLs its filters *match*, which only the
-  upstream knows), UpdateFeatures (one record per feature: a handful exist),
-  AlterPartitionReassignments and ElectLeaders (per existing partition: bounded by the
-  cluster, not the request), each left to the upstream.
+  distinct key of each entity) and AlterPartitionReassignments (at most a record per
+  partition named). Over it Kafka's controller fails the whole request, and kcoord answers
+  every entry with POLICY_VIOLATION, "Unable to perform excessively large batch
+  operation." (AlterPartitionReassignments: at the top and on every partition). Not
+  bounded here: DeleteAcls (Kafka: "Cannot remove more than 10000 acls in a single delete
+  operation." counts the ACLs its filters *match*, which only the upstream knows),
+  UpdateFeatures (one record per feature: a handful exist) and ElectLeaders (Kafka's list
+  is not bounded; a record per existing partition), each left to the upstream.
 Nothing here needs the upstream: the view may lag by one metadata refresh, which only
 matters for a topic created or grown within the last second (then kcoord counts high).
 """
@@ -57,6 +60,7 @@ from kio.schema.errors import ErrorCode
 CREATE_ACLS = 30
 ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
 ALTER_CLIENT_QUOTAS = 49
 
 MAX_PARTITIONS_PER_BATCH = 10_000     # Kafka: ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
@@ -81,6 +85,7 @@ class ClusterFacts:
     partitions: Callable[[str], int | None]           # a topic's current partition count
     default_partitions: int = 1                       # the upstream's num.partitions
     topic_name: Callable[[Any], str | None] = lambda topic_id: None   # a topic id's name
+    broker_ids: frozenset[int] = frozenset()         # the brokers kcoord's Metadata lists (empty: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +117,17 @@ def create_topic_error(topic: Any, facts: ClusterFacts) -> tuple[ErrorCode, str]
             return (ErrorCode.invalid_request, "A manual partition assignment was specified, but numPartitions "
                     "was not set to -1.")
         seen: set[int] = set()
+        replicas: int | None = None
         for assignment in topic.assignments:
             index = assignment.partition_index
             if index in seen:
                 return (ErrorCode.invalid_replica_assignment,
                         f"Found multiple manual partition assignments for partition {index}")
             seen.add(index)
+            error = replica_list_error(assignment.broker_ids, facts, replicas)
+            if error is not None:
+                return ErrorCode.invalid_replica_assignment, error
+            replicas = len(assignment.broker_ids)
         if any(not 0 <= i < len(seen) for i in seen):
             return ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
         return None
@@ -131,6 +141,25 @@ def create_topic_error(topic: Any, facts: ClusterFacts) -> tuple[ErrorCode, str]
                 f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot "
                 f"be reached because only {facts.broker_count} broker(s) are registered or some brokers have "
                 f"all their log directories cordoned.")   # Kafka 4.3.1's text (KIP-1066), measured
+    return None
+
+
+def replica_list_error(broker_ids: Sequence[int], facts: ClusterFacts, replicas: int | None) -> str | None:
+    """Kafka's checks of one manual replica list (validateManualPartitionAssignment), in its
+    order: not empty, each broker known (brokers in sorted order), none twice, as many
+    replicas as the partitions before it. Brokers are checked only once kcoord knows them."""
+    if not broker_ids:
+        return "The manual partition assignment includes an empty replica list."
+    previous = None
+    for broker in sorted(broker_ids):
+        if facts.broker_ids and broker not in facts.broker_ids:
+            return f"The manual partition assignment includes broker {broker}, but no such broker is registered."
+        if broker == previous:
+            return f"The manual partition assignment includes the broker {broker} more than once."
+        previous = broker
+    if replicas is not None and len(broker_ids) != replicas:
+        return (f"The manual partition assignment includes a partition with {len(broker_ids)} replica(s), but this "
+                f"is not consistent with previous partitions, which have {replicas} replica(s).")
     return None
 
 
@@ -227,12 +256,26 @@ def _quota_answers(m: Any, request: Any, code: ErrorCode, message: str) -> dict[
         for e in request.entries)}
 
 
+def _reassignment_records(request: Any) -> int:
+    return sum(len(t.partitions) for t in request.topics)
+
+
+def _reassignment_answers(m: Any, request: Any, code: ErrorCode, message: str) -> dict[str, Any]:
+    # Kafka's getErrorResponse: the error at the top and on every partition.
+    return {"error_code": code, "error_message": message, "allow_replication_factor_change": True,
+            "responses": tuple(m.ReassignableTopicResponse(name=t.name, partitions=tuple(
+                m.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code,
+                                                error_message=message) for p in t.partitions))
+                for t in request.topics)}
+
+
 # api key -> (records the request can make, the answer of every entry)
 _CAPPED: dict[int, tuple[Callable[[Any], int], Callable[[Any, Any, ErrorCode, str], dict[str, Any]]]] = {
     INCREMENTAL_ALTER_CONFIGS: (_config_records, _config_answers),
     ALTER_CONFIGS: (_config_records, _config_answers),
     CREATE_ACLS: (_acl_records, _acl_answers),
     ALTER_CLIENT_QUOTAS: (_quota_records, _quota_answers),
+    ALTER_PARTITION_REASSIGNMENTS: (_reassignment_records, _reassignment_answers),
 }
 CAPPED_APIS = frozenset(_CAPPED)
 

@@ -22,12 +22,24 @@ from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
-from .produce_check import UNDECIDED, RecordChecks, record_checks
+from .produce_check import OFFSET_FOR_LEADER_EPOCH, UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards, process_rules
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
 
 log = logging.getLogger("kcoord.gateway")
+
+
+TANSU_NUM_PARTITIONS = 3    # what Tansu 0.6 creates for num_partitions=-1 (measured)
+
+
+def default_partitions(config: Any, upstream_api_keys: Any) -> int:
+    """The upstream's num.partitions: the configured one, else 3 in front of Tansu (told apart
+    as produce_check.record_checks tells it) and Kafka's default 1 in front of Kafka."""
+    configured = getattr(config, "num_partitions", 0)
+    if configured > 0:
+        return int(configured)
+    return 1 if OFFSET_FOR_LEADER_EPOCH in upstream_api_keys else TANSU_NUM_PARTITIONS
 
 
 def cluster_facts(gateway: Any) -> ClusterFacts:
@@ -46,8 +58,9 @@ def cluster_facts(gateway: Any) -> ClusterFacts:
     def topic_name(topic_id: Any) -> str | None:
         topic = by_id.get(topic_id)
         return None if topic is None else topic.name
-    return ClusterFacts(len(cluster.brokers), partitions,
-                        config.num_partitions if config is not None else 1, topic_name)
+    brokers = cluster.brokers
+    return ClusterFacts(len(brokers), partitions, default_partitions(config, cluster.upstream_api_versions),
+                        topic_name, frozenset(brokers))
 
 
 class GuardedRequests(ConnectionState):

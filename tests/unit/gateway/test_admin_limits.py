@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.gateway.admin_limits import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_PARTITION_REASSIGNMENTS,
     CREATE_ACLS,
     INCREMENTAL_ALTER_CONFIGS,
     TOO_MANY_PARTITIONS,
@@ -261,3 +262,40 @@ def test_create_acls_count_distinct_bindings_and_quotas_distinct_keys() -> None:
     assert isinstance(decision, Local) and decision.response.entries[5].entity[0].entity_name == "u5"
     encode_response_frame(ALTER_CLIENT_QUOTAS, 1, 9, decision.response)
     assert _capped(ALTER_CLIENT_QUOTAS, 1, q(entries=entries[:10_000], validate_only=True)) is None
+
+
+@pytest.mark.parametrize(("lists", "message"), [
+    ([()], "The manual partition assignment includes an empty replica list."),
+    ([(1, 9)], "The manual partition assignment includes broker 9, but no such broker is registered."),
+    ([(2, 1, 2)], "The manual partition assignment includes the broker 2 more than once."),
+    ([(1, 2), (3,)], "The manual partition assignment includes a partition with 1 replica(s), but this is not "
+                     "consistent with previous partitions, which have 2 replica(s)."),
+])
+def test_manual_replica_lists_are_checked_as_kafka_checks_them(lists: list[tuple[int, ...]], message: str) -> None:
+    cls = request_class(CREATE_TOPICS, 7)
+    m = sys.modules[cls.__module__]
+    topic = m.CreatableTopic(name="t", num_partitions=-1, replication_factor=-1, configs=(), assignments=tuple(
+        m.CreatableReplicaAssignment(partition_index=i, broker_ids=ids) for i, ids in enumerate(lists)))
+    request = cls(topics=(topic,), timeout=ZERO, validate_only=False)
+    known = ClusterFacts(3, {}.get, 1, broker_ids=frozenset({1, 2, 3}))
+    refusal = check_create_topics(request, known)
+    assert refusal is not None and refusal.entries == {0: (ErrorCode.invalid_replica_assignment, message)}
+    # Brokers not known yet: only the list's own shape is checked.
+    unknown = check_create_topics(request, ClusterFacts(0, {}.get, 1))
+    assert (unknown is None) == ("registered" in message)
+
+
+def test_alter_partition_reassignments_over_ten_thousand_partitions() -> None:
+    cls = request_class(ALTER_PARTITION_REASSIGNMENTS, 0)
+    m = sys.modules[cls.__module__]
+
+    def request(n: int):  # type: ignore[no-untyped-def]
+        return cls(timeout=ZERO, topics=(m.ReassignableTopic(name="t", partitions=tuple(
+            m.ReassignablePartition(partition_index=i, replicas=(1,)) for i in range(n))),))
+    decision = _capped(ALTER_PARTITION_REASSIGNMENTS, 0, request(10_001))
+    assert isinstance(decision, Local)
+    assert (decision.response.error_code, decision.response.error_message) == (ErrorCode.policy_violation,
+                                                                             TOO_MANY_RECORDS)
+    assert len(decision.response.responses[0].partitions) == 10_001
+    encode_response_frame(ALTER_PARTITION_REASSIGNMENTS, 0, 9, decision.response)
+    assert not isinstance(_capped(ALTER_PARTITION_REASSIGNMENTS, 0, request(10_000)), Local)
