@@ -9,17 +9,22 @@ the request carries ids: Produce v13, DeleteTopics v6):
   a request naming only the state topic is answered here, a mixed one is SPLIT: the
   state-topic entries are cut out of the request, the rest is forwarded, and the refused
   entries are added to upstream's answer. A Produce is decoded only when its bytes hold
-  the state topic's name or id (see ``produce``). A Produce with acks=0 that names it closes
-  the connection, as Kafka closes it when an acks=0 produce fails (the client gets no response to read an error from).
+  the state topic's name or id, or a refused batch (see ``produce``). A Produce with acks=0
+  that names it closes the connection, as Kafka closes it when an acks=0 produce fails (the
+  client gets no response to read an error from).
 - DeleteTopics, CreatePartitions, and CreateTopics of its name while it does not exist:
   TOPIC_AUTHORIZATION_FAILED (29) for that topic, the rest forwarded the same way. A
   deliberate difference: Kafka only checks ACLs there. Kafka's ``__admin_client``
   exception for internal topics is not copied.
 - AlterConfigs, IncrementalAlterConfigs, AlterPartitionReassignments on it stay allowed
   (as for ``__consumer_offsets``) and are logged with the client.
-- CreateTopics and CreatePartitions are also checked for size (admin_limits.py: Kafka's
-  controller limits) once the state-topic entries are set aside; a whole-request refusal
-  answers every topic, a per-topic one joins the state-topic refusals in the same split.
+- The same answers carry the other refusals of forwarded requests, after the state
+  topic's: each Produce partition's record batch (produce_check.py; the split is per
+  partition), Kafka's controller limits and the operator's safeguards on CreateTopics,
+  CreatePartitions, DeleteTopics and the config APIs (admin_policy.py decides), and the
+  10,000-record caps of the other admin writes (admin_limits.record_cap). A whole-request
+  refusal answers every entry; a per-entry one joins the state-topic refusals in the same
+  split. ``rule`` names the rule (metric label) when it is not the state topic's.
 A decision is None (forward the frame unchanged: the common case), or one of
 ``Local(response)``, ``Split(frame, merge)``, ``Close(reason)``; ``note`` says what was
 refused, for the connection's log line.
