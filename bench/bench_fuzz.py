@@ -7,16 +7,18 @@ and report the rate, the result, and the peak RSS of kcoord and of the broker.
 Each mode gets a fresh `kcoord serve` (and so a fresh embedded Tansu, under
 --embedded-memory-max). Every batch is checked (kcoord and the broker answer ApiVersions,
 stay under their RSS bounds, no traceback in kcoord's log, both alive); see fuzz/live.py.
-A broker that dies or outgrows its bound is a FINDING, printed with the requests it was
-handling and the seed; with --confirm each is replayed alone against a fresh Tansu to name
-the one(s) that do it (fuzz/confirm.py). `--upstream kafka` runs in front of Apache Kafka
-4.3 with a 512 MiB heap instead (tests/support/kafka_broker.py). Prints progress per batch
-and a JSON summary per mode; exits 1 if any mode failed a check.
+A broker that dies, outgrows its bound or stops answering is a FINDING, printed with the
+requests sent just before and the seed; with --confirm those are replayed through a fresh
+kcoord and embedded Tansu and bisected down to the request(s) that do it (fuzz/confirm.py).
+`--upstream kafka` runs in front of Apache Kafka 4.3 with a 512 MiB heap instead
+(tests/support/kafka_broker.py). Prints progress per batch and a JSON summary per mode;
+exits 1 if any mode failed a check.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 import tempfile
@@ -31,7 +33,10 @@ from loadgen import procs  # noqa: E402
 
 from fuzz.confirm import Broker, confirm  # noqa: E402
 from fuzz.health import UpstreamWatch  # noqa: E402
-from fuzz.live import FUZZ_CONFIG, IDLE_MS, LiveFuzzer, LiveReport  # noqa: E402
+from fuzz.live import FUZZ_CONFIG, IDLE_MS, LiveFuzzer, LiveReport, advertised  # noqa: E402
+from fuzz.structured import StructuredFrames  # noqa: E402
+from fuzz.sweep import frames as sweep_frames  # noqa: E402
+from fuzz.sweep import sweep  # noqa: E402
 from support import processes  # noqa: E402
 from support.kcoord import launch_serve  # noqa: E402
 
@@ -86,9 +91,11 @@ def serve_kafka(work: Path) -> Served:
     return Served(kcoord.process, kcoord.log_path, kcoord.port, watch, stop_broker=cluster.stop)
 
 
-def fresh_tansu() -> Broker:
-    broker = procs.tansu()
-    return Broker(broker.host, broker.port, broker.process.pid, broker.stop)
+def fresh_served(memory_max: str) -> Broker:
+    """A fresh `kcoord serve` and embedded Tansu for a replay: what gets through kcoord."""
+    served = serve_embedded(memory_max)
+    return Broker("127.0.0.1", served.port, served.broker.pid, served.broker.host, served.broker.port,
+                  lambda: processes.stop(served.process, 15))
 
 
 def run_mode(mode: str, args: argparse.Namespace) -> tuple[LiveReport, dict]:
@@ -115,7 +122,11 @@ def run_mode(mode: str, args: argparse.Namespace) -> tuple[LiveReport, dict]:
             served.stop_broker()
     confirmed = []
     if args.confirm and served.broker.suspects:
-        confirmed = procs.run(confirm(served.broker.suspects, fresh_tansu))
+        def start() -> Broker:
+            return fresh_served(args.embedded_memory_max)
+        confirmed = procs.run(confirm(served.broker.suspects, start))
+        if not confirmed:       # the harm needs what earlier frames built: bisect the whole run
+            confirmed = procs.run(confirm(served.broker.everything_sent(), start))
     summary = {"mode": mode, "upstream": served.broker.name, "frames": report.frames, "mutated": report.mutated,
                "frames_per_second": round(report.frames_per_second), "seconds": round(report.seconds, 1),
                "connections": report.connections, "responses": report.responses, **peaks,
@@ -125,6 +136,30 @@ def run_mode(mode: str, args: argparse.Namespace) -> tuple[LiveReport, dict]:
         print(f"--- kcoord log ({served.log_path}), last 3000 characters ---\n"
               f"{served.log_path.read_text(errors='replace')[-3000:]}")
     return report, summary
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """Every fixed-width field of every advertised request at each extreme, alone through a
+    fresh kcoord and embedded Tansu (fuzz/sweep.py): the findings name field and value."""
+    def start() -> Broker:
+        return fresh_served(args.embedded_memory_max)
+    probe = start()
+    try:
+        versions = procs.run(advertised("127.0.0.1", probe.port))
+    finally:
+        probe.stop()
+    structured = StructuredFrames(versions, random.Random(args.seed), templates_per_version=1)
+    items = list(sweep_frames(structured))
+    rng = random.Random(args.seed)
+    items += [structured.frame(rng, 1) for _ in range(args.sweep_random)]
+    print(f"[bench_fuzz sweep] {len(items):,} frames: {len(structured.versions)} API versions, every field alone "
+          f"and {args.sweep_random:,} random structured frames", flush=True)
+
+    def progress(sent: int, found: int) -> None:
+        print(f"[bench_fuzz sweep] {sent:,}/{len(items):,} frames, {found} findings", flush=True)
+    found = procs.run(sweep(items, start, progress=progress))
+    print(json.dumps({"mode": "sweep", "frames": len(items), "findings": found}, indent=1), flush=True)
+    return 1 if found else 0
 
 
 def main() -> int:
@@ -137,8 +172,15 @@ def main() -> int:
     ap.add_argument("--rss-limit-mb", type=float, default=600.0, help="kcoord's RSS bound")
     ap.add_argument("--upstream", choices=("embedded", "kafka"), default="embedded")
     ap.add_argument("--embedded-memory-max", default="2g")
-    ap.add_argument("--confirm", action="store_true", help="replay a finding's suspects against a fresh Tansu")
+    ap.add_argument("--confirm", action="store_true",
+                    help="replay a finding's suspects one by one through a fresh kcoord and embedded Tansu")
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead: every fixed-width field of every request at each extreme, then --sweep-random "
+                         "random structured frames, each alone")
+    ap.add_argument("--sweep-random", type=int, default=20_000)
     args = ap.parse_args()
+    if args.sweep:
+        return run_sweep(args)
     failed = False
     for mode in (("bytes", "structured") if args.mode == "both" else (args.mode,)):
         report, summary = run_mode(mode, args)

@@ -78,7 +78,8 @@ def _largest_number(label: str) -> int:
 
 @dataclass
 class UpstreamWatch:
-    """The broker behind kcoord, watched during a run (every ``poll_s``) and at each check."""
+    """The broker behind kcoord, watched during a run (alive and RSS every ``poll_s``,
+    ApiVersions every ``probe_s``) and at each check."""
 
     name: str                  # "Tansu", "Kafka 4.3.1 (-Xmx512m)"
     host: str
@@ -87,24 +88,48 @@ class UpstreamWatch:
     rss_limit_mb: float
     timeout_s: float = 5.0
     poll_s: float = 0.05
+    probe_s: float = 1.0
     max_rss_mb: float = 0.0
     died_at: float | None = None          # or outgrew its bound: either stops the run
     what: str = ""
     window_s: float = 0.5
     in_flight: dict[int, list[tuple[str, bytes]]] = field(default_factory=dict)   # connection -> (label, frame)
-    recent: deque = field(default_factory=lambda: deque(maxlen=4096))      # (when, [(label, frame)])
+    recent: deque = field(default_factory=lambda: deque(maxlen=16384))     # (when, [(label, frame)])
+    since: float = 0.0                     # suspects are sent from here on (the last answered probe)
     suspects: list[tuple[str, bytes]] = field(default_factory=list)        # newest first
 
     def sent(self, connection: int, plan: list[tuple[str, bytes]]) -> None:
         self.in_flight[connection] = plan
         self.recent.append((time.monotonic(), plan))
 
+    def everything_sent(self) -> list[tuple[str, bytes]]:
+        """Every frame of the run still in ``recent``, newest first (when the harm needs
+        state that older frames built)."""
+        return [item for _, plan in reversed(self.recent) for item in reversed(plan)]
+
     def answered(self, connection: int) -> None:
         self.in_flight.pop(connection, None)
 
     async def watch(self) -> None:
-        """Until cancelled: note the moment the broker dies or outgrows its RSS bound, and
-        what was in flight then."""
+        """Until cancelled: note the moment the broker dies, outgrows its RSS bound or stops
+        answering, and what was sent to it shortly before."""
+        probe = asyncio.create_task(self._probe())
+        try:
+            await self._poll()
+        finally:
+            probe.cancel()
+
+    async def _probe(self) -> None:
+        while self.died_at is None:
+            asked = time.monotonic()
+            problem = await answers_api_versions(self.host, self.port, self.timeout_s)
+            if problem is not None and self.died_at is None and alive(self.pid):
+                self._stop(f"stopped answering: {problem}")
+                return
+            self.since = asked
+            await asyncio.sleep(self.probe_s)
+
+    async def _poll(self) -> None:
         while self.died_at is None:
             if not alive(self.pid):
                 self._stop("died")
@@ -120,7 +145,8 @@ class UpstreamWatch:
 
     def _stop(self, what: str) -> None:
         self.died_at, self.what = time.monotonic(), what
-        plans = [plan for when, plan in reversed(self.recent) if when >= self.died_at - self.window_s]
+        start = min(self.died_at, self.since or self.died_at) - self.window_s
+        plans = [plan for when, plan in reversed(self.recent) if when >= start]
         plans += [plan for plan in self.in_flight.values() if all(plan is not p for p in plans)]
         self.suspects = [item for plan in plans for item in reversed(plan)]
 
@@ -131,7 +157,7 @@ class UpstreamWatch:
             largest = sorted(self.suspects, key=lambda item: _largest_number(item[0]), reverse=True)
             shown = "\n  ".join(label for label, _ in largest[:15]) or "(none recorded)"
             return [f"{where}: FINDING: {self.name} (pid {self.pid}) {self.what}; {len(self.suspects)} requests "
-                    f"were in flight or sent in its last {self.window_s:g} s, the largest values first:\n  {shown}"]
+                    f"were in flight or sent just before, the largest values first:\n  {shown}"]
         failures = []
         problem = await answers_api_versions(self.host, self.port, self.timeout_s)
         if problem is not None:

@@ -6,12 +6,10 @@ that dies is reported as a finding with the requests it was handling and the see
 """
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from fuzz.health import UpstreamWatch, cap_address_space
-from fuzz.live import FUZZ_CONFIG, LiveFuzzer
+from fuzz.live import FUZZ_CONFIG, LiveFuzzer, run
 from fuzz.structured import EXCLUDED
 from support.kcoord import FAST, KcoordProcess
 
@@ -34,7 +32,7 @@ def test_kcoord_and_tansu_survive_100k_structured_frames(fresh_tansu, names):
         fuzzer = LiveFuzzer(host, int(port), kcoord.process.pid, kcoord.log_path, state_topic=state_topic,
                             rss_limit_mb=RSS_LIMIT_MB, seed=11, mode="structured", upstream=tansu,
                             read_timeout=1.0)
-        report = asyncio.run(fuzzer.run(FRAMES, batch_frames=25_000, half_frames_per_batch=0, burst=0))
+        report = run(fuzzer.run(FRAMES, batch_frames=25_000, half_frames_per_batch=0, burst=0))
         print(report.summary())
         assert report.failures == [], "\n".join(report.failures)
         assert report.frames >= FRAMES
