@@ -59,15 +59,23 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[CoordinatorConfig, dic
         current = getattr(config, name)
         parsed: Any
         if isinstance(current, bool):
-            parsed = value.lower() in ("1", "true", "yes")
-        elif isinstance(current, int):
-            parsed = int(value)
+            if value.strip().lower() not in _BOOLEANS:
+                raise ValueError(f"--config {key.strip()}={value!r}: not a boolean (true or false)")
+            parsed = _BOOLEANS[value.strip().lower()]
+        elif isinstance(current, (int, float)):
+            try:
+                parsed = type(current)(value)
+            except ValueError:
+                raise ValueError(f"--config {key.strip()}={value!r}: not a number") from None
         elif isinstance(current, tuple):
             parsed = tuple(v.strip() for v in value.split(",") if v.strip())
         else:
             parsed = value
         setattr(config, name, parsed)
     return config, resolve(security_items)
+
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def listen_values(args: argparse.Namespace) -> list[str]:
@@ -184,6 +192,8 @@ async def serve(args: argparse.Namespace) -> int:
         config, security = _configs_from_args(args)
         for warning in check_listeners(listen_values(args), security):
             log.warning("%s", warning)
+        from .gateway.safeguards import Safeguards, process_rules
+        Safeguards(process_rules(config), security)   # raises ValueError naming a bad safeguard
     except (SecurityConfigError, ValueError) as e:
         log.error("kcoord refuses to start: %s", e)
         print(f"kcoord: {e}", file=sys.stderr, flush=True)

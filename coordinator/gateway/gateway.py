@@ -61,6 +61,7 @@ from .listeners import (
 )
 from .ratelog import RateLimitedLog
 from .routes import Route, build_routes
+from .safeguards import Safeguards, process_rules
 from .state_guard import StateTopicGuard
 
 log = logging.getLogger("kcoord.gateway")
@@ -152,6 +153,9 @@ class Gateway:
         self.upstream_log = RateLimitedLog(log, rate)  # client connections closed for an upstream failure
         self.guard = StateTopicGuard(state_topic, self.state_topic_id, self._state_topic_exists,
                                      max_walked_frame=self.limits.max_decoded_frame)
+        # The operator's safeguards, resolved here so that a bad setting refuses to start
+        # (ValueError naming the setting) instead of failing at the first admin request.
+        self.guard.safeguards = Safeguards(process_rules(self.config), self.security_settings)
         self._sweeper: asyncio.Task[None] | None = None
         self._owns_cluster = cluster is None
         # kcoord's own upstream TLS/SASL (security/upstream.py): the metadata/admin link

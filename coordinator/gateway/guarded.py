@@ -24,11 +24,8 @@ from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
 from .produce_check import OFFSET_FOR_LEADER_EPOCH, UNDECIDED, RecordChecks, record_checks
 from .routes import Route
-from .safeguards import Rules, Safeguards, process_rules
+from .safeguards import Rules, Safeguards
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
-
-log = logging.getLogger("kcoord.gateway")
-
 
 TANSU_NUM_PARTITIONS = 3    # what Tansu 0.6 creates for num_partitions=-1 (measured)
 
@@ -99,19 +96,13 @@ class GuardedRequests(ConnectionState):
         return checks   # type: ignore[return-value]
 
     def _policy(self) -> Policy:
-        """The safeguards of this client (its listener, its principal), built once per process
-        from the config and the listener./principal. settings, and kept on the shared guard."""
+        """The safeguards of this client (its listener, its principal). The shared guard's
+        Safeguards are built at the gateway's start (gateway.py); a guard built without a
+        gateway (unit tests) gets Kafka's limits."""
         guard = self._guard
         guards = guard.safeguards
         if guards is None:
-            gateway = self._gateway
-            try:
-                guards = Safeguards(process_rules(getattr(gateway, "config", None)),
-                                    getattr(gateway, "security_settings", None))
-            except ValueError as e:   # checked at start (see docs/reliability.md); never fail open quietly
-                log.error("safeguard settings refused (%s): Kafka's own limits apply", e)
-                guards = Safeguards(Rules())
-            guard.safeguards = guards
+            guards = guard.safeguards = Safeguards(Rules())
         principal = getattr(self, "_client_principal", lambda: None)() or "User:ANONYMOUS"
         return Policy(guards.rules(getattr(self._listener, "listener", ""), principal), guards, principal)
 

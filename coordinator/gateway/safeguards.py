@@ -118,15 +118,18 @@ def _apply(rules: Rules, key: str, value: Any, scope: str) -> Rules:
     if name is None:
         raise ValueError(f"unknown safeguard setting {PREFIX}{key} ({scope}); known: "
                          f"{', '.join(PREFIX + k for k in _FIELDS)}")
-    if name == "topic_config_bounds":
-        parsed: Any = _bounds(value) if isinstance(value, str) else _bounds(",".join(value))
-    elif name in ("topic_name_pattern", "delete_topics_deny_pattern"):
-        parsed = str(value)
-        re.compile(parsed)
-    elif name == "controller_mutation_rate":
-        parsed = float(value)
-    else:
-        parsed = int(value)
+    try:
+        if name == "topic_config_bounds":
+            parsed: Any = _bounds(value) if isinstance(value, str) else _bounds(",".join(value))
+        elif name in ("topic_name_pattern", "delete_topics_deny_pattern"):
+            parsed = str(value)
+            re.compile(parsed)
+        elif name == "controller_mutation_rate":
+            parsed = float(value)
+        else:
+            parsed = int(value)
+    except (ValueError, re.error) as e:   # re.error is not a ValueError
+        raise ValueError(f"{PREFIX}{key} ({scope}) = {value!r}: {e}") from None
     return replace(rules, **{name: parsed, "scopes": {**rules.scopes, key: scope}})
 
 

@@ -198,7 +198,7 @@ class StateTopicGuard:
         # The Produce record checks (produce_check.py), set by the first connection that
         # knows the upstream (guarded.py); shared by every connection.
         self.record_checks: RecordChecks | None = UNDECIDED
-        # The operator's safeguards (safeguards.py), built by the first admin request (guarded.py).
+        # The operator's safeguards (safeguards.py), built at the gateway's start (gateway.py).
         self.safeguards: Safeguards | None = None
 
     def _topic_id_bytes(self) -> bytes | None:
