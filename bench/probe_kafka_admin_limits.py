@@ -22,22 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from coordinator.protocol import apis  # noqa: E402
 from support.kafka_broker import KAFKA_43, start_kafka  # noqa: E402
-from support.raw_client import call, request_types  # noqa: E402
-
-
-def _create_topics(topics: list[tuple[str, int, int]]):  # type: ignore[no-untyped-def]
-    m = request_types(apis.CREATE_TOPICS, 7)
-    return m.CreateTopicsRequest(timeout=timedelta(seconds=60), validate_only=False, topics=tuple(
-        m.CreatableTopic(name=n, num_partitions=p, replication_factor=rf, assignments=(), configs=())
-        for n, p, rf in topics))
-
-
-def _partitions(bootstrap: str, topic: str) -> int:
-    m = request_types(apis.METADATA, 12)
-    response = call(bootstrap, apis.METADATA, 12, m.MetadataRequest(
-        topics=(m.MetadataRequestTopic(name=topic, topic_id=None),), allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False))
-    return len(response.topics[0].partitions)
+from support.raw_client import call, create_topics_request, partition_count, request_types  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +37,7 @@ def main() -> None:
                                   ("CreateTopics of 10,000 partitions", [("p10k", 10_000, 1)]),
                                   ("CreateTopics of 50,000,000 partitions", [("p50m", 50_000_000, 1)]),
                                   ("a topic of 1 partition", [("grow", 1, 1)])]:
-                response = call(bootstrap, apis.CREATE_TOPICS, 7, _create_topics(topics))
+                response = call(bootstrap, apis.CREATE_TOPICS, 7, create_topics_request(topics, timeout_s=60))
                 print(label, [(t.name, int(t.error_code), t.error_message) for t in response.topics])
             m = request_types(apis.CREATE_PARTITIONS, 3)
             for count in (20_001, 50_000_000):
@@ -65,7 +50,7 @@ def main() -> None:
                 except OSError as e:
                     answer = [f"no answer: {e!r}"]
                 try:
-                    after = f"{_partitions(bootstrap, 'grow')} partitions"
+                    after = f"{partition_count(bootstrap, 'grow')} partitions"
                 except OSError as e:
                     after = f"no Metadata answer ({e!r})"
                 print(f"CreatePartitions count={count}: {answer} after {time.monotonic() - started:.1f} s; "

@@ -7,10 +7,16 @@ import importlib
 import io
 import socket
 import struct
+from datetime import timedelta
 from typing import Any
 
 from coordinator.protocol.apis import (
-    request_class, request_header_version, response_class, response_header_version,
+    CREATE_TOPICS,
+    METADATA,
+    request_class,
+    request_header_version,
+    response_class,
+    response_header_version,
 )
 from coordinator.protocol.codec import decode_body, encode_body
 from coordinator.protocol.framing import RequestHeader, decode_response_header
@@ -90,3 +96,23 @@ def assert_closed(sock: socket.socket, timeout: float = 10.0) -> None:
     except ConnectionResetError:
         return
     assert data == b"", f"expected the connection to be closed, got {len(data)} bytes"
+
+
+def create_topics_request(topics: list[tuple[str, int, int]], validate_only: bool = False,
+                          timeout_s: float = 30) -> Any:
+    """A CreateTopics v7 body for (name, num_partitions, replication_factor) entries, with
+    no assignments or configs: the shape the admin-limit checks and probes send raw."""
+    m = request_types(CREATE_TOPICS, 7)
+    return m.CreateTopicsRequest(timeout=timedelta(seconds=timeout_s), validate_only=validate_only, topics=tuple(
+        m.CreatableTopic(name=name, num_partitions=n, replication_factor=rf, assignments=(), configs=())
+        for name, n, rf in topics))
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    """The topic's partition count in a Metadata v12 answer (0: not listed, or an error)."""
+    m = request_types(METADATA, 12)
+    response = call(bootstrap, METADATA, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(name=topic, topic_id=None),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    (answer,) = response.topics
+    return len(answer.partitions) if answer.error_code == 0 else 0

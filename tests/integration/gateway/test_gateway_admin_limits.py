@@ -9,34 +9,16 @@ from datetime import timedelta
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
+from gateway_helpers import STATE_TOPIC, LoopThread, RunningGateway, start_gateway
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
 from coordinator.gateway.admin_limits import TOO_MANY_PARTITIONS, TOO_MANY_RECORDS
 from coordinator.protocol import apis
-from gateway_helpers import STATE_TOPIC, LoopThread, RunningGateway, start_gateway
 from support.names import TestNames
-from support.raw_client import call, request_types
+from support.raw_client import call, create_topics_request, partition_count, request_types
 from support.tansu import TansuBroker
 from support.wait import wait_until
-
-
-def _create_topics(topics: list[tuple[str, int, int]], validate_only: bool = False):  # type: ignore[no-untyped-def]
-    m = request_types(apis.CREATE_TOPICS, 7)
-    return m.CreateTopicsRequest(timeout=timedelta(seconds=30), validate_only=validate_only, topics=tuple(
-        m.CreatableTopic(name=name, num_partitions=n, replication_factor=rf, assignments=(), configs=())
-        for name, n, rf in topics))
-
-
-def _partitions(bootstrap: str, topic: str) -> int:
-    """The topic's partition count in a Metadata answer through the gateway (0: not listed)."""
-    m = request_types(apis.METADATA, 12)
-    response = call(bootstrap, apis.METADATA, 12, m.MetadataRequest(
-        topics=(m.MetadataRequestTopic(name=topic, topic_id=None),), allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False))
-    (answer,) = response.topics
-    return len(answer.partitions) if answer.error_code == ErrorCode.none else 0
 
 
 def test_fifty_million_partitions_are_refused_on_every_topic_and_the_upstream_keeps_serving(
@@ -44,20 +26,20 @@ def test_fifty_million_partitions_are_refused_on_every_topic_and_the_upstream_ke
     huge, small = names.topic(), names.topic()
     for validate_only in (True, False):
         response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7,
-                        _create_topics([(huge, 50_000_000, 1), (small, 1, 1)], validate_only))
+                        create_topics_request([(huge, 50_000_000, 1), (small, 1, 1)], validate_only))
         assert sorted((t.name, t.error_code, t.error_message) for t in response.topics) == sorted([
             (huge, ErrorCode.policy_violation, TOO_MANY_PARTITIONS),
             (small, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)])
     # Nothing was forwarded (the small topic can be created now), and the upstream serves.
-    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(small, 1, 1)]))
+    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, create_topics_request([(small, 1, 1)]))
     assert [(t.name, t.error_code) for t in response.topics] == [(small, ErrorCode.none)]
-    wait_until(lambda: _partitions(gateway.bootstrap, small) == 1, 30, message=f"{small} in Metadata")
+    wait_until(lambda: partition_count(gateway.bootstrap, small) == 1, 30, message=f"{small} in Metadata")
 
 
 def test_absurd_create_partitions_and_replication_factor_are_answered_here(
         gateway: RunningGateway, names: TestNames) -> None:
     topic, wide = names.topic(), names.topic()
-    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(topic, 1, 1), (wide, 1, 99)]))
+    response = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, create_topics_request([(topic, 1, 1), (wide, 1, 99)]))
     results = {t.name: t for t in response.topics}
     assert results[topic].error_code == ErrorCode.none, results[topic]
     brokers = len(gateway.gateway.cluster.brokers)
@@ -76,7 +58,7 @@ def test_absurd_create_partitions_and_replication_factor_are_answered_here(
         topics=(m.CreatePartitionsTopic(name=topic, count=50_000_000, assignments=None),)))
     assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
         (topic, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)]
-    assert wait_until(lambda: _partitions(gateway.bootstrap, topic), 30, message=f"{topic} in Metadata") == 1
+    assert wait_until(lambda: partition_count(gateway.bootstrap, topic), 30, message=f"{topic} in Metadata") == 1
 
 
 def test_a_batch_with_a_bad_crc_gets_corrupt_message_and_the_other_partition_is_stored(
@@ -84,9 +66,9 @@ def test_a_batch_with_a_bad_crc_gets_corrupt_message_and_the_other_partition_is_
     """In front of Tansu kcoord checks the CRC (Tansu would store the batch); in front of
     Kafka, Kafka answers it: either way the client reads CORRUPT_MESSAGE."""
     topic = names.topic()
-    created = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(topic, 2, 1)]))
+    created = call(gateway.bootstrap, apis.CREATE_TOPICS, 7, create_topics_request([(topic, 2, 1)]))
     assert created.topics[0].error_code == ErrorCode.none
-    wait_until(lambda: _partitions(gateway.bootstrap, topic) == 2, 30, message=f"{topic} in Metadata")
+    wait_until(lambda: partition_count(gateway.bootstrap, topic) == 2, 30, message=f"{topic} in Metadata")
     good = _records(b"good")
     corrupt = bytearray(_records(b"bad"))
     corrupt[-1] ^= 0xFF
@@ -133,13 +115,13 @@ def test_a_listener_safeguard_and_a_principal_mutation_rate_refuse_with_their_an
         guarded: RunningGateway, names: TestNames) -> None:
     wide, first, second, third = names.topic(), names.topic(), names.topic(), names.topic()
     for validate_only in (True, False):
-        response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(wide, 4, 1)], validate_only))
+        response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, create_topics_request([(wide, 4, 1)], validate_only))
         assert [(t.error_code, t.error_message) for t in response.topics] == [(
             ErrorCode.policy_violation, f"kcoord safeguard safeguard.topic.max.partitions (listener PLAINTEXT): "
                                         f"topic {wide} asks for 4 partitions, at most 3")]
     # 3 + 3 + 3 partitions at 4 per second (a bucket of 4): the first two are created (the
     # second takes the bucket 2 into debt), the third waits with THROTTLING_QUOTA_EXCEEDED.
-    response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, _create_topics([(first, 3, 1), (second, 3, 1),
+    response = call(guarded.bootstrap, apis.CREATE_TOPICS, 7, create_topics_request([(first, 3, 1), (second, 3, 1),
                                                                               (third, 3, 1)]))
     codes = {t.name: t.error_code for t in response.topics}
     assert codes == {first: ErrorCode.none, second: ErrorCode.none, third: ErrorCode.throttling_quota_exceeded}
