@@ -1,6 +1,9 @@
-"""Hostile-input tooling for kcoord (issue 10): valid-message generators, mutation
-classes, the table of what kcoord decodes, a driver that fuzzes a running `kcoord serve`,
-and in-process atheris harnesses for the native readers.
+"""Hostile-input tooling for kcoord: valid-message generators, mutation classes, the
+table of what kcoord decodes, a driver that fuzzes a running `kcoord serve` (byte
+mutations, or valid requests with extreme field values: `fuzz.structured`) while watching
+the broker behind it, tools that name the request that harmed a broker (`fuzz.confirm`,
+`fuzz.sweep`), and in-process atheris harnesses for the native readers. README.md lists
+what is where and what the fuzzers found.
 
 Table-driven: a change that makes kcoord decode new bytes (a new API, a SASL token, a
 private API) adds its entry to `fuzz.targets.TARGETS`; the tests and `bench/bench_fuzz.py`

@@ -33,6 +33,7 @@ Frames = Sequence[tuple[str, bytes]]
 
 
 CHUNK = 8     # frames per connection: kcoord closes a connection on a frame it refuses
+SETTLE_S = 2.0
 
 
 async def _send_all(broker: Broker, frames: Frames, connections: int, seconds: float) -> None:
@@ -74,8 +75,12 @@ async def harm(broker: Broker, frames: Frames, *, rss_limit_mb: float, connectio
     sending = asyncio.ensure_future(_send_all(broker, frames, connections, seconds))
     deadline = time.monotonic() + seconds
     peak = 0.0
+    settled: float | None = None
     try:
-        while time.monotonic() < deadline and not sending.done():
+        # a harm may show after the answers: a count stored now, allocated by a later Metadata
+        while time.monotonic() < deadline and (settled is None or time.monotonic() < settled):
+            if settled is None and sending.done():
+                settled = time.monotonic() + SETTLE_S
             await asyncio.sleep(0.05)
             if not alive(broker.pid):
                 return "died"
