@@ -228,9 +228,9 @@ def test_the_service_probes_before_authorizing_group_apis() -> None:
 
 
 def test_authorizers_without_prepare_keep_their_path() -> None:
-    assert service_with(ALLOW_ALL)._prepare_hook is None
+    assert service_with(ALLOW_ALL)._authorization._prepare_hook is None
     from coordinator.security.acl import AclAuthorizer
-    assert service_with(AclAuthorizer())._prepare_hook is None
+    assert service_with(AclAuthorizer())._authorization._prepare_hook is None
 
 
 def test_regex_resolution_uses_probed_verdicts_kept_fresh_by_heartbeats() -> None:

@@ -1,0 +1,38 @@
+"""The group coordinator service: what the gateway calls for every group API, cut into the
+parts Kafka's group coordinator and KafkaApis divide the job into.
+
+Rules of this package:
+- wiring.py composes the parts (`GroupCoordinatorService`) and owns the one door, `handle`.
+  Each part gets its collaborators explicitly, never the whole service; the parts import
+  each other only downwards: wiring > authorization, group_apis, lifecycle > topic_checks,
+  transactions > routing > apis, skip_list (import-linter checks it, pyproject.toml).
+- apis.py is the API table: one `ServedApi` row per API, and the registry built from the rows.
+- authorization.py is Kafka's KafkaApis stage around the handlers (group, transactional id,
+  then topic-level checks in topic_checks.py); with ALLOW_ALL it is never entered.
+- routing.py maps a group to its shard (Kafka's `abs(javaHash(groupId)) % partitions`) and
+  splits multi-group requests by shard; group_apis.py holds one handler per group API, and
+  turns shard-level failures (loading, not active, write failed) into the per-API error
+  Kafka would send.
+- lifecycle.py loads, reloads and unloads the shards, and takes and releases them in
+  cluster mode; a shard that does not load fails alone (docs/reliability.md).
+- transactions.py serves TxnOffsetCommit and AddOffsetsToTxn (docs/transactions.md).
+- skip_list.py parses `state.load.skip.corrupt.offsets`, the operator's explicit way past a
+  bad record.
+"""
+from __future__ import annotations
+
+from .apis import API_VERSIONS, SERVED_APIS, TXN_OFFSETS_SERVED, ServedApi
+from .skip_list import SkipOffsetsError, parse_skip_offsets
+from .topic_checks import TOPIC_DESCRIBE_REFUSED
+from .wiring import GroupCoordinatorService
+
+__all__ = [
+    "API_VERSIONS",
+    "SERVED_APIS",
+    "TOPIC_DESCRIBE_REFUSED",
+    "TXN_OFFSETS_SERVED",
+    "GroupCoordinatorService",
+    "ServedApi",
+    "SkipOffsetsError",
+    "parse_skip_offsets",
+]

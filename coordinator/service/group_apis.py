@@ -1,0 +1,142 @@
+"""The group APIs' handlers: each request becomes one operation on the shard that owns its
+group (or one per shard for a multi-group request), and the answer goes back as the
+response Kafka sends.
+
+Rules of this module:
+- A handler decides nothing about groups: the shard (coordinator/group/shard.py) does.
+  It routes (routing.py), turns a shard-level failure into the API's error response, and
+  for multi-group APIs assembles the answers in request order.
+- The steady ConsumerGroupHeartbeat and the classic Heartbeat are written out without the
+  shared helper: the heartbeat is the hot path, one coroutine less.
+- A classic Heartbeat to a loading shard answers NONE, as Kafka does ("The group is still
+  loading, so blindly respond", GroupCoordinatorService.heartbeat).
+- Before OffsetFetch answers, the markers of groups with open transactions are read
+  (transactions.py `read_markers`).
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..group import error_responses, group_admin, offset_ops
+from ..group.error_responses import ERROR_RESPONSES
+from ..group.errors import ApiError
+from ..group.kio_util import build, schema
+from ..group.shard import RequestContext
+from ..group.timeutil import from_ms
+from ..protocol.apis import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP
+from ..runtime.shard_runtime import ShardRuntime
+from .routing import ShardRouter
+
+
+class GroupApis:
+    """One method per group API (named after the shard's), bound once by the API table."""
+
+    def __init__(self, router: ShardRouter, read_markers: Callable[[Collection[str]], Awaitable[None]]) -> None:
+        self.router = router
+        # Bound once: the heartbeat path pays no extra attribute hop.
+        self.runtime_for = router.runtime_for
+        self.one_group = router.one_group
+        self.read_markers = read_markers
+
+    async def consumer_group_heartbeat(self, ctx: RequestContext, req):
+        # one_group written out: the steady heartbeat is the hot path, one coroutine less.
+        try:
+            return await self.runtime_for(req.group_id).run(
+                lambda shard, now: shard.consumer_group_heartbeat(ctx, req, now))
+        except ApiError as e:
+            return error_responses.consumer_group_heartbeat(ctx.api_version, e, req)
+
+    async def join_group(self, ctx: RequestContext, req):
+        return await self.one_group(JOIN_GROUP, ctx, req, lambda shard, now: shard.join_group(ctx, req, now))
+
+    async def sync_group(self, ctx: RequestContext, req):
+        return await self.one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
+
+    async def heartbeat(self, ctx: RequestContext, req):
+        try:
+            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
+        except ApiError as e:
+            if e.code == ErrorCode.coordinator_load_in_progress:
+                # Kafka answers a classic Heartbeat NONE while the group's partition loads
+                # ("The group is still loading, so blindly respond", GroupCoordinatorService
+                # .heartbeat): the load re-arms every member's session timer anyway, and
+                # aiokafka treats COORDINATOR_LOAD_IN_PROGRESS in a Heartbeat as fatal (its
+                # heartbeat task dies; the member is expired or leaves after a restart).
+                e = ApiError(ErrorCode.none)
+            return ERROR_RESPONSES[HEARTBEAT](ctx.api_version, e, req)
+
+    async def leave_group(self, ctx: RequestContext, req):
+        return await self.one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
+
+    async def offset_commit(self, ctx: RequestContext, req):
+        return await self.one_group(OFFSET_COMMIT, ctx, req, lambda shard, now: shard.offset_commit(ctx, req, now))
+
+    async def offset_delete(self, ctx: RequestContext, req):
+        return await self.one_group(OFFSET_DELETE, ctx, req, lambda shard, now: shard.offset_delete(ctx, req, now))
+
+    # ------------------------------------------------------------ multi-group
+    async def consumer_group_describe(self, ctx: RequestContext, req):
+        mod = schema("consumer_group_describe", ctx.api_version)
+        include = req.include_authorized_operations
+        described = await self.router.per_group(
+            req.group_ids, lambda shard, gid: group_admin.describe_consumer_group(shard, mod, gid, include),
+            lambda gid, e: error_responses.described_consumer_group_error(mod, gid, e), ctx.denied_groups)
+        return mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=tuple(described))
+
+    async def describe_groups(self, ctx: RequestContext, req):
+        mod = schema("describe_groups", ctx.api_version)
+        include = getattr(req, "include_authorized_operations", False)
+        described = await self.router.per_group(req.groups, lambda shard, gid: group_admin.describe_group(
+            shard, mod, ctx.api_version, gid, include), lambda gid, e: error_responses.described_group_error(
+            mod, gid, e), ctx.denied_groups)
+        return build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=tuple(described))
+
+    async def list_groups(self, ctx: RequestContext, req):
+        mod = schema("list_groups", ctx.api_version)
+        answers, error = await self.router.every_shard(lambda shard, now: shard.list_groups(ctx, req, now))
+        groups = tuple(g for resp in answers for g in resp.groups)
+        return build(mod.ListGroupsResponse, throttle_time=from_ms(0), error_code=error, groups=groups)
+
+    async def delete_groups(self, ctx: RequestContext, req):
+        mod = schema("delete_groups", ctx.api_version)
+        results: dict[str, Any] = {}
+
+        async def delete(rt: ShardRuntime, gids: list[str]) -> None:
+            sub = type(req)(groups_names=tuple(g for g in gids if g))
+            resp = await rt.run(lambda shard, now: shard.delete_groups(ctx, sub, now))
+            results.update((r.group_id, r) for r in resp.results)
+
+        for g in ctx.denied_groups:
+            results[g] = error_responses.deletable_group_error(mod, g, ErrorCode.group_authorization_failed)
+        allowed = [g for g in req.groups_names if g not in ctx.denied_groups]
+        await self.router.per_shard(allowed, delete, lambda gids, e: results.update(
+            (g, error_responses.deletable_group_error(mod, g, e.code)) for g in gids))
+        out = [results.get(g) or error_responses.deletable_group_error(mod, g, ErrorCode.invalid_group_id)
+               for g in req.groups_names]
+        return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
+
+    async def offset_fetch(self, ctx: RequestContext, req):
+        mod = schema("offset_fetch", ctx.api_version)
+        await self.read_markers([req.group_id] if ctx.api_version < 8 else [g.group_id for g in req.groups])
+        if ctx.api_version < 8:
+            return await self.one_group(OFFSET_FETCH, ctx, req, lambda shard, now: shard.offset_fetch(ctx, req, now))
+
+        def one(shard, g):
+            try:
+                # MemberId and MemberEpoch exist from v9 (KIP-848); v8 is multi-group without them.
+                topics = offset_ops.fetch_group(shard, ctx.api_version, mod, g.group_id, g.topics,
+                                                req.require_stable, getattr(g, "member_id", None),
+                                                getattr(g, "member_epoch", -1))
+                return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
+                             error_code=ErrorCode.none)
+            except ApiError as e:
+                return error_responses.fetch_group_error(mod, g.group_id, e.code)
+
+        by_id = {g.group_id: g for g in req.groups}
+        groups = await self.router.per_group(
+            [g.group_id for g in req.groups], lambda shard, gid: one(shard, by_id[gid]),
+            lambda gid, e: error_responses.fetch_group_error(mod, gid, e.code), ctx.denied_groups)
+        return build(mod.OffsetFetchResponse, throttle_time=from_ms(0), groups=tuple(groups))

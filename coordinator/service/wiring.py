@@ -1,0 +1,237 @@
+"""GroupCoordinatorService: what the gateway calls for every group API. It composes the
+service's parts and runs each request through them.
+
+Rules of this module:
+- Wiring only: it builds the parts from the configuration and the state log, and each part
+  gets only the collaborators it needs (the runtimes, the router, a callable), never the
+  service itself. The one exception is an API registered from outside (client-assignor and
+  connect APIs): its handler is called as ``handler(service, ctx, request)`` and may use
+  `runtime_for`, `partition_for`, `runtimes` and `authorizer`.
+- `handle` is the one door: the handler from the API table (apis.py), run directly under
+  ALLOW_ALL or through the authorization stage (authorization.py); then the request metrics,
+  the cluster lease check and the audit log. Nothing computed from a shard's state is
+  released once the membership lease ran out (docs/cluster.md, the safety argument).
+- The steady heartbeat passes here on every request: no extra call, attribute hop or
+  allocation may be added to `handle` without measuring it (docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Authorizer
+from ..config import CoordinatorConfig
+from ..connect_apis import CONNECT_APIS
+from ..group import regex_refresh
+from ..group.error_responses import ERROR_RESPONSES
+from ..group.errors import ApiError
+from ..group.image import EMPTY_IMAGE, MetadataImage
+from ..group.shard import GroupCoordinatorShard, RequestContext
+from ..private_apis import PRIVATE_APIS
+from ..protocol.apis import TXN_OFFSET_COMMIT
+from ..protocol.private_apis import PRIVATE_ERRORS
+from ..protocol.service import ClientInfo
+from ..runtime import metrics
+from ..runtime.shard_runtime import ShardRuntime
+from ..runtime.state_log import StateLog
+from ..security.audit import AuditLog
+from .apis import SERVED_APIS, ApiRegistry, Handler, ServedApi
+from .authorization import AuthorizationStage
+from .group_apis import GroupApis
+from .lifecycle import ShardLifecycle
+from .routing import ShardRouter
+from .skip_list import parse_skip_offsets
+from .transactions import Transactions
+
+log = logging.getLogger("kcoord.service")
+
+
+class GroupCoordinatorService:
+    def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
+                 make_shard: Callable[[int], GroupCoordinatorShard] | None = None,
+                 authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None) -> None:
+        self.config = config
+        self.authorizer = authorizer
+        self.audit = audit       # the audit log of group mutations (security/audit.py), or None
+        self.state_topic = state_topic
+        self.image: MetadataImage = EMPTY_IMAGE
+        self._make_shard = make_shard or (lambda p: GroupCoordinatorShard(p, self.config, self.image))
+        skip = parse_skip_offsets(config.state_load_skip_corrupt_offsets, config.state_topic_partitions)
+        for p, offsets in sorted(skip.items()):
+            log.warning("state.load.skip.corrupt.offsets: partition %d offsets %s will be skipped IF they "
+                        "fail to load", p, sorted(offsets))
+        # The lifecycle counts members over the runtimes each new shard's heartbeat policy
+        # asks about: it exists before them, over the same list.
+        self.runtimes: list[ShardRuntime] = []
+        self.lifecycle = ShardLifecycle(self.runtimes, state_topic)
+        self.runtimes.extend(ShardRuntime(p, self._new_shard, state_topic,
+                                          write_timeout_ms=config.offsets_commit_timeout_ms,
+                                          skip_offsets=skip.get(p, frozenset()))
+                             for p in range(config.state_topic_partitions))
+        self.router = ShardRouter(self.runtimes, config.state_topic_partitions)
+        self.partition_for = self.router.partition_for
+        self.runtime_for = self.router.runtime_for
+        self.partition_available = self.lifecycle.partition_available
+        self.transactions = Transactions(config, state_topic, self.router, self.runtimes)
+        self.txn_appender = self.transactions.appender
+        self.lifecycle.raw_reads = self.transactions.served
+        self.group_apis = GroupApis(self.router, self.transactions.read_markers)
+
+        # The served-API registry: what ApiVersions advertises, what is answered, and how.
+        self.registry = registry = ApiRegistry(self._bind)
+        self.apis, self.api_versions, self.answered_versions = (
+            registry.apis, registry.api_versions, registry.answered_versions)
+        self._handlers, self._names = registry.handlers, registry.names
+        for api in SERVED_APIS:
+            registry.register(api)
+        if config.consumer_client_assignors_enabled:
+            # kcoord's private client-assignor APIs 32700-32702 (docs/client-assignors.md),
+            # advertised and routed only when enabled (coordinator/private_apis.py).
+            for key, name, versions, handler in PRIVATE_APIS:
+                registry.register(ServedApi(key, name, versions, handler))
+        if config.connect_groups_enabled:
+            # The connect group APIs 32703-32706 (docs/connect-groups.md), advertised and
+            # routed only when enabled (coordinator/connect_apis.py).
+            for key, name, versions, handler in CONNECT_APIS:
+                registry.register(ServedApi(key, name, versions, handler))
+        if not self.transactions.served:
+            # Neither advertised nor answered here, and AddOffsetsToTxn is forwarded upstream
+            # (TxnOffsetCommit then answers UNSUPPORTED_VERSION, never applied outside its
+            # transaction; transactions.py).
+            registry.unadvertise(TXN_OFFSET_COMMIT)
+            registry.withdraw(ADD_OFFSETS_TO_TXN)
+        self._authorization = AuthorizationStage(authorizer, registry.names, config, lambda: self.image,
+                                                 self.runtime_for)
+        self._latency: dict[int, Any] = {}
+        self._counted: dict[tuple[int, Any], Any] = {}
+        # Several processes (coordinator/cluster/node.py): the membership lease, checked
+        # before any response is released (None: no lease, one process).
+        self.serving: Callable[[], bool] | None = None
+
+    def _bind(self, api: ServedApi) -> Handler:
+        handler = api.handler
+        if not isinstance(handler, str):
+            return functools.partial(handler, self)
+        part = self.group_apis if hasattr(self.group_apis, handler) else self.transactions
+        return getattr(part, handler)
+
+    def register_api(self, api: ServedApi) -> None:
+        """Add an API to the registry (before the gateway starts: it reads `api_versions` and
+        `answered_versions` once). A private API registers itself the same way."""
+        self.registry.register(api)
+
+    def _new_shard(self, partition: int) -> GroupCoordinatorShard:
+        shard = self._make_shard(partition)
+        shard.image = self.image
+        shard.heartbeat_policy.member_count = self.lifecycle.total_members
+        if self.authorizer is not ALLOW_ALL:
+            regex_refresh.require_topic_filter(shard)   # regexes resolve with a member's rights
+        return shard
+
+    # -------------------------------------------------------------- requests
+    async def handle(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
+        handler = self._handlers[api_key]
+        started = time.perf_counter()
+        if self.authorizer is ALLOW_ALL:
+            ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
+                                 client_host=f"/{client.host}")
+            response = await handler(ctx, request)
+        else:
+            response = await self._authorization.authorized(handler, api_key, api_version, request, client)
+        # labels() takes a lock and builds a key on every call: keep the children.
+        seconds = self._latency.get(api_key)
+        if seconds is None:
+            seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=self._names[api_key])
+        seconds.observe(time.perf_counter() - started)
+        error = getattr(response, "error_code", None)
+        counter = self._counted.get((api_key, error))
+        if counter is None:
+            counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
+                api=self._names[api_key], error=_error_name(response))
+        counter.inc()
+        serving = self.serving
+        if serving is not None and not serving():
+            # Several processes: the membership lease ran out (a pause, a partition), so the
+            # shards may belong to another instance by now. Nothing computed from this
+            # state is released, not even a heartbeat (docs/cluster.md, the safety argument).
+            return ERROR_RESPONSES[api_key](api_version, ApiError(
+                ErrorCode.not_coordinator, "This kcoord instance's cluster membership lease ran out; "
+                "find the coordinator again."), request)
+        if self.audit is not None:
+            self.audit.record(api_key, request, response, client)
+        return response
+
+    def on_metadata_update(self, image: MetadataImage) -> None:
+        self.image = image
+        self.lifecycle.on_metadata_update(image)
+
+    # ------------------------------------------------------------- lifecycle
+    async def start(self, missing_topic_wait_s: float = 0.0) -> None:
+        await self.lifecycle.start(missing_topic_wait_s)
+
+    def enter_cluster_mode(self, serving: Callable[[], bool], load_grace_ms: int) -> None:
+        """Serve only the shards the membership assigns (`take`/`release`), and answer
+        nothing once the membership lease has run out (`serving()` False)."""
+        self.serving = serving
+        self.lifecycle.enter_cluster_mode(load_grace_ms)
+
+    @property
+    def owned(self) -> set[int] | None:
+        """The shards assigned to this instance (None: every shard, one process)."""
+        return self.lifecycle.owned
+
+    @owned.setter
+    def owned(self, partitions: set[int] | None) -> None:
+        self.lifecycle.owned = partitions
+
+    def take(self, partitions: Collection[int]) -> None:
+        self.lifecycle.take(partitions)
+
+    def release(self, partitions: Collection[int], reason: str) -> None:
+        self.lifecycle.release(partitions, reason)
+
+    def served(self) -> list[ShardRuntime]:
+        return self.lifecycle.served()
+
+    def failed_partitions(self) -> dict[int, int | None]:
+        return self.lifecycle.failed_partitions()
+
+    def state_topic_lost(self, reason: str) -> None:
+        self.lifecycle.state_topic_lost(reason)
+
+    async def reload_all(self, reason: str) -> bool:
+        return await self.lifecycle.reload_all(reason)
+
+    def all_loaded(self) -> bool:
+        return self.lifecycle.all_loaded()
+
+    async def wait_reloaded(self) -> bool:
+        return await self.lifecycle.wait_reloaded()
+
+    def total_members(self) -> int:
+        return self.lifecycle.total_members()
+
+    def close(self) -> None:
+        self.lifecycle.close()
+
+    def shards(self) -> list[GroupCoordinatorShard]:
+        return [rt.shard for rt in self.runtimes]
+
+
+_KAFKA_ERRORS = frozenset(e.value for e in ErrorCode)
+
+
+def _error_name(response: Any) -> str:
+    code = getattr(response, "error_code", None)
+    if code is None:
+        return "none"
+    name = getattr(code, "name", None)
+    if name is not None:
+        return name
+    # The client-assignor APIs carry their code as a plain int16: 32700/32701 are kcoord's own.
+    return PRIVATE_ERRORS.get(code) or (ErrorCode(code).name if code in _KAFKA_ERRORS else str(code))
