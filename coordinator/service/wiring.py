@@ -78,7 +78,6 @@ class GroupCoordinatorService:
         self.runtime_for = self.router.runtime_for
         self.partition_available = self.lifecycle.partition_available
         self.transactions = Transactions(config, state_topic, self.router, self.runtimes)
-        self.txn_appender = self.transactions.appender
         self.lifecycle.raw_reads = self.transactions.served
         self.group_apis = GroupApis(self.router, self.transactions.read_markers)
 

@@ -1,4 +1,4 @@
-"""The served-API registry (coordinator/service.py `ServedApi`, `register_api`): one table
+"""The served-API registry (coordinator/service/apis.py `ServedApi`, `register_api`): one table
 says what ApiVersions advertises, what is answered, how, and under which metric name; an
 API registered from outside is routed like the built-in ones."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The service in a kcoord cluster (issue 14): it serves only the shards assigned to it,
 loads a taken shard, drops a released one, and releases no response once the membership
-lease ran out (coordinator/service.py enter_cluster_mode/take/release)."""
+lease ran out (coordinator/service/lifecycle.py enter_cluster_mode/take/release)."""
 from __future__ import annotations
 
 import asyncio
