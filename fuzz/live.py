@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator.protocol.apis import API_VERSIONS, response_class
+from coordinator.protocol.apis import API_VERSIONS, FETCH, JOIN_GROUP, SYNC_GROUP, response_class
 from coordinator.protocol.codec import decode_body
 
 from .health import UpstreamWatch, alive, answers_api_versions, rss_mb
@@ -38,6 +38,7 @@ from .targets import TARGETS, Target, request_frame
 
 MODES = ("bytes", "structured")
 VALID_POOL = 32     # distinct valid requests per API version in bytes mode
+HELD_APIS = frozenset({FETCH, JOIN_GROUP, SYNC_GROUP})
 
 IDLE_MS = 3000
 # The kcoord settings a fuzz run uses (Kafka's names), lowered so that connection abuse
@@ -147,9 +148,13 @@ class LiveFuzzer:
         in structured mode up to 32 requests with extreme values."""
         if self._structured is not None:
             frames = [self._structured.frame(rng, i + 1) for i in range(rng.randint(1, 32))]
-            for _, frame in frames:
-                self.report.by_api[struct.unpack_from(">h", frame, 4)[0]] += 1
-            return frames
+            keys = [struct.unpack_from(">h", frame, 4)[0] for _, frame in frames]
+            for key in keys:
+                self.report.by_api[key] += 1
+            # Requests a server may hold (a Fetch's max_wait_ms, a JoinGroup's rebalance) go
+            # last: requests on a connection are answered in order, and one held in front
+            # would keep the rest from being read within the run's read timeout.
+            return [frame for _, frame in sorted(zip(keys, frames, strict=True), key=lambda kf: kf[0] in HELD_APIS)]
         plan = []
         n = rng.randint(1, 7)
         for i in range(n):
