@@ -1,4 +1,4 @@
-"""Bad input on a client connection (a mixin of ClientConnection).
+"""Bad input on a client connection (one `BadInput` per connection, connection.py owns it).
 
 Kafka's rule: a request that does not parse, or whose key or version is not served, ends
 the connection: Kafka never answers bytes it cannot parse. The only error answer is
@@ -6,11 +6,13 @@ ApiVersions at an unknown version (UNSUPPORTED_VERSION in the v0 format, KIP-511
 bad frame is counted in kcoord_gateway_bad_requests_total{reason} (a fixed set of
 reasons, never a client's value) and logged, rate-limited, naming the peer, listener, API,
 version and the fault (the decoder's message names the field). Requests read before the
-bad one are still answered, in order; then the connection closes.
+bad one are still answered, in order; then the connection closes. `BadInput` reaches its
+connection only through `Refusing`.
 """
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Protocol
 
 from ..protocol.api_versions import unsupported_version_body
 from ..protocol.apis import (
@@ -23,8 +25,10 @@ from ..protocol.apis import (
 )
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
 from ..runtime import metrics
-from .connection_state import ConnectionState
 from .routes import Route
+
+if TYPE_CHECKING:
+    from .ports import ConnectionServices
 
 FRAME = "frame"
 HEADER = "header"
@@ -35,19 +39,41 @@ BAD_REQUESTS = {r: metrics.GATEWAY_BAD_REQUESTS.labels(reason=r)
                 for r in (FRAME, HEADER, BODY, UNKNOWN_API, UNSUPPORTED_VERSION)}
 
 
-class BadInput(ConnectionState):
-    def _unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
+class Refusing(Protocol):
+    """What bad-input handling uses of its connection."""
+
+    @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
+    def listener_name(self) -> str: ...
+
+    def answer(self, data: bytes) -> None:
+        """Queue a ready answer, in request order."""
+
+    def stop(self) -> None:
+        """Read nothing more; answer what came before, then close."""
+
+
+class BadInput:
+    __slots__ = ("_client", "_gateway")
+
+    def __init__(self, client: Refusing, gateway: ConnectionServices) -> None:
+        self._client = client
+        self._gateway = gateway
+
+    def unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == API_VERSIONS:
             # Kafka answers an ApiVersions version it does not know with UNSUPPORTED_VERSION
             # in the v0 format, listing its own range (KIP-511), instead of closing.
             try:
                 request_body_offset(frame, request_header_version(api_key, api_version))
             except HeaderError as e:
-                self._reject(f"header does not parse: {e}", None, correlation_id, api_key, api_version,
+                self.reject(f"header does not parse: {e}", None, correlation_id, api_key, api_version,
                              reason=HEADER)
                 return
             supported = self._gateway.api_versions[API_VERSIONS]
-            self._answer(response_frame(correlation_id, unsupported_version_body(supported), 0))
+            self._client.answer(response_frame(correlation_id, unsupported_version_body(supported), 0))
             return
         advertised = self._gateway.api_versions.get(api_key)
         reason = UNKNOWN_API
@@ -63,9 +89,9 @@ class BadInput(ConnectionState):
             what = (f"unsupported version {api_version} of {api_name(api_key)} "
                     f"(supported {advertised[0]}-{advertised[1]})")
             reason = UNSUPPORTED_VERSION
-        self._reject(what, None, correlation_id, api_key, api_version, reason=reason)
+        self.reject(what, None, correlation_id, api_key, api_version, reason=reason)
 
-    def _reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
+    def reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
                 api_key: int | None = None, api_version: int | None = None, *, reason: str = BODY) -> None:
         """Bad input: count it, log one (rate-limited) line, answer what came before, then
         close (Kafka's SocketServer closes the channel on an InvalidRequestException)."""
@@ -73,9 +99,8 @@ class BadInput(ConnectionState):
             api_key, api_version = route.api_key, route.api_version
         api = f"{api_name(api_key)}({api_key}) v{api_version}" if api_key is not None else "unknown API"
         BAD_REQUESTS[reason].inc()
+        client = self._client
+        peer = client.peer
         self._gateway.bad_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s [%s, correlation_id=%s]",
-                                  self._peer[0], self._peer[1], self._listener.name, what, api, correlation_id)
-        self._closing = True
-        self._buf.clear()
-        if self._transport is not None:
-            self._transport.pause_reading()
+                                  peer[0], peer[1], client.listener_name, what, api, correlation_id)
+        client.stop()

@@ -1,4 +1,4 @@
-"""Flow control of a client connection (a mixin of ClientConnection; limits in limits.py).
+"""Flow control of a client connection: why its reading is paused (limits in limits.py).
 
 Rules: reading stops (transport.pause_reading) while any reason holds and resumes when
 none does — INFLIGHT: max_inflight_requests_per_connection requests unanswered; QUEUE: the
@@ -13,14 +13,22 @@ connection already closing (after a bad frame, a failure, a refusal) that has no
 after that time is aborted, since a graceful close waits for a client that may never read.
 Closing for a limit aborts: what is buffered for a client that does not read is not worth
 keeping.
+
+`FlowControl` is one object per connection (connection.py owns it). It owns the pause
+bits and reads its connection only through `Reader`, so a unit test can drive it with a
+small fake.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..runtime import metrics
-from .connection_state import ConnectionState
+
+if TYPE_CHECKING:
+    from .limits import Limits
+    from .ratelog import RateLimitedLog
 
 # Why reading is paused (bits).
 INFLIGHT = 1
@@ -34,82 +42,132 @@ CLOSED_IDLE = metrics.GATEWAY_CONNECTIONS_CLOSED.labels(reason="idle")
 CLOSED_BUFFERED = metrics.GATEWAY_CONNECTIONS_CLOSED.labels(reason="buffered_responses")
 
 
-class FlowControl(ConnectionState):
-    def _pause(self, reason: int) -> None:
-        was = self._paused
+class Reader(Protocol):
+    """What flow control reads of its connection."""
+
+    q_requests: int
+    q_bytes: int
+    active: float              # coarse time of the last read or drained write
+    write_paused: bool         # asyncio paused its writing
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+
+    @property
+    def unread(self) -> bytearray:
+        """Bytes read and not yet handled (a partial frame, or frames kept back)."""
+        ...
+
+    @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
+    def listener_name(self) -> str: ...
+
+    def owes_answer(self) -> bool:
+        """The oldest request waits for an answer kcoord has not produced yet."""
+        ...
+
+    def data_received(self, data: bytes) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class FlowControl:
+    __slots__ = ("paused", "_reader", "_limits", "_loop", "_limit_log")
+
+    def __init__(self, reader: Reader, limits: Limits, loop: asyncio.AbstractEventLoop,
+                 limit_log: RateLimitedLog) -> None:
+        self.paused = 0                    # INFLIGHT | QUEUE | WRITE | UPSTREAM
+        self._reader = reader
+        self._limits = limits
+        self._loop = loop
+        self._limit_log = limit_log
+
+    def pause(self, reason: int) -> None:
+        was = self.paused
         if was & reason:
             return
-        self._paused = was | reason
+        self.paused = was | reason
         counter = _PAUSES.get(reason)
         if counter is not None:
             counter.inc()
-        if not was and self._transport is not None:
-            self._transport.pause_reading()
+        transport = self._reader.transport
+        if not was and transport is not None:
+            transport.pause_reading()
 
-    def _resume(self, reason: int) -> None:
-        was = self._paused
+    def resume(self, reason: int) -> None:
+        was = self.paused
         if not was & reason:
             return
-        self._paused = was & ~reason
-        if self._paused or self._closing or self._transport is None:
+        self.paused = was & ~reason
+        reader = self._reader
+        transport = reader.transport
+        if self.paused or reader.closing or transport is None:
             return
-        if self._buf:
+        if reader.unread:
             # Frames kept back at the in-flight limit are handled before anything more is
             # read, so the buffer never holds more than one read's worth.
             self._loop.call_soon(self._drain)
         else:
-            self._transport.resume_reading()
+            transport.resume_reading()
 
     def _drain(self) -> None:
-        if self._paused or self._closing or self._transport is None:
+        reader = self._reader
+        if self.paused or reader.closing or reader.transport is None:
             return
-        if self._buf:
-            self.data_received(b"")
-        if not self._paused and not self._closing and self._transport is not None:
-            self._transport.resume_reading()
+        if reader.unread:
+            reader.data_received(b"")
+        transport = reader.transport
+        if not self.paused and not reader.closing and transport is not None:
+            transport.resume_reading()
 
     def queue_paused(self, paused: bool) -> None:
         """The process-wide request queue went over (or back under) its bounds. Over them,
         only a connection holding requests of it, at least its fair share, stops reading
         (one in the middle of a frame first reads it to its end: data_received pauses it)."""
+        reader = self._reader
         if paused:
-            if self.q_requests and not self._buf and self._limits.over_fair_share(self.q_requests, self.q_bytes):
-                self._pause(QUEUE)
+            if reader.q_requests and not reader.unread \
+                    and self._limits.over_fair_share(reader.q_requests, reader.q_bytes):
+                self.pause(QUEUE)
         else:
-            self._resume(QUEUE)
+            self.resume(QUEUE)
 
     def sweep(self, now: float, idle: float) -> None:
         """connections.max.idle.ms, from the gateway's periodic sweep."""
-        if now - self._active < idle:
+        reader = self._reader
+        if now - reader.active < idle:
             return
-        if self._closing:
-            if self._transport is not None:   # closed gracefully, but the client reads nothing
-                self._close_for_limit(CLOSED_IDLE, f"idle for connections.max.idle.ms="
-                                                   f"{int(self._limits.idle_seconds * 1000)} while closing "
-                                                   f"(its last answers are not being read)")
+        idle_ms = int(self._limits.idle_seconds * 1000)
+        if reader.closing:
+            if reader.transport is not None:   # closed gracefully, but the client reads nothing
+                self.close_for_limit(CLOSED_IDLE, f"idle for connections.max.idle.ms={idle_ms} while closing "
+                                                  f"(its last answers are not being read)")
             return
-        if not self._write_paused:
-            if self._paused & (INFLIGHT | QUEUE | UPSTREAM):
+        if not reader.write_paused:
+            if self.paused & (INFLIGHT | QUEUE | UPSTREAM):
                 return   # kcoord stopped reading it, not the other way round
-            queue = self._queue
-            if queue:
-                head = queue[0]
-                if head.__class__ is not bytes and head.data is None:  # type: ignore[union-attr]
-                    return   # waiting for an answer kcoord owes it: not idle
-        if self._write_paused:
+            if reader.owes_answer():
+                return   # waiting for an answer kcoord owes it: not idle
+        buf = reader.unread
+        if reader.write_paused:
             what = "its answers are not being read"
-        elif self._buf:
-            what = f"half-sent frame of {len(self._buf)} bytes"
-            if len(self._buf) >= 4 and len(self._buf) >= 4 + int.from_bytes(self._buf[:4], "big", signed=True):
-                what = f"{len(self._buf)} bytes of requests not handled yet"
+        elif buf:
+            what = f"half-sent frame of {len(buf)} bytes"
+            if len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big", signed=True):
+                what = f"{len(buf)} bytes of requests not handled yet"
         else:
             what = "no requests"
-        self._close_for_limit(CLOSED_IDLE, f"idle for connections.max.idle.ms="
-                                            f"{int(self._limits.idle_seconds * 1000)} ({what})")
+        self.close_for_limit(CLOSED_IDLE, f"idle for connections.max.idle.ms={idle_ms} ({what})")
 
-    def _close_for_limit(self, counter: Any, what: str) -> None:
+    def close_for_limit(self, counter: Any, what: str) -> None:
         counter.inc()
-        self._gateway.limit_log.log(logging.INFO, "closing connection from %s:%d on %s: %s",
-                                    self._peer[0], self._peer[1], self._listener.name, what)
-        self.abort()   # nothing buffered for it is worth keeping: it is not read
-
+        reader = self._reader
+        peer = reader.peer
+        self._limit_log.log(logging.INFO, "closing connection from %s:%d on %s: %s",
+                            peer[0], peer[1], reader.listener_name, what)
+        reader.abort()   # nothing buffered for it is worth keeping: it is not read

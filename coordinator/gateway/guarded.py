@@ -1,17 +1,19 @@
-"""Client requests checked against the state topic before they are forwarded (a mixin of
-ClientConnection; the rules are in state_guard.py).
+"""Client requests checked against the state topic and the safeguards before they are
+forwarded: the guard stage of a client connection (the rules are in state_guard.py).
 
 Produce is walked by hand (records skipped by their length, never decoded) because it is
 the hottest forwarded path, and only up to max_decoded_request_bytes (state_guard.py says
 what happens above); the admin APIs are decoded with the bounded codec. A request
 that does not parse closes the connection like any bad frame; a refusal is answered in
 request order like any response; a split request is forwarded without the state-topic
-entries and its answer completed with them (forward.MergingPending).
+entries and its answer completed with them (forward.MergingPending). `GuardStage` is one
+object per connection (connection.py owns it); it reaches the connection only through
+`GuardedClient`.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
@@ -20,12 +22,15 @@ from ..runtime import metrics
 from .admin_limits import ClusterFacts
 from .admin_policy import Policy
 from .badinput import BODY, HEADER
-from .connection_state import ConnectionState
 from .forward import MergingPending, NoResponseExpected, Pending
 from .produce_check import OFFSET_FOR_LEADER_EPOCH, UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
+
+if TYPE_CHECKING:
+    from .forward import UpstreamLink
+    from .ports import ConnectionServices
 
 TANSU_NUM_PARTITIONS = 3    # what Tansu 0.6 creates for num_partitions=-1 (measured)
 
@@ -60,27 +65,63 @@ def cluster_facts(gateway: Any) -> ClusterFacts:
                         topic_name, frozenset(brokers))
 
 
-class GuardedRequests(ConnectionState):
-    def _serve_produce(self, frame: bytes, route: Route, correlation_id: int) -> None:
+class GuardedClient(Protocol):
+    """What the guard stage uses of its connection."""
+
+    @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
+    def listener(self) -> Any:
+        """Its ListenerInfo (listeners.py)."""
+
+    @property
+    def link(self) -> UpstreamLink | None: ...
+
+    def reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
+               api_key: int | None = None, api_version: int | None = None, *, reason: str = ...) -> None: ...
+
+    def forward(self, frame: bytes, pending: Pending | None) -> None: ...
+
+    def answer(self, data: bytes) -> None: ...
+
+    def stop(self) -> None:
+        """Read nothing more; answer what came before, then close."""
+
+    def client_principal(self) -> str | None: ...
+
+
+class GuardStage:
+    __slots__ = ("_client", "_gateway", "_guard", "_max_decoded_frame")
+
+    def __init__(self, client: GuardedClient, gateway: ConnectionServices, max_decoded_frame: int) -> None:
+        self._client = client
+        self._gateway = gateway
+        self._guard = gateway.guard
+        self._max_decoded_frame = max_decoded_frame
+
+    def produce(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Produce: walked by hand (records skipped by length) for the state-topic check."""
+        client = self._client
         try:
             offset = body_offset(frame, route.request_header_version, self._max_decoded_frame)
             acks, decision = self._guard.produce(frame, route.api_version, offset, self._record_checks())
         except HeaderError as e:
-            self._reject(str(e), route, correlation_id, reason=HEADER)
+            client.reject(str(e), route, correlation_id, reason=HEADER)
             return
         except BodyError as e:
-            self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
         if decision is None:
             if acks == 0:   # Kafka sends no response: nothing is queued for the client
-                self._forward(frame, None)
-                assert self._link is not None
-                self._link.expect_nothing(NoResponseExpected(correlation_id, route))
+                client.forward(frame, None)
+                link = client.link
+                assert link is not None
+                link.expect_nothing(NoResponseExpected(correlation_id, route))
             else:
-                self._forward(frame, Pending(correlation_id, route, len(frame)))
+                client.forward(frame, Pending(correlation_id, route, len(frame)))
             return
-        self._apply_guard(decision, frame, route, correlation_id)
+        self.apply(decision, frame, route, correlation_id)
 
     def _record_checks(self) -> RecordChecks | None:
         """The Produce record checks of this process (produce_check.py), decided once the
@@ -103,20 +144,21 @@ class GuardedRequests(ConnectionState):
         guards = guard.safeguards
         if guards is None:
             guards = guard.safeguards = Safeguards(Rules())
-        principal = getattr(self, "_client_principal", lambda: None)() or "User:ANONYMOUS"
-        return Policy(guards.rules(getattr(self._listener, "listener", ""), principal), guards, principal)
+        client = self._client
+        principal = client.client_principal() or "User:ANONYMOUS"
+        return Policy(guards.rules(getattr(client.listener, "listener", ""), principal), guards, principal)
 
-    def _serve_guarded(self, frame: bytes, route: Route, correlation_id: int) -> None:
+    def admin(self, frame: bytes, route: Route, correlation_id: int) -> None:
         """Admin APIs that can touch the state topic: decoded, checked, then forwarded."""
         try:
             offset = body_offset(frame, route.request_header_version)
             assert route.request_class is not None
             request = decode_body(route.request_class, frame, offset)
         except HeaderError as e:
-            self._reject(str(e), route, correlation_id, reason=HEADER)
+            self._client.reject(str(e), route, correlation_id, reason=HEADER)
             return
         except BodyError as e:
-            self._reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            self._client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
         if route.api_key in SIZED_APIS:
             decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset,
@@ -124,31 +166,30 @@ class GuardedRequests(ConnectionState):
         else:
             decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset)
         if decision is None:
-            self._forward(frame, Pending(correlation_id, route, len(frame)))
+            self._client.forward(frame, Pending(correlation_id, route, len(frame)))
             return
-        self._apply_guard(decision, frame, route, correlation_id)
+        self.apply(decision, frame, route, correlation_id)
 
-    def _apply_guard(self, decision: Local | Split | Close | Allowed, frame: bytes, route: Route,
+    def apply(self, decision: Local | Split | Close | Allowed, frame: bytes, route: Route,
                      correlation_id: int) -> None:
         api = METRIC_API.get(route.api_key, "other")
-        where = (self._peer[0], self._peer[1], self._listener.name, api_name(route.api_key),
+        client = self._client
+        peer = client.peer
+        where = (peer[0], peer[1], client.listener.name, api_name(route.api_key),
                  route.api_version, correlation_id)
         state_log = self._gateway.state_log
         if decision.__class__ is Allowed:
             metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="allowed").inc()
             state_log.log(logging.WARNING, "%s, from %s:%d on %s [%s v%d, correlation_id=%d]",
                           decision.note, *where)   # type: ignore[union-attr]
-            self._forward(frame, Pending(correlation_id, route, len(frame)))
+            client.forward(frame, Pending(correlation_id, route, len(frame)))
             return
         if decision.__class__ is Close:
             metrics.GATEWAY_STATE_TOPIC_REQUESTS.labels(api=api, outcome="refused").inc()
             state_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s [%s v%d, correlation_id=%d]",
                           *where[:3], decision.reason, *where[3:])   # type: ignore[union-attr]
             # Answer what came before, then close (flush closes once the queue is empty).
-            self._closing = True
-            self._buf.clear()
-            if self._transport is not None:
-                self._transport.pause_reading()
+            client.stop()
             return
         split = decision.__class__ is Split
         rule = decision.rule   # type: ignore[union-attr]
@@ -163,9 +204,9 @@ class GuardedRequests(ConnectionState):
                           "refused for the state topic%s: %s, from %s:%d on %s [%s v%d, correlation_id=%d]",
                           " (the rest forwarded)" if split else "", decision.note, *where)   # type: ignore[union-attr]
         if split:
-            self._forward(decision.frame, MergingPending(correlation_id, route, len(frame),  # type: ignore[union-attr]
+            client.forward(decision.frame, MergingPending(correlation_id, route, len(frame),  # type: ignore[union-attr]
                                                          decision.merge))   # type: ignore[union-attr]
         else:
             body = encode_body(decision.response)   # type: ignore[union-attr]
-            self._answer(response_frame(correlation_id, body, route.response_header_version))
+            client.answer(response_frame(correlation_id, body, route.response_header_version))
 

@@ -1,5 +1,5 @@
-"""Client SASL on a connection (a mixin of ClientConnection): passthrough with inspection, or
-termination at kcoord. docs/security-sasl.md is the user's side of this.
+"""Client SASL on a connection (`SaslGate`, one per connection on a SASL listener, owned by
+connection.py): passthrough with inspection, or termination at kcoord. docs/security-sasl.md is the user's side of this.
 
 Passthrough (the default on SASL_* listeners): SaslHandshake and SaslAuthenticate go upstream
 on the client's own link, byte for byte, so the broker authenticates. kcoord reads the client's
@@ -22,7 +22,7 @@ Per listener (Kafka's `listener.name.<listener>.<setting>`, the listener name lo
 `sasl.termination`, `sasl.enabled.mechanisms`, `sasl.credentials.file`, and the other names
 SaslSettings reads, so one listener (INTERNAL) can terminate while another (EXTERNAL) passes
 SASL through. `SaslSettings.for_listener` gives a listener's settings; a connection takes them
-on its first request (`_sasl_listener_settings`).
+on its first request (`SaslGate.intercept`).
 
 A SASL listener treats a connection as Kafka's SaslServerAuthenticator does:
 - before the handshake, only ApiVersions and SaslHandshake are read; anything else closes the
@@ -53,7 +53,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -83,13 +83,12 @@ from ..security.sasl_server import (
     new_server,
 )
 from ..security.tls import listener_settings
-from .connection_state import ConnectionState
 from .forward import MergingPending
 from .routes import API_VERSIONS_LOCAL, GROUP, SASL, Route, build_routes
 
 if TYPE_CHECKING:
-    from ..protocol.service import ClientInfo
     from ..security.upstream import UpstreamSecurity
+    from .forward import Pending
 
 log = logging.getLogger("kcoord.gateway.sasl")
 
@@ -241,7 +240,7 @@ class SaslSession:
 
     def __init__(self, settings: SaslSettings) -> None:
         self.settings = settings
-        # False until the listener's own settings replaced the gateway's (SaslConnection._sasl_intercept).
+        # False until the listener's own settings replaced the gateway's (SaslGate.intercept).
         self.listener_known = not settings.per_listener
         self.state = INITIAL
         self.mechanism: str | None = None
@@ -273,25 +272,59 @@ def _handshake_response(version: int, error: int, mechanisms: tuple[str, ...]) -
     return encode_body(response_class(SASL_HANDSHAKE, version)(error_code=ErrorCode(error), mechanisms=mechanisms))
 
 
-class SaslConnection(ConnectionState):
-    if TYPE_CHECKING:
-        _sasl: SaslSession | None
-        _info: ClientInfo | None
-        _closing: bool
+class SaslClient(Protocol):
+    """What a connection's SASL gate uses of its connection."""
 
-        def _parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None: ...
+    @property
+    def peer(self) -> tuple[str, int]: ...
 
-        def close(self) -> None: ...
+    @property
+    def listener(self) -> Any:
+        """Its ListenerInfo (listeners.py)."""
+
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+
+    def parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
+        """(client id, request) of a request served here; None after refusing it as bad input."""
+
+    def answer(self, data: bytes) -> None: ...
+
+    def forward(self, frame: bytes, pending: Pending | None) -> None: ...
+
+    def stop(self) -> None:
+        """Read nothing more; answer what came before, then close."""
+
+    def close_when_answered(self) -> None:
+        """Close once every answer queued so far is written."""
+
+    def close(self) -> None: ...
+
+    def principal_changed(self) -> None:
+        """The principal changed: the ClientInfo the connection keeps is stale."""
+
+
+class SaslGate:
+    """The SASL side of one client connection on a SASL listener: every request passes
+    `intercept` first. It holds the connection's SaslSession."""
+
+    __slots__ = ("session", "_client", "_gateway", "_loop")
+
+    def __init__(self, client: SaslClient, gateway: Any, session: SaslSession,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self._client = client
+        self._gateway = gateway
+        self._loop = loop
 
     # --- the per-request gate ------------------------------------------------------------
 
-    def _sasl_intercept(self, frame: bytes, route: Route, correlation_id: int) -> bool:
+    def intercept(self, frame: bytes, route: Route, correlation_id: int) -> bool:
         """On a SASL listener: True when the request was handled here (a SASL request, or a
         refusal); False lets the connection serve or forward it as usual."""
-        session = self._sasl
-        assert session is not None
+        session = self.session
         if not session.listener_known:
-            session.settings = session.settings.for_listener(getattr(self._listener, "listener", None))
+            session.settings = session.settings.for_listener(getattr(self._client.listener, "listener", None))
             session.listener_known = True
         kind = route.kind
         if session.close_scheduled:
@@ -299,25 +332,25 @@ class SaslConnection(ConnectionState):
         if session.maybe_done and route.api_key != SASL_AUTHENTICATE:
             # A mechanism kcoord does not read answered its last round without error and the
             # client went on: the broker accepted it (it closes a client that did not finish).
-            self._sasl_succeeded(session, None, None,
-                                 session.inspector.unknown_reason if session.inspector is not None else "")
+            self._succeeded(session, None, None,
+                            session.inspector.unknown_reason if session.inspector is not None else "")
         if session.state == AUTHENTICATED:
             if kind == SASL:
-                self._sasl_request(frame, route, correlation_id, session)
+                self._request(frame, route, correlation_id, session)
                 return True
             if session.deadline and time.monotonic() >= session.deadline:
-                self._sasl_expired(route, session)
+                self._expired(route, session)
                 return True
             if kind == GROUP and session.principal is None and not session.settings.allow_unknown_principal:
-                self._sasl_unknown_principal(frame, route, correlation_id, session)
+                self._unknown_principal(frame, route, correlation_id, session)
                 return True
             return False
         if len(frame) - 4 > session.settings.max_receive:
-            self._sasl_refuse(route, correlation_id, f"request of {len(frame) - 4} bytes before authentication "
+            self._refuse(route, correlation_id, f"request of {len(frame) - 4} bytes before authentication "
                               f"is above sasl.server.max.receive.size={session.settings.max_receive}")
             return True
         if kind == SASL:
-            self._sasl_request(frame, route, correlation_id, session)
+            self._request(frame, route, correlation_id, session)
             return True
         if session.state == INITIAL and kind == API_VERSIONS_LOCAL:
             return False
@@ -325,84 +358,70 @@ class SaslConnection(ConnectionState):
         if session.state == EXCHANGE and kind == GROUP:
             # Kafka's authenticator answers a request during the exchange with its error
             # response (ILLEGAL_SASL_STATE), then closes; a group API's is built here.
-            self._sasl_error_answer(frame, route, correlation_id, ErrorCode.illegal_sasl_state)
-        self._sasl_refuse(route, correlation_id, f"unexpected {api_name(route.api_key)} request during {during} "
+            self._error_answer(frame, route, correlation_id, ErrorCode.illegal_sasl_state)
+        self._refuse(route, correlation_id, f"unexpected {api_name(route.api_key)} request during {during} "
                           "(a SASL listener serves nothing before the client authenticated)")
         return True
 
-    def _sasl_refuse(self, route: Route, correlation_id: int, what: str) -> None:
+    def _refuse(self, route: Route, correlation_id: int, what: str) -> None:
         """Kafka closes a connection that sends anything else before it authenticated."""
-        session = self._sasl
+        session = self.session
         if session is not None and session.state != FAILED:
             session.state = FAILED
         self._gateway.bad_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s [%s v%d, "
-                                  "correlation_id=%d]", self._peer[0], self._peer[1], self._listener.name, what,
+                                  "correlation_id=%d]", *self._where(), what,
                                   api_name(route.api_key), route.api_version, correlation_id)
         # As a bad frame (badinput.py): what came before is answered, then the connection closes.
-        self._closing = True
-        self._buf.clear()
-        if self._transport is not None:
-            self._transport.pause_reading()
+        self._client.stop()
 
-    def _sasl_expired(self, route: Route, session: SaslSession) -> None:
+    def _expired(self, route: Route, session: SaslSession) -> None:
         log.info("closing connection from %s:%d on %s: its SASL session (%s, %d ms) expired without "
                  "re-authentication; %s v%d refused (Kafka closes an expired connection on its next request)",
-                 self._peer[0], self._peer[1], self._listener.name, session.principal or "unknown principal",
+                 *self._where(), session.principal or "unknown principal",
                  session.lifetime_ms, api_name(route.api_key), route.api_version)
         session.state = FAILED
-        self.close()
+        self._client.close()
 
-    def _sasl_unknown_principal(self, frame: bytes, route: Route, correlation_id: int, session: SaslSession) -> None:
-        if not self._sasl_error_answer(frame, route, correlation_id, ErrorCode.group_authorization_failed):
-            self._sasl_refuse(route, correlation_id, f"{session.mechanism} gives no principal kcoord can read, and "
+    def _unknown_principal(self, frame: bytes, route: Route, correlation_id: int, session: SaslSession) -> None:
+        if not self._error_answer(frame, route, correlation_id, ErrorCode.group_authorization_failed):
+            self._refuse(route, correlation_id, f"{session.mechanism} gives no principal kcoord can read, and "
                               f"{api_name(route.api_key)} has no GROUP_AUTHORIZATION_FAILED answer")
 
-    def _sasl_error_answer(self, frame: bytes, route: Route, correlation_id: int, error: ErrorCode) -> bool:
+    def _error_answer(self, frame: bytes, route: Route, correlation_id: int, error: ErrorCode) -> bool:
         """Answer a group API with ``error`` (its Kafka error shape); False if it has none."""
         make = ERROR_RESPONSES.get(route.api_key)
         if make is None:
             return False
-        parsed = self._parse(frame, route, correlation_id)
+        parsed = self._client.parse(frame, route, correlation_id)
         if parsed is not None:
             response = make(route.api_version, ApiError(error), parsed[1])
-            self._answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
+            self._client.answer(response_frame(correlation_id, encode_body(response), route.response_header_version))
         return True
-
-    def _sasl_not_enabled(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        """SASL on a listener without SASL: Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
-        if self._parse(frame, route, correlation_id) is None:
-            return
-        if route.api_key == SASL_HANDSHAKE:
-            body = _handshake_response(route.api_version, ErrorCode.illegal_sasl_state.value, ())
-        else:
-            body = _authenticate_response(route.api_version, ErrorCode.illegal_sasl_state.value,
-                                          "SaslAuthenticate request received after successful authentication", b"")
-        self._answer(response_frame(correlation_id, body, route.response_header_version))
 
     # --- SaslHandshake / SaslAuthenticate ------------------------------------------------
 
-    def _sasl_request(self, frame: bytes, route: Route, correlation_id: int, session: SaslSession) -> None:
-        parsed = self._parse(frame, route, correlation_id)
+    def _request(self, frame: bytes, route: Route, correlation_id: int, session: SaslSession) -> None:
+        parsed = self._client.parse(frame, route, correlation_id)
         if parsed is None:
             return
         request = parsed[1]
         terminating = session.settings.termination
         if route.api_key == SASL_HANDSHAKE:
             if session.in_exchange or session.state in (EXCHANGE, FAILED):
-                self._sasl_refuse(route, correlation_id, "a second SaslHandshake during SASL authentication")
+                self._refuse(route, correlation_id, "a second SaslHandshake during SASL authentication")
                 return
             mechanism = str(request.mechanism)
             session.reauth = session.state == AUTHENTICATED
             if terminating:
-                self._sasl_local_handshake(route, correlation_id, session, mechanism)
+                self._local_handshake(route, correlation_id, session, mechanism)
                 return
             session.mechanism = mechanism
             session.inspector = Inspector(mechanism, session.settings.sub_claim)
             session.maybe_done = False
             if session.state == INITIAL:
                 session.state = EXCHANGE
-            self._forward(frame, MergingPending(correlation_id, route, len(frame), self._sasl_merger(
-                lambda answer: self._sasl_handshake_answered(session, answer), route)))
+            self._client.forward(frame, MergingPending(correlation_id, route, len(frame), self._merger(
+                lambda answer: self._handshake_answered(session, answer), route)))
             return
         # SaslAuthenticate
         if not session.in_exchange:
@@ -410,23 +429,23 @@ class SaslConnection(ConnectionState):
                 # Outside a re-authentication: the broker answers ILLEGAL_SASL_STATE, and so
                 # does kcoord when it terminates.
                 if terminating:
-                    self._sasl_not_enabled(frame, route, correlation_id)
+                    answer_not_enabled(self._client, frame, route, correlation_id)
                 else:
-                    self._forward(frame, MergingPending(correlation_id, route, len(frame), _unchanged))
+                    self._client.forward(frame, MergingPending(correlation_id, route, len(frame), _unchanged))
                 return
-            self._sasl_refuse(route, correlation_id, "SaslAuthenticate before SaslHandshake")
+            self._refuse(route, correlation_id, "SaslAuthenticate before SaslHandshake")
             return
         if terminating:
-            self._sasl_local_authenticate(route, correlation_id, session, bytes(request.auth_bytes))
+            self._local_authenticate(route, correlation_id, session, bytes(request.auth_bytes))
             return
         inspector = session.inspector
         assert inspector is not None
         inspector.request(bytes(request.auth_bytes))
         session.maybe_done = False
-        self._forward(frame, MergingPending(correlation_id, route, len(frame), self._sasl_merger(
-            lambda answer: self._sasl_authenticate_answered(session, inspector, answer), route)))
+        self._client.forward(frame, MergingPending(correlation_id, route, len(frame), self._merger(
+            lambda answer: self._authenticate_answered(session, inspector, answer), route)))
 
-    def _sasl_merger(self, on_answer: Callable[[Any], None], route: Route) -> Callable[[bytes], bytes]:
+    def _merger(self, on_answer: Callable[[Any], None], route: Route) -> Callable[[bytes], bytes]:
         """forward.MergingPending's hook: read the broker's answer, pass it on unchanged. An
         answer that does not decode raises (forward.py then closes the connection)."""
         api_key, version = route.api_key, route.api_version
@@ -437,7 +456,7 @@ class SaslConnection(ConnectionState):
             return frame
         return merge
 
-    def _sasl_handshake_answered(self, session: SaslSession, answer: Any) -> None:
+    def _handshake_answered(self, session: SaslSession, answer: Any) -> None:
         error = int(answer.error_code)
         if error == 0:
             return
@@ -448,11 +467,11 @@ class SaslConnection(ConnectionState):
             return
         auth_metrics.record(session.mechanism, auth_metrics.FAILURE)
         log.info("client %s:%d on %s: SASL handshake refused by the broker (%s, mechanism %s)",
-                 self._peer[0], self._peer[1], self._listener.name, ErrorCode(error).name, session.mechanism)
+                 *self._where(), ErrorCode(error).name, session.mechanism)
         session.state = FAILED
-        self._closing = True   # the answer is written, then the connection closes
+        self._client.close_when_answered()   # the answer is written, then the connection closes
 
-    def _sasl_authenticate_answered(self, session: SaslSession, inspector: Inspector, answer: Any) -> None:
+    def _authenticate_answered(self, session: SaslSession, inspector: Inspector, answer: Any) -> None:
         if session.inspector is not inspector:
             return
         error = int(answer.error_code)
@@ -461,22 +480,22 @@ class SaslConnection(ConnectionState):
         outcome = inspector.response(error, bytes(answer.auth_bytes))
         if outcome == SUCCESS:
             session.inspector = None
-            self._sasl_succeeded(session, inspector.name, lifetime_ms, inspector.unknown_reason)
+            self._succeeded(session, inspector.name, lifetime_ms, inspector.unknown_reason)
         elif outcome == FAILURE:
             session.inspector = None
-            self._sasl_failed(session, answer.error_message)
-            self._closing = True
+            self._failed(session, answer.error_message)
+            self._client.close_when_answered()
         elif outcome == MAYBE_DONE:
             session.maybe_done = True
             session.lifetime_ms = lifetime_ms
             if lifetime_ms > 0:
                 # Kafka sets SessionLifetimeMs only on the answer that completes the exchange.
                 session.inspector = None
-                self._sasl_succeeded(session, None, lifetime_ms, inspector.unknown_reason)
+                self._succeeded(session, None, lifetime_ms, inspector.unknown_reason)
 
     # --- outcomes --------------------------------------------------------------------------
 
-    def _sasl_succeeded(self, session: SaslSession, name: str | None, lifetime_ms: int | None = None,
+    def _succeeded(self, session: SaslSession, name: str | None, lifetime_ms: int | None = None,
                         why_unknown: str = "") -> None:
         mechanism = session.mechanism or "?"
         if lifetime_ms is None:
@@ -492,57 +511,57 @@ class SaslConnection(ConnectionState):
         session.lifetime_ms = lifetime_ms
         session.deadline = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else 0.0
         if principal != previous:
-            self._info = None     # ClientInfo is rebuilt with the new principal
+            self._client.principal_changed()     # ClientInfo is rebuilt with the new principal
         auth_metrics.record(mechanism, auth_metrics.SUCCESS)
         if principal is None:
             log.info("client %s:%d on %s authenticated with %s%s; principal unknown to kcoord (%s): group APIs "
                      "answer GROUP_AUTHORIZATION_FAILED unless authorizer=none",
-                     self._peer[0], self._peer[1], self._listener.name, mechanism,
+                     *self._where(), mechanism,
                      " (re-authentication)" if session.reauth else "", why_unknown or "not readable")
         else:
-            log.info("client %s:%d on %s authenticated as %s with %s%s%s", self._peer[0], self._peer[1],
-                     self._listener.name, principal, mechanism, " (re-authentication)" if session.reauth else "",
+            log.info("client %s:%d on %s authenticated as %s with %s%s%s", *self._where(),
+                     principal, mechanism, " (re-authentication)" if session.reauth else "",
                      f", session lifetime {lifetime_ms} ms" if lifetime_ms else "")
         session.reauth = False
 
-    def _sasl_failed(self, session: SaslSession, message: str | None) -> None:
+    def _failed(self, session: SaslSession, message: str | None) -> None:
         auth_metrics.record(session.mechanism, auth_metrics.FAILURE)
         session.state = FAILED
         session.inspector = None
         session.server = None
-        self._gateway.bad_log.log(logging.WARNING, "client %s:%d on %s failed SASL %s%s: %s", self._peer[0],
-                                  self._peer[1], self._listener.name, session.mechanism,
+        self._gateway.bad_log.log(logging.WARNING, "client %s:%d on %s failed SASL %s%s: %s", *self._where(),
+                                  session.mechanism,
                                   " re-authentication" if session.reauth else "", message or "no message")
 
     # --- termination -----------------------------------------------------------------------
 
-    def _sasl_local_handshake(self, route: Route, correlation_id: int, session: SaslSession, mechanism: str) -> None:
+    def _local_handshake(self, route: Route, correlation_id: int, session: SaslSession, mechanism: str) -> None:
         settings = session.settings
         enabled = settings.mechanisms
         if mechanism not in enabled:
-            self._answer(response_frame(correlation_id, _handshake_response(
+            self._client.answer(response_frame(correlation_id, _handshake_response(
                 route.api_version, ErrorCode.unsupported_sasl_mechanism.value, enabled), route.response_header_version))
             session.mechanism = mechanism
-            self._sasl_failed(session, f"unsupported SASL mechanism {mechanism[:64]!r}")
-            self._sasl_close_later()
+            self._failed(session, f"unsupported SASL mechanism {mechanism[:64]!r}")
+            self._close_later()
             return
         if session.reauth and mechanism != session.mechanism:
             # Kafka: the mechanism cannot change on re-authentication.
-            self._answer(response_frame(correlation_id, _handshake_response(
+            self._client.answer(response_frame(correlation_id, _handshake_response(
                 route.api_version, ErrorCode.unsupported_sasl_mechanism.value, enabled), route.response_header_version))
-            self._sasl_failed(session, f"re-authentication changes the mechanism from {session.mechanism} "
+            self._failed(session, f"re-authentication changes the mechanism from {session.mechanism} "
                                        f"to {mechanism[:64]}")
-            self._sasl_close_later()
+            self._close_later()
             return
         assert settings.credentials is not None
         session.mechanism = mechanism
         session.server = new_server(mechanism, settings.credentials)
         if session.state == INITIAL:
             session.state = EXCHANGE
-        self._answer(response_frame(correlation_id, _handshake_response(route.api_version, 0, enabled),
-                                    route.response_header_version))
+        self._client.answer(response_frame(correlation_id, _handshake_response(route.api_version, 0, enabled),
+                                           route.response_header_version))
 
-    def _sasl_local_authenticate(self, route: Route, correlation_id: int, session: SaslSession,
+    def _local_authenticate(self, route: Route, correlation_id: int, session: SaslSession,
                                  auth_bytes: bytes) -> None:
         server = session.server
         assert server is not None and session.mechanism is not None
@@ -554,91 +573,112 @@ class SaslConnection(ConnectionState):
                                            f"{session.principal}: {server.username}")
         except AuthenticationFailed as e:
             message = client_message(e, session.mechanism, session.reauth)
-            self._answer(response_frame(correlation_id, _authenticate_response(
+            self._client.answer(response_frame(correlation_id, _authenticate_response(
                 version, ErrorCode.sasl_authentication_failed.value, message, b""), route.response_header_version))
-            self._sasl_failed(session, message if str(e) == message else f"{message} ({e})")
-            self._sasl_close_later()
+            self._failed(session, message if str(e) == message else f"{message} ({e})")
+            self._close_later()
             return
         lifetime = session.settings.reauth_ms if server.complete and version >= 1 else 0
-        self._answer(response_frame(correlation_id, _authenticate_response(version, 0, None, challenge, lifetime),
-                                    route.response_header_version))
+        body = _authenticate_response(version, 0, None, challenge, lifetime)
+        self._client.answer(response_frame(correlation_id, body, route.response_header_version))
         if server.complete:
-            self._sasl_succeeded(session, server.username, lifetime)
+            self._succeeded(session, server.username, lifetime)
 
-    def _sasl_close_later(self) -> None:
+    def _close_later(self) -> None:
         """After a failed authentication: the answer is written, then the connection closes
         after connection.failed.authentication.delay.ms (Kafka's throttle on guessing)."""
-        session = self._sasl
+        session = self.session
         delay = session.settings.failed_delay_ms if session is not None else 0
-        transport = self._transport
+        transport = self._client.transport
         if transport is not None:
             transport.pause_reading()
         if delay <= 0 or session is None:
-            self._closing = True
+            self._client.close_when_answered()
             return
         session.close_scheduled = True
-        self._loop.call_later(delay / 1000, self.close)
+        self._loop.call_later(delay / 1000, self._client.close)
 
-    # --- the principal ---------------------------------------------------------------------
+    def _where(self) -> tuple[str, int, str]:
+        """The peer and listener, for log lines."""
+        client = self._client
+        peer = client.peer
+        return peer[0], peer[1], client.listener.name
 
     @property
-    def sasl_principal(self) -> str | None:
+    def principal(self) -> str | None:
         """The principal this connection authenticated as (None: not authenticated, or unknown)."""
-        session = self._sasl
-        return session.principal if session is not None and session.state == AUTHENTICATED else None
+        session = self.session
+        return session.principal if session.state == AUTHENTICATED else None
 
-    @property
-    def forward_link_sasl(self) -> UpstreamSecurity | None:
-        """kcoord's upstream credentials for this connection's forward link, or None (the link
-        does not authenticate: PLAINTEXT upstream, SASL passthrough, no client identity).
 
-        The link authenticates as kcoord only when kcoord established the client's identity
-        (SASL terminated here, or an mTLS certificate) and kcoord authorizes what it forwards
-        (a forward gate, security/forward_acl.py), or the operator chose authorizer=none. Else
-        it stays unauthenticated and an upstream with SASL refuses it: fail closed, never a
-        client running with kcoord's rights unchecked."""
-        security = getattr(self._gateway, "upstream_security", None)
-        if security is None or not security.sasl:
-            return None
-        session = self._sasl
-        if session is not None:
-            if not session.settings.termination or session.state != AUTHENTICATED:
-                return None
-            opted_out = session.settings.allow_unknown_principal
-        else:
-            listener_security = getattr(self._listener, "security", None)
-            if listener_security is None or not listener_security.mtls_principal:
-                return None
-            opted_out = False
-        if getattr(self._gateway, "forward_gate", None) is None and not opted_out:
-            return None
-        return security
+def answer_not_enabled(client: Any, frame: bytes, route: Route, correlation_id: int) -> None:
+    """SASL on a listener without SASL: Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
+    if client.parse(frame, route, correlation_id) is None:
+        return
+    if route.api_key == SASL_HANDSHAKE:
+        body = _handshake_response(route.api_version, ErrorCode.illegal_sasl_state.value, ())
+    else:
+        body = _authenticate_response(route.api_version, ErrorCode.illegal_sasl_state.value,
+                                      "SaslAuthenticate request received after successful authentication", b"")
+    client.answer(response_frame(correlation_id, body, route.response_header_version))
 
-    @property
-    def forward_link_opener(self) -> Callable[[asyncio.Protocol, str, int, float], Awaitable[None]] | None:
-        """What forward.UpstreamLink awaits instead of a plain connect when its link must
-        authenticate as kcoord (``forward_link_sasl``): ``opener(link, host, port, timeout)``."""
-        security = self.forward_link_sasl
-        if security is None:
-            return None
 
-        def opener(link: asyncio.Protocol, host: str, port: int, timeout: float) -> Awaitable[None]:
-            return open_as_kcoord(link, host, port, security, timeout)
-        return opener
+def session_principal(session: SaslSession | None) -> str | None:
+    """The principal a connection authenticated as (None: not authenticated, or unknown)."""
+    return session.principal if session is not None and session.state == AUTHENTICATED else None
 
-    def _client_principal(self) -> str | None:
-        """ClientInfo.principal: SASL's, else the TLS listener's client-certificate principal
-        (`ListenerInfo.principal_of(transport)`, where the listener has one), else None
-        (ClientInfo's default, ANONYMOUS)."""
-        principal = self.sasl_principal
-        if principal is not None:
-            return principal
-        principal_of = getattr(self._listener, "principal_of", None)
-        if principal_of is not None:
-            found = principal_of(self._transport)
-            if found:
-                return str(found)
+
+def forward_link_sasl(gateway: Any, listener: Any, session: SaslSession | None) -> UpstreamSecurity | None:
+    """kcoord's upstream credentials for a connection's forward link, or None (the link
+    does not authenticate: PLAINTEXT upstream, SASL passthrough, no client identity).
+
+    The link authenticates as kcoord only when kcoord established the client's identity
+    (SASL terminated here, or an mTLS certificate) and kcoord authorizes what it forwards
+    (a forward gate, security/forward_acl.py), or the operator chose authorizer=none. Else
+    it stays unauthenticated and an upstream with SASL refuses it: fail closed, never a
+    client running with kcoord's rights unchecked."""
+    security = getattr(gateway, "upstream_security", None)
+    if security is None or not security.sasl:
         return None
+    if session is not None:
+        if not session.settings.termination or session.state != AUTHENTICATED:
+            return None
+        opted_out = session.settings.allow_unknown_principal
+    else:
+        listener_security = getattr(listener, "security", None)
+        if listener_security is None or not listener_security.mtls_principal:
+            return None
+        opted_out = False
+    if getattr(gateway, "forward_gate", None) is None and not opted_out:
+        return None
+    return security
+
+
+def forward_link_opener(security: UpstreamSecurity | None) \
+        -> Callable[[asyncio.Protocol, str, int, float], Awaitable[None]] | None:
+    """What forward.UpstreamLink awaits instead of a plain connect when its link must
+    authenticate as kcoord (``forward_link_sasl``): ``opener(link, host, port, timeout)``."""
+    if security is None:
+        return None
+
+    def opener(link: asyncio.Protocol, host: str, port: int, timeout: float) -> Awaitable[None]:
+        return open_as_kcoord(link, host, port, security, timeout)
+    return opener
+
+
+def client_principal(session: SaslSession | None, listener: Any, transport: Any) -> str | None:
+    """ClientInfo.principal: SASL's, else the TLS listener's client-certificate principal
+    (`ListenerInfo.principal_of(transport)`, where the listener has one), else None
+    (ClientInfo's default, ANONYMOUS)."""
+    principal = session_principal(session)
+    if principal is not None:
+        return principal
+    principal_of = getattr(listener, "principal_of", None)
+    if principal_of is not None:
+        found = principal_of(transport)
+        if found:
+            return str(found)
+    return None
 
 
 def _unchanged(frame: bytes) -> bytes:

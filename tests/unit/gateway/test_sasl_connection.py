@@ -264,7 +264,7 @@ async def test_reauthentication_keeps_serving_and_expiry_closes_a_group_only_con
     gateway = make_gateway(PASSTHROUGH)
     connection, transport, link = connect(gateway)
     scram_success(connection, link, lifetime_ms=60_000)
-    session = connection._sasl
+    session = connection._sasl.session
     assert session is not None and session.deadline > time.monotonic() + 50
     relayed = decoded(transport, AUTH, 2)
     assert relayed.session_lifetime == timedelta(milliseconds=60_000)   # relayed unchanged
@@ -294,7 +294,7 @@ async def test_mechanisms_without_a_readable_name_get_group_authorization_failed
         link.answer(connection, AUTH, 2, error_code=ErrorCode.none, error_message=None, auth_bytes=b"",
                     session_lifetime=timedelta(0))
         connection.data_received(heartbeat(4))
-        assert connection._sasl is not None and connection._sasl.state == 2   # authenticated
+        assert connection._sasl is not None and connection._sasl.session.state == 2   # authenticated
         assert connection.sasl_principal is None
         expected = ErrorCode.none if allow else ErrorCode.group_authorization_failed
         assert decoded(transport, HB, 4).error_code == expected and not transport.is_closing()

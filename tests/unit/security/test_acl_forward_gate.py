@@ -158,7 +158,7 @@ def test_the_gateway_answers_or_closes_with_the_request_gate():
         gateway.api_versions = {**gateway.api_versions, apis.PRODUCE: (3, 9), apis.FETCH: (4, 12)}
         gateway.routes = build_routes(gateway.api_versions, set())
         connection, transport = connect(gateway)          # peer 10.1.1.1, ANONYMOUS until SASL
-        connection._client_principal = lambda: "User:alice"    # type: ignore[method-assign]
+        connection.client_principal = lambda: "User:alice"    # type: ignore[method-assign]
         connection.data_received(encode_request(apis.PRODUCE, 9, 7, produce("payments")))
         await until(lambda: transport.correlation_ids() == [7], "the refused produce answered here")
         frame = b"".join(transport.written)

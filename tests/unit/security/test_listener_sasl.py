@@ -12,7 +12,13 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.cli import check_listeners, forward_gate_for
 from coordinator.gateway.listeners import BOOTSTRAP, ListenerInfo
-from coordinator.gateway.sasl import AUTHENTICATED, SaslConnection, SaslSession, SaslSettings
+from coordinator.gateway.sasl import (
+    AUTHENTICATED,
+    SaslSession,
+    SaslSettings,
+    forward_link_opener,
+    forward_link_sasl,
+)
 from coordinator.security.sasl_server import scram_entry
 from coordinator.security.settings import SecurityConfigError
 from coordinator.security.upstream import UpstreamSecurity
@@ -68,11 +74,19 @@ async def test_each_listener_answers_with_its_own_settings(credentials: Path) ->
     assert transport.frames() == [] and len(link.sent) == 1     # passed through, the broker answers
 
 
-class _Conn(SaslConnection):
+class _Conn:
     """Just what forward_link_sasl reads."""
 
     def __init__(self, gateway: Any, session: SaslSession | None, listener: Any = None) -> None:
         self._gateway, self._sasl, self._listener = gateway, session, listener
+
+    @property
+    def forward_link_sasl(self) -> Any:
+        return forward_link_sasl(self._gateway, self._listener, self._sasl)
+
+    @property
+    def forward_link_opener(self) -> Any:
+        return forward_link_opener(self.forward_link_sasl)
 
 
 class _Gateway:
