@@ -45,7 +45,7 @@ def test_heartbeat_answers_none_while_loading_and_the_others_load_in_progress():
         assert beat.error_code == ErrorCode.none
         join = await svc.handle(apis.JOIN_GROUP, 9, _join(group), CLIENT)
         assert join.error_code == ErrorCode.coordinator_load_in_progress
-        svc.runtimes[1]._load_failed(RuntimeError("a record that does not decode"), 0)
+        svc.runtimes[1].loader.failed(RuntimeError("a record that does not decode"), 0)
         assert svc.runtimes[1].state is ShardState.FAILED
         failed = await svc.handle(apis.HEARTBEAT, 4, _heartbeat(group), CLIENT)
         assert failed.error_code == ErrorCode.not_coordinator

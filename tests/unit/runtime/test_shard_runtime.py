@@ -219,17 +219,17 @@ def test_a_deadline_pushed_later_is_requeued_not_fired_early():
         clock = Clock()
         rt = timer_runtime(clock)
         key = ("session", "g", "m")
-        rt._apply_timers([ScheduleTimer(key, clock.now + 100, "first")])
-        rt._apply_timers([ScheduleTimer(key, clock.now + 500, "pushed")])   # a heartbeat pushes it
+        rt.timers.apply([ScheduleTimer(key, clock.now + 100, "first")])
+        rt.timers.apply([ScheduleTimer(key, clock.now + 500, "pushed")])   # a heartbeat pushes it
         clock.now += 100
-        rt._fire_due()
+        rt.timers.fire_due()
         assert rt.shard.fired == [], "fired at the old deadline"
-        assert rt._wakeup is not None, "the requeued deadline must be armed"
+        assert rt.timers.wakeup is not None, "the requeued deadline must be armed"
         clock.now += 400
-        rt._fire_due()
+        rt.timers.fire_due()
         assert rt.shard.fired == [(key, "pushed", clock.now)]
         clock.now += 1000
-        rt._fire_due()
+        rt.timers.fire_due()
         assert len(rt.shard.fired) == 1, "a timer fires once"
         rt.close()
     run(main())
@@ -240,16 +240,16 @@ def test_a_cancelled_timer_never_fires_and_an_earlier_one_rearms_the_loop_timer(
         clock = Clock()
         rt = timer_runtime(clock)
         late, early, gone = ("k", 1), ("k", 2), ("k", 3)
-        rt._apply_timers([ScheduleTimer(late, clock.now + 1000), ScheduleTimer(gone, clock.now + 10)])
-        rt._apply_timers([CancelTimer(gone), ScheduleTimer(early, clock.now + 50)])
-        assert rt._heap[0][0] == clock.now + 10          # lazily pruned: still queued, not in the table
+        rt.timers.apply([ScheduleTimer(late, clock.now + 1000), ScheduleTimer(gone, clock.now + 10)])
+        rt.timers.apply([CancelTimer(gone), ScheduleTimer(early, clock.now + 50)])
+        assert rt.timers.heap[0][0] == clock.now + 10          # lazily pruned: still queued, not in the table
         clock.now += 60
-        rt._fire_due()
+        rt.timers.fire_due()
         assert [f[0] for f in rt.shard.fired] == [early]
         clock.now += 1000
-        rt._fire_due()
+        rt.timers.fire_due()
         assert [f[0] for f in rt.shard.fired] == [early, late]
-        assert rt._timers == {} and rt._wakeup is None
+        assert rt.timers.table == {} and rt.timers.wakeup is None
         rt.close()
     run(main())
 
@@ -260,7 +260,7 @@ def test_timers_fire_on_the_loop_in_deadline_order():
         rt = timer_runtime(clock)
         rt.clock = lambda: clock.now
         keys = [("k", i) for i in range(5)]
-        rt._apply_timers([ScheduleTimer(k, clock.now - 10 + i, i) for i, k in reversed(list(enumerate(keys)))])
+        rt.timers.apply([ScheduleTimer(k, clock.now - 10 + i, i) for i, k in reversed(list(enumerate(keys)))])
         await until(lambda: len(rt.shard.fired) == 5, "every due timer fired by the loop")
         assert [f[0] for f in rt.shard.fired] == keys
         rt.close()

@@ -223,8 +223,8 @@ def test_a_foreign_data_batch_in_the_gap_still_reloads():
 def test_markers_are_read_on_their_own_while_transactions_are_open(monkeypatch):
     """Nobody asks (no OffsetFetch, no TxnOffsetCommit): the shard still applies the marker
     within its poll interval, so metrics and expiry follow the log; the poll then stops."""
-    from coordinator.runtime import shard_runtime
-    monkeypatch.setattr(shard_runtime, "MARKER_POLL_S", 0.01)
+    from coordinator.runtime import txn_writes
+    monkeypatch.setattr(txn_writes, "MARKER_POLL_S", 0.01)
 
     async def main():
         log = TxnLog()

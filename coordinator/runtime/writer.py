@@ -1,0 +1,237 @@
+"""One shard's writes: the batch accumulator, offset prediction and the write in flight
+(Kafka: `CoordinatorRuntime`'s `CoordinatorBatch` handling + the `PartitionWriter` it calls).
+
+Rules:
+- Records join the current batch after they were replayed (the runtime replays a fresh
+  result at `next_offset` before `batch_for` keeps it); a result is never split across
+  batches (Kafka appends a result atomically). A batch that would grow past
+  `max_batch_bytes` is sealed and a new one opened.
+- `next_offset` predicts where the next record lands: records + `append_overhead` per
+  append (1 for a transactional log: its COMMIT marker).
+- One batch is in flight at a time (`inflight`); the next is flushed when it completes, so
+  operations arriving meanwhile share one round trip (Kafka's adaptive linger). Every read
+  of `inflight`, `sealed` and `current` outside this class goes through a method here
+  (`last_pending`, `idle`, `oldest_open`, `drop`), so several batches in flight is a change
+  to this class only.
+- The append itself is `StateLog.append` (state_log.py): the per-process writer that one
+  day multiplexes every shard's batches sits behind that port, not here.
+- A batch completes only after the upstream acknowledged it, at the predicted offset. It may
+  land later than predicted only on a partition that clients' transactions also write
+  (markers); the later batches then move by the same amount, and the gap is checked to hold
+  control batches only. Any other surprise, a failure or a fence is the runtime's
+  (`fail`, `fenced`): the waiters are answered there, never here.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from aiokafka.errors import TopicAuthorizationFailedError
+
+from records.batch import iter_batches
+
+from . import metrics
+from .state_log import ShardFenced
+
+if TYPE_CHECKING:
+    from .coordinator_runtime import CoordinatorRuntime
+
+log = logging.getLogger("kcoord.runtime")
+
+# Failed writes: the first is logged at ERROR, then at most one line per this interval
+# with the number of failures not logged (a lasting TopicAuthorizationFailed fails every
+# write of every reload).
+WRITE_ERROR_LOG_INTERVAL_S = 10.0
+
+
+class Batch:
+    __slots__ = ("base_offset", "records", "done", "size")
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.size = 0
+
+
+class ShardWriter:
+    def __init__(self, runtime: CoordinatorRuntime, max_batch_bytes: int, append_overhead: int) -> None:
+        self.rt = runtime
+        self.max_batch_bytes = max_batch_bytes
+        self.append_overhead = append_overhead
+        self.next_offset = 0
+        self.current: Batch | None = None
+        self.sealed: deque[Batch] = deque()
+        self.inflight: Batch | None = None
+        self.flush_scheduled = False
+        # Writes failed since the last one that succeeded. The first failure reloads at once;
+        # each further one waits the backoff before reloading (loader.py), so a write that
+        # fails every time (no Write ACL) cannot drive reload -> write -> fail -> reload at
+        # request rate.
+        self.write_failures = 0
+        self._error_logged = float("-inf")
+        self._errors_suppressed = 0
+
+    # ------------------------------------------------------------ accumulate
+    def batch_for(self, size: int) -> Batch:
+        """The open batch, or a new one when this result would overflow it."""
+        batch = self.current
+        if batch is None or (batch.records and batch.size + size > self.max_batch_bytes):
+            if batch is not None:
+                self.sealed.append(batch)
+                self.next_offset += self.append_overhead
+            batch = self.current = Batch(self.next_offset)
+        return batch
+
+    def last_pending(self) -> asyncio.Future | None:
+        """What an operation with no records waits for: the last batch open, sealed or in
+        flight (Kafka's `waitForPendingWrites`), or None when nothing is pending."""
+        pending = self.current or (self.sealed[-1] if self.sealed else None) or self.inflight
+        return pending.done if pending is not None else None
+
+    def idle(self) -> bool:
+        """Nothing open, sealed or in flight (a flush may still be scheduled)."""
+        return self.inflight is None and not self.sealed and self.current is None
+
+    def oldest_open(self) -> Batch | None:
+        return self.inflight or (self.sealed[0] if self.sealed else self.current)
+
+    def drop(self, exc: BaseException, batch: Batch | None = None, landed: bool = False) -> None:
+        """Answer every batch's waiters with `exc` (except `batch` when it `landed`: its
+        records are in the log) and forget them."""
+        for b in (batch, self.inflight, *self.sealed, self.current):
+            if b is not None and not b.done.done():
+                if landed and b is batch:
+                    b.done.set_result(None)
+                else:
+                    b.done.set_exception(exc)
+                    b.done.exception()  # mark retrieved: nobody may be waiting
+        self.inflight = self.current = None
+        self.sealed.clear()
+
+    # ----------------------------------------------------------------- write
+    def schedule_flush(self) -> None:
+        if self.inflight is None and not self.flush_scheduled:
+            self.flush_scheduled = True
+            # Flush after the operations already queued on the loop had their turn.
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        if self.inflight is not None or not self.rt.is_active():
+            return
+        if self.sealed:
+            batch = self.sealed.popleft()
+        elif self.current is not None:
+            batch, self.current = self.current, None
+            self.next_offset += self.append_overhead
+        else:
+            return
+        self.inflight = batch
+        asyncio.get_running_loop().create_task(self._write(batch))
+
+    async def _write(self, batch: Batch) -> None:
+        rt = self.rt
+        started = time.perf_counter()
+        generation = rt.generation
+        try:
+            base = await rt.state_topic.append(rt.partition, batch.records, rt.clock())
+        except Exception as e:
+            if generation != rt.generation:
+                return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
+            self.inflight = None
+            if isinstance(e, ShardFenced):
+                rt.fenced_by(e, batch)
+                return
+            self.write_failures += 1
+            self._log_failure(len(batch.records), e)
+            rt.fail(e, batch)
+            return
+        metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+        metrics.RECORDS_WRITTEN.inc(len(batch.records))
+        if generation != rt.generation:
+            return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
+        self.inflight = None
+        self.write_failures = 0
+        if base > batch.base_offset and rt.txn.reader is not None:
+            # The upstream's transaction coordinator writes markers of clients' transactions
+            # into this partition whenever they end, so kcoord's batches land later than
+            # predicted. The order of records is unchanged (clients' own batches are appended
+            # only with nothing of kcoord's open: exclusive_write), so the later batches move
+            # by the same amount and nothing reloads.
+            delta = base - batch.base_offset
+            self.next_offset += delta
+            for later in (*self.sealed, self.current):
+                if later is not None:
+                    later.base_offset += delta
+            # Only markers may fill the gap; anything else is a foreign write (the check
+            # below reloads then, as for any unexpected offset).
+            asyncio.get_running_loop().create_task(self._check_gap(batch.base_offset, base, generation))
+        elif base != batch.base_offset:
+            # Someone else wrote to our partition: our in-memory offsets are wrong. Kafka
+            # fails the context and reloads it the same way.
+            log.error("shard %d: batch landed at offset %d, expected %d; reloading",
+                      rt.partition, base, batch.base_offset)
+            rt.fail(RuntimeError("unexpected state topic offset"), batch, landed=True)
+            return
+        batch.done.set_result(base)
+        self.flush()
+
+    async def _check_gap(self, start: int, end: int, generation: int) -> None:
+        """The offsets [start, end) before a batch that landed late hold control batches only
+        (clients' markers); a data batch there was written by someone else: reload."""
+        rt = self.rt
+        try:
+            data, _ = await rt.txn_log.read_partition(rt.partition, start)
+        except Exception as e:
+            log.warning("shard %d: could not check offsets %d-%d of topic %s: %s", rt.partition, start, end - 1,
+                        rt.state_topic.topic, e)
+            return
+        for b in iter_batches(data, allow_partial_tail=True):
+            if b.base_offset >= end:
+                return
+            if b.last_offset < start or b.is_control_batch:
+                continue
+            if generation == rt.generation and rt.is_active():
+                log.error("shard %d: a batch someone else wrote sits at offset %d of topic %s (producer %d); "
+                          "reloading", rt.partition, b.base_offset, rt.state_topic.topic, b.producer_id)
+                rt.fail(RuntimeError("unexpected state topic offset"))
+            return
+
+    def _log_failure(self, records: int, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._error_logged < WRITE_ERROR_LOG_INTERVAL_S:
+            self._errors_suppressed += 1
+            return
+        self._error_logged = now
+        suppressed, self._errors_suppressed = self._errors_suppressed, 0
+        rt = self.rt
+        topic = rt.state_topic.topic
+        hint = ""
+        if isinstance(error, TopicAuthorizationFailedError):
+            hint = (f"; the upstream refuses kcoord's principal Write on {topic}: "
+                    f"grant it (docs/reliability.md, 'The state topic belongs to kcoord')")
+        log.error("shard %d: write of %d records to topic %s partition %d failed: %r (%d failed writes in "
+                  "a row); its groups answer NOT_COORDINATOR and it reloads from the log%s%s", rt.partition,
+                  records, topic, rt.partition, error, self.write_failures, hint,
+                  f" ({suppressed} more failed writes not logged in the last {WRITE_ERROR_LOG_INTERVAL_S:.0f}s)"
+                  if suppressed else "")
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait (bounded) until no write is open or queued. True if drained."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.idle() or self.flush_scheduled:
+            batch = self.oldest_open()
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            if batch is None or batch.done.done():
+                await asyncio.sleep(0.01)   # a flush scheduled on the loop, or a batch being retired
+                continue
+            await asyncio.wait({batch.done}, timeout=left)
+        return True
+
