@@ -6,57 +6,42 @@ therefore go through one ordered queue (responses.py); the head of the queue is 
 soon as it is ready, and every ready response of a batch goes out in one write. Many
 requests may be in flight at once (pipelining).
 
-The connection composes its parts, each an object with a narrow view of it: flow control
-(flow.py: why reading pauses, the idle sweep), bad input (badinput.py: Kafka closes the
-connection), the SASL gate (sasl.py, on SASL listeners only), the guard stage (guarded.py:
-requests checked against the state topic and the safeguards), the forward gate (gate.py),
-the requests answered here besides group APIs (served_here.py) and the authorizer's probes
-(probe.py). Group requests and the flush stay here: they are the heartbeat's path, and no
-part adds a call or an attribute hop to it. Per request the limit accounting is a few integer
-operations (a length check, the request's share of the process-wide queue, its answer's bytes
-in ``held``); the rest is per read or per flush: one read cuts no more frames than the
-in-flight bound has room for (the rest wait in the buffer, uncut), the bytes of a frame read
-in part count in the process-wide queue, and answers buffered for a client past
+The connection composes its parts, each an object (or function) with a narrow view of it:
+flow control (flow.py: why reading pauses, the idle sweep), bad input (badinput.py: Kafka
+closes the connection), the SASL gate (sasl.py, on SASL listeners only), the guard stage
+(guarded.py: requests checked against the state topic and the safeguards), the forward gate
+(gate.py), forwarding (forwarding.py), calls that wait (group_calls.py), ApiVersions and
+FindCoordinator (served_here.py) and the authorizer's probes (probe.py). Group requests
+and the flush stay here: they are the heartbeat's path, and no part adds a call or an
+attribute hop to it. Per request the limit accounting is a few integer operations (a length
+check, the request's share of the process-wide queue, its answer's bytes in ``held``); the
+rest is per read or per flush: one read cuts no more frames than the in-flight bound has
+room for (the rest wait in the buffer, uncut), the bytes of a frame read in part count in
+the process-wide queue, and answers buffered for a client past
 max_buffered_response_bytes_per_connection close it, local answers as well as upstream's.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from ..protocol.apis import api_name
-from ..protocol.checked import Malformed
 from ..protocol.codec import BodyError, decode_body, encode_body
-from ..protocol.framing import (
-    REQUEST_PREFIX,
-    HeaderError,
-    body_offset,
-    request_body_offset,
-    response_frame,
-    split_frames,
-)
+from ..protocol.framing import REQUEST_PREFIX, HeaderError, request_body_offset, response_frame, split_frames
 from ..protocol.service import ClientInfo
-from ..runtime.metrics import forwarded
 from . import eager
 from .badinput import BODY, FRAME, HEADER, BadInput
 from .eager import Done
 from .flow import CLOSED_BUFFERED, INFLIGHT, QUEUE, UPSTREAM, WRITE, FlowControl
-from .forward import CLIENT_WRITE, HELD, MergingPending, Pending, UpstreamLink
+from .forward import CLIENT_WRITE, HELD, Pending, UpstreamLink
+from .forwarding import Forwarding
 from .gate import gate_allows
+from .group_calls import GroupCalls
 from .guarded import GuardStage
 from .probe import probe_upstream
 from .responses import ResponseQueue
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL, Route
-from .sasl import (
-    SaslGate,
-    SaslSession,
-    answer_not_enabled,
-    forward_link_opener,
-    forward_link_sasl,
-    session_principal,
-)
+from .sasl import SaslGate, SaslSession, answer_not_enabled, forward_link_opener, forward_link_sasl
 from .sasl import client_principal as principal_of
 from .served_here import serve_api_versions, serve_find_coordinator
 
@@ -68,8 +53,6 @@ if TYPE_CHECKING:
     from .listeners import ListenerInfo
     from .ports import ConnectionServices
 
-log = logging.getLogger("kcoord.gateway")
-
 _NO_CLIENT_ID = object()
 
 
@@ -77,35 +60,24 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, gateway: ConnectionServices, listener: ListenerInfo) -> None:
         self.gateway = gateway
         self.listener = listener
+        self.listener_name = listener.name
         self._routes = gateway.routes
         self._service = gateway.service
         self._max_frame_size = gateway.max_frame_size
         self._transport: asyncio.Transport | None = None
-        self._buf = bytearray()
-        self._queue = ResponseQueue()
-        self._outgoing: list[bytes] = []
-        self._link: UpstreamLink | None = None
-        self._closing = False
-        self._flush_scheduled = False
-        self._peer: tuple[str, int] = ("?", 0)
-        self.info: ClientInfo | None = None
+        self.unread = bytearray()          # read, not handled yet: a partial frame, or frames kept back
+        self._queue = queue = ResponseQueue()
+        self.link: UpstreamLink | None = None
+        self.closing = False
+        self.peer: tuple[str, int] = ("?", 0)
+        self.info: ClientInfo | None = None   # of the latest group request (its client id)
         self._info_client_id: Any = _NO_CLIENT_ID
         self.loop = loop = asyncio.get_running_loop()
         limits = self._limits = gateway.limits
-        self._forward_gate = gateway.forward_gate
+        self.forward_gate = gateway.forward_gate
         self._max_inflight = limits.max_inflight
         self._max_buffered = limits.max_buffered_response_bytes
         self._max_decoded_frame = limits.max_decoded_frame
-        self._flow = FlowControl(self, limits, loop, gateway.limit_log)
-        bad = BadInput(self, gateway)
-        self._unroutable = bad.unroutable
-        self.reject = bad.reject
-        self._guard = GuardStage(self, gateway, self._max_decoded_frame)
-        # Client SASL (sasl.py): None on a listener without it, so the per-request cost there
-        # is one attribute test.
-        sasl = getattr(gateway, "sasl", None)
-        self._sasl: SaslGate | None = SaslGate(self, gateway, SaslSession(sasl), loop) \
-            if sasl is not None and sasl.applies_to(listener) else None
         self.write_paused = False
         self._admitted = False
         self.active = limits.now           # coarse time of the last read or drained write
@@ -114,11 +86,29 @@ class ClientConnection(asyncio.Protocol):
         self.held = 0
         self.held_soft_limit = self._max_buffered // 2
         # This connection's share of the process-wide queue (Limits.queued_*): requests
-        # not answered yet and their bytes, plus the bytes waiting in _buf
+        # not answered yet and their bytes, plus the bytes waiting in ``unread``
         # (_buf_counted of them), for the fair-share pause (flow.py).
         self.q_requests = 0
         self.q_bytes = 0
         self._buf_counted = 0
+        # The parts. Bound methods are kept where the gateway, the link or another part
+        # calls them, so a delegation costs no extra call.
+        flow = self._flow = FlowControl(self, limits, loop, gateway.limit_log)
+        self.queue_paused, self.sweep = flow.queue_paused, flow.sweep        # from the gateway
+        self.head_is_local, self.owes_answer = queue.head_is_local, queue.owes_answer
+        bad = BadInput(self, gateway)
+        self._unroutable, self.reject = bad.unroutable, bad.reject
+        forwarding = self._forwarding = Forwarding(self, gateway)
+        self._outgoing = forwarding.outgoing        # tested after each read
+        self.forward, self.forward_checked = forwarding.forward, forwarding.checked
+        calls = self._calls = GroupCalls(self, loop)
+        self.serve_outcome = calls.outcome
+        self._guard = GuardStage(self, gateway, self._max_decoded_frame)
+        # Client SASL (sasl.py): None on a listener without it, so the per-request cost there
+        # is one attribute test.
+        sasl = getattr(gateway, "sasl", None)
+        self.sasl_session = SaslSession(sasl) if sasl is not None and sasl.applies_to(listener) else None
+        self._sasl = SaslGate(self, gateway, self.sasl_session, loop) if self.sasl_session is not None else None
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -128,9 +118,9 @@ class ClientConnection(asyncio.Protocol):
         transport = self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
-            self._peer = (str(peer[0]), int(peer[1]))
+            self.peer = (str(peer[0]), int(peer[1]))
         if not self.gateway.admit(self):
-            self._closing = True
+            self.closing = True
             transport.abort()   # over a connection limit: closed before anything is read
             return
         self._admitted = True
@@ -139,10 +129,10 @@ class ClientConnection(asyncio.Protocol):
         # of it (flow.py pauses only the connections holding their fair share).
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:
+        if self.closing:
             return
         self.active = self._limits.now
-        buf = self._buf
+        buf = self.unread
         queue = self._queue
         limit = self._max_inflight
         handle = self._handle
@@ -166,27 +156,25 @@ class ClientConnection(asyncio.Protocol):
             completed += len(frames)
             for frame in frames:
                 handle(frame)
-                if self._closing:
+                if self.closing:
                     break
-            if self._closing or error is not None or len(frames) < room:
+            if self.closing or error is not None or len(frames) < room:
                 break
             room = limit - len(queue)   # some frames took no slot (acks=0 Produce): cut more
             source = buf
-        if not self._closing:
+        if not self.closing:
             if error is not None:
                 self.reject(str(error), reason=FRAME)
             elif len(queue) >= limit:
                 self._flow.pause(INFLIGHT)
         if self._outgoing:
-            assert self._link is not None
-            self._link.send(self._outgoing)
-            self._outgoing = []
+            self._forwarding.send_read()
         self.flush()
         limits = self._limits
         # Bytes of frames read in part (or kept back at the in-flight bound) count in the
         # process-wide queue, as Kafka's memory pool reserves a request's bytes once it has
         # read its size prefix: a socket.request.max.bytes frame trickled in is not free.
-        counted = len(self._buf)
+        counted = len(self.unread)
         if counted != self._buf_counted:
             delta = counted - self._buf_counted
             self._buf_counted = counted
@@ -196,7 +184,7 @@ class ClientConnection(asyncio.Protocol):
             # A connection reads a frame it has begun to its end before it is paused (as
             # Kafka reads a request it has reserved memory for), so partial frames never
             # hold the queue shut; one that completed a frame in this read is paused now.
-            if not self._flow.paused & QUEUE and (completed or not self._buf) and self.q_requests \
+            if not self._flow.paused & QUEUE and (completed or not self.unread) and self.q_requests \
                     and limits.over_fair_share(self.q_requests, self.q_bytes):
                 self._flow.pause(QUEUE)
         elif limits.queued_requests >= limits.queued_max_requests \
@@ -205,15 +193,15 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        self._closing = True
+        self.closing = True
         limits = self._limits
         self._queue.drop(limits, self.gateway.keep_until_done)
-        self._buf = bytearray()
+        self.unread = bytearray()
         limits.queued_bytes -= self._buf_counted
         self._buf_counted = self.q_requests = self.q_bytes = 0
         self.held = 0
-        if self._link is not None:
-            self._link.close()
+        if self.link is not None:
+            self.link.close()
         if self._admitted:
             self._admitted = False
             self.gateway.release(self)
@@ -226,14 +214,14 @@ class ClientConnection(asyncio.Protocol):
         # it never drains).
         self.write_paused = True
         self._flow.pause(WRITE)
-        if self._link is not None:
-            self._link.pause_reading(CLIENT_WRITE)
+        if self.link is not None:
+            self.link.pause_reading(CLIENT_WRITE)
 
     def resume_writing(self) -> None:
         self.write_paused = False
         self.active = self._limits.now
-        if self._link is not None:
-            self._link.resume_reading(CLIENT_WRITE)
+        if self.link is not None:
+            self.link.resume_reading(CLIENT_WRITE)
         self._flow.resume(WRITE)
 
     # --- dispatch ---------------------------------------------------------------------
@@ -256,8 +244,8 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._sasl is not None and self._sasl.intercept(frame, route, correlation_id):
             return
-        if self._forward_gate is not None and kind not in _SERVED_HERE \
-                and not gate_allows(self, self._forward_gate, route, correlation_id, frame):
+        if self.forward_gate is not None and kind not in _SERVED_HERE \
+                and not gate_allows(self, self.forward_gate, route, correlation_id, frame):
             return
         if kind == FORWARD:
             self.forward_checked(frame, route, correlation_id)
@@ -275,70 +263,6 @@ class ClientConnection(asyncio.Protocol):
             answer_not_enabled(self, frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self.forward_checked(frame, route, correlation_id)
-
-    def forward_checked(self, frame: bytes, route: Route, correlation_id: int,
-                        merge: Callable[[bytes], bytes] | None = None) -> None:
-        # Kafka closes the connection on a header that does not parse; check it here
-        # rather than leave it to upstream, so the log names the client and the fault.
-        try:
-            offset = body_offset(frame, route.request_header_version)   # the client id is not decoded
-        except HeaderError as e:
-            self.reject(str(e), route, correlation_id, reason=HEADER)
-            return
-        try:
-            route.body_check(frame, offset, len(frame))  # type: ignore[misc]
-        except Malformed as e:
-            self.reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
-                        route, correlation_id, reason=BODY)
-            return
-        clamp = route.clamp
-        if clamp is not None:      # Fetch: max_bytes over Kafka's bound (fetch_bounds.py)
-            frame = clamp(frame, offset)
-        self.forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
-                     else MergingPending(correlation_id, route, len(frame), merge))
-
-    def forward(self, frame: bytes, pending: Pending | None) -> None:
-        requests, sent = forwarded(int.from_bytes(frame[4:6], "big", signed=True), self.listener.name, api_name)
-        requests.inc()
-        sent.inc(len(frame))
-        link = self._link
-        if link is None:
-            link = self._link = UpstreamLink(self, self.gateway)
-            link.open(self.gateway.upstream_of(self.listener.name))
-            if self.write_paused:
-                link.pause_reading(CLIENT_WRITE)
-            # Requests read while it opens wait in its outbox: stop reading the client
-            # until it is open (UpstreamLink.connection_made resumes), so that outbox holds
-            # at most what this read brought, acks=0 Produce frames included.
-            self._flow.pause(UPSTREAM)
-        self._outgoing.append(frame)
-        if pending is not None:
-            self._queue.append(pending)
-            link.waiting.append(pending)
-            self._count(pending.size)
-
-    def _count(self, size: int) -> None:
-        """A request of ``size`` bytes waits for its answer: into the process-wide queue."""
-        limits = self._limits
-        limits.queued_requests += 1
-        limits.queued_bytes += size
-        self.q_requests += 1
-        self.q_bytes += size
-
-    def answered(self, size: int) -> None:
-        """A counted request's answer is produced: out of the process-wide queue."""
-        limits = self._limits
-        limits.queued_requests -= 1
-        limits.queued_bytes -= size
-        self.q_requests -= 1
-        self.q_bytes -= size
-
-    def answer(self, data: bytes) -> None:
-        """A ready answer. It counts in ``held`` until written, like upstream's: behind a
-        request still unanswered (a JoinGroup waiting out its rebalance) answers made at
-        once would otherwise pile up past max_buffered_response_bytes_per_connection."""
-        self._queue.append(data)
-        self.held += len(data)
 
     def _too_big(self, frame: bytes, route: Route | None, correlation_id: int, api_key: int | None = None,
                  api_version: int | None = None) -> None:
@@ -364,8 +288,8 @@ class ClientConnection(asyncio.Protocol):
         """Who sends this request: SASL's principal first, else the listener's mTLS one
         (listeners.py), else ClientInfo's default ANONYMOUS (sasl.py client_principal)."""
         principal = self.client_principal()
-        return (ClientInfo(client_id, self._peer[0], self._peer[1], self.listener.name) if principal is None
-                else ClientInfo(client_id, self._peer[0], self._peer[1], self.listener.name, principal))
+        return (ClientInfo(client_id, self.peer[0], self.peer[1], self.listener_name) if principal is None
+                else ClientInfo(client_id, self.peer[0], self.peer[1], self.listener_name, principal))
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
         parsed = self.parse(frame, route, correlation_id)
@@ -379,85 +303,47 @@ class ClientConnection(asyncio.Protocol):
         # Run the service at once: most answers need no wait (see eager.py), and those go
         # straight into the queue, written by the flush at the end of this read.
         outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info), self.loop)
-        if outcome.__class__ is Done:   # serve_outcome inlined: the heartbeat's path
-            if outcome.error is None:   # type: ignore[union-attr]
-                data = self._group_frame(route, correlation_id, outcome.value)  # type: ignore[union-attr]
-                if data is not None:   # inline answer()
-                    self._queue.append(data)
-                    self.held += len(data)
-            else:
-                self._group_failed(route, correlation_id, outcome.error)  # type: ignore[union-attr]
+        if outcome.__class__ is Done and outcome.error is None:   # type: ignore[union-attr]
+            # GroupCalls.outcome inlined (the heartbeat's path): frame the answer, queue it.
+            response = outcome.value   # type: ignore[union-attr]
+            try:
+                body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+            except Exception as e:
+                self._calls.failed(route, correlation_id, e)
+                return
+            data = response_frame(correlation_id, bytes(body), route.response_header_version)
+            self._queue.append(data)
+            self.held += len(data)
             return
         self.serve_outcome(outcome, route, correlation_id, len(frame))
 
-    def serve_outcome(self, outcome: Done | asyncio.Task, route: Route, correlation_id: int, size: int) -> None:
-        """Queue the answer of a call started with eager.start: now if it is done, else when
-        it finishes (a request of ``size`` > 0 bytes counts in the process-wide queue)."""
-        if outcome.__class__ is Done:
-            if outcome.error is None:   # type: ignore[union-attr]
-                data = self._group_frame(route, correlation_id, outcome.value)  # type: ignore[union-attr]
-                if data is not None:
-                    self.answer(data)
-            else:
-                self._group_failed(route, correlation_id, outcome.error)  # type: ignore[union-attr]
-            return
-        pending = Pending(correlation_id, route, size)
-        pending.task = outcome   # type: ignore[assignment]
+    # --- answers ----------------------------------------------------------------------
+
+    def wait_for(self, pending: Pending) -> None:
+        """Queue ``pending`` in request order; a sized one counts in the process-wide queue."""
         self._queue.append(pending)
-        if size:
-            self._count(size)
-        outcome.add_done_callback(lambda task: self._group_done(pending, task))  # type: ignore[union-attr]
-
-    def _group_frame(self, route: Route, correlation_id: int, response: Any) -> bytes | None:
-        """The framed answer; None (and the connection closing) if it cannot be encoded."""
-        try:
-            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
-        except Exception as e:
-            self._group_failed(route, correlation_id, e)
-            return None
-        return response_frame(correlation_id, bytes(body), route.response_header_version)
-
-    def _group_failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
-        if isinstance(error, asyncio.CancelledError):
-            self.close()
-            return
-        log.error("closing connection from %s:%d on %s: group service failed on %s v%d "
-                  "(correlation_id=%d): %s", self._peer[0], self._peer[1], self.listener.name,
-                  api_name(route.api_key), route.api_version, correlation_id, error,
-                  exc_info=(type(error), error, error.__traceback__))
-        self.close()
-
-    def _group_done(self, pending: Pending, task: asyncio.Task[Any]) -> None:
-        """A service call that had to wait (e.g. for its state-topic write) has finished."""
-        if self._transport is None:
-            return   # the client went away; the call ran to completion all the same
         size = pending.size
         if size:
-            self.answered(size)
-            pending.size = 0
-        route = pending.route
-        if task.cancelled():
-            self._group_failed(route, pending.correlation_id, asyncio.CancelledError())
-            return
-        error = task.exception()
-        if error is not None:
-            self._group_failed(route, pending.correlation_id, error)
-            return
-        data = self._group_frame(route, pending.correlation_id, task.result())
-        if data is None:
-            return
-        pending.data = data
+            limits = self._limits
+            limits.queued_requests += 1
+            limits.queued_bytes += size
+            self.q_requests += 1
+            self.q_bytes += size
+
+    def answered(self, size: int) -> None:
+        """A counted request's answer is produced: out of the process-wide queue."""
+        limits = self._limits
+        limits.queued_requests -= 1
+        limits.queued_bytes -= size
+        self.q_requests -= 1
+        self.q_bytes -= size
+
+    def answer(self, data: bytes) -> None:
+        """A ready answer. It counts in ``held`` until written, like upstream's: behind a
+        request still unanswered (a JoinGroup waiting out its rebalance) answers made at
+        once would otherwise pile up past max_buffered_response_bytes_per_connection."""
+        self._queue.append(data)
         self.held += len(data)
-        # Calls finishing in the same loop iteration share one flush (one write).
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._scheduled_flush)
-
-    def _scheduled_flush(self) -> None:
-        self._flush_scheduled = False
-        self.flush()
-
-    # --- responses and closing --------------------------------------------------------
 
     def flush(self) -> None:
         """Write every response at the head of the queue that is ready, in one write."""
@@ -487,13 +373,13 @@ class ClientConnection(asyncio.Protocol):
             self.held -= released
         flow = self._flow
         if flow.paused:
-            if flow.paused & INFLIGHT and len(queue) < self._max_inflight and not self._closing:
+            if flow.paused & INFLIGHT and len(queue) < self._max_inflight and not self.closing:
                 flow.resume(INFLIGHT)
-            if flow.paused & QUEUE and not self.q_requests and not self._closing:
+            if flow.paused & QUEUE and not self.q_requests and not self.closing:
                 # It holds no request of the queue any more, only (part of) a frame: let it
                 # read that to its end, or partial frames alone could hold the queue shut.
                 flow.resume(QUEUE)
-        link = self._link
+        link = self.link
         if link is not None and link.paused & HELD and (self.held <= self.held_soft_limit or not queue.head_is_local()):
             link.resume_reading(HELD)
         if self.write_paused or self.held > self.held_soft_limit:
@@ -504,15 +390,10 @@ class ClientConnection(asyncio.Protocol):
                 return
         if self._limits.queue_paused:
             self.gateway.check_queue()
-        if self._closing and not queue:
+        if self.closing and not queue:
             self.close()
 
-    def head_is_local(self) -> bool:
-        """The oldest unanswered request waits for the GroupService (not for upstream)."""
-        return self._queue.head_is_local()
-
-    def owes_answer(self) -> bool:
-        return self._queue.owes_answer()
+    # --- closing ----------------------------------------------------------------------
 
     def upstream_failed(self, reason: str) -> None:
         """The upstream connection broke: the client reconnects and retries (never a crash)."""
@@ -520,24 +401,24 @@ class ClientConnection(asyncio.Protocol):
             return
         # Rate-limited: in an upstream outage every client connection fails at once.
         self.gateway.upstream_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s",
-                                      self._peer[0], self._peer[1], self.listener.name, reason)
+                                      self.peer[0], self.peer[1], self.listener_name, reason)
         self.close()
 
     def stop(self) -> None:
         """Read nothing more (bad input, a refusal): what came before is answered, then
         the connection closes (flush closes once the queue is empty)."""
-        self._closing = True
-        self._buf.clear()
+        self.closing = True
+        self.unread.clear()
         if self._transport is not None:
             self._transport.pause_reading()
 
     def close_when_answered(self) -> None:
-        self._closing = True
+        self.closing = True
 
     def close(self) -> None:
         """Close after what is buffered is written; abort at once if the client does not
         read it (a graceful close would wait for it forever, holding its slot)."""
-        self._closing = True
+        self.closing = True
         transport = self._transport
         if transport is not None:
             if self.write_paused:
@@ -546,50 +427,20 @@ class ClientConnection(asyncio.Protocol):
                 transport.close()
 
     def abort(self) -> None:
-        self._closing = True
+        self.closing = True
         if self._transport is not None:
             self._transport.abort()
 
-    # --- what the gateway and the parts read ------------------------------------------
-
-    @property
-    def peer(self) -> tuple[str, int]:
-        return self._peer
-
-    @property
-    def listener_name(self) -> str:
-        return self.listener.name
-
-    @property
-    def closing(self) -> bool:
-        return self._closing
+    # --- what the link, the parts and the authorizer use ------------------------------
 
     @property
     def transport(self) -> asyncio.Transport | None:
         return self._transport
 
     @property
-    def link(self) -> UpstreamLink | None:
-        return self._link
-
-    @property
-    def unread(self) -> bytearray:
-        return self._buf
-
-    @property
-    def forward_gate(self) -> Any:
-        return self._forward_gate
-
-    @property
     def _paused(self) -> int:
         """Why reading is paused (flow.py's bits)."""
         return self._flow.paused
-
-    def send_read(self) -> None:
-        if self._outgoing:
-            assert self._link is not None
-            self._link.send(self._outgoing)
-            self._outgoing = []
 
     def pause_reading(self) -> None:
         """Upstream does not drain the requests forwarded to it (forward.py)."""
@@ -598,15 +449,12 @@ class ClientConnection(asyncio.Protocol):
     def resume_reading(self) -> None:
         self._flow.resume(UPSTREAM)
 
-    def queue_paused(self, paused: bool) -> None:
-        self._flow.queue_paused(paused)
-
-    def sweep(self, now: float, idle: float) -> None:
-        self._flow.sweep(now, idle)
-
     def probe_upstream(self, api_key: int, api_version: int, request: Any) -> asyncio.Future:
         """For the authorizer (authorizer=probe): probe.py."""
         return probe_upstream(self, api_key, api_version, request)
+
+    def send_read(self) -> None:
+        self._forwarding.send_read()
 
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
@@ -614,16 +462,12 @@ class ClientConnection(asyncio.Protocol):
     @property
     def sasl_principal(self) -> str | None:
         """The principal this connection authenticated as (None: not authenticated, or unknown)."""
-        return session_principal(self._sasl.session if self._sasl is not None else None)
-
-    @property
-    def forward_link_sasl(self) -> Any:
-        """kcoord's upstream credentials for this connection's forward link (sasl.py)."""
-        return forward_link_sasl(self.gateway, self.listener, self._sasl.session if self._sasl is not None else None)
+        return self._sasl.principal if self._sasl is not None else None
 
     @property
     def forward_link_opener(self) -> Any:
-        return forward_link_opener(self.forward_link_sasl)
+        """How forward.UpstreamLink opens its link: as kcoord, or plainly (None); sasl.py."""
+        return forward_link_opener(forward_link_sasl(self.gateway, self.listener, self.sasl_session))
 
     def client_principal(self) -> str | None:
-        return principal_of(self._sasl.session if self._sasl is not None else None, self.listener, self._transport)
+        return principal_of(self.sasl_session, self.listener, self._transport)

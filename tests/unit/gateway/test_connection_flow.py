@@ -131,12 +131,12 @@ async def test_frames_past_the_inflight_bound_wait_in_the_buffer_and_keep_their_
     assert not transport.reading and len(connection._queue) == 3 and transport.written == []
     # The two frames kept back count in the queue's bytes too (read, not answered).
     kept = len(versions(3) + heartbeat(4))
-    assert len(connection._buf) == kept
+    assert len(connection.unread) == kept
     assert gateway.limits.queued_requests == 3 and gateway.limits.queued_bytes == 3 * len(heartbeat(0, "slow")) + kept
     gateway.service.release.set()
     await until(lambda: len(transport.correlation_ids()) == 5, "all five answers")
     assert transport.correlation_ids() == [0, 1, 2, 3, 4]
-    assert transport.reading and not connection._buf
+    assert transport.reading and not connection.unread
     assert gateway.limits.queued_requests == 0 and gateway.limits.queued_bytes == 0
 
 
@@ -246,7 +246,7 @@ async def test_upstream_answers_held_behind_a_slow_local_answer_stop_the_upstrea
     gateway.api_versions[apis.LIST_OFFSETS] = (1, 9)
     gateway.routes = build_routes(gateway.api_versions, {apis.HEARTBEAT})
     connection, transport = connect(gateway)
-    link = connection._link = UpstreamLink(connection, gateway)
+    link = connection.link = UpstreamLink(connection, gateway)
     upstream = FakeTransport(("10.9.9.9", 9092))
     link.connection_made(upstream)
     list_offsets = encode_request(apis.LIST_OFFSETS, 9, 2, b"\x00\x00\x00\x00\x00\x01\x00")
@@ -269,7 +269,7 @@ async def test_held_answers_never_stop_the_link_that_must_deliver_the_head() -> 
     gateway.api_versions[apis.LIST_OFFSETS] = (1, 9)
     gateway.routes = build_routes(gateway.api_versions, {apis.HEARTBEAT})
     connection, transport = connect(gateway)
-    link = connection._link = UpstreamLink(connection, gateway)
+    link = connection.link = UpstreamLink(connection, gateway)
     upstream = FakeTransport(("10.9.9.9", 9092))
     link.connection_made(upstream)
     offsets = b"\x00\x00\x00\x00\x00\x01\x00"
@@ -302,7 +302,7 @@ OFFSETS_BODY = b"\x00\x00\x00\x00\x00\x01\x00"   # ListOffsets v9: replica 0, is
 
 def _linked(gateway: Gateway, connection: ClientConnection) -> tuple[Any, FakeTransport]:
     from coordinator.gateway.forward import UpstreamLink
-    link = connection._link = UpstreamLink(connection, gateway)
+    link = connection.link = UpstreamLink(connection, gateway)
     upstream = FakeTransport(("10.9.9.9", 9092))
     link.connection_made(upstream)
     return link, upstream
@@ -386,7 +386,7 @@ async def test_the_client_is_not_read_while_its_upstream_link_opens(monkeypatch:
     connection.data_received(request)
     assert not transport.reading
     upstream = FakeTransport(("10.9.9.9", 9092))
-    connection._link.connection_made(upstream)
+    connection.link.connection_made(upstream)
     assert transport.reading and upstream.written == [request]
 
 

@@ -139,7 +139,7 @@ def connect(gateway: Gateway, listener: ListenerInfo = LISTENER) -> tuple[Client
     transport = FakeTransport()
     connection.connection_made(transport)
     link = FakeLink()
-    connection._link = link   # type: ignore[assignment]
+    connection.link = link   # type: ignore[assignment]
     return connection, transport, link
 
 
@@ -264,7 +264,7 @@ async def test_reauthentication_keeps_serving_and_expiry_closes_a_group_only_con
     gateway = make_gateway(PASSTHROUGH)
     connection, transport, link = connect(gateway)
     scram_success(connection, link, lifetime_ms=60_000)
-    session = connection._sasl.session
+    session = connection.sasl_session
     assert session is not None and session.deadline > time.monotonic() + 50
     relayed = decoded(transport, AUTH, 2)
     assert relayed.session_lifetime == timedelta(milliseconds=60_000)   # relayed unchanged
@@ -294,7 +294,7 @@ async def test_mechanisms_without_a_readable_name_get_group_authorization_failed
         link.answer(connection, AUTH, 2, error_code=ErrorCode.none, error_message=None, auth_bytes=b"",
                     session_lifetime=timedelta(0))
         connection.data_received(heartbeat(4))
-        assert connection._sasl is not None and connection._sasl.session.state == 2   # authenticated
+        assert connection.sasl_session is not None and connection.sasl_session.state == 2   # authenticated
         assert connection.sasl_principal is None
         expected = ErrorCode.none if allow else ErrorCode.group_authorization_failed
         assert decoded(transport, HB, 4).error_code == expected and not transport.is_closing()
@@ -326,7 +326,7 @@ async def test_oversized_request_before_authentication_closes() -> None:
 async def test_sasl_on_a_listener_without_it_answers_illegal_sasl_state() -> None:
     gateway = make_gateway(SaslSettings())          # SASL listeners only; LISTENER is PLAINTEXT
     connection, transport, link = connect(gateway)
-    assert connection._sasl is None
+    assert connection.sasl_session is None
     connection.data_received(handshake(1, "PLAIN") + heartbeat(2))
     assert decoded(transport, HS, 1, 0).error_code == ErrorCode.illegal_sasl_state
     assert decoded(transport, HB, 4).error_code == ErrorCode.none and link.sent == []

@@ -181,7 +181,7 @@ async def test_probe_authorizer_asks_upstream_on_the_clients_link() -> None:
 async def test_probe_without_a_link_fails_closed() -> None:
     probe = ProbeAuthorizer()
     connection, transport, link = connect(gateway_for(probe))
-    connection._link = None
+    connection.link = None
     connection.data_received(find(1, 4, 0, "g"))
     await settle(connection, transport)
     assert coordinators(decoded(transport, FC, 4))[0][:2] == ("g", GAF)

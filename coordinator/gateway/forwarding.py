@@ -1,0 +1,110 @@
+"""A client connection's requests on their way upstream (the link itself is forward.py).
+
+Rules: Kafka closes the connection on a header that does not parse, and so does kcoord
+before forwarding (the log names the client and the fault); a body that fails the route's
+check closes it too. Fetch's max_bytes over Kafka's bound is clamped (fetch_bounds.py).
+The upstream link opens with the connection's first forwarded request; while it opens the
+client is not read (UPSTREAM, flow.py), so the link's outbox holds at most one read's
+frames. Frames of one read go up in one write, after the read (``send_read``). Each
+forwarded request takes its place in the connection's ordered answers and in the link's
+waiting list, and counts in the process-wide queue until its answer comes (acks=0 Produce:
+no answer, no place). `Forwarding` reaches its connection only through `Forwarder`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..protocol.apis import api_name
+from ..protocol.checked import Malformed
+from ..protocol.framing import HeaderError, body_offset
+from ..runtime.metrics import forwarded
+from .badinput import BODY, HEADER
+from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
+from .routes import Route
+
+if TYPE_CHECKING:
+    from .ports import ConnectionServices
+
+
+class Forwarder(Protocol):
+    """What forwarding uses of its connection (which is also the link's Downstream)."""
+
+    link: UpstreamLink | None
+    write_paused: bool
+
+    @property
+    def listener_name(self) -> str: ...
+
+    def reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
+               api_key: int | None = None, api_version: int | None = None, *, reason: str = ...) -> None: ...
+
+    def wait_for(self, pending: Pending) -> None:
+        """Queue ``pending`` in request order (counted in the process-wide queue if sized)."""
+
+    def pause_reading(self) -> None:
+        """Stop reading the client until the link is open (UPSTREAM)."""
+
+
+class Forwarding:
+    __slots__ = ("outgoing", "_client", "_gateway")
+
+    def __init__(self, client: Forwarder, gateway: ConnectionServices) -> None:
+        # Frames of this read not sent yet: one list for the connection's life (the
+        # connection tests it after each read without a call).
+        self.outgoing: list[bytes] = []
+        self._client = client
+        self._gateway = gateway
+
+    def checked(self, frame: bytes, route: Route, correlation_id: int,
+                merge: Callable[[bytes], bytes] | None = None) -> None:
+        """Check the header and the body's shape, then forward (``merge``: a hook that
+        completes upstream's answer before the client gets it, forward.MergingPending)."""
+        client = self._client
+        try:
+            offset = body_offset(frame, route.request_header_version)   # the client id is not decoded
+        except HeaderError as e:
+            client.reject(str(e), route, correlation_id, reason=HEADER)
+            return
+        try:
+            route.body_check(frame, offset, len(frame))  # type: ignore[misc]
+        except Malformed as e:
+            client.reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
+                          route, correlation_id, reason=BODY)
+            return
+        clamp = route.clamp
+        if clamp is not None:      # Fetch: max_bytes over Kafka's bound (fetch_bounds.py)
+            frame = clamp(frame, offset)
+        self.forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
+                     else MergingPending(correlation_id, route, len(frame), merge))
+
+    def forward(self, frame: bytes, pending: Pending | None) -> None:
+        """Send ``frame`` upstream after this read; ``pending`` (None: no answer expected)
+        gets upstream's answer."""
+        client = self._client
+        requests, sent = forwarded(int.from_bytes(frame[4:6], "big", signed=True), client.listener_name, api_name)
+        requests.inc()
+        sent.inc(len(frame))
+        link = client.link
+        if link is None:
+            gateway = self._gateway
+            link = client.link = UpstreamLink(client, gateway)   # type: ignore[arg-type]
+            link.open(gateway.upstream_of(client.listener_name))
+            if client.write_paused:
+                link.pause_reading(CLIENT_WRITE)
+            # Requests read while it opens wait in its outbox: stop reading the client
+            # until it is open (UpstreamLink.connection_made resumes), so that outbox holds
+            # at most what this read brought, acks=0 Produce frames included.
+            client.pause_reading()
+        self.outgoing.append(frame)
+        if pending is not None:
+            client.wait_for(pending)
+            link.waiting.append(pending)
+
+    def send_read(self) -> None:
+        """Send the frames of this read upstream, in one write."""
+        outgoing = self.outgoing
+        if outgoing:
+            link: Any = self._client.link
+            link.send(outgoing)       # the link keeps none of the list
+            outgoing.clear()

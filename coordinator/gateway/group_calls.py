@@ -1,0 +1,131 @@
+"""Calls a client connection hands to the GroupService (or an authorizer) that do not finish
+at once, and calls that fail.
+
+Rules: a call is started with eager.start (most finish without waiting; the connection
+queues those answers itself, on the heartbeat's path). One that waits takes its place in
+the ordered answers and counts in the process-wide queue until it finishes; calls finishing
+in the same loop iteration share one flush (one write). A call that fails, or an answer
+that cannot be encoded, closes the connection with one log line naming the API (Kafka
+closes a connection whose request it cannot serve); a cancelled call closes it silently.
+When the client has gone the call runs to completion all the same and its answer is dropped.
+`GroupCalls` reaches its connection only through `Caller`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from ..protocol.apis import api_name
+from ..protocol.codec import encode_body
+from ..protocol.framing import response_frame
+from .eager import Done
+from .forward import Pending
+from .routes import Route
+
+log = logging.getLogger("kcoord.gateway")
+
+
+class Caller(Protocol):
+    """What a connection's waiting calls use of it."""
+
+    held: int
+
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+
+    @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
+    def listener_name(self) -> str: ...
+
+    def answer(self, data: bytes) -> None: ...
+
+    def wait_for(self, pending: Pending) -> None:
+        """Queue ``pending`` in request order (counted in the process-wide queue if sized)."""
+
+    def answered(self, size: int) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def encode_answer(route: Route, correlation_id: int, response: Any) -> bytes:
+    """The framed answer (the service may answer with the encoded body already)."""
+    body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+    return response_frame(correlation_id, bytes(body), route.response_header_version)
+
+
+class GroupCalls:
+    __slots__ = ("_client", "_loop", "_flush_scheduled")
+
+    def __init__(self, client: Caller, loop: asyncio.AbstractEventLoop) -> None:
+        self._client = client
+        self._loop = loop
+        self._flush_scheduled = False
+
+    def outcome(self, outcome: Done | asyncio.Task, route: Route, correlation_id: int, size: int) -> None:
+        """Queue the answer of a call started with eager.start: now if it is done, else when
+        it finishes (a request of ``size`` > 0 bytes counts in the process-wide queue)."""
+        if outcome.__class__ is Done:
+            if outcome.error is None:   # type: ignore[union-attr]
+                try:
+                    data = encode_answer(route, correlation_id, outcome.value)  # type: ignore[union-attr]
+                except Exception as e:
+                    self.failed(route, correlation_id, e)
+                    return
+                self._client.answer(data)
+            else:
+                self.failed(route, correlation_id, outcome.error)  # type: ignore[union-attr, arg-type]
+            return
+        pending = Pending(correlation_id, route, size)
+        pending.task = outcome   # type: ignore[assignment]
+        self._client.wait_for(pending)
+        outcome.add_done_callback(lambda task: self._done(pending, task))  # type: ignore[union-attr]
+
+    def failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
+        client = self._client
+        if isinstance(error, asyncio.CancelledError):
+            client.close()
+            return
+        peer = client.peer
+        log.error("closing connection from %s:%d on %s: group service failed on %s v%d "
+                  "(correlation_id=%d): %s", peer[0], peer[1], client.listener_name,
+                  api_name(route.api_key), route.api_version, correlation_id, error,
+                  exc_info=(type(error), error, error.__traceback__))
+        client.close()
+
+    def _done(self, pending: Pending, task: asyncio.Task[Any]) -> None:
+        """A call that had to wait (e.g. for its state-topic write) has finished."""
+        client = self._client
+        if client.transport is None:
+            return   # the client went away; the call ran to completion all the same
+        size = pending.size
+        if size:
+            client.answered(size)
+            pending.size = 0
+        route = pending.route
+        if task.cancelled():
+            self.failed(route, pending.correlation_id, asyncio.CancelledError())
+            return
+        error = task.exception()
+        if error is not None:
+            self.failed(route, pending.correlation_id, error)
+            return
+        try:
+            data = encode_answer(route, pending.correlation_id, task.result())
+        except Exception as e:
+            self.failed(route, pending.correlation_id, e)
+            return
+        pending.data = data
+        client.held += len(data)
+        # Calls finishing in the same loop iteration share one flush (one write).
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self._client.flush()
