@@ -1,5 +1,6 @@
 """The asyncio shell around one shard: its state machine, and the door operations come in by
-(Kafka: `CoordinatorRuntime`'s per-partition `CoordinatorContext` + `scheduleWriteOperation`).
+(Kafka: `CoordinatorRuntime`'s per-partition `CoordinatorContext` + `scheduleWriteOperation`;
+docs/design/kafka-facts.md §1.1, §1.3).
 
 Rules:
 - Generic over a shard type (shard_protocol.py): nothing here knows a group, a record type

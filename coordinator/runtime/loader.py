@@ -1,5 +1,5 @@
 """One shard's load: replay the partition, the skip list, reload with backoff
-(Kafka: `CoordinatorLoaderImpl` + the runtime's load/unload transitions).
+(Kafka: `CoordinatorLoaderImpl` + the runtime's load/unload transitions; docs/design/kafka-facts.md §1.4).
 
 Rules:
 - A load starts from an empty shard (`begin`) and replays the partition in log order
@@ -23,16 +23,16 @@ import asyncio
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import metrics
-from .shard_protocol import BulkLoad
+from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, ShardFenced
+from .timer_table import TimerTable
 from .txn_log_reader import TxnLogReader
-
-if TYPE_CHECKING:
-    from .coordinator_runtime import CoordinatorRuntime
+from .writer import ShardWriter
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -46,6 +46,39 @@ RELOAD_LOG_INTERVAL_S = 60.0
 
 _ACTIVE, _LOADING = ShardState.ACTIVE, ShardState.LOADING
 _CLOSED, _UNLOADED = ShardState.CLOSED, ShardState.UNLOADED
+
+
+class LoaderOwner(Protocol):
+    """What the loader reads of its runtime (coordinator_runtime.py) and the transitions it
+    asks of it."""
+
+    partition: int
+    generation: int
+    state: ShardState
+    shard: Any
+    protocol: ShardProtocol
+    state_topic: Any              # a StateLog (state_log.py), with `load` as StateTopic's
+    txn: Any                      # txn.reader: the load's TxnLogReader, kept as the tail
+    txn_log: Any
+    timers: TimerTable
+    writer: ShardWriter
+    _sleep: Callable[[float], Any]
+
+    def begin_load(self) -> int: ...
+
+    def load_reader(self, partition: int = -1) -> TxnLogReader: ...
+
+    def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None: ...
+
+    def batch_unreadable(self, partition: int, error: CorruptBatchError) -> None: ...
+
+    def load_abandoned(self, partition: int) -> bool: ...
+
+    def finish_load(self, log_end_offset: int) -> None: ...
+
+    def load_dropped(self, cancel_timers: bool = True) -> None: ...
+
+    def fenced_by(self, error: ShardFenced) -> None: ...
 
 
 class _LoadTarget:
@@ -75,7 +108,7 @@ class _LoadTarget:
 
 
 class ShardLoader:
-    def __init__(self, runtime: CoordinatorRuntime, skip_offsets: frozenset[int]) -> None:
+    def __init__(self, runtime: LoaderOwner, skip_offsets: frozenset[int]) -> None:
         self.rt = runtime
         # Offsets of this partition the operator chose to skip if they fail to load
         # (state.load.skip.corrupt.offsets); `skipped` holds the ones actually skipped.

@@ -1,4 +1,5 @@
-"""A shard's states (Kafka's `CoordinatorState`; the transitions are coordinator_runtime.py's).
+"""A shard's states (Kafka's `CoordinatorState`, docs/design/kafka-facts.md §1.1;
+the transitions are coordinator_runtime.py's and loader.py's).
 
 - LOADING: replaying the log; group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
 - ACTIVE: serving.

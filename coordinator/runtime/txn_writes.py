@@ -17,11 +17,18 @@ Rules:
 - An append whose outcome is unknown (`resync`) reloads the shard when the exclusive write
   ends: the reload rebuilds pending offsets and sequences from the batches themselves.
 
-Not yet done here: Kafka's `scheduleTransactionalWriteOperation` (the client's write as a
-second kind of runtime write returning a `Result`) and `scheduleTransactionCompletion` (a
-marker as a third kind). Today txn_offsets_log.txn_offset_commit_request drives the
-append through this port and replays it with `appended`; moving that sequence in here
-changes txn_offsets_log.py and the service's transactions part too.
+Not yet done here (kept out of this cut because the callers belong to txn_offsets_log.py and
+the service's transactions part):
+- Kafka's `scheduleTransactionalWriteOperation`, the client's write as a second kind of
+  runtime write: the body of `txn_offsets_log.txn_offset_commit_request` from
+  `exclusive_write` to `barrier` (re-validate, serialize, append as the client's producer,
+  duplicate and marker handling, `appended`) moves here as one method taking the operation
+  (`(shard, now) -> TxnOffsetWrite`, whose `.result` is the `Result`) and the append (the
+  `ClientTxnAppender` call); the service then calls it in place of `txn_offset_commit_request`.
+- Kafka's `scheduleTransactionCompletion`, a marker as a third kind: `_MarkerTarget` applies
+  a marker inside `caught_up`, synchronously on the loop between operations (so no
+  operation interleaves), under `lock` but not under `free`; as its own kind it would be
+  queued like any operation.
 """
 from __future__ import annotations
 
@@ -30,17 +37,16 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from ..group.errors import ApiError
+from .shard_protocol import ShardProtocol
 from .shard_state import ShardState
-from .state_log import ShardFenced
+from .state_log import ShardFenced, StateLog
 from .txn_log_reader import TxnLogReader
-
-if TYPE_CHECKING:
-    from .coordinator_runtime import CoordinatorRuntime
+from .writer import ShardWriter
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -51,11 +57,32 @@ MARKER_POLL_S = 1.0
 _ACTIVE = ShardState.ACTIVE
 
 
+class TxnOwner(Protocol):
+    """What the transactional part reads of its runtime (coordinator_runtime.py)."""
+
+    partition: int
+    generation: int
+    state: ShardState
+    shard: Any
+    protocol: ShardProtocol
+    state_topic: StateLog
+    writer: ShardWriter
+    write_timeout_s: float
+
+    def check_active(self) -> None: ...
+
+    async def drain(self, timeout_s: float) -> bool: ...
+
+    def fail(self, error: Exception) -> None: ...
+
+    def fenced_by(self, error: ShardFenced) -> None: ...
+
+
 class _MarkerTarget:
     """The ACTIVE shard's tail: markers only. Its data records were replayed when written
     (kcoord's own by the write path, clients' by `appended`)."""
 
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: TxnOwner) -> None:
         self.runtime = runtime
 
     def record(self, offset: int, key: bytes, value: bytes | None, producer_id: int) -> None:
@@ -68,7 +95,7 @@ class _MarkerTarget:
 
 
 class TxnWrites:
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: TxnOwner) -> None:
         self.rt = runtime
         # Set when the state log reads its partitions raw with TxnLogReader
         # (`txn_offsets_supported`); `reader` is the load's reader, kept as the tail.
@@ -116,8 +143,8 @@ class TxnWrites:
                         log.warning("shard %d: a TxnOffsetCommit append's outcome is unknown; reloading",
                                     rt.partition)
                         rt.fail(RuntimeError("TxnOffsetCommit outcome unknown"))
-                elif rt.writer.current is not None:
-                    rt.writer.schedule_flush()
+                else:
+                    rt.writer.flush_open()
 
     async def caught_up(self, until: int | None = None) -> tuple[TxnLogReader, int]:
         """Read the partition up to its high watermark, or only up to offset `until` (markers

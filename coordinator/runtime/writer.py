@@ -1,5 +1,6 @@
 """One shard's writes: the batch accumulator, offset prediction and the write in flight
-(Kafka: `CoordinatorRuntime`'s `CoordinatorBatch` handling + the `PartitionWriter` it calls).
+(Kafka: `CoordinatorRuntime`'s `CoordinatorBatch` handling + the `PartitionWriter` it calls;
+docs/design/kafka-facts.md §1.3).
 
 Rules:
 - Records join the current batch after they were replayed (the runtime replays a fresh
@@ -11,7 +12,7 @@ Rules:
 - One batch is in flight at a time (`inflight`); the next is flushed when it completes, so
   operations arriving meanwhile share one round trip (Kafka's adaptive linger). Every read
   of `inflight`, `sealed` and `current` outside this class goes through a method here
-  (`last_pending`, `idle`, `oldest_open`, `drop`), so several batches in flight is a change
+  (`last_pending`, `idle`, `oldest_open`, `flush_open`, `drop`), so several batches in flight is a change
   to this class only.
 - The append itself is `StateLog.append` (state_log.py): the per-process writer that one
   day multiplexes every shard's batches sits behind that port, not here.
@@ -27,17 +28,15 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from records.batch import iter_batches
 
 from . import metrics
-from .state_log import ShardFenced
-
-if TYPE_CHECKING:
-    from .coordinator_runtime import CoordinatorRuntime
+from .state_log import ShardFenced, StateLog
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -45,6 +44,23 @@ log = logging.getLogger("kcoord.runtime")
 # with the number of failures not logged (a lasting TopicAuthorizationFailed fails every
 # write of every reload).
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
+
+
+class WriterOwner(Protocol):
+    """What the writer reads of its runtime (coordinator_runtime.py), and hands back to it."""
+
+    partition: int
+    generation: int
+    state_topic: StateLog
+    txn_log: Any
+    txn: Any                      # txn.reader: set while clients' transactions share the partition
+    clock: Callable[[], int]
+
+    def is_active(self) -> bool: ...
+
+    def fail(self, error: Exception, batch: Batch | None = None, landed: bool = False) -> None: ...
+
+    def fenced_by(self, error: ShardFenced, batch: Batch | None = None) -> None: ...
 
 
 class Batch:
@@ -58,7 +74,7 @@ class Batch:
 
 
 class ShardWriter:
-    def __init__(self, runtime: CoordinatorRuntime, max_batch_bytes: int, append_overhead: int) -> None:
+    def __init__(self, runtime: WriterOwner, max_batch_bytes: int, append_overhead: int) -> None:
         self.rt = runtime
         self.max_batch_bytes = max_batch_bytes
         self.append_overhead = append_overhead
@@ -95,6 +111,11 @@ class ShardWriter:
     def idle(self) -> bool:
         """Nothing open, sealed or in flight (a flush may still be scheduled)."""
         return self.inflight is None and not self.sealed and self.current is None
+
+    def flush_open(self) -> None:
+        """Write the open batch (held back while a client's transactional batch was appended)."""
+        if self.current is not None:
+            self.schedule_flush()
 
     def oldest_open(self) -> Batch | None:
         return self.inflight or (self.sealed[0] if self.sealed else self.current)
