@@ -100,7 +100,7 @@ class UpstreamLink(asyncio.Protocol):
     async def _connect(self, addresses: tuple[tuple[str, int], ...]) -> None:
         loop = asyncio.get_running_loop()
         # Bounded, as Kafka clients bound it (socket.connection.setup.timeout.ms): the
-        # client is not read while its link opens (ClientConnection._forward), so an
+        # client is not read while its link opens (forwarding.Forwarding.forward), so an
         # upstream that never answers the SYN must not hold it (and its slot) for the
         # kernel's minutes of retries.
         timeout = self._gateway.limits.upstream_connect_timeout

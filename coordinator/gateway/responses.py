@@ -5,7 +5,7 @@ entry is either a ready answer (bytes: served here at once) or a `forward.Pendin
 an upstream answer or a group call that had to wait fills in later. The connection
 writes every ready entry at the head in one write (connection.py ``flush``) and reads the
 entries on its hot path directly: this is a deque, so appending an answer costs what
-appending to a deque costs. Entries never leave except from the head, answered.
+appending to a deque costs. Entries leave only from the head, once written.
 
 When the client goes away, the requests already handed to the GroupService run to
 completion (as in Kafka a JoinGroup goes on when its client disconnects); only their
