@@ -156,12 +156,12 @@ class LiveFuzzer:
             # would keep the rest from being read within the run's read timeout.
             return [frame for _, frame in sorted(zip(keys, frames, strict=True), key=lambda kf: kf[0] in HELD_APIS)]
         plan = []
-        n = rng.randint(1, 7)
+        n = rng.randint(1, 10)     # ~5.5 frames a connection: connections cost kcoord more than frames
         for i in range(n):
             target = rng.choice(self._live)
             low, high = self.versions[target.api_key]
             frame, body = self._valid_frame(target, rng.randint(low, high), i + 1, rng)
-            mutate = i == n - 1 and rng.random() < 0.7   # the last frame, most of the time
+            mutate = i == n - 1 and rng.random() < 0.85  # the last frame, most of the time (~15 % of frames)
             name = rng.choice(target.live_mutations) if mutate else "valid"
             plan.append((name, MUTATIONS[name](frame, body, rng)))
             self.report.by_api[target.api_key] += 1
