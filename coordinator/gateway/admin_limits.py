@@ -17,6 +17,8 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
      kcoord knows to fail (it exists, or a per-topic rule below refuses it) writes nothing.
   Either refusal answers every topic of the request with it and forwards nothing
   (CreateTopicsRequest.getErrorResponse); ``validate_only`` changes nothing, as in Kafka.
+- CreateTopics and CreatePartitions: every entry of a name given twice gets INVALID_REQUEST
+  "Duplicate topic name." (ControllerApis) and is not forwarded.
 - CreateTopics, per topic, in Kafka's order (createTopic), for topics kcoord does not know:
   explicit assignments need ``replication_factor`` and ``num_partitions`` of -1
   (INVALID_REQUEST), no partition index twice, each replica list non-empty, of brokers
@@ -96,6 +98,9 @@ class Refusal:
     rule: str
     whole: tuple[ErrorCode, str] | None = None
     entries: dict[int, tuple[ErrorCode, str]] | None = None
+
+
+DUPLICATE_TOPIC = "Duplicate topic name."    # Kafka's ControllerApis, CreateTopics and CreatePartitions
 
 
 def _duplicated(names: Sequence[str]) -> set[str]:
@@ -182,7 +187,7 @@ def check_create_topics(request: Any, facts: ClusterFacts, refused: Sequence[int
         total += requested_partitions(topic, facts.default_partitions)
     if total > MAX_PARTITIONS_PER_BATCH:
         return Refusal(RULE_PARTITIONS, whole=(POLICY_VIOLATION, TOO_MANY_PARTITIONS))
-    entries: dict[int, tuple[ErrorCode, str]] = {}
+    entries = _duplicates_refused(topics, twice, skip)
     records = 0
     for i, topic in counted:
         if facts.partitions(topic.name) is not None:
@@ -210,7 +215,18 @@ def check_create_partitions(request: Any, facts: ClusterFacts, refused: Sequence
         added += max(0, topic.count - (1 if current is None else current))
     if added > MAX_PARTITIONS_PER_BATCH:
         return Refusal(RULE_PARTITIONS, whole=(POLICY_VIOLATION, TOO_MANY_PARTITIONS))
-    return None
+    entries = _duplicates_refused(request.topics, twice, skip)
+    return Refusal(RULE_TOPIC, entries=entries) if entries else None
+
+
+def _duplicates_refused(topics: Sequence[Any], twice: set[str], skip: set[int]) -> dict[int, tuple[ErrorCode, str]]:
+    """Every entry of a name the request gives twice: INVALID_REQUEST, as Kafka's
+    ControllerApis answers before the controller sees the request. They are answered here,
+    never forwarded: Tansu 0.6 creates a name given twice, with the first entry's count, and
+    allocates from an absurd one (fuzz/README.md). Kafka answers once per name; kcoord once
+    per entry, which clients read the same way (by name)."""
+    return {i: (ErrorCode.invalid_request, DUPLICATE_TOPIC) for i, t in enumerate(topics)
+            if t.name in twice and i not in skip}
 
 
 # --- record caps of the other admin writes --------------------------------------------------

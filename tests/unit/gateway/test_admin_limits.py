@@ -12,6 +12,7 @@ from coordinator.gateway.admin_limits import (
     ALTER_CLIENT_QUOTAS,
     ALTER_PARTITION_REASSIGNMENTS,
     CREATE_ACLS,
+    DUPLICATE_TOPIC,
     INCREMENTAL_ALTER_CONFIGS,
     TOO_MANY_PARTITIONS,
     TOO_MANY_RECORDS,
@@ -120,7 +121,10 @@ def test_config_records_count_once_per_distinct_name() -> None:
 def test_duplicated_names_and_refused_entries_are_not_counted() -> None:
     request = create_topics([{"name": "a", "partitions": 9_000}, {"name": "a", "partitions": 9_000},
                              {"name": "b", "partitions": 5_000}])
-    assert check_create_topics(request, facts()) is None
+    refusal = check_create_topics(request, facts())
+    assert refusal is not None and refusal.whole is None   # not counted: no POLICY_VIOLATION
+    assert refusal.entries == {0: (ErrorCode.invalid_request, DUPLICATE_TOPIC),
+                               1: (ErrorCode.invalid_request, DUPLICATE_TOPIC)}
     request = create_topics([{"name": STATE, "partitions": 9_000}, {"name": "b", "partitions": 5_000}])
     assert check_create_topics(request, facts(), refused=[0]) is None
     assert check_create_topics(request, facts()) is not None
@@ -299,3 +303,16 @@ def test_alter_partition_reassignments_over_ten_thousand_partitions() -> None:
     assert len(decision.response.responses[0].partitions) == 10_001
     encode_response_frame(ALTER_PARTITION_REASSIGNMENTS, 0, 9, decision.response)
     assert not isinstance(_capped(ALTER_PARTITION_REASSIGNMENTS, 0, request(10_000)), Local)
+
+
+def test_a_name_given_twice_is_answered_here_on_every_entry_and_never_forwarded() -> None:
+    # Tansu 0.6 creates a name given twice and allocates from an absurd count (fuzz/README.md).
+    request = create_topics([{"name": "dup", "partitions": -1, "rf": -1, "assignments": [0]},
+                             {"name": "ok", "partitions": 1}, {"name": "dup", "partitions": 1}])
+    refusal = check_create_topics(request, facts())
+    assert refusal is not None and set(refusal.entries or {}) == {0, 2}
+    assert {e for e in (refusal.entries or {}).values()} == {(ErrorCode.invalid_request, DUPLICATE_TOPIC)}
+    grow = create_partitions([("t", 2), ("t", 3), ("u", 2)])
+    refusal = check_create_partitions(grow, facts())
+    assert refusal is not None and refusal.entries == {0: (ErrorCode.invalid_request, DUPLICATE_TOPIC),
+                                                       1: (ErrorCode.invalid_request, DUPLICATE_TOPIC)}
