@@ -184,6 +184,15 @@ class ClusterMembership:
     async def leave(self) -> None:
         """Leave the group now (a scale-down): the shards move without a session timeout."""
         self._stopping = True
+        if self.solo_since_ms and self.leader and not self.stable.is_set() and self._link is not None:
+            # A watcher that leads a generation still forming (its rejoin once it serves):
+            # let it form first, bounded (Tansu holds a JoinGroup session/2), since a leader
+            # leaving a forming Tansu group wedges it (below): seen, a plain serve stopped
+            # right after its start left the next one waiting for a verdict.
+            try:
+                await asyncio.wait_for(self.stable.wait(), self.session_ms / 2000 + 2)
+            except TimeoutError:
+                pass
         link, member = self._link, self.member_id
         if link is not None and self.leader and self.tansu:
             # Tansu 0.6 keeps a leader that leaves a forming group as its leader
