@@ -62,6 +62,15 @@ class BadInput:
         self._client = client
         self._gateway = gateway
 
+    def too_big(self, frame: bytes, route: Route | None, correlation_id: int, api_key: int | None = None,
+                api_version: int | None = None) -> None:
+        """A frame over max_decoded_request_bytes that is not a Produce."""
+        limits = self._gateway.limits
+        self.reject(f"request of {len(frame) - 4} bytes is above max_decoded_request_bytes="
+                    f"{limits.max_decoded_frame - 4} (only Produce may be larger, up to "
+                    f"socket.request.max.bytes={self._gateway.max_frame_size})", route, correlation_id, api_key,
+                    api_version, reason=FRAME)
+
     def unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == API_VERSIONS:
             # Kafka answers an ApiVersions version it does not know with UNSUPPORTED_VERSION

@@ -23,7 +23,6 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol.codec import BodyError, decode_body, encode_body
@@ -97,10 +96,11 @@ class ClientConnection(asyncio.Protocol):
         self.queue_paused, self.sweep = flow.queue_paused, flow.sweep        # from the gateway
         self.head_is_local, self.owes_answer = queue.head_is_local, queue.owes_answer
         bad = BadInput(self, gateway)
-        self._unroutable, self.reject = bad.unroutable, bad.reject
+        self._unroutable, self._too_big, self.reject = bad.unroutable, bad.too_big, bad.reject
         forwarding = self._forwarding = Forwarding(self, gateway)
         self._outgoing = forwarding.outgoing        # tested after each read
         self.forward, self.forward_checked = forwarding.forward, forwarding.checked
+        self.upstream_failed = forwarding.upstream_failed      # from the link
         calls = self._calls = GroupCalls(self, loop)
         self.serve_outcome = calls.outcome
         self._guard = GuardStage(self, gateway, self._max_decoded_frame)
@@ -264,13 +264,6 @@ class ClientConnection(asyncio.Protocol):
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self.forward_checked(frame, route, correlation_id)
 
-    def _too_big(self, frame: bytes, route: Route | None, correlation_id: int, api_key: int | None = None,
-                 api_version: int | None = None) -> None:
-        self.reject(f"request of {len(frame) - 4} bytes is above max_decoded_request_bytes="
-                    f"{self._max_decoded_frame - 4} (only Produce may be larger, up to "
-                    f"socket.request.max.bytes={self._max_frame_size})", route, correlation_id, api_key,
-                    api_version, reason=FRAME)
-
     def parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
         """(client id, kio request) of a request served here; None after rejecting it."""
         try:
@@ -394,15 +387,6 @@ class ClientConnection(asyncio.Protocol):
             self.close()
 
     # --- closing ----------------------------------------------------------------------
-
-    def upstream_failed(self, reason: str) -> None:
-        """The upstream connection broke: the client reconnects and retries (never a crash)."""
-        if self._transport is None:
-            return
-        # Rate-limited: in an upstream outage every client connection fails at once.
-        self.gateway.upstream_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s",
-                                      self.peer[0], self.peer[1], self.listener_name, reason)
-        self.close()
 
     def stop(self) -> None:
         """Read nothing more (bad input, a refusal): what came before is answered, then

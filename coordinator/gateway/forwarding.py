@@ -12,6 +12,7 @@ no answer, no place). `Forwarding` reaches its connection only through `Forwarde
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,7 +35,15 @@ class Forwarder(Protocol):
     write_paused: bool
 
     @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
     def listener_name(self) -> str: ...
+
+    @property
+    def transport(self) -> Any: ...
+
+    def close(self) -> None: ...
 
     def reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
                api_key: int | None = None, api_version: int | None = None, *, reason: str = ...) -> None: ...
@@ -108,3 +117,14 @@ class Forwarding:
             link: Any = self._client.link
             link.send(outgoing)       # the link keeps none of the list
             outgoing.clear()
+
+    def upstream_failed(self, reason: str) -> None:
+        """The upstream link broke: close the client, which reconnects and retries (never a crash)."""
+        client = self._client
+        if client.transport is None:
+            return
+        # Rate-limited: in an upstream outage every client connection fails at once.
+        peer = client.peer
+        self._gateway.upstream_log.log(logging.WARNING, "closing connection from %s:%d on %s: %s",
+                                       peer[0], peer[1], client.listener_name, reason)
+        client.close()
