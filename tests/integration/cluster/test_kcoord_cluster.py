@@ -213,12 +213,11 @@ def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
     raise AssertionError(f"no group of 500 lands on {owner.port}")
 
 
-def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names):
+def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names, ask_on_waking):
     """SIGSTOP past the membership session: the others take its shards (fencing its
     producer epochs); on SIGCONT, a commit that waited in its socket is refused, never
     applied, and the process steps down and rejoins."""
     import signal
-    import socket
 
     topic = names.topic()
     create_topic(upstream.bootstrap, topic, 1)
@@ -237,16 +236,9 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, nam
         new_owner = next(p for p in survivors if p.port == find(survivors[0], group)[3])
         assert fetch_loaded(new_owner, group, topic) == (0, 5)
         # A commit that reaches the zombie while it sleeps (the kernel accepts the bytes).
-        zombie = socket.create_connection(("127.0.0.1", victim.port), timeout=30)
-        zombie.sendall(raw_client.encode_request(OFFSET_COMMIT, 8, 7, _commit_request(group, topic, 999)))
+        answer = ask_on_waking(victim, OFFSET_COMMIT, 8, _commit_request(group, topic, 999))
     finally:
         victim.process.send_signal(signal.SIGCONT)
-    try:
-        frame = raw_client.read_frame(zombie)
-    finally:
-        zombie.close()
-    assert frame is not None, "the zombie closed the connection instead of answering"
-    _, answer = raw_client.decode_response(OFFSET_COMMIT, 8, frame)
     # NOT_COORDINATOR (16): the lease ran out while it slept.
     assert answer.topics[0].partitions[0].error_code == 16, answer
     # Nothing it did after waking is applied: the new owner still has offset 5.

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 SHARDS = 4
 EXIT_MEMBERSHIP_FENCED = 5
 NOT_COORDINATOR = 16
+OFFSET_FETCH = probe.OFFSET_FETCH
 # An 8 s session (7 s lease) and 2 s membership heartbeats: the replaced process still
 # has seconds of lease left when the newcomer joins, and learns it was replaced only at
 # its next heartbeat, as in the reports this guards against (3.4 s of lease left).
@@ -125,11 +126,10 @@ def test_a_second_process_with_the_same_instance_id_answers_nothing_stale_beside
         _stop(original, newcomer)
 
 
-def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_waking(kafka43, names):
+def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_waking(kafka43, names, ask_on_waking):
     """SIGSTOP, a newcomer with the same instance id acknowledges a commit, then an
     OffsetFetch waits in the paused process's socket and it wakes: the answer is
     NOT_COORDINATOR (its lease ran out before the newcomer served), never the old offset."""
-    import socket
 
     topic, group = names.topic(), names.group()
     create_topic(kafka43.bootstrap, topic, 1)
@@ -143,16 +143,9 @@ def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_wak
             newcomer.start(timeout=60)
             wait_until(lambda: probe.commit(newcomer.bootstrap, group, topic, 2) == 0, 60, interval=0.02,
                        message="the newcomer acknowledges a commit")
-            zombie = socket.create_connection(("127.0.0.1", original.port), timeout=30)
-            zombie.sendall(raw_client.encode_request(9, 8, 7, _fetch_request(group, topic)))
+            answer = ask_on_waking(original, OFFSET_FETCH, 8, _fetch_request(group, topic))
         finally:
             original.process.send_signal(signal.SIGCONT)
-        try:
-            frame = raw_client.read_frame(zombie)
-        finally:
-            zombie.close()
-        assert frame is not None, "the woken process closed the connection instead of answering"
-        _, answer = raw_client.decode_response(9, 8, frame)
         g = answer.groups[0]
         code = g.error_code or g.topics[0].partitions[0].error_code
         assert code == NOT_COORDINATOR or g.topics[0].partitions[0].committed_offset == 2, answer
@@ -164,7 +157,7 @@ def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_wak
 
 
 def _fetch_request(group: str, topic: str):
-    t = raw_client.request_types(9, 8)
+    t = raw_client.request_types(OFFSET_FETCH, 8)
     return t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
         group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
         require_stable=False)
