@@ -17,9 +17,10 @@ Rules:
   generation where some member is *fresh* (within a session of its first JoinGroup) may
   come from a process that member replaced by static membership (KIP-345: Kafka hands the
   newcomer the old member's place at once, and the old process may still answer until its
-  lease runs out). Such shards are assigned with `hold`: the new owner serves them a
-  membership session later. A claimed shard never moves within a generation, and an
-  unclaimed one without a fresh member was released (revoked, fenced, left) or its
+  lease runs out): one the leader's previous map gives to a fresh member's instance id, or
+  any when the leader has no previous map. Such shards are assigned with `hold`: the new
+  owner serves them a membership session later. A claimed shard never moves within a
+  generation, and any other unclaimed one was released (revoked, fenced, left) or its
   owner's session expired, which outlasts its lease.
 - **One instance id, one member:** a second member with an instance id already present
   gets `error=DUPLICATE_INSTANCE` and no shards (two processes started with the same
@@ -85,10 +86,14 @@ def node_ids(members: Mapping[str, MemberMetadata]) -> dict[str, int]:
     return out
 
 
-def balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
-    """Assign shards 0..n_shards-1 to the members of `generation` (member id -> metadata)."""
+def balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata],
+            previous_owners: Mapping[int, str] | None = None) -> Balance:
+    """Assign shards 0..n_shards-1 to the members of `generation` (member id -> metadata).
+    `previous_owners`: the leader's map of the generation before (shard -> instance id), or
+    None when it has none (it just started or lost its membership)."""
     solos = {m: md for m, md in members.items() if md.solo_since_ms > 0}
-    result = _balance(generation, n_shards, {m: md for m, md in members.items() if m not in solos})
+    result = _balance(generation, n_shards, {m: md for m, md in members.items() if m not in solos},
+                      previous_owners)
     for member_id, md in solos.items():
         ahead = {o.instance_id: o.endpoint for m, o in members.items()
                  if m != member_id and _ahead_of(o, m, md, member_id)}
@@ -106,7 +111,8 @@ def _ahead_of(other: MemberMetadata, other_id: str, me: MemberMetadata, my_id: s
     return (other.solo_since_ms, other.instance_id, other_id) < (me.solo_since_ms, me.instance_id, my_id)
 
 
-def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata]) -> Balance:
+def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadata],
+             previous_owners: Mapping[int, str] | None) -> Balance:
     # One member per instance id: the first by member id keeps it.
     by_instance: dict[str, str] = {}
     duplicates: list[str] = []
@@ -154,10 +160,17 @@ def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadat
     owners = {s: i for i in instances for s in kept[i]}
     endpoints: dict[str, Endpoint] = {i: meta[i].endpoint for i in instances}
     ids = node_ids({by_instance[i]: meta[i] for i in instances})
-    # A fresh member may have replaced a live process whose claims are hidden from this join.
-    fresh = any(m.fresh for m in members.values())
-    out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids,
-                                      hold=frozenset(s for s in kept[i] if s not in claim) if fresh else frozenset())
+    # A fresh member may have replaced a live process whose claims are hidden from this join:
+    # the shards that process held (by the previous map; all unclaimed ones without a map).
+    fresh = {m.instance_id for m in members.values() if m.fresh}
+
+    def hold(shards: list[int]) -> frozenset[int]:
+        if not fresh:
+            return frozenset()
+        return frozenset(s for s in shards if s not in claim and (
+            previous_owners is None or previous_owners.get(s) in fresh))
+
+    out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids, hold=hold(kept[i]))
            for i in instances}
     for member_id in duplicates:
         out[member_id] = Assignment(generation, frozenset(), owners, endpoints, ids, error=DUPLICATE_INSTANCE)

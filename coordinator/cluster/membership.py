@@ -380,7 +380,11 @@ class ClusterMembership:
             except MalformedMembershipData as e:
                 log.error("cluster membership: member %s sent unreadable metadata (%s); it gets no shards",
                           m.member_id, e)
-        result = balance(generation, self.n_shards, metadata)
+        # The previous generation's map, if this member applied it (not at start, after
+        # `_lose`, or when a failed SyncGroup skipped one): else the balancer holds more.
+        a = self.assignment
+        previous = a.owners if a is not None and a.endpoints and a.generation == generation - 1 else None
+        result = balance(generation, self.n_shards, metadata, previous)
         self.rebalances += 1
         log.info("cluster membership %s leads generation %d: %d instances, %d shards moving%s", self.instance_id,
                  generation, len(metadata), result.moved, " (follow-up rebalance)" if result.follow_up else "")
@@ -485,6 +489,8 @@ class ClusterMembership:
             empty = Assignment(self.generation, frozenset(), {}, {}, {})
             self.assignment = empty
             self._on_change(empty, frozenset(), lost)
+        # Generations may pass without this member: its map is no previous map to lead by.
+        self.assignment = None
         self.generation = -1
 
     def _check_lease(self) -> None:

@@ -64,6 +64,7 @@ class Linearity:
     stale: list[tuple[int, int, int]] = field(default_factory=list)   # (port, read, acknowledged before)
 
     def round(self, writers: list[KcoordProcess], readers: list[KcoordProcess]) -> None:
+        """A commit through each live writer, then a read through each live reader."""
         for p in writers:
             if not _alive(p):
                 continue
@@ -75,8 +76,8 @@ class Linearity:
                     self.acks[p.port] = self.acks.get(p.port, 0) + 1
             except OSError:
                 pass
-            for q in readers:
-                self.read(q)
+        for q in readers:
+            self.read(q)
 
     def read(self, p: KcoordProcess) -> None:
         if not _alive(p):

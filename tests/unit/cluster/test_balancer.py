@@ -176,3 +176,15 @@ def test_a_plain_serve_beside_a_cluster_yields_and_the_cluster_keeps_its_shards(
     assert result.assignments["m-1"].shards == frozenset(range(6, 12))
     assert set(result.assignments["m-0"].endpoints) == {"kc-0", "kc-1"}
     assert (result.moved, result.follow_up) == (0, False)
+
+
+def test_with_a_previous_map_only_what_a_fresh_member_s_instance_id_held_is_held():
+    """A shard the previous map gave to an instance that left (a SIGTERM during a rolling
+    restart) moves without a hold, although another member is fresh; one the map gave to
+    the fresh member's own instance id (the process it may have replaced) is held."""
+    previous = {s: ("kc-0" if s < 4 else "kc-1" if s < 8 else "kc-2") for s in range(12)}
+    members = {"m-0": meta("kc-0", range(4), 4), "m-2": MemberMetadata("kc-2", Endpoint("h2", 9200), fresh=True)}
+    result = balance(5, 12, members, previous)
+    held = result.assignments["m-0"].hold | result.assignments["m-2"].hold
+    assert held == frozenset(range(8, 12))          # kc-2's; kc-1's (left) are served at once
+    assert (result.assignments["m-0"].shards | result.assignments["m-2"].shards) >= frozenset(range(4, 12))
