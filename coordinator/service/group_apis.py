@@ -35,29 +35,28 @@ class GroupApis:
     """One method per group API (named after the shard's), bound once by the API table."""
 
     def __init__(self, router: ShardRouter, read_markers: Callable[[Collection[str]], Awaitable[None]]) -> None:
+        # Reached as self.router.method(...): on CPython 3.11 a bound method kept as an
+        # attribute costs more per call than this hop (the heartbeat path counts).
         self.router = router
-        # Bound once: the heartbeat path pays no extra attribute hop.
-        self.runtime_for = router.runtime_for
-        self.one_group = router.one_group
         self.read_markers = read_markers
 
     async def consumer_group_heartbeat(self, ctx: RequestContext, req):
         # one_group written out: the steady heartbeat is the hot path, one coroutine less.
         try:
-            return await self.runtime_for(req.group_id).run(
+            return await self.router.runtime_for(req.group_id).run(
                 lambda shard, now: shard.consumer_group_heartbeat(ctx, req, now))
         except ApiError as e:
             return error_responses.consumer_group_heartbeat(ctx.api_version, e, req)
 
     async def join_group(self, ctx: RequestContext, req):
-        return await self.one_group(JOIN_GROUP, ctx, req, lambda shard, now: shard.join_group(ctx, req, now))
+        return await self.router.one_group(JOIN_GROUP, ctx, req, lambda shard, now: shard.join_group(ctx, req, now))
 
     async def sync_group(self, ctx: RequestContext, req):
-        return await self.one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
+        return await self.router.one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
 
     async def heartbeat(self, ctx: RequestContext, req):
         try:
-            return await self.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
+            return await self.router.runtime_for(req.group_id).run(lambda shard, now: shard.heartbeat(ctx, req, now))
         except ApiError as e:
             if e.code == ErrorCode.coordinator_load_in_progress:
                 # Kafka answers a classic Heartbeat NONE while the group's partition loads
@@ -69,13 +68,15 @@ class GroupApis:
             return ERROR_RESPONSES[HEARTBEAT](ctx.api_version, e, req)
 
     async def leave_group(self, ctx: RequestContext, req):
-        return await self.one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
+        return await self.router.one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
 
     async def offset_commit(self, ctx: RequestContext, req):
-        return await self.one_group(OFFSET_COMMIT, ctx, req, lambda shard, now: shard.offset_commit(ctx, req, now))
+        return await self.router.one_group(OFFSET_COMMIT, ctx, req,
+                                           lambda shard, now: shard.offset_commit(ctx, req, now))
 
     async def offset_delete(self, ctx: RequestContext, req):
-        return await self.one_group(OFFSET_DELETE, ctx, req, lambda shard, now: shard.offset_delete(ctx, req, now))
+        return await self.router.one_group(OFFSET_DELETE, ctx, req,
+                                           lambda shard, now: shard.offset_delete(ctx, req, now))
 
     # ------------------------------------------------------------ multi-group
     async def consumer_group_describe(self, ctx: RequestContext, req):
@@ -122,7 +123,8 @@ class GroupApis:
         mod = schema("offset_fetch", ctx.api_version)
         await self.read_markers([req.group_id] if ctx.api_version < 8 else [g.group_id for g in req.groups])
         if ctx.api_version < 8:
-            return await self.one_group(OFFSET_FETCH, ctx, req, lambda shard, now: shard.offset_fetch(ctx, req, now))
+            return await self.router.one_group(OFFSET_FETCH, ctx, req,
+                                               lambda shard, now: shard.offset_fetch(ctx, req, now))
 
         def one(shard, g):
             try:
