@@ -2,7 +2,8 @@
 
 Rules: Kafka closes the connection on a header that does not parse, and so does kcoord
 before forwarding (the log names the client and the fault); a body that fails the route's
-check closes it too. Fetch's max_bytes over Kafka's bound is clamped (fetch_bounds.py).
+check closes it too. Fetch's max_bytes and DescribeTopicPartitions' partition limit over
+Kafka's bounds are clamped (fetch_bounds.py).
 The upstream link opens with the connection's first forwarded request; while it opens the
 client is not read (UPSTREAM, flow.py), so the link's outbox holds at most one read's
 frames. Frames of one read go up in one write, after the read (``send_read``). Each
@@ -82,7 +83,7 @@ class Forwarding:
                           route, correlation_id, reason=BODY)
             return
         clamp = route.clamp
-        if clamp is not None:      # Fetch: max_bytes over Kafka's bound (fetch_bounds.py)
+        if clamp is not None:      # numbers over Kafka's bounds (fetch_bounds.py)
             frame = clamp(frame, offset)
         self.forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
                      else MergingPending(correlation_id, route, len(frame), merge))

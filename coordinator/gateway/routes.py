@@ -29,7 +29,7 @@ from ..protocol.apis import (
     response_header_version,
 )
 from ..protocol.checked import Step, struct_step
-from .fetch_bounds import fetch_clamp
+from .fetch_bounds import describe_partitions_clamp, fetch_clamp
 from .leader_endpoints import carries_endpoints
 from .state_guard import GUARDED_APIS
 
@@ -83,6 +83,15 @@ def route_key(api_key: int, api_version: int) -> int:
     return (api_key << 16) | (api_version & 0xFFFF)
 
 
+def _clamp(api_key: int, version: int) -> Callable[[bytes, int], bytes] | None:
+    """The bound applied to a forwarded request's numbers (fetch_bounds.py), if any."""
+    if api_key == FETCH:
+        return fetch_clamp(version)
+    if api_key == DESCRIBE_TOPIC_PARTITIONS:
+        return describe_partitions_clamp
+    return None
+
+
 def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Collection[int]) -> dict[int, Route]:
     routes: dict[int, Route] = {}
     for api_key, (low, high) in advertised.items():
@@ -110,5 +119,5 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
                 guarded=guarded, body_check=struct_step(schemas.requests[version]),
                 endpoints=carries_endpoints(api_key, version),
-                clamp=fetch_clamp(version) if api_key == FETCH and kind == FORWARD else None)
+                clamp=_clamp(api_key, version))
     return routes
