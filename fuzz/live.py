@@ -23,7 +23,7 @@ import random
 import struct
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,7 +122,7 @@ class LiveFuzzer:
     def __init__(self, host: str, port: int, pid: int, log_path: Path, *, state_topic: str,
                  rss_limit_mb: float, seed: int = 0, concurrency: int = 16, read_timeout: float = 2.0,
                  targets: tuple[Target, ...] = TARGETS, mode: str = "bytes",
-                 upstream: UpstreamWatch | None = None) -> None:
+                 upstream: UpstreamWatch | None = None, exclude: Collection[int] = ()) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {MODES}")
         self.host, self.port, self.pid, self.log_path = host, port, pid, log_path
@@ -132,6 +132,7 @@ class LiveFuzzer:
         self.concurrency = concurrency
         self.read_timeout = read_timeout
         self.targets = targets
+        self.exclude = exclude   # API keys the structured mode leaves out beyond structured.EXCLUDED
         self.mode = mode
         self.upstream = upstream
         self._structured: StructuredFrames | None = None
@@ -276,7 +277,7 @@ class LiveFuzzer:
         self.versions = await self.advertised()
         self._live = [t for t in self.targets if t.api_key in self.versions]
         if self.mode == "structured":
-            self._structured = StructuredFrames(self.versions, random.Random(self.seed))
+            self._structured = StructuredFrames(self.versions, random.Random(self.seed), exclude=self.exclude)
         watch = asyncio.create_task(self.upstream.watch()) if self.upstream is not None else None
         try:
             return await self._batches(frames, batch_frames, half_frames_per_batch, burst, idle_ms, progress)

@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 import random
 import struct
+from collections.abc import Collection
 from typing import Any
 
 from aiokafka.record.util import calc_crc32c
@@ -271,12 +272,12 @@ class StructuredFrames:
     with a huge array or a long string (milliseconds each, up to a frame of traffic)."""
 
     def __init__(self, advertised: dict[int, tuple[int, int]], rng: random.Random, *, templates_per_version: int = 3,
-                 heavy: float = 0.02, max_frame: int = 1_000_000) -> None:
+                 heavy: float = 0.02, max_frame: int = 1_000_000, exclude: Collection[int] = ()) -> None:
         self.max_frame, self.heavy = max_frame, heavy
         self.versions: list[tuple[int, int]] = []
         for key, (low, high) in sorted(advertised.items()):
             schemas = api_schemas(key)
-            if key in EXCLUDED or schemas is None:
+            if key in EXCLUDED or key in exclude or schemas is None:
                 continue
             self.versions += [(key, v) for v in range(max(low, schemas.min_version),
                                                       min(high, schemas.max_version) + 1)]
