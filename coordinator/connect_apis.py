@@ -23,7 +23,7 @@ from .group.error_responses import ERROR_RESPONSES
 from .group.errors import ApiError
 from .protocol import connect_messages as cm
 
-# The service (coordinator/service.py) imports this module; never the reverse.
+# The service (coordinator/service/) imports this module; never the reverse.
 GroupCoordinatorService = Any
 
 

@@ -34,7 +34,7 @@ from .protocol.private_apis import CLIENT_ASSIGNOR_APIS, COMPUTE_ASSIGNMENT
 if TYPE_CHECKING:
     from .group.client_assignment import PreparedGroup
 
-# The service (coordinator/service.py, which imports this module; never the reverse).
+# The service (coordinator/service/, which imports this module; never the reverse).
 GroupCoordinatorService = Any
 
 _ZERO = datetime.timedelta(0)

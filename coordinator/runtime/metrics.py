@@ -31,7 +31,7 @@ LOAD_FAILURES = Counter("kcoord_shard_load_failures_total", "Shard loads that fa
                         "(the shard stays failed)", ["partition"])
 LOAD_SKIPPED = Counter("kcoord_shard_load_skipped_records_total", "Records skipped at load because "
                        "state.load.skip.corrupt.offsets names them", ["partition"])
-# Upstream and state-topic watch (coordinator/gateway/cluster.py, coordinator/service.py).
+# Upstream and state-topic watch (coordinator/gateway/cluster.py, coordinator/service/).
 # One counter for every state-topic incident, by kind: the watcher's missing, new_topic_id,
 # wrong_partitions, write_failed, recreated, and the service's lost (every shard unloaded)
 # and reload (every shard reloaded from the log).

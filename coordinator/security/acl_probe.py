@@ -23,7 +23,8 @@ own verdicts, and caches them per (principal, client host, resource) for
 How it fits the synchronous `Authorizer` protocol: `authorize` only reads the cache (a verdict
 not cached, or expired, is a refusal: fail closed). The asynchronous `prepare(client, actions)`
 fills the cache first: the service awaits it before its checks when the authorizer has it
-(`GroupCoordinatorService._prepare`), and so does the gateway's FindCoordinator; ALLOW_ALL and
+(`AuthorizationStage.prepare`, coordinator/service/authorization.py), and so does the
+gateway's FindCoordinator; ALLOW_ALL and
 `AclAuthorizer` have no `prepare`, so their paths do not change. A probe that fails (no link, the
 link broke, an error answer, ``authorizer.probe.timeout.ms`` passed) caches nothing: the actions
 are refused and the next request probes again.
