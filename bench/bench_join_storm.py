@@ -105,7 +105,7 @@ async def storm_over_wire(port: int, args) -> dict:
         # bumps the group epoch once and a group starts at epoch 1 (KAFKA-20268), so the
         # storm is over when the view is settled at epoch N + 1. ConsumerGroupDescribe
         # confirms it afterwards; it is asked only then, because describing a large group
-        # blocks the coordinator for a long while (see docs/benchmarks.md).
+        # blocks the coordinator for a long while (see docs/measurements/benchmarks.md).
         try:
             await asyncio.wait_for(tracker.event.wait(), 1.0)
         except asyncio.TimeoutError:

@@ -8,7 +8,7 @@ Set-up, over the wire: one Tansu broker; one `kcoord serve --upstream <tansu>` p
 listeners, ``PLAINTEXT`` (bare host:port) and ``SSL`` (PEM keystore from a throwaway CA,
 bench-made), and unless ``--no-sasl`` a third, ``SASL_SSL``, with SASL terminated at kcoord
 (``sasl.termination=true``, PLAIN against a SCRAM credential file; Tansu cannot authenticate,
-docs/security-sasl.md). All listeners are the same process, the same groups and the same data,
+docs/user/security-sasl.md). All listeners are the same process, the same groups and the same data,
 so the only difference between the rows is the security layer (TLS handshake and SASL once
 per connection, then record encryption both ways).
 

@@ -2,7 +2,7 @@
 CreateTopics with a replication factor above the broker count, 10,000 and 50,000,000
 partitions, and CreatePartitions growing a 1-partition topic to 20,001 and 50,000,000.
 
-Measured once for docs/differential.md (CreatePartitions is a deliberate difference). It
+Measured once for docs/design/differential.md (CreatePartitions is a deliberate difference). It
 starts a one-node Kafka of the test harness (tests/support/kafka_broker.py) in a temporary
 directory, with ports from KCOORD_TEST_PORTS, and prints each answer, the topic's partition
 count afterwards and whether the node is still running.

@@ -88,7 +88,7 @@ class AllowAll:
 
 ALLOW_ALL = AllowAll()
 
-# AddOffsetsToTxn (Kafka's ApiKeys 25): the gateway intercepts it for transactions v1 (issue 16).
+# AddOffsetsToTxn (Kafka's ApiKeys 25): the gateway intercepts it for transactions v1.
 ADD_OFFSETS_TO_TXN = 25
 
 # The operation on the GROUP resource each group API needs (Kafka's KafkaApis rules).

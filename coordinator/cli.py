@@ -147,7 +147,7 @@ def split_upstream_scheme(upstream: str | None) -> tuple[str | None, str | None]
 
 def forward_gate_for(authorizer, security: dict[str, str], listen: list[str]):
     """kcoord authorizes forwarded requests itself when a client's identity cannot reach the
-    upstream (issue 13, point 4): clients authenticated by certificate (mTLS), or SASL
+    upstream: clients authenticated by certificate (mTLS), or SASL
     terminated here. With SASL passthrough the upstream sees the client's own principal and
     enforces its own ACLs, so nothing is checked here. Without an authorizer, nothing either:
     the fail-closed rule (check_listeners) made the operator choose authorizer=none."""
@@ -279,7 +279,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
         replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes,
         security=upstream_security)
-    # Several processes (issue 14, coordinator/clustered.py): --instance-id joins the kcoord
+    # Several processes (coordinator/clustered.py): --instance-id joins the kcoord
     # cluster of this state topic; the shards then write through the fenced log.
     clustered = None
     state_log: Any = state_topic
@@ -368,7 +368,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     loaded = len(service.served()) - len(failed)
     groups = sum(len(runtime.shard.groups) for runtime in service.served())
     bootstraps = ", ".join(f"{i.host}:{i.port} {i.security_protocol}" for i in gateway.listeners if i.node_id is None)
-    # One line per start (issue 15): the per-shard lines are DEBUG.
+    # One line per start: the per-shard lines are DEBUG.
     print(f"kcoord ready in {time.monotonic() - started:.2f}s: {loaded} shards loaded from {config.state_topic} "
           + (f"as instance {args.instance_id} (node {clustered.node.node_id() if clustered.node else -1}, "
              f"fencing={clustered.fencing}) " if clustered is not None else "")
@@ -532,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="coordinator setting, e.g. group.consumer.heartbeat.interval.ms=2000 (repeatable)")
     s.add_argument("--instance-id", default=None, metavar="NAME",
                    help="join the kcoord cluster of this state topic as NAME (static membership: a restart "
-                        "with the same NAME gets its shards back); needs --upstream (docs/cluster.md)")
+                        "with the same NAME gets its shards back); needs --upstream (docs/user/cluster.md)")
     s.add_argument("--processes", type=int, default=0, metavar="N",
                    help="run N kcoord processes on this host as one cluster (instance ids "
                         "<--instance-id or kcoord>-0..N-1; process i listens on each port + i * "

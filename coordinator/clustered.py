@@ -1,4 +1,4 @@
-"""`kcoord serve --instance-id NAME`: one process of a kcoord cluster (issue 14, docs/cluster.md).
+"""`kcoord serve --instance-id NAME`: one process of a kcoord cluster (docs/user/cluster.md).
 
 The wiring only; the parts live elsewhere:
 - membership: coordinator/cluster/membership.py (a classic group `kcoord.<state topic>` on
@@ -227,7 +227,7 @@ class ClusterProcess:
 
 
 class SoloWatch:
-    """A plain `kcoord serve`'s watch for a second kcoord on its state topic (issue 14 §2:
+    """A plain `kcoord serve`'s watch for a second kcoord on its state topic (several processes:
     `fencing=none` refuses to run when a second process is seen).
 
     `check()` runs before the process loads or answers anything: it joins as a *candidate*
@@ -312,7 +312,7 @@ class SoloWatch:
         log.error("kcoord %s state topic %s as a single process (fencing none), but membership group %s "
                   "also holds %s: two kcoords would both write the same shards. Stopping. Run one plain "
                   "`kcoord serve` per state topic, or every process with --instance-id (a kcoord cluster, "
-                  "docs/cluster.md)", "would serve" if m.solo_candidate else "serves", self.config.state_topic,
+                  "docs/user/cluster.md)", "would serve" if m.solo_candidate else "serves", self.config.state_topic,
                   m.group_id, others)
         self.exit_code = EXIT_NOT_ALONE
         self.stop.set()

@@ -1,6 +1,6 @@
 """Coordinator configuration, named and defaulted as Apache Kafka 4.3 names them.
 
-Defaults come from Kafka's `GroupCoordinatorConfig` (reference §7). Where kcoord
+Defaults come from Kafka's `GroupCoordinatorConfig` (docs/design/kafka-facts.md §7). Where kcoord
 departs from Kafka on purpose, the field says so.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     max_write_batch_bytes: int = 8 * 1024 * 1024
 
-    # Several kcoord processes (issue 14; `kcoord serve --instance-id`, docs/cluster.md).
+    # Several kcoord processes (`kcoord serve --instance-id`, docs/user/cluster.md).
     # fencing: "transactional" (each shard writes through its own transactional id; the
     # default with --instance-id) or "none" (today's plain writes: one process only, which
     # refuses to serve once a second process joins its membership group).
@@ -71,7 +71,7 @@ class CoordinatorConfig:
     # the controller; a gateway has to poll).
     metadata_refresh_interval_ms: int = 1_000
 
-    # --- Gateway limits (issue 10), under Kafka's broker names; `--config NAME=VALUE`
+    # --- Gateway limits, under Kafka's broker names; `--config NAME=VALUE`
     # takes the dotted names (socket.request.max.bytes=...). Kafka's defaults, except where
     # a comment says why kcoord bounds what Kafka leaves unbounded.
     socket_request_max_bytes: int = 104_857_600       # largest request frame (Kafka's default)
@@ -99,7 +99,7 @@ class CoordinatorConfig:
     # linear in element count, so one socket.request.max.bytes frame of tiny elements
     # would stall every client for seconds (Kafka parses on its handler threads). A larger
     # frame closes the connection like any bad frame (reason "frame"). A Produce above it
-    # is forwarded without its body walked (records dominate; see docs/reliability.md).
+    # is forwarded without its body walked (records dominate; see docs/user/reliability.md).
     max_decoded_request_bytes: int = 4 * 1024 * 1024
     # How long a client's upstream connection may take to open before the client's
     # connection is closed (as Kafka clients' socket.connection.setup.timeout.ms, 10 s).
@@ -120,7 +120,7 @@ class CoordinatorConfig:
     produce_record_checks: bool = True
     produce_verify_crc: str = "auto"
     message_max_bytes: int = 2**31 - 1
-    # Safeguards on forwarded admin requests (gateway/safeguards.py, docs/reliability.md
+    # Safeguards on forwarded admin requests (gateway/safeguards.py, docs/user/reliability.md
     # "Safeguards"), process-wide; per listener `listener.name.<l>.safeguard.X`, per principal
     # `principal.<User:n>.safeguard.X`. Defaults are Kafka's own limits.
     safeguard_topic_max_partitions: int = 2**31 - 1
@@ -131,24 +131,24 @@ class CoordinatorConfig:
     safeguard_delete_topics_deny_pattern: str = ""
     safeguard_controller_mutation_rate: float = 0.0         # partitions/s per principal; 0: unlimited
 
-    # --- Loading (issue 10): "P:O" entries naming state-topic records the operator has
+    # --- Loading: "P:O" entries naming state-topic records the operator has
     # chosen to skip (state.load.skip.corrupt.offsets=3:1200,7:55). Nothing else is skipped.
     state_load_skip_corrupt_offsets: tuple[str, ...] = ()
 
     extra: dict[str, str] = field(default_factory=dict)
 
-    # --- Client-side assignors (seed 000, issue 17): serve the private APIs 32700-32702
+    # --- Client-side assignors (docs/design/client-assignors-spec.md): serve the private APIs 32700-32702
     # (coordinator/protocol/private_apis.py). Off: neither advertised nor routed.
     # --config group.consumer.client.assignors.enabled=false
     consumer_client_assignors_enabled: bool = True
 
-    # --- The connect group type (seed 001, issue 18): serve the private APIs 32703-32706
+    # --- The connect group type (docs/design/connect-groups-spec.md): serve the private APIs 32703-32706
     # (coordinator/connect_apis.py). Off: neither advertised nor routed. Workers' sessions and
     # heartbeat intervals are the consumer groups' (consumer_session_timeout_ms, ...).
     # --config group.connect.groups.enabled=false
     connect_groups_enabled: bool = True
 
-    # --- Transactional offset commits (issue 16, docs/transactions.md "Bounds on pending
+    # --- Transactional offset commits (docs/design/transactions.md "Bounds on pending
     # state"): kcoord's caps on pending transactional offsets (Kafka caps none; its
     # transaction timeout ends them). Over a cap TxnOffsetCommit answers TRANSACTION_ABORTABLE
     # (INVALID_TXN_STATE below v4) and writes nothing. Read by txn_offset_commit.limits_of.
@@ -158,8 +158,8 @@ class CoordinatorConfig:
     # Serve TxnOffsetCommit/AddOffsetsToTxn in a single process: its loads read the state
     # log raw with the marker-aware reader. `--config txn_offsets=false` falls back to
     # aiokafka's read_committed loader, TxnOffsetCommit unadvertised and AddOffsetsToTxn
-    # forwarded (as before issue 16). Several processes (--instance-id) always serve them.
-    # docs/transactions.md.
+    # forwarded (as before exactly-once offsets). Several processes (--instance-id) always serve them.
+    # docs/design/transactions.md.
     txn_offsets: bool = True
 
     @property

@@ -1,4 +1,4 @@
-"""Serving the connect group APIs 32703-32706 (seed 001; docs/connect-groups.md).
+"""Serving the connect group APIs 32703-32706 (docs/design/connect-groups-spec.md; docs/design/connect-groups.md).
 
 Rules of this module:
 - Served only with `group.connect.groups.enabled` (default on): the service registers

@@ -1,4 +1,5 @@
-"""Serving kcoord's private client-assignor APIs 32700-32702 (seed 000; docs/client-assignors.md).
+"""Serving kcoord's private client-assignor APIs 32700-32702 (docs/design/client-assignors-spec.md;
+docs/design/client-assignors.md).
 
 Rules of this module:
 - Served only with `group.consumer.client.assignors.enabled` (default on): the service

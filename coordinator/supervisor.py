@@ -1,4 +1,4 @@
-"""`kcoord serve --processes N`: N kcoord processes on one host, one cluster (issue 14).
+"""`kcoord serve --processes N`: N kcoord processes on one host, one cluster.
 
 Each child is a plain `kcoord serve --instance-id <base>-<i>` with the same arguments, its
 ports shifted by i * --port-stride (every --listen port and --metrics-port), so the

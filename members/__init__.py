@@ -1,4 +1,4 @@
-"""kcoord's KIP-848 member library (issue 17): a consumer group member for Python, sans-IO.
+"""kcoord's KIP-848 member library: a consumer group member for Python, sans-IO.
 
 Public API:
 - `members.consumer.ConsumerMember`: the KIP-848 member state machine. It builds the
@@ -7,7 +7,7 @@ Public API:
   what to do (`Revoke`, `Assign`, `Lost`, `Fatal`) in KIP-848's order: revoke before
   assign, acknowledge by heartbeat, rejoin after fencing. It does no I/O and reads no
   clock: the caller passes `now_ms` and sends the bytes.
-- `members.assignor.PartitionAssignor`: the client-side assignor interface of seed 000
+- `members.assignor.PartitionAssignor`: the client-side assignor interface of the client-side assignor spec
   (name, version range, metadata, `assign(group) -> assignment`, `on_assignment`).
 - `members.sticky.StickyAssignor`: a sample assignor with versioned metadata.
 

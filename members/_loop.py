@@ -10,7 +10,7 @@ Rules:
   Prepare/Install (`_compute`, the driver's own) run between heartbeats.
 - The application's callbacks (the listener's on_revoke/on_assign/on_lost) are awaited
   before the machine is told (`revoked()`/`assigned()`): revoke-before-assign (KIP-848;
-  seed 001 for connect) holds because the release is reported only after the callback.
+  the connect group spec for connect) holds because the release is reported only after the callback.
 - Heartbeats go on while a callback runs (KIP-848: the session is kept by heartbeats, a
   slow revocation is bounded by the rebalance timeout; Kafka's consumer heartbeats from
   its background thread meanwhile). A member silent for a slow callback (an offset fetch
@@ -19,7 +19,7 @@ Rules:
   those heartbeats bring for the application (fencing, the next Revoke/Assign) is acted on
   once the callback returns; a callback whose action the machine dropped meanwhile
   (fenced) is not answered, and partitions it had just assigned are reported lost.
-- A Compute (this member was asked to assign the group, seed 000) runs at once, even
+- A Compute (this member was asked to assign the group, docs/design/client-assignors-spec.md) runs at once, even
   during a callback: it needs nothing of the application, and the whole group waits on
   it. Deferred, a callback slow under load (or stuck) held every member's next assignment
   until the coordinator's deadline asked another member.
@@ -60,7 +60,7 @@ def now_ms() -> int:
 
 def _response_class(request: Any) -> type:
     key, version = int(request.__api_key__), int(request.__version__)
-    private = PRIVATE_RESPONSES.get(key)       # seed 000's 32700-32702; connect's 32703-32706
+    private = PRIVATE_RESPONSES.get(key)       # the client-side assignor spec's 32700-32702; connect's 32703-32706
     if private is not None:
         return private
     from coordinator.protocol.apis import response_class

@@ -1,4 +1,4 @@
-"""aiokafka fetching with KIP-848 group membership (issue 17): `Kip848Consumer`.
+"""aiokafka fetching with KIP-848 group membership: `Kip848Consumer`.
 
 aiokafka does not speak KIP-848. Here its `AIOKafkaConsumer` is used without a group id,
 with partitions `assign()`ed by a `ConsumerMember` (members/consumer.py) that runs the

@@ -1,4 +1,4 @@
-"""The client-side assignor interface (seed 000 L361-366; seed-drafts.md §1.2).
+"""The client-side assignor interface (docs/design/client-assignors-spec.md §2).
 
 Rules:
 - An assignor is named, and speaks a range of versions [minimum_version,

@@ -1,4 +1,4 @@
-"""A KIP-848 consumer group member, sans-IO (issue 17; KIP-848, seed 000 for client assignors).
+"""A KIP-848 consumer group member, sans-IO (KIP-848, the client-side assignor spec for client assignors).
 
 The caller owns the sockets and the clock: `poll(now_ms)` gives the next heartbeat request
 to send (or None), `on_heartbeat(response, now_ms)` reads its answer and returns what the
@@ -20,7 +20,7 @@ Rules (KIP-848's member side):
   look the coordinator up again. Anything else is `Fatal`.
 - Leave: `leave()` revokes first, then sends epoch -1 (-2 for a static member, which
   keeps its assignment for the instance that comes back).
-- Client assignors (seed 000): a member that brings `PartitionAssignor`s heartbeats on the
+- Client assignors (docs/design/client-assignors-spec.md): a member that brings `PartitionAssignor`s heartbeats on the
   private key 32700. COMPUTE_ASSIGNMENT (32700) is informational: the heartbeat was
   processed, and the member gets a `Compute` action. `prepare_request()` and
   `on_prepare(response)` run the assignor and give the Install request. On a Prepare or
@@ -71,7 +71,7 @@ class Lost:
 
 @dataclass(frozen=True, slots=True)
 class Compute:
-    """This member is asked to compute the group's assignment (seed 000)."""
+    """This member is asked to compute the group's assignment (docs/design/client-assignors-spec.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ class ConsumerMember:
         self.owned: dict[uuid.UUID, frozenset[int]] = {}
         self.target: dict[uuid.UUID, frozenset[int]] = {}
         self.assignment_info: tuple[int, int, bytes | None] = (0, -1, None)   # error, version, bytes
-        self.reason = 0                     # sent once with the next heartbeat (seed 000 L370)
+        self.reason = 0                     # sent once with the next heartbeat (docs/design/client-assignors-spec.md)
         self._sent_owned: dict[uuid.UUID, frozenset[int]] | None = None
         self._next_ms = 0
         self._in_flight = False
@@ -300,7 +300,7 @@ class ConsumerMember:
         return [self._pending_action] if self._pending_action else []
 
     def rejoin_with_reason(self, reason: int = 1) -> None:
-        """Ask the coordinator for a new assignment (seed 000 L370: a non-zero Reason)."""
+        """Ask the coordinator for a new assignment (docs/design/client-assignors-spec.md: a non-zero Reason)."""
         self.reason = reason
 
     # ------------------------------------------------------------ client assignors

@@ -1,4 +1,4 @@
-"""An asyncio driver for `ConsumerMember` (issue 17): the sockets and the clock around the
+"""An asyncio driver for `ConsumerMember`: the sockets and the clock around the
 sans-IO member.
 
 Rules:
@@ -49,7 +49,7 @@ class MemberDriver(DriverLoop):
         self.member = member
 
     async def _compute(self) -> None:
-        """Prepare, assign, Install (seed 000). Any failure abandons the computation: the
+        """Prepare, assign, Install (docs/design/client-assignors-spec.md). Any failure abandons the computation: the
         coordinator re-asks (this member or another) on its own."""
         try:
             install = self.member.on_prepare(await self._call(self.member.prepare_request()))

@@ -1,4 +1,4 @@
-"""A sample sticky assignor with versioned metadata (issue 17, the library's example).
+"""A sample sticky assignor with versioned metadata (the library's example).
 
 Rules:
 - Per topic, the partitions are split evenly among the topic's subscribers (counts differ

@@ -1,6 +1,6 @@
 """Offline tools: offsets log dump, replay, downgrade check, PySpark pipeline.
 
-`kcoord offsets ...` (ops/cli.py); docs/offsets-tools.md describes the commands.
+`kcoord offsets ...` (ops/cli.py); docs/user/offsets-tools.md describes the commands.
 
     logsource.py   LogBatch, damage reporting (Problems), progress bar, file discovery
     segment.py     Kafka segment files (mmap, CRC, resynchronisation after damage)

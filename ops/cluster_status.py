@@ -1,4 +1,4 @@
-"""What `kcoord cluster status` finds out about a running kcoord (issue 15 §2), from the
+"""What `kcoord cluster status` finds out about a running kcoord, from the
 Kafka protocol and, when given, each instance's Prometheus metrics.
 
 What it asks, and why each answer can be trusted:

@@ -6,7 +6,7 @@ the text is the three `--describe` views of Kafka's tool (`--state --verbose`,
 `--list`-style table of group types. A log has no log-end offsets, so LOG-END-OFFSET
 and LAG are `-`; COORDINATOR (ID) names the offsets-topic partition holding the group.
 
-kcoord's `connect` groups (issue 18, seed 001) are described as ConnectGroupDescribe
+kcoord's `connect` groups (docs/design/connect-groups-spec.md) are described as ConnectGroupDescribe
 (32706) shows them: group and assignment epochs, the client assignor, and per worker its
 epoch, state and units as {connector: tasks}, task -1 being the connector itself (the
 `connector:tasks` text of the tables). They own no partitions and commit no offsets.

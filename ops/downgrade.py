@@ -1,4 +1,4 @@
-"""KIP-915 downgrade check (seed 004): what a classic-only coordinator would make of a log.
+"""KIP-915 downgrade check: what a classic-only coordinator would make of a log.
 
 The log is replayed twice with the coordinator's own `Replayer`:
 - the full replay, as kcoord (and Kafka 4.3) load it;
@@ -16,7 +16,7 @@ conversion tombstones and the log cleaner to remove them).
 converted to classic (`createGroupTombstoneRecords`), plus tombstones for live keys of
 record types the classic coordinator cannot read.
 
-kcoord's `connect` groups (private types 1000-1004, seed 001) always lose their state:
+kcoord's `connect` groups (private types 1000-1004, docs/design/connect-groups-spec.md) always lose their state:
 Kafka skips those types but never deletes them and has no connect group type. Empty ones
 get their deletion tombstones; ones with workers are left alone until the workers stop.
 """
@@ -131,7 +131,8 @@ def _consumer_summary(g: ConsumerGroup) -> dict:
 
 
 def _client_assignors(g: ConsumerGroup) -> list[str]:
-    """The client-side assignors (seed 000) this group's records name: kcoord-only tags >= 1000."""
+    """The client-side assignors (docs/design/client-assignors-spec.md) this group's records name:
+    kcoord-only tags >= 1000."""
     names = {s.name for m in g.members.values() for s in m.client_assignors or ()}
     if g.client_assignor_name is not None:
         names.add(g.client_assignor_name)
@@ -187,9 +188,9 @@ def _consumer_reasons(g: ConsumerGroup, view=None) -> tuple[bool, list[str]]:
         reasons.append(f"{len(g.resolved_regexes)} resolved regular expression(s) are dropped")
     uses = _client_assignors(g)
     if uses:
-        reasons.append(f"uses kcoord's client-side assignors {uses} (seed 000): their state is in tagged "
-                       "fields >= 1000 that Kafka and other coordinators ignore, so the group runs with a "
-                       "server-side assignor there and its members' computed metadata is lost")
+        reasons.append(f"uses kcoord's client-side assignors {uses} (docs/design/client-assignors-spec.md): "
+                       "their state is in tagged fields >= 1000 that Kafka and other coordinators ignore, "
+                       "so the group runs with a server-side assignor there and its members' computed metadata is lost")
     return True, reasons
 
 
@@ -206,7 +207,7 @@ def _connect_summary(g) -> dict:
 
 
 def _connect_reasons(g, view=None) -> tuple[bool, list[str]]:
-    # Records 1000-1004 are kcoord-private (seed 001): Kafka's loader decodes them as unknown
+    # Records 1000-1004 are kcoord-private (docs/design/connect-groups-spec.md): Kafka's loader decodes them as unknown
     # and skips them, but never tombstones them, so they stay in the log for good.
     reasons = [f"connect group ({len(g.members)} worker(s), group epoch {g.group_epoch}): its state lives "
                "only in kcoord's private record types 1000-1004, which Kafka skips (KIP-915) but never "
@@ -300,7 +301,7 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
     extra = [{"group": g, "topic": t, "partition": p, "offset": o.offset}
              for (g, t, p), o in sorted(co.items()) if (g, t, p) not in fo]
     losing = [g["group"] for g in groups if g["would_lose_state"]]
-    # Issue 14: a kcoord cluster writes through transactions, and a fenced owner's open one
+    # Several processes: a kcoord cluster writes through transactions, and a fenced owner's open one
     # is aborted by its successor. kcoord's readers drop those records; Kafka's loader
     # applies group records whatever their marker says, so moving this log to Kafka as it is
     # would bring them back. They must be stripped first.

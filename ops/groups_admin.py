@@ -1,11 +1,11 @@
 """A Kafka-protocol admin client for `kcoord groups`: it speaks only the Kafka protocol, so
-the same commands work against kcoord and against Apache Kafka (issue 15).
+the same commands work against kcoord and against Apache Kafka.
 
 What it asks, as Kafka's own Admin client does:
 - ListGroups v5 of every broker in Metadata (a Kafka broker lists only the groups it
   coordinates; kcoord lists them all on every listener, and the union removes repeats);
 - FindCoordinator(GROUP) for a group, then ConsumerGroupDescribe v0 there, falling back to
-  kcoord's ConnectGroupDescribe (32706, seed 001) when that coordinator's ApiVersions lists
+  kcoord's ConnectGroupDescribe (32706, docs/design/connect-groups-spec.md) when that coordinator's ApiVersions lists
   it (Kafka closes the connection on an API key it does not know, so it is never sent
   blind), then to DescribeGroups v5 for a classic group;
 - OffsetFetch v8 for committed offsets, ListOffsets v1 on each partition's leader for the
@@ -180,7 +180,7 @@ class GroupAdmin:
         return keys
 
     async def _describe_connect(self, group: str, where: tuple[str, int]) -> GroupDescription | None:
-        """A connect group (seed 001) through ConnectGroupDescribe; None if it is not one."""
+        """A connect group (docs/design/connect-groups-spec.md) through ConnectGroupDescribe; None if it is not one."""
         resp = await self._ask(cm.ConnectGroupDescribeRequest(group_ids=(group,)), where)
         (g,) = resp.groups
         if g.error_code == ErrorCode.group_id_not_found:

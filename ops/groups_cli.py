@@ -14,7 +14,7 @@ them, against kcoord or Apache Kafka alike (it speaks only the Kafka protocol).
 sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...: librdkafka's names, as
 Kafka's `--command-config` takes Java's). Beyond kafka-consumer-groups, `describe` shows the
 group type, the KIP-848 group epoch and assignment epoch, and each member's epoch, current
-and target assignment. A kcoord `connect` group (seed 001) has no partitions: `describe`
+and target assignment. A kcoord `connect` group (docs/design/connect-groups-spec.md) has no partitions: `describe`
 (offsets or members) lists its workers with their connectors and tasks, in a table of its
 own (in JSON, rows with `worker_id`).
 """

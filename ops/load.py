@@ -10,7 +10,7 @@ Transactions are resolved while copying, because kcoord loads with a read-commit
 consumer that sees no producer ids: a transactional offset commit is written, as a
 plain record at the place of its COMMIT marker, only if Kafka's replay would
 materialise it there (its record offset is later than the partition's current one,
-reference §2.4); aborted ones are dropped; an offset tombstone drops pending entries.
+docs/design/kafka-facts.md §2.4); aborted ones are dropped; an offset tombstone drops pending entries.
 Transactions still open at the end of the log are reported and not copied.
 """
 from __future__ import annotations
@@ -64,7 +64,7 @@ class _SourcePartition:
         self.last_offset: dict[tuple, int] = {}                  # (g, t, p) -> record offset
         self.pending: dict[int, dict[tuple, tuple]] = defaultdict(dict)   # pid -> (g,t,p) -> rec
         # pid -> group records of its open transaction (kcoord's own transactional writes,
-        # issue 14): copied at COMMIT, dropped at ABORT, never copied while open.
+        # several processes): copied at COMMIT, dropped at ABORT, never copied while open.
         self.held: dict[int, list[tuple]] = defaultdict(list)
 
 

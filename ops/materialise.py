@@ -1,7 +1,7 @@
 """Materialise an offsets log with the coordinator's own replay path.
 
 One `GroupCoordinatorShard` per offsets-topic partition, fed exactly as kcoord's
-loader (and Kafka's `CoordinatorLoaderImpl`, reference §1.4) feeds it: data records
+loader (and Kafka's `CoordinatorLoaderImpl`, docs/design/kafka-facts.md §1.4) feeds it: data records
 go through `records.decode_record` and `shard.replay(record, offset, producer_id)`;
 COMMIT/ABORT control batches through `shard.replay_end_transaction`. Compaction
 semantics, tombstones, unknown types (KIP-915) and transactional offsets are
@@ -10,7 +10,7 @@ therefore exactly the coordinator's, not a copy of them.
 Per partition because that is how the coordinator sees the log: transactions and
 their markers are per partition, and a group lives in one partition.
 
-kcoord's own transactional batches (issue 14: each shard writes through a transactional
+kcoord's own transactional batches (several processes: each shard writes through a transactional
 id, and a fenced owner's open transaction is aborted by its successor) also hold group
 records, which Kafka's loader would apply whatever their marker says. Here the group records
 (every type but offset commits) of a transactional batch are held per producer id until
@@ -62,7 +62,7 @@ class ReplayStats:
     def by_type(self, unknown: Counter) -> dict[str, int]:
         out: Counter = Counter()
         for rtype, n in self.by_record_type.items():
-            # Kafka's types and kcoord's private connect types (1000-1004, seed 001) by name;
+            # Kafka's types and kcoord's private connect types (1000-1004, docs/design/connect-groups-spec.md) by name;
             # the others are counted once, as `unknown`, from the shards' skip counts.
             name = type_name(rtype)
             if name != "unknown":

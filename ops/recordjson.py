@@ -42,7 +42,8 @@ RECORD_CLASSES: dict[int, tuple[type, type]] = {
         S.ConsumerGroupCurrentMemberAssignmentKey, S.ConsumerGroupCurrentMemberAssignmentValue),
     RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION: (S.ConsumerGroupRegularExpressionKey,
                                                    S.ConsumerGroupRegularExpressionValue),
-    # kcoord's private connect-group types (seed 001): decoded like the others, not as unknown.
+    # kcoord's private connect-group types (docs/design/connect-groups-spec.md): decoded like the
+    # others, not as unknown.
     CR.CONNECT_GROUP_METADATA: (CR.ConnectGroupMetadataKey, CR.ConnectGroupMetadataValue),
     CR.CONNECT_GROUP_MEMBER_METADATA: (CR.ConnectGroupMemberMetadataKey, CR.ConnectGroupMemberMetadataValue),
     CR.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: (CR.ConnectGroupTargetAssignmentMetadataKey,

@@ -1,6 +1,6 @@
 """`kcoord offsets show`: the records at chosen offsets, raw bytes and all.
 
-Rules: this is the tool for a record that stops a shard from loading (issue 10). It
+Rules: this is the tool for a record that stops a shard from loading. It
 never aborts on a record it cannot decode: it prints the raw key and value in hex, the
 decode error, and the `state.load.skip.corrupt.offsets` entry that would skip it. A
 record that decodes is shown decoded, with its hex too. Damaged batches are reported and

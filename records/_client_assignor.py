@@ -1,6 +1,6 @@
 """kcoord's client-assignor fields: tags >= 1000 on Kafka's own value types 5-8.
 
-Rules of this module (seed 000; seed-drafts.md §1.6):
+Rules of this module (docs/design/client-assignors-spec.md §6):
 - Kafka never shipped client-side assignors (apache/kafka#14469), so their state rides in
   tagged fields of the types Kafka has, numbered from 1000 (coordinator/protocol/
   private_apis.py, PRIVATE_TAG_BASE) far above Kafka's tag 0. Kafka reads them as unknown

@@ -80,7 +80,7 @@ _KEY_LAYOUTS: dict[int, tuple[type, tuple[str, ...], str]] = {
     7: (ConsumerGroupTargetAssignmentMemberKey, ("GroupId", "MemberId"), "ss"),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ("GroupId", "MemberId"), "ss"),
     16: (ConsumerGroupRegularExpressionKey, ("GroupId", "RegularExpression"), "ss"),
-    **cr.KEY_LAYOUTS,   # kcoord's connect group (seed 001): private types 1000-1004
+    **cr.KEY_LAYOUTS,   # kcoord's connect group (docs/design/connect-groups-spec.md): private types 1000-1004
 }
 _KEY_ATTRS = {cls: (rtype, tuple(f.name for f in dataclasses.fields(cls)), layout)
               for rtype, (cls, _, layout) in _KEY_LAYOUTS.items()}

@@ -1,7 +1,7 @@
-"""Records of the `connect` group type (seed 001; seed-drafts.md §2.3): types 1000-1004.
+"""Records of the `connect` group type (docs/design/connect-groups-spec.md §3): types 1000-1004.
 
 Rules of this module:
-- These are kcoord-private record types, in the block seed-drafts.md §0 allocates
+- These are kcoord-private record types, in the block docs/design/client-assignors-spec.md §0 allocates
   (1000+, far above Kafka 4.3's 0-23). Kafka, and a kcoord older than this module, decode
   them to `UnknownRecord` and skip them (KIP-915), so a log moved to Kafka loads, and
   `kcoord offsets downgrade-check` should report them (Kafka never deletes them).
@@ -11,7 +11,7 @@ Rules of this module:
   are added as tags only).
 - The layout mirrors Kafka's consumer-group types 3 and 5-8, the seed's own layout
   (001:L607-700) being one record for the whole target and consumer fields in the member
-  record (seed-drafts.md §2.3 says why neither is kept).
+  record (docs/design/connect-groups-spec.md §3 says why neither is kept).
 - A *unit* is a connector (task -1, Connect's `CONNECTOR_TASK`) or one of its tasks.
   Units are stored per connector: `ConnectorUnits(connector, tasks, epochs)`, the shape
   of Kafka's TopicPartitions with KIP-1251 AssignmentEpochs (`epochs` empty in targets).

@@ -177,7 +177,7 @@ class ClassicMemberMetadata:
 
 @dataclass(frozen=True, slots=True)
 class ClientAssignor:
-    """kcoord's tag 1000 of type 5 (seed 000 client-side assignors; seed-drafts.md §1.6).
+    """kcoord's tag 1000 of type 5 (client-side assignors, docs/design/client-assignors-spec.md §6).
     Kafka never shipped it: Kafka reads the tag as unknown and ignores it."""
     name: str = ""
     minimum_version: int = 0
@@ -210,7 +210,7 @@ class ConsumerGroupMemberMetadataValue:
     server_assignor: str | None = None
     classic_member_metadata: ClassicMemberMetadata | None = None
     unknown_tagged_fields: TaggedFields = ()
-    # kcoord tag 1000 (seed 000): empty = absent, as every group without client assignors.
+    # kcoord tag 1000 (docs/design/client-assignors-spec.md): empty = absent, as every group without client assignors.
     client_assignors: tuple[ClientAssignor, ...] = ()
 
 
@@ -229,7 +229,7 @@ class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int = 0
     assignment_timestamp: int = 0
     unknown_tagged_fields: TaggedFields = ()
-    # kcoord tags 1000/1001 (seed 000): the assigner's Error, and the client assignor that
+    # kcoord tags 1000/1001 (docs/design/client-assignors-spec.md): the assigner's Error, and the client assignor that
     # computed this target (None: the server assignor did). Defaults are omitted.
     assignment_error: int = 0
     client_assignor_name: str | None = None
@@ -265,7 +265,7 @@ class ConsumerGroupTargetAssignmentMemberValue:
     record_type: ClassVar[int] = RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER
     topic_partitions: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: TaggedFields = ()
-    # kcoord tags 1000/1001 (seed 000): the client assignor's metadata for this member.
+    # kcoord tags 1000/1001 (docs/design/client-assignors-spec.md): the client assignor's metadata for this member.
     metadata_version: int = -1
     metadata_bytes: bytes | None = None
 
@@ -287,7 +287,7 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     assigned_partitions: tuple[TopicPartitions, ...] = ()
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: TaggedFields = ()
-    # kcoord tags 1000-1002 (seed 000): the Assignment.Error and metadata of the target
+    # kcoord tags 1000-1002 (docs/design/client-assignors-spec.md): the Assignment.Error and metadata of the target
     # this member reached, as its heartbeat hands them out.
     error: int = 0
     metadata_version: int = -1

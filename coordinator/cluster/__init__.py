@@ -1,4 +1,4 @@
-"""A kcoord cluster: several processes sharing one state topic (issue 14).
+"""A kcoord cluster: several processes sharing one state topic.
 
 The processes form a group on the upstream (protocol type `kcoord`, Kafka's classic group
 protocol, as Connect workers and Schema Registry do), and its leader hands the state-topic

@@ -13,7 +13,7 @@ Rules:
   is free and placed. So no shard is ever assigned to two instances in one generation,
   and shards that do not move never pause. Safety does not rest on this: writes are
   fenced by producer epochs; this only keeps two owners from answering at once.
-- **Holds** (docs/cluster.md, the safety argument): a shard that nobody claims in a
+- **Holds** (docs/user/cluster.md, the safety argument): a shard that nobody claims in a
   generation where some member is *fresh* (within a session of its first JoinGroup) may
   come from a process that member replaced by static membership (KIP-345: Kafka hands the
   newcomer the old member's place at once, and the old process may still answer until its

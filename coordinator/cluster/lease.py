@@ -1,5 +1,5 @@
 """The membership lease: a process that has not heard from its membership group recently
-must not answer, whatever its state says (issue 14, point 3).
+must not answer, whatever its state says.
 
 A process paused by GC or SIGSTOP resumes with state that may be stale: its shards may
 have moved while it slept, and its timers have not fired yet. Fencing stops its *writes*

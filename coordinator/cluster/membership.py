@@ -217,7 +217,7 @@ class ClusterMembership:
     def shard_lost(self, shard: int) -> None:
         """A shard this member was assigned was taken by another process (its writes were
         fenced): stop claiming it and rejoin now, so the leader's map is right again (a
-        fenced owner unloads and rejoins, docs/cluster.md, the safety argument)."""
+        fenced owner unloads and rejoins, docs/user/cluster.md, the safety argument)."""
         if shard in self.owned:
             self.owned = self.owned - {shard}
             # Another process may have taken this instance id (a static replacement): answer

@@ -1,4 +1,4 @@
-"""One kcoord process of a kcoord cluster (issue 14): what the membership decided, turned
+"""One kcoord process of a kcoord cluster: what the membership decided, turned
 into which shards this process serves and which address answers for which node id.
 
 It takes the service and the gateway as arguments (duck-typed: this package never imports

@@ -82,7 +82,7 @@ class Assignment:
     error: int = 0     # 0, or a reason the leader refused this member (balancer.py: 1 duplicate instance id,
     #                    2 a plain `kcoord serve` that is not alone; `endpoints` then names the others)
     # Shards of `shards` whose previous owner may still answer (a static replacement): served
-    # only a membership session after this assignment arrived (docs/cluster.md, safety argument).
+    # only a membership session after this assignment arrived (docs/user/cluster.md, safety argument).
     hold: frozenset[int] = frozenset()
 
 

@@ -33,7 +33,7 @@ class MembershipFenced(Exception):
 
 class MembershipRefused(Exception):
     """The upstream refuses this principal the membership group (GROUP_AUTHORIZATION_FAILED):
-    retrying cannot help; docs/cluster.md lists the ACLs kcoord needs."""
+    retrying cannot help; docs/user/cluster.md lists the ACLs kcoord needs."""
 
 
 class NotAlone(Exception):

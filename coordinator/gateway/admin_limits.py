@@ -28,7 +28,7 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
   partitions of 0 or below -1 INVALID_PARTITIONS, and a replication factor above the
   brokers kcoord's Metadata lists is INVALID_REPLICATION_FACTOR (the replica placer's
   message). Those topics are answered here; the others are forwarded (state_guard.Split).
-- CreatePartitions, whole request (a deliberate difference, docs/differential.md: Kafka
+- CreatePartitions, whole request (a deliberate difference, docs/design/differential.md: Kafka
   4.3 has no bound): the partitions it adds, summed over its topics (each topic's
   ``count`` minus its current count; a topic kcoord has not seen yet has at least one),
   over 10,000: POLICY_VIOLATION with the CreateTopics message on every topic.

@@ -6,7 +6,7 @@ every topic, published to subscribers whenever it changes (the group coordinator
 to new topics and partition counts, as Kafka's does through its metadata publisher).
 Nothing is excluded: Kafka does not exclude internal topics from regex resolution.
 
-It is also kcoord's watch on the upstream and on the state topic (issue 10):
+It is also kcoord's watch on the upstream and on the state topic:
 - Upstream down: the first failed refresh logs an ERROR and sets `kcoord_upstream_up` to 0;
   while it lasts, state-topic writes and loads are suspended (they fail at once, so group
   requests answer NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE) and FindCoordinator finds no

@@ -9,7 +9,7 @@ admission check and one periodic idle sweep, the process-wide request queue, the
 state-topic guard (state_guard.py), and the rate-limited loggers for what a client can
 trigger at will.
 
-Listeners (listeners.py, issue 13): one or more Kafka listeners, each with its bootstrap
+Listeners (listeners.py): one or more Kafka listeners, each with its bootstrap
 and per-broker ports, its security protocol and its advertised host. A connection on a
 listener sees the gateway through that listener (``_ListenerView``): the broker addresses
 its answers name are that listener's. A TLS listener accepts its connections itself
@@ -191,7 +191,7 @@ class Gateway:
         self._reloaders: list[asyncio.Task[None]] = []
         self.tls_log = RateLimitedLog(log, rate)      # failed TLS handshakes
         self._started = False
-        # Several kcoord processes (issue 14): the cluster node (coordinator/cluster/node.py)
+        # Several kcoord processes: the cluster node (coordinator/cluster/node.py)
         # that names shard owners and which instance fronts which upstream broker; None with
         # one process.
         self.peers: Any = None
@@ -462,7 +462,7 @@ class Gateway:
 
     def coordinator_nodes(self, lset: _ListenerSet | None = None) -> list[tuple[int, str, int]]:
         """The kcoord instances' synthetic coordinator nodes (id, host, port) listed in
-        Metadata beside the upstream brokers (issue 14); none with one process."""
+        Metadata beside the upstream brokers; none with one process."""
         peers = self.peers
         return [] if peers is None else peers.coordinator_nodes((lset or self._sets[0]).name)
 

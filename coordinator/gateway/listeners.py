@@ -5,7 +5,7 @@ that partition leadership keeps working through the gateway: ports P+1, P+2, ...
 ascending node-id order at start; a broker that appears later gets the next free port
 after the highest in use. The mapping never changes while the gateway runs.
 
-Listeners in Kafka's syntax (issue 13): ``--listen`` takes ``NAME://host:port`` items,
+Listeners in Kafka's syntax: ``--listen`` takes ``NAME://host:port`` items,
 repeated or comma-separated. NAME is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
 SASL_SSL), or a name that ``listener.security.protocol.map`` (``INTERNAL:PLAINTEXT,
 EXTERNAL:SASL_SSL``) maps to one; a bare ``host:port`` is a PLAINTEXT listener named

@@ -1,5 +1,6 @@
 """Client SASL on a connection (`SaslGate`, one per connection on a SASL listener, owned by
-connection.py): passthrough with inspection, or termination at kcoord. docs/security-sasl.md is the user's side of this.
+connection.py): passthrough with inspection, or termination at kcoord.
+docs/user/security-sasl.md is the user's side of this.
 
 Passthrough (the default on SASL_* listeners): SaslHandshake and SaslAuthenticate go upstream
 on the client's own link, byte for byte, so the broker authenticates. kcoord reads the client's

@@ -3,7 +3,7 @@
 Used for the gateway's own traffic (ApiVersions, Metadata refreshes, CreateTopics), not
 for forwarding client requests (see connection.py for that).
 
-Security (issue 13): ``connect(..., security=UpstreamSecurity)`` opens TLS (hostname verified
+Security: ``connect(..., security=UpstreamSecurity)`` opens TLS (hostname verified
 unless the settings turn it off) and authenticates with SASL (security/sasl_client.py:
 ApiVersions, SaslHandshake v1, SaslAuthenticate) before the link is handed out. A refused
 credential raises UpstreamAuthenticationError at once (every broker would refuse it too).

@@ -1,4 +1,4 @@
-"""The ClientAssignors lists of a consumer group's members, aggregated (seed 000).
+"""The ClientAssignors lists of a consumer group's members, aggregated (docs/design/client-assignors-spec.md).
 
 Rules:
 - Kept in step with the members by ConsumerGroup._index_member/_unindex_member, so by

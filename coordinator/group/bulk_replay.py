@@ -27,7 +27,7 @@ the group's deletion) and before its buffered commits, so they only move among
 themselves. The final state is the one a record-by-record replay gives
 (tests/unit/group/test_bulk_replay.py checks it on generated logs).
 
-kcoord's private connect-group types (1000-1004, seed 001; their key's first byte is 3)
+kcoord's private connect-group types (1000-1004, the connect group spec; their key's first byte is 3)
 are few and not buffered: each is replayed in place, after its group's buffered records
 and commits, so it sees the group exactly as a record-by-record replay does.
 """

@@ -3,7 +3,7 @@
 Kafka keeps classic groups outside its timeline structures: handlers mutate their soft
 state directly, and GroupMetadata records (type 2) only make the current generation
 durable. On load a GroupMetadata record rebuilds a group as STABLE with members, or
-EMPTY without (`GroupMetadataManager.replay(GroupMetadataValue)`), reference §9.
+EMPTY without (`GroupMetadataManager.replay(GroupMetadataValue)`), docs/design/kafka-facts.md §9.
 
 Parked JoinGroup/SyncGroup requests are `Parked(token, api_version)`: the runtime holds
 the client's response until a later operation completes the token.

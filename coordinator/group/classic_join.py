@@ -1,4 +1,4 @@
-"""JoinGroup for classic groups (Kafka's `classicGroupJoinToClassicGroup`, reference §9.2):
+"""JoinGroup for classic groups (Kafka's `classicGroupJoinToClassicGroup`, docs/design/kafka-facts.md §9.2):
 new dynamic members (KIP-394 member id required), new static members (KIP-345),
 existing members, the group size limit, and routing of consumer groups to migration/.
 """
@@ -58,8 +58,8 @@ def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Resul
     if isinstance(group, ConsumerGroup) and not group.is_empty():
         return shard.migration.classic_join_to_consumer_group(shard, ctx, req, group, now_ms)
     if group is not None and not isinstance(group, (ClassicGroup, ConsumerGroup)) and not group.is_empty():
-        # A group of another registered type with members (a connect group, seed 001): no
-        # online conversion exists (docs/connect-groups.md), and a JoinGroup must not replace it.
+        # A group of another registered type with members (a connect group, docs/design/connect-groups-spec.md): no
+        # online conversion exists (docs/design/connect-groups.md), and a JoinGroup must not replace it.
         return _error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     fx = Effects()
     unknown = req.member_id == UNKNOWN_MEMBER_ID
@@ -67,7 +67,7 @@ def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Resul
         if not unknown:
             return _error(v, ErrorCode.unknown_member_id, req.member_id)
         if group is not None:
-            # Offline downgrade: an empty consumer (or connect, seed 001 phase C1) group becomes
+            # Offline downgrade: an empty consumer (or connect, the connect group spec phase C1) group becomes
             # a classic group whatever the migration policy (its tombstones are written, not
             # replayed: the swap is direct).
             fx.records.extend(group_tombstones(group))

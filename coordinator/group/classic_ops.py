@@ -1,4 +1,4 @@
-"""SyncGroup, Heartbeat and LeaveGroup for classic groups (reference §9.3). Requests for a
+"""SyncGroup, Heartbeat and LeaveGroup for classic groups (docs/design/kafka-facts.md §9.3). Requests for a
 consumer group (classic members inside a KIP-848 group) go to migration/.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The classic group rebalance machinery shared by JoinGroup, SyncGroup, LeaveGroup and
 timers (Kafka's `prepareRebalance`, `completeClassicGroupJoin`, heartbeat and sync
-expiration; reference §9).
+expiration; docs/design/kafka-facts.md §9).
 
 Handlers mutate the group directly (Kafka keeps classic groups outside its timelines)
 and collect what must happen outside into `Effects`: GroupMetadata records, timer

@@ -1,4 +1,4 @@
-"""Client-side assignor mode (seed 000; seed-drafts.md §1.1, §1.3, §1.4): the rules, sans-IO.
+"""Client-side assignor mode (docs/design/client-assignors-spec.md §1, §3, §4): the rules, sans-IO.
 
 The coordinator picks one member (the *assigner*) to compute the group's target
 assignment with its own logic: it is told COMPUTE_ASSIGNMENT on a heartbeat, asks for a
@@ -6,7 +6,7 @@ snapshot of the group (PrepareAssignment), and sends the result back (InstallAss
 Reconciliation, epochs and fencing stay on the server. This module holds the decisions;
 the shard feeds it the group and writes what it returns.
 
-Rules (each cites the seed line or the seed-drafts.md resolution it implements):
+Rules (each cites the seed line or the docs/design/client-assignors-spec.md resolution it implements):
 - Client mode needs *every* member to bring a non-empty ClientAssignors list, and the
   lists to share a name (000:L220-223). One member without (any real Kafka client, a
   classic member) puts the group in server mode; it is never rejected (§1.1, §1.7 #9).
@@ -249,7 +249,7 @@ class PreparedMember:
 
 @dataclass(frozen=True, slots=True)
 class PreparedGroup:
-    """Prepare's answer (seed-drafts.md §1.2), and the snapshot the Install is checked against."""
+    """Prepare's answer (docs/design/client-assignors-spec.md §2), and the snapshot the Install is checked against."""
     snapshot: Snapshot
     members: tuple[PreparedMember, ...]
     topic_names: Mapping[uuid.UUID, str]
@@ -285,7 +285,7 @@ def installed_records(group: ConsumerGroup, done: Installed, now_ms: int) -> lis
     prepared epoch E (000:L199). With Error != 0 only the metadata: targets stay, the
     epoch still advances (000:L274-276). Members that left are absent from `done`.
     Without the client-assignor tags: the shard writes them with client_mode.install_assignment,
-    which adds the per-member metadata and the error (tags >= 1000, seed-drafts.md §1.6)."""
+    which adds the per-member metadata and the error (tags >= 1000, docs/design/client-assignors-spec.md §6)."""
     gid = group.group_id
     records = [rh.target_member_record(gid, m, target) for m, target in sorted(done.targets.items())
                if _norm(group.target_assignment.get(m) or {}) != _norm(target)]
@@ -368,7 +368,7 @@ class ClientAssignment:
         self.in_flight = None
 
     def check_caller(self, group_id: str, group, member_id: str, member_epoch: int) -> InFlight:
-        """Prepare/Install checks 1-5 in order (seed-drafts.md §1.2, from 001:L413-427)."""
+        """Prepare/Install checks 1-5 in order (docs/design/client-assignors-spec.md §2, from 001:L413-427)."""
         if not group_id or not member_id or member_epoch < 0:
             raise invalid_request("GroupId and MemberId can't be empty and MemberEpoch can't be negative.")
         if group is None:

@@ -1,4 +1,5 @@
-"""Client-side assignor mode in the shard (seed 000): heartbeat hooks, Prepare, Install, timers.
+"""Client-side assignor mode in the shard (docs/design/client-assignors-spec.md): heartbeat hooks,
+Prepare, Install, timers.
 
 client_assignment.py holds the rules (sans-IO, no group state); this module applies them to
 a consumer group and turns the outcome into records, responses and timers.
@@ -11,11 +12,11 @@ Rules of this module:
 - The round in flight is soft state (`shard.client_assignments[group_id]`, not on the group
   object: a join creates the group only when its records are replayed), re-checked on use: it is
   abandoned as soon as its assigner left, became ineligible, or the group left client mode
-  (seed-drafts.md §1.3), so fencing needs no hook of its own.
+  (docs/design/client-assignors-spec.md §3), so fencing needs no hook of its own.
 - Responses leave the core as plain data (`CsaAnswer`, `PrepareAnswer`, `InstallAnswer`):
   the group core may not import the protocol package; coordinator/private_apis.py builds
   the wire messages of 32700-32702 from them.
-- Prepare and Install run checks 1-5 of seed-drafts.md §1.2 in order; Install is validated
+- Prepare and Install run checks 1-5 of docs/design/client-assignors-spec.md §2 in order; Install is validated
   against the PREPARED snapshot (§1.4). A failed Install writes nothing and re-asks.
 """
 from __future__ import annotations
@@ -291,7 +292,7 @@ def _caller(shard: ShardView, req):
 
 
 def prepare_assignment(shard: ShardView, req, now_ms: int) -> Result:
-    """32701 (seed-drafts.md §1.2): checks 1-5, then a snapshot at the current group epoch;
+    """32701 (docs/design/client-assignors-spec.md §2): checks 1-5, then a snapshot at the current group epoch;
     the round becomes PREPARED (a repeated Prepare refreshes it)."""
     try:
         group, ca, _ = _caller(shard, req)

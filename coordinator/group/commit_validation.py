@@ -6,7 +6,7 @@ Rules:
   transaction coordinator has no way to satisfy;
 - a consumer group checks the member and its epoch with KIP-1251's relaxed rule: a
   member may commit for a partition with any epoch between the partition's assignment
-  epoch and its current member epoch (seed 002, reference §4.8). The epoch check is per
+  epoch and its current member epoch (KIP-1251, docs/design/kafka-facts.md §4.8). The epoch check is per
   partition, so the validator returns a `PartitionCheck`. A transactional commit with no
   member identity at all is accepted (KIP-1251, rule 2 of §4.8).
 Both raise ApiError for a group-level refusal. group_types.py hands them to the registry.
@@ -70,7 +70,7 @@ def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_
     commit (TxnOffsetCommit) without any member identity (epoch -1, member "", no instance)
     is accepted: KIP-1251 "Offset commits with member epoch or generation ID -1 are
     unconditionally accepted if the group is empty, or the commit is transactional"
-    (reference §4.8 rule 2); and it may use any TxnOffsetCommit version (rule 4 is for
+    (docs/design/kafka-facts.md §4.8 rule 2); and it may use any TxnOffsetCommit version (rule 4 is for
     OffsetCommit only). The caller maps STALE_MEMBER_EPOCH for TxnOffsetCommit."""
     if epoch < 0 and not group.members:
         return ACCEPT_ALL

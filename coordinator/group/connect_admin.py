@@ -1,4 +1,4 @@
-"""ConnectGroupDescribe (32706, kcoord's addition to seed 001; seed-drafts.md §2.1): what
+"""ConnectGroupDescribe (32706, kcoord's addition to docs/design/connect-groups-spec.md §1): what
 ConsumerGroupDescribe says of a consumer group, for connect groups.
 
 Rules: a missing group, or one of another type, answers GROUP_ID_NOT_FOUND per group (as

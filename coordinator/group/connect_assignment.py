@@ -1,6 +1,6 @@
 """Client-side assignment of a connect group through the shared engine (client_assignment.py):
 who is asked (COMPUTE_ASSIGNMENT), ConnectGroupPrepareAssignment and
-ConnectGroupInstallAssignment (seed 001 L387-563; seed-drafts.md §2.1, §2.2).
+ConnectGroupInstallAssignment (docs/design/connect-groups-spec.md §1, §2).
 
 Rules:
 - Assignment is only ever client-side (001:L119, L131): the engine picks the assignor and
@@ -14,7 +14,7 @@ Rules:
   3. ids are well-formed: a non-empty connector name, a task >= -1 (-1 is the connector).
   "All connectors/tasks are assigned" is *not* enforced: the coordinator never sees the
   connector set (it lives in Connect's config topic), and KIP-415's scheduled delay leaves
-  lost units unassigned on purpose (seed 001's own case study, L943-953).
+  lost units unassigned on purpose (the connect group spec's own case study, L943-953).
 - An Install with Error != 0 skips the unit rules, keeps every target, and still
   advances the assignment epoch to the snapshot's (000:L274-276), so a deterministic
   assignor failure (Connect's CONFIG_MISMATCH) does not loop.
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 def maybe_request(group: ConnectGroup, lists, timeouts: Mapping[str, int], group_epoch: int,
                   now_ms: int) -> list[TimerOp]:
     """Start a round when the target is behind `group_epoch` and none is in flight; the
-    deadline timer abandons it (the assigner is not fenced, seed-drafts.md §1.3)."""
+    deadline timer abandons it (the assigner is not fenced, docs/design/client-assignors-spec.md §3)."""
     ca = group.client_assignment
     assigner = ca.maybe_request(lists, group.assignment_epoch < group_epoch, now_ms, timeouts)
     if assigner is None or ca.in_flight is None:
@@ -79,7 +79,7 @@ def _connect_group(shard: ShardView, group_id: str) -> ConnectGroup | None:
 
 
 def _caller(shard: ShardView, req) -> tuple[ConnectGroup, InFlight]:
-    """Checks 1-5 of Prepare and Install in the engine's order (seed-drafts.md §1.2)."""
+    """Checks 1-5 of Prepare and Install in the engine's order (docs/design/client-assignors-spec.md §2)."""
     group = _connect_group(shard, req.group_id)
     if group is None:
         if not req.group_id or not req.member_id or req.member_epoch < 0:

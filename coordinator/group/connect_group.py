@@ -1,4 +1,4 @@
-"""The `connect` group model (seed 001; seed-drafts.md §2.2): workers, targets, units.
+"""The `connect` group model (docs/design/connect-groups-spec.md §2): workers, targets, units.
 
 Rules of this module:
 - Only replay (connect_replay.py) changes these objects; handlers read them and describe
@@ -8,10 +8,10 @@ Rules of this module:
   `Assignment` (topic -> partition -> epoch), so reconciliation.CurrentAssignmentBuilder
   is reused unchanged (connect_reconcile.py) and revoke-before-assign comes with it.
 - Epochs start at 1 as Kafka 4.3's consumer groups do (KAFKA-20268): with 0, a reconciled
-  worker would heartbeat epoch 0, which means "join" (seed-drafts.md §2.2).
+  worker would heartbeat epoch 0, which means "join" (docs/design/connect-groups-spec.md §2).
 - `client_assignment` (the round in flight, client_assignment.py) is soft state, like a
   consumer group's `metadata_refresh_requested`: no record holds it, a reload loses it
-  and `on_loaded` asks again (seed-drafts.md §1.3).
+  and `on_loaded` asks again (docs/design/client-assignors-spec.md §3).
 - The group state is the consumer group's (Empty, Assigning, Reconciling, Stable):
   ListGroups shows it with group type and protocol type "connect".
 """
@@ -60,7 +60,7 @@ class ConnectMember:
     state: MemberState = MemberState.STABLE
     assigned: Units = field(default_factory=lambda: EMPTY_UNITS)
     pending_revocation: Units = field(default_factory=lambda: EMPTY_UNITS)
-    # Copied from the target when the worker reaches the target's epoch (seed-drafts.md §1.3).
+    # Copied from the target when the worker reaches the target's epoch (docs/design/client-assignors-spec.md §3).
     error: int = 0
     metadata_version: int = -1
     metadata: bytes = b""

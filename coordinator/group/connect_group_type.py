@@ -1,6 +1,6 @@
 """The `connect` group type in the group-type registry (group_types.py).
 
-What the shared group APIs see of a connect group (seed-drafts.md §2.2, issue 18):
+What the shared group APIs see of a connect group (docs/design/connect-groups-spec.md §2):
 - ListGroups: group type "connect", protocol type "connect", the consumer-group states;
 - DescribeGroups answers it as Kafka answers it for a consumer group (Dead, and
   GROUP_ID_NOT_FOUND from v6): group_admin.describe_group only describes classic groups;

@@ -1,12 +1,12 @@
-"""ConnectGroupHeartbeat (seed 001 L242-385; seed-drafts.md §2.1, §2.2): join, keep-alive,
+"""ConnectGroupHeartbeat (docs/design/connect-groups-spec.md §1, §2): join, keep-alive,
 reconcile, leave, and the connect group's timers (session, rebalance, assigner deadline).
 
 One heartbeat is one write operation: it reads the group and returns records, timers and a
 response; replay (connect_replay.py) applies the records. The steps mirror Kafka's
 ConsumerGroupHeartbeat (consumer_heartbeat.py), which the seed says to keep (L399):
-1. validate the request (L305-321; Min >= 0 as seed 000 says, L314's -1 is a typo);
+1. validate the request (L305-321; Min >= 0 as the client-side assignor spec says, L314's -1 is a typo);
 2. find or create the group: a new id, an empty classic `connect` (or simple) group
-   converted offline (phase C1, seed-drafts.md §2.5), else GROUP_ID_NOT_FOUND;
+   converted offline (phase C1, docs/design/connect-groups-spec.md §5), else GROUP_ID_NOT_FOUND;
 3. find or create the worker; check its epoch (L325-332, the lenient previous-epoch case
    included when what it owns is a subset of what it was given);
 4. update its metadata; bump the group epoch on a join or an assignor-list change, or on
@@ -17,7 +17,7 @@ ConsumerGroupHeartbeat (consumer_heartbeat.py), which the seed says to keep (L39
    (connect_reconcile.py): units are revoked before they are given to another worker.
 Errors: UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH tell the worker to drop everything and
 rejoin with epoch 0 (L399). A worker whose session expired is removed, so its next
-heartbeat gets UNKNOWN_MEMBER_ID (seed-drafts.md §2.2 "Fencing and rejoin").
+heartbeat gets UNKNOWN_MEMBER_ID (docs/design/connect-groups-spec.md §2 "Fencing and rejoin").
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _validate(req) -> tuple[ClientAssignorSpec, ...] | None:
     if not req.group_id:
         raise invalid_request("GroupId can't be empty.")
     if not req.member_id:
-        raise invalid_request("MemberId can't be empty: a worker generates its own (seed 001 L308).")
+        raise invalid_request("MemberId can't be empty: a connect worker generates its own.")
     if req.instance_id is not None and not req.instance_id:
         raise invalid_request("InstanceId can't be empty.")
     epoch = req.member_epoch
@@ -156,14 +156,14 @@ def _group_for(shard: ShardView, group_id: str, create: bool, fx: Effects) -> Co
         return group
     if isinstance(group, ClassicGroup) and create:
         if group.is_empty() and (group.protocol_type or "") in CONVERTIBLE_PROTOCOL_TYPES:
-            # Phase C1 (seed-drafts.md §2.5): offline conversion of an empty classic group.
+            # Phase C1 (docs/design/connect-groups-spec.md §5): offline conversion of an empty classic group.
             # The tombstone is written for durability; the swap in memory is direct, as the
             # consumer groups' conversions do (context.py, exception 2).
             fx.records.append(rh.group_metadata_tombstone(group_id))
             return _new_group(shard, group_id)
         raise group_not_found(group_id, f"It is a classic group (protocol type {group.protocol_type!r}, "
                                         f"{len(group.members)} members), not a connect group: only an empty "
-                                        "classic connect group converts (docs/connect-groups.md).")
+                                        "classic connect group converts (docs/design/connect-groups.md).")
     raise group_not_found(group_id, "It is not a connect group.")
 
 
@@ -361,7 +361,7 @@ def on_timer(shard: ShardView, key: tuple, payload: Any, now_ms: int) -> Result:
 def on_loaded(shard: ShardView, now_ms: int) -> list[TimerOp]:
     """What a loaded shard arms for its connect groups: every worker's session, the
     rebalance timeout of workers still revoking, and a new round for groups whose target
-    is behind (the round in flight was soft state, seed-drafts.md §1.3)."""
+    is behind (the round in flight was soft state, docs/design/client-assignors-spec.md §3)."""
     timers: list[TimerOp] = []
     for group in list(shard.groups.values()):
         if not isinstance(group, ConnectGroup):

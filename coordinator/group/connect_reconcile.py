@@ -1,6 +1,6 @@
 """Reconcile a worker towards its target with the consumer groups' builder, unchanged.
 
-Rule (seed-drafts.md §2.2): a worker's units {connector: {task: epoch}} have the shape of
+Rule (docs/design/connect-groups-spec.md §2): a worker's units {connector: {task: epoch}} have the shape of
 a consumer member's partitions {topic: {partition: epoch}}, so
 `reconciliation.CurrentAssignmentBuilder` (Kafka 4.3's `CurrentAssignmentBuilder`) runs on
 them as they are: a unit leaves its worker first (UNREVOKED), and is given to the next
@@ -9,7 +9,7 @@ one only once released (UNRELEASED), so no unit ever has two owners (001:L123-12
 a worker "subscribes" to every connector: nothing is filtered out of its target.
 
 When the worker reaches the target's epoch it takes the target's error, metadata version
-and bytes (seed-drafts.md §1.3: the assigner's per-worker Connect assignment).
+and bytes (docs/design/client-assignors-spec.md §3: the assigner's per-worker Connect assignment).
 """
 from __future__ import annotations
 

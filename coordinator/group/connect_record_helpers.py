@@ -4,7 +4,7 @@ model, as record_helpers.py does for consumer groups.
 Rules: every value is written at version 0; units are written sorted (connector, then
 task) so that equal assignments give equal bytes; removing a worker writes its
 tombstones in Kafka's order for consumer groups: current assignment, target, member
-(seed-drafts.md §2.3).
+(docs/design/connect-groups-spec.md §3).
 """
 from __future__ import annotations
 

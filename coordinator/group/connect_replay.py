@@ -1,6 +1,6 @@
 """Replay of the connect group's records (types 1000-1004): the only way a ConnectGroup changes.
 
-Rules (those of replay.py for consumer groups, reference §2.4):
+Rules (those of replay.py for consumer groups, docs/design/kafka-facts.md §2.4):
 - each key type has one rule, registered with `replay.register_replay` at import;
 - a record creates its group when it has a value (`Replayer.group_as`: a connect record
   also replaces a simple classic group, or, after compaction removed a conversion's

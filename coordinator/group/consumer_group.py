@@ -70,7 +70,7 @@ class ConsumerGroupState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ClientAssignorSpec:
     """Seed 000 (client_assignment.py has the rules): one entry of a member's ClientAssignors
-    (000:L439-454; int16 versions, seed-drafts.md §1.7 #2)."""
+    (000:L439-454; int16 versions, docs/design/client-assignors-spec.md §7 #2)."""
     name: str
     minimum_version: int
     maximum_version: int

@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (KIP-848): join, keep-alive, reconcile, leave.
 
 One heartbeat is one write operation: it reads the group, emits records and a
-response. The order of checks and of records follows Kafka 4.3 (reference §4.1-4.3,
+response. The order of checks and of records follows Kafka 4.3 (docs/design/kafka-facts.md §4.1-4.3,
 §4.7); the comments name the Kafka rule each step implements.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RegexStatus(enum.Enum):
 
 
 def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False) -> Result:
-    """`csa`: the request came through 32700, the client-assignor variant (seed 000); it is
+    """`csa`: the request came through 32700, the client-assignor variant (docs/design/client-assignors-spec.md); it is
     key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`."""
     try:
         _validate(shard, ctx.api_version, req)
@@ -409,7 +409,7 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
                 fx: Effects):
     """`maybeUpdateTargetAssignment`: reuse the current target when it is up to date, or when
     KIP-1263's assignment interval has not elapsed yet (then a timer computes it later).
-    In client mode (seed 000) the coordinator never computes: it asks a member
+    In client mode (docs/design/client-assignors-spec.md) the coordinator never computes: it asks a member
     (client_mode.maybe_ask) and keeps the current target until that member installs one."""
     client = client_mode.in_client_mode(group, updated) is not None
     if client:

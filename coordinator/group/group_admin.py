@@ -76,7 +76,7 @@ def describe_consumer_group(shard: ShardView, mod, group_id: str, include_ops: b
         msg = (f"Group {group_id} not found." if group is None
                else f"Group {group_id} is not a consumer group.")
         # Kafka answers from the exception (GroupIdNotFoundException): every other field keeps
-        # its default, GroupState "" included (observed on Kafka 4.3.1, docs/differential.md).
+        # its default, GroupState "" included (observed on Kafka 4.3.1, docs/design/differential.md).
         return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=msg,
                      group_id=group_id, group_state="", group_epoch=0,
                      assignment_epoch=0, assignor_name="", members=(), authorized_operations=ops)
@@ -97,7 +97,7 @@ def describe_consumer_group(shard: ShardView, mod, group_id: str, include_ops: b
     return build(mod.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
                  group_state=group.state.value, group_epoch=group.group_epoch,
                  assignment_epoch=group.assignment_epoch,
-                 # seed 000: a client-mode group shows its client assignor (A16)
+                 # the client-side assignor spec: a client-mode group shows its client assignor (A16)
                  assignor_name=in_client_mode(group, None) or group.preferred_server_assignor(
                      shard.config.default_assignor),
                  members=tuple(members), authorized_operations=ops)

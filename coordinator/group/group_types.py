@@ -4,7 +4,7 @@ Kafka gives every group type the same `Group` interface (type, state, protocol t
 `isSubscribedToTopic`, `createGroupTombstoneRecords`, `offsetExpirationCondition`,
 `validateDeleteGroup`, ...), and ListGroups, DescribeGroups, DeleteGroups, offset expiry and
 the tools ask it instead of testing the class. Here each type registers a `GroupType` for
-its group class; `group_type(group)` finds it. A new type (the `connect` type of seed 001)
+its group class; `group_type(group)` finds it. A new type (the `connect` type of the connect group spec)
 adds its class, a `GroupType`, and `register(...)`: nothing in the shared code changes.
 
 Rules:

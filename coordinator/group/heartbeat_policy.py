@@ -20,7 +20,7 @@ partitions revoked from others waits up to about two intervals.
 This module also owns the session timeout a member is held to (`session_timeout_ms`):
 the stretch above is capped by it, and every session timer is armed with it.
 
-Metric (issue 15): `kcoord_heartbeat_interval_ms{kind="stable"|"pending"}` is what the
+Metric: `kcoord_heartbeat_interval_ms{kind="stable"|"pending"}` is what the
 policy tells members *now* (`handed_out_ms`), read by the metrics collector at scrape time.
 Heartbeats are the hot path (about 110k instructions each, callgrind), so nothing is
 observed per heartbeat: the interval only changes with the member count (the stretch) or

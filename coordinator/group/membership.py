@@ -83,7 +83,7 @@ def metadata_hash(image: MetadataImage, topic_names: Iterable[str]) -> int:
 
 
 def subscription_type(names: Counter, regexes: Counter, num_members: int) -> SubscriptionType:
-    """`ConsumerGroup.subscriptionType` (reference §6)."""
+    """`ConsumerGroup.subscriptionType` (docs/design/kafka-facts.md §6)."""
     if not regexes:
         if all(count == num_members for count in names.values()):
             return SubscriptionType.HOMOGENEOUS

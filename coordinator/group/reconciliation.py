@@ -1,6 +1,6 @@
 """Member reconciliation: move a member's current assignment towards its target.
 
-The rules are Kafka 4.3's `CurrentAssignmentBuilder` (reference §4.4):
+The rules are Kafka 4.3's `CurrentAssignmentBuilder` (docs/design/kafka-facts.md §4.4):
 - a partition leaves a member first (UNREVOKED_PARTITIONS) and is only given to the
   next member once its current owner released it (UNRELEASED_PARTITIONS), so no
   partition is ever owned twice (KIP-848 "incremental reconciliation");

@@ -131,7 +131,7 @@ def regex_tombstone(group_id: str, regex: str) -> CoordinatorRecord:
 
 def remove_member_records(group_id: str, member_id: str) -> list[CoordinatorRecord]:
     """Kafka's `removeMember`: the replay order requires CurrentAssignment first, then the
-    target, then the member itself (reference §2.4)."""
+    target, then the member itself (docs/design/kafka-facts.md §2.4)."""
     return [current_assignment_tombstone(group_id, member_id),
             target_member_tombstone(group_id, member_id),
             member_metadata_tombstone(group_id, member_id)]

@@ -2,9 +2,9 @@
 
 Kafka compiles subscriptions with RE2/J and resolves them with `matches()`, a
 *full* match: `^topic` does not match `topic-1` (librdkafka and franz-go users hit
-this; reference §4.3 step 8). google-re2 gives the same engine and `fullmatch`.
+this; docs/design/kafka-facts.md §4.3 step 8). google-re2 gives the same engine and `fullmatch`.
 
-Resolution never matches kcoord's state topic (issue 10 §3): it is kcoord's
+Resolution never matches kcoord's state topic: it is kcoord's
 `__consumer_offsets`, and a `.*` subscriber must not be handed its partitions
 (it would read every group's state). Kafka's `TopicRegexResolver` matches every
 name in the metadata image, internal topics included, and then drops only the
@@ -63,5 +63,5 @@ def resolution_changed(old, topics: frozenset[str]) -> bool:
     resolution yet counts as resolved to no topic, as Kafka's `handleRegularExpressionsResult`
     compares with `ResolvedRegularExpression.EMPTY`: a member that joins with a regex
     matching nothing leaves the group epoch alone, and only the resolution that finds
-    topics bumps it (issue 10 §7, ConsumerGroupHeartbeatRequestTest's regex test)."""
+    topics bumps it (ConsumerGroupHeartbeatRequestTest's regex test)."""
     return (old.topics if old is not None else frozenset()) != topics

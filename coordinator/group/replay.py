@@ -3,7 +3,7 @@
 
 Loading a shard, applying a freshly written result and tests all go through
 `Replayer.replay`, so what is written is exactly what a reload rebuilds.
-Invariants follow reference §2.4; tombstones for unknown groups or members are
+Invariants follow docs/design/kafka-facts.md §2.4; tombstones for unknown groups or members are
 ignored, a record that contradicts the state raises `IllegalStateError`.
 """
 from __future__ import annotations
@@ -282,7 +282,7 @@ class Replayer:
         else:
             group.assignment_epoch = value.assignment_epoch
             group.assignment_timestamp_ms = value.assignment_timestamp
-        # seed 000 (tags >= 1000): absent on every target the server assignor computed
+        # the client-side assignor spec (tags >= 1000): absent on every target the server assignor computed
         group.assignment_error = value.assignment_error if value is not None else 0
         group.client_assignor_name = value.client_assignor_name if value is not None else None
 
@@ -298,7 +298,7 @@ class Replayer:
             target = {intern_topic_id(tp.topic_id): partitions_of(tp.partitions)
                       for tp in value.topic_partitions if tp.partitions}
             group.set_target(key.member_id, target or EMPTY_ASSIGNMENT)  # type: ignore[arg-type]  # EMPTY_ASSIGNMENT is the shared empty mapping
-            if value.metadata_version != -1 or value.metadata_bytes is not None:   # seed 000 tags
+            if value.metadata_version != -1 or value.metadata_bytes is not None:   # the client-side assignor spec tags
                 group.target_metadata[key.member_id] = (value.metadata_version, value.metadata_bytes)
             elif group.target_metadata:
                 group.target_metadata.pop(key.member_id, None)

@@ -112,7 +112,8 @@ class GroupCoordinatorShard:
         return consumer_heartbeat.heartbeat(self, ctx, req, now_ms)
 
     def consumer_group_csa_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        """32700, ConsumerGroupHeartbeat with ClientAssignors (seed 000); answers a CsaAnswer."""
+        """32700, ConsumerGroupHeartbeat with ClientAssignors (docs/design/client-assignors-spec.md);
+        answers a CsaAnswer."""
         return consumer_heartbeat.heartbeat(self, ctx, req, now_ms, csa=True)
 
     def consumer_group_prepare_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
@@ -121,7 +122,7 @@ class GroupCoordinatorShard:
     def consumer_group_install_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return client_mode.install_assignment(self, req, now_ms)
 
-    # Seed 001: the connect group type (coordinator/group/connect_*.py; docs/connect-groups.md).
+    # Seed 001: the connect group type (coordinator/group/connect_*.py; docs/design/connect-groups.md).
     def connect_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return connect_heartbeat.heartbeat(self, ctx, req, now_ms)
 
@@ -229,7 +230,7 @@ class GroupCoordinatorShard:
             return Result()
         asked = client_mode.on_assignment_timer(self, group, now_ms)
         if asked is not None:
-            return asked   # client mode: a member computes it (seed 000)
+            return asked   # client mode: a member computes it (docs/design/client-assignors-spec.md)
         try:
             records, _ = compute_target_assignment(self, group, group.group_epoch, None, now_ms)
         except ApiError as e:

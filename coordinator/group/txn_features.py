@@ -1,4 +1,4 @@
-"""What kcoord may advertise of the upstream's `transaction.version` feature (issue 16 §1).
+"""What kcoord may advertise of the upstream's `transaction.version` feature.
 
 Rule: a client uses transactions v2 when the finalized `transaction.version` is 2 or more
 (KIP-890 part 2; Java >= 4.0 then skips AddOffsetsToTxn, sends TxnOffsetCommit v5, and

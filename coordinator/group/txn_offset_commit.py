@@ -1,6 +1,6 @@
 """TxnOffsetCommit in the sans-IO core (Kafka: `OffsetMetadataManager.commitTransactionalOffset`,
 with the checks `KafkaApis.handleTxnOffsetCommitRequest` and `GroupCoordinatorService` make
-before it). Issue 16; the design is production-hardening.md §3 (option C1).
+before it). Exactly-once offsets; the design is docs/design/transactions.md (option C1).
 
 Rules:
 - The handler reads state only and returns a `TxnOffsetWrite`, deliberately not a `Result`:
@@ -23,7 +23,7 @@ Rules:
      v6 (v6, KIP-1319: GROUP_ID_NOT_FOUND). Classic groups: KIP-447 member, instance and
      generation checks without the checks a transaction coordinator cannot satisfy.
      Consumer groups: KIP-1251, assignment epoch <= client epoch <= member epoch per
-     partition, and a stale epoch answers ILLEGAL_GENERATION below v6 (seed 002: "a
+     partition, and a stale epoch answers ILLEGAL_GENERATION below v6 (KIP-1251: "a
      ILLEGAL_GENERATION for transactional offset commits"). A group-level refusal fails
      every partition that reached the coordinator;
   4. kcoord's bound on pending transactional state (`limits`), see below;
@@ -127,7 +127,7 @@ def validate_transactional_commit(image: MetadataImage, group, member_id: str, i
 
 def _transactional_error(e: ApiError, api_version: int) -> ApiError:
     """TxnOffsetCommit below v6 knows no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION
-    (reference §4.8; seed 002)."""
+    (docs/design/kafka-facts.md §4.8; KIP-1251)."""
     if e.code is ErrorCode.stale_member_epoch and api_version < 6:
         return ApiError(ErrorCode.illegal_generation, e.message)
     return e

@@ -1,4 +1,4 @@
-"""Wire schemas of the `connect` group APIs (seed 001; seed-drafts.md §2.1): keys 32703-32706.
+"""Wire schemas of the `connect` group APIs (docs/design/connect-groups-spec.md §1): keys 32703-32706.
 
 Rules of this module (the same as private_messages.py, whose shape it follows):
 - Kafka never shipped these messages (Connect 4.3 speaks only the classic protocol), so
@@ -8,7 +8,7 @@ Rules of this module (the same as private_messages.py, whose shape it follows):
 - No `from __future__ import annotations`: kio reads the field types at runtime.
 - Every message is v0, flexible from v0. Top-level error fields are `int16` (kio's
   `ErrorCode` refuses the private codes 32700/32701).
-- The seed's shapes are settled as seed-drafts.md §2.1 says: `ConnectorsAndTasks` is one
+- The seed's shapes are settled as docs/design/connect-groups-spec.md §1 says: `ConnectorsAndTasks` is one
   struct {Connectors []string, Tasks []ConnectorTaskId} (the seed declares it an array in
   some places and a `[]String` with fields in another, 001:L285, L371, L524-531);
   `ConnectorTaskId` = {Connector string, Task int32}, never defined by the seed (L80-82);

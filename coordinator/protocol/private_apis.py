@@ -1,6 +1,6 @@
 """kcoord's private API block: keys, error codes and record tags no Kafka release uses.
 
-Rules of this module (seed-drafts.md §0, "Proposed kcoord-private allocation"):
+Rules of this module (docs/design/client-assignors-spec.md §0, "Proposed kcoord-private allocation"):
 - Private API keys live in 32700-32767, private error codes in 32700-32767, private
   tagged-field tags from 1000. Kafka 4.3 uses API keys 0-92, error codes -1..133 and
   record types 0-23 (24 in trunk); it grows by a handful of keys a year, so the top of
@@ -12,8 +12,8 @@ Rules of this module (seed-drafts.md §0, "Proposed kcoord-private allocation"):
 - Real clients are safe with the block advertised: Java's NodeApiVersions parks unknown
   keys in `unknownApis`, librdkafka prints "Unknown-32700?", franz-go skips keys above
   its MaxKey, kafka-python and aiokafka keep dicts.
-- Allocated, by seed-drafts.md §0: 32700-32702 (client assignors, this module), 32703-32706
-  (the connect group of seed 001, connect_messages.py). Errors 32700 COMPUTE_ASSIGNMENT,
+- Allocated, by docs/design/client-assignors-spec.md §0: 32700-32702 (client assignors, this module), 32703-32706
+  (the connect group of the connect group spec, connect_messages.py). Errors 32700 COMPUTE_ASSIGNMENT,
   32701 INVALID_ASSIGNMENT.
 """
 from __future__ import annotations
@@ -29,16 +29,16 @@ PRIVATE_KEY_BLOCK = range(32700, 32768)
 PRIVATE_ERROR_BLOCK = range(32700, 32768)
 PRIVATE_TAG_BASE = 1000
 
-# seed 001's connect-group keys (seed-drafts.md §0; connect_messages.py).
+# the connect group spec's connect-group keys (docs/design/client-assignors-spec.md §0; connect_messages.py).
 CONNECT_GROUP_HEARTBEAT = connect_messages.CONNECT_GROUP_HEARTBEAT
 CONNECT_GROUP_PREPARE_ASSIGNMENT = connect_messages.CONNECT_GROUP_PREPARE_ASSIGNMENT
 CONNECT_GROUP_INSTALL_ASSIGNMENT = connect_messages.CONNECT_GROUP_INSTALL_ASSIGNMENT
 CONNECT_GROUP_DESCRIBE = connect_messages.CONNECT_GROUP_DESCRIBE
 
-# Informational (seed-drafts.md §1.2, §1.7 #12): the heartbeat was processed in full, and
+# Informational (docs/design/client-assignors-spec.md §2, §7 #12): the heartbeat was processed in full, and
 # this member is asked to compute the group's assignment (Prepare, then Install).
 COMPUTE_ASSIGNMENT = 32700
-# The Install does not fit the prepared snapshot (seed 000 L262-272); the message says
+# The Install does not fit the prepared snapshot (docs/design/client-assignors-spec.md); the message says
 # which invariant failed.
 INVALID_ASSIGNMENT = 32701
 

@@ -1,4 +1,4 @@
-"""Wire schemas of kcoord's private client-assignor APIs (seed 000; seed-drafts.md §1.2).
+"""Wire schemas of kcoord's private client-assignor APIs (docs/design/client-assignors-spec.md §2).
 
 Rules of this module:
 - Kafka never shipped these messages (PR apache/kafka#14469 removed them before release),
@@ -11,7 +11,7 @@ Rules of this module:
   Kafka API since KIP-482.
 - The top-level error field is `int16`, not kio's `error_code`: kio's writer calls
   `ErrorCode(...)`, which refuses the private codes 32700/32701 (private_apis.py).
-- Field choices follow seed-drafts.md §1.2/§1.7: versions int16, Reason and Error int8,
+- Field choices follow docs/design/client-assignors-spec.md §2/§7: versions int16, Reason and Error int8,
   ids strings, Prepare's InstanceId nullable, the heartbeat Assignment carries the
   metadata version beside its bytes (without it the bytes cannot be decoded).
 """
@@ -47,7 +47,7 @@ class TopicPartitions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientAssignor:
-    """One client-side assignor a member supports (seed 000 L439-454)."""
+    """One client-side assignor a member supports (docs/design/client-assignors-spec.md)."""
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
@@ -129,7 +129,7 @@ class PrepareAssignmentRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedMember:
     """One member as the assigner sees it. TopicPartitions is its current *target*
-    (seed 000 L242: the stickiness input)."""
+    (docs/design/client-assignors-spec.md: the stickiness input)."""
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True

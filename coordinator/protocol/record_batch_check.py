@@ -34,7 +34,7 @@ Rules of this module (Kafka's order and codes: ``ProduceRequest.validateRecords`
 - ``walk_records`` also walks an uncompressed batch's record length varints (no
   allocation, at most payload // 7 steps): the records must be exactly ``records_count``
   and end exactly at the batch's end. It costs pure-Python time per record (see
-  docs/benchmarks.md), so it is off unless asked for; Kafka walks every record itself.
+  docs/measurements/benchmarks.md), so it is off unless asked for; Kafka walks every record itself.
 - Messages name the batch field, its value and the bound. The caller adds the topic and
   partition. Cost: O(1) per batch, plus the CRC (native, ``crc32c``), plus the walk.
 """

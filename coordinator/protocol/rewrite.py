@@ -21,7 +21,7 @@ from .codec import decode_response_frame, encode_response_frame
 # (node id, upstream host, upstream port) -> gateway (host, port)
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 # Nodes the gateway adds to Metadata and DescribeCluster: several kcoord processes list
-# their synthetic coordinator nodes (issue 14) -> [(node id, host, port)].
+# their synthetic coordinator nodes -> [(node id, host, port)].
 ExtraNodes = Callable[[], list[tuple[int, str, int]]]
 
 REWRITTEN_APIS = frozenset({METADATA, DESCRIBE_CLUSTER, FIND_COORDINATOR, DESCRIBE_TOPIC_PARTITIONS})

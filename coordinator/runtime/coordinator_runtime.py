@@ -123,7 +123,7 @@ class CoordinatorRuntime:
         self.on_fenced: Callable[[int, ShardFenced], None] | None = None
         # A shard taken from another instance arms its members' session timers this much after
         # the load (the membership session), since they may still be finding the new owner
-        # (docs/cluster.md).
+        # (docs/user/cluster.md).
         self.load_grace_ms = 0
         self._ops = 0                 # operations run, for sampling the event metrics
 
@@ -368,7 +368,7 @@ class CoordinatorRuntime:
     async def drain(self, timeout_s: float) -> bool:
         """Wait (bounded) until no write of this shard is open or queued: a scale-down ends
         its transactions before leaving, so the new owner does not wait for them to time
-        out (docs/cluster.md). True if drained."""
+        out (docs/user/cluster.md). True if drained."""
         return await self.writer.drain(timeout_s)
 
     def unload(self, reason: str) -> None:

@@ -1,4 +1,4 @@
-"""The state log with exclusive writes by fencing (issue 14 point 2; reference §2.4 R2).
+"""The state log with exclusive writes by fencing (docs/design/kafka-facts.md §2.4 R2).
 
 Each shard (state-topic partition p) writes through its own transactional id,
 ``<prefix>/<stateTopic>/<p>`` (prefix ``kcoord`` by default):
@@ -25,8 +25,8 @@ Each shard (state-topic partition p) writes through its own transactional id,
   Transactional data batches are held per producer id until their marker: COMMIT hands
   their records to ``sink`` (at the marker), ABORT drops them (``aborted_transactions``).
   After the fence every kcoord transaction is complete, so a transaction still open at the
-  end of the log is a client's (issue 16, TxnOffsetCommit written as the client's producer):
-  it is kept in ``open_transactions[p][producer_id]`` for the tail/issue 16 to resolve.
+  end of the log is a client's (TxnOffsetCommit written as the client's producer):
+  it is kept in ``open_transactions[p][producer_id]`` for the tail/exactly-once offsets to resolve.
 
 The client is kcoord's own Kafka protocol over links the caller opens (``open_link``, the
 same shape as coordinator.cluster.membership's: the service passes
@@ -383,7 +383,7 @@ class FencedStateLog:
         await self._txn_call(shard, add_partition, add_error, "AddPartitionsToTxn", deadline)
 
         base = -1
-        if records:     # none: a barrier (issue 16), the transaction proves the epoch alone
+        if records:     # none: a barrier, the transaction proves the epoch alone
             batch = build_batch(records, timestamp_ms=timestamp_ms, producer_id=shard.producer_id,
                                 producer_epoch=shard.epoch, base_sequence=shard.sequence, transactional=True)
             base = await self._produce(shard, batch, deadline)
@@ -397,11 +397,11 @@ class FencedStateLog:
 
     async def barrier(self, partition: int) -> None:
         """A transaction of the shard's own id with no records, begun now and committed
-        (issue 16: proves after a client's append that this process still owns the shard;
+        (exactly-once offsets: proves after a client's append that this process still owns the shard;
         ShardFenced if not). It writes one COMMIT marker into the partition."""
         await self.append(partition, [], 0)
 
-    # ---------------------------------------------- issue 16: the client-producer appender
+    # ---------------------------------------------- exactly-once offsets: the client-producer appender
     txn_offsets_supported = True    # loads with TxnLogReader (`readers`), raw reads, leader calls
 
     async def call_leader(self, partition: int, request: Any) -> Any:
@@ -418,7 +418,7 @@ class FencedStateLog:
 
     async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any:
         """Send `request` to the transaction coordinator of `transactional_id` (a client's:
-        AddOffsetsToTxn translated, issue 16). Raises StateLogError if none answers; the caller
+        AddOffsetsToTxn translated). Raises StateLogError if none answers; the caller
         forgets a coordinator that answered NOT_COORDINATOR with `forget_coordinator`."""
         try:
             address = await self._coordinator(transactional_id)
@@ -478,7 +478,7 @@ class FencedStateLog:
                    readers: Callable[[int], TxnLogReader] | None = None) -> None:
         """Take each partition (fence), then replay it from its start to its high watermark:
         plain batches at once, transactional ones at their COMMIT marker, aborted ones never.
-        With `readers` (issue 16), partition p is read by `readers(p)` instead (txn_log_reader:
+        With `readers`, partition p is read by `readers(p)` instead (txn_log_reader:
         client offset commits pending at their own offsets with their producer id, markers
         ending them; `sink` is not called)."""
         parts = sorted(set(partitions))

@@ -55,7 +55,7 @@ REBALANCES = Counter("kcoord_group_rebalances_total", "Group rebalances by group
                      "(consumer) or generation (classic) (Kafka: consumer-group-rebalance-count, "
                      "group-completed-rebalance-count)", ["type"])
 SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because another process took them "
-                       "(a fencing error on write, issue 14)")
+                       "(a fencing error on write)")
 # Readiness (ops/deploy/probe.py, the Kubernetes readinessProbe): 1 while this process may
 # answer. A single process always may; a kcoord cluster member only while its membership
 # lease is valid (coordinator/cluster/lease.py): clustered.py gives the gauge a function
@@ -73,7 +73,7 @@ EVENT_QUEUE_SECONDS = Histogram("kcoord_event_queue_seconds", "Time an operation
 EVENT_PROCESSING_SECONDS = Histogram("kcoord_event_processing_seconds", "Time an operation runs on its shard, "
                                      "write excluded (Kafka: event-processing-time-ms; one in 16 sampled)",
                                      buckets=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.1))
-# The fenced state log (issue 14) under transactions v1: a shard's next transaction waits
+# The fenced state log under transactions v1: a shard's next transaction waits
 # while the upstream still writes the previous one's markers (CONCURRENT_TRANSACTIONS).
 CONCURRENT_TRANSACTIONS_RETRIES = Counter("kcoord_state_concurrent_transactions_total", "State-log transaction "
                                           "requests answered CONCURRENT_TRANSACTIONS and retried")
@@ -81,7 +81,7 @@ CONCURRENT_TRANSACTIONS_SECONDS = Counter("kcoord_state_concurrent_transactions_
                                           "writes spent backing off on CONCURRENT_TRANSACTIONS")
 PARTITION_LAST_LOAD_SECONDS = Gauge("kcoord_partition_last_load_seconds", "How long each state-topic partition's "
                                     "last load took", ["partition"])
-# A kcoord cluster (issue 14, coordinator/clustered.py): this instance's view. A single
+# A kcoord cluster (coordinator/clustered.py): this instance's view. A single
 # process exports them at their defaults (generation -1, no shards moved).
 CLUSTER_GENERATION = Gauge("kcoord_cluster_generation", "The membership group generation this instance's "
                            "assignment is from (-1: not in a kcoord cluster)")
@@ -163,7 +163,7 @@ def register_group_collector(shards: Callable[[], Iterable]) -> GroupCollector:
     return collector
 
 
-# --- Gateway: bad input, limits, state-topic protection (issue 10). Label values come from
+# --- Gateway: bad input, limits, state-topic protection. Label values come from
 # small fixed sets in coordinator/gateway (never from a client).
 GATEWAY_FORWARD_DENIED = Counter(
     "kcoord_gateway_forward_denied_total", "Requests the forward gate (coordinator/authz.py) refused "

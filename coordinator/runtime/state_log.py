@@ -15,7 +15,7 @@
   markers never reach `sink` (Kafka's coordinator loads `__consumer_offsets` read_committed).
 - `tail(partition, from_offset, sink)`: follow one partition from an offset, handing each
   record appended after it to `sink` as it arrives, until cancelled (a standby keeping a
-  shard warm, issue 14).
+  shard warm).
 - `topic` and `partitions`: the log's name (for messages and the `offsets show` hint) and
   its partition count (one shard per partition).
 - optional `offsets_per_append` (default 0): offsets an append takes beyond its records. A
@@ -24,7 +24,7 @@
 - `append` and `load` may raise `ShardFenced`: another process owns the shard now; the
   runtime fails the waiters with NOT_COORDINATOR and unloads the shard instead of reloading.
 
-A transactional writer (exactly-once offsets, issue 16) replaces `append` with writes inside
+A transactional writer (exactly-once offsets) replaces `append` with writes inside
 a producer transaction; a marker-aware loader replaces `load`. Nothing else changes.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ class ShardFenced(Exception):
     """Another process took this shard: a newer producer epoch of the shard's transactional
     id fenced this one (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...), or the shard is no
     longer assigned here. A write failure like any other for the waiters (NOT_COORDINATOR),
-    but the runtime unloads the shard instead of reloading it (issue 14, point 2)."""
+    but the runtime unloads the shard instead of reloading it."""
 
     def __init__(self, partition: int, reason: str) -> None:
         super().__init__(f"state partition {partition} fenced: {reason}")

@@ -15,13 +15,13 @@ topic missing or replaced) it ``suspend``s writes and loads here, so nothing lan
 is read from a log kcoord has not checked (Tansu 0.6 even acknowledges a Produce to a
 partition of a topic that no longer exists).
 
-Security (issue 13): ``security=UpstreamSecurity`` gives every aiokafka client here (admin,
+Security: ``security=UpstreamSecurity`` gives every aiokafka client here (admin,
 writer, loader, tail) its TLS context and SASL settings (``aiokafka_kwargs``). aiokafka does
 not re-authenticate (KIP-368): a broker with ``connections.max.reauth.ms`` closes an expired
 connection at its next request and aiokafka reconnects, authenticating again; a write in
 flight then is retried by the producer.
 
-Transactional offset commits (issue 16): once ``enable_txn_offsets(open_link)`` was called,
+Transactional offset commits: once ``enable_txn_offsets(open_link)`` was called,
 loads read the log raw (fenced_state_log's reader with ``take_on_load=False``: no fence,
 read_uncommitted, markers visible) through txn_log_reader.TxnLogReader, and the same links
 append clients' batches (``call_leader``) and read markers (``read_partition``). aiokafka's
@@ -164,9 +164,9 @@ class StateTopic:
         # view counts it and checks the topic at once. No write error by itself means the
         # topic is gone (aiokafka marks UnknownTopicOrPartition retriable); the metadata says.
         self.on_write_error: Callable[[int, BaseException], None] | None = None
-        self._raw: Any = None     # FencedStateLog used as a raw reader (issue 16)
+        self._raw: Any = None     # FencedStateLog used as a raw reader
 
-    # --- issue 16: the raw links (module rules) ------------------------------------
+    # --- exactly-once offsets: the raw links (module rules) ------------------------------------
 
     def enable_txn_offsets(self, open_link: Callable[..., Any] | None = None) -> None:
         from .fenced_state_log import FencedStateLog

@@ -1,4 +1,4 @@
-"""Reading a state partition that holds client transactions (issue 16): which record is
+"""Reading a state partition that holds client transactions: which record is
 replayed when, and with which producer id. Sans-IO: bytes of a Fetch response in, calls on a
 `ReplayTarget` out, so the loader and the tail share it (and tests feed it built batches).
 

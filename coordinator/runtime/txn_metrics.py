@@ -1,11 +1,11 @@
-"""Metrics of transactional offsets (issue 16 §3): computed at scrape time from the shards.
+"""Metrics of transactional offsets: computed at scrape time from the shards.
 
 A transaction left open holds the state partition's last stable offset ("we do not clean
 beyond the last stable offset", Kafka's LogCleaner) and keeps its offsets pending, so the
 operator needs to see it: `kcoord_pending_txn_offsets` (pending partitions, per state
 partition), `kcoord_open_txn_producers` and `kcoord_pending_txn_oldest_age_seconds` (the age of
 the oldest pending offset; alert when it passes the upstream's transaction.max.timeout.ms,
-then docs/transactions.md says how to abort the transaction). Rules as metrics.py: one
+then docs/design/transactions.md says how to abort the transaction). Rules as metrics.py: one
 registry per process, nothing on the request path.
 """
 from __future__ import annotations

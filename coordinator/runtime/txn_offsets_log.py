@@ -1,4 +1,4 @@
-"""The shell of TxnOffsetCommit (issue 16; production-hardening.md §3, option C1): append a
+"""The shell of TxnOffsetCommit (docs/design/transactions.md): append a
 transactional commit's records to the group's state partition *as the client's producer*.
 
 Rules:
@@ -272,7 +272,7 @@ async def _markers_before(port: TxnShardPort, write: TxnOffsetWrite, base_offset
 # ------------------------------------------------------------------ the request
 class TxnShardPort(Protocol):
     """What one shard's runtime gives a TxnOffsetCommit (shard_runtime.py implements it; the
-    names are the contract, docs/transactions.md "Wiring")."""
+    names are the contract, docs/design/transactions.md "Wiring")."""
 
     @property
     def shard(self) -> Any: ...
@@ -306,7 +306,7 @@ class TxnShardPort(Protocol):
 
     async def barrier(self) -> None:
         """Commit a kcoord transaction on the shard's own transactional id, begun after this
-        call: it fails (ShardFenced -> NOT_COORDINATOR) on a fenced shard (issue 16 §4)."""
+        call: it fails (ShardFenced -> NOT_COORDINATOR) on a fenced shard."""
         ...
 
 

@@ -1,5 +1,5 @@
 """Clients' transactional offset commits in one shard: the exclusive write and the markers
-tail (the runtime half of `txn_offsets_log.TxnShardPort`; docs/transactions.md "Wiring").
+tail (the runtime half of `txn_offsets_log.TxnShardPort`; docs/design/transactions.md "Wiring").
 
 Rules:
 - A client's offsets batch is appended with no operation of the shard running and nothing

@@ -234,7 +234,7 @@ class ShardWriter:
         hint = ""
         if isinstance(error, TopicAuthorizationFailedError):
             hint = (f"; the upstream refuses kcoord's principal Write on {topic}: "
-                    f"grant it (docs/reliability.md, 'The state topic belongs to kcoord')")
+                    f"grant it (docs/user/reliability.md, 'The state topic belongs to kcoord')")
         log.error("shard %d: write of %d records to topic %s partition %d failed: %r (%d failed writes in "
                   "a row); its groups answer NOT_COORDINATOR and it reloads from the log%s%s", rt.partition,
                   records, topic, rt.partition, error, self.write_failures, hint,

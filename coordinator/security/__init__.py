@@ -1,4 +1,4 @@
-"""Security: TLS and SASL on both sides of the gateway, and authorization (issue 13).
+"""Security: TLS and SASL on both sides of the gateway, and authorization.
 
 Modules:
     settings          the security `--config` names (Kafka's broker names for listeners,

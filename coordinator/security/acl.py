@@ -1,4 +1,4 @@
-"""Kafka's ACL model and how a verdict is reached, for kcoord's own authorizer (issue 13).
+"""Kafka's ACL model and how a verdict is reached, for kcoord's own authorizer.
 
 The facts this follows (Kafka's documented authorizer semantics, KIP-11 and KIP-290):
 

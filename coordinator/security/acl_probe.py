@@ -1,5 +1,5 @@
 """`authorizer=probe`: ask the upstream, on the client's own link, what the client may do
-(issue 13, point 6), for clusters whose ACLs cannot be listed (MSK IAM, Confluent Cloud RBAC).
+(upstream security), for clusters whose ACLs cannot be listed (MSK IAM, Confluent Cloud RBAC).
 
 With SASL passthrough every client has its own upstream link, authenticated as the client. The
 broker is the authority: kcoord sends it, on that link, the requests whose answers carry Kafka's

@@ -1,4 +1,4 @@
-"""Where kcoord's ACLs come from: `authorizer=file|upstream|none` (issue 13, docs/security-acls.md).
+"""Where kcoord's ACLs come from: `authorizer=file|upstream|none` (docs/user/security-acls.md).
 
 - ``authorizer=file`` with ``authorizer.file=PATH``: the ACL file below, read at start (a bad
   file refuses the start, naming the line) and re-read when it changes (checked every

@@ -1,4 +1,4 @@
-"""The audit log of group mutations (issue 13, point 7).
+"""The audit log of group mutations.
 
 One JSON object per line (orjson) for each join, leave, offset commit, group deletion and
 offset deletion kcoord serves, whatever its outcome::

@@ -1,4 +1,4 @@
-"""Authorizing forwarded requests in kcoord (issue 13, point 4): `ForwardAclGate`.
+"""Authorizing forwarded requests in kcoord: `ForwardAclGate`.
 
 When the client's identity cannot reach the upstream (client mTLS, or SASL terminated at
 kcoord), forwarded requests run upstream as kcoord's own principal, so kcoord must refuse what
@@ -39,7 +39,7 @@ gateway closes the connection with a WARNING. kcoord does not split a forwarded 
 Metadata is forwarded and its answer filtered on the way back (`metadata_response_filter`,
 applied by the gateway after its address rewrite): an all-topics request loses the topics the
 client may not DESCRIBE, a named one gets TOPIC_AUTHORIZATION_FAILED for them, as Kafka
-answers. Limits (documented in docs/security-acls.md): an incremental Fetch
+answers. Limits (documented in docs/user/security-acls.md): an incremental Fetch
 (KIP-227 session) names only changed partitions, so ACLs revoked after the session began are
 not seen until the client sends a full fetch. Topic ids (Produce v13, Fetch v13+) are resolved
 with ``topic_name_of`` (the gateway's metadata image); an id it does not know is refused.

@@ -1,5 +1,5 @@
 """PKCS#12 keystores and truststores (Kafka's default store type since 3.x; JKS before it),
-read with ``cryptography`` and handed to Python's ssl module as PEM (issue 13).
+read with ``cryptography`` and handed to Python's ssl module as PEM.
 
 Rules:
 - A store is named by its setting (``ssl.keystore.location``, ``upstream.ssl.keystore.location``,

@@ -1,4 +1,4 @@
-"""Listener metrics (issue 13): connections by listener and protocol, failed TLS handshakes.
+"""Listener metrics: connections by listener and protocol, failed TLS handshakes.
 
 - `kcoord_gateway_connections{listener,protocol}` (gauge): client connections open now,
   admitted past the connection limits, by Kafka listener name (`PLAINTEXT`, `SSL`,

@@ -1,4 +1,4 @@
-"""Prometheus metrics of kcoord's authorization (issue 13, point 7).
+"""Prometheus metrics of kcoord's authorization.
 
 `kcoord_authorization_denied_total{api,resource_type}`: actions the authorizer refused, by the
 API that asked (Kafka's request name) and the resource type (GROUP, TOPIC, CLUSTER,

@@ -1,4 +1,4 @@
-"""The principal of a client certificate, as a Kafka broker builds it (issue 13).
+"""The principal of a client certificate, as a Kafka broker builds it.
 
 Kafka's `DefaultKafkaPrincipalBuilder` takes the peer certificate's subject, printed by
 Java's `X500Principal.getName()` (RFC 2253), maps it through `ssl.principal.mapping.rules`

@@ -1,6 +1,6 @@
 """SASL inspection: who a client authenticates as, read from the exchange it relays to the broker.
 
-In passthrough (the default on SASL_* listeners, docs/security-sasl.md) the broker stays the
+In passthrough (the default on SASL_* listeners, docs/user/security-sasl.md) the broker stays the
 authenticator: SaslHandshake and SaslAuthenticate go upstream on the client's own link. kcoord
 only reads the client's tokens to learn the name, and believes it only once the broker has
 answered the exchange with success:

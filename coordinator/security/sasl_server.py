@@ -1,7 +1,7 @@
 """SASL termination: kcoord authenticates clients itself (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
 
 For upstreams without SASL (the embedded broker, a lab cluster): `sasl.termination=true`
-(docs/security-sasl.md). Credentials come from `sasl.credentials.file`, one user and mechanism
+(docs/user/security-sasl.md). Credentials come from `sasl.credentials.file`, one user and mechanism
 per line, holding SCRAM's salted keys, never a password:
 
     # user:mechanism:iterations:salt_b64:stored_key_b64:server_key_b64

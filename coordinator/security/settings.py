@@ -1,7 +1,7 @@
 """The security settings of `kcoord serve`: which `--config NAME=VALUE` names they are, and
 how secrets are read.
 
-Names (issue 13):
+Names:
 - server side (listeners, client TLS, SASL termination): Kafka's broker names, `ssl.*`,
   `sasl.*`, `listener.security.protocol.map`, `ssl.principal.mapping.rules`, ...;
 - kcoord's own upstream connections (state topic, loading, metadata, admin, forward

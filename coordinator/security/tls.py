@@ -1,4 +1,4 @@
-"""Server-side TLS of the gateway's listeners, in Kafka's broker names (issue 13).
+"""Server-side TLS of the gateway's listeners, in Kafka's broker names.
 
 Settings (`--config NAME=VALUE`; each may be given for one listener only as
 `listener.name.<listener>.NAME`, which wins over the plain NAME for that listener, key by

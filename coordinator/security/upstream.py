@@ -2,7 +2,7 @@
 (aiokafka), the gateway's metadata/admin links (upstream_client.py) and the TLS of the
 per-client forward links.
 
-Settings are librdkafka's client names with an ``upstream.`` prefix (docs/security-upstream.md):
+Settings are librdkafka's client names with an ``upstream.`` prefix (docs/user/security-upstream.md):
 
     upstream.security.protocol              PLAINTEXT (default) | SSL | SASL_PLAINTEXT | SASL_SSL
     upstream.sasl.mechanism                 PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER

@@ -14,8 +14,8 @@ Rules of this package:
   turns shard-level failures (loading, not active, write failed) into the per-API error
   Kafka would send.
 - lifecycle.py loads, reloads and unloads the shards, and takes and releases them in
-  cluster mode; a shard that does not load fails alone (docs/reliability.md).
-- transactions.py serves TxnOffsetCommit and AddOffsetsToTxn (docs/transactions.md).
+  cluster mode; a shard that does not load fails alone (docs/user/reliability.md).
+- transactions.py serves TxnOffsetCommit and AddOffsetsToTxn (docs/design/transactions.md).
 - skip_list.py parses `state.load.skip.corrupt.offsets`, the operator's explicit way past a
   bad record.
 """

@@ -57,7 +57,7 @@ class ServedApi:
 
 # TxnOffsetCommit and AddOffsetsToTxn are advertised, and AddOffsetsToTxn is answered here
 # instead of forwarded (the upstream would add its own __consumer_offsets partition to the
-# transaction; docs/transactions.md). False: neither advertised, AddOffsetsToTxn forwarded,
+# transaction; docs/design/transactions.md). False: neither advertised, AddOffsetsToTxn forwarded,
 # TxnOffsetCommit refused per partition (a state log without raw reads answers
 # UNSUPPORTED_VERSION the same way).
 TXN_OFFSETS_SERVED = True
@@ -80,7 +80,7 @@ SERVED_APIS: tuple[ServedApi, ...] = (
               advertised=TXN_OFFSETS_SERVED),
     # Transactions v1: kcoord answers AddOffsetsToTxn itself (the upstream would add its own
     # __consumer_offsets partition): AddPartitionsToTxn v3 of the group's state partition to
-    # the client's transaction coordinator, on kcoord's link (docs/transactions.md).
+    # the client's transaction coordinator, on kcoord's link (docs/design/transactions.md).
     ServedApi(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", (0, 4), "add_offsets_to_txn",
               advertised=TXN_OFFSETS_SERVED),
 )

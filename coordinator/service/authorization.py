@@ -1,5 +1,5 @@
 """Authorization, as a stage around the group APIs' handlers: Kafka's KafkaApis role
-(coordinator/authz.py holds the rules; docs/security-acls.md).
+(coordinator/authz.py holds the rules; docs/user/security-acls.md).
 
 Rules of this module:
 - Only with an authorizer: with ALLOW_ALL the service calls the handler directly and this

@@ -1,5 +1,5 @@
 """The shards' lifecycle: load at start, reload, loss of the state topic, and in cluster
-mode taking and releasing shards (docs/reliability.md, docs/cluster.md).
+mode taking and releasing shards (docs/user/reliability.md, docs/user/cluster.md).
 
 Rules of this module:
 - A shard whose log does not load fails alone: `start()` returns once every partition is
@@ -90,7 +90,7 @@ class ShardLifecycle:
     def enter_cluster_mode(self, load_grace_ms: int) -> None:
         """Serve only the shards the membership assigns (`take`/`release`). A shard loaded
         here arms its members' session timers `load_grace_ms` later than the load: members
-        of a shard that just moved may not have found the new owner yet (docs/cluster.md)."""
+        of a shard that just moved may not have found the new owner yet (docs/user/cluster.md)."""
         self.owned = set()
         for rt in self.runtimes:
             rt.load_grace_ms = load_grace_ms

@@ -1,5 +1,5 @@
 """`state.load.skip.corrupt.offsets`: the operator's explicit way past a bad record in the
-state log (docs/reliability.md).
+state log (docs/user/reliability.md).
 
 Rules of this module:
 - Pure parsing, at start: `PARTITION:OFFSET` entries become one frozen set of offsets per

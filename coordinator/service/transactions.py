@@ -1,4 +1,4 @@
-"""Transactional offsets (docs/transactions.md): TxnOffsetCommit, AddOffsetsToTxn, and the
+"""Transactional offsets (docs/design/transactions.md): TxnOffsetCommit, AddOffsetsToTxn, and the
 markers read before OffsetFetch answers.
 
 Rules of this module:
@@ -68,8 +68,8 @@ class Transactions:
         appender = self.appender
         if appender is None:
             return error_responses.txn_offset_commit(ctx.api_version, ApiError(
-                ErrorCode.unsupported_version, "TxnOffsetCommit needs the fenced state log (docs/transactions.md)"),
-                req)
+                ErrorCode.unsupported_version,
+                "TxnOffsetCommit needs the fenced state log (docs/design/transactions.md)"), req)
         rt = self.router.runtime_for(req.group_id)
         try:
             return await txn_offset_commit_request(rt, appender, ctx, req, rt.write_timeout_s)

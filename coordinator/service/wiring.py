@@ -10,9 +10,9 @@ Rules of this module:
 - `handle` is the one door: the handler from the API table (apis.py), run directly under
   ALLOW_ALL or through the authorization stage (authorization.py); then the request metrics,
   the cluster lease check and the audit log. Nothing computed from a shard's state is
-  released once the membership lease ran out (docs/cluster.md, the safety argument).
+  released once the membership lease ran out (docs/user/cluster.md, the safety argument).
 - The steady heartbeat passes here on every request: no extra call, attribute hop or
-  allocation may be added to `handle` without measuring it (docs/benchmarks.md).
+  allocation may be added to `handle` without measuring it (docs/measurements/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -89,12 +89,12 @@ class GroupCoordinatorService:
         for api in SERVED_APIS:
             registry.register(api)
         if config.consumer_client_assignors_enabled:
-            # kcoord's private client-assignor APIs 32700-32702 (docs/client-assignors.md),
+            # kcoord's private client-assignor APIs 32700-32702 (docs/design/client-assignors.md),
             # advertised and routed only when enabled (coordinator/private_apis.py).
             for key, name, versions, handler in PRIVATE_APIS:
                 registry.register(ServedApi(key, name, versions, handler))
         if config.connect_groups_enabled:
-            # The connect group APIs 32703-32706 (docs/connect-groups.md), advertised and
+            # The connect group APIs 32703-32706 (docs/design/connect-groups.md), advertised and
             # routed only when enabled (coordinator/connect_apis.py).
             for key, name, versions, handler in CONNECT_APIS:
                 registry.register(ServedApi(key, name, versions, handler))
@@ -157,7 +157,7 @@ class GroupCoordinatorService:
         if serving is not None and not serving():
             # Several processes: the membership lease ran out (a pause, a partition), so the
             # shards may belong to another instance by now. Nothing computed from this
-            # state is released, not even a heartbeat (docs/cluster.md, the safety argument).
+            # state is released, not even a heartbeat (docs/user/cluster.md, the safety argument).
             return ERROR_RESPONSES[api_key](api_version, ApiError(
                 ErrorCode.not_coordinator, "This kcoord instance's cluster membership lease ran out; "
                 "find the coordinator again."), request)

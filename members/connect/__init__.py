@@ -1,4 +1,4 @@
-"""A worker library for the `connect` group type (issue 18, seed 001): any Python program
+"""A worker library for the `connect` group type (docs/design/connect-groups-spec.md): any Python program
 that distributes named connectors and tasks over a group of workers can use it.
 
 Public API:

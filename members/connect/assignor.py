@@ -1,7 +1,7 @@
 """An incremental cooperative assignor for connect groups, written from KIP-415 (not
 translated from Connect's IncrementalCooperativeAssignor).
 
-What KIP-415 documents, and how it maps onto a declarative target (seed 001):
+What KIP-415 documents, and how it maps onto a declarative target (docs/design/connect-groups-spec.md):
 - Sticky: a unit stays with its worker while the worker is in the group and the unit
   still exists.
 - Deleted units (gone from the configuration) are dropped.
@@ -22,7 +22,7 @@ then counts every unowned configured unit as lost (not new), so the delay also h
 the leader itself died.
 
 Metadata (version 1, this library's own format; Connect's ConnectProtocol only matters
-when mixing with Java workers, issue 18): a worker's is JSON {"url": ...}; the per-worker
+when mixing with Java workers): a worker's is JSON {"url": ...}; the per-worker
 assignment metadata is JSON {"leader": assigner id, "leader_url": ..., "delay_ms": ...}.
 """
 from __future__ import annotations

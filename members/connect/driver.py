@@ -1,4 +1,4 @@
-"""An asyncio driver for `ConnectWorker` (issue 18, seed 001): the sockets and the clock
+"""An asyncio driver for `ConnectWorker` (docs/design/connect-groups-spec.md): the sockets and the clock
 around the sans-IO worker. The loop is members/_loop.py, shared with the consumer member's
 driver (members/driver.py); this module names the worker's vocabulary and does the
 worker's Prepare/Install.
@@ -55,7 +55,7 @@ class ConnectDriver(DriverLoop):
         return await self._call(cm.ConnectGroupDescribeRequest(group_ids=(self.worker.group_id,)))
 
     async def _compute(self) -> None:
-        """Prepare, assign, Install (seed 001 on seed 000's engine). Any failure abandons the
+        """Prepare, assign, Install (the connect group on the client-side assignors' engine). Any failure abandons the
         computation: the coordinator asks again (this worker or another) on its own."""
         w = self.worker
         try:

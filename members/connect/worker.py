@@ -1,4 +1,4 @@
-"""A connect-group worker, sans-IO (issue 18; seed 001 L387-401, L560-563).
+"""A connect-group worker, sans-IO (docs/design/connect-groups-spec.md).
 
 The caller owns the sockets and the clock: `poll(now_ms)` gives the next
 ConnectGroupHeartbeat to send (or None), `on_heartbeat(response, now_ms)` reads its answer

@@ -25,7 +25,7 @@ __all__ = ["RehearsalPlan", "Step", "rolling_schedule", "expected_conversions", 
 
 
 def rehearse(plan: RehearsalPlan, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the rehearsal and return its report (see docs/rehearse.md for the fields)."""
+    """Run the rehearsal and return its report (see docs/user/rehearse.md for the fields)."""
     return analyse(run_rehearsal(plan, progress), plan)
 
 

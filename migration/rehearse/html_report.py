@@ -226,7 +226,7 @@ th {{ background: #f3f3f3; }}
 <h2>Group type changes</h2>
 {_table(["change", "observed between", "step", "group epoch", "members", "committed offsets before → after",
          "regressions"], conv_rows, raw=True)}
-<p>Kafka's triggers (reference §5): {triggers}.</p>
+<p>Kafka's triggers (docs/design/kafka-facts.md §5): {triggers}.</p>
 {_table(["step", "to", "Kafka converts when", "trigger window (s)", "observed (s)", "as expected"], type_rows)}
 <h2>Rolling restarts</h2>
 {_table(["step", "member", "protocol", "stop requested (s)", "new process (s)", "stable again (s)", "settle (s)"],

@@ -88,7 +88,7 @@ def rolling_schedule(plan: RehearsalPlan) -> list[Step]:
 
 
 def expected_conversions(plan: RehearsalPlan) -> list[dict]:
-    """When Kafka converts the group (reference §5): one conversion per phase.
+    """When Kafka converts the group (docs/design/kafka-facts.md §5): one conversion per phase.
 
     Upgrade: the first ConsumerGroupHeartbeat of a consumer-protocol member converts the
     non-empty classic group, so at the first step that starts a `consumer` member.

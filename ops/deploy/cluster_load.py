@@ -3,7 +3,7 @@
 
 Rules: everything started here is stopped here (try/finally), every wait is bounded and
 says what it waited for; the timeline is fixed so two runs draw comparable pictures.
-Kafka, not Tansu: Tansu 0.6 cannot carry kcoord's membership group (issue 14).
+Kafka, not Tansu: Tansu 0.6 cannot carry kcoord's membership group.
 
 Timeline over `seconds` (fractions of the run), after the cluster has settled:
 - 0: 3 KIP-848 groups of 3 librdkafka consumers (group.protocol=consumer, auto-commit)

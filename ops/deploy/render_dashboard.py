@@ -1,4 +1,4 @@
-"""The Grafana dashboard's panels rendered from a real run (issue 15, point 4): PNGs and an HTML page.
+"""The Grafana dashboard's panels rendered from a real run: PNGs and an HTML page.
 
     .venv/bin/python -m ops.deploy.render_dashboard [--seconds 90] [--out docs/dashboard]
         [--attach http://HOST:PORT/metrics ...] [--cluster]

@@ -4,9 +4,9 @@ write (one batch), in the order Kafka's coordinator writes them.
 - Classic groups: a GroupMetadata value (v3) after every completed rebalance, an empty
   one when the last member leaves, a tombstone when the group is deleted.
 - Consumer groups (KIP-848): member metadata, group epoch, target assignment, then each
-  member's current assignment as it reconciles (revocation first, reference §4.3/4.4);
-  a leaving member's tombstones in `removeMember` order (reference §2.4).
-- Conversions (reference §5.2/5.3): `upgrade` writes the GroupMetadata tombstone and
+  member's current assignment as it reconciles (revocation first, docs/design/kafka-facts.md §4.3/4.4);
+  a leaving member's tombstones in `removeMember` order (docs/design/kafka-facts.md §2.4).
+- Conversions (docs/design/kafka-facts.md §5.2/5.3): `upgrade` writes the GroupMetadata tombstone and
   the consumer records of `createConsumerGroupRecords`; `downgrade` writes the
   tombstones of `createGroupTombstoneRecords` and a STABLE GroupMetadata.
 """
@@ -293,7 +293,7 @@ class ConsumerSim(GroupSim):
                     ConsumerGroupRegularExpressionValue(tuple(sorted(topics)), version, now_ms))]
 
     def tombstones(self) -> list[Rec]:
-        """`createGroupTombstoneRecords` (reference §5.3), in Kafka's order."""
+        """`createGroupTombstoneRecords` (docs/design/kafka-facts.md §5.3), in Kafka's order."""
         g, ids = self.group_id, sorted(self.members)
         out = [_tomb(ConsumerGroupCurrentMemberAssignmentKey(g, m)) for m in ids]
         out += [_tomb(ConsumerGroupTargetAssignmentMemberKey(g, m)) for m in ids]

@@ -71,7 +71,7 @@ def plain(value: Any, drop: frozenset[str] = DROPPED, field: str = "") -> Any:
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, str) and value and field == "error_message":
-        return "<message>"      # free text: compared for presence only (docs/differential.md)
+        return "<message>"      # free text: compared for presence only (docs/design/differential.md)
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, timedelta):

@@ -1,5 +1,5 @@
 """Online conversion between classic and consumer groups (KIP-848 migration,
-reference §5.2-§5.3), writing exactly Kafka's record sequences:
+docs/design/kafka-facts.md §5.2-§5.3), writing exactly Kafka's record sequences:
 
 - upgrade: GroupMetadata tombstone, then per member ConsumerGroupMemberMetadata,
   ConsumerGroupMetadata(generation, hash), per member TargetAssignmentMember,

@@ -1,4 +1,4 @@
-"""Classic-protocol members inside a consumer group (reference §5.4).
+"""Classic-protocol members inside a consumer group (docs/design/kafka-facts.md §5.4).
 
 A classic consumer keeps speaking JoinGroup/SyncGroup/Heartbeat while the group is a
 KIP-848 group: its JoinGroup is translated into a heartbeat of the consumer group (its

@@ -6,7 +6,7 @@ Kafka hands the newcomer the old member's place and its shards at once, without 
 rebalance, while the old process may still answer from its lease. The newcomer serves
 them only once that lease has certainly run out, the old process stops answering as soon
 as the membership tells it it was replaced, and every instance routes to the newcomer's
-own address within one heartbeat and a rebalance (docs/cluster.md, the safety argument)."""
+own address within one heartbeat and a rebalance (docs/user/cluster.md, the safety argument)."""
 from __future__ import annotations
 
 import itertools

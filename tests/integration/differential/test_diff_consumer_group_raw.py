@@ -46,7 +46,7 @@ def join_and_leave(t: Transcript, group: str, topic: str, ids: list[str]) -> Tra
     t.add("describe", describe_consumer_group(t.side, group))
     t.add("leave", heartbeat_view(a.leave()))
     after = t.add("describe after leave", describe_consumer_group(t.side, group))
-    # Deliberate (docs/differential.md): kcoord writes KAFKA-20442's target (epoch, 0) when the
+    # Deliberate (docs/design/differential.md): kcoord writes KAFKA-20442's target (epoch, 0) when the
     # last member leaves, so its assignment epoch follows the group epoch; Kafka 4.3.1 keeps
     # the previous one. Checked here, then left out of the field-by-field comparison.
     t.add("assignment epoch after last leave", after.pop("assignment_epoch") == after["group_epoch"])
@@ -186,7 +186,7 @@ def group_config(t: Transcript, group: str, topic: str, ids: list[str]) -> Trans
 
 @pytest.mark.xfail(strict=True, reason="kcoord has no per-group configuration: IncrementalAlterConfigs on a "
                    "GROUP resource is forwarded to the upstream, which stores it, and kcoord keeps its "
-                   "process-wide consumer.heartbeat.interval.ms (docs/differential.md)")
+                   "process-wide consumer.heartbeat.interval.ms (docs/design/differential.md)")
 def test_per_group_heartbeat_interval(sides, names, topic):
     group, ids = names.group(), member_ids(1)
     kafka, kcoord = (group_config(Transcript(side), group, topic, ids) for side in sides)

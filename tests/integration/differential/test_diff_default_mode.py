@@ -1,5 +1,5 @@
 """kcoord with its *default* settings (not Kafka-equivalent mode) against Kafka 4.3 with its
-defaults: the KIP-848 join-reconcile-leave scenario must differ only where docs/differential.md
+defaults: the KIP-848 join-reconcile-leave scenario must differ only where docs/design/differential.md
 says it does on purpose, the heartbeat intervals (kcoord's adaptive policy: short while a
 member has work pending, a stable interval otherwise; Kafka: a fixed 5 s). Everything else
 (errors, epochs, assignments, describe) stays identical: the policy changes when members

@@ -15,7 +15,7 @@ partitions throughout the test. The phases and the group's mode in each:
    group is still in client mode.
 3. server mode: a librdkafka consumer joins (key 68, no client assignor). A member
    without a list switches the group to server mode rather than being rejected
-   (docs/client-assignors.md, "How a round works" 2); the four share the partitions
+   (docs/design/client-assignors.md, "How a round works" 2); the four share the partitions
    3/3/3/3 and the described assignor is the server's.
 4. server mode: another Python member is killed; the same bound as in 2.
 5. server mode: another Python member leaves gracefully (revoke, commit, leave). Every

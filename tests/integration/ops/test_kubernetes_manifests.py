@@ -24,7 +24,7 @@ from support.metrics import kcoord_with_metrics
 REPO = Path(__file__).resolve().parents[3]
 K8S = REPO / "ops" / "deploy" / "kubernetes"
 PROBE = REPO / "ops" / "deploy" / "probe.py"
-KUBERNETES_VERSION = "1.30.0"   # the oldest release the manifests promise to fit (docs/deploy-kubernetes.md)
+KUBERNETES_VERSION = "1.30.0"   # the oldest release the manifests promise to fit (docs/user/deploy-kubernetes.md)
 
 
 def documents() -> list[tuple[str, dict]]:

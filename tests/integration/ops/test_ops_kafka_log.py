@@ -14,7 +14,7 @@ Kafka's answers were recorded (kafka_log_files). kcoord then serves in front of 
 broker: the log's assignments name topics by id, and only that cluster has those ids. At the
 end the live members leave and the broker stops cleanly; the log it leaves replays to the same
 state for every group nobody touched after the copy (what a Kafka restart would reload).
-docs/kafka-log-replay.md has the results.
+docs/design/kafka-log-replay.md has the results.
 """
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ def _markers(model: dict) -> int:
 
 def _results(tmp_path: Path, model: dict, loaded: dict, kafka: dict, shown: list, others,
              copied: dict) -> None:
-    """The numbers docs/kafka-log-replay.md reports, kept next to the test's log."""
+    """The numbers docs/design/kafka-log-replay.md reports, kept next to the test's log."""
     summary = {k: v for k, v in model["summary"].items() if k != "problems"}
     summary["offsets"] = sum(len(g["offsets"]) for g in model["groups"])
     summary["kafka_groups"] = {g: list(v) for g, v in kafka["list"].items()}

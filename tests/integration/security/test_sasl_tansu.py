@@ -40,7 +40,7 @@ USER, PASSWORD = "alice", "alice-secret"
 FINDING = ("Tansu 0.6.0 cannot authenticate anyone in this build: its only storage engine "
            "(dynostore: memory://, s3://) does not store SCRAM users (upsert_user_scram_credential "
            "is a no-op, user_scram_credential returns None), PLAIN is not compiled in; see "
-           "docs/security-sasl.md, 'SASL against Tansu'")
+           "docs/user/security-sasl.md, 'SASL against Tansu'")
 
 
 def scram_conf(bootstrap: str, user: str = USER, password: str = PASSWORD) -> dict:

@@ -19,7 +19,7 @@ UPSTREAM_EXPECTATIONS = {
 @pytest.fixture
 def kcoord(upstream, names):
     """`kcoord serve` in front of ``upstream`` with its defaults: transactional offsets served
-    by the one process (the raw marker-aware loader; docs/transactions.md)."""
+    by the one process (the raw marker-aware loader; docs/design/transactions.md)."""
     from support.kcoord import FAST, KcoordProcess
 
     gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}",

@@ -11,7 +11,7 @@ its output topic, EndTxn v5). What this proves:
 - a zombie (an older epoch of the same transactional id) is refused with the error the client
   expects, and its offsets never apply.
 Wiring TxnOffsetCommit through a running kcoord (and the Java / librdkafka loops) is the
-lead's part (docs/transactions.md, "Wiring")."""
+lead's part (docs/design/transactions.md, "Wiring")."""
 from __future__ import annotations
 
 import asyncio
@@ -220,7 +220,7 @@ def test_txn_v2_commit_abort_and_zombie_on_kafka_4_3(kafka43, names):
 
 class MarkersOnly:
     """The active shard's tail: its own and its clients' records were replayed when written, so
-    only the markers are applied from the log (docs/transactions.md, "Wiring")."""
+    only the markers are applied from the log (docs/design/transactions.md, "Wiring")."""
 
     def __init__(self, shard) -> None:
         self.shard = shard

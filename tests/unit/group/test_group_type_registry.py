@@ -1,4 +1,4 @@
-"""A new group type plugs in through the registries alone (docs/architecture.md, "A new
+"""A new group type plugs in through the registries alone (docs/design/architecture.md, "A new
 group type"): its replay rule, its `GroupType`, its downgrade-check rule. The shared APIs
 (ListGroups, DeleteGroups, OffsetCommit, OffsetFetch) then serve it without a change."""
 from __future__ import annotations
