@@ -192,6 +192,37 @@ def forwarded(metrics_port: int, api: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
+def alternate(kcoords: dict[str, tuple[procs.Kcoord, int]],
+              scenarios: dict[str, tuple[str, Callable[[procs.Kcoord], dict[str, float]]]], runs: int,
+              title: str) -> None:
+    """Each scenario on each kcoord, ``runs`` times, the order flipped every run; prints each
+    run and then the medians: kcoord's CPU per MB and per answer of the scenario's API (its
+    forwarded-requests metric), and MB/s. A scenario's run returns cpu_s, mb, mb_s, seconds."""
+    results: dict[tuple[str, str], list[dict[str, float]]] = {(s, n): [] for s in scenarios for n in kcoords}
+    for i in range(runs):
+        for scenario, (api, run) in scenarios.items():
+            for name in (list(kcoords) if i % 2 == 0 else list(reversed(kcoords))):
+                kc, metrics_port = kcoords[name]
+                before = forwarded(metrics_port, api)
+                r = run(kc)
+                r["answers"] = forwarded(metrics_port, api) - before
+                r["ms_per_mb"] = r["cpu_s"] / r["mb"] * 1e3
+                r["us_per_answer"] = r["cpu_s"] / max(r["answers"], 1) * 1e6
+                results[(scenario, name)].append(r)
+                print(f"  run {i + 1} {scenario:8s} {name:10s} {r['mb_s']:7.1f} MB/s  kcoord "
+                      f"{r['ms_per_mb']:6.3f} ms CPU/MB, {r['us_per_answer']:7.1f} us CPU/answer "
+                      f"({r['answers']:.0f} {api} answers, "
+                      f"{r['mb'] / max(r['answers'], 1) * 1e3:.1f} kB each, {r['seconds']:.2f} s)")
+    print(title)
+    for scenario in scenarios:
+        for name in kcoords:
+            rs = results[(scenario, name)]
+            cpu = sorted(r["ms_per_mb"] for r in rs)
+            print(f"  {scenario:8s} {name:10s} {statistics.median(cpu):7.3f} ms CPU/MB (min {cpu[0]:.3f}, "
+                  f"max {cpu[-1]:.3f})  {statistics.median(r['us_per_answer'] for r in rs):7.1f} us/answer  "
+                  f"{statistics.median(r['mb_s'] for r in rs):7.1f} MB/s")
+
+
 def produce_topic(bootstrap: str, topic: str, records: int, record_bytes: int, linger_ms: int,
                   kcoord_pid: int | None = None) -> dict[str, float]:
     """Produce ``records`` records; kcoord's CPU over produce() .. flush() when measured."""
@@ -254,30 +285,8 @@ def wire(args: argparse.Namespace, repos: list[Path]) -> None:
                 f"127.0.0.1:{kc.port}", PRODUCE_TOPIC, args.produce_records, args.produce_record_bytes,
                 linger_ms=0, kcoord_pid=kc.pid)),
         }
-        results: dict[tuple[str, str], list[dict[str, float]]] = {(s, n): [] for s in scenarios for n in kcoords}
-        for i in range(args.runs):
-            for scenario, (api, run) in scenarios.items():
-                order = list(kcoords) if i % 2 == 0 else list(reversed(kcoords))
-                for name in order:
-                    kc, metrics_port = kcoords[name]
-                    before = forwarded(metrics_port, api)
-                    r = run(kc)
-                    r["answers"] = forwarded(metrics_port, api) - before
-                    r["ms_per_mb"] = r["cpu_s"] / r["mb"] * 1e3
-                    r["us_per_answer"] = r["cpu_s"] / max(r["answers"], 1) * 1e6
-                    results[(scenario, name)].append(r)
-                    print(f"  run {i + 1} {scenario:8s} {name:10s} {r['mb_s']:7.1f} MB/s  kcoord "
-                          f"{r['ms_per_mb']:6.3f} ms CPU/MB, {r['us_per_answer']:7.1f} us CPU/answer "
-                          f"({r['answers']:.0f} {api} answers, "
-                          f"{r['mb'] / max(r['answers'], 1) * 1e3:.1f} kB each, {r['seconds']:.2f} s)")
-        print(f"over the wire, median of {args.runs}: kcoord CPU per MB and per {{fetch, produce}} answer; MB/s")
-        for scenario in scenarios:
-            for name in kcoords:
-                rs = results[(scenario, name)]
-                cpu = sorted(r["ms_per_mb"] for r in rs)
-                print(f"  {scenario:8s} {name:10s} {statistics.median(cpu):7.3f} ms CPU/MB (min {cpu[0]:.3f}, "
-                      f"max {cpu[-1]:.3f})  {statistics.median(r['us_per_answer'] for r in rs):7.1f} us/answer  "
-                      f"{statistics.median(r['mb_s'] for r in rs):7.1f} MB/s")
+        alternate(kcoords, scenarios, args.runs,
+                  f"over the wire, median of {args.runs}: kcoord CPU per MB and per {{fetch, produce}} answer; MB/s")
     except BaseException:
         for kc, _ in kcoords.values():
             kc.print_log_tail()

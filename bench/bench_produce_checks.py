@@ -20,7 +20,6 @@ Benchmarks are not tests: nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_gateway_fetch import forwarded, produce_topic  # noqa: E402
+from bench_gateway_fetch import alternate, produce_topic  # noqa: E402
 from loadgen import procs  # noqa: E402
 
 TOPIC = "bench-produce-checks"
@@ -55,34 +54,14 @@ def main() -> None:
                               extra_args=("--metrics-port", str(metrics_port))).start()
             kcoords[name] = (kc, metrics_port)
             print(f"  {name}: kcoord pid {kc.pid} on 127.0.0.1:{kc.port} ({', '.join(config)})")
-        loads: dict[str, Callable[[procs.Kcoord], dict[str, float]]] = {
-            "big": lambda kc: produce_topic(f"127.0.0.1:{kc.port}", TOPIC, args.records, args.record_bytes,
-                                            linger_ms=20, kcoord_pid=kc.pid),
-            "small": lambda kc: produce_topic(f"127.0.0.1:{kc.port}", TOPIC, args.small_records,
-                                              args.small_record_bytes, linger_ms=0, kcoord_pid=kc.pid),
+        loads: dict[str, tuple[str, Callable[[procs.Kcoord], dict[str, float]]]] = {
+            "big": ("produce", lambda kc: produce_topic(f"127.0.0.1:{kc.port}", TOPIC, args.records,
+                                                        args.record_bytes, linger_ms=20, kcoord_pid=kc.pid)),
+            "small": ("produce", lambda kc: produce_topic(f"127.0.0.1:{kc.port}", TOPIC, args.small_records,
+                                                          args.small_record_bytes, linger_ms=0, kcoord_pid=kc.pid)),
         }
-        results: dict[tuple[str, str], list[dict[str, float]]] = {(load, n): [] for load in loads for n in kcoords}
-        for i in range(args.runs):
-            for load, run in loads.items():
-                order = list(kcoords) if i % 2 == 0 else list(reversed(kcoords))
-                for name in order:
-                    kc, metrics_port = kcoords[name]
-                    before = forwarded(metrics_port, "produce")
-                    r = run(kc)
-                    r["requests"] = forwarded(metrics_port, "produce") - before
-                    r["ms_per_mb"] = r["cpu_s"] / r["mb"] * 1e3
-                    r["us_per_request"] = r["cpu_s"] / max(r["requests"], 1) * 1e6
-                    results[(load, name)].append(r)
-                    print(f"  run {i + 1} {load:5s} {name:7s} {r['mb_s']:7.1f} MB/s  kcoord {r['ms_per_mb']:6.3f} "
-                          f"ms CPU/MB, {r['us_per_request']:6.1f} us CPU/request ({r['requests']:.0f} requests)")
-        print(f"median of {args.runs}: kcoord CPU per MB produced, per Produce request; MB/s")
-        for load in loads:
-            for name in kcoords:
-                rs = results[(load, name)]
-                cpu = sorted(r["ms_per_mb"] for r in rs)
-                print(f"  {load:5s} {name:7s} {statistics.median(cpu):7.3f} ms CPU/MB (min {cpu[0]:.3f}, max "
-                      f"{cpu[-1]:.3f})  {statistics.median(r['us_per_request'] for r in rs):6.1f} us/request  "
-                      f"{statistics.median(r['mb_s'] for r in rs):7.1f} MB/s")
+        alternate(kcoords, loads, args.runs,
+                  f"median of {args.runs}: kcoord CPU per MB produced, per Produce request; MB/s")
     except BaseException:
         for kc, _ in kcoords.values():
             kc.print_log_tail()
