@@ -14,6 +14,7 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from coordinator.runtime.embedded import _die_with_parent, _resolve_prctl
 
@@ -53,6 +54,18 @@ def stop(proc: subprocess.Popen, timeout: float) -> int:
             proc.wait(10)
     untrack(proc)
     return proc.returncode
+
+
+def exited(proc: subprocess.Popen, log_path: Path, timeout: float, why: str) -> tuple[int, str]:
+    """(exit code, log text) of a kcoord expected to exit within ``timeout`` s (``why``: what
+    should have made it exit); it is no longer tracked afterwards."""
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"kcoord still running {timeout:g} s after {why}; log:\n"
+                             f"{log_path.read_text(errors='replace')[-3000:]}") from None
+    untrack(proc)
+    return rc, log_path.read_text(errors="replace")
 
 
 def kill(proc: subprocess.Popen) -> int:

@@ -50,13 +50,7 @@ def test_a_50m_partition_create_topics_kills_only_the_capped_broker(tmp_path, na
             except OSError:
                 answer = None
         assert answer is None, "Tansu answered a 50,000,000-partition CreateTopics under a 512 MiB cap"
-        try:
-            rc = process.wait(30)
-        except Exception:
-            raise AssertionError(f"kcoord still running 30 s after its broker was sent the request; log:\n"
-                                 f"{log_path.read_text(errors='replace')[-3000:]}") from None
-        processes.untrack(process)
-        log = log_path.read_text(errors="replace")
+        rc, log = processes.exited(process, log_path, 30, "its broker was sent the request")
         assert rc == EXIT_EMBEDDED_BROKER_EXITED, f"kcoord exited {rc}; log:\n{log[-3000:]}"
         start = next(line for line in log.splitlines() if "embedded Tansu broker pid" in line)
         assert "memory cap 512 MiB by address space (RLIMIT_AS)" in start and "oom_score_adj 1000" in start

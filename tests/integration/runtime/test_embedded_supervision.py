@@ -74,13 +74,7 @@ def test_embedded_broker_death_is_logged_and_kcoord_exits_non_zero(tmp_path, nam
         assert "tansu broker" in broker_log.read_text(errors="replace"), \
             f"the broker's start banner should be in {broker_log}"
         os.kill(tansu_pid, signal.SIGKILL)
-        try:
-            rc = process.wait(20)
-        except Exception:
-            raise AssertionError(f"kcoord still running 20 s after its embedded broker died; log:\n"
-                                 f"{log_path.read_text(errors='replace')[-3000:]}") from None
-        processes.untrack(process)
-        log = log_path.read_text(errors="replace")
+        rc, log = processes.exited(process, log_path, 20, "its embedded broker died")
         assert rc == EXIT_EMBEDDED_BROKER_EXITED, f"kcoord exited {rc}; log:\n{log[-3000:]}"
         error = next((line for line in log.splitlines()
                       if " ERROR " in line and "embedded Tansu broker" in line), None)
