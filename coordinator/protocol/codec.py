@@ -11,13 +11,15 @@ from .checked import _STRUCTS as _steps
 from .checked import Malformed, struct_step
 from .fast_codec import FAST_ENCODERS
 from .framing import decode_response_header, response_frame
+from .retention import readers as _wide_retention_readers
 
 
 class BodyError(Exception):
     """A message body does not parse with its schema."""
 
 
-_readers: dict[type, Any] = {}
+# OffsetCommit v2-v4 take any int64 retention, as Kafka does (retention.py).
+_readers: dict[type, Any] = dict(_wide_retention_readers())
 _writers: dict[type, Any] = {}
 
 
