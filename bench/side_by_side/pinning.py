@@ -1,0 +1,51 @@
+"""CPU sets for a fair side-by-side: the server side (Kafka, and kcoord in front of it) on
+one set of cores, the load generators on another, with sched_setaffinity (what `taskset`
+does).
+
+Processes are started while this process is pinned to the server's set, so they inherit it
+from their first instruction: the JVM sizes its GC and compiler threads from the CPUs it
+may use, as it would under `taskset -c 0 kafka-server-start.sh`. Every thread they have
+once started is pinned again (``pin_process``, `taskset -a -p`), in case one escaped.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def parse_cpus(text: str) -> set[int]:
+    """"0", "0,2", "0-3" -> a set of CPU numbers, each one this machine has."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    missing = cpus - os.sched_getaffinity(0)
+    if missing or not cpus:
+        raise SystemExit(f"CPU set {text!r}: {sorted(missing) or 'empty'} not available to this process "
+                         f"({sorted(os.sched_getaffinity(0))})")
+    return cpus
+
+
+def pin_process(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of ``pid``; returns how many."""
+    n = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+            n += 1
+        except (ProcessLookupError, FileNotFoundError):    # a thread that just ended
+            pass
+    return n
+
+
+@contextmanager
+def running_on(cpus: set[int]) -> Iterator[None]:
+    """This process (and what it starts meanwhile) on ``cpus``; the previous set afterwards."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
