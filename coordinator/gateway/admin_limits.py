@@ -19,7 +19,10 @@ Rules (pure functions over a decoded request and kcoord's metadata view, ``Clust
   (CreateTopicsRequest.getErrorResponse); ``validate_only`` changes nothing, as in Kafka.
 - CreateTopics and CreatePartitions: every entry of a name given twice gets INVALID_REQUEST
   "Duplicate topic name." (ControllerApis) and is not forwarded.
-- CreateTopics, per topic, in Kafka's order (createTopic), for topics kcoord does not know:
+- CreateTopics, per topic, in Kafka's order (createTopic), for every topic: one kcoord's
+  view knows to exist gets Kafka's TOPIC_ALREADY_EXISTS ("Topic 'X' already exists.") when
+  it fails a rule below, else it is forwarded (the upstream answers it). The view can lag a
+  DeleteTopics, and a forwarded invalid topic is what Tansu 0.6 allocates from. The rules:
   explicit assignments need ``replication_factor`` and ``num_partitions`` of -1
   (INVALID_REQUEST), no partition index twice, each replica list non-empty, of brokers
   kcoord's Metadata lists, none twice, all of one length, and indexes 0..n-1
@@ -190,9 +193,16 @@ def check_create_topics(request: Any, facts: ClusterFacts, refused: Sequence[int
     entries = _duplicates_refused(topics, twice, skip)
     records = 0
     for i, topic in counted:
-        if facts.partitions(topic.name) is not None:
-            continue        # exists: the upstream answers TOPIC_ALREADY_EXISTS, no records
         error = create_topic_error(topic, facts)
+        if facts.partitions(topic.name) is not None:
+            # Exists: Kafka answers TOPIC_ALREADY_EXISTS before its other rules, and the
+            # upstream does for a valid topic (no records). An invalid one is answered here:
+            # the view lags a DeleteTopics by up to one refresh, and a topic deleted in that
+            # window is created by Tansu 0.6 with what it carries (num_partitions beside
+            # assignments, a replication factor it allocates per partition: fuzz/README.md).
+            if error is not None:
+                entries[i] = (ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
+            continue
         if error is not None:
             entries[i] = error
             continue
