@@ -267,7 +267,7 @@ async def serve(args: argparse.Namespace) -> int:
 async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: dict,
                       stop: asyncio.Event) -> int:
     from .gateway.gateway import Gateway
-    from .runtime.metrics import register_group_collector
+    from .metrics import register_group_collector
     from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
     from .service import GroupCoordinatorService, SkipOffsetsError
 

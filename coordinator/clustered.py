@@ -37,11 +37,11 @@ import socket
 import time
 from typing import Any
 
+from . import metrics
 from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.protocol import Assignment
 from .config import CoordinatorConfig
-from .runtime import metrics
 
 log = logging.getLogger("kcoord.cluster")
 

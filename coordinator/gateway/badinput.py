@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from .. import metrics
 from ..protocol.api_versions import unsupported_version_body
 from ..protocol.apis import (
     API_VERSIONS,
@@ -24,7 +25,6 @@ from ..protocol.apis import (
     request_header_version,
 )
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
-from ..runtime import metrics
 from .routes import Route
 
 if TYPE_CHECKING:

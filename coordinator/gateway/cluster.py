@@ -40,10 +40,10 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .. import metrics
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
-from ..runtime import metrics
 from .upstream_client import UpstreamClient, UpstreamError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ STILL_DOWN_LOG_INTERVAL = 60.0   # seconds between reminders while the upstream 
 WRITE_ERROR_LOG_INTERVAL = 10.0  # seconds between state-topic write-failure ERROR lines
 MISSING_REMINDER_INTERVAL = 60.0  # seconds between reminders that a missing topic is not recreated
 
-# The watcher's metrics live with the others (coordinator/runtime/metrics.py).
+# The watcher's metrics live with the others (coordinator/metrics.py).
 UPSTREAM_UP = metrics.UPSTREAM_UP
 UPSTREAM_OUTAGES = metrics.UPSTREAM_OUTAGES
 STATE_TOPIC_PRESENT = metrics.STATE_TOPIC_PRESENT

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..runtime import metrics
+from .. import metrics
 
 if TYPE_CHECKING:
     from .limits import Limits

@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..metrics import forwarded
 from ..protocol.apis import api_name
 from ..protocol.checked import Malformed
 from ..protocol.framing import HeaderError, body_offset
-from ..runtime.metrics import forwarded
 from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
 from .routes import Route

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import metrics
 from ..authz import ForwardGate
 from ..config import CoordinatorConfig
 from ..group.txn_features import clamp_transaction_version
@@ -37,7 +38,6 @@ from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, PRODUCE, TXN_OFFSET_
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from ..protocol.service import GroupService
-from ..runtime import metrics
 from ..security.listener_metrics import CONNECTIONS, TLS_HANDSHAKE_FAILURES, TLS_RELOADS
 from ..security.principal_mapping import NoMatchingRule
 from ..security.tls import ListenerSecurity, check_server_ssl_names

@@ -36,8 +36,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .. import metrics
 from ..group.errors import ApiError
-from . import metrics
 from .loader import ShardLoader
 from .shard_protocol import ShardProtocol
 from .shard_state import ShardState

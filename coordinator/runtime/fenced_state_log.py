@@ -52,8 +52,8 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from records.batch import ControlMarker, build_batch, iter_batches
 from records.batch import CorruptBatchError as _BatchError
 
+from .. import metrics
 from ..protocol.apis import request_class
-from . import metrics
 from .kafka_link import open_plain_link
 from .state_log import CorruptBatchError, RecordSink, ShardFenced
 from .txn_log_reader import TxnLogReader

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import metrics
+from .. import metrics
 from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, ShardFenced

@@ -28,12 +28,12 @@ from records import (
     encode_value,
 )
 
+from .. import metrics
 from ..group.bulk_replay import BulkReplay
 from ..group.consumer_group import IllegalStateError
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard
 from ..group.txn_offset_commit import TxnOffsetWrite, replay_pending
-from . import metrics
 from .coordinator_runtime import CoordinatorRuntime, release_when_durable, wall_ms
 from .loader import RELOAD_BACKOFF_MAX_S, RELOAD_BACKOFF_MIN_S, RELOAD_LOG_INTERVAL_S
 from .shard_protocol import BadRecordHook, ShardProtocol

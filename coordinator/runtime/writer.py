@@ -35,7 +35,7 @@ from aiokafka.errors import TopicAuthorizationFailedError
 
 from records.batch import iter_batches
 
-from . import metrics
+from .. import metrics
 from .state_log import ShardFenced, StateLog
 
 log = logging.getLogger("kcoord.runtime")

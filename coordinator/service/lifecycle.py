@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from .. import metrics
 from ..group.image import MetadataImage
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard
-from ..runtime import metrics
 from ..runtime.shard_runtime import ShardRuntime, ShardState
 from ..runtime.state_log import CorruptBatchError, StateLog, StateTopicUnavailable
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .. import metrics
 from ..authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Authorizer
 from ..config import CoordinatorConfig
 from ..connect_apis import CONNECT_APIS
@@ -36,7 +37,6 @@ from ..private_apis import PRIVATE_APIS
 from ..protocol.apis import TXN_OFFSET_COMMIT
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
-from ..runtime import metrics
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
 from ..security.audit import AuditLog

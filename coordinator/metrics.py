@@ -2,6 +2,9 @@
 
 Rules: metrics are module-level (one registry per process); the request path only bumps
 children it has cached; shard-state gauges change on state transitions, never per request.
+This module sits at the bottom of the house beside `protocol/` (it imports nothing of
+kcoord's but `records`), so the gateway, the runtime, the service and the cluster shell all
+count into it without importing each other.
 """
 from __future__ import annotations
 
