@@ -152,7 +152,7 @@ class ClusterProcess:
             added, revoked = frozenset(), revoked | (self.node.assignment.shards if self.node and
                                                      self.node.assignment else frozenset())
         assert self.node is not None and self.membership is not None
-        hold_until = self.membership.hold_until
+        hold_until = self.membership.ownership.hold_until
         held = frozenset(s for s in added if s in hold_until)
         self.node.on_change(assignment, added, revoked, held)
         if held:
@@ -177,7 +177,7 @@ class ClusterProcess:
         if self.node is None or self.membership is None:
             return
         now = time.monotonic()
-        hold_until = self.membership.hold_until
+        hold_until = self.membership.ownership.hold_until
         due = frozenset(s for s in shards if hold_until.get(s, 0.0) <= now)
         if self.node.serve_held(due):
             log.info("kcoord instance %s: serving held shards %s", self.instance_id, sorted(due))
