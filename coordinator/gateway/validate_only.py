@@ -69,6 +69,8 @@ def _result(m: Any, topic: Any, facts: ClusterFacts) -> Any:
     if nulls:
         return _error(m, name, ErrorCode.invalid_config,
                       f"Null value not supported for topic configs: {','.join(nulls)}")
+    if not hasattr(m, "CreatableTopicConfigs"):      # before v5: name, code and message only
+        return _make(m.CreatableTopicResult, name=name, error_code=ErrorCode.none, error_message=None)
     configs = {c.name: c.value for c in topic.configs}
     rf = len(topic.assignments[0].broker_ids) if topic.assignments else (
         DEFAULT_REPLICATION_FACTOR if topic.replication_factor == -1 else topic.replication_factor)

@@ -26,6 +26,18 @@ def fields(result):  # type: ignore[no-untyped-def]
     return (result.name, result.error_code, result.error_message, result.num_partitions, result.replication_factor)
 
 
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_before_v5_an_answer_carries_name_code_and_message(version: int) -> None:
+    request = create_topics([{"name": "new", "partitions": 7_000, "configs": {"retention.ms": "1000"}},
+                             {"name": "old"}], version, validate_only=True)
+    response = answer(request, version, facts(existing={"old": 2}))
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("new", ErrorCode.none, None), ("old", ErrorCode.topic_already_exists, "Topic 'old' already exists.")]
+    frame, _ = framed(CREATE_TOPICS, version, request)
+    local = answered_here(frame, Pending(9, _route(version), len(frame)), _gateway(TANSU_KEYS, {"old": 2}))
+    assert local is not None and decode_response_frame(CREATE_TOPICS, version, local)[1] == response
+
+
 @pytest.mark.parametrize("version", [5, 6, 7])
 def test_kafkas_answer_for_each_topic(version: int) -> None:
     request = create_topics([
