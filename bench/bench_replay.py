@@ -78,11 +78,10 @@ def proposed_fast_paths() -> None:
        commit) decoded with one struct.unpack, as encode_value already does."""
     import struct
 
-    from coordinator.group import offsets as om
     from coordinator.group import replay as rp
-    from coordinator.group.classic_group import ClassicGroup
-    from records import CoordinatorRecord, OffsetCommitValue
-    from records import schemas
+    from coordinator.group.classic.group import ClassicGroup
+    from coordinator.group.offsets import store as om
+    from records import CoordinatorRecord, OffsetCommitValue, schemas
 
     OAM = om.OffsetAndMetadata
     s0, s1, s2, s3, s4, s5, s6 = (getattr(OAM, f).__set__ for f in (

@@ -145,7 +145,7 @@ class GroupCollector:
         yield groups
         yield members
         # The interval KIP-848 members are told now, read here and not observed per heartbeat
-        # (the hot path): coordinator/group/heartbeat_policy.py says why.
+        # (the hot path): coordinator/group/modern/consumer/heartbeat_policy.py says why.
         interval = GaugeMetricFamily("kcoord_heartbeat_interval_ms", "Heartbeat interval kcoord hands "
                                      "KIP-848 members now: stable (nothing to reconcile) and pending "
                                      "(reconciliation work)", labels=["kind"])

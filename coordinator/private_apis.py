@@ -9,7 +9,7 @@ Rules of this module:
 - All three need Group READ (Prepare reveals every member's subscriptions and assignor
   metadata); the heartbeat also needs Topic DESCRIBE on its SubscribedTopicNames, as key 68
   does (KAFKA-18813).
-- The group core answers in plain data (coordinator/group/client_mode.py); this module is
+- The group core answers in plain data (coordinator/group/modern/consumer/client_mode.py); this module is
   the one place that writes the wire messages (coordinator/protocol/private_messages.py).
   Key 68 is untouched: 32700 runs the core's heartbeat with key 68 v1's rules (KIP-1082
   client-generated member ids) plus ClientAssignors.
@@ -26,14 +26,14 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from . import authz
-from .group.client_mode import CsaAnswer, InstallAnswer, PrepareAnswer
 from .group.error_responses import ERROR_RESPONSES
 from .group.errors import ApiError
+from .group.modern.consumer.client_mode import CsaAnswer, InstallAnswer, PrepareAnswer
 from .protocol import private_messages as pm
 from .protocol.private_apis import CLIENT_ASSIGNOR_APIS, COMPUTE_ASSIGNMENT
 
 if TYPE_CHECKING:
-    from .group.client_assignment import PreparedGroup
+    from .group.modern.client_assignment import PreparedGroup
 
 # The service (coordinator/service/, which imports this module; never the reverse).
 GroupCoordinatorService = Any

@@ -32,7 +32,7 @@ from typing import Any
 from .. import metrics
 from ..authz import ForwardGate
 from ..config import CoordinatorConfig
-from ..group.txn_features import clamp_transaction_version
+from ..group.offsets.txn_features import clamp_transaction_version
 from ..protocol.api_versions import Features, advertised_versions, api_versions_body, merge_features
 from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, PRODUCE, TXN_OFFSET_COMMIT
 from ..protocol.find_coordinator import Node

@@ -12,13 +12,13 @@ Rules of the group core (the package opening, coordinator/group/__init__.py, has
      reason (migration/conversion.py; Kafka converts with replayRecords=false too);
   3. soft state no record holds: `ConsumerGroup.metadata_refresh_requested` (cleared by the
      heartbeat that refreshed it), the parked JoinGroup/SyncGroup tokens, and the topic
-     filter of the heartbeat that last asked for a regex refresh (regex_refresh.py: Kafka's
+     filter of the heartbeat that last asked for a regex refresh (modern/consumer/regex_refresh.py: Kafka's
      refresh task closes over that member's request context the same way).
 - The view is state and configuration only. The decisions several handlers share live
   in the module that owns each rule, written once, and take the view (or just the
   config) as an argument: the session timeout and heartbeat interval in
-  heartbeat_policy.py, KIP-1263 assignment pacing in assignment_pacing.py, fencing in
-  membership.py (`fence`), regex refresh in regex_refresh.py. A handler that needs
+  modern/consumer/heartbeat_policy.py, KIP-1263 assignment pacing in modern/consumer/assignment_pacing.py, fencing in
+  modern/consumer/membership.py (`fence`), regex refresh in modern/consumer/regex_refresh.py. A handler that needs
   another API's behaviour calls its handler function (mixed.py calls
   `classic_join.join_group`), never back through the shard.
 """
@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..config import CoordinatorConfig
-    from .classic_group import ClassicGroup
-    from .consumer_group import ConsumerGroup
-    from .heartbeat_policy import HeartbeatIntervalPolicy
+    from .classic.group import ClassicGroup
     from .image import MetadataImage
-    from .offsets import OffsetStore
+    from .modern.consumer.group import ConsumerGroup
+    from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
+    from .offsets.store import OffsetStore
     from .result import Effects, Result
 
 
@@ -56,7 +56,7 @@ class RequestContext:
 class AuthorizedRequestContext(RequestContext):
     """A RequestContext with the requesting client's topic filter: the topics of a set it may
     DESCRIBE (the service binds it to the client). Regex resolution keeps only those
-    (KAFKA-18813, regex_refresh.py)."""
+    (KAFKA-18813, modern/consumer/regex_refresh.py)."""
 
     topic_filter: TopicFilter | None = None
 
@@ -127,7 +127,7 @@ class ShardView(Protocol):
     @property
     def client_assignments(self) -> dict[str, Any]:
         """Seed 000: each client-mode group's round in flight, a client_assignment.ClientAssignment
-        (soft state, client_mode.py; typed Any: client_assignment imports this module's users)."""
+        (soft state, modern/consumer/client_mode.py; typed Any: client_assignment imports this module's users)."""
         ...
 
     def next_token(self) -> int:

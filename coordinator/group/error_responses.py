@@ -18,7 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..protocol import apis
-from .classic_rebalance import join_response, sync_response
+from .classic.rebalance import join_response, sync_response
 from .errors import ApiError
 from .kio_util import build, schema
 from .timeutil import from_ms

@@ -31,9 +31,10 @@ from records import (
 )
 
 from .assignors.partitions import partitions_of
-from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from .client_assignment import specs_of
-from .consumer_group import (
+from .classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .group_types import group_type, group_type_of
+from .modern.client_assignment import specs_of
+from .modern.consumer.group import (
     EMPTY_ASSIGNMENT,
     Assignment,
     ConsumerGroup,
@@ -42,8 +43,7 @@ from .consumer_group import (
     MemberState,
     ResolvedRegularExpression,
 )
-from .group_types import group_type, group_type_of
-from .offsets import OffsetAndMetadata, OffsetStore
+from .offsets.store import OffsetAndMetadata, OffsetStore
 
 _new_offset = OffsetAndMetadata._make
 

@@ -15,40 +15,37 @@ from typing import Any
 from records import CoordinatorRecord, UnknownRecord
 
 from ..config import CoordinatorConfig
-from . import (
-    classic_join,
-    classic_ops,
-    classic_rebalance,
-    client_mode,
-    connect_admin,
-    connect_assignment,
-    connect_heartbeat,
-    connect_replay,  # noqa: F401 (registers the replay rules of record types 1000-1004)
-    consumer_heartbeat,
-    expiration,
-    group_admin,
-    offset_ops,
-    regex_refresh,
-)
+from . import group_admin
 from . import timers as timer_keys
-from .assignment_pacing import assignment_timer
 from .assignors import ASSIGNORS
-from .classic_group import ClassicGroup
-from .client_assignment import ClientAssignment
-from .consumer_group import ConsumerGroup, MemberState
+from .classic import join as classic_join
+from .classic import ops as classic_ops
+from .classic import rebalance as classic_rebalance
+from .classic.group import ClassicGroup
 from .context import RequestContext  # noqa: F401 (the service imports it from here)
 from .errors import ApiError
-from .heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
-from .membership import (
+from .migration.hooks import Migration
+from .modern.client_assignment import ClientAssignment
+from .modern.connect import admin as connect_admin
+from .modern.connect import assignment as connect_assignment
+from .modern.connect import heartbeat as connect_heartbeat
+from .modern.connect import replay as connect_replay  # noqa: F401 (registers the replay rules of record types 1000-1004)
+from .modern.consumer import client_mode, regex_refresh
+from .modern.consumer import heartbeat as consumer_heartbeat
+from .modern.consumer.assignment_pacing import assignment_timer
+from .modern.consumer.group import ConsumerGroup, MemberState
+from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
+from .modern.consumer.membership import (
     compute_target_assignment,
     fence,
     rebalance_timer,
     session_timer,
     subscribed_topic_names,
 )
-from .migration.hooks import Migration
-from .offsets import OffsetStore
+from .offsets import expiration
+from .offsets import ops as offset_ops
+from .offsets.store import OffsetStore
 from .replay import Replayer
 from .result import Result, ScheduleTimer, TimerOp
 from .timers import TimerKind
@@ -73,7 +70,7 @@ class GroupCoordinatorShard:
         self.heartbeat_policy = HeartbeatIntervalPolicy(
             self.config, lambda: sum(len(g.members) for g in self.groups.values()))
         self.last_image_version_with_new_topics = 0
-        # Seed 000: each client-mode group's round in flight (soft state, client_mode.py).
+        # Seed 000: each client-mode group's round in flight (soft state, modern/consumer/client_mode.py).
         self.client_assignments: dict[str, ClientAssignment] = {}
         self.log = log
         self._tokens = itertools.count(1)

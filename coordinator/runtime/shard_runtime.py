@@ -30,10 +30,10 @@ from records import (
 
 from .. import metrics
 from ..group.bulk_replay import BulkReplay
-from ..group.consumer_group import IllegalStateError
+from ..group.modern.consumer.group import IllegalStateError
+from ..group.offsets.txn_commit import TxnOffsetWrite, replay_pending
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard
-from ..group.txn_offset_commit import TxnOffsetWrite, replay_pending
 from .coordinator_runtime import CoordinatorRuntime, release_when_durable, wall_ms
 from .loader import RELOAD_BACKOFF_MAX_S, RELOAD_BACKOFF_MIN_S, RELOAD_LOG_INTERVAL_S
 from .shard_protocol import BadRecordHook, ShardProtocol

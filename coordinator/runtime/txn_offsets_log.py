@@ -55,7 +55,7 @@ from records.batch import build_batch
 
 from ..group import error_responses
 from ..group.errors import ApiError
-from ..group.txn_offset_commit import TxnOffsetWrite, transaction_abortable, txn_offset_commit
+from ..group.offsets.txn_commit import TxnOffsetWrite, transaction_abortable, txn_offset_commit
 from ..protocol.apis import request_class
 from .txn_log_reader import TxnLogReader
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..authz import ADD_OFFSETS_TO_TXN
 from ..group.error_responses import ERROR_RESPONSES
-from ..group.txn_offset_commit import add_offsets_to_txn_error
+from ..group.offsets.txn_commit import add_offsets_to_txn_error
 from ..protocol.apis import (
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,

@@ -33,7 +33,7 @@ from ..group.context import AuthorizedRequestContext
 from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..group.image import MetadataImage
-from ..group.regex import excluded_topics, resolve
+from ..group.modern.consumer.regex import excluded_topics, resolve
 from ..group.shard import RequestContext
 from ..protocol.apis import (
     CONSUMER_GROUP_DESCRIBE,

@@ -20,10 +20,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..group import error_responses, group_admin, offset_ops
+from ..group import error_responses, group_admin
 from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..group.kio_util import build, schema
+from ..group.offsets import ops as offset_ops
 from ..group.shard import RequestContext
 from ..group.timeutil import from_ms
 from ..protocol.apis import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP

@@ -28,10 +28,10 @@ from .. import metrics
 from ..authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Authorizer
 from ..config import CoordinatorConfig
 from ..connect_apis import CONNECT_APIS
-from ..group import regex_refresh
 from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..group.image import EMPTY_IMAGE, MetadataImage
+from ..group.modern.consumer import regex_refresh
 from ..group.shard import GroupCoordinatorShard, RequestContext
 from ..private_apis import PRIVATE_APIS
 from ..protocol.apis import TXN_OFFSET_COMMIT

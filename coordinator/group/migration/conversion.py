@@ -23,8 +23,8 @@ from ...protocol.consumer_protocol import (
     encode_assignment,
 )
 from .. import record_helpers as rh
-from ..classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from ..classic_rebalance import (
+from ..classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from ..classic.rebalance import (
     Effects,
     complete_join,
     complete_sync,
@@ -34,11 +34,11 @@ from ..classic_rebalance import (
     reschedule_heartbeat,
     sync_key,
 )
-from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 from ..errors import ApiError
 from ..group_types import group_type
-from ..membership import cancel_member_timers, metadata_hash, session_timer
-from ..offsets import OffsetStore
+from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
+from ..modern.consumer.membership import cancel_member_timers, metadata_hash, session_timer
+from ..offsets.store import OffsetStore
 from ..replay import Replayer
 from ..result import CancelTimer, Result, ScheduleTimer
 

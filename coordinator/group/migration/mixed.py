@@ -17,15 +17,15 @@ from kio.schema.errors import ErrorCode
 from records import ClassicMemberMetadata, ClassicProtocol
 
 from ...protocol.consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
-from ..classic_group import ClassicGroupMember
-from ..classic_join import join_group
-from ..classic_rebalance import join_response, sync_response
-from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
-from ..consumer_heartbeat import static_member, update_and_reconcile
+from ..classic.group import ClassicGroupMember
+from ..classic.join import join_group
+from ..classic.rebalance import join_response, sync_response
 from ..errors import ApiError
-from ..heartbeat_policy import session_timeout_ms
 from ..kio_util import build, schema
-from ..membership import fence, join_timer, session_timer, sync_timer
+from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
+from ..modern.consumer.heartbeat import static_member, update_and_reconcile
+from ..modern.consumer.heartbeat_policy import session_timeout_ms
+from ..modern.consumer.membership import fence, join_timer, session_timer, sync_timer
 from ..result import CancelTimer, Effects, Result, ScheduleTimer, TimerOp
 from ..timeutil import from_ms, to_ms
 from .conversion import downgrade

@@ -17,9 +17,9 @@ import asyncio
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group import record_helpers as rh
+from coordinator.group.offsets.txn_commit import TxnOffsetWrite
 from coordinator.group.result import Result
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.txn_offset_commit import TxnOffsetWrite
 from coordinator.runtime.shard_runtime import ShardRuntime, ShardState
 from records import encode_key, encode_value
 from records.batch import ControlMarker, build_batch, build_control_batch
