@@ -184,8 +184,8 @@ SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the e
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from .runtime.embedded import EmbeddedTansu
     from .security.settings import SecurityConfigError, redacted
+    from .upstream.embedded import EmbeddedTansu
 
     # Settings and listeners first: a configuration kcoord refuses stops it before anything starts.
     try:
@@ -517,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")
     s.add_argument("--embedded-log", default=None,
                    help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR)")
-    from .runtime.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
+    from .upstream.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
     s.add_argument("--embedded-memory-max", type=parse_size, default=DEFAULT_MEMORY_MAX, metavar="SIZE",
                    help=f"memory cap of the embedded broker, e.g. 512m, 4g, none: a delegated cgroup v2 "
                         f"memory.max, else an address-space limit (default {format_size(DEFAULT_MEMORY_MAX)})")

@@ -69,7 +69,7 @@ def static_membership(config: CoordinatorConfig) -> bool | None:
 
 
 async def _open(security: Any, client_id: str, addresses):
-    from .gateway.upstream_client import UpstreamClient
+    from .upstream.client import UpstreamClient
     return await UpstreamClient.connect(addresses, client_id=client_id, security=security)
 
 

@@ -48,9 +48,9 @@ from .. import metrics
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..protocol.api_versions import Features
 from ..protocol.apis import CREATE_TOPICS, METADATA, request_class
+from ..upstream.client import UpstreamClient, UpstreamError
 from .metadata_link import MetadataLink, build
 from .state_topic_watch import STATE_TOPIC_INCIDENTS, STATE_TOPIC_PRESENT, StateTopicWatch
-from .upstream_client import UpstreamClient, UpstreamError
 
 if TYPE_CHECKING:
     from ..security.upstream import UpstreamSecurity

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.api_versions import Features, parse_upstream_api_versions
 from ..protocol.apis import API_VERSIONS, intersect, kio_version_range, request_class
-from .upstream_client import UpstreamClient, UpstreamError
+from ..upstream.client import UpstreamClient, UpstreamError
 
 if TYPE_CHECKING:
     from ..security.upstream import UpstreamSecurity

@@ -314,7 +314,7 @@ async def open_as_kcoord(link: asyncio.Protocol, host: str, port: int, security:
     kcoord's own links use), then the transport is handed to ``link`` (``connection_made``),
     before any client byte is written. Raises ConnectionError (an OSError, which the link
     reports as for a refused connect) naming the broker and the SASL failure."""
-    from .upstream_client import UpstreamClient, UpstreamError
+    from ..upstream.client import UpstreamClient, UpstreamError
 
     try:
         client = await UpstreamClient.connect([(host, port)], "kcoord-forward", timeout, security=security)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import metrics
-from .upstream_client import UpstreamError
+from ..upstream.client import UpstreamError
 
 if TYPE_CHECKING:
     from .cluster import ClusterSnapshot, ClusterView

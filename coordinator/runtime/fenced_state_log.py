@@ -54,7 +54,7 @@ from records.batch import CorruptBatchError as _BatchError
 
 from .. import metrics
 from ..protocol.apis import request_class
-from .kafka_link import open_plain_link
+from ..upstream.client import open_plain_link
 from .state_log import CorruptBatchError, RecordSink, ShardFenced
 from .txn_log_reader import TxnLogReader
 

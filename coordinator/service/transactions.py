@@ -110,5 +110,5 @@ async def _open_upstream(security: Any, client_id: str, addresses):
     """A kio link to the upstream with kcoord's TLS/SASL (the state topic's raw reads and
     clients' transactional appends); the runtime may not import the gateway, so the service
     hands it this opener."""
-    from ..gateway.upstream_client import UpstreamClient
+    from ..upstream.client import UpstreamClient
     return await UpstreamClient.connect(addresses, client_id=client_id, security=security)

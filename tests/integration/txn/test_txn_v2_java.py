@@ -23,7 +23,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from coordinator.protocol.apis import PRODUCE, TXN_OFFSET_COMMIT
-from coordinator.runtime.kafka_link import KafkaLink
+from coordinator.upstream.client import UpstreamClient as KafkaLink
 from support.admin import create_topic
 from support.kcoord import FAST
 from support.metrics import kcoord_with_metrics, sample
