@@ -18,13 +18,13 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metrics
 from ..upstream.client import UpstreamError
 
 if TYPE_CHECKING:
-    from .cluster import ClusterSnapshot, ClusterView
+    from ..group.image import TopicImage
 
 log = logging.getLogger("kcoord.gateway.cluster")
 
@@ -37,8 +37,35 @@ STATE_TOPIC_PRESENT = metrics.STATE_TOPIC_PRESENT
 STATE_TOPIC_INCIDENTS = metrics.STATE_TOPIC_INCIDENTS
 
 
+class Listing(Protocol):
+    """What one Metadata answer says of the topics (cluster.ClusterSnapshot)."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicImage]: ...
+
+    @property
+    def errors(self) -> Mapping[str, int]: ...
+
+
+class WatchedView(Protocol):
+    """What the watch uses of its cluster view (cluster.ClusterView)."""
+
+    state_topic: str
+    upstream_up: bool
+
+    @property
+    def snapshot(self) -> Listing: ...
+
+    @property
+    def state_topic_id(self) -> uuid.UUID | None: ...
+
+    async def ensure_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None: ...
+
+    def request_refresh(self) -> None: ...
+
+
 class StateTopicWatch:
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(self, view: WatchedView) -> None:
         self._view = view
         self.state_topic = view.state_topic
         self._closed = False
@@ -137,7 +164,7 @@ class StateTopicWatch:
         self._view.request_refresh()
 
 
-    def track(self, snapshot: ClusterSnapshot) -> None:
+    def track(self, snapshot: Listing) -> None:
         """Compare what the upstream lists now with the topic the state was loaded from."""
         self._changed.set()
         if self._owner is None or self._closed or not self._view.upstream_up:
