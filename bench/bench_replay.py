@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ops.generator import GeneratorSpec, write_segments  # noqa: E402
-from ops.logsource import Problems, discover, iter_files  # noqa: E402
+from ops.logsource import Problems, discover  # noqa: E402
+from ops.logfiles import iter_files  # noqa: E402
 from ops.materialise import OffsetsReplay  # noqa: E402
 from records import codec, decode_record  # noqa: E402
 

@@ -1,6 +1,12 @@
-"""`kcoord`: the command line.
+"""`kcoord`: the command line, the top of the house (docs/design/architecture.md).
 
     kcoord serve [--listen [NAME://]host:port ...] [--upstream host:port] [--metrics-port N] ...
+    kcoord offsets|groups|cluster|rehearse ...     (ops/ and migration/ add these)
+
+This module is the console script and the only one in `coordinator/` that imports the tools
+above the coordinator (`ops/`, `migration/`): it imports them directly, each adding its
+sub-command (`register(subparsers)`); nothing below it imports it (the import contracts in
+pyproject.toml say so).
 
 Without --upstream an embedded Tansu broker is started on loopback.
 
@@ -15,12 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import logging
 import signal
 import sys
 import time
 from typing import Any
+
+from migration import cli as rehearse_cli
+from ops import cli as offsets_cli
+from ops import cluster_cli, groups_cli
 
 from .config import CoordinatorConfig
 
@@ -540,19 +549,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port-stride", type=int, default=100,
                    help="with --processes: port distance between processes (default 100; it must exceed "
                         "the number of upstream brokers + 1)")
-    for module in _TOOL_MODULES:
-        try:
-            tool = importlib.import_module(module)
-        except ImportError as e:
-            if e.name != module:
-                raise
-            continue
+    for tool in _TOOLS:
         tool.register(sub)  # each tool adds its sub-command and sets `func` on its parser
     return parser
 
 
-# Sub-commands owned by other packages: `register(subparsers)` adds them.
-_TOOL_MODULES = ("ops.cli", "ops.groups_cli", "ops.cluster_cli", "migration.cli")
+# Sub-commands owned by the tool packages: `register(subparsers)` adds them.
+_TOOLS = (offsets_cli, groups_cli, cluster_cli, rehearse_cli)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The cluster run of ops/deploy/render_dashboard.py (`--cluster`): three `kcoord serve
+"""The cluster run of bench/dashboard_load.py (`--cluster`): three `kcoord serve
 --instance-id` processes in front of Apache Kafka 4.3, with real clients and failures.
 
 Rules: everything started here is stopped here (try/finally), every wait is bounded and
@@ -49,9 +49,9 @@ def _consumer(bootstrap: str, topic: str, group: str, stop: threading.Event) -> 
     return thread
 
 
-def run_cluster(seconds: float, interval: float, scraper_class) -> tuple:
-    """(scraper with the run's samples, a sentence describing the run)."""
-    from ops.deploy.render_dashboard import _producer
+def run_cluster(seconds: float, interval: float, scraper_class, producer) -> tuple:
+    """(scraper with the run's samples, a sentence describing the run); ``producer`` starts
+    the producer thread (bench/dashboard_load.py's)."""
     from support.admin import create_topic
     from support.kafka_broker import KAFKA_43, start_kafka
     from support.kcoord import KcoordProcess
@@ -79,7 +79,7 @@ def run_cluster(seconds: float, interval: float, scraper_class) -> tuple:
         scraper = scraper_class(urls, interval, time.monotonic())
         scraper.start()
         try:
-            threads.append(_producer(procs[0].bootstrap, topic, stop))
+            threads.append(producer(procs[0].bootstrap, topic, stop))
             for g in range(3):
                 for c in range(3):
                     threads.append(_consumer(procs[(g + c) % INSTANCES].bootstrap, topic, f"dash-{run_id}-g{g}", stop))
