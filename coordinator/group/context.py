@@ -21,6 +21,9 @@ Rules of the group core (the package opening, coordinator/group/__init__.py, has
   modern/consumer/membership.py (`fence`), regex refresh in modern/consumer/regex_refresh.py. A handler that needs
   another API's behaviour calls its handler function (mixed.py calls
   `classic_join.join_group`), never back through the shard.
+- Which handler serves a request can depend on the type of the group it names: the shard
+  looks it up in operations.py's rows. That is how migration/ serves the classic APIs on a
+  consumer group with no object on the view for handlers to call.
 """
 from __future__ import annotations
 
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
     from .modern.consumer.group import ConsumerGroup
     from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
     from .offsets.store import OffsetStore
-    from .result import Effects, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,32 +67,6 @@ class AuthorizedRequestContext(RequestContext):
 TopicFilter = Callable[[Collection[str]], frozenset[str]]
 
 
-class MigrationHooks(Protocol):
-    """The points where the core converts between the classic and consumer protocols
-    (coordinator/group/migration/hooks.py implements them)."""
-
-    @property
-    def policy(self) -> Any: ...
-
-    def upgrade_for_heartbeat(self, shard: ShardView, classic: ClassicGroup, out: Effects,
-                              now_ms: int) -> ConsumerGroup: ...
-
-    def downgrade_on_fence(self, shard: ShardView, group: ConsumerGroup, member_ids: list[str],
-                           now_ms: int) -> Result | None: ...
-
-    def classic_join_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                       group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_sync_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                       group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_heartbeat_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                            group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_leave_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any, identities: Any,
-                                        group: ConsumerGroup, now_ms: int) -> Result: ...
-
-
 class ShardView(Protocol):
     """A shard as its handlers see it (`GroupCoordinatorShard` implements it)."""
 
@@ -111,9 +87,6 @@ class ShardView(Protocol):
 
     @property
     def assignors(self) -> Mapping[str, Any]: ...
-
-    @property
-    def migration(self) -> MigrationHooks: ...
 
     @property
     def log(self) -> logging.Logger: ...

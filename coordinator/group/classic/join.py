@@ -1,6 +1,7 @@
 """JoinGroup for classic groups (Kafka's `classicGroupJoinToClassicGroup`, docs/design/kafka-facts.md §9.2):
 new dynamic members (KIP-394 member id required), new static members (KIP-345),
-existing members, the group size limit, and routing of consumer groups to migration/.
+existing members, the group size limit. A JoinGroup for a consumer group never comes here:
+the shard serves it from migration/ (operations.py rows).
 """
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
 from ..group_admin import group_tombstones
-from ..modern.consumer.group import ConsumerGroup
 from ..result import Result, ScheduleTimer
 from ..timeutil import to_ms
 from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState, Parked
@@ -47,19 +47,27 @@ def _error(version: int, error: ErrorCode, member_id: str = "") -> Result:
     return Result(response=join_response(version, error=error, member_id=member_id), replay=False)
 
 
+def invalid_join(shard: ShardView, ctx: RequestContext, req) -> Result | None:
+    """The checks every JoinGroup passes first, whatever the group's type: a group id, and a
+    session timeout within group.min/max.session.timeout.ms."""
+    if not req.group_id:
+        return _error(ctx.api_version, ErrorCode.invalid_group_id, req.member_id)
+    session = to_ms(req.session_timeout)
+    if not shard.config.group_min_session_timeout_ms <= session <= shard.config.group_max_session_timeout_ms:
+        return _error(ctx.api_version, ErrorCode.invalid_session_timeout, req.member_id)
+    return None
+
+
 def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
-    session = to_ms(req.session_timeout)
-    if not req.group_id:
-        return _error(v, ErrorCode.invalid_group_id, req.member_id)
-    if not shard.config.group_min_session_timeout_ms <= session <= shard.config.group_max_session_timeout_ms:
-        return _error(v, ErrorCode.invalid_session_timeout, req.member_id)
+    invalid = invalid_join(shard, ctx, req)
+    if invalid is not None:
+        return invalid
     group = shard.groups.get(req.group_id)
-    if isinstance(group, ConsumerGroup) and not group.is_empty():
-        return shard.migration.classic_join_to_consumer_group(shard, ctx, req, group, now_ms)
-    if group is not None and not isinstance(group, (ClassicGroup, ConsumerGroup)) and not group.is_empty():
-        # A group of another registered type with members (a connect group, docs/design/connect-groups-spec.md): no
-        # online conversion exists (docs/design/connect-groups.md), and a JoinGroup must not replace it.
+    if group is not None and not isinstance(group, ClassicGroup) and not group.is_empty():
+        # A group of another type with members and no JoinGroup row of its own (operations.py;
+        # a consumer group has one, in migration/): a connect group (docs/design/connect-groups-spec.md)
+        # has no online conversion (docs/design/connect-groups.md), and a JoinGroup must not replace it.
         return _error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     fx = Effects()
     unknown = req.member_id == UNKNOWN_MEMBER_ID

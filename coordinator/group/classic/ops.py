@@ -1,5 +1,6 @@
 """SyncGroup, Heartbeat and LeaveGroup for classic groups (docs/design/kafka-facts.md §9.3). Requests for a
-consumer group (classic members inside a KIP-848 group) go to migration/.
+consumer group (classic members inside a KIP-848 group) never come here: the shard serves them
+from migration/ (operations.py rows).
 """
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
 from ..kio_util import build, schema
-from ..modern.consumer.group import ConsumerGroup
 from ..result import CancelTimer, Result
 from ..timeutil import from_ms
 from .group import ClassicGroup, ClassicGroupState, Parked
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 def sync_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     group = shard.groups.get(req.group_id)
-    if isinstance(group, ConsumerGroup):
-        return shard.migration.classic_sync_to_consumer_group(shard, ctx, req, group, now_ms)
     if not isinstance(group, ClassicGroup):
         return Result(response=sync_response(v, error=ErrorCode.unknown_member_id), replay=False)
     error = _validate_sync(group, req)
@@ -99,8 +97,6 @@ def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result
         return fx.result(response=r) if fx else Result(response=r, replay=False)
 
     group = shard.groups.get(req.group_id)
-    if isinstance(group, ConsumerGroup):
-        return shard.migration.classic_heartbeat_to_consumer_group(shard, ctx, req, group, now_ms)
     if not isinstance(group, ClassicGroup):
         return reply(ErrorCode.unknown_member_id)
     if group.state is ClassicGroupState.DEAD:
@@ -120,13 +116,16 @@ def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result
 
 
 # ----------------------------------------------------------------- LeaveGroup
+def leave_identities(req, version: int) -> list[tuple[str, str | None]]:
+    """(member id, instance id) of each leaving member: v3+ lists them, v0-2 name one."""
+    return [(m.member_id, m.group_instance_id) for m in req.members] if version >= 3 else [(req.member_id, None)]
+
+
 def leave_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     mod = schema("leave_group", v)
-    identities = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
+    identities = leave_identities(req, v)
     group = shard.groups.get(req.group_id)
-    if isinstance(group, ConsumerGroup):
-        return shard.migration.classic_leave_to_consumer_group(shard, ctx, req, identities, group, now_ms)
 
     def reply(top: ErrorCode, members: list[tuple[str, str | None, ErrorCode]], fx: Effects | None = None):
         if v < 3:

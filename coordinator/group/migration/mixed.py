@@ -25,10 +25,10 @@ from ..kio_util import build, schema
 from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from ..modern.consumer.heartbeat import static_member, update_and_reconcile
 from ..modern.consumer.heartbeat_policy import session_timeout_ms
-from ..modern.consumer.membership import fence, join_timer, session_timer, sync_timer
+from ..modern.consumer.membership import join_timer, session_timer, sync_timer
 from ..result import CancelTimer, Effects, Result, ScheduleTimer, TimerOp
 from ..timeutil import from_ms, to_ms
-from .conversion import downgrade
+from .conversion import downgrade, fence_or_downgrade
 from .policy import MigrationPolicy
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _join_error(v: int, error: ErrorCode, member_id: str = "") -> Result:
 def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
     v = ctx.api_version
     gid = group.group_id
-    if shard.migration.policy is MigrationPolicy.DISABLED:
+    if MigrationPolicy.parse(shard.config.consumer_migration_policy) is MigrationPolicy.DISABLED:
         # KAFKA-20640: with migration disabled classic members cannot join a consumer group.
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
@@ -125,7 +125,7 @@ def _can_replace_last_consumer_member(shard, group: ConsumerGroup, existing: Con
     """Downgrade trigger B: a classic static member replaces the only consumer-protocol member."""
     return (not existing.uses_classic_protocol
             and group.all_members_use_classic_protocol_except({existing.member_id})
-            and shard.migration.policy.downgrade_enabled
+            and MigrationPolicy.parse(shard.config.consumer_migration_policy).downgrade_enabled
             and len(group.members) <= shard.config.group_max_size)
 
 
@@ -266,7 +266,7 @@ def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group:
             out.append((member_id, instance_id, ErrorCode.none))
         except ApiError as e:
             out.append((member_id, instance_id, e.code))
-    result = fence(shard, group, leaving, now_ms) if leaving else Result()
+    result = fence_or_downgrade(shard, group, leaving, now_ms) if leaving else Result()
     top = out[0][2] if v < 3 and out else ErrorCode.none
     members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
                                      for m, i, c in out)

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from ....protocol import connect_messages as cm
-from ... import record_helpers as rh
-from ...classic.group import ClassicGroup
 from ...errors import ApiError, group_not_found, invalid_request, unknown_member
+from ...group_types import group_type
 from ...result import CancelTimer, Effects, Result, ScheduleTimer, TimerOp
 from ...timeutil import to_ms
 from ..client_assignment import (
@@ -154,12 +153,12 @@ def _group_for(shard: ShardView, group_id: str, create: bool, fx: Effects) -> Co
         return _new_group(shard, group_id)
     if isinstance(group, ConnectGroup):
         return group
-    if isinstance(group, ClassicGroup) and create:
-        if group.is_empty() and (group.protocol_type or "") in CONVERTIBLE_PROTOCOL_TYPES:
+    if create and group_type(group).name == "classic":
+        if group.is_empty() and group_type(group).protocol_type(group) in CONVERTIBLE_PROTOCOL_TYPES:
             # Phase C1 (docs/design/connect-groups-spec.md §5): offline conversion of an empty classic group.
             # The tombstone is written for durability; the swap in memory is direct, as the
             # consumer groups' conversions do (context.py, exception 2).
-            fx.records.append(rh.group_metadata_tombstone(group_id))
+            fx.records.extend(group_type(group).tombstones(group))
             return _new_group(shard, group_id)
         raise group_not_found(group_id, f"It is a classic group (protocol type {group.protocol_type!r}, "
                                         f"{len(group.members)} members), not a connect group: only an empty "

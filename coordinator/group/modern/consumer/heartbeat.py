@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.consumer_group_heartbeat.v0 import response as v0
 from kio.schema.consumer_group_heartbeat.v1 import response as v1
@@ -17,9 +18,9 @@ from kio.schema.errors import ErrorCode
 
 from ... import error_responses
 from ... import record_helpers as rh
-from ...classic.group import ClassicGroup
 from ...context import AuthorizedRequestContext
 from ...errors import ApiError, group_not_found, invalid_request, unknown_member
+from ...group_types import group_type
 from ...result import CancelTimer, Effects, Result, ScheduleTimer
 from ...timeutil import from_ms, to_ms
 from ..reconciliation import CurrentAssignmentBuilder
@@ -48,6 +49,12 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 _RESPONSES = {0: v0, 1: v1}
 
+# migration/'s two conversions, passed in by the shard's rows (migration/rows.py): the online
+# upgrade of a non-empty classic group (a ClassicGroup in, the ConsumerGroup the heartbeat goes
+# on with out), and fencing that may convert the group back (membership.fence without it).
+Upgrade = Callable[["ShardView", Any, Effects, int], ConsumerGroup]
+Fence = Callable[["ShardView", ConsumerGroup, list[str], int], Result]
+
 
 class RegexStatus(enum.Enum):
     NO_CHANGE = 0
@@ -55,20 +62,25 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False) -> Result:
+def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False, *,
+              upgrade: Upgrade | None = None, fence: Fence = fence) -> Result:
     """`csa`: the request came through 32700, the client-assignor variant (docs/design/client-assignors-spec.md); it is
-    key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`."""
+    key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`.
+
+    `upgrade` converts a classic group the first member joins, `fence` removes members; the
+    shard passes migration's (migration/rows.py), which may convert the group. Without
+    `upgrade`, a joining member of a non-empty classic group is refused."""
     try:
         _validate(shard, ctx.api_version, req)
         if csa:
             client_mode.validate(req, csa)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            result = _leave(shard, ctx, req, now_ms)
+            result = _leave(shard, ctx, req, now_ms, fence)
         else:
             steady = None
             if req.member_epoch > 0 and getattr(req, "client_assignors", None) is None:
                 steady = _steady(shard, ctx, req, now_ms)
-            result = steady if steady is not None else _regular(shard, ctx, req, now_ms, csa)
+            result = steady if steady is not None else _regular(shard, ctx, req, now_ms, csa, upgrade)
     except ApiError as e:
         result = Result(response=error_responses.consumer_group_heartbeat(ctx.api_version, e))
     if csa and not isinstance(result.response, client_mode.CsaAnswer):
@@ -148,7 +160,7 @@ def _throw_if_epoch_invalid(m: ConsumerGroupMember, epoch: int, owned) -> None:
 
 # ----------------------------------------------------------- group / member
 def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool, fx: Effects,
-                                  now_ms: int) -> ConsumerGroup:
+                                  now_ms: int, upgrade: Upgrade | None) -> ConsumerGroup:
     """`getOrMaybeCreateConsumerGroup`."""
     group = shard.groups.get(group_id)
     if group is None:
@@ -158,12 +170,14 @@ def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool,
         return ConsumerGroup(group_id)
     if isinstance(group, ConsumerGroup):
         return group
-    if isinstance(group, ClassicGroup) and create:
+    if create and group_type(group).name == "classic":
         if group.is_empty():
-            # Offline upgrade, allowed whatever the migration policy: drop the classic group.
-            fx.records.append(rh.group_metadata_tombstone(group_id))
+            # Offline upgrade, allowed whatever the migration policy: drop the classic group
+            # (its tombstone, `createGroupTombstoneRecords`).
+            fx.records.extend(group_type(group).tombstones(group))
             return ConsumerGroup(group_id)
-        return shard.migration.upgrade_for_heartbeat(shard, group, fx, now_ms)
+        if upgrade is not None:
+            return upgrade(shard, group, fx, now_ms)
     raise group_not_found(group_id, "It is not a consumer group.")
 
 
@@ -248,12 +262,13 @@ def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result |
 
 
 # ------------------------------------------------------------------ regular
-def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False) -> Result:
+def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False,
+             upgrade: Upgrade | None = None) -> Result:
     fx = Effects(replay=True)   # consumer-group records change state by replay
     epoch = req.member_epoch
     create = epoch == JOIN_EPOCH
     owned = _owned(req.topic_partitions)
-    group = _consumer_group_for_heartbeat(shard, req.group_id, create, fx, now_ms)
+    group = _consumer_group_for_heartbeat(shard, req.group_id, create, fx, now_ms, upgrade)
     gid = group.group_id
     _throw_if_full(shard, group, req.member_id, req.instance_id)
     member_id = req.member_id or new_member_id()
@@ -435,7 +450,7 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
 
 
 # -------------------------------------------------------------------- leave
-def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int, fence: Fence) -> Result:
     """Epoch -1: leave (fence). Epoch -2: a static member leaves temporarily and keeps its
     target; KIP-1251 resets its assignment epochs to 0 so that only the instance that
     comes back (under a new member id) can commit for those partitions."""

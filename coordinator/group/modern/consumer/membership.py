@@ -183,13 +183,9 @@ def compute_target_assignment(shard: ShardView, group: ConsumerGroup, group_epoc
 
 # --------------------------------------------------------------------- fencing
 def fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
-    """Kafka's `consumerGroupFenceMembers`: the members leave (a session or rebalance
-    timeout, a leave, a static replacement). When the last consumer-protocol member goes
-    and the rest use the classic protocol, the migration policy may convert the group
-    back to classic first (migration/conversion.py)."""
-    downgraded = shard.migration.downgrade_on_fence(shard, group, member_ids, now_ms)
-    if downgraded is not None:
-        return downgraded
+    """Kafka's `consumerGroupFenceMembers` without the downgrade branch: the members leave (a
+    session or rebalance timeout, a leave, a static replacement). The shard and the heartbeat
+    reach it through migration/conversion.py's `fence_or_downgrade`, which adds the branch."""
     records, timers = fence_members(shard, group, member_ids)
     return Result(records=records, timers=timers)
 
