@@ -40,7 +40,7 @@ from kio.schema.errors import ErrorCode
 from ..protocol.apis import CREATE_TOPICS, response_class
 from ..protocol.codec import BodyError, decode_body, encode_response_frame
 from ..protocol.framing import HeaderError, body_offset
-from .admin_limits import ClusterFacts, _make, requested_partitions
+from .admin_limits import ClusterFacts, _make, requested_partitions, shown
 from .guarded import cluster_facts
 from .produce_check import OFFSET_FOR_LEADER_EPOCH
 
@@ -64,11 +64,11 @@ def answer(request: Any, version: int, facts: ClusterFacts) -> Any:
 def _result(m: Any, topic: Any, facts: ClusterFacts) -> Any:
     name = topic.name
     if facts.partitions(name) is not None:
-        return _error(m, name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        return _error(m, name, ErrorCode.topic_already_exists, f"Topic '{shown(name)}' already exists.")
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
         return _error(m, name, ErrorCode.invalid_config,
-                      f"Null value not supported for topic configs: {','.join(nulls)}")
+                      f"Null value not supported for topic configs: {shown(','.join(nulls))}")
     if not hasattr(m, "CreatableTopicConfigs"):      # before v5: name, code and message only
         return _make(m.CreatableTopicResult, name=name, error_code=ErrorCode.none, error_message=None)
     configs = {c.name: c.value for c in topic.configs}

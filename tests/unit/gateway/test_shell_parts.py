@@ -30,6 +30,7 @@ from coordinator.security.tls import ListenerSecurity
 from support.ports import free_block, pool
 
 from .test_connection_flow import FakeTransport
+from .test_connection_parts import FakeReader as FlowReader
 
 LOG = RateLimitedLog(__import__("logging").getLogger("kcoord.test"), 1000.0)
 
@@ -148,31 +149,14 @@ def test_the_registry_admits_within_the_limits_and_pauses_and_resumes_the_queue(
 
 # --- flow.py / ending.py --------------------------------------------------------------------
 
-class FakeReader:
-    """What flow control and ending read of a connection."""
+class FakeReader(FlowReader):
+    """test_connection_parts' reader, with what ending reads too."""
 
     def __init__(self) -> None:
-        self.q_requests = self.q_bytes = 0
-        self.active = 0.0
-        self.write_paused = False
-        self.closing = False
+        super().__init__()
         self.admitted = True
         self.held = 0
-        self.transport: Any = FakeTransport()
-        self.unread = bytearray()
-        self.peer = ("10.0.0.9", 7)
-        self.listener_name = "bootstrap"
         self.link: Any = None
-
-    def owes_answer(self) -> bool:
-        return False
-
-    def data_received(self, data: bytes) -> None:
-        pass
-
-    def abort(self) -> None:
-        self.closing = True
-        self.transport.abort()
 
 
 class FakeLink:
@@ -201,7 +185,7 @@ def test_flow_counts_partial_frames_in_the_queue_and_closes_past_the_buffered_li
         flow.release_unread()
         assert (flow.buf_counted, limits.queued_bytes) == (0, 0)
         assert not flow.over_buffered(1000)
-        assert flow.over_buffered(1001) and reader.transport.aborted
+        assert flow.over_buffered(1001) and reader.aborted
     asyncio.run(main())
 
 

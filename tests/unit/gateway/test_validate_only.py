@@ -113,3 +113,14 @@ def test_a_split_request_gets_its_refusals_merged_into_the_answer_made_here() ->
     _, response = decode_response_frame(CREATE_TOPICS, 7, local)
     assert [(t.name, t.error_code) for t in response.topics] == [
         ("new", ErrorCode.none), ("wide", ErrorCode.invalid_replication_factor)]
+
+
+def test_a_long_name_or_config_is_shortened_in_messages_so_the_answer_encodes() -> None:
+    name = "\u00fc" * 10000                    # 20,000 bytes of UTF-8: the fuzzer's other long string
+    request = create_topics([{"name": name}], 4, validate_only=True)
+    frame, _ = framed(CREATE_TOPICS, 4, request)
+    local = answered_here(frame, Pending(9, _route(4), len(frame)), _gateway(TANSU_KEYS, {name: 1}))
+    assert local is not None
+    (result,) = decode_response_frame(CREATE_TOPICS, 4, local)[1].topics
+    assert result.name == name and result.error_code == ErrorCode.topic_already_exists
+    assert len(result.error_message) < 300
