@@ -5,9 +5,8 @@ Rules:
 - Which upstream: Tansu 0.6 creates what it is asked to validate (tansu-storage's
   ``DynoStore::create_topic`` takes ``_validate_only`` and never reads it; measured: a
   validate-only CreateTopics of 7,000 partitions created the topic, fuzz/README.md). kcoord
-  tells it apart as produce_check.py does: its ApiVersions does not list
-  OffsetForLeaderEpoch, which every Apache Kafka since 0.11 does. An upstream whose API
-  keys are not known yet is treated the same way: a validation must never create.
+  tells it apart by its API keys (upstream_facts.is_kafka); an upstream whose keys are not
+  known yet is treated as such a one: a validation must never create.
 - What reaches here is what kcoord would forward: the state topic, Kafka's limits and
   rules and the safeguards have answered their topics already, with the answer a real
   request gets (state_guard.py, admin_policy.py). Each topic left gets the answer of
@@ -41,8 +40,7 @@ from ..protocol.apis import CREATE_TOPICS, response_class
 from ..protocol.codec import BodyError, decode_body, encode_response_frame
 from ..protocol.framing import HeaderError, body_offset
 from .admin_limits import ClusterFacts, _make, requested_partitions, shown
-from .guarded import cluster_facts
-from .produce_check import OFFSET_FOR_LEADER_EPOCH
+from .upstream_facts import cluster_facts, is_kafka
 
 TOPIC_CONFIG_SOURCE = 1         # Kafka's ConfigSource.TOPIC_CONFIG (DYNAMIC_TOPIC_CONFIG on the wire)
 DEFAULT_REPLICATION_FACTOR = 1  # Kafka's default.replication.factor; Tansu 0.6 creates 1 for -1
@@ -50,7 +48,7 @@ DEFAULT_REPLICATION_FACTOR = 1  # Kafka's default.replication.factor; Tansu 0.6 
 
 def honours_validate_only(upstream_api_keys: Collection[int]) -> bool:
     """Whether the upstream can be trusted with a validate-only CreateTopics (Apache Kafka)."""
-    return OFFSET_FOR_LEADER_EPOCH in upstream_api_keys
+    return is_kafka(upstream_api_keys)
 
 
 def answer(request: Any, version: int, facts: ClusterFacts) -> Any:

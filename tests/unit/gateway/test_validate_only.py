@@ -10,9 +10,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.gateway.forward import MergingPending, Pending
+from coordinator.gateway.produce_check import OFFSET_FOR_LEADER_EPOCH
 from coordinator.gateway.routes import GUARD, Route
 from coordinator.gateway.state_guard import Split
-from coordinator.gateway.validate_only import OFFSET_FOR_LEADER_EPOCH, answer, answered_here
+from coordinator.gateway.validate_only import answer, answered_here
 from coordinator.protocol.apis import CREATE_TOPICS, request_class, request_header_version, response_header_version
 from coordinator.protocol.codec import decode_response_frame
 
