@@ -40,14 +40,11 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from .. import record_helpers as rh
 from ..errors import ApiError, group_not_found, invalid_request, unknown_member
-from ..image import MetadataImage
-from .consumer.group import ClientAssignorSpec, ConsumerGroup
-from .consumer.membership import member_topic_ids
+from .group import ClientAssignorSpec
 
 if TYPE_CHECKING:
-    from records import CoordinatorRecord
+    pass
 
 # Private error codes (coordinator/protocol/private_apis.py; repeated here because the
 # group core must not import the protocol package's gateway-facing modules).
@@ -136,14 +133,14 @@ def select_assignor(lists: Mapping[str, Specs | None]) -> str | None:
     return min(common, key=lambda n: (ranks[n], n))
 
 
-def _spec(specs: Specs, name: str) -> ClientAssignorSpec:
+def spec_for(specs: Specs, name: str) -> ClientAssignorSpec:
     return next(s for s in specs if s.name == name)
 
 
 def eligible_assigners(name: str, lists: Mapping[str, Specs]) -> list[str]:
     """Members whose [Min, Max] for `name` contains every member's Version (000:L260)."""
-    versions = {_spec(specs, name).version for specs in lists.values()}
-    return sorted(m for m, specs in lists.items() if all(_spec(specs, name).covers(v) for v in versions))
+    versions = {spec_for(specs, name).version for specs in lists.values()}
+    return sorted(m for m, specs in lists.items() if all(spec_for(specs, name).covers(v) for v in versions))
 
 
 def choose_assigner(name: str, lists: Mapping[str, Specs], current: str | None = None,
@@ -155,7 +152,7 @@ def choose_assigner(name: str, lists: Mapping[str, Specs], current: str | None =
     candidates = [m for m in eligible if m not in skipped] or eligible
     if not candidates:
         return None
-    return min(candidates, key=lambda m: (-_spec(lists[m], name).maximum_version, m))
+    return min(candidates, key=lambda m: (-spec_for(lists[m], name).maximum_version, m))
 
 
 def check_join(lists: Mapping[str, Specs | None], member_id: str, specs: Specs | None) -> None:
@@ -170,7 +167,7 @@ def check_join(lists: Mapping[str, Specs | None], member_id: str, specs: Specs |
         raise ApiError(ErrorCode.unsupported_assignor,
                        f"ClientAssignors {[s.name for s in specs]} share no assignor with the group's members.")
     if not eligible_assigners(name, after):
-        versions = sorted({_spec(s, name).version for s in after.values()})
+        versions = sorted({spec_for(s, name).version for s in after.values()})
         raise ApiError(ErrorCode.unsupported_assignor,
                        f"No member's version range of client assignor {name} covers every member's "
                        f"version {versions}.")
@@ -255,49 +252,6 @@ class PreparedGroup:
     topic_names: Mapping[uuid.UUID, str]
 
 
-def prepare_view(group: ConsumerGroup, image: MetadataImage, lists: Mapping[str, Specs], assignor: str
-                 ) -> PreparedGroup:
-    """The group at its current group epoch as the assigner sees it: every member's
-    resolved subscription (topic ids), its entry for `assignor`, its current target, and
-    the partition counts of every subscribed topic that exists."""
-    members = []
-    subscriptions: dict[str, frozenset[uuid.UUID]] = {}
-    for member_id in sorted(group.members):
-        m = group.members[member_id]
-        topic_ids = member_topic_ids(group, image, m)
-        subscriptions[member_id] = topic_ids
-        target = group.target_assignment.get(member_id) or {}
-        members.append(PreparedMember(
-            member_id, m.member_epoch, m.instance_id, m.rack_id, tuple(sorted(topic_ids, key=str)),
-            _spec(lists[member_id], assignor), {t: frozenset(ps) for t, ps in target.items() if ps}))
-    partitions: dict[uuid.UUID, int] = {}
-    names: dict[uuid.UUID, str] = {}
-    for topic_id in sorted(set().union(*subscriptions.values()), key=str):
-        t = image.topics_by_id.get(topic_id)
-        if t is not None:
-            partitions[topic_id], names[topic_id] = t.num_partitions, t.name
-    return PreparedGroup(Snapshot(group.group_epoch, assignor, subscriptions, partitions), tuple(members), names)
-
-
-def installed_records(group: ConsumerGroup, done: Installed, now_ms: int) -> list[CoordinatorRecord]:
-    """The records of a completed round, on Kafka's own record types (6, 7): a target
-    record for each member whose target changed, then the target metadata at the
-    prepared epoch E (000:L199). With Error != 0 only the metadata: targets stay, the
-    epoch still advances (000:L274-276). Members that left are absent from `done`.
-    Without the client-assignor tags: the shard writes them with client_mode.install_assignment,
-    which adds the per-member metadata and the error (tags >= 1000, docs/design/client-assignors-spec.md §6)."""
-    gid = group.group_id
-    records = [rh.target_member_record(gid, m, target) for m, target in sorted(done.targets.items())
-               if _norm(group.target_assignment.get(m) or {}) != _norm(target)]
-    records.append(rh.target_metadata_record(gid, done.epoch, now_ms))
-    return records
-
-
-def _norm(a: Assignment) -> dict[uuid.UUID, frozenset[int]]:
-    return {t: frozenset(ps) for t, ps in a.items() if ps}
-
-
-# ------------------------------------------------------------------ in flight
 class Phase(enum.Enum):
     REQUESTED = "requested"    # the assigner is told COMPUTE_ASSIGNMENT on its heartbeats
     PREPARED = "prepared"      # it has the snapshot; its Install is awaited

@@ -10,21 +10,37 @@ The rules are Kafka 4.3's `CurrentAssignmentBuilder` (docs/design/kafka-facts.md
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from ..errors import ApiError
-from .consumer.group import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupMember, MemberState, TargetAssignment
+from .group import EMPTY_ASSIGNMENT, Assignment, MemberState
 
 # topic id -> partitions the member says it owns; None = not sent in this heartbeat
 OwnedPartitions = Mapping[uuid.UUID, frozenset[int]] | None
 
 
-class CurrentAssignmentBuilder:
-    def __init__(self, member: ConsumerGroupMember, *, target_epoch: int,
-                 target: TargetAssignment, subscribed_topic_ids: frozenset[uuid.UUID],
+class Reconciled(Protocol):
+    """What the builder reads of a member (a consumer group member; a connect worker lends
+    its units under these names, modern/connect/reconcile.py); a dataclass, for `replace`."""
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    member_id: str
+    member_epoch: int
+    previous_member_epoch: int
+    state: MemberState
+    assigned_partitions: Assignment
+    partitions_pending_revocation: Assignment
+
+
+R = TypeVar("R", bound=Reconciled)
+
+
+class CurrentAssignmentBuilder(Generic[R]):
+    def __init__(self, member: R, *, target_epoch: int,
+                 target: Mapping[uuid.UUID, Collection[int]], subscribed_topic_ids: frozenset[uuid.UUID],
                  partition_epoch: Callable[[uuid.UUID, int], int],
                  owned: OwnedPartitions, subscription_changed: bool = False) -> None:
         self.member = member
@@ -35,7 +51,7 @@ class CurrentAssignmentBuilder:
         self.owned = owned
         self.subscription_changed = subscription_changed
 
-    def build(self) -> ConsumerGroupMember:
+    def build(self) -> R:
         m = self.member
         if m.state is MemberState.STABLE:
             if m.member_epoch != self.target_epoch:
@@ -66,7 +82,7 @@ class CurrentAssignmentBuilder:
                 return True
         return False
 
-    def _compute_next(self, member_epoch: int) -> ConsumerGroupMember:
+    def _compute_next(self, member_epoch: int) -> R:
         m = self.member
         assigned = m.assigned_partitions
         pending_own = m.partitions_pending_revocation
@@ -112,7 +128,7 @@ class CurrentAssignmentBuilder:
                        member_epoch=self.target_epoch, assigned_partitions=new_assigned or EMPTY_ASSIGNMENT,
                        partitions_pending_revocation=EMPTY_ASSIGNMENT)
 
-    def _update_current(self) -> ConsumerGroupMember:
+    def _update_current(self) -> R:
         """A subscription change inside the same epoch: drop unsubscribed topics at once."""
         m = self.member
         assigned = m.assigned_partitions

@@ -17,14 +17,11 @@ Rules of this module:
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..client_assignment import ClientAssignment, ClientAssignorSpec
-from ..consumer.group import ConsumerGroupState, MemberState
-
-_log = logging.getLogger("kcoord.group")
+from ..client_assignment import ClientAssignment
+from ..group import ClientAssignorSpec, MemberState, ModernGroup, ModernMember, add_owner_epochs, remove_owner_epochs
 
 CONNECTOR_TASK = -1
 
@@ -48,7 +45,7 @@ EMPTY_TARGET = ConnectTarget()
 
 
 @dataclass(slots=True)
-class ConnectMember:
+class ConnectMember(ModernMember):
     member_id: str
     instance_id: str | None = None
     client_id: str = ""
@@ -65,9 +62,6 @@ class ConnectMember:
     metadata_version: int = -1
     metadata: bytes = b""
 
-    def is_reconciled_to(self, target_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
-
     def metadata_equals(self, other: ConnectMember) -> bool:
         """True when a ConnectGroupMemberMetadata record would carry the same fields."""
         return (self.instance_id == other.instance_id and self.client_id == other.client_id
@@ -81,41 +75,19 @@ class ConnectMember:
                 and self.metadata_version == other.metadata_version and self.metadata == other.metadata)
 
 
-class ConnectGroup:
+class ConnectGroup(ModernGroup[ConnectMember]):
     group_type = "connect"
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 1
-        self.assignment_epoch = 1
+        super().__init__(group_id)
         self.assignment_error = 0
         self.assignor_name: str | None = None
-        self.assignment_timestamp_ms = 0
-        self.members: dict[str, ConnectMember] = {}
-        self.static_members: dict[str, str] = {}
         self.targets: dict[str, ConnectTarget] = {}
         # connector -> {task -> epoch of the worker owning it}: one owner per unit.
         self.unit_owner_epoch: dict[str, dict[int, int]] = {}
         self.client_assignment = ClientAssignment()
 
     # ------------------------------------------------------------------ queries
-    @property
-    def state(self) -> ConsumerGroupState:
-        if not self.members:
-            return ConsumerGroupState.EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return ConsumerGroupState.ASSIGNING
-        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
-            return ConsumerGroupState.RECONCILING
-        return ConsumerGroupState.STABLE
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def static_member(self, instance_id: str) -> ConnectMember | None:
-        member_id = self.static_members.get(instance_id)
-        return self.members.get(member_id) if member_id is not None else None
-
     def target_of(self, member_id: str) -> ConnectTarget:
         return self.targets.get(member_id, EMPTY_TARGET)
 
@@ -126,43 +98,12 @@ class ConnectGroup:
         return {m.member_id: m.client_assignors for m in self.members.values()}
 
     # ---------------------------------------------------------- replay helpers
-    def put_member(self, member: ConnectMember) -> None:
-        old = self.members.get(member.member_id)
-        if old is not None:
-            self._unindex(old)
-        self.members[member.member_id] = member
-        self._index(member)
-
-    def remove_member(self, member_id: str) -> None:
-        old = self.members.pop(member_id, None)
-        if old is not None:
-            self._unindex(old)
-
     def _index(self, m: ConnectMember) -> None:
-        if m.instance_id is not None:
-            self.static_members[m.instance_id] = m.member_id
+        super()._index(m)
         for units in (m.assigned, m.pending_revocation):
-            for connector, tasks in units.items():
-                owners = self.unit_owner_epoch.setdefault(connector, {})
-                for t in tasks:
-                    prev = owners.get(t)
-                    if prev is not None and prev >= m.member_epoch:
-                        # Two owners of one unit: say so loudly and keep serving (as the
-                        # consumer group does for a partition, modern/consumer/group.py).
-                        _log.error("connect group %s: unit %s/%d is owned at epoch %d and assigned again at "
-                                   "epoch %d", self.group_id, connector, t, prev, m.member_epoch)
-                    owners[t] = m.member_epoch
+            add_owner_epochs(self.unit_owner_epoch, units, m.member_epoch, self.group_id, "connector task")
 
     def _unindex(self, m: ConnectMember) -> None:
-        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
-            del self.static_members[m.instance_id]
+        super()._unindex(m)
         for units in (m.assigned, m.pending_revocation):
-            for connector, tasks in units.items():
-                owners = self.unit_owner_epoch.get(connector)
-                if owners is None:
-                    continue
-                for t in tasks:
-                    if owners.get(t) == m.member_epoch:
-                        del owners[t]
-                if not owners:
-                    del self.unit_owner_epoch[connector]
+            remove_owner_epochs(self.unit_owner_epoch, units, m.member_epoch)

@@ -39,7 +39,7 @@ from ..client_assignment import (
     request_specs,
     validate_request,
 )
-from ..consumer.group import MemberState
+from ..group import MemberState
 from . import record_helpers as crh
 from .assignment import maybe_request, on_deadline, wire_units
 from .group import CONNECTOR_TASK, EMPTY_UNITS, ConnectGroup, ConnectMember, ConnectTarget
@@ -292,17 +292,7 @@ def _leave(shard: ShardView, req, now_ms: int) -> Result:
     if not isinstance(group, ConnectGroup):
         raise group_not_found(req.group_id, "" if group is None else "It is not a connect group.")
     gid = group.group_id
-    if req.instance_id is None:
-        member = group.members.get(req.member_id)
-        if member is None:
-            raise unknown_member(gid, req.member_id)
-    else:
-        member = group.static_member(req.instance_id)
-        if member is None:
-            raise ApiError(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
-        if member.member_id != req.member_id:
-            raise ApiError(ErrorCode.fenced_instance_id, f"Static worker {req.member_id} with instance id "
-                                                         f"{req.instance_id} was fenced by {member.member_id}.")
+    member = group.leaving_member(req.member_id, req.instance_id, noun="worker")
     if req.member_epoch == STATIC_LEAVE_EPOCH:
         leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=EMPTY_UNITS,
                           assigned={c: dict.fromkeys(ts, 0) for c, ts in member.assigned.items()})

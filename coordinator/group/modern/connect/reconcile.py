@@ -13,21 +13,29 @@ and bytes (docs/design/client-assignors-spec.md §3: the assigner's per-worker C
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from ..consumer.group import ConsumerGroupMember
+from ..group import MemberState
 from ..reconciliation import CurrentAssignmentBuilder
 from .group import ConnectGroup, ConnectMember, ConnectTarget
+
+
+@dataclass(slots=True)
+class _Worker:
+    """A worker as the builder reads it: the consumer member's field names, units for partitions."""
+    member_id: str
+    member_epoch: int
+    previous_member_epoch: int
+    state: MemberState
+    assigned_partitions: Any
+    partitions_pending_revocation: Any
 
 
 def reconcile(group: ConnectGroup, m: ConnectMember, target_epoch: int, target: ConnectTarget,
               owned: dict[str, frozenset[int]] | None) -> ConnectMember:
     # The builder is typed for topic ids; connector names key the same dicts.
-    proxy = ConsumerGroupMember(member_id=m.member_id, member_epoch=m.member_epoch,
-                                previous_member_epoch=m.previous_member_epoch, state=m.state,
-                                assigned_partitions=cast(Any, m.assigned),
-                                partitions_pending_revocation=cast(Any, m.pending_revocation))
+    proxy = _Worker(m.member_id, m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
     connectors = frozenset(target.units) | frozenset(m.assigned) | frozenset(m.pending_revocation)
     built = CurrentAssignmentBuilder(
         proxy, target_epoch=target_epoch, target=cast(Any, target.units), subscribed_topic_ids=cast(Any, connectors),

@@ -25,7 +25,7 @@ from records.connect_records import (
 
 from ...replay import Replayer, register_replay
 from ..client_assignment import spec_tuple
-from ..consumer.group import MemberState
+from ..group import MemberState
 from . import group_type as connect_group_type  # noqa: F401 (registers the group type replay names in its logs)
 from .group import EMPTY_UNITS, ConnectGroup, ConnectMember, ConnectTarget, Units
 

@@ -1,7 +1,7 @@
 """The ClientAssignors lists of a consumer group's members, aggregated (docs/design/client-assignors-spec.md).
 
 Rules:
-- Kept in step with the members by ConsumerGroup._index_member/_unindex_member, so by
+- Kept in step with the members by ConsumerGroup._index/_unindex, so by
   replay only: handlers never touch it, and a reload rebuilds it.
 - It answers what client_assignment.select_assignor and the assigner's eligibility ask of
   every member's list, in O(names) instead of O(members): a 1,000-member group heartbeats

@@ -41,11 +41,11 @@ from ..client_assignment import (
     check_join,
     gather_install,
     needs_reassignment,
-    prepare_view,
     select_assignor,
     validate_request,
 )
 from .assignment_pacing import can_compute_assignment
+from .client_round import prepare_view
 from .group import ConsumerGroup, ConsumerGroupMember
 
 if TYPE_CHECKING:

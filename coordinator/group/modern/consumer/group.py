@@ -1,20 +1,30 @@
 """KIP-848 consumer group model: members, target assignment and derived indexes.
 
-Only replay (coordinator/group/replay.py) mutates these objects. Request handlers
-read them and describe changes as records. Members are treated as immutable
-values: an update builds a new member with `dataclasses.replace`.
+The base (epochs, members, static members, state, one owner per partition) is
+modern/group.py's `ModernGroup`, shared with connect groups. Only replay
+(coordinator/group/replay.py) mutates these objects. Request handlers read them and
+describe changes as records. Members are treated as immutable values: an update builds
+a new member with `dataclasses.replace`.
 """
 from __future__ import annotations
 
 import base64
-import enum
-import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from ..group import (  # noqa: F401 (Assignment, ConsumerGroupState, MemberState: re-exported)
+    EMPTY_ASSIGNMENT,
+    Assignment,
+    ClientAssignorSpec,
+    ConsumerGroupState,
+    MemberState,
+    ModernGroup,
+    ModernMember,
+    add_owner_epochs,
+    remove_owner_epochs,
+)
 from .assignor_index import AssignorIndex
 
 if TYPE_CHECKING:
@@ -22,17 +32,9 @@ if TYPE_CHECKING:
 
     from ...assignors.partitions import Partitions
 
-_log = logging.getLogger("kcoord.group")
 
-# topic id -> {partition: assignment epoch} (KIP-1251 keeps one epoch per owned partition)
-Assignment = dict[uuid.UUID, dict[int, int]]
 # topic id -> partitions, as produced by the server-side assignors
 TargetAssignment = dict[uuid.UUID, "Partitions"]
-
-# Members are immutable values whose assignments are replaced, never changed in place, so
-# every empty assignment can share one read-only mapping (10,000 idle members would
-# otherwise hold 30,000 empty dicts).
-EMPTY_ASSIGNMENT: Assignment = MappingProxyType({})  # type: ignore[assignment]
 
 
 def new_member_id() -> str:
@@ -44,50 +46,8 @@ def new_member_id() -> str:
             return text
 
 
-class MemberState(enum.IntEnum):
-    """`MemberState`: byte values as written in ConsumerGroupCurrentMemberAssignmentValue.State."""
-    STABLE = 0
-    UNREVOKED_PARTITIONS = 1
-    UNRELEASED_PARTITIONS = 2
-    UNKNOWN = 127
-
-    @classmethod
-    def from_byte(cls, value: int) -> MemberState:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class ConsumerGroupState(enum.Enum):
-    EMPTY = "Empty"
-    ASSIGNING = "Assigning"
-    RECONCILING = "Reconciling"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientAssignorSpec:
-    """Seed 000 (modern/client_assignment.py has the rules): one entry of a member's ClientAssignors
-    (000:L439-454; int16 versions, docs/design/client-assignors-spec.md §7 #2)."""
-    name: str
-    minimum_version: int
-    maximum_version: int
-    version: int
-    reason: int = 0
-    metadata: bytes = b""
-
-    def covers(self, version: int) -> bool:
-        return self.minimum_version <= version <= self.maximum_version
-
-    def without_reason(self) -> ClientAssignorSpec:
-        return ClientAssignorSpec(self.name, self.minimum_version, self.maximum_version, self.version,
-                                  0, self.metadata)
-
-
 @dataclass(slots=True)
-class ConsumerGroupMember:
+class ConsumerGroupMember(ModernMember):
     member_id: str
     member_epoch: int = 0
     previous_member_epoch: int = -1
@@ -116,9 +76,6 @@ class ConsumerGroupMember:
     @property
     def uses_classic_protocol(self) -> bool:
         return self.classic_member_metadata is not None
-
-    def is_reconciled_to(self, target_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
 
     def metadata_equals(self, other: ConsumerGroupMember) -> bool:
         """True when a ConsumerGroupMemberMetadata record would carry the same fields."""
@@ -149,21 +106,14 @@ class ResolvedRegularExpression:
     timestamp_ms: int
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
     """A consumer group as `ModernGroup`/`ConsumerGroup` hold it, plus indexes kept on replay."""
 
     group_type = "consumer"
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        # KAFKA-20268 (4.3): groups start at epoch 1 with target assignment (1, 0),
-        # so the first member's join bumps the group to epoch 2.
-        self.group_epoch = 1
+        super().__init__(group_id)
         self.metadata_hash = 0
-        self.assignment_epoch = 1
-        self.assignment_timestamp_ms = 0
-        self.members: dict[str, ConsumerGroupMember] = {}
-        self.static_members: dict[str, str] = {}
         self.target_assignment: dict[str, TargetAssignment] = {}
         # topic id -> {partition -> epoch of the member currently owning it}; guarantees a
         # single owner (KIP-848: a partition is only given once its previous owner released it).
@@ -188,25 +138,6 @@ class ConsumerGroup:
         self.client_assignor_name: str | None = None
 
     # ------------------------------------------------------------------ queries
-    @property
-    def state(self) -> ConsumerGroupState:
-        """`ConsumerGroup.maybeUpdateGroupState`, evaluated on demand."""
-        if not self.members:
-            return ConsumerGroupState.EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return ConsumerGroupState.ASSIGNING
-        for m in self.members.values():
-            if not m.is_reconciled_to(self.assignment_epoch):
-                return ConsumerGroupState.RECONCILING
-        return ConsumerGroupState.STABLE
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
-        member_id = self.static_members.get(instance_id)
-        return self.members.get(member_id) if member_id is not None else None
-
     def target_of(self, member_id: str) -> TargetAssignment:
         return self.target_assignment.get(member_id, {})
 
@@ -235,33 +166,21 @@ class ConsumerGroup:
         return all(m.uses_classic_protocol for mid, m in self.members.items() if mid not in member_ids)
 
     # ---------------------------------------------------------- replay helpers
-    def put_member(self, member: ConsumerGroupMember) -> None:
-        old = self.members.get(member.member_id)
-        if old is not None:
-            self._unindex_member(old)
-        self.members[member.member_id] = member
-        self._index_member(member)
-
-    def remove_member(self, member_id: str) -> None:
-        old = self.members.pop(member_id, None)
-        if old is not None:
-            self._unindex_member(old)
-
-    def _index_member(self, m: ConsumerGroupMember) -> None:
+    def _index(self, m: ConsumerGroupMember) -> None:
+        super()._index(m)
         self.subscribed_topic_names.update(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
             self.regex_subscribers[m.subscribed_topic_regex] += 1
         if m.server_assignor is not None:
             self.server_assignors[m.server_assignor] += 1
-        if m.instance_id is not None:
-            self.static_members[m.instance_id] = m.member_id
         if m.uses_classic_protocol:
             self.num_classic_members += 1
         self.client_assignor_index.add(m.client_assignors)
-        self._add_partition_epochs(m.assigned_partitions, m.member_epoch)
-        self._add_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
+        for assignment in (m.assigned_partitions, m.partitions_pending_revocation):
+            add_owner_epochs(self.current_partition_epoch, assignment, m.member_epoch, self.group_id, "partition")
 
-    def _unindex_member(self, m: ConsumerGroupMember) -> None:
+    def _unindex(self, m: ConsumerGroupMember) -> None:
+        super()._unindex(m)
         self.subscribed_topic_names.subtract(m.subscribed_topic_names)
         for name in m.subscribed_topic_names:
             if self.subscribed_topic_names[name] <= 0:
@@ -274,36 +193,11 @@ class ConsumerGroup:
             self.server_assignors[m.server_assignor] -= 1
             if self.server_assignors[m.server_assignor] <= 0:
                 del self.server_assignors[m.server_assignor]
-        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
-            del self.static_members[m.instance_id]
         if m.uses_classic_protocol:
             self.num_classic_members -= 1
         self.client_assignor_index.remove(m.client_assignors)
-        self._remove_partition_epochs(m.assigned_partitions, m.member_epoch)
-        self._remove_partition_epochs(m.partitions_pending_revocation, m.member_epoch)
-
-    def _add_partition_epochs(self, assignment: Assignment, epoch: int) -> None:
-        for topic_id, parts in assignment.items():
-            owners = self.current_partition_epoch.setdefault(topic_id, {})
-            for p in parts:
-                prev = owners.get(p)
-                if prev is not None and prev >= epoch:
-                    # Two owners of one partition: Kafka throws and fails the whole load. A
-                    # compacted log can reach this; keep serving and say so loudly instead.
-                    _log.error("group %s: partition %s-%d is owned at epoch %d and assigned again at "
-                               "epoch %d", self.group_id, topic_id, p, prev, epoch)
-                owners[p] = epoch
-
-    def _remove_partition_epochs(self, assignment: Assignment, epoch: int) -> None:
-        for topic_id, parts in assignment.items():
-            owners = self.current_partition_epoch.get(topic_id)
-            if owners is None:
-                continue
-            for p in parts:
-                if owners.get(p) == epoch:
-                    del owners[p]
-            if not owners:
-                del self.current_partition_epoch[topic_id]
+        for assignment in (m.assigned_partitions, m.partitions_pending_revocation):
+            remove_owner_epochs(self.current_partition_epoch, assignment, m.member_epoch)
 
     def set_target(self, member_id: str, target: TargetAssignment) -> None:
         self.target_assignment[member_id] = target

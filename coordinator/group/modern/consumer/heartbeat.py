@@ -16,7 +16,7 @@ from kio.schema.consumer_group_heartbeat.v0 import response as v0
 from kio.schema.consumer_group_heartbeat.v1 import response as v1
 from kio.schema.errors import ErrorCode
 
-from ... import error_responses
+from ....protocol import error_responses
 from ... import record_helpers as rh
 from ...context import AuthorizedRequestContext
 from ...errors import ApiError, group_not_found, invalid_request, unknown_member
@@ -458,18 +458,7 @@ def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int, fence: Fence
     if not isinstance(group, ConsumerGroup):
         raise group_not_found(req.group_id)
     gid = group.group_id
-    if req.instance_id is None:
-        member = group.members.get(req.member_id)
-        if member is None:
-            raise unknown_member(gid, req.member_id)
-    else:
-        member = group.static_member(req.instance_id)
-        if member is None:
-            raise ApiError(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
-        if member.member_id != req.member_id:
-            raise ApiError(ErrorCode.fenced_instance_id,
-                           f"Static member {req.member_id} with instance id {req.instance_id} was "
-                           f"fenced by member {member.member_id}.")
+    member = group.leaving_member(req.member_id, req.instance_id)
     mod = _RESPONSES[ctx.api_version]
     if req.member_epoch == STATIC_LEAVE_EPOCH:
         leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, partitions_pending_revocation=EMPTY_ASSIGNMENT,
