@@ -1,7 +1,14 @@
-"""One shard's load: replay the partition, the skip list, reload with backoff
+"""One shard's load: fence, replay the partition, the skip list, reload with backoff
 (Kafka: `CoordinatorLoaderImpl` + the runtime's load/unload transitions; docs/design/kafka-facts.md §1.4).
 
 Rules:
+- A load is "fence, then load". The fence step (`fence`) makes this process the partition's
+  only writer before a record is replayed, so whatever a previous owner landed before the
+  fence is inside the load: today the state log's takeover (fenced_state_log: InitProducerId
+  on the shard's transactional id bumps the epoch and aborts the old owner's transaction);
+  with fence-by-writing, that plus a write acknowledged under the new epoch. A log without
+  owners (one process) has no fence step. The state log runs the step per partition before
+  replaying it (`load(..., fence=...)`), so a fence refused for one shard fails that shard only.
 - A load starts from an empty shard (`begin`) and replays the partition in log order
   through the shard type's bulk load; only `finish` makes the shard ACTIVE, at the log end
   the state log reported.
@@ -11,9 +18,8 @@ Rules:
   drops what was replayed (it must never be served) and stays FAILED until a restart.
 - A reload after a failed write retries with a bounded, jittered backoff (0.1 s doubling to
   5 s) while the upstream cannot be read; one reload task per shard, never more.
-- A load that raises `ShardFenced` unloads the shard instead (the runtime's `fenced_by`):
-  another process owns it now. The next step's takeover (fence by writing, then load)
-  belongs in `reload`, before `state_topic.load`.
+- A load (or its fence) that raises `ShardFenced` unloads the shard instead (the runtime's
+  `fenced_by`): another process owns it now.
 - Replay callbacks of an older load generation are ignored: a load that was abandoned
   never writes into the shard of the next one.
 """
@@ -29,7 +35,7 @@ from typing import Any, Protocol
 from .. import metrics
 from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
-from .state_log import CorruptBatchError, ShardFenced
+from .state_log import CorruptBatchError, Fence, ShardFenced
 from .timer_table import TimerTable
 from .txn_log_reader import TxnLogReader
 from .writer import ShardWriter
@@ -121,6 +127,17 @@ class ShardLoader:
         self.reload_task: asyncio.Task | None = None
         self.started = 0.0   # time.monotonic() of the current load's start
         self.bulk: BulkLoad = self.new_bulk()
+        # The fence step a log with owners brings (FencedStateLog.takeover), else None.
+        self.fence: Fence | None = getattr(runtime.state_topic, "takeover", None)
+
+    def load_steps(self) -> dict[str, Any]:
+        """The steps this shard adds to a state log's load: its fence, and the marker-aware
+        reader when clients' transactions share the partition."""
+        rt = self.rt
+        steps: dict[str, Any] = {"fence": self.fence} if self.fence is not None else {}
+        if rt.txn_log is not None:
+            steps["readers"] = rt.load_reader
+        return steps
 
     def new_bulk(self) -> BulkLoad:
         rt = self.rt
@@ -223,10 +240,9 @@ class ShardLoader:
         rt.timers.cancel_all()
         generation = rt.begin_load()
         loaded: list[int] = []
-        extra: dict[str, Any] = {"readers": rt.load_reader} if rt.txn_log is not None else {}
         await rt.state_topic.load([rt.partition], lambda p, o, k, v: rt.replay_raw(o, k, v),
                                   lambda p, leo: loaded.append(leo), on_corrupt=rt.batch_unreadable,
-                                  abandoned=rt.load_abandoned, **extra)
+                                  abandoned=rt.load_abandoned, **self.load_steps())
         if generation == rt.generation and loaded:
             rt.finish_load(loaded[0])
 
