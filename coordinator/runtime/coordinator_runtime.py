@@ -106,7 +106,7 @@ class CoordinatorRuntime:
         self._ops = 0                 # operations run, for sampling the event metrics
 
     # ----------------------------------------------------------------- state
-    def _set_state(self, state: ShardState) -> None:
+    def set_state(self, state: ShardState) -> None:
         if state is not self.state:
             self.state = state
             metrics.set_shard_state(self.partition, state.value)
@@ -131,31 +131,14 @@ class CoordinatorRuntime:
         self.shard = self.protocol.make_shard(self.partition)
         self.loader.begin()
         self.txn.load_began()
-        self._set_state(ShardState.LOADING)
+        self.set_state(ShardState.LOADING)
         return self.generation
 
-    def load_dropped(self, cancel_timers: bool = True) -> None:
-        """A load failed: what was replayed is thrown away and the shard answers
-        NOT_COORDINATOR (FAILED)."""
-        if cancel_timers:
-            self.timers.cancel_all()
-        self.shard = self.protocol.make_shard(self.partition)
-        self._set_state(ShardState.FAILED)
-
     def finish_load(self, log_end_offset: int) -> None:
-        if self.state is not _LOADING:
-            return  # failed (already logged) or unloaded meanwhile
-        if not self.loader.finish():
-            return
-        self.writer.next_offset = log_end_offset
-        self._set_state(ShardState.ACTIVE)
-        self.txn.load_finished(log_end_offset)
-        self.loader.loaded()
-        self.timers.apply(self.shard.on_loaded(self.clock() + self.load_grace_ms))
-        unknown = dict(self.shard.unknown_record_types)
-        log.debug("shard %d loaded: %s, offsets up to %d%s", self.partition, self.protocol.describe(self.shard),
-                  log_end_offset, f", skipped unknown record types {unknown}" if unknown else "")
-        self.loader.warn_unused_skips(log_end_offset)
+        """The log is replayed up to `log_end_offset`: serve (loader.finished), unless the
+        load failed (already logged) or the shard was unloaded meanwhile."""
+        if self.state is _LOADING:
+            self.loader.finished(log_end_offset)
 
     # The state logs' load callbacks (service lifecycle, loader.reload) and the loader's state.
     def load_reader(self, partition: int = -1) -> TxnLogReader:
@@ -329,7 +312,7 @@ class CoordinatorRuntime:
         """Fail every waiter whose result is not known to be durable, and reload."""
         self._drop_pending(f"The write to state partition {self.partition} failed.", batch, landed)
         self.generation += 1
-        self._set_state(ShardState.FAILED)
+        self.set_state(ShardState.FAILED)
         self.loader.start_reload()
 
     def _drop_pending(self, message: str, batch: Batch | None = None, landed: bool = False) -> None:
@@ -373,12 +356,12 @@ class CoordinatorRuntime:
         self.shard = self.protocol.make_shard(self.partition)
         self.loader.bulk = self.loader.new_bulk()
         self.writer.next_offset = 0
-        self._set_state(ShardState.UNLOADED)
+        self.set_state(ShardState.UNLOADED)
 
     def close(self) -> None:
         self.loader.cancel_reload()
         self.txn.close()
-        self._set_state(ShardState.CLOSED)
+        self.set_state(ShardState.CLOSED)
         self.parked.fail_all()
         self.timers.cancel_all()
 

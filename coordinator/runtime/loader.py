@@ -50,7 +50,7 @@ RELOAD_BACKOFF_MAX_S = 5.0
 # While the upstream stays down, a failed reload attempt is logged at most this often.
 RELOAD_LOG_INTERVAL_S = 60.0
 
-_ACTIVE, _LOADING = ShardState.ACTIVE, ShardState.LOADING
+_ACTIVE, _LOADING, _FAILED = ShardState.ACTIVE, ShardState.LOADING, ShardState.FAILED
 _CLOSED, _UNLOADED = ShardState.CLOSED, ShardState.UNLOADED
 
 
@@ -68,6 +68,8 @@ class LoaderOwner(Protocol):
     txn_log: Any
     timers: TimerTable
     writer: ShardWriter
+    load_grace_ms: int
+    clock: Callable[[], int]
     _sleep: Callable[[float], Any]
 
     def begin_load(self) -> int: ...
@@ -82,7 +84,7 @@ class LoaderOwner(Protocol):
 
     def finish_load(self, log_end_offset: int) -> None: ...
 
-    def load_dropped(self, cancel_timers: bool = True) -> None: ...
+    def set_state(self, state: ShardState) -> None: ...
 
     def fenced_by(self, error: ShardFenced) -> None: ...
 
@@ -188,7 +190,7 @@ class ShardLoader:
             where = offset
         self.load_error, self.failed_offset = error, where
         self.load_failures += 1
-        rt.load_dropped()
+        self.dropped()
         self.bulk = self.new_bulk()
         metrics.LOAD_FAILURES.labels(partition=str(rt.partition)).inc()
         decode_error = isinstance(error, rt.protocol.decode_errors + (CorruptBatchError,))
@@ -209,19 +211,35 @@ class ShardLoader:
                   topic, partition, "?" if where is None else where,
                   type(error).__name__, error, hint, exc_info=None if decode_error else error)
 
-    def finish(self) -> bool:
-        """Apply what the bulk load still buffers; False if that failed the load."""
+    def dropped(self, cancel_timers: bool = True) -> None:
+        """A load failed: what was replayed is thrown away and the shard answers
+        NOT_COORDINATOR (FAILED)."""
+        rt = self.rt
+        if cancel_timers:
+            rt.timers.cancel_all()
+        rt.shard = rt.protocol.make_shard(rt.partition)
+        rt.set_state(_FAILED)
+
+    def finished(self, log_end_offset: int) -> None:
+        """Apply what the bulk load still buffers and serve from `log_end_offset`, with the
+        timers the loaded state needs; a buffered record that fails fails the load."""
+        rt = self.rt
         try:
             self.bulk.flush()
         except Exception as e:
             self.failed(e, None)
-            return False
-        return True
-
-    def loaded(self) -> None:
+            return
+        rt.writer.next_offset = log_end_offset
+        rt.set_state(_ACTIVE)
+        rt.txn.load_finished(log_end_offset)
         loaded_in = time.monotonic() - self.started
         metrics.LOAD_SECONDS.observe(loaded_in)
-        metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(self.rt.partition)).set(loaded_in)
+        metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(rt.partition)).set(loaded_in)
+        rt.timers.apply(rt.shard.on_loaded(rt.clock() + rt.load_grace_ms))
+        unknown = dict(rt.shard.unknown_record_types)
+        log.debug("shard %d loaded: %s, offsets up to %d%s", rt.partition, rt.protocol.describe(rt.shard),
+                  log_end_offset, f", skipped unknown record types {unknown}" if unknown else "")
+        self.warn_unused_skips(log_end_offset)
 
     def warn_unused_skips(self, log_end_offset: int) -> None:
         rt = self.rt
@@ -290,7 +308,7 @@ class ShardLoader:
                               rt.state_topic.topic, e, failures, RELOAD_BACKOFF_MAX_S)
                 if rt.state is _LOADING:
                     # Not serving a half-loaded shard: NOT_COORDINATOR until the next attempt.
-                    rt.load_dropped(cancel_timers=False)
+                    self.dropped(cancel_timers=False)
                 await rt._sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, RELOAD_BACKOFF_MAX_S)
                 continue
