@@ -1,10 +1,11 @@
 """The group coordinator core: consumer groups (KIP-848), classic groups, connect groups, offsets,
 and the online migration between the protocols. Sans-IO: no sockets, no clock, no threads.
 
-Rule 1 - time and input come in, data goes out. A handler gets a `ShardView`
-(context.py), a `RequestContext`, the request and `now_ms`, and returns a `Result`
-(result.py): records to write, a response, timer changes, parked-request completions.
-It never sleeps, reads a clock, or does I/O.
+Rule 1 - time and input come in, data goes out. A handler gets its folder's view of the
+shard (context.py: `ClassicView`, `ConsumerView`, `ConnectView`, `OffsetsView`; the kernel
+and migration/ see `ShardView`), a `RequestContext`, the request and `now_ms`, and returns a
+`Result` (result.py): records to write, a response, timer changes, parked-request
+completions. It never sleeps, reads a clock, or does I/O.
 
 Rule 2 - state changes only by replay. `GroupCoordinatorShard.apply(result)` replays a
 result's records through `Replayer` (replay.py), the same path a load from the log takes,

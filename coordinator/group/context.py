@@ -1,7 +1,10 @@
 """What a handler sees: the request's `RequestContext`, and its shard as a `ShardView`.
 
 Rules of the group core (the package opening, coordinator/group/__init__.py, has the rest):
-- A handler takes `(shard: ShardView, ctx, request, now_ms)` and returns a `Result`. It
+- A handler takes `(shard, ctx, request, now_ms)` and returns a `Result`; `shard` is typed
+  as its folder's view (classic/: `ClassicView`, modern/consumer/: `ConsumerView`,
+  modern/connect/: `ConnectView`, offsets/: `OffsetsView`; the kernel and migration/, which
+  span types, see the whole `ShardView`), so mypy shows what each type reads. It
   imports this module, never shard.py: the shard sits on top of its handlers and
   dispatches to them, and nothing below it imports it back (import-linter checks it).
 - Handlers read state through the view and change it only by returning records, which the
@@ -67,29 +70,40 @@ class AuthorizedRequestContext(RequestContext):
 TopicFilter = Callable[[Collection[str]], frozenset[str]]
 
 
-class ShardView(Protocol):
-    """A shard as its handlers see it (`GroupCoordinatorShard` implements it)."""
-
-    @property
-    def partition(self) -> int: ...
+class GroupsView(Protocol):
+    """What every handler sees of its shard: the configuration, the groups, the log."""
 
     @property
     def config(self) -> CoordinatorConfig: ...
 
     @property
-    def image(self) -> MetadataImage: ...
-
-    @property
     def groups(self) -> dict[str, ConsumerGroup | ClassicGroup]: ...
 
     @property
-    def offsets(self) -> OffsetStore: ...
+    def log(self) -> logging.Logger: ...
+
+
+class ClassicView(GroupsView, Protocol):
+    """What classic/ sees: parked JoinGroup/SyncGroup requests need tokens."""
+
+    def next_token(self) -> int:
+        """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
+        ...
+
+
+class ConnectView(GroupsView, Protocol):
+    """What modern/connect/ sees: nothing beyond the groups (its rounds live in its groups)."""
+
+
+class ConsumerView(GroupsView, Protocol):
+    """What modern/consumer/ sees: topics, server assignors, the heartbeat policy, and the
+    client-side assignment rounds in flight."""
+
+    @property
+    def image(self) -> MetadataImage: ...
 
     @property
     def assignors(self) -> Mapping[str, Any]: ...
-
-    @property
-    def log(self) -> logging.Logger: ...
 
     @property
     def last_image_version_with_new_topics(self) -> int: ...
@@ -103,7 +117,20 @@ class ShardView(Protocol):
         (soft state, modern/consumer/client_mode.py; typed Any: client_assignment imports this module's users)."""
         ...
 
-    def next_token(self) -> int:
-        """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
-        ...
 
+class OffsetsView(GroupsView, Protocol):
+    """What offsets/ sees: the committed offsets, and topics (commits to unknown ones fail)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def offsets(self) -> OffsetStore: ...
+
+
+class ShardView(ClassicView, ConsumerView, OffsetsView, ConnectView, Protocol):
+    """A shard as the kernel's handlers and migration/ see it (`GroupCoordinatorShard`
+    implements it); each folder's handlers see only their own view above."""
+
+    @property
+    def partition(self) -> int: ...

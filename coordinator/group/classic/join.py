@@ -28,7 +28,7 @@ from .rebalance import (
 )
 
 if TYPE_CHECKING:
-    from ..context import RequestContext, ShardView
+    from ..context import ClassicView, RequestContext
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -47,7 +47,7 @@ def _error(version: int, error: ErrorCode, member_id: str = "") -> Result:
     return Result(response=join_response(version, error=error, member_id=member_id), replay=False)
 
 
-def invalid_join(shard: ShardView, ctx: RequestContext, req) -> Result | None:
+def invalid_join(shard: ClassicView, ctx: RequestContext, req) -> Result | None:
     """The checks every JoinGroup passes first, whatever the group's type: a group id, and a
     session timeout within group.min/max.session.timeout.ms."""
     if not req.group_id:
@@ -58,7 +58,7 @@ def invalid_join(shard: ShardView, ctx: RequestContext, req) -> Result | None:
     return None
 
 
-def join_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def join_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     invalid = invalid_join(shard, ctx, req)
     if invalid is not None:
@@ -104,7 +104,7 @@ def answer(fx: Effects, parked: Parked) -> Result:
     return fx.result(parked=parked.token)
 
 
-def _accept_joining_member(shard: ShardView, group: ClassicGroup, member_id: str) -> bool:
+def _accept_joining_member(shard: ClassicView, group: ClassicGroup, member_id: str) -> bool:
     """`acceptJoiningMember` (group.max.size, KIP-389)."""
     limit = shard.config.group_max_size
     member = group.members.get(member_id)

@@ -26,11 +26,11 @@ from .rebalance import (
 )
 
 if TYPE_CHECKING:
-    from ..context import RequestContext, ShardView
+    from ..context import ClassicView, RequestContext
 
 
 # ------------------------------------------------------------------ SyncGroup
-def sync_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def sync_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     group = shard.groups.get(req.group_id)
     if not isinstance(group, ClassicGroup):
@@ -89,7 +89,7 @@ def _validate_sync(group: ClassicGroup, req) -> ErrorCode | None:
 
 
 # ------------------------------------------------------------------ Heartbeat
-def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("heartbeat", ctx.api_version)
 
     def reply(code: ErrorCode, fx: Effects | None = None) -> Result:
@@ -121,7 +121,7 @@ def leave_identities(req, version: int) -> list[tuple[str, str | None]]:
     return [(m.member_id, m.group_instance_id) for m in req.members] if version >= 3 else [(req.member_id, None)]
 
 
-def leave_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def leave_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
     v = ctx.api_version
     mod = schema("leave_group", v)
     identities = leave_identities(req, v)

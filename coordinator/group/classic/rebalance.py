@@ -20,7 +20,7 @@ from ..timeutil import from_ms
 from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 
 if TYPE_CHECKING:
-    from ..context import ShardView
+    from ..context import ClassicView
 
 # ------------------------------------------------------------------ responses
 def join_response(version: int, *, error: ErrorCode = ErrorCode.none, member_id: str = "",
@@ -68,7 +68,7 @@ def current_generation_join(group: ClassicGroup, member_id: str, with_members: b
 
 
 # ------------------------------------------------------------------- timers
-def reschedule_heartbeat(shard: ShardView, fx: Effects, group: ClassicGroup,
+def reschedule_heartbeat(shard: ClassicView, fx: Effects, group: ClassicGroup,
                          member: ClassicGroupMember, now_ms: int, timeout_ms: int | None = None) -> None:
     fx.timers.append(ScheduleTimer(heartbeat_key(group.group_id, member.member_id),
                                    now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms)))

@@ -18,7 +18,7 @@ from ..result import Result, ScheduleTimer
 from ..timers import EXPIRE_KEY as EXPIRE_TIMER
 
 if TYPE_CHECKING:
-    from ..context import ShardView
+    from ..context import OffsetsView
 
 def _expiration_base(group) -> BaseTime | None:
     """`offsetExpirationCondition`: None means offsets of this group never expire now."""
@@ -29,7 +29,7 @@ def _should_expire(group) -> bool:
     return group_type(group).metadata_expires(group)
 
 
-def cleanup(shard: ShardView, now_ms: int) -> Result:
+def cleanup(shard: OffsetsView, now_ms: int) -> Result:
     retention = shard.config.offsets_retention_ms
     records: list = []
     for group_id, group in list(shard.groups.items()):
@@ -57,7 +57,7 @@ def cleanup(shard: ShardView, now_ms: int) -> Result:
                                                          now_ms + shard.config.offsets_retention_check_interval_ms)])
 
 
-def topics_deleted(shard: ShardView, topics: Iterable[str]) -> Result:
+def topics_deleted(shard: OffsetsView, topics: Iterable[str]) -> Result:
     """Offsets of topics deleted upstream are tombstoned for every group."""
     gone = set(topics)
     # Kafka's onPartitionsDeleted: committed offsets, and pending transactional ones.

@@ -22,9 +22,9 @@ from ..timeutil import from_ms, to_ms
 from .commit_validation import ACCEPT_ALL, PartitionCheck
 
 if TYPE_CHECKING:
-    from ..context import RequestContext, ShardView
+    from ..context import OffsetsView, RequestContext
 
-def _validate_commit(shard: ShardView, ctx: RequestContext, req) -> PartitionCheck:
+def _validate_commit(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
     """A commit to an unknown group; otherwise the group type's rule (group_types.py)."""
     """`OffsetMetadataManager.validateOffsetCommit`."""
     generation = req.generation_id_or_member_epoch
@@ -45,7 +45,7 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
     """Topic-level problems (unknown topic id or name, partition out of range) and oversized
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
@@ -102,7 +102,7 @@ def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
     group_type(group).validate_offset_fetch(group, member_id, member_epoch)
 
 
-def fetch_group(shard: ShardView, api_version: int, mod, group_id: str, topics,
+def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics,
                 require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
     """Offsets of one group as a list of response topics (Kafka: `fetchOffsets` /
     `fetchAllOffsets`). Raises ApiError for group-level errors."""
@@ -160,7 +160,7 @@ def fetch_group(shard: ShardView, api_version: int, mod, group_id: str, topics,
     return out
 
 
-def offset_fetch(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_fetch(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
     """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
     service, which calls `fetch_group` for each group."""
     mod = schema("offset_fetch", ctx.api_version)
@@ -175,7 +175,7 @@ def offset_fetch(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Res
 
 
 # ---------------------------------------------------------------- delete
-def offset_delete(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_delete(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
     mod = schema("offset_delete", ctx.api_version)
     group = shard.groups.get(req.group_id)
     error = ErrorCode.none

@@ -62,7 +62,7 @@ from .commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_comm
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ..context import RequestContext, ShardView
+    from ..context import OffsetsView, RequestContext
     from ..image import MetadataImage, TopicImage
 
 
@@ -133,7 +133,7 @@ def _transactional_error(e: ApiError, api_version: int) -> ApiError:
     return e
 
 
-def _check_group(shard: ShardView, ctx: RequestContext, req) -> PartitionCheck:
+def _check_group(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
     group = shard.groups.get(req.group_id)
     generation = getattr(req, "generation_id", -1)
     if group is None:
@@ -155,7 +155,7 @@ def transaction_abortable(api_version: int) -> ErrorCode:
     return ErrorCode.transaction_abortable if api_version >= 4 else ErrorCode.invalid_txn_state
 
 
-def _check_limits(shard: ShardView, req, partitions: list[tuple[str, int]], api_version: int) -> None:
+def _check_limits(shard: OffsetsView, req, partitions: list[tuple[str, int]], api_version: int) -> None:
     limits = limits_of(shard.config)
     abortable = transaction_abortable(api_version)
     store = shard.offsets
@@ -193,7 +193,7 @@ def _java_length(s: str) -> int:
 
 
 # ---------------------------------------------------------------------- handler
-def txn_offset_commit(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
+def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
     mod = schema("txn_offset_commit", ctx.api_version)
     image = shard.image
     answers: dict[tuple[int, int], ErrorCode] = {}     # (topic index, partition index) -> error

@@ -19,10 +19,10 @@ from .assignment import wire_units
 from .group import ConnectGroup
 
 if TYPE_CHECKING:
-    from ...context import RequestContext, ShardView
+    from ...context import ConnectView, RequestContext
 
 
-def describe_group(shard: ShardView, group_id: str, denied: frozenset[str] = frozenset()) -> cm.ConnectDescribedGroup:
+def describe_group(shard: ConnectView, group_id: str, denied: frozenset[str] = frozenset()) -> cm.ConnectDescribedGroup:
     if not group_id:
         return cm.described_group(error_code=int(ErrorCode.invalid_group_id), group_id=group_id)
     if group_id in denied:
@@ -46,6 +46,6 @@ def describe_group(shard: ShardView, group_id: str, denied: frozenset[str] = fro
         assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name or "", members=tuple(members))
 
 
-def describe(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def describe(shard: ConnectView, ctx: RequestContext, req, now_ms: int) -> Result:
     return Result(response=cm.describe_response(
         tuple(describe_group(shard, g, ctx.denied_groups) for g in req.group_ids)))

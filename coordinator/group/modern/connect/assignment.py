@@ -46,7 +46,7 @@ from .timers import assignment_deadline_key
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import RequestContext, ShardView
+    from ...context import ConnectView, RequestContext
 
 
 # ------------------------------------------------------------------ asking
@@ -61,7 +61,7 @@ def maybe_request(group: ConnectGroup, lists, timeouts: Mapping[str, int], group
     return [ScheduleTimer(assignment_deadline_key(group.group_id), ca.in_flight.deadline_ms)]
 
 
-def on_deadline(shard: ShardView, group: ConnectGroup, now_ms: int) -> Result:
+def on_deadline(shard: ConnectView, group: ConnectGroup, now_ms: int) -> Result:
     """The assigner did not install in time: skip it once and ask another worker."""
     ca = group.client_assignment
     if ca.expire(now_ms) is None:
@@ -73,12 +73,12 @@ def on_deadline(shard: ShardView, group: ConnectGroup, now_ms: int) -> Result:
 
 
 # ------------------------------------------------------------------ prepare
-def _connect_group(shard: ShardView, group_id: str) -> ConnectGroup | None:
+def _connect_group(shard: ConnectView, group_id: str) -> ConnectGroup | None:
     group = shard.groups.get(group_id)
     return group if isinstance(group, ConnectGroup) else None  # type: ignore[unreachable]
 
 
-def _caller(shard: ShardView, req) -> tuple[ConnectGroup, InFlight]:
+def _caller(shard: ConnectView, req) -> tuple[ConnectGroup, InFlight]:
     """Checks 1-5 of Prepare and Install in the engine's order (docs/design/client-assignors-spec.md §2)."""
     group = _connect_group(shard, req.group_id)
     if group is None:
@@ -88,7 +88,7 @@ def _caller(shard: ShardView, req) -> tuple[ConnectGroup, InFlight]:
     return group, group.client_assignment.check_caller(req.group_id, group, req.member_id, req.member_epoch)
 
 
-def prepare(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def prepare(shard: ConnectView, ctx: RequestContext, req, now_ms: int) -> Result:
     """ConnectGroupPrepareAssignment: checks 1-5 (001:L413-427), then the snapshot."""
     try:
         group, _ = _caller(shard, req)
@@ -158,7 +158,7 @@ def _validate(f: InFlight, group_epoch: int, error: int, members) -> dict[str, C
     return targets
 
 
-def install(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def install(shard: ConnectView, ctx: RequestContext, req, now_ms: int) -> Result:
     """ConnectGroupInstallAssignment: checks 1-5, then the rules above; on success the
     targets that changed (1003) and the target metadata at the prepared epoch (1002)."""
     try:

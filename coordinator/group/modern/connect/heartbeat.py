@@ -49,7 +49,7 @@ from .timers import assignment_deadline_key, cancel_member_timers, rebalance_key
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import RequestContext, ShardView
+    from ...context import ConnectView, RequestContext
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -61,7 +61,7 @@ CONVERTIBLE_PROTOCOL_TYPES = frozenset({"", "connect"})
 Owned = dict[str, frozenset[int]]
 
 
-def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ConnectView, ctx: RequestContext, req, now_ms: int) -> Result:
     try:
         specs = _validate(req)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -134,7 +134,7 @@ def _check_epoch(m: ConnectMember, epoch: int, owned: Owned | None) -> None:
 
 
 # ----------------------------------------------------------- group / worker
-def _new_group(shard: ShardView, group_id: str) -> ConnectGroup:
+def _new_group(shard: ConnectView, group_id: str) -> ConnectGroup:
     """A new group goes into the map at once, unlike a new consumer group: the round this
     heartbeat may start (COMPUTE_ASSIGNMENT to the joiner, C1) is soft state on the group
     object, which the records then replay into (`Replayer.group_as` keeps an object of the
@@ -145,7 +145,7 @@ def _new_group(shard: ShardView, group_id: str) -> ConnectGroup:
     return group
 
 
-def _group_for(shard: ShardView, group_id: str, create: bool, fx: Effects) -> ConnectGroup:
+def _group_for(shard: ConnectView, group_id: str, create: bool, fx: Effects) -> ConnectGroup:
     group: Any = shard.groups.get(group_id)
     if group is None:
         if not create:
@@ -195,7 +195,7 @@ def _static_member(group: ConnectGroup, member_id: str, epoch: int, instance_id:
 
 
 # ------------------------------------------------------------------ regular
-def _regular(shard: ShardView, ctx: RequestContext, req, specs, now_ms: int) -> Result:
+def _regular(shard: ConnectView, ctx: RequestContext, req, specs, now_ms: int) -> Result:
     fx = Effects(replay=True)
     epoch = req.member_epoch
     create = epoch == JOIN_EPOCH
@@ -275,7 +275,7 @@ def _lists(group: ConnectGroup, replaced: str | None) -> dict[str, tuple[ClientA
     return {m.member_id: m.client_assignors for m in group.members.values() if m.member_id != replaced}
 
 
-def interval_ms(shard: ShardView, pending: bool) -> int:
+def interval_ms(shard: ConnectView, pending: bool) -> int:
     """The consumer groups' heartbeat policy (modern/consumer/heartbeat_policy.py) without its per-process
     stretch: a worker with work pending comes back fast, a stable one at the stable pace."""
     c = shard.config
@@ -285,7 +285,7 @@ def interval_ms(shard: ShardView, pending: bool) -> int:
 
 
 # -------------------------------------------------------------------- leave
-def _leave(shard: ShardView, req, now_ms: int) -> Result:
+def _leave(shard: ConnectView, req, now_ms: int) -> Result:
     """Epoch -1: leave (fenced at once). Epoch -2: a static worker leaves for a while and
     keeps its slot; its units stay owned at epoch 0 until it returns or its session ends."""
     group: Any = shard.groups.get(req.group_id)
@@ -303,7 +303,7 @@ def _leave(shard: ShardView, req, now_ms: int) -> Result:
                                                       member_epoch=req.member_epoch))
 
 
-def fence(shard: ShardView, group: ConnectGroup, member_ids: list[str], now_ms: int) -> Result:
+def fence(shard: ConnectView, group: ConnectGroup, member_ids: list[str], now_ms: int) -> Result:
     """Remove workers (leave, session or rebalance timeout): their tombstones in Kafka's
     order, a group epoch bump (a new assignment is needed, 001:L108), and, with the last
     worker gone, the target at that epoch so the empty group is consistent (KAFKA-20442)."""
@@ -326,7 +326,7 @@ def fence(shard: ShardView, group: ConnectGroup, member_ids: list[str], now_ms: 
 
 
 # ------------------------------------------------------------------- timers
-def on_timer(shard: ShardView, key: tuple, payload: Any, now_ms: int) -> Result:
+def on_timer(shard: ConnectView, key: tuple, payload: Any, now_ms: int) -> Result:
     """The handler of the "connect" timer kind (modern/connect/timers.py)."""
     group: Any = shard.groups.get(key[2])
     if not isinstance(group, ConnectGroup):
@@ -347,7 +347,7 @@ def on_timer(shard: ShardView, key: tuple, payload: Any, now_ms: int) -> Result:
     return Result()
 
 
-def on_loaded(shard: ShardView, now_ms: int) -> list[TimerOp]:
+def on_loaded(shard: ConnectView, now_ms: int) -> list[TimerOp]:
     """What a loaded shard arms for its connect groups: every worker's session, the
     rebalance timeout of workers still revoking, and a new round for groups whose target
     is behind (the round in flight was soft state, docs/design/client-assignors-spec.md §3)."""

@@ -51,7 +51,7 @@ from .group import ConsumerGroup, ConsumerGroupMember
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import ShardView
+    from ...context import ConsumerView
 
 Lists = Mapping[str, Specs | None]
 
@@ -60,14 +60,14 @@ def client_assignment_key(group_id: str) -> tuple:
     return (CLIENT_ASSIGNMENT, group_id)
 
 
-def state_of(shard: ShardView, group_id: str) -> ClientAssignment:
+def state_of(shard: ConsumerView, group_id: str) -> ClientAssignment:
     ca = shard.client_assignments.get(group_id)
     if ca is None:
         ca = shard.client_assignments[group_id] = ClientAssignment()
     return ca
 
 
-def server_mode(shard: ShardView, group_id: str) -> None:
+def server_mode(shard: ConsumerView, group_id: str) -> None:
     """The group is (back) in server mode: any round in flight is abandoned (A12)."""
     shard.client_assignments.pop(group_id, None)
 
@@ -165,7 +165,7 @@ def in_client_mode(group: ConsumerGroup, updated: ConsumerGroupMember | None) ->
     return selection(group, updated)
 
 
-def _refresh(shard: ShardView, group: ConsumerGroup, updated: ConsumerGroupMember | None) -> ClientAssignment:
+def _refresh(shard: ConsumerView, group: ConsumerGroup, updated: ConsumerGroupMember | None) -> ClientAssignment:
     """Abandon the round whose assigner left, became ineligible, or whose group left client mode."""
     ca = state_of(shard, group.group_id)
     f = ca.in_flight
@@ -181,7 +181,7 @@ def _refresh(shard: ShardView, group: ConsumerGroup, updated: ConsumerGroupMembe
     return ca
 
 
-def maybe_ask(shard: ShardView, group: ConsumerGroup, updated: ConsumerGroupMember | None, group_epoch: int,
+def maybe_ask(shard: ConsumerView, group: ConsumerGroup, updated: ConsumerGroupMember | None, group_epoch: int,
               now_ms: int) -> list:
     """Start a round when the group is behind and idle (§1.1 "When to ask"); the timers to
     arm (the round's deadline)."""
@@ -271,7 +271,7 @@ class InstallAnswer:
     message: str | None = None
 
 
-def csa_answer(shard: ShardView, group_id: str, member: ConsumerGroupMember | None, response) -> CsaAnswer:
+def csa_answer(shard: ConsumerView, group_id: str, member: ConsumerGroupMember | None, response) -> CsaAnswer:
     ca = shard.client_assignments.get(group_id) if member is not None else None
     compute = ca is not None and member is not None and ca.asked(member.member_id)
     if member is None:
@@ -281,7 +281,7 @@ def csa_answer(shard: ShardView, group_id: str, member: ConsumerGroupMember | No
 
 
 # ------------------------------------------------------------------ Prepare / Install
-def _caller(shard: ShardView, req):
+def _caller(shard: ConsumerView, req):
     group = shard.groups.get(req.group_id) if req.group_id else None
     if group is not None and not isinstance(group, ConsumerGroup):
         raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
@@ -291,7 +291,7 @@ def _caller(shard: ShardView, req):
     return group, ca, f
 
 
-def prepare_assignment(shard: ShardView, req, now_ms: int) -> Result:
+def prepare_assignment(shard: ConsumerView, req, now_ms: int) -> Result:
     """32701 (docs/design/client-assignors-spec.md §2): checks 1-5, then a snapshot at the current group epoch;
     the round becomes PREPARED (a repeated Prepare refreshes it)."""
     try:
@@ -306,7 +306,7 @@ def prepare_assignment(shard: ShardView, req, now_ms: int) -> Result:
     return Result(response=PrepareAnswer(prepared=view))
 
 
-def install_assignment(shard: ShardView, req, now_ms: int) -> Result:
+def install_assignment(shard: ConsumerView, req, now_ms: int) -> Result:
     """32702: checks 1-5, then the prepared epoch and §1.4 against the snapshot. Success
     writes the changed targets with their metadata (type 7, tags 1000/1001), then the
     target metadata at the prepared epoch E with Error and the assignor (type 6)."""
@@ -349,7 +349,7 @@ def install_assignment(shard: ShardView, req, now_ms: int) -> Result:
 
 
 # ------------------------------------------------------------------ timers
-def on_assignment_timer(shard: ShardView, group: ConsumerGroup, now_ms: int) -> Result | None:
+def on_assignment_timer(shard: ConsumerView, group: ConsumerGroup, now_ms: int) -> Result | None:
     """The `assignment` timer of a client-mode group asks a member instead of computing;
     None: the group is in server mode."""
     if in_client_mode(group, None) is None:
@@ -358,7 +358,7 @@ def on_assignment_timer(shard: ShardView, group: ConsumerGroup, now_ms: int) -> 
     return Result(timers=maybe_ask(shard, group, None, group.group_epoch, now_ms))
 
 
-def on_deadline(shard: ShardView, group: ConsumerGroup, now_ms: int) -> Result:
+def on_deadline(shard: ConsumerView, group: ConsumerGroup, now_ms: int) -> Result:
     """The assigner did not Install in time: abandon (not fenced, 000:L248) and ask another."""
     ca = shard.client_assignments.get(group.group_id)
     if ca is None:

@@ -42,7 +42,7 @@ from .membership import (
 from .regex_refresh import refresh_timer, remember_filter
 
 if TYPE_CHECKING:
-    from ...context import RequestContext, ShardView, TopicFilter
+    from ...context import ConsumerView, RequestContext, TopicFilter
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -52,8 +52,10 @@ _RESPONSES = {0: v0, 1: v1}
 # migration/'s two conversions, passed in by the shard's rows (migration/rows.py): the online
 # upgrade of a non-empty classic group (a ClassicGroup in, the ConsumerGroup the heartbeat goes
 # on with out), and fencing that may convert the group back (membership.fence without it).
-Upgrade = Callable[["ShardView", Any, Effects, int], ConsumerGroup]
-Fence = Callable[["ShardView", ConsumerGroup, list[str], int], Result]
+# Their first argument is the shard as migration/ sees it (a ShardView), which this folder
+# does not name: the heartbeat hands on the shard it was given.
+Upgrade = Callable[[Any, Any, Effects, int], ConsumerGroup]
+Fence = Callable[[Any, ConsumerGroup, list[str], int], Result]
 
 
 class RegexStatus(enum.Enum):
@@ -62,7 +64,7 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False, *,
+def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False, *,
               upgrade: Upgrade | None = None, fence: Fence = fence) -> Result:
     """`csa`: the request came through 32700, the client-assignor variant (docs/design/client-assignors-spec.md); it is
     key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`.
@@ -93,7 +95,7 @@ def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool
 
 
 # --------------------------------------------------------------- validation
-def _validate(shard: ShardView, version: int, req) -> None:
+def _validate(shard: ConsumerView, version: int, req) -> None:
     """`throwIfConsumerGroupHeartbeatRequestIsInvalid` (stateless)."""
     epoch = req.member_epoch
     if not req.member_id and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
@@ -159,7 +161,7 @@ def _throw_if_epoch_invalid(m: ConsumerGroupMember, epoch: int, owned) -> None:
 
 
 # ----------------------------------------------------------- group / member
-def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool, fx: Effects,
+def _consumer_group_for_heartbeat(shard: ConsumerView, group_id: str, create: bool, fx: Effects,
                                   now_ms: int, upgrade: Upgrade | None) -> ConsumerGroup:
     """`getOrMaybeCreateConsumerGroup`."""
     group = shard.groups.get(group_id)
@@ -181,7 +183,7 @@ def _consumer_group_for_heartbeat(shard: ShardView, group_id: str, create: bool,
     raise group_not_found(group_id, "It is not a consumer group.")
 
 
-def _throw_if_full(shard: ShardView, group: ConsumerGroup, member_id: str,
+def _throw_if_full(shard: ConsumerView, group: ConsumerGroup, member_id: str,
                    instance_id: str | None) -> None:
     if instance_id is not None and instance_id in group.static_members:
         return  # KAFKA-20601: a static member may rejoin a full group.
@@ -228,7 +230,7 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
 _NO_REBALANCE_TIMEOUT = -1
 
 
-def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result | None:
+def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Result | None:
     """The keep-alive of a member that is STABLE at the group's current target and sends
     nothing new (every optional field null, as clients send in steady state). `_regular`
     would produce no record for it, only the session timer and an answer without an
@@ -262,7 +264,7 @@ def _steady(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result |
 
 
 # ------------------------------------------------------------------ regular
-def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool = False,
+def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False,
              upgrade: Upgrade | None = None) -> Result:
     fx = Effects(replay=True)   # consumer-group records change state by replay
     epoch = req.member_epoch
@@ -330,7 +332,7 @@ def _regular(shard: ShardView, ctx: RequestContext, req, now_ms: int, csa: bool 
     return fx.result(response)
 
 
-def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
+def update_and_reconcile(shard: ConsumerView, group: ConsumerGroup, member: ConsumerGroupMember,
                          updated: ConsumerGroupMember, owned, now_ms: int,
                          fx: Effects, topic_filter: TopicFilter | None = None) -> tuple[ConsumerGroupMember, bool]:
     """Steps 7-13 of Kafka's heartbeat, shared with classic members of consumer groups:
@@ -389,7 +391,7 @@ def update_and_reconcile(shard: ShardView, group: ConsumerGroup, member: Consume
     return reconciled, target_epoch < group_epoch
 
 
-def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupMember,
+def _update_regex(shard: ConsumerView, group: ConsumerGroup, member: ConsumerGroupMember,
                   updated: ConsumerGroupMember, now_ms: int, fx: Effects,
                   topic_filter: TopicFilter | None = None) -> RegexStatus:
     """`maybeUpdateRegularExpressions`: track regex subscriptions; resolution itself runs as a
@@ -420,7 +422,7 @@ def _update_regex(shard: ShardView, group: ConsumerGroup, member: ConsumerGroupM
     return status
 
 
-def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
+def _target_for(shard: ConsumerView, group: ConsumerGroup, group_epoch: int,
                 member: ConsumerGroupMember, updated: ConsumerGroupMember, now_ms: int,
                 fx: Effects):
     """`maybeUpdateTargetAssignment`: reuse the current target when it is up to date, or when
@@ -450,7 +452,7 @@ def _target_for(shard: ShardView, group: ConsumerGroup, group_epoch: int,
 
 
 # -------------------------------------------------------------------- leave
-def _leave(shard: ShardView, ctx: RequestContext, req, now_ms: int, fence: Fence) -> Result:
+def _leave(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, fence: Fence) -> Result:
     """Epoch -1: leave (fence). Epoch -2: a static member leaves temporarily and keeps its
     target; KIP-1251 resets its assignment epochs to 0 so that only the instance that
     comes back (under a new member id) can commit for those partitions."""

@@ -26,7 +26,7 @@ from .group import ConsumerGroup, ConsumerGroupMember, TargetAssignment
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import ShardView
+    from ...context import ConsumerView
 
 
 
@@ -127,7 +127,7 @@ class _TopicDescriber:
         return t.num_partitions if t is not None else -1
 
 
-def compute_target_assignment(shard: ShardView, group: ConsumerGroup, group_epoch: int,
+def compute_target_assignment(shard: ConsumerView, group: ConsumerGroup, group_epoch: int,
                               updated: ConsumerGroupMember | None, now_ms: int,
                               removed: Iterable[str] = ()
                               ) -> tuple[list[CoordinatorRecord], TargetAssignment]:
@@ -182,7 +182,7 @@ def compute_target_assignment(shard: ShardView, group: ConsumerGroup, group_epoc
 
 
 # --------------------------------------------------------------------- fencing
-def fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
+def fence(shard: ConsumerView, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
     """Kafka's `consumerGroupFenceMembers` without the downgrade branch: the members leave (a
     session or rebalance timeout, a leave, a static replacement). The shard and the heartbeat
     reach it through migration/conversion.py's `fence_or_downgrade`, which adds the branch."""
@@ -190,7 +190,7 @@ def fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str], now_ms:
     return Result(records=records, timers=timers)
 
 
-def fence_members(shard: ShardView, group: ConsumerGroup, member_ids: list[str]
+def fence_members(shard: ConsumerView, group: ConsumerGroup, member_ids: list[str]
                   ) -> tuple[list[CoordinatorRecord], list[TimerOp]]:
     """Kafka's `consumerGroupFenceMembers` without the downgrade branch (migration/ adds it):
     tombstone each member, drop regexes only they used, bump the group epoch."""

@@ -35,7 +35,7 @@ from .group import ConsumerGroup, ResolvedRegularExpression
 from .membership import metadata_hash
 
 if TYPE_CHECKING:
-    from ...context import ShardView, TopicFilter
+    from ...context import ConsumerView, TopicFilter
 
 # shard -> {group id -> the topic filter of the heartbeat that last asked for a refresh}; a
 # shard is listed only once its service authorizes (require_topic_filter).
@@ -73,7 +73,7 @@ def refresh_timer(config: CoordinatorConfig, group: ConsumerGroup, now_ms: int, 
     return ScheduleTimer(regex_refresh_key(group.group_id), deadline)
 
 
-def refresh(shard: ShardView, group: ConsumerGroup, now_ms: int) -> Result:
+def refresh(shard: ConsumerView, group: ConsumerGroup, now_ms: int) -> Result:
     """Resolve every regex of the group against the current topics."""
     gid = group.group_id
     image = shard.image
