@@ -21,6 +21,7 @@ from .assignors import ASSIGNORS
 from .classic import join as classic_join
 from .classic import ops as classic_ops
 from .classic import rebalance as classic_rebalance
+from .classic import requests as classic_requests
 from .classic.group import ClassicGroup
 from .context import RequestContext, ShardView  # noqa: F401 (the service imports RequestContext from here)
 from .errors import ApiError
@@ -149,10 +150,10 @@ class GroupCoordinatorShard:
         return group_admin.delete_groups(self, ctx, req, now_ms)
 
     def join_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return self.handle("join_group", ctx, req, now_ms)
+        return self.handle("join_group", ctx, classic_requests.JoinGroup.of(req), now_ms)
 
     def sync_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return self.handle("sync_group", ctx, req, now_ms)
+        return self.handle("sync_group", ctx, classic_requests.SyncGroup.of(req), now_ms)
 
     def heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return self.handle("heartbeat", ctx, req, now_ms)

@@ -126,7 +126,7 @@ def _join_new_member(shard, ctx, req, group: ClassicGroup, parked: Parked, now_m
         return _direct(fx, join_response(v, error=ErrorCode.coordinator_not_available))
     if not group.supports_protocols(req.protocol_type, protocols):
         return _direct(fx, join_response(v, error=ErrorCode.inconsistent_group_protocol))
-    instance_id = getattr(req, "group_instance_id", None)
+    instance_id = req.group_instance_id
     new_id = group.generate_member_id(ctx.client_id, instance_id)
     if instance_id is not None:
         existing = group.static_member_id(instance_id)
@@ -148,9 +148,9 @@ def _pending_heartbeat(group: ClassicGroup, member_id: str, deadline: int) -> Sc
 def _add_member_and_rebalance(shard, ctx, req, group: ClassicGroup, member_id: str, parked: Parked,
                               now_ms: int, fx: Effects) -> None:
     member = ClassicGroupMember(
-        member_id=member_id, group_instance_id=getattr(req, "group_instance_id", None),
+        member_id=member_id, group_instance_id=req.group_instance_id,
         client_id=ctx.client_id, client_host=ctx.client_host,
-        rebalance_timeout_ms=to_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+        rebalance_timeout_ms=to_ms(req.rebalance_timeout),
         session_timeout_ms=to_ms(req.session_timeout), protocol_type=req.protocol_type,
         supported_protocols=_protocols(req), is_new=True)
     if group.state is ClassicGroupState.PREPARING_REBALANCE and group.previous_state is ClassicGroupState.EMPTY:
@@ -161,7 +161,7 @@ def _add_member_and_rebalance(shard, ctx, req, group: ClassicGroup, member_id: s
     reschedule_heartbeat(shard, fx, group, member, now_ms, shard.config.classic_new_member_join_timeout_ms)
     maybe_prepare_rebalance_or_complete_join(
         shard, fx, group, f"Adding new member {member_id} with group instance id "
-                          f"{member.group_instance_id}; client reason: {getattr(req, 'reason', None)}", now_ms)
+                          f"{member.group_instance_id}; client reason: {req.reason}", now_ms)
 
 
 def _update_static_member(shard, ctx, req, group: ClassicGroup, old_id: str, new_id: str, parked: Parked,
@@ -176,7 +176,7 @@ def _update_static_member(shard, ctx, req, group: ClassicGroup, old_id: str, new
     leader_before = group.leader_id
     member = group.replace_static_member(req.group_instance_id, old_id, new_id)
     reschedule_heartbeat(shard, fx, group, member, now_ms)
-    group.update_member(member, _protocols(req), to_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+    group.update_member(member, _protocols(req), to_ms(req.rebalance_timeout),
                         to_ms(req.session_timeout), parked)
     if group.state is ClassicGroupState.STABLE:
         if (group.protocol_name or "") == group.select_protocol():
@@ -214,11 +214,11 @@ def _join_existing_member(shard, ctx, req, group: ClassicGroup, parked: Parked, 
         return _direct(fx, join_response(v, error=ErrorCode.inconsistent_group_protocol, member_id=member_id))
     if member_id in group.pending_join_members:
         return _add_member_and_rebalance(shard, ctx, req, group, member_id, parked, now_ms, fx)
-    error = validate_member(group, member_id, getattr(req, "group_instance_id", None))
+    error = validate_member(group, member_id, req.group_instance_id)
     if error is not None:
         return _direct(fx, join_response(v, error=error, member_id=member_id))
     member = group.members[member_id]
-    rebalance_timeout = to_ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    rebalance_timeout = to_ms(req.rebalance_timeout)
     session_timeout = to_ms(req.session_timeout)
 
     def update_then_rebalance(reason: str) -> None:

@@ -73,13 +73,13 @@ def sync_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Res
 def _validate_sync(group: ClassicGroup, req) -> ErrorCode | None:
     if group.state is ClassicGroupState.DEAD:
         return ErrorCode.coordinator_not_available
-    error = validate_member(group, req.member_id, getattr(req, "group_instance_id", None))
+    error = validate_member(group, req.member_id, req.group_instance_id)
     if error is not None:
         return error
     if req.generation_id != group.generation_id:
         return ErrorCode.illegal_generation
-    protocol_type = getattr(req, "protocol_type", None)
-    protocol_name = getattr(req, "protocol_name", None)
+    protocol_type = req.protocol_type
+    protocol_name = req.protocol_name
     # KIP-559 (v5): the protocol the member thinks it synced must be the group's.
     if protocol_type is not None and protocol_type != (group.protocol_type or ""):
         return ErrorCode.inconsistent_group_protocol

@@ -64,7 +64,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
         # KAFKA-20640: with migration disabled classic members cannot join a consumer group.
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-    instance_id = getattr(req, "group_instance_id", None)
+    instance_id = req.group_instance_id
     unknown = req.member_id == ""
     member_id = req.member_id or new_member_id()
     if not (instance_id is not None and instance_id in group.static_members) \
@@ -81,7 +81,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)  # KAFKA-20662
 
     session_ms = to_ms(req.session_timeout)
-    rebalance_ms = to_ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    rebalance_ms = to_ms(req.rebalance_timeout)
     fx = Effects(replay=True)   # consumer-group records change state by replay
     if instance_id is not None and unknown:
         existing = group.static_member(instance_id)
@@ -136,7 +136,7 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
     joining = ClassicGroupMember(
         member_id=f"{req.group_instance_id}-{uuid.uuid4()}", group_instance_id=req.group_instance_id,
         client_id=ctx.client_id, client_host=ctx.client_host,
-        rebalance_timeout_ms=to_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+        rebalance_timeout_ms=to_ms(req.rebalance_timeout),
         session_timeout_ms=to_ms(req.session_timeout), protocol_type=req.protocol_type,
         supported_protocols=list(protocols))
     # Rebalance only when the target is not computed yet; otherwise the classic members
@@ -194,11 +194,11 @@ def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
     try:
         if group.is_empty():
             raise ApiError(ErrorCode.unknown_member_id)
-        member = _classic_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        member = _classic_member(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.member_epoch:
             raise ApiError(ErrorCode.illegal_generation)
-        protocol_type = getattr(req, "protocol_type", None)
-        protocol_name = getattr(req, "protocol_name", None)
+        protocol_type = req.protocol_type
+        protocol_name = req.protocol_name
         if (protocol_type is not None and protocol_type != "consumer") or \
                 (protocol_name is not None and protocol_name not in _classic_protocol_names(member)):
             raise ApiError(ErrorCode.inconsistent_group_protocol)
