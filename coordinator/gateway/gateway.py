@@ -184,7 +184,8 @@ class Gateway:
         routable = {**self.api_versions, **answered}
         served = ((set(self.service.api_versions) & set(self.api_versions)) | set(answered)) \
             - {FIND_COORDINATOR, API_VERSIONS}
-        self.routes = build_routes(routable, served)
+        rows = getattr(self.service, "apis", None)     # the service's rows of the API table
+        self.routes = build_routes(routable, served if rows is None else {k: rows[k] for k in served})
         low, high = self.api_versions[API_VERSIONS]
         self.api_versions_bodies = {v: api_versions_body(v, self.api_versions, self.features)
                                     for v in range(low, high + 1)}

@@ -61,7 +61,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..protocol.api_versions import api_versions_body, sasl_versions
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, api_name
@@ -201,7 +200,7 @@ class SaslGate:
 
     def _error_answer(self, frame: bytes, route: Route, correlation_id: int, error: ErrorCode) -> bool:
         """Answer a group API with ``error`` (its Kafka error shape); False if it has none."""
-        make = ERROR_RESPONSES.get(route.api_key)
+        make = route.error_response       # the API's row in the API table (routes.py)
         if make is None:
             return False
         parsed = self._client.parse(frame, route, correlation_id)
