@@ -32,6 +32,7 @@ from records import (
 
 from .assignors.partitions import partitions_of
 from .classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .errors import IllegalStateError
 from .group_types import group_type, group_type_of
 from .modern.client_assignment import specs_of
 from .modern.consumer.group import (
@@ -39,7 +40,6 @@ from .modern.consumer.group import (
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
-    IllegalStateError,
     MemberState,
     ResolvedRegularExpression,
 )

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...errors import IllegalStateError  # noqa: F401 (re-exported: replay raises it)
 from ..group import (  # noqa: F401 (Assignment, ConsumerGroupState, MemberState: re-exported)
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -205,7 +206,3 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
     def remove_target(self, member_id: str) -> None:
         self.target_assignment.pop(member_id, None)
         self.target_metadata.pop(member_id, None)
-
-
-class IllegalStateError(Exception):
-    """A record contradicts the state it is replayed onto (Kafka: IllegalStateException)."""
