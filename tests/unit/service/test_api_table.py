@@ -14,6 +14,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.connect_apis import CONNECT_ROWS
 from coordinator.gateway.routes import GROUP, build_routes, route_key
 from coordinator.group.errors import ApiError
+from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.private_apis import CLIENT_ASSIGNOR_ROWS
 from coordinator.protocol import apis
 from coordinator.protocol.api_table import (
@@ -65,6 +66,12 @@ def test_the_gateway_routes_every_row_to_the_service_with_its_error_response():
     served = {(r.api_key, r.api_version): r for r in routes.values() if r.kind == GROUP}
     assert set(served) == {(k, v) for k, s in svc.table.items() for v in range(s.versions[0], s.versions[1] + 1)}
     assert all(r.error_response is svc.table[r.api_key].error_response for r in served.values())
+
+
+def test_every_rows_shard_operation_is_served_by_the_shard():
+    operations = {s.name: s.shard_operation for s in EVERY_ROW.values() if s.shard_operation is not None}
+    assert set(operations) == {s.name for s in EVERY_ROW.values()} - {"TxnOffsetCommit", "AddOffsetsToTxn"}
+    assert all(callable(getattr(GroupCoordinatorShard, op, None)) for op in operations.values()), operations
 
 
 def test_the_fuzzer_targets_every_row_in_the_tables_order():
