@@ -1,7 +1,8 @@
 """The gateway shell's parts on their own, with small fakes: the cluster view's upstream
 link (metadata_link.py), the gateway's ports (listener_table.py), accepting TLS on them
-(acceptor.py) and its connection registry (connection_registry.py), a connection's flow-control limits (flow.py), its ending
-(ending.py) and identity (identity.py), and how a SASL exchange ends (sasl_session.py)."""
+(acceptor.py) and its connection registry (connection_registry.py), a connection's
+flow-control limits (flow.py), its ending (ending.py) and identity (identity.py), and how a
+SASL exchange ends (sasl_session.py)."""
 from __future__ import annotations
 
 import asyncio
