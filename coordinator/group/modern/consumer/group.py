@@ -168,7 +168,6 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
 
     # ---------------------------------------------------------- replay helpers
     def _index(self, m: ConsumerGroupMember) -> None:
-        super()._index(m)
         self.subscribed_topic_names.update(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
             self.regex_subscribers[m.subscribed_topic_regex] += 1
@@ -181,7 +180,6 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
             add_owner_epochs(self.current_partition_epoch, assignment, m.member_epoch, self.group_id, "partition")
 
     def _unindex(self, m: ConsumerGroupMember) -> None:
-        super()._unindex(m)
         self.subscribed_topic_names.subtract(m.subscribed_topic_names)
         for name in m.subscribed_topic_names:
             if self.subscribed_topic_names[name] <= 0:
