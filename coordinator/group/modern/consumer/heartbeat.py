@@ -64,7 +64,7 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False, *,
+def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False,
               upgrade: Upgrade | None = None, fence: Fence = fence) -> Result:
     """`csa`: the request came through 32700, the client-assignor variant (docs/design/client-assignors-spec.md); it is
     key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`.
