@@ -108,12 +108,12 @@ class _Answers:
 
 
 # The join storm and the commits run the event loop inside the measured call, where a
-# timer due by the wall clock would fire: under valgrind a run takes minutes, so sessions
-# and the assignment interval are made longer than any run, and what is counted does not
+# timer due by the wall clock would fire: under valgrind a run takes minutes, so sessions,
+# the assignment interval and the write timeout are made longer than any run, and what is counted does not
 # depend on how fast the machine was (the first join computes the assignment at once, the
 # others find it pending, as in a storm faster than the interval).
 SLOW_CLOCK = {"consumer_session_timeout_ms": 3_600_000, "consumer_max_session_timeout_ms": 3_600_000,
-              "consumer_assignment_interval_ms": 3_600_000}
+              "consumer_assignment_interval_ms": 3_600_000, "offsets_commit_timeout_ms": 3_600_000}
 
 
 def _service(partitions: int, **settings: int):  # type: ignore[no-untyped-def]
