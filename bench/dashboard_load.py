@@ -84,7 +84,7 @@ def producer(bootstrap: str, topic: str, stop: threading.Event) -> threading.Thr
     from confluent_kafka import Producer
 
     def run() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 2})   # as cluster_load
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 2})  # as dashboard_cluster
         payload = os.urandom(512)
         while not stop.wait(0.02):          # 50 records/s
             producer.produce(topic, payload)
