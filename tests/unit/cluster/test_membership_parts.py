@@ -10,8 +10,14 @@ import pytest
 from coordinator.cluster.heartbeat import Heartbeat
 from coordinator.cluster.leader import lead
 from coordinator.cluster.ownership import ShardOwnership
-from coordinator.cluster.protocol import (Assignment, Endpoint, MemberMetadata, decode_assignment, decode_metadata,
-                                          encode_metadata)
+from coordinator.cluster.protocol import (
+    Assignment,
+    Endpoint,
+    MemberMetadata,
+    decode_assignment,
+    decode_metadata,
+    encode_metadata,
+)
 from coordinator.cluster.upstream import MembershipFenced, NotAlone
 
 SESSION_MS = 3_000

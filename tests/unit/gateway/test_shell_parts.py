@@ -27,7 +27,6 @@ from coordinator.gateway.sasl_session import AUTHENTICATED, FAILED, ExchangeOutc
 from coordinator.gateway.sasl_settings import SaslSettings
 from coordinator.protocol.apis import METADATA, kio_version_range
 from coordinator.security.tls import ListenerSecurity
-
 from support.ports import free_block, pool
 
 from .test_connection_flow import FakeTransport
