@@ -19,51 +19,18 @@ from .. import metrics
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
-from .admin_limits import ClusterFacts
 from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
-from .produce_check import OFFSET_FOR_LEADER_EPOCH, UNDECIDED, RecordChecks, record_checks
+from .produce_check import UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
 from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
+from .upstream_facts import cluster_facts
 
 if TYPE_CHECKING:
     from .forward import UpstreamLink
     from .ports import ConnectionServices
-
-TANSU_NUM_PARTITIONS = 3    # what Tansu 0.6 creates for num_partitions=-1 (measured)
-
-
-def default_partitions(config: Any, upstream_api_keys: Any) -> int:
-    """The upstream's num.partitions: the configured one, else 3 in front of Tansu (told apart
-    as produce_check.record_checks tells it) and Kafka's default 1 in front of Kafka."""
-    configured = getattr(config, "num_partitions", 0)
-    if configured > 0:
-        return int(configured)
-    return 1 if OFFSET_FOR_LEADER_EPOCH in upstream_api_keys else TANSU_NUM_PARTITIONS
-
-
-def cluster_facts(gateway: Any) -> ClusterFacts:
-    """What the size rules read of the gateway's metadata view (admin_limits.py): its
-    brokers, each topic's partition count, and the upstream's num.partitions as configured."""
-    cluster = gateway.cluster
-    topics = cluster.image.topics_by_name
-    config = getattr(gateway, "config", None)
-
-    by_id = cluster.image.topics_by_id
-
-    def partitions(name: str) -> int | None:
-        topic = topics.get(name)
-        return None if topic is None else topic.num_partitions
-
-    def topic_name(topic_id: Any) -> str | None:
-        topic = by_id.get(topic_id)
-        return None if topic is None else topic.name
-    brokers = cluster.brokers
-    return ClusterFacts(len(brokers), partitions, default_partitions(config, cluster.upstream_api_versions),
-                        topic_name, frozenset(brokers))
-
 
 class GuardedClient(Protocol):
     """What the guard stage uses of its connection."""
