@@ -51,9 +51,9 @@ from kio.static.primitive import i16, i32, i32Timedelta
 
 from records.batch import build_batch
 
-from ..group import error_responses
 from ..group.errors import ApiError
 from ..group.offsets.txn_commit import TxnOffsetWrite, transaction_abortable, txn_offset_commit
+from ..protocol import error_responses
 from ..protocol.apis import request_class
 from .shard_runtime import serialize_records
 from .transactional_write import (

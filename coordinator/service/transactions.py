@@ -26,10 +26,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..config import CoordinatorConfig
-from ..group import error_responses
 from ..group.errors import ApiError
 from ..group.offsets.txn_commit import add_offsets_to_txn_response
 from ..group.shard import RequestContext
+from ..protocol import error_responses
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
 from ..runtime.txn_offsets_log import ClientTxnAppender, add_offsets_to_txn, txn_offset_commit_write
