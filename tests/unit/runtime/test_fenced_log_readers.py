@@ -5,7 +5,11 @@ point 2): the fenced loader (FencedStateLog's reader), `kcoord offsets` replay
 zombie's transaction aborted by the new owner's fence, and a transaction still open."""
 from __future__ import annotations
 
-from coordinator.runtime.fenced_state_log import _Reader
+import asyncio
+
+import pytest
+
+from coordinator.runtime.fenced_state_log import FencedStateLog, _Reader
 from ops.load import LoadPlan, plan
 from ops.logsource import Problems
 from ops.materialise import OffsetsReplay
@@ -87,3 +91,33 @@ def test_downgrade_check_says_aborted_records_must_be_stripped_before_moving_to_
     assert report["aborted_group_records"]["open"] == 1
     assert "Kafka's loader would apply them" in report["aborted_group_records"]["note"]
     assert report["verdict"] in ("aborted records must be stripped", "state would be lost")
+
+
+def test_the_fenced_log_keeps_its_names_over_its_parts_and_its_load_fences_first():
+    """FencedStateLog is made of links, producer sessions and reads; the names callers,
+    benches and tests use reach the parts, and a load runs the fence step before a fetch."""
+    log = FencedStateLog("127.0.0.1:1", "__t", 2, take_on_load=False)
+    assert log.takeover is None, "a read-only reader has no fence step"
+
+    async def pause(partition: int) -> None: ...
+    log.before_end_txn = pause
+    log.concurrent_retries = 3
+    assert log.producers.before_end_txn is pause and log.producers.concurrent_retries == 3
+    assert log.open_transactions is log.reads.open_transactions and log._coordinators is log.links.coordinators
+    owner = FencedStateLog("127.0.0.1:1", "__t", 2)
+    assert owner.takeover == owner.take
+    steps: list[str] = []
+
+    async def fence(p: int) -> None:
+        steps.append(f"fence {p}")
+        raise RuntimeError("refused")
+
+    async def fetch(p: int, offset: int, wait: int) -> None:
+        steps.append(f"fetch {p}")
+        raise AssertionError("a partition is read only after its fence")
+
+    owner.links.brokers = {1: ("127.0.0.1", 1)}
+    owner.links.fetch = fetch   # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        asyncio.run(owner.load([0], lambda *a: None, lambda *a: None, fence=fence))
+    assert steps == ["fence 0"]
