@@ -5,7 +5,8 @@ the broker behind it, tools that name the request that harmed a broker (`fuzz.co
 `fuzz.sweep`), and in-process atheris harnesses for the native readers. README.md lists
 what is where and what the fuzzers found.
 
-Table-driven: a change that makes kcoord decode new bytes (a new API, a SASL token, a
-private API) adds its entry to `fuzz.targets.TARGETS`; the tests and `bench/bench_fuzz.py`
-then cover it without further edits.
+Table-driven: a served API is a target through its row (coordinator/protocol/api_table.py,
+read by `fuzz.targets`); other new bytes kcoord decodes (a SASL token, a forwarded API's
+check) add their entry to `fuzz.targets`; the tests and `bench/bench_fuzz.py` then cover them
+without further edits.
 """

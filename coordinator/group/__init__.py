@@ -20,7 +20,7 @@ of it (pyproject.toml [tool.importlinter]).
 
 Rule 4 - one table per vocabulary. Record types -> replay handlers (replay.py), timer
 kinds -> timer handlers (timers.py, shard.py), (API, group class) -> handler
-(operations.py), API -> error response (error_responses.py), group class -> what the
+(operations.py), API -> its row and error response (protocol/api_table.py), group class -> what the
 shared APIs need of it (group_types.py).
 
 The map: one folder per group type, as Kafka's group-coordinator module files them.

@@ -255,7 +255,3 @@ def add_offsets_to_txn_response(version: int, code: ErrorCode) -> Any:
     mod = schema("add_offsets_to_txn", version)
     return build(mod.AddOffsetsToTxnResponse, throttle_time=from_ms(0), error_code=code)
 
-
-def add_offsets_to_txn_error(version: int, error: ApiError, req: Any = None) -> Any:
-    """The error response of AddOffsetsToTxn (error_responses.ERROR_RESPONSES's shape)."""
-    return add_offsets_to_txn_response(version, error.code)

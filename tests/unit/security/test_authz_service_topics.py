@@ -1,4 +1,4 @@
-"""The service's topic-level authorization (coordinator/service/topic_checks.py `TOPIC_CHECKS`), with a real
+"""The service's topic-level authorization (coordinator/service/topic_checks.py, the topic check each API's row names), with a real
 AclAuthorizer over the in-memory state topic of tests/unit/service/test_authz.py: OffsetCommit
 and OffsetDelete need Topic READ per topic, OffsetFetch Topic DESCRIBE (fetch-all drops silently,
 named topics answer TOPIC_AUTHORIZATION_FAILED), ConsumerGroupHeartbeat DESCRIBE on
