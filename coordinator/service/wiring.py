@@ -40,6 +40,7 @@ from ..protocol.api_table import CORE_APIS, ApiSpec, ApiTable, build_table
 from ..protocol.apis import ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
+from ..runtime.partition_writer import LogWriter
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
 from ..security.audit import AuditLog
@@ -81,9 +82,12 @@ class GroupCoordinatorService:
         # asks about: it exists before them, over the same list.
         self.runtimes: list[ShardRuntime] = []
         self.lifecycle = ShardLifecycle(self.runtimes, state_topic)
+        # One writer per process: every shard's batches go through it (runtime/partition_writer.py).
+        self.writer = LogWriter(state_topic)
         self.runtimes.extend(ShardRuntime(p, self._new_shard, state_topic,
                                           write_timeout_ms=config.offsets_commit_timeout_ms,
-                                          skip_offsets=skip.get(p, frozenset()))
+                                          skip_offsets=skip.get(p, frozenset()),
+                                          partition_writer=self.writer)
                              for p in range(config.state_topic_partitions))
         self.router = ShardRouter(self.runtimes, config.state_topic_partitions)
         self.partition_for = self.router.partition_for
