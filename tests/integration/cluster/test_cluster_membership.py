@@ -53,7 +53,7 @@ class Instances:
         one generation, with nobody else holding any."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            owned = {i: self.members[i].owned for i in alive}
+            owned = {i: self.members[i].ownership.owned for i in alive}
             generations = {self.members[i].generation for i in alive}
             union = frozenset().union(*owned.values())
             if (len(generations) == 1 and all(self.members[i].stable.is_set() for i in alive)
@@ -89,7 +89,7 @@ def test_instances_share_every_shard_exactly_once_through_joins_leaves_and_a_cra
             owned = await c.settled(["kcoord-0", "kcoord-1"])
             assert {m.static for m in c.members.values()} == {static_expected(upstream)}
             assert sorted(map(len, owned.values())) == [6, 6]
-            nodes = {i: c.members[i].node_id for i in owned}
+            nodes = {i: c.members[i].ownership.node_id for i in owned}
             assert nodes == {"kcoord-0": 1 << 30, "kcoord-1": (1 << 30) + 1}
 
             c.start("kcoord-2", 19002)       # a joiner takes a share; the others keep the rest
@@ -144,7 +144,7 @@ def test_a_second_process_with_the_same_instance_id_is_refused(upstream):
             done = task if task.done() else c.tasks["kcoord-0"]
             assert "FENCED_INSTANCE_ID" in repr(done.exception()) or "another member" in repr(done.exception())
             fenced = twin if task.done() else c.members["kcoord-0"]
-            assert fenced.owned == frozenset()
+            assert fenced.ownership.owned == frozenset()
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         finally:
