@@ -112,10 +112,11 @@ async def _read_frames(reader: asyncio.StreamReader, timeout: float) -> tuple[in
             (size,) = struct.unpack(">i", head)
             await asyncio.wait_for(reader.readexactly(size), max(0.01, deadline - time.monotonic()))
             count += 1
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return count, True
     except TimeoutError:
         return count, False
+    except (asyncio.IncompleteReadError, OSError):
+        # ConnectionError, and ENOTCONN from uvloop when the server closed first: closed either way.
+        return count, True
 
 
 class LiveFuzzer:
