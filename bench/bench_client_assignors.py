@@ -37,8 +37,8 @@ sys.path.insert(0, os.environ.get("BENCH_REPO") or str(Path(__file__).resolve().
 
 from coordinator import private_apis  # noqa: E402
 from coordinator.config import CoordinatorConfig  # noqa: E402
-from coordinator.group.consumer_group import ConsumerGroupState  # noqa: E402
 from coordinator.group.image import MetadataImage, TopicImage  # noqa: E402
+from coordinator.group.modern.consumer.group import ConsumerGroupState  # noqa: E402
 from coordinator.group.result import CancelTimer, Result, ScheduleTimer  # noqa: E402
 from coordinator.group.shard import GroupCoordinatorShard, RequestContext  # noqa: E402
 from coordinator.protocol import private_messages as pm  # noqa: E402

@@ -33,16 +33,13 @@ sys.path.insert(0, str(REPO / "bench"))
 from loadgen import procs  # noqa: E402
 
 from fuzz.confirm import Broker, confirm  # noqa: E402
-from fuzz.health import UpstreamWatch  # noqa: E402
+from fuzz.health import KAFKA_RSS_LIMIT_MB, TANSU_RSS_LIMIT_MB, UpstreamWatch  # noqa: E402
 from fuzz.live import FUZZ_CONFIG, IDLE_MS, LiveFuzzer, LiveReport, advertised  # noqa: E402
 from fuzz.structured import StructuredFrames  # noqa: E402
 from fuzz.sweep import frames as sweep_frames  # noqa: E402
 from fuzz.sweep import sweep  # noqa: E402
 from support import processes  # noqa: E402
 from support.kcoord import launch_serve  # noqa: E402
-
-BROKER_RSS_LIMIT_MB = 1024        # Tansu idles at 30 MB; Kafka's JVM at 512 MiB heap sits near 700 MB
-KAFKA_RSS_LIMIT_MB = 1400
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -78,7 +75,7 @@ def serve_embedded(memory_max: str) -> Served:
     match = re.search(r"upstream (\S+):(\d+) \(embedded Tansu pid (\d+)", banner)
     assert match, banner
     watch = UpstreamWatch(f"embedded Tansu (--embedded-memory-max {memory_max})", match.group(1), int(match.group(2)),
-                          int(match.group(3)), rss_limit_mb=BROKER_RSS_LIMIT_MB)
+                          int(match.group(3)), rss_limit_mb=TANSU_RSS_LIMIT_MB)
     return Served(process, log_path, port, watch)
 
 

@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ops.generator import GeneratorSpec, write_segments  # noqa: E402
-from ops.logsource import Problems, discover, iter_files  # noqa: E402
+from ops.logsource import Problems, discover  # noqa: E402
+from ops.logfiles import iter_files  # noqa: E402
 from ops.materialise import OffsetsReplay  # noqa: E402
 from records import codec, decode_record  # noqa: E402
 
@@ -78,11 +79,10 @@ def proposed_fast_paths() -> None:
        commit) decoded with one struct.unpack, as encode_value already does."""
     import struct
 
-    from coordinator.group import offsets as om
     from coordinator.group import replay as rp
-    from coordinator.group.classic_group import ClassicGroup
-    from records import CoordinatorRecord, OffsetCommitValue
-    from records import schemas
+    from coordinator.group.classic.group import ClassicGroup
+    from coordinator.group.offsets import store as om
+    from records import CoordinatorRecord, OffsetCommitValue, schemas
 
     OAM = om.OffsetAndMetadata
     s0, s1, s2, s3, s4, s5, s6 = (getattr(OAM, f).__set__ for f in (

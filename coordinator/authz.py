@@ -6,7 +6,8 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
   group APIs itself, so it must authorize them itself (Kafka: `KafkaApis` asks the
   authorizer before the group coordinator runs). Kafka's interface shape: a batch of
   `Action(operation, resource_type, name)` in, one verdict per action out. The service asks
-  for the group-level action each API needs (`GROUP_OPERATIONS`, Kafka's rules):
+  for the group-level action each API needs (its row's `group_operation` in the API table,
+  coordinator/protocol/api_table.py; Kafka's rules):
   - denied on a single-group API: the API's error response with GROUP_AUTHORIZATION_FAILED;
   - denied for some groups of a multi-group API (DescribeGroups, ConsumerGroupDescribe,
     OffsetFetch v8+, DeleteGroups): those groups' entries carry the error, the rest are served;
@@ -17,8 +18,9 @@ Two hooks, both off by default (everything allowed, as a Kafka broker without an
   ConsumerGroupDescribe fails a group whose assigned topics are not all describable
   (KAFKA-18813). `authorized_operations` fills AuthorizedOperations. The transactional APIs
   (TxnOffsetCommit, AddOffsetsToTxn) check TransactionalId WRITE first
-  (`TRANSACTIONAL_ID_OPERATIONS`), then Group READ, then (TxnOffsetCommit) Topic READ
-  (`TOPIC_OPERATIONS`), in KafkaApis' order. Kafka's ACL model and the
+  (`transactional_id_operation`), then Group READ, then (TxnOffsetCommit) Topic READ
+  (`topic_operation`), in KafkaApis' order (kcoord appends the client's offsets with its own
+  rights: without the TransactionalId check it would be a confused deputy). Kafka's ACL model and the
   ACL sources (`authorizer=file|upstream|probe`) are in coordinator/security/acl*.py. An
   authorizer may also have an async `prepare(client, actions)` (authorizer=probe), which the
   service and the gateway's FindCoordinator await before asking for verdicts.
@@ -40,12 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .protocol import apis
-from .protocol.connect_messages import CONNECT_GROUP_DESCRIBE
+# Kafka's AclOperation names, defined with the API table's rows that ask for them.
+from .protocol.api_table import DELETE, DESCRIBE, READ, WRITE, ApiSpec, Groups  # noqa: F401
 from .protocol.service import ClientInfo
 
-# Kafka's AclOperation and ResourceType names.
-READ, DESCRIBE, DELETE, WRITE = "READ", "DESCRIBE", "DELETE", "WRITE"
+# Kafka's ResourceType names.
 GROUP, TOPIC, CLUSTER, TRANSACTIONAL_ID = "GROUP", "TOPIC", "CLUSTER", "TRANSACTIONAL_ID"
 CLUSTER_NAME = "kafka-cluster"
 # Kafka's AclOperation codes of the operations a GROUP reports in AuthorizedOperations.
@@ -88,74 +89,25 @@ class AllowAll:
 
 ALLOW_ALL = AllowAll()
 
-# AddOffsetsToTxn (Kafka's ApiKeys 25): the gateway intercepts it for transactions v1.
-ADD_OFFSETS_TO_TXN = 25
-
-# The operation on the GROUP resource each group API needs (Kafka's KafkaApis rules).
-GROUP_OPERATIONS: dict[int, str] = {
-    apis.JOIN_GROUP: READ, apis.SYNC_GROUP: READ, apis.HEARTBEAT: READ, apis.LEAVE_GROUP: READ,
-    apis.CONSUMER_GROUP_HEARTBEAT: READ, apis.OFFSET_COMMIT: READ, apis.TXN_OFFSET_COMMIT: READ,
-    apis.OFFSET_FETCH: DESCRIBE, apis.DESCRIBE_GROUPS: DESCRIBE, apis.CONSUMER_GROUP_DESCRIBE: DESCRIBE,
-    apis.LIST_GROUPS: DESCRIBE, apis.DELETE_GROUPS: DELETE, apis.OFFSET_DELETE: DELETE,
-    ADD_OFFSETS_TO_TXN: READ,
-}
-
-# The operation on the TRANSACTIONAL_ID resource, checked BEFORE the group (KafkaApis'
-# handleTxnOffsetCommitRequest and handleAddOffsetsToTxnRequest: "authorize for the
-# transactionalId and the consumer group"; the producer id needs no check of its own, it is
-# implied by the transactional id). Refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, on every
-# partition of a TxnOffsetCommit, as AddOffsetsToTxn's error code. kcoord appends the
-# client's offsets with its own rights, so skipping this would make it a confused deputy.
-TRANSACTIONAL_ID_OPERATIONS: dict[int, str] = {apis.TXN_OFFSET_COMMIT: WRITE, ADD_OFFSETS_TO_TXN: WRITE}
-
-# The operation on each TOPIC a request names, checked AFTER the group, per topic (refused:
-# TOPIC_AUTHORIZATION_FAILED on that topic's partitions). TxnOffsetCommit: Topic READ, as
-# OffsetCommit; AddOffsetsToTxn names no topic.
-TOPIC_OPERATIONS: dict[int, str] = {
-    apis.OFFSET_COMMIT: READ, apis.OFFSET_DELETE: READ, apis.TXN_OFFSET_COMMIT: READ, apis.OFFSET_FETCH: DESCRIBE,
-}
-
-
-def group_ids_of(api_key: int, request) -> list[str]:
-    """The groups a request names (ListGroups names none: it is filtered instead)."""
-    if api_key == apis.DESCRIBE_GROUPS:
-        return list(request.groups)
-    if api_key == apis.CONSUMER_GROUP_DESCRIBE or api_key == CONNECT_GROUP_DESCRIBE:
-        return list(request.group_ids)
-    if api_key == apis.DELETE_GROUPS:
-        return list(request.groups_names)
-    if api_key == apis.OFFSET_FETCH and getattr(request, "groups", None) is not None:
-        return [g.group_id for g in request.groups]
-    if api_key == apis.LIST_GROUPS:
-        return []
-    return [request.group_id]
-
-
-# APIs naming one group in `group_id` (OffsetFetch only before v8: checked below).
-_SINGLE_GROUP = frozenset({apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP,
-                           apis.CONSUMER_GROUP_HEARTBEAT, apis.OFFSET_COMMIT, apis.TXN_OFFSET_COMMIT,
-                           apis.OFFSET_DELETE, ADD_OFFSETS_TO_TXN})
-
-
-def transactional_id_denied(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> bool:
+def transactional_id_denied(authorizer: Authorizer, client: ClientInfo, spec: ApiSpec, request) -> bool:
     """Whether the client may not act on the request's transactional id (asked before the
-    group: `TRANSACTIONAL_ID_OPERATIONS`). False for APIs without one."""
-    operation = TRANSACTIONAL_ID_OPERATIONS.get(api_key)
+    group: the row's `transactional_id_operation`). False for APIs without one."""
+    operation = spec.transactional_id_operation
     if operation is None:
         return False
     txn_id = request.transactional_id
     return not authorizer.authorize(client, (Action(operation, TRANSACTIONAL_ID, txn_id),))[0]
 
 
-def denied_groups(authorizer: Authorizer, client: ClientInfo, api_key: int, request) -> set[str]:
-    """The groups of this request the client may not act on."""
-    operation = GROUP_OPERATIONS.get(api_key)
+def denied_groups(authorizer: Authorizer, client: ClientInfo, spec: ApiSpec, version: int, request) -> set[str]:
+    """The groups of this request the client may not act on (the row's `group_operation`)."""
+    operation = spec.group_operation
     if operation is None:
-        return set()        # an API without groups (a private API registered in the service)
-    if api_key in _SINGLE_GROUP:     # the heartbeat path: one action, no list building
+        return set()        # an API without groups
+    if spec.groups is Groups.ONE:     # the heartbeat path: one action, no list building
         group = request.group_id
         return set() if authorizer.authorize(client, (Action(operation, GROUP, group),))[0] else {group}
-    groups = group_ids_of(api_key, request)
+    groups = spec.group_ids_of(version, request)
     if not groups:
         return set()
     verdicts = authorizer.authorize(client, [Action(operation, GROUP, g) for g in groups])

@@ -1,6 +1,12 @@
-"""`kcoord`: the command line.
+"""`kcoord`: the command line, the top of the house (docs/design/architecture.md).
 
     kcoord serve [--listen [NAME://]host:port ...] [--upstream host:port] [--metrics-port N] ...
+    kcoord offsets|groups|cluster|rehearse ...     (ops/ and migration/ add these)
+
+This module is the console script and the only one in `coordinator/` that imports the tools
+above the coordinator (`ops/`, `migration/`): it imports them directly, each adding its
+sub-command (`register(subparsers)`); nothing below it imports it (the import contracts in
+pyproject.toml say so).
 
 Without --upstream an embedded Tansu broker is started on loopback.
 
@@ -15,12 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import logging
 import signal
 import sys
 import time
 from typing import Any
+
+from migration import cli as rehearse_cli
+from ops import cli as offsets_cli
+from ops import cluster_cli, groups_cli
 
 from .config import CoordinatorConfig
 
@@ -184,8 +193,8 @@ SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the e
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from .runtime.embedded import EmbeddedTansu
     from .security.settings import SecurityConfigError, redacted
+    from .upstream.embedded import EmbeddedTansu
 
     # Settings and listeners first: a configuration kcoord refuses stops it before anything starts.
     try:
@@ -267,7 +276,7 @@ async def serve(args: argparse.Namespace) -> int:
 async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: dict,
                       stop: asyncio.Event) -> int:
     from .gateway.gateway import Gateway
-    from .runtime.metrics import register_group_collector
+    from .metrics import register_group_collector
     from .runtime.state_topic import TOPIC_CONFIGS, StateTopic
     from .service import GroupCoordinatorService, SkipOffsetsError
 
@@ -517,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")
     s.add_argument("--embedded-log", default=None,
                    help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR)")
-    from .runtime.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
+    from .upstream.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
     s.add_argument("--embedded-memory-max", type=parse_size, default=DEFAULT_MEMORY_MAX, metavar="SIZE",
                    help=f"memory cap of the embedded broker, e.g. 512m, 4g, none: a delegated cgroup v2 "
                         f"memory.max, else an address-space limit (default {format_size(DEFAULT_MEMORY_MAX)})")
@@ -540,19 +549,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port-stride", type=int, default=100,
                    help="with --processes: port distance between processes (default 100; it must exceed "
                         "the number of upstream brokers + 1)")
-    for module in _TOOL_MODULES:
-        try:
-            tool = importlib.import_module(module)
-        except ImportError as e:
-            if e.name != module:
-                raise
-            continue
+    for tool in _TOOLS:
         tool.register(sub)  # each tool adds its sub-command and sets `func` on its parser
     return parser
 
 
-# Sub-commands owned by other packages: `register(subparsers)` adds them.
-_TOOL_MODULES = ("ops.cli", "ops.groups_cli", "ops.cluster_cli", "migration.cli")
+# Sub-commands owned by the tool packages: `register(subparsers)` adds them.
+_TOOLS = (offsets_cli, groups_cli, cluster_cli, rehearse_cli)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,11 +37,11 @@ import socket
 import time
 from typing import Any
 
+from . import metrics
 from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.protocol import Assignment
 from .config import CoordinatorConfig
-from .runtime import metrics
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -69,7 +69,7 @@ def static_membership(config: CoordinatorConfig) -> bool | None:
 
 
 async def _open(security: Any, client_id: str, addresses):
-    from .gateway.upstream_client import UpstreamClient
+    from .upstream.client import UpstreamClient
     return await UpstreamClient.connect(addresses, client_id=client_id, security=security)
 
 
@@ -152,7 +152,7 @@ class ClusterProcess:
             added, revoked = frozenset(), revoked | (self.node.assignment.shards if self.node and
                                                      self.node.assignment else frozenset())
         assert self.node is not None and self.membership is not None
-        hold_until = self.membership.hold_until
+        hold_until = self.membership.ownership.hold_until
         held = frozenset(s for s in added if s in hold_until)
         self.node.on_change(assignment, added, revoked, held)
         if held:
@@ -177,7 +177,7 @@ class ClusterProcess:
         if self.node is None or self.membership is None:
             return
         now = time.monotonic()
-        hold_until = self.membership.hold_until
+        hold_until = self.membership.ownership.hold_until
         due = frozenset(s for s in shards if hold_until.get(s, 0.0) <= now)
         if self.node.serve_held(due):
             log.info("kcoord instance %s: serving held shards %s", self.instance_id, sorted(due))

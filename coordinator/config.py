@@ -41,7 +41,7 @@ class CoordinatorConfig:
     consumer_min_session_timeout_ms: int = 45_000
     consumer_max_session_timeout_ms: int = 60_000
     consumer_heartbeat_interval_ms: int = 5_000  # Kafka's fixed interval (policy "fixed")
-    # kcoord's heartbeat-interval policy (coordinator/group/heartbeat_policy.py): "adaptive"
+    # kcoord's heartbeat-interval policy (coordinator/group/modern/consumer/heartbeat_policy.py): "adaptive"
     # steers members with reconciliation work to a short interval; "fixed" is Kafka's.
     consumer_heartbeat_policy: str = "adaptive"
     consumer_heartbeat_pending_interval_ms: int = 100

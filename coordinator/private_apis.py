@@ -2,19 +2,21 @@
 docs/design/client-assignors.md).
 
 Rules of this module:
-- Served only with `group.consumer.client.assignors.enabled` (default on): the service
-  registers `PRIVATE_APIS` then, and only then are the keys advertised in ApiVersions and
-  routed. Off, they are neither: a request for one closes the connection, the gateway's
+- Served only with `group.consumer.client.assignors.enabled` (default on): the wiring
+  builds the service's API table with `CLIENT_ASSIGNOR_ROWS` then
+  (coordinator/protocol/api_table.py), and only then are the keys advertised in ApiVersions
+  and routed. Off, they are neither: a request for one closes the connection, the gateway's
   rule for any API it does not advertise (X4).
 - All three need Group READ (Prepare reveals every member's subscriptions and assignor
   metadata); the heartbeat also needs Topic DESCRIBE on its SubscribedTopicNames, as key 68
   does (KAFKA-18813).
-- The group core answers in plain data (coordinator/group/client_mode.py); this module is
-  the one place that writes the wire messages (coordinator/protocol/private_messages.py).
-  Key 68 is untouched: 32700 runs the core's heartbeat with key 68 v1's rules (KIP-1082
-  client-generated member ids) plus ClientAssignors.
+- The group core answers in plain data (coordinator/group/modern/consumer/client_mode.py);
+  this module is the one place that writes the wire messages
+  (coordinator/protocol/private_messages.py). Key 68 is untouched: 32700 runs the core's
+  heartbeat with key 68 v1's rules (KIP-1082 client-generated member ids) plus ClientAssignors.
 - Error codes go out as plain int16: the private ones (COMPUTE_ASSIGNMENT 32700,
-  INVALID_ASSIGNMENT 32701) are not in kio's ErrorCode.
+  INVALID_ASSIGNMENT 32701) are not in kio's ErrorCode. The error-only answers are built with
+  the other APIs' (coordinator/protocol/error_responses.py).
 """
 from __future__ import annotations
 
@@ -26,14 +28,15 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from . import authz
-from .group.client_mode import CsaAnswer, InstallAnswer, PrepareAnswer
-from .group.error_responses import ERROR_RESPONSES
 from .group.errors import ApiError
+from .group.modern.consumer.client_mode import CsaAnswer, InstallAnswer, PrepareAnswer
+from .protocol import error_responses
 from .protocol import private_messages as pm
+from .protocol.api_table import READ, ApiSpec
 from .protocol.private_apis import CLIENT_ASSIGNOR_APIS, COMPUTE_ASSIGNMENT
 
 if TYPE_CHECKING:
-    from .group.client_assignment import PreparedGroup
+    from .group.modern.client_assignment import PreparedGroup
 
 # The service (coordinator/service/, which imports this module; never the reverse).
 GroupCoordinatorService = Any
@@ -72,12 +75,6 @@ def csa_response(answer: Any) -> pm.CsaHeartbeatResponse:
         assignment=assignment)
 
 
-def csa_error(version: int, error: ApiError, req: Any = None) -> pm.CsaHeartbeatResponse:
-    return pm.CsaHeartbeatResponse(throttle_time=_ZERO, error_code=i16(int(error.code)),  # type: ignore[arg-type]
-                                   error_message=error.message, member_epoch=i32(0),
-                                   heartbeat_interval=_ZERO)  # type: ignore[arg-type]
-
-
 def prepare_response(answer: PrepareAnswer) -> pm.PrepareAssignmentResponse:
     view: PreparedGroup | None = answer.prepared
     if view is None:
@@ -94,18 +91,9 @@ def prepare_response(answer: PrepareAnswer) -> pm.PrepareAssignmentResponse:
         client_assignor_name=view.snapshot.assignor, members=members, partition_metadata=partitions)
 
 
-def prepare_error(version: int, error: ApiError, req: Any = None) -> pm.PrepareAssignmentResponse:
-    return pm.PrepareAssignmentResponse(throttle_time=_ZERO, error_code=i16(int(error.code)),  # type: ignore[arg-type]
-                                        error_message=error.message)
-
-
 def install_response(answer: InstallAnswer) -> pm.InstallAssignmentResponse:
     return pm.InstallAssignmentResponse(throttle_time=_ZERO, error_code=i16(answer.error_code),  # type: ignore[arg-type]
                                         error_message=answer.message)
-
-
-def install_error(version: int, error: ApiError, req: Any = None) -> pm.InstallAssignmentResponse:
-    return install_response(InstallAnswer(int(error.code), error.message))
 
 
 # ------------------------------------------------------------------ handlers
@@ -115,7 +103,7 @@ async def _csa_heartbeat(service: GroupCoordinatorService, ctx, req) -> pm.CsaHe
         answer = await service.runtime_for(req.group_id).run(
             lambda shard, now: shard.consumer_group_csa_heartbeat(core_ctx, req, now))
     except ApiError as e:
-        return csa_error(0, e, req)
+        return error_responses.csa_heartbeat(0, e, req)
     return csa_response(answer)
 
 
@@ -124,7 +112,7 @@ async def _prepare(service: GroupCoordinatorService, ctx, req) -> pm.PrepareAssi
         answer = await service.runtime_for(req.group_id).run(
             lambda shard, now: shard.consumer_group_prepare_assignment(ctx, req, now))
     except ApiError as e:
-        return prepare_error(0, e, req)
+        return error_responses.prepare_assignment(0, e, req)
     return prepare_response(answer)
 
 
@@ -133,7 +121,7 @@ async def _install(service: GroupCoordinatorService, ctx, req) -> pm.InstallAssi
         answer = await service.runtime_for(req.group_id).run(
             lambda shard, now: shard.consumer_group_install_assignment(ctx, req, now))
     except ApiError as e:
-        return install_error(0, e, req)
+        return error_responses.install_assignment(0, e, req)
     return install_response(answer)
 
 
@@ -144,20 +132,20 @@ async def check_csa_heartbeat(service: GroupCoordinatorService, handler, ctx, re
         verdicts = service.authorizer.authorize(client, [authz.Action(authz.DESCRIBE, authz.TOPIC, n)
                                                          for n in names])
         if not all(verdicts):
-            return csa_error(0, ApiError(ErrorCode.topic_authorization_failed), req)
+            return error_responses.csa_heartbeat(0, ApiError(ErrorCode.topic_authorization_failed), req)
     return await handler(ctx, req)
 
 
-_HANDLERS = {pm.CSA_HEARTBEAT: _csa_heartbeat, pm.CONSUMER_GROUP_PREPARE_ASSIGNMENT: _prepare,
-             pm.CONSUMER_GROUP_INSTALL_ASSIGNMENT: _install}
-_ERRORS = {pm.CSA_HEARTBEAT: csa_error, pm.CONSUMER_GROUP_PREPARE_ASSIGNMENT: prepare_error,
-           pm.CONSUMER_GROUP_INSTALL_ASSIGNMENT: install_error}
-
-# (api_key, name, versions, handler(service, ctx, request)): what the service registers when enabled.
-PRIVATE_APIS = tuple((key, name, (0, 0), _HANDLERS[key]) for key, name in CLIENT_ASSIGNOR_APIS.items())
-# The heartbeat's topic check, for the service's table of per-API topic checks.
-TOPIC_CHECKS = {pm.CSA_HEARTBEAT: check_csa_heartbeat}
-for _key in CLIENT_ASSIGNOR_APIS:
-    # Registries keyed by API: used only for a request that is routed, i.e. when enabled.
-    authz.GROUP_OPERATIONS.setdefault(_key, authz.READ)
-    ERROR_RESPONSES.setdefault(_key, _ERRORS[_key])
+# The rows this extension adds to the service's API table (coordinator/protocol/api_table.py).
+# Group READ on all three; the heartbeat subscribes to topics like key 68.
+CLIENT_ASSIGNOR_ROWS: tuple[ApiSpec, ...] = (
+    ApiSpec(pm.CSA_HEARTBEAT, CLIENT_ASSIGNOR_APIS[pm.CSA_HEARTBEAT], (0, 0), error_responses.csa_heartbeat,
+            _csa_heartbeat, shard_operation="consumer_group_csa_heartbeat", group_operation=READ,
+            topic_check=check_csa_heartbeat, subscribes=True),
+    ApiSpec(pm.CONSUMER_GROUP_PREPARE_ASSIGNMENT, CLIENT_ASSIGNOR_APIS[pm.CONSUMER_GROUP_PREPARE_ASSIGNMENT], (0, 0),
+            error_responses.prepare_assignment, _prepare, shard_operation="consumer_group_prepare_assignment",
+            group_operation=READ),
+    ApiSpec(pm.CONSUMER_GROUP_INSTALL_ASSIGNMENT, CLIENT_ASSIGNOR_APIS[pm.CONSUMER_GROUP_INSTALL_ASSIGNMENT], (0, 0),
+            error_responses.install_assignment, _install, shard_operation="consumer_group_install_assignment",
+            group_operation=READ),
+)

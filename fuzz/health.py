@@ -23,6 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _APIV = b"\x00\x12\x00\x03"   # ApiVersions v3
+# RSS bounds of the brokers a run watches: Tansu idles at 30 MB and keeps a run's few records
+# and topics; Kafka's JVM at -Xmx512m sits near 700 MB (heap, metaspace, code cache, page
+# tables). Above them a broker holds memory out of proportion to the traffic.
+TANSU_RSS_LIMIT_MB = 1024
+KAFKA_RSS_LIMIT_MB = 1400
 
 
 def api_versions_frame(correlation_id: int) -> bytes:

@@ -2,7 +2,9 @@
 
 One row per API: how kcoord handles it (decoded and served here, inspected then
 forwarded, or forwarded after the header only), which mutation classes reach it in a
-live run, and how to build a valid body. A change that decodes new bytes adds a row here;
+live run, and how to build a valid body. The served group APIs are the rows of kcoord's API
+table with every extension on (coordinator/protocol/api_table.py): a new served API is a
+target by its row alone. A change that decodes other new bytes adds a row here;
 `tests/fuzz` and `bench/bench_fuzz.py` then cover it.
 """
 from __future__ import annotations
@@ -12,43 +14,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.connect_apis import CONNECT_ROWS
+from coordinator.private_apis import CLIENT_ASSIGNOR_ROWS
+from coordinator.protocol.api_table import CORE_APIS, ApiTable, build_table
 from coordinator.protocol.apis import (
     API_VERSIONS,
-    CONSUMER_GROUP_DESCRIBE,
-    CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
-    DELETE_GROUPS,
+    DELETE_RECORDS,
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
-    DESCRIBE_GROUPS,
+    DESCRIBE_TOPIC_PARTITIONS,
     FIND_COORDINATOR,
-    HEARTBEAT,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    LIST_GROUPS,
     METADATA,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
-    SYNC_GROUP,
-    TXN_OFFSET_COMMIT,
     request_class,
     request_header_version,
 )
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader
-from coordinator.protocol.private_apis import CLIENT_ASSIGNOR_APIS, CONNECT_APIS
 
 from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
 from .samples import sample
 
-DELETE_RECORDS = 21
-ADD_OFFSETS_TO_TXN = 25     # served by kcoord since issue 16 (transactions v1)
-DESCRIBE_TOPIC_PARTITIONS = 75
+# Every API kcoord can serve: the core rows and both extensions' (each on by default).
+SERVED_TABLE: ApiTable = build_table(CORE_APIS, CLIENT_ASSIGNOR_ROWS, CONNECT_ROWS)
 
 SERVED = "served"        # decoded and answered by kcoord
 INSPECTED = "inspected"  # decoded (in part) by kcoord's guard, then refused or forwarded
@@ -145,26 +137,9 @@ def _sasl_token(cls: type, rng: random.Random, state_topic: str) -> Any:
 TARGETS: tuple[Target, ...] = (
     Target(API_VERSIONS, SERVED),
     Target(FIND_COORDINATOR, SERVED),
-    Target(OFFSET_COMMIT, SERVED),
-    Target(OFFSET_FETCH, SERVED),
-    Target(JOIN_GROUP, SERVED),
-    Target(HEARTBEAT, SERVED),
-    Target(LEAVE_GROUP, SERVED),
-    Target(SYNC_GROUP, SERVED),
-    Target(DESCRIBE_GROUPS, SERVED),
-    Target(LIST_GROUPS, SERVED),
-    Target(TXN_OFFSET_COMMIT, SERVED),
-    Target(ADD_OFFSETS_TO_TXN, SERVED),
-    Target(DELETE_GROUPS, SERVED),
-    Target(OFFSET_DELETE, SERVED),
-    Target(CONSUMER_GROUP_HEARTBEAT, SERVED),
-    Target(CONSUMER_GROUP_DESCRIBE, SERVED),
-    # kcoord's private client-assignor APIs 32700-32702 (issue 17; fuzz/atheris_private.py
-    # also fuzzes their responses, which the member library decodes).
-    *(Target(key, SERVED) for key in sorted(CLIENT_ASSIGNOR_APIS)),
-    # the connect group APIs 32703-32706 (issue 18; fuzz/atheris_connect.py also fuzzes the
-    # responses, which the worker library decodes, and the records 1000-1004).
-    *(Target(key, SERVED) for key in sorted(CONNECT_APIS)),
+    # The served APIs, row by row (fuzz/atheris_private.py and fuzz/atheris_connect.py also
+    # fuzz the private APIs' responses, which the member and worker libraries decode).
+    *(Target(api_key, SERVED) for api_key in SERVED_TABLE),
     Target(PRODUCE, INSPECTED, _naming_state_topic),
     Target(DELETE_RECORDS, INSPECTED, _naming_state_topic),
     Target(DELETE_TOPICS, INSPECTED, _naming_state_topic),

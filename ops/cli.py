@@ -21,13 +21,13 @@ from collections.abc import Iterator
 
 import orjson
 
+from ops.logfiles import iter_files
 from ops.logsource import (
     LogBatch,
     OffsetsLogError,
     Problems,
     Progress,
     discover,
-    iter_files,
     progress_wanted,
     total_bytes,
 )
@@ -248,6 +248,7 @@ def replay_source(args, problems: Problems, **kwargs):
 @_run
 def cmd_replay(args, problems: Problems) -> int:
     from ops.describe import render_text, replay_model
+    from ops.live import cluster_image
     from ops.report import ReportCollector, write_html
     collector = ReportCollector() if args.html else None
     replay = replay_source(args, problems, on_record=collector.observe if collector else None)
@@ -261,23 +262,6 @@ def cmd_replay(args, problems: Problems) -> int:
         write_html(args.html, model, collector)
         print(f"kcoord offsets: wrote {args.html}", file=sys.stderr)
     return 0
-
-
-def cluster_image(bootstrap: str):
-    """The metadata image (topic ids and names) of a live cluster, as kcoord's gateway sees it."""
-    import asyncio
-
-    from coordinator.gateway.cluster import ClusterView
-
-    async def fetch():
-        addresses = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap.split(","))]
-        view = ClusterView(addresses, "__kcoord_offsets", client_id="kcoord-offsets")
-        await view.start()
-        try:
-            return view.image
-        finally:
-            await view.close()
-    return asyncio.run(fetch())
 
 
 @_run

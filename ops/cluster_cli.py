@@ -27,7 +27,7 @@ import sys
 
 import orjson
 
-from coordinator.gateway.upstream_client import UpstreamError
+from coordinator.upstream.client import UpstreamError
 from ops.cluster_status import (
     DEFAULT_PROBE_PREFIX,
     DEFAULT_STATE_PARTITIONS,

@@ -42,8 +42,8 @@ from kio.schema.types import GroupId
 from kio.static.primitive import i8
 
 from coordinator.cluster.balancer import NODE_ID_BASE
-from coordinator.gateway.upstream_client import UpstreamError
 from coordinator.group.hashing import partition_for
+from coordinator.upstream.client import UpstreamError
 from ops.groups_admin import GroupAdmin, GroupsError
 
 DEFAULT_STATE_TOPIC = "__kcoord_offsets"

@@ -19,11 +19,11 @@ from collections.abc import Iterable
 
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from coordinator.group.classic_group import ClassicGroup
-from coordinator.group.connect_group import ConnectGroup
-from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.classic.group import ClassicGroup
 from coordinator.group.group_admin import group_state_name, group_type_name, protocol_type_of
 from coordinator.group.image import MetadataImage
+from coordinator.group.modern.connect.group import ConnectGroup
+from coordinator.group.modern.consumer.group import ConsumerGroup
 from ops.materialise import OffsetsReplay
 
 

@@ -27,11 +27,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coordinator.group.classic_group import ClassicGroup
-from coordinator.group.connect_record_helpers import group_tombstones as connect_group_tombstones
-from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.classic.group import ClassicGroup
 from coordinator.group.group_admin import group_tombstones
 from coordinator.group.group_types import group_type
+from coordinator.group.modern.connect.record_helpers import group_tombstones as connect_group_tombstones
+from coordinator.group.modern.consumer.group import ConsumerGroup
 from ops.materialise import OffsetsReplay
 from ops.recordjson import type_name
 from records import UnknownRecord, decode_record, encode_key

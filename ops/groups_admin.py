@@ -38,10 +38,10 @@ from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from coordinator.gateway.listeners import parse_addresses
-from coordinator.gateway.upstream_client import UpstreamClient
 from coordinator.protocol import connect_messages as cm
 from coordinator.protocol.apis import API_VERSIONS, request_class
 from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode_assignment
+from coordinator.upstream.client import UpstreamClient
 
 LATEST, EARLIEST = -1, -2
 _TIMEOUT = 15.0

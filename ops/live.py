@@ -222,3 +222,18 @@ class TopicReader:
             if offset == start:
                 raise OffsetsLogError(source, None, f"no progress at offset {offset} below the "
                                                     f"high watermark {hwm}", offset)
+
+
+def cluster_image(bootstrap: str):
+    """The metadata image (topic ids and names) of a live cluster, as kcoord's gateway sees it."""
+    from coordinator.gateway.cluster import ClusterView
+
+    async def fetch():
+        addresses = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap.split(","))]
+        view = ClusterView(addresses, "__kcoord_offsets", client_id="kcoord-offsets")
+        await view.start()
+        try:
+            return view.image
+        finally:
+            await view.close()
+    return asyncio.run(fetch())

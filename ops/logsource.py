@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,19 +154,3 @@ def is_dump(path: Path) -> bool:
 
 def total_bytes(paths: Iterable[Path]) -> int:
     return sum(p.stat().st_size for p in paths)
-
-
-def iter_files(paths: list[Path], problems: Problems, *, default_partition: int | None = None,
-               progress: Progress | None = None) -> Iterator[LogBatch]:
-    """Every batch of every file, files in the given order."""
-    from ops.dumpfile import read_dump
-    from ops.segment import read_segment
-
-    for path in paths:
-        if is_dump(path):
-            yield from read_dump(path, problems, progress=progress)
-        else:
-            partition = partition_of_path(path)
-            if partition is None:
-                partition = default_partition if default_partition is not None else 0
-            yield from read_segment(path, partition, problems, progress=progress)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group.bulk_replay import BulkReplay
-from coordinator.group.consumer_group import IllegalStateError
 from coordinator.group.image import EMPTY_IMAGE, MetadataImage, TopicImage
+from coordinator.group.modern.consumer.group import IllegalStateError
 from coordinator.group.shard import GroupCoordinatorShard
 from ops.logsource import LogBatch, Problems
 from ops.recordjson import type_name

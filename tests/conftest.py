@@ -22,7 +22,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
-from support import ports  # noqa: E402
+from support import durations, ports  # noqa: E402
 from support.names import TestNames  # noqa: E402
 from support.ownership import OwnershipLedger  # noqa: E402
 from support.tansu import TansuBroker, start_tansu  # noqa: E402
@@ -53,6 +53,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 SERIAL_DIRS = (TESTS_DIR / "integration" / "rebalance",)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = TESTS_DIR / "integration"
     for item in items:
@@ -62,6 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT))
+    durations.longest_files_first(items)
 
 
 @pytest.fixture(scope="session")
@@ -211,6 +213,19 @@ def kafka_docker():
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     for name, cluster in KAFKA_STARTED:
         terminalreporter.write_line(f"{name}: {cluster} started in {cluster.start_seconds:.1f}s")
+    for line in RECORDER.summary():
+        terminalreporter.write_line(line)
+
+
+RECORDER = durations.Recorder()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    RECORDER.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    RECORDER.write()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from .producer import PacedProducer
 from .timeline import NS, JoinFigures, balanced, join_figures
 
 JAVA_DEBUG_LOG4J = Path(__file__).resolve().parent / "log4j2-debug.properties"
+READY_S = 120.0     # until a member process has subscribed
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ def run_join(target: Target, *, partitions: int = 22, rate: float = 2000, existi
         for m in members:
             m.start(wait_for=None)
         for m in members:
-            m.wait_ready()
+            # Ten member processes start at once; on a loaded machine (or with the load
+            # generators pinned to one core) their interpreters take longer than 30 s.
+            m.wait_ready(timeout=READY_S)
         steady_from: list[int] = []
 
         def steady() -> bool:

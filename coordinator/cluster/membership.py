@@ -39,6 +39,10 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
   the new address (GroupMetadataManager: a stable group's follower rejoining with changed
   metadata starts a rebalance).
 
+Parts, each an object or function of its own: the shards held and their holds
+(ownership.py), the leader's balance of a JoinGroup answer (leader.py), the heartbeat timer
+and the side heartbeats (heartbeat.py), the lease (lease.py).
+
 `on_change(assignment, added, revoked)` is called with each applied assignment; the lease
 (lease.py) is renewed by each successful JoinGroup/SyncGroup/Heartbeat, timed from when
 the request was sent.
@@ -60,19 +64,17 @@ from kio.schema.sync_group.v3 import request as sync_v3
 from kio.schema.types import GroupId
 from kio.static.primitive import i8, i32
 
-from .balancer import NOT_ALONE, balance
+from .heartbeat import Heartbeat, side_heartbeats
+from .leader import lead
 from .lease import Lease
+from .ownership import ShardOwnership
 from .protocol import (
     PROTOCOL_NAME,
     PROTOCOL_TYPE,
     Assignment,
     Endpoint,
     MalformedMembershipData,
-    MemberMetadata,
     decode_assignment,
-    decode_metadata,
-    encode_assignment,
-    encode_metadata,
 )
 from .upstream import (
     Link,
@@ -131,23 +133,16 @@ class ClusterMembership:
         self._clock = clock
         self._timeout = request_timeout_s
         self.lease = Lease(session_ms, lease_margin_ms)
+        self.ownership = ShardOwnership(instance_id, endpoint, session_ms, solo_since_ms=solo_since_ms, rack=rack)
         self.member_id = ""
         self.generation = -1
-        self._owned_since = -1    # the generation that assigned `owned` (sent as its claim's age)
         self.leader = False
-        self.assignment: Assignment | None = None
-        self.owned: frozenset[int] = frozenset()
-        self.node_id = -1
         self.rebalances = 0
         self._link: Link | None = None
         self._coordinator: tuple[str, int] | None = None
         self._stopping = False
-        self._rejoin_requested = False
-        self._wake = asyncio.Event()      # cuts the heartbeat interval short (a rejoin requested)
+        self.heartbeat = Heartbeat(heartbeat_ms, session_ms)
         self.stable = asyncio.Event()     # set while the member holds a current assignment
-        self._fresh_until_ms: float | None = None   # first JoinGroup answer + session (monotonic ms)
-        self.hold_until: dict[int, float] = {}      # shard -> monotonic s before which it is not served
-        self._refreshed_for = -1      # the generation whose stale map of us made us rejoin
 
     # ------------------------------------------------------------------ api
     async def run(self) -> None:
@@ -218,8 +213,7 @@ class ClusterMembership:
         """A shard this member was assigned was taken by another process (its writes were
         fenced): stop claiming it and rejoin now, so the leader's map is right again (a
         fenced owner unloads and rejoins, docs/user/cluster.md, the safety argument)."""
-        if shard in self.owned:
-            self.owned = self.owned - {shard}
+        if self.ownership.give_up(shard):
             # Another process may have taken this instance id (a static replacement): answer
             # nothing until the group says this process is still a member (the rejoin renews
             # the lease) or that it was replaced (FENCED_INSTANCE_ID).
@@ -228,13 +222,12 @@ class ClusterMembership:
 
     def request_rejoin(self) -> None:
         """Join again now (with this member's current metadata), not at the next heartbeat."""
-        self._rejoin_requested = True
-        self._wake.set()
+        self.heartbeat.request_rejoin()
 
     def fresh(self, now: float | None = None) -> bool:
         """Within a session of this process's first JoinGroup answer: the process it may have
         replaced (same instance id) may still hold a lease."""
-        return self._fresh_until_ms is None or self._ms(now) < self._fresh_until_ms
+        return self.ownership.fresh(self._ms(now))
 
     def serving(self, now: float | None = None) -> bool:
         """Whether this instance may answer for its shards now (the lease holds)."""
@@ -270,16 +263,7 @@ class ClusterMembership:
                  "carry static members; a restart rebalances)")
 
     def _metadata(self) -> bytes:
-        # The claim's generation is the one that assigned `owned`, not the current one: the
-        # balancer needs only which of two claims is newer, and metadata that does not
-        # change when nothing moved lets a rejoin leave Tansu's group as it is (a changed
-        # one starts a generation: administrator.rs:2716) instead of costing a rebalance.
-        # `fresh` only from a static member: only static membership replaces a member in place
-        # (a dynamic duplicate is refused by the balancer, and the older member, if it loses,
-        # stops at the same SyncGroup). On Tansu a changed `fresh` would start a generation.
-        return encode_metadata(MemberMetadata(self.instance_id, self.endpoint, self.rack, self.owned,
-                                              self.node_id, self._owned_since, self.solo_since_ms,
-                                              self.solo_candidate, self.static and self.fresh()))
+        return self.ownership.metadata(solo_candidate=self.solo_candidate, static=self.static, now_ms=self._ms())
 
     async def _join_and_sync(self) -> None:
         # A dynamic member holding shards heartbeats on a second link while its JoinGroup and
@@ -288,43 +272,19 @@ class ClusterMembership:
         # member, so its lease, and the shards it keeps through a cooperative rebalance, do
         # not lapse while it waits (as the Java client's heartbeat thread keeps its session).
         side = None
-        if not self.static and self.member_id and self.owned:
-            side = asyncio.get_running_loop().create_task(self._side_heartbeats(), name="kcoord-cluster-side-hb")
+        if not self.static and self.member_id and self.ownership.owned and self._coordinator is not None:
+            side = asyncio.get_running_loop().create_task(side_heartbeats(
+                self._open_link, self._coordinator, self.heartbeat.interval_ms(self.static) / 1000,
+                lambda: heartbeat_v3.HeartbeatRequest(group_id=GroupId(self.group_id),
+                                                      generation_id=i32(self.generation), member_id=self.member_id,
+                                                      group_instance_id=None),
+                self.lease, self._ms, self._timeout, self.instance_id), name="kcoord-cluster-side-hb")
         try:
             await self._join_and_sync_once()
         finally:
             if side is not None:
                 side.cancel()
                 await asyncio.gather(side, return_exceptions=True)
-
-    async def _side_heartbeats(self) -> None:
-        if self._coordinator is None:
-            return
-        link: Link | None = None
-        try:
-            link = await self._open_link([self._coordinator])
-            while True:
-                await asyncio.sleep(self._heartbeat_interval_ms() / 1000)
-                sent = self._ms()
-                resp = await link.request(heartbeat_v3.HeartbeatRequest(
-                    group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
-                    group_instance_id=None), self._timeout)
-                if resp.error_code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
-                    self.lease.renew(sent)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:     # the join itself decides; this only keeps the lease
-            log.debug("cluster membership %s: heartbeat during the rebalance failed: %s", self.instance_id, e)
-        finally:
-            if link is not None:
-                link.close()
-
-    def _heartbeat_interval_ms(self) -> float:
-        # A dynamic member heartbeats at least six times a session: Tansu holds the leader's
-        # JoinGroup for session/2 and then completes the generation with the metadata each
-        # member last sent (Controller::join, administrator.rs:924), so every member must see
-        # REBALANCE_IN_PROGRESS and rejoin well inside that window.
-        return self.heartbeat_ms if self.static else min(self.heartbeat_ms, self.session_ms / 6)
 
     async def _join_and_sync_once(self) -> None:
         assert self._link is not None
@@ -346,10 +306,7 @@ class ClusterMembership:
                 continue
             self._check(code, "JoinGroup")
             break
-        if self._fresh_until_ms is None:
-            # The broker replaced any earlier process with this instance id before answering,
-            # so that process's last renewal was sent before now: its lease ends within a session.
-            self._fresh_until_ms = self._ms() + self.session_ms
+        self.ownership.joined(self._ms())
         self.lease.renew(sent)
         self.member_id, self.generation = resp.member_id, resp.generation_id
         self.leader = resp.leader == resp.member_id
@@ -373,77 +330,25 @@ class ClusterMembership:
         self._apply(assignment)
 
     def _lead(self, generation: int, members) -> tuple:
-        metadata: dict[str, MemberMetadata] = {}
-        for m in members:
-            try:
-                metadata[m.member_id] = decode_metadata(m.metadata)
-            except MalformedMembershipData as e:
-                log.error("cluster membership: member %s sent unreadable metadata (%s); it gets no shards",
-                          m.member_id, e)
-        # The previous generation's map, if this member applied it (not at start, after
-        # `_lose`, or when a failed SyncGroup skipped one): else the balancer holds more.
-        a = self.assignment
-        previous = a.owners if a is not None and a.endpoints and a.generation == generation - 1 else None
-        result = balance(generation, self.n_shards, metadata, previous)
         self.rebalances += 1
-        log.info("cluster membership %s leads generation %d: %d instances, %d shards moving%s", self.instance_id,
-                 generation, len(metadata), result.moved, " (follow-up rebalance)" if result.follow_up else "")
-        empty = encode_assignment(Assignment(generation, frozenset()))
-        return tuple(sync_v3.SyncGroupRequestAssignment(
-            member_id=m.member_id, assignment=encode_assignment(result.assignments[m.member_id])
-            if m.member_id in result.assignments else empty) for m in members)
+        return lead(self.instance_id, generation, self.n_shards, members, self.ownership.previous_owners(generation))
 
     def _apply(self, assignment: Assignment) -> None:
-        if assignment.error == NOT_ALONE and self.solo_since_ms:
-            raise NotAlone(dict(assignment.endpoints))
-        if assignment.error:
-            raise MembershipFenced(f"the leader refused instance id {self.instance_id} "
-                                   f"(error {assignment.error}: another member uses it)")
-        added, revoked = assignment.shards - self.owned, self.owned - assignment.shards
-        if added or revoked:
-            self._owned_since = assignment.generation
-        self._hold(assignment.shards, added, assignment.hold)
-        self.assignment, self.owned = assignment, assignment.shards
-        self.node_id = assignment.node_ids.get(self.instance_id, self.node_id)
+        added, revoked = self.ownership.apply(assignment, self._ms())
         self._on_change(assignment, added, revoked)
-        if revoked:
-            # Cooperative: the revoked shards are placed in the next generation, which this
-            # member starts by rejoining now that it no longer serves them.
-            raise _Rejoin()
-        mine = assignment.endpoints.get(self.instance_id)
-        if not self.solo_since_ms and mine is not None and mine != self.endpoint \
-                and assignment.generation != self._refreshed_for:
-            self._refreshed_for = assignment.generation
-            log.info("cluster membership %s: generation %d names this instance at %s:%d, not %s:%d (a static "
-                     "member replaced without a rebalance); rejoining so every member learns the address",
-                     self.instance_id, assignment.generation, mine.host, mine.port, self.endpoint.host,
-                     self.endpoint.port)
+        # Cooperative: revoked shards are placed in the next generation, which this member
+        # starts by rejoining now that it no longer serves them.
+        if revoked or self.ownership.names_another_endpoint(assignment):
             raise _Rejoin()
         self.stable.set()
 
-    def _hold(self, shards: frozenset[int], added: frozenset[int], marked: frozenset[int]) -> None:
-        """`hold_until` for this assignment (see the module rules)."""
-        now_ms = self._ms()
-        self.hold_until = {s: t for s, t in self.hold_until.items() if s in shards and t * 1000 > now_ms}
-        fresh_until_ms = self._fresh_until_ms or 0.0
-        for shard in added:
-            until_ms = max(fresh_until_ms, now_ms + self.session_ms if shard in marked else 0.0)
-            if until_ms > now_ms:
-                self.hold_until[shard] = until_ms / 1000
-
     async def _heartbeat_until_rebalance(self) -> None:
         assert self._link is not None
-        interval_ms = self._heartbeat_interval_ms()
         while not self._stopping:
-            try:
-                await asyncio.wait_for(self._wake.wait(), interval_ms / 1000)
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            rejoin = await self.heartbeat.next(self.static)
             if self._stopping:
                 return
-            if self._rejoin_requested:
-                self._rejoin_requested = False
+            if rejoin:
                 raise _Rejoin()
             sent = self._ms()
             resp = await self._link.request(heartbeat_v3.HeartbeatRequest(
@@ -480,21 +385,17 @@ class ClusterMembership:
     def _lose(self, why: str) -> None:
         self.stable.clear()
         self.lease.drop()        # answer nothing more from this membership's state
-        self.hold_until.clear()
-        if self.owned:
-            log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(self.owned))
-            lost = self.owned
-            self.owned = frozenset()
-            self._owned_since = -1
-            empty = Assignment(self.generation, frozenset(), {}, {}, {})
-            self.assignment = empty
+        lost = self.ownership.drop()
+        if lost:
+            log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(lost))
+            empty = self.ownership.assignment = Assignment(self.generation, frozenset(), {}, {}, {})
             self._on_change(empty, frozenset(), lost)
-        # Generations may pass without this member: its map is no previous map to lead by.
-        self.assignment = None
+            # Generations may pass without this member: its map is no previous map to lead by.
+            self.ownership.assignment = None
         self.generation = -1
 
     def _check_lease(self) -> None:
-        if self.owned and not self.lease.valid(self._ms()):
+        if self.ownership.owned and not self.lease.valid(self._ms()):
             self._lose("the membership lease ran out")
 
     def _drop_link(self) -> None:

@@ -104,6 +104,13 @@ class Refusal:
 
 
 DUPLICATE_TOPIC = "Duplicate topic name."    # Kafka's ControllerApis, CreateTopics and CreatePartitions
+NAME_SHOWN = 249        # Kafka's longest legal topic name (Topic.MAX_NAME_LENGTH)
+
+
+def shown(text: str) -> str:
+    """A client's name or value as a message quotes it: at most 249 characters, so that the
+    message fits a response's string field (32,767 bytes; a name can fill one by itself)."""
+    return text if len(text) <= NAME_SHOWN else f"{text[:NAME_SHOWN]}... ({len(text)} characters)"
 
 
 def _duplicated(names: Sequence[str]) -> set[str]:
@@ -201,7 +208,7 @@ def check_create_topics(request: Any, facts: ClusterFacts, refused: Sequence[int
             # window is created by Tansu 0.6 with what it carries (num_partitions beside
             # assignments, a replication factor it allocates per partition: fuzz/README.md).
             if error is not None:
-                entries[i] = (ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
+                entries[i] = (ErrorCode.topic_already_exists, f"Topic '{shown(topic.name)}' already exists.")
             continue
         if error is not None:
             entries[i] = error

@@ -6,14 +6,16 @@ ApiVersions at an unknown version (UNSUPPORTED_VERSION in the v0 format, KIP-511
 bad frame is counted in kcoord_gateway_bad_requests_total{reason} (a fixed set of
 reasons, never a client's value) and logged, rate-limited, naming the peer, listener, API,
 version and the fault (the decoder's message names the field). Requests read before the
-bad one are still answered, in order; then the connection closes. `BadInput` reaches its
-connection only through `Refusing`.
+bad one are still answered, in order; then the connection closes. A request served here is
+read by `parse`, which refuses what does not parse. `BadInput` reaches its connection only
+through `Refusing`.
 """
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import metrics
 from ..protocol.api_versions import unsupported_version_body
 from ..protocol.apis import (
     API_VERSIONS,
@@ -23,8 +25,8 @@ from ..protocol.apis import (
     kio_version_range,
     request_header_version,
 )
+from ..protocol.codec import BodyError, decode_body
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
-from ..runtime import metrics
 from .routes import Route
 
 if TYPE_CHECKING:
@@ -71,7 +73,25 @@ class BadInput:
                     f"socket.request.max.bytes={self._gateway.max_frame_size})", route, correlation_id, api_key,
                     api_version, reason=FRAME)
 
+    def parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
+        """(client id, kio request) of a request served here; None after rejecting it."""
+        try:
+            client_id, offset = request_body_offset(frame, route.request_header_version)
+            assert route.request_class is not None
+            return client_id, decode_body(route.request_class, frame, offset)
+        except HeaderError as e:
+            self.reject(str(e), route, correlation_id, reason=HEADER)
+            return None
+        except BodyError as e:
+            self.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            return None
+
     def unroutable(self, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
+        """No route for this key and version (a frame over max_decoded_request_bytes is
+        refused for its size first)."""
+        if len(frame) > self._gateway.limits.max_decoded_frame:
+            self.too_big(frame, None, correlation_id, api_key, api_version)
+            return
         if api_key == API_VERSIONS:
             # Kafka answers an ApiVersions version it does not know with UNSUPPORTED_VERSION
             # in the v0 format, listing its own range (KIP-511), instead of closing.

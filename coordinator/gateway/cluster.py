@@ -25,6 +25,10 @@ It is also kcoord's watch on the upstream and on the state topic:
 - A failed write is not proof of anything: it only makes the watcher look at the topic at
   once. The metadata decides (missing, new topic id); the failed shard itself answers
   NOT_COORDINATOR and reloads with its own backoff (ShardRuntime).
+
+Parts, each an object of its own: the link to the upstream (metadata_link.py) and the
+state-topic watch (state_topic_watch.py); this module keeps the cache, the refresh loop and
+the upstream's health.
 """
 from __future__ import annotations
 
@@ -40,11 +44,13 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .. import metrics
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
-from ..protocol.api_versions import Features, parse_upstream_api_versions
-from ..protocol.apis import API_VERSIONS, CREATE_TOPICS, METADATA, intersect, kio_version_range, request_class
-from ..runtime import metrics
-from .upstream_client import UpstreamClient, UpstreamError
+from ..protocol.api_versions import Features
+from ..protocol.apis import CREATE_TOPICS, METADATA, request_class
+from ..upstream.client import UpstreamClient, UpstreamError
+from .metadata_link import MetadataLink, build
+from .state_topic_watch import STATE_TOPIC_INCIDENTS, STATE_TOPIC_PRESENT, StateTopicWatch
 
 if TYPE_CHECKING:
     from ..security.upstream import UpstreamSecurity
@@ -53,17 +59,14 @@ log = logging.getLogger("kcoord.gateway.cluster")
 
 ZERO_UUID = uuid.UUID(int=0)
 TOPIC_ALREADY_EXISTS = 36
-UNKNOWN_TOPIC_OR_PARTITION = 3
 DEFAULT_REFRESH_INTERVAL = 1.0   # seconds; new topics reach regex subscriptions within this
 STILL_DOWN_LOG_INTERVAL = 60.0   # seconds between reminders while the upstream stays down
-WRITE_ERROR_LOG_INTERVAL = 10.0  # seconds between state-topic write-failure ERROR lines
-MISSING_REMINDER_INTERVAL = 60.0  # seconds between reminders that a missing topic is not recreated
 
-# The watcher's metrics live with the others (coordinator/runtime/metrics.py).
+# The watcher's metrics live with the others (coordinator/metrics.py).
 UPSTREAM_UP = metrics.UPSTREAM_UP
 UPSTREAM_OUTAGES = metrics.UPSTREAM_OUTAGES
-STATE_TOPIC_PRESENT = metrics.STATE_TOPIC_PRESENT
-STATE_TOPIC_INCIDENTS = metrics.STATE_TOPIC_INCIDENTS
+__all__ = ["STATE_TOPIC_INCIDENTS", "STATE_TOPIC_PRESENT", "Broker", "ClusterSnapshot", "ClusterView",
+           "snapshot_from_metadata"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +109,10 @@ def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
 
 def _build(cls: type, **wanted: Any) -> Any:
     """An instance of a kio class at some version, setting only the fields it has."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in wanted.items() if k in names})
-
-
 class ClusterView:
+    """The metadata cache and its refresh loop; composes the link (metadata_link.py) and
+    the state-topic watch (state_topic_watch.py), and watches the upstream's health."""
+
     def __init__(self, bootstrap: Sequence[tuple[str, int]], state_topic: str, *,
                  refresh_interval: float = DEFAULT_REFRESH_INTERVAL, request_timeout: float = 10.0,
                  client_id: str = "kcoord-gateway", security: UpstreamSecurity | None = None) -> None:
@@ -120,46 +122,25 @@ class ClusterView:
         self.state_topic = state_topic
         self.refresh_interval = refresh_interval
         self.request_timeout = request_timeout
-        self.client_id = client_id
-        # TLS/SASL of the metadata/admin link (None: PLAINTEXT). A SASL session with a
-        # lifetime (KIP-368) is renewed by reconnecting before it ends (_connected).
-        self.security = security
-        self.upstream_api_versions: dict[int, tuple[int, int]] = {}
-        self.upstream_features = Features()
         self._image = EMPTY_IMAGE
         self._snapshot = ClusterSnapshot({}, {}, {})
         self._subscribers: list[Callable[[MetadataImage], None]] = []
         self._broker_subscribers: list[Callable[[Mapping[int, Broker]], None]] = []
-        self._client: UpstreamClient | None = None
-        self._connect_lock = asyncio.Lock()
+        # TLS/SASL of the metadata/admin link (None: PLAINTEXT). A SASL session with a
+        # lifetime (KIP-368) is renewed by reconnecting before it ends (metadata_link.py).
+        self.security = security
+        self.watch = StateTopicWatch(self)
+        self.link = MetadataLink(self.bootstrap, request_timeout=request_timeout, client_id=client_id,
+                                 security=security, on_broken=self.watch.disturbed,
+                                 known=lambda: [(b.host, b.port) for b in self._snapshot.brokers.values()])
         self._refresh_wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._closed = False
         self.started = False
         # Upstream health, as the refresh loop sees it.
         self.upstream_up = True
         self._down_since = 0.0
         self._down_logged = 0.0
         self._down_error = ""
-        # Something happened to the upstream since the state topic was last seen as kcoord
-        # loaded it (an outage, a dropped connection): a missing topic then means a fresh
-        # cluster rather than a deletion behind kcoord's back. Only the log line differs.
-        self._disturbed = False
-        # State-topic lifecycle; active once manage_state_topic() named the owner.
-        self._owner: Any = None
-        self._writer: Any = None
-        self._expected_partitions = 0
-        self._state_configs: Mapping[str, str] = {}
-        self._recreate = True
-        self._loaded_id: uuid.UUID | None = None     # the topic id the owner's state came from
-        self._lost: str | None = None                # why the owner's state is void, until reloaded
-        self._lost_kind = ""
-        self._recovery: asyncio.Task[None] | None = None
-        self._write_error_logged = float("-inf")
-        self._write_errors_suppressed = 0
-        # Set after every refresh (answered or not): a recovery waiting for the operator or
-        # for its shards re-checks the topic then, instead of being restarted per refresh.
-        self._changed = asyncio.Event()
 
     # --- public view ------------------------------------------------------------------
 
@@ -168,8 +149,26 @@ class ClusterView:
         return self._image
 
     @property
+    def snapshot(self) -> ClusterSnapshot:
+        """What the latest Metadata answer said."""
+        return self._snapshot
+
+    @property
     def brokers(self) -> Mapping[int, Broker]:
         return self._snapshot.brokers
+
+    @property
+    def upstream_api_versions(self) -> dict[int, tuple[int, int]]:
+        """The upstream's ApiVersions (api key -> (min, max)), as the link read them."""
+        return self.link.upstream_api_versions
+
+    @upstream_api_versions.setter
+    def upstream_api_versions(self, versions: dict[int, tuple[int, int]]) -> None:
+        self.link.upstream_api_versions = versions
+
+    @property
+    def upstream_features(self) -> Features:
+        return self.link.upstream_features
 
     def subscribe(self, callback: Callable[[MetadataImage], None]) -> None:
         """``callback(image)`` after every change; ``cluster.image`` is the current one."""
@@ -187,7 +186,7 @@ class ClusterView:
 
         None while the upstream is down or the state topic is lost: FindCoordinator then
         answers COORDINATOR_NOT_AVAILABLE, as Kafka does while no coordinator can serve."""
-        if not self.upstream_up or self._lost is not None:
+        if not self.upstream_up or self.watch.lost is not None:
             return None
         return self.partition_leader(self.state_topic, partition)
 
@@ -204,58 +203,21 @@ class ClusterView:
     @property
     def state_topic_available(self) -> bool:
         """The upstream answers and lists the state topic kcoord's state was loaded from."""
-        return self.upstream_up and self._lost is None and self.state_topic in self._snapshot.topics
+        return self.upstream_up and self.watch.lost is None and self.state_topic in self._snapshot.topics
 
     @property
     def state_topic_lost(self) -> str | None:
         """Why the state kcoord held is void (until every shard reloaded), or None."""
-        return self._lost
+        return self.watch.lost
 
     def manage_state_topic(self, owner: Any, writer: Any, partitions: int,
                            configs: Mapping[str, str], *, recreate: bool = True) -> None:
-        """Watch the state topic for ``owner`` (the GroupCoordinatorService): on loss call
-        ``owner.state_topic_lost(reason)``, on return ``await owner.reload_all(reason)``.
-        ``writer`` (the StateTopic) is suspended while the log cannot be trusted. Call it
-        after the state topic exists; its current topic id is the one the state loads from."""
-        self._owner, self._writer = owner, writer
-        self._expected_partitions = partitions
-        self._state_configs = dict(configs)
-        self._recreate = recreate
-        self._loaded_id = self.state_topic_id
-        present = self.state_topic in self._snapshot.topics
-        STATE_TOPIC_PRESENT.set(1 if present else 0)
-        log.info("state topic %s: topic id %s, %d partitions expected; missing topics are %s",
-                 self.state_topic, self._loaded_id or "unknown", partitions,
-                 "recreated" if recreate else "reported, not recreated")
-        if hasattr(writer, "on_write_error"):
-            writer.on_write_error = self.state_write_failed
+        """The state-topic watch (StateTopicWatch.manage) for ``owner``."""
+        self.watch.manage(owner, writer, partitions, configs, recreate=recreate)
 
     def state_write_failed(self, partition: int, error: BaseException) -> None:
-        """A state-topic append failed (called by the StateTopic). Counted, logged (rate-
-        limited) and the topic checked at once; nothing is dropped here.
-
-        No write error proves the topic is gone. aiokafka marks UnknownTopicOrPartition
-        retriable (a batch expires with it during a slow leader move), and an authorization
-        failure concerns kcoord's principal, not the log. Only the metadata decides
-        (`_track_state_topic`: missing, new topic id); the shard whose write failed answers
-        NOT_COORDINATOR and reloads with its own backoff, as Kafka fails only the
-        coordinator partition whose append failed."""
-        from ..runtime.state_topic import StateTopicUnavailable
-        if isinstance(error, StateTopicUnavailable):
-            return          # refused here on purpose; the reason was logged when suspended
-        STATE_TOPIC_INCIDENTS.labels(kind="write_failed").inc()
-        now = time.monotonic()
-        if now - self._write_error_logged >= WRITE_ERROR_LOG_INTERVAL:
-            self._write_error_logged = now
-            suppressed, self._write_errors_suppressed = self._write_errors_suppressed, 0
-            log.error("state topic %s: write to partition %d failed: %r; checking the topic upstream "
-                      "(further write failures within %.0fs are only counted in "
-                      "kcoord_state_topic_incidents_total{kind=\"write_failed\"})%s",
-                      self.state_topic, partition, error, WRITE_ERROR_LOG_INTERVAL,
-                      f" ({suppressed} similar failures not logged)" if suppressed else "")
-        else:
-            self._write_errors_suppressed += 1
-        self.request_refresh()
+        """A state-topic append failed (StateTopicWatch.write_failed)."""
+        self.watch.write_failed(partition, error)
 
     def request_refresh(self) -> None:
         """Refresh soon (coalesced), e.g. after a CreateTopics passed through the gateway."""
@@ -267,30 +229,14 @@ class ClusterView:
         """Reads upstream's ApiVersions and a first Metadata, then refreshes in the background."""
         if self.started:
             return
-        response = await self._call(_build(request_class(API_VERSIONS, 3),
-                                           client_software_name="kcoord", client_software_version="0.1.0"))
-        if response.error_code == 35:   # broker older than ApiVersions v3: retry at its highest
-            highest = max((k.max_version for k in response.api_keys if k.api_key == API_VERSIONS), default=0)
-            response = await self._call(_build(request_class(API_VERSIONS, min(highest, 2))))
-        if response.error_code != 0:
-            raise UpstreamError(f"upstream ApiVersions failed with error {int(response.error_code)}")
-        self.upstream_api_versions, self.upstream_features = parse_upstream_api_versions(response)
+        await self.link.read_api_versions()
         await self.refresh()
         UPSTREAM_UP.set(1)
         self._task = asyncio.get_running_loop().create_task(self._refresh_loop(), name="kcoord-cluster-refresh")
         self.started = True
 
     async def close(self) -> None:
-        self._closed = True
-        self._changed.set()
-        for task in (self._recovery,):
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
-        self._recovery = None
+        await self.watch.close()
         if self._task is not None:
             # Python 3.11's wait_for drops a cancellation that arrives as the request it
             # waits on completes (fixed in 3.12): cancel until the loop has really ended.
@@ -300,19 +246,17 @@ class ClusterView:
             if not self._task.cancelled() and self._task.exception() is not None:
                 log.debug("refresh loop ended with %r", self._task.exception())
             self._task = None
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.link.close()
         self.started = False
 
     # --- refresh ----------------------------------------------------------------------
 
     async def refresh(self) -> MetadataImage:
         """One Metadata round trip now; publishes what changed."""
-        version = self._version_for(METADATA, preferred=12)
-        request = _build(request_class(METADATA, version), topics=None, allow_auto_topic_creation=False,
-                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
-        response = await self._call(request)
+        version = self.link.version_for(METADATA, preferred=12)
+        request = build(request_class(METADATA, version), topics=None, allow_auto_topic_creation=False,
+                        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        response = await self.link.call(request)
         snapshot = snapshot_from_metadata(response)
         self._apply(snapshot)
         self._track_state_topic(snapshot)
@@ -329,6 +273,9 @@ class ClusterView:
                                         MappingProxyType(by_id))
             for on_image in list(self._subscribers):
                 _call_safely(on_image, self._image)
+
+    def _track_state_topic(self, snapshot: ClusterSnapshot) -> None:
+        self.watch.track(snapshot)
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -349,12 +296,10 @@ class ClusterView:
     # --- upstream health --------------------------------------------------------------
 
     def _upstream_failed(self, error: str) -> None:
-        self._changed.set()
         now = time.monotonic()
         self._down_error = error
         if self.upstream_up:
             self.upstream_up = False
-            self._disturbed = True
             self._down_since = self._down_logged = now
             UPSTREAM_UP.set(0)
             UPSTREAM_OUTAGES.inc()
@@ -362,9 +307,10 @@ class ClusterView:
                       "COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, FindCoordinator finds no coordinator, "
                       "and forwarded requests close their client's connection; retrying every %.1fs",
                       self._upstream_names(), error, self.refresh_interval)
-            if self._writer is not None:
-                self._writer.suspend(f"the upstream is unreachable ({error})")
-        elif now - self._down_logged >= STILL_DOWN_LOG_INTERVAL:
+            self.watch.upstream_failed(error, first=True)
+            return
+        self.watch.upstream_failed(error, first=False)
+        if now - self._down_logged >= STILL_DOWN_LOG_INTERVAL:
             self._down_logged = now
             log.warning("upstream %s still unreachable after %.0fs: %s",
                         self._upstream_names(), now - self._down_since, error)
@@ -381,207 +327,19 @@ class ClusterView:
     def _upstream_names(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
 
-    # --- state topic lifecycle --------------------------------------------------------
-
-    def _track_state_topic(self, snapshot: ClusterSnapshot) -> None:
-        """Compare what the upstream lists now with the topic the state was loaded from."""
-        self._changed.set()
-        if self._owner is None or self._closed or not self.upstream_up:
-            return
-        name = self.state_topic
-        topic = snapshot.topics.get(name)
-        if topic is None:
-            error = snapshot.errors.get(name)
-            if error is not None and error != UNKNOWN_TOPIC_OR_PARTITION:
-                return      # listed with a transient error (no leader yet...): not proof of absence
-            STATE_TOPIC_PRESENT.set(0)
-            if self._lost is None:
-                cause = ("after kcoord lost the upstream for a while: it came back with empty storage, "
-                         "a fresh cluster" if self._disturbed else
-                         "while the upstream stayed reachable: it was deleted behind kcoord's back "
-                         "(protect it with upstream ACLs)")
-                self._lose("missing", f"state topic {name} (topic id {self._loaded_id or 'unknown'}) is gone "
-                                      f"from the upstream {cause}")
-            self._start_recovery()
-            return
-        if self._expected_partitions and topic.num_partitions != self._expected_partitions:
-            STATE_TOPIC_PRESENT.set(0)
-            if self._lost_kind != "wrong_partitions":
-                self._lose("wrong_partitions",
-                           f"state topic {name} (topic id {topic.topic_id}) has {topic.num_partitions} partitions "
-                           f"upstream, kcoord needs {self._expected_partitions}; kcoord cannot serve until an "
-                           f"operator deletes it (kcoord then recreates it empty) or restarts kcoord with "
-                           f"--state-partitions {topic.num_partitions}")
-            return
-        seen = topic.topic_id if topic.topic_id != ZERO_UUID else None
-        replaced = seen is not None and self._loaded_id is not None and seen != self._loaded_id
-        if replaced and self._lost is None:
-            self._lose("new_topic_id", f"state topic {name} now has topic id {seen}, not {self._loaded_id} "
-                                       f"that kcoord loaded from: the log kcoord's state came from is gone "
-                                       f"(a fresh cluster, or the topic was deleted and recreated)")
-        if self._lost is not None:
-            self._start_recovery()
-            return
-        STATE_TOPIC_PRESENT.set(1)
-        self._disturbed = False
-        if self._writer is not None and getattr(self._writer, "suspended", None):
-            self._writer.resume()
-
-    def _lose(self, kind: str, reason: str) -> None:
-        self._lost, self._lost_kind = reason, kind
-        STATE_TOPIC_INCIDENTS.labels(kind=kind).inc()
-        STATE_TOPIC_PRESENT.set(0)
-        log.error("%s. kcoord drops the group state it holds and answers every group request with "
-                  "NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE until it has reloaded from the state topic.",
-                  reason)
-        if self._writer is not None:
-            self._writer.suspend(reason)
-        lost = getattr(self._owner, "state_topic_lost", None)
-        if lost is None:
-            log.error("the group coordinator cannot drop its state (no state_topic_lost)")
-            return
-        try:
-            lost(reason)
-        except Exception:
-            log.exception("state_topic_lost(%r) failed", reason)
-
-    def _start_recovery(self) -> None:
-        if self._closed or (self._recovery is not None and not self._recovery.done()):
-            return
-        self._recovery = asyncio.get_running_loop().create_task(self._recover(), name="kcoord-state-topic-recovery")
-
-    async def _recover(self) -> None:
-        """Recreate a missing state topic, then reload every shard from the topic upstream.
-        Retries with backoff until every shard is loaded again; only then is the loss over.
-
-        One task per loss (``_start_recovery`` starts no second one): what it waits for (an
-        operator creating the topic, shards retrying their load) it re-checks after each
-        refresh, and each condition is logged once, not once per refresh."""
-        delay = 0.2
-        name = self.state_topic
-        last_error = ""
-        missing_since: float | None = None
-        reminded = 0.0
-        while self._lost is not None and not self._closed:
-            try:
-                if not self.upstream_up:
-                    raise UpstreamError("the upstream is unreachable")
-                topic = self._snapshot.topics.get(name)
-                if topic is None:
-                    if not self._recreate:
-                        now = time.monotonic()
-                        if missing_since is None:
-                            missing_since = reminded = now
-                            log.error("state topic %s is missing and recreation is off "
-                                      "(--no-state-topic-recreate): create it with %d partitions "
-                                      "(cleanup.policy=compact) for kcoord to serve again; kcoord "
-                                      "checks on every refresh and reminds every %.0fs", name,
-                                      self._expected_partitions, MISSING_REMINDER_INTERVAL)
-                        elif now - reminded >= MISSING_REMINDER_INTERVAL:
-                            reminded = now
-                            log.warning("state topic %s still missing after %.0fs; recreation is off",
-                                        name, now - missing_since)
-                        await self._next_refresh()
-                        continue
-                    await self.ensure_topic(name, self._expected_partitions, self._state_configs)
-                    created = self._snapshot.topics.get(name)
-                    STATE_TOPIC_INCIDENTS.labels(kind="recreated").inc()
-                    log.error("state topic %s recreated with %d partitions, topic id %s: kcoord serves again "
-                              "from an empty log; the group state from before (topic id %s) is gone",
-                              name, self._expected_partitions, created.topic_id if created else "unknown",
-                              self._loaded_id or "unknown")
-                    continue
-                if missing_since is not None:
-                    log.warning("state topic %s is present again (topic id %s) after %.0fs missing",
-                                name, topic.topic_id, time.monotonic() - missing_since)
-                    missing_since = None
-                if self._lost_kind == "wrong_partitions" and topic.num_partitions != self._expected_partitions:
-                    return      # an operator's job; logged by _lose. A change restarts recovery.
-                seen = topic.topic_id if topic.topic_id != ZERO_UUID else None
-                reason = (f"state topic {name} reloaded from topic id {seen or 'unknown'} "
-                          f"(kcoord had loaded topic id {self._loaded_id or 'unknown'}) after: {self._lost}")
-                log.warning("reloading every shard from state topic %s, topic id %s (was %s)",
-                            name, seen or "unknown", self._loaded_id or "unknown")
-                reload_all = getattr(self._owner, "reload_all", None)
-                if reload_all is None:
-                    log.error("the group coordinator cannot reload (no reload_all): restart kcoord")
-                    return
-                if self._writer is not None:
-                    self._writer.resume()   # the reload reads it, and reloaded shards write at once
-                # False: the load failed and the shards retry on their own (ShardRuntime's
-                # backoff). The state is not trusted until they are back: wait for them, or
-                # for the topic to change under the reload (then start over).
-                loaded = await reload_all(reason)
-                if loaded is False and not await self._wait_for_shards(seen):
-                    if self.upstream_up and not self._is_state_topic(seen):
-                        continue            # gone or replaced: recreate / reload that one
-                    raise UpstreamError(f"the shards have not reloaded from state topic {name} "
-                                        f"(topic id {seen or 'unknown'})")
-                if self.state_topic_id not in (seen, None) or self.state_topic not in self._snapshot.topics:
-                    continue                # replaced or gone again meanwhile: start over
-                self._loaded_id = seen
-                self._lost, self._lost_kind = None, ""
-                self._disturbed = False
-                STATE_TOPIC_PRESENT.set(1)
-                log.warning("every shard reloaded from state topic %s (topic id %s); serving again",
-                            name, seen or "unknown")
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                if self._writer is not None and self._lost is not None:
-                    self._writer.suspend(self._lost)
-                # One ERROR per distinct failure: an upstream that stays down would otherwise
-                # log one line per retry.
-                (log.error if str(e) != last_error else log.debug)(
-                    "state topic %s: recovery failed (%s); retrying every %.1fs at most", name, e, 5.0)
-                last_error = str(e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    def _is_state_topic(self, topic_id: uuid.UUID | None) -> bool:
-        """The upstream lists the state topic, under ``topic_id`` when both ids are known."""
-        topic = self._snapshot.topics.get(self.state_topic)
-        return topic is not None and (topic_id is None or topic.topic_id in (topic_id, ZERO_UUID))
-
-    async def _next_refresh(self) -> None:
-        """Returns after the next refresh, answered or not (or at close)."""
-        self._changed.clear()
-        await self._changed.wait()
-
-    async def _wait_for_shards(self, seen: uuid.UUID | None) -> bool:
-        """Wait until the owner's shards are loaded again (``owner.wait_reloaded()``: True
-        when every shard serves or failed on a record of its own). False as soon as the
-        upstream goes away or the topic is gone or replaced: the caller starts over."""
-        wait = getattr(self._owner, "wait_reloaded", None)
-        if wait is None:
-            return False
-        loaded = asyncio.ensure_future(wait())
-        try:
-            while True:
-                refreshed = asyncio.ensure_future(self._next_refresh())
-                done, _ = await asyncio.wait({loaded, refreshed}, return_when=asyncio.FIRST_COMPLETED)
-                refreshed.cancel()
-                if loaded in done:
-                    return bool(loaded.result())
-                if self._closed or not self.upstream_up or not self._is_state_topic(seen):
-                    return False
-        finally:
-            loaded.cancel()
-
     # --- admin helpers ----------------------------------------------------------------
 
     async def ensure_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
         """CreateTopics; an existing topic is fine. Raises UpstreamError on any other error."""
-        version = self._version_for(CREATE_TOPICS, preferred=7)
+        version = self.link.version_for(CREATE_TOPICS, preferred=7)
         cls = request_class(CREATE_TOPICS, version)
         module = sys.modules[cls.__module__]
         topic = module.CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=-1, assignments=(),
             configs=tuple(module.CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())))
         timeout = timedelta(seconds=self.request_timeout)
-        response = await self._call(cls(topics=(topic,), timeout=timeout, validate_only=False),
-                                    timeout=self.request_timeout + 5)
+        response = await self.link.call(cls(topics=(topic,), timeout=timeout, validate_only=False),
+                                        timeout=self.request_timeout + 5)
         for result in response.topics:
             if result.error_code not in (0, TOPIC_ALREADY_EXISTS):
                 raise UpstreamError(f"CreateTopics {result.name!r} failed: error {int(result.error_code)} "
@@ -607,45 +365,16 @@ class ClusterView:
                                    f"({len(leaders)} of {image.num_partitions if image else 0} led)")
             await asyncio.sleep(min(0.1, remaining))
 
-    # --- plumbing ---------------------------------------------------------------------
 
-    def _version_for(self, api_key: int, preferred: int) -> int:
-        known = kio_version_range(api_key)
-        upstream = self.upstream_api_versions.get(api_key)
-        assert known is not None
-        both = intersect(upstream, (known[0], min(known[1], preferred))) if upstream else None
-        if both is None:
-            raise UpstreamError(f"upstream supports no usable version of API {api_key} (it has {upstream})")
-        return both[1]
+    # --- for tests that look inside ----------------------------------------------------
 
-    async def _call(self, request: Any, timeout: float | None = None) -> Any:
-        client = await self._connected()
-        try:
-            return await client.request(request, timeout or self.request_timeout)
-        except UpstreamError:
-            client.close()
-            raise
+    @property
+    def _recovery(self) -> asyncio.Task[None] | None:
+        return self.watch.recovery
 
-    async def _connected(self) -> UpstreamClient:
-        async with self._connect_lock:
-            if self._client is not None and self._client.lost is not None:
-                # The upstream dropped the connection: it may have restarted, so a state topic
-                # that is missing on the next answer is more likely a fresh cluster.
-                self._disturbed = True
-                log.info("connection to the upstream broke (%s); reconnecting", self._client.lost)
-                self._client = None
-            if self._client is not None and not self._client.closed and self._client.reauthentication_due:
-                # KIP-368: the SASL session nears its lifetime. A new, freshly authenticated
-                # link replaces this one, which closes once its requests are answered.
-                log.debug("SASL session with %s:%d nears its lifetime (%d ms): reconnecting",
-                          *self._client.address, self._client.session_lifetime_ms)
-                self._client.retire()
-                self._client = None
-            if self._client is None or self._client.closed:
-                known = [(b.host, b.port) for b in self._snapshot.brokers.values()]
-                candidates = list(dict.fromkeys([*self.bootstrap, *known]))
-                self._client = await UpstreamClient.connect(candidates, self.client_id, security=self.security)
-            return self._client
+    @property
+    def _client(self) -> UpstreamClient | None:
+        return self.link.client
 
 
 def _call_safely(callback: Callable[[Any], None], value: Any) -> None:

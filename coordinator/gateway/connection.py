@@ -7,15 +7,20 @@ soon as it is ready, and every ready response of a batch goes out in one write. 
 requests may be in flight at once (pipelining).
 
 The connection composes its parts, each an object (or function) with a narrow view of it:
-flow control (flow.py: why reading pauses, the idle sweep), bad input (badinput.py: Kafka
-closes the connection), the SASL gate (sasl.py, on SASL listeners only), the guard stage
+flow control (flow.py: why reading pauses, the unread bytes counted in the queue, the
+buffered-answers limit, the idle sweep), bad input (badinput.py: parsing what is served
+here; Kafka closes the connection on what does not parse), how it ends (ending.py), who the
+client is and its SASL gate (identity.py, sasl.py on SASL listeners only), the guard stage
 (guarded.py: requests checked against the state topic and the safeguards), the forward gate
 (gate.py), forwarding (forwarding.py), calls that wait (group_calls.py), ApiVersions and
-FindCoordinator (served_here.py) and the authorizer's probes (probe.py). Group requests
-and the flush stay here: they are the heartbeat's path, and no part adds a call or an
-attribute hop to it. Per request the limit accounting is a few integer operations (a length
-check, the request's share of the process-wide queue, its answer's bytes in ``held``); the
-rest is per read or per flush: one read cuts no more frames than the in-flight bound has
+FindCoordinator (served_here.py) and the authorizer's probes (probe.py). Reading, dispatch,
+group requests and the flush stay here: they are the heartbeat's path, and no part adds a
+call or an attribute hop to it (a part is called only when a pause, a partial frame or a
+limit is in play; what others call is bound to the part in ``__init__``).
+
+Per request the limit accounting is a few integer operations (a length check, the request's
+share of the process-wide queue, its answer's bytes in ``held``); the rest is per read or
+per flush: one read cuts no more frames than the in-flight bound has
 room for (the rest wait in the buffer, uncut), the bytes of a frame read in part count in
 the process-wide queue, and answers buffered for a client past
 max_buffered_response_bytes_per_connection close it, local answers as well as upstream's.
@@ -23,25 +28,27 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from ..protocol.codec import BodyError, decode_body, encode_body
-from ..protocol.framing import REQUEST_PREFIX, HeaderError, request_body_offset, response_frame, split_frames
+from ..protocol.codec import encode_body
+from ..protocol.framing import REQUEST_PREFIX, response_frame, split_frames
 from ..protocol.service import ClientInfo
 from . import eager
-from .badinput import BODY, FRAME, HEADER, BadInput
+from .badinput import FRAME, HEADER, BadInput
 from .eager import Done
-from .flow import CLOSED_BUFFERED, INFLIGHT, QUEUE, UPSTREAM, WRITE, FlowControl
-from .forward import CLIENT_WRITE, HELD, Pending, UpstreamLink
+from .ending import ConnectionEnd
+from .flow import INFLIGHT, UPSTREAM, FlowControl
+from .forward import HELD, Pending, UpstreamLink
 from .forwarding import Forwarding
 from .gate import gate_allows
 from .group_calls import GroupCalls
 from .guarded import GuardStage
+from .identity import ClientIdentity
 from .probe import probe_upstream
 from .responses import ResponseQueue
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL, Route
-from .sasl import SaslGate, SaslSession, answer_not_enabled, forward_link_opener, forward_link_sasl
-from .sasl import client_principal as principal_of
+from .sasl import answer_not_enabled
 from .served_here import serve_api_versions, serve_find_coordinator
 
 # Route kinds answered by kcoord itself: the forward gate is not asked for them (SASL: the
@@ -78,7 +85,7 @@ class ClientConnection(asyncio.Protocol):
         self._max_buffered = limits.max_buffered_response_bytes
         self._max_decoded_frame = limits.max_decoded_frame
         self.write_paused = False
-        self._admitted = False
+        self.admitted = False
         self.active = limits.now           # coarse time of the last read or drained write
         # Bytes of answers produced (upstream's, or a group call that waited) and not
         # yet written; past the soft limit the upstream link stops reading (forward.py).
@@ -86,29 +93,36 @@ class ClientConnection(asyncio.Protocol):
         self.held_soft_limit = self._max_buffered // 2
         # This connection's share of the process-wide queue (Limits.queued_*): requests
         # not answered yet and their bytes, plus the bytes waiting in ``unread``
-        # (_buf_counted of them), for the fair-share pause (flow.py).
+        # (FlowControl.buf_counted of them), for the fair-share pause (flow.py).
         self.q_requests = 0
         self.q_bytes = 0
-        self._buf_counted = 0
         # The parts. Bound methods are kept where the gateway, the link or another part
         # calls them, so a delegation costs no extra call.
         flow = self._flow = FlowControl(self, limits, loop, gateway.limit_log)
         self.queue_paused, self.sweep = flow.queue_paused, flow.sweep        # from the gateway
         self.head_is_local, self.owes_answer = queue.head_is_local, queue.owes_answer
         bad = BadInput(self, gateway)
-        self._unroutable, self._too_big, self.reject = bad.unroutable, bad.too_big, bad.reject
+        self._unroutable, self._too_big, self.reject, self.parse = bad.unroutable, bad.too_big, bad.reject, bad.parse
         forwarding = self._forwarding = Forwarding(self, gateway)
         self._outgoing = forwarding.outgoing        # tested after each read
         self.forward, self.forward_checked = forwarding.forward, forwarding.checked
+        self.send_read = forwarding.send_read
+        # Upstream does not drain the requests forwarded to it (forward.py).
+        self.pause_reading, self.resume_reading = partial(flow.pause, UPSTREAM), partial(flow.resume, UPSTREAM)
+        self.probe_upstream = partial(probe_upstream, self)     # for the authorizer (authorizer=probe)
         self.upstream_failed = forwarding.upstream_failed      # from the link
         calls = self._calls = GroupCalls(self, loop)
         self.serve_outcome = calls.outcome
         self._guard = GuardStage(self, gateway, self._max_decoded_frame)
-        # Client SASL (sasl.py): None on a listener without it, so the per-request cost there
-        # is one attribute test.
-        sasl = getattr(gateway, "sasl", None)
-        self.sasl_session = SaslSession(sasl) if sasl is not None and sasl.applies_to(listener) else None
-        self._sasl = SaslGate(self, gateway, self.sasl_session, loop) if self.sasl_session is not None else None
+        # How it ends (ending.py).
+        end = self._end = ConnectionEnd(self, gateway, limits, queue, flow)
+        self.stop, self.close_when_answered, self.close, self.abort = end.stop, end.close_when_answered, end.close, \
+            end.abort
+        # Who the client is, and its SASL gate: None on a listener without SASL, so the
+        # per-request cost there is one attribute test (identity.py).
+        identity = self.identity = ClientIdentity(self, gateway, listener, loop)
+        self.sasl_session, self._sasl = identity.sasl_session, identity.sasl
+        self.request_info, self.client_principal = identity.request_info, identity.principal
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -123,7 +137,7 @@ class ClientConnection(asyncio.Protocol):
             self.closing = True
             transport.abort()   # over a connection limit: closed before anything is read
             return
-        self._admitted = True
+        self.admitted = True
         self.gateway.connections.add(self)
         # Not paused even while the process-wide queue is over its bounds: it holds none
         # of it (flow.py pauses only the connections holding their fair share).
@@ -168,61 +182,27 @@ class ClientConnection(asyncio.Protocol):
             elif len(queue) >= limit:
                 self._flow.pause(INFLIGHT)
         if self._outgoing:
-            self._forwarding.send_read()
+            self.send_read()
         self.flush()
         limits = self._limits
-        # Bytes of frames read in part (or kept back at the in-flight bound) count in the
-        # process-wide queue, as Kafka's memory pool reserves a request's bytes once it has
-        # read its size prefix: a socket.request.max.bytes frame trickled in is not free.
-        counted = len(self.unread)
-        if counted != self._buf_counted:
-            delta = counted - self._buf_counted
-            self._buf_counted = counted
-            limits.queued_bytes += delta
-            self.q_bytes += delta
+        flow = self._flow
+        if len(self.unread) != flow.buf_counted:   # a frame read in part counts in the queue
+            flow.count_unread()
         if limits.queue_paused:
-            # A connection reads a frame it has begun to its end before it is paused (as
-            # Kafka reads a request it has reserved memory for), so partial frames never
-            # hold the queue shut; one that completed a frame in this read is paused now.
-            if not self._flow.paused & QUEUE and (completed or not self.unread) and self.q_requests \
-                    and limits.over_fair_share(self.q_requests, self.q_bytes):
-                self._flow.pause(QUEUE)
+            flow.read_while_queue_paused(completed)
         elif limits.queued_requests >= limits.queued_max_requests \
                 or limits.queued_bytes >= limits.queued_max_request_bytes:
             self.gateway.pause_queue()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        self.closing = True
-        limits = self._limits
-        self._queue.drop(limits, self.gateway.keep_until_done)
-        self.unread = bytearray()
-        limits.queued_bytes -= self._buf_counted
-        self._buf_counted = self.q_requests = self.q_bytes = 0
-        self.held = 0
-        if self.link is not None:
-            self.link.close()
-        if self._admitted:
-            self._admitted = False
-            self.gateway.release(self)
-        if limits.queue_paused:   # its share of the queue is gone: maybe under the bounds again
-            self.gateway.check_queue()
+        self._end.lost()
 
     def pause_writing(self) -> None:
-        # The client reads slower than answers come: stop reading its requests and
-        # upstream's answers to it, so neither piles up here (the idle sweep closes it if
-        # it never drains).
-        self.write_paused = True
-        self._flow.pause(WRITE)
-        if self.link is not None:
-            self.link.pause_reading(CLIENT_WRITE)
+        self._flow.writing_paused()
 
     def resume_writing(self) -> None:
-        self.write_paused = False
-        self.active = self._limits.now
-        if self.link is not None:
-            self.link.resume_reading(CLIENT_WRITE)
-        self._flow.resume(WRITE)
+        self._flow.writing_resumed()
 
     # --- dispatch ---------------------------------------------------------------------
 
@@ -233,9 +213,6 @@ class ClientConnection(asyncio.Protocol):
         api_key, api_version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 4)
         route = self._routes.get((api_key << 16) | (api_version & 0xFFFF))
         if route is None:
-            if len(frame) > self._max_decoded_frame:
-                self._too_big(frame, None, correlation_id, api_key, api_version)
-                return
             self._unroutable(frame, api_key, api_version, correlation_id)
             return
         kind = route.kind
@@ -263,26 +240,6 @@ class ClientConnection(asyncio.Protocol):
             answer_not_enabled(self, frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self.forward_checked(frame, route, correlation_id)
-
-    def parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
-        """(client id, kio request) of a request served here; None after rejecting it."""
-        try:
-            client_id, offset = request_body_offset(frame, route.request_header_version)
-            assert route.request_class is not None
-            return client_id, decode_body(route.request_class, frame, offset)
-        except HeaderError as e:
-            self.reject(str(e), route, correlation_id, reason=HEADER)
-            return None
-        except BodyError as e:
-            self.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
-            return None
-
-    def request_info(self, client_id: str | None) -> ClientInfo:
-        """Who sends this request: SASL's principal first, else the listener's mTLS one
-        (listeners.py), else ClientInfo's default ANONYMOUS (sasl.py client_principal)."""
-        principal = self.client_principal()
-        return (ClientInfo(client_id, self.peer[0], self.peer[1], self.listener_name) if principal is None
-                else ClientInfo(client_id, self.peer[0], self.peer[1], self.listener_name, principal))
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
         parsed = self.parse(frame, route, correlation_id)
@@ -366,54 +323,17 @@ class ClientConnection(asyncio.Protocol):
             self.held -= released
         flow = self._flow
         if flow.paused:
-            if flow.paused & INFLIGHT and len(queue) < self._max_inflight and not self.closing:
-                flow.resume(INFLIGHT)
-            if flow.paused & QUEUE and not self.q_requests and not self.closing:
-                # It holds no request of the queue any more, only (part of) a frame: let it
-                # read that to its end, or partial frames alone could hold the queue shut.
-                flow.resume(QUEUE)
+            flow.answers_written(len(queue) < self._max_inflight)
         link = self.link
         if link is not None and link.paused & HELD and (self.held <= self.held_soft_limit or not queue.head_is_local()):
             link.resume_reading(HELD)
-        if self.write_paused or self.held > self.held_soft_limit:
-            buffered = self.held + transport.get_write_buffer_size()
-            if buffered > self._max_buffered:
-                flow.close_for_limit(CLOSED_BUFFERED, f"{buffered} bytes of answers buffered, over "
-                                     f"max_buffered_response_bytes_per_connection={self._max_buffered}")
-                return
+        if (self.write_paused or self.held > self.held_soft_limit) \
+                and flow.over_buffered(self.held + transport.get_write_buffer_size()):
+            return
         if self._limits.queue_paused:
             self.gateway.check_queue()
         if self.closing and not queue:
             self.close()
-
-    # --- closing ----------------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Read nothing more (bad input, a refusal): what came before is answered, then
-        the connection closes (flush closes once the queue is empty)."""
-        self.closing = True
-        self.unread.clear()
-        if self._transport is not None:
-            self._transport.pause_reading()
-
-    def close_when_answered(self) -> None:
-        self.closing = True
-
-    def close(self) -> None:
-        """Close after what is buffered is written; abort at once if the client does not
-        read it (a graceful close would wait for it forever, holding its slot)."""
-        self.closing = True
-        transport = self._transport
-        if transport is not None:
-            if self.write_paused:
-                transport.abort()
-            else:
-                transport.close()
-
-    def abort(self) -> None:
-        self.closing = True
-        if self._transport is not None:
-            self._transport.abort()
 
     # --- what the link, the parts and the authorizer use ------------------------------
 
@@ -426,32 +346,13 @@ class ClientConnection(asyncio.Protocol):
         """Why reading is paused (flow.py's bits)."""
         return self._flow.paused
 
-    def pause_reading(self) -> None:
-        """Upstream does not drain the requests forwarded to it (forward.py)."""
-        self._flow.pause(UPSTREAM)
-
-    def resume_reading(self) -> None:
-        self._flow.resume(UPSTREAM)
-
-    def probe_upstream(self, api_key: int, api_version: int, request: Any) -> asyncio.Future:
-        """For the authorizer (authorizer=probe): probe.py."""
-        return probe_upstream(self, api_key, api_version, request)
-
-    def send_read(self) -> None:
-        self._forwarding.send_read()
-
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
 
     @property
     def sasl_principal(self) -> str | None:
-        """The principal this connection authenticated as (None: not authenticated, or unknown)."""
-        return self._sasl.principal if self._sasl is not None else None
+        return self.identity.sasl_principal
 
     @property
     def forward_link_opener(self) -> Any:
-        """How forward.UpstreamLink opens its link: as kcoord, or plainly (None); sasl.py."""
-        return forward_link_opener(forward_link_sasl(self.gateway, self.listener, self.sasl_session))
-
-    def client_principal(self) -> str | None:
-        return principal_of(self.sasl_session, self.listener, self._transport)
+        return self.identity.forward_link_opener

@@ -14,9 +14,14 @@ after that time is aborted, since a graceful close waits for a client that may n
 Closing for a limit aborts: what is buffered for a client that does not read is not worth
 keeping.
 
+The bytes of a frame read in part count in the process-wide queue (as Kafka's memory pool
+reserves a request's bytes once it has read its size prefix). Answers buffered for a client
+past max_buffered_response_bytes_per_connection close it.
+
 `FlowControl` is one object per connection (connection.py owns it). It owns the pause
-bits and reads its connection only through `Reader`, so a unit test can drive it with a
-small fake.
+bits and the unread bytes it counted in the queue, and reads its connection only through
+`Reader`, so a unit test can drive it with a small fake. The connection calls it only when
+a pause, a partial frame or a limit is in play: the steady path stays in connection.py.
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..runtime import metrics
+from .. import metrics
+from .forward import CLIENT_WRITE
 
 if TYPE_CHECKING:
     from .limits import Limits
@@ -67,6 +73,11 @@ class Reader(Protocol):
     @property
     def listener_name(self) -> str: ...
 
+    @property
+    def link(self) -> Any:
+        """Its upstream link (forward.UpstreamLink), or None."""
+        ...
+
     def owes_answer(self) -> bool:
         """The oldest request waits for an answer kcoord has not produced yet."""
         ...
@@ -77,11 +88,12 @@ class Reader(Protocol):
 
 
 class FlowControl:
-    __slots__ = ("paused", "_reader", "_limits", "_loop", "_limit_log")
+    __slots__ = ("paused", "buf_counted", "_reader", "_limits", "_loop", "_limit_log")
 
     def __init__(self, reader: Reader, limits: Limits, loop: asyncio.AbstractEventLoop,
                  limit_log: RateLimitedLog) -> None:
         self.paused = 0                    # INFLIGHT | QUEUE | WRITE | UPSTREAM
+        self.buf_counted = 0               # bytes of the reader's `unread` counted in the queue
         self._reader = reader
         self._limits = limits
         self._loop = loop
@@ -124,6 +136,75 @@ class FlowControl:
         transport = reader.transport
         if not self.paused and not reader.closing and transport is not None:
             transport.resume_reading()
+
+    def count_unread(self) -> None:
+        """The unread bytes changed: count them in the process-wide queue, as Kafka's memory
+        pool reserves a request's bytes once it has read its size prefix (a
+        socket.request.max.bytes frame trickled in is not free)."""
+        reader = self._reader
+        counted = len(reader.unread)
+        delta = counted - self.buf_counted
+        self.buf_counted = counted
+        self._limits.queued_bytes += delta
+        reader.q_bytes += delta
+
+    def release_unread(self) -> None:
+        """The connection is gone: its unread bytes leave the process-wide queue."""
+        self._limits.queued_bytes -= self.buf_counted
+        self.buf_counted = 0
+
+    def read_while_queue_paused(self, completed: int) -> None:
+        """After a read while the process-wide queue is over its bounds. A connection reads
+        a frame it has begun to its end before it is paused (as Kafka reads a request it
+        has reserved memory for), so partial frames never hold the queue shut; one that
+        completed a frame in this read (``completed``) is paused now."""
+        reader = self._reader
+        if not self.paused & QUEUE and (completed or not reader.unread) and reader.q_requests \
+                and self._limits.over_fair_share(reader.q_requests, reader.q_bytes):
+            self.pause(QUEUE)
+
+    def answers_written(self, inflight_room: bool) -> None:
+        """After a flush while paused: ``inflight_room``, fewer requests than the in-flight
+        bound are unanswered."""
+        reader = self._reader
+        if reader.closing:
+            return
+        if self.paused & INFLIGHT and inflight_room:
+            self.resume(INFLIGHT)
+        if self.paused & QUEUE and not reader.q_requests:
+            # It holds no request of the queue any more, only (part of) a frame: let it
+            # read that to its end, or partial frames alone could hold the queue shut.
+            self.resume(QUEUE)
+
+    def over_buffered(self, buffered: int) -> bool:
+        """``buffered`` bytes of answers wait for the client: past
+        max_buffered_response_bytes_per_connection it is closed (True)."""
+        limit = self._limits.max_buffered_response_bytes
+        if buffered <= limit:
+            return False
+        self.close_for_limit(CLOSED_BUFFERED, f"{buffered} bytes of answers buffered, over "
+                             f"max_buffered_response_bytes_per_connection={limit}")
+        return True
+
+    def writing_paused(self) -> None:
+        """asyncio's pause_writing: the client reads slower than answers come. Stop reading
+        its requests and upstream's answers to it, so neither piles up here (the idle sweep
+        closes it if it never drains)."""
+        reader = self._reader
+        reader.write_paused = True
+        self.pause(WRITE)
+        link = reader.link
+        if link is not None:
+            link.pause_reading(CLIENT_WRITE)
+
+    def writing_resumed(self) -> None:
+        reader = self._reader
+        reader.write_paused = False
+        reader.active = self._limits.now
+        link = reader.link
+        if link is not None:
+            link.resume_reading(CLIENT_WRITE)
+        self.resume(WRITE)
 
     def queue_paused(self, paused: bool) -> None:
         """The process-wide request queue went over (or back under) its bounds. Over them,

@@ -22,11 +22,11 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..metrics import GATEWAY_FORWARDED_BYTES
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError
 from ..protocol.framing import SIZE, HeaderError, split_frames
 from ..protocol.rewrite import rewrite_response_frame
-from ..runtime.metrics import GATEWAY_FORWARDED_BYTES
 from .leader_endpoints import body_offset, rewrite_leader_endpoints
 from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
 

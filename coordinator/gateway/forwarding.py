@@ -17,13 +17,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..protocol.apis import api_name
+from ..metrics import forwarded
+from ..protocol.apis import CREATE_TOPICS, api_name
 from ..protocol.checked import Malformed
 from ..protocol.framing import HeaderError, body_offset
-from ..runtime.metrics import forwarded
 from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
 from .routes import Route
+from .validate_only import answered_here
 
 if TYPE_CHECKING:
     from .ports import ConnectionServices
@@ -48,6 +49,8 @@ class Forwarder(Protocol):
 
     def reject(self, what: str, route: Route | None = None, correlation_id: int | None = None,
                api_key: int | None = None, api_version: int | None = None, *, reason: str = ...) -> None: ...
+
+    def answer(self, data: bytes) -> None: ...
 
     def wait_for(self, pending: Pending) -> None:
         """Queue ``pending`` in request order (counted in the process-wide queue if sized)."""
@@ -92,6 +95,11 @@ class Forwarding:
         """Send ``frame`` upstream after this read; ``pending`` (None: no answer expected)
         gets upstream's answer."""
         client = self._client
+        if pending is not None and pending.route.api_key == CREATE_TOPICS:   # validate_only.py
+            local = answered_here(frame, pending, self._gateway)
+            if local is not None:
+                client.answer(local)
+                return
         requests, sent = forwarded(int.from_bytes(frame[4:6], "big", signed=True), client.listener_name, api_name)
         requests.inc()
         sent.inc(len(frame))

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..metrics import GATEWAY_FORWARD_DENIED
 from ..protocol.apis import METADATA, api_name
 from ..protocol.framing import response_frame
 from ..protocol.service import ClientInfo
-from ..runtime.metrics import GATEWAY_FORWARD_DENIED
 from .routes import Route
 
 if TYPE_CHECKING:

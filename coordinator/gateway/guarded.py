@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import metrics
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
-from ..runtime import metrics
 from .admin_limits import ClusterFacts
 from .admin_policy import Policy
 from .badinput import BODY, HEADER

@@ -5,12 +5,16 @@ is an API or version the gateway does not enable, and closes the connection (Kaf
 SocketServer does the same for a request it cannot accept). Admin APIs that can touch
 the state topic are ``guarded``: decoded (bounded) and checked before they are forwarded
 (state_guard.py); those that refresh the cluster view keep the FORWARD_REFRESH kind.
+The APIs served here (GROUP) are the service's rows of the API table
+(coordinator/protocol/api_table.py): a route of one carries the row's error response, which
+the connection answers when it refuses the request itself (gateway/sasl.py).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
+from ..protocol.api_table import CORE_TABLE, ApiSpec
 from ..protocol.apis import (
     API_VERSIONS,
     CREATE_PARTITIONS,
@@ -29,6 +33,7 @@ from ..protocol.apis import (
     response_header_version,
 )
 from ..protocol.checked import Step, struct_step
+from ..protocol.error_responses import ErrorResponse
 from .fetch_bounds import describe_partitions_clamp, fetch_clamp
 from .leader_endpoints import carries_endpoints
 from .state_guard import GUARDED_APIS
@@ -77,6 +82,9 @@ class Route:
     # A forwarded request's numbers bounded as Kafka bounds them (Fetch max_bytes:
     # fetch_bounds.py): (frame, body offset) -> the frame to forward.
     clamp: Callable[[bytes, int], bytes] | None = None
+    # GROUP: the API's error response (its row in the API table), for a request refused
+    # before the service sees it.
+    error_response: ErrorResponse | None = None
 
 
 def route_key(api_key: int, api_version: int) -> int:
@@ -92,7 +100,12 @@ def _clamp(api_key: int, version: int) -> Callable[[bytes, int], bytes] | None:
     return None
 
 
-def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Collection[int]) -> dict[int, Route]:
+def build_routes(advertised: Mapping[int, tuple[int, int]],
+                 served_locally: Mapping[int, ApiSpec] | Collection[int]) -> dict[int, Route]:
+    """The route of every advertised (api_key, version). ``served_locally``: the service's
+    rows of the API table, routed to the service (GROUP); given only their keys, the core
+    rows of those keys (coordinator/protocol/api_table.py `CORE_APIS`)."""
+    rows: Mapping[int, ApiSpec] = served_locally if isinstance(served_locally, Mapping) else CORE_TABLE
     routes: dict[int, Route] = {}
     for api_key, (low, high) in advertised.items():
         if api_key == API_VERSIONS:
@@ -108,6 +121,7 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
             if api_key in GUARDED_APIS and kind == FORWARD:
                 kind = GUARD
         guarded = api_key in GUARDED_APIS
+        row = rows.get(api_key) if kind == GROUP else None
         schemas = api_schemas(api_key)
         assert schemas is not None, f"advertised API {api_key} unknown to kio"
         for version in range(low, high + 1):
@@ -119,5 +133,6 @@ def build_routes(advertised: Mapping[int, tuple[int, int]], served_locally: Coll
                 request_class=schemas.requests[version] if kind in DECODED_KINDS or guarded else None,
                 guarded=guarded, body_check=struct_step(schemas.requests[version]),
                 endpoints=carries_endpoints(api_key, version),
-                clamp=_clamp(api_key, version))
+                clamp=_clamp(api_key, version),
+                error_response=row.error_response if row is not None else None)
     return routes

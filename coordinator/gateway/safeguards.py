@@ -38,7 +38,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .admin_limits import requested_partitions
+from .admin_limits import requested_partitions, shown
 
 PREFIX = "safeguard."
 RULE_SAFEGUARD = "safeguard"          # metric label value
@@ -87,7 +87,7 @@ class Rules:
             return None          # not a number: the upstream's own validation answers it
         if (low is not None and number < low) or (high is not None and number > high):
             return (f"kcoord safeguard safeguard.topic.config.bounds ({self.scope('topic.config.bounds')}): "
-                    f"{name}={value} is outside "
+                    f"{shown(name)}={shown(value)} is outside "
                     f"[{'' if low is None else _num(low)}, {'' if high is None else _num(high)}]")
         return None
 
@@ -228,14 +228,14 @@ def create_topics(rules: Rules, request: Any, skip: set[int], default_partitions
         partitions = requested_partitions(t, default_partitions)
         rf = len(t.assignments[0].broker_ids) if t.assignments else t.replication_factor
         if not rules.name_allowed(t.name):
-            message = rules.violation("topic.name.pattern", f"topic name {t.name!r} does not match",
+            message = rules.violation("topic.name.pattern", f"topic name {shown(t.name)!r} does not match",
                                       repr(rules.topic_name_pattern)).replace(", at most", ", the pattern is")
         elif partitions > rules.topic_max_partitions:
-            message = rules.violation("topic.max.partitions", f"topic {t.name} asks for {partitions} partitions",
+            message = rules.violation("topic.max.partitions", f"topic {shown(t.name)} asks for {partitions} partitions",
                                       rules.topic_max_partitions)
         elif rf > rules.topic_max_replication_factor:
             message = rules.violation("topic.max.replication.factor",
-                                      f"topic {t.name} asks for a replication factor of {rf}",
+                                      f"topic {shown(t.name)} asks for a replication factor of {rf}",
                                       rules.topic_max_replication_factor)
         else:
             message = next(filter(None, (rules.config_error(c.name, c.value) for c in t.configs)), None)
@@ -252,7 +252,7 @@ def create_partitions(rules: Rules, request: Any, skip: set[int],
         return (ErrorCode.policy_violation, rules.violation(
             "request.max.partitions", f"the request adds {added} partitions", rules.request_max_partitions)), {}
     return None, {i: (ErrorCode.policy_violation, rules.violation(
-        "topic.max.partitions", f"topic {t.name} would have {t.count} partitions", rules.topic_max_partitions))
+        "topic.max.partitions", f"topic {shown(t.name)} would have {t.count} partitions", rules.topic_max_partitions))
         for i, t in topics if t.count > rules.topic_max_partitions}
 
 
@@ -261,8 +261,9 @@ def delete_topics(rules: Rules, names: list[str | None], skip: set[int]) -> dict
     know yet (``None``) is refused while a pattern is set: it cannot be told apart."""
     if not rules.delete_topics_deny_pattern:
         return {}
+    unknown = "(an id kcoord does not know yet)"
     return {i: (ErrorCode.policy_violation, rules.violation(
-        "delete.topics.deny.pattern", f"topic {name if name is not None else '(an id kcoord does not know yet)'} "
+        "delete.topics.deny.pattern", f"topic {shown(name) if name is not None else unknown} "
         f"may not be deleted through kcoord", repr(rules.delete_topics_deny_pattern)).replace(
             ", at most", ", the pattern is"))
         for i, name in enumerate(names) if i not in skip and (name is None or rules.delete_denied(name))}
@@ -284,6 +285,6 @@ def alter_configs(rules: Rules, request: Any, incremental: bool) -> dict[int, An
                 continue
             message = rules.config_error(c.name, c.value)
             if message is not None:
-                out[i] = (ErrorCode.policy_violation, f"{message} (topic {r.resource_name})")
+                out[i] = (ErrorCode.policy_violation, f"{message} (topic {shown(r.resource_name)})")
                 break
     return out

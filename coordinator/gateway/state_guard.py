@@ -58,7 +58,7 @@ from ..protocol.checked import Malformed, struct_step
 from ..protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from ..protocol.framing import SIZE, HeaderError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
-from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap
+from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap, shown
 from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy, Verdict, judge, judge_configs
 from .produce_check import LARGE_PRODUCE_PARTITIONS, RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
@@ -282,7 +282,7 @@ class StateTopicGuard:
             for t in sorted(state) for p in range(len(topics[t].partition_data))}
         for (t, p), error in (bad or {}).items():
             if t not in state:
-                refused[t, p] = (ErrorCode(error[0]), f"{error[1]} (topic {_topic_label(topics[t])}, partition "
+                refused[t, p] = (ErrorCode(error[0]), f"{error[1]} (topic {shown(_topic_label(topics[t]))}, partition "
                                                       f"{topics[t].partition_data[p].index})")
         if not refused:
             return acks, None

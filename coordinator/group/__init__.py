@@ -1,10 +1,11 @@
-"""The group coordinator core: consumer groups (KIP-848), classic groups, offsets, and the
-online migration between the protocols. Sans-IO: no sockets, no clock, no threads.
+"""The group coordinator core: consumer groups (KIP-848), classic groups, connect groups, offsets,
+and the online migration between the protocols. Sans-IO: no sockets, no clock, no threads.
 
-Rule 1 - time and input come in, data goes out. A handler gets a `ShardView`
-(context.py), a `RequestContext`, the request and `now_ms`, and returns a `Result`
-(result.py): records to write, a response, timer changes, parked-request completions.
-It never sleeps, reads a clock, or does I/O.
+Rule 1 - time and input come in, data goes out. A handler gets its folder's view of the
+shard (context.py: `ClassicView`, `ConsumerView`, `ConnectView`, `OffsetsView`; the kernel
+and migration/ see `ShardView`), a `RequestContext`, the request and `now_ms`, and returns a
+`Result` (result.py): records to write, a response, timer changes, parked-request
+completions. It never sleeps, reads a clock, or does I/O.
 
 Rule 2 - state changes only by replay. `GroupCoordinatorShard.apply(result)` replays a
 result's records through `Replayer` (replay.py), the same path a load from the log takes,
@@ -18,8 +19,29 @@ service and the gateway sit above and are never imported here. import-linter che
 of it (pyproject.toml [tool.importlinter]).
 
 Rule 4 - one table per vocabulary. Record types -> replay handlers (replay.py), timer
-kinds -> timer handlers (timers.py, shard.py), API -> error response (error_responses.py),
-group class -> what the shared APIs need of it (group_types.py).
+kinds -> timer handlers (timers.py, shard.py), (API, group class) -> handler
+(operations.py), API -> error response (error_responses.py), group class -> what the
+shared APIs need of it (group_types.py).
+
+The map: one folder per group type, as Kafka's group-coordinator module files them.
+- the kernel, here: shard.py (the door: dispatch, replay, timers, lifecycle), operations.py,
+  replay.py, bulk_replay.py, context.py, result.py, timers.py, group_types.py, errors.py,
+  image.py, hashing.py, record_helpers.py, kio_util.py, timeutil.py, group_admin.py (the
+  APIs every type answers: ListGroups, DescribeGroups, DeleteGroups, ConsumerGroupDescribe);
+- classic/: classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup);
+- modern/: what the epoch-based types share (group.py: Kafka's `ModernGroup`; the
+  reconciliation builder; the client-side assignment engine), with modern/consumer/ (KIP-848)
+  and modern/connect/ below it; streams groups will not fit modern/ (modern/group.py says why);
+- offsets/: committed offsets, OffsetCommit/Fetch/Delete, TxnOffsetCommit, retention;
+- migration/: the online conversion between classic and consumer groups. It sits above
+  classic/ and modern/consumer/ and imports both; neither imports it: the shard reaches it
+  through its operations rows (migration/rows.py);
+- assignors/: the server-side assignors.
+classic/ and modern/ never import each other, nor do consumer/ and connect/. A new group type
+is a folder plus rows: its model and replay rule (replay.register_replay), its `GroupType`
+(group_types.register), its handlers (operations.register_operation, served by
+`GroupCoordinatorShard.handle`), its timer kind (shard.register_timer); nothing in the other
+folders changes (tests/unit/group/toy/ does it).
 
 Rule 5 - each rule has one owner. The view is state and configuration; the decisions
 handlers share live in the module that owns them (context.py lists them) and take the

@@ -39,7 +39,7 @@ from typing import Any
 from records import RecordDecodeError, UnknownRecordVersionError, decode_record
 from records.codec import decode_offset_commit_fields, decode_offset_commit_key
 
-from .consumer_group import IllegalStateError
+from .errors import IllegalStateError
 from .shard import GroupCoordinatorShard
 
 ErrorHook = Callable[[Exception, object, object, int], None]

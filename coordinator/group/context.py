@@ -1,7 +1,10 @@
 """What a handler sees: the request's `RequestContext`, and its shard as a `ShardView`.
 
 Rules of the group core (the package opening, coordinator/group/__init__.py, has the rest):
-- A handler takes `(shard: ShardView, ctx, request, now_ms)` and returns a `Result`. It
+- A handler takes `(shard, ctx, request, now_ms)` and returns a `Result`; `shard` is typed
+  as its folder's view (classic/: `ClassicView`, modern/consumer/: `ConsumerView`,
+  modern/connect/: `ConnectView`, offsets/: `OffsetsView`; the kernel and migration/, which
+  span types, see the whole `ShardView`), so mypy shows what each type reads. It
   imports this module, never shard.py: the shard sits on top of its handlers and
   dispatches to them, and nothing below it imports it back (import-linter checks it).
 - Handlers read state through the view and change it only by returning records, which the
@@ -12,15 +15,18 @@ Rules of the group core (the package opening, coordinator/group/__init__.py, has
      reason (migration/conversion.py; Kafka converts with replayRecords=false too);
   3. soft state no record holds: `ConsumerGroup.metadata_refresh_requested` (cleared by the
      heartbeat that refreshed it), the parked JoinGroup/SyncGroup tokens, and the topic
-     filter of the heartbeat that last asked for a regex refresh (regex_refresh.py: Kafka's
+     filter of the heartbeat that last asked for a regex refresh (modern/consumer/regex_refresh.py: Kafka's
      refresh task closes over that member's request context the same way).
 - The view is state and configuration only. The decisions several handlers share live
   in the module that owns each rule, written once, and take the view (or just the
   config) as an argument: the session timeout and heartbeat interval in
-  heartbeat_policy.py, KIP-1263 assignment pacing in assignment_pacing.py, fencing in
-  membership.py (`fence`), regex refresh in regex_refresh.py. A handler that needs
+  modern/consumer/heartbeat_policy.py, KIP-1263 assignment pacing in modern/consumer/assignment_pacing.py, fencing in
+  modern/consumer/membership.py (`fence`), regex refresh in modern/consumer/regex_refresh.py. A handler that needs
   another API's behaviour calls its handler function (mixed.py calls
   `classic_join.join_group`), never back through the shard.
+- Which handler serves a request can depend on the type of the group it names: the shard
+  looks it up in operations.py's rows. That is how migration/ serves the classic APIs on a
+  consumer group with no object on the view for handlers to call.
 """
 from __future__ import annotations
 
@@ -31,12 +37,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..config import CoordinatorConfig
-    from .classic_group import ClassicGroup
-    from .consumer_group import ConsumerGroup
-    from .heartbeat_policy import HeartbeatIntervalPolicy
+    from .classic.group import ClassicGroup
     from .image import MetadataImage
-    from .offsets import OffsetStore
-    from .result import Effects, Result
+    from .modern.consumer.group import ConsumerGroup
+    from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
+    from .offsets.store import OffsetStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class RequestContext:
 class AuthorizedRequestContext(RequestContext):
     """A RequestContext with the requesting client's topic filter: the topics of a set it may
     DESCRIBE (the service binds it to the client). Regex resolution keeps only those
-    (KAFKA-18813, regex_refresh.py)."""
+    (KAFKA-18813, modern/consumer/regex_refresh.py)."""
 
     topic_filter: TopicFilter | None = None
 
@@ -65,58 +70,40 @@ class AuthorizedRequestContext(RequestContext):
 TopicFilter = Callable[[Collection[str]], frozenset[str]]
 
 
-class MigrationHooks(Protocol):
-    """The points where the core converts between the classic and consumer protocols
-    (coordinator/group/migration/hooks.py implements them)."""
-
-    @property
-    def policy(self) -> Any: ...
-
-    def upgrade_for_heartbeat(self, shard: ShardView, classic: ClassicGroup, out: Effects,
-                              now_ms: int) -> ConsumerGroup: ...
-
-    def downgrade_on_fence(self, shard: ShardView, group: ConsumerGroup, member_ids: list[str],
-                           now_ms: int) -> Result | None: ...
-
-    def classic_join_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                       group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_sync_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                       group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_heartbeat_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any,
-                                            group: ConsumerGroup, now_ms: int) -> Result: ...
-
-    def classic_leave_to_consumer_group(self, shard: ShardView, ctx: RequestContext, req: Any, identities: Any,
-                                        group: ConsumerGroup, now_ms: int) -> Result: ...
-
-
-class ShardView(Protocol):
-    """A shard as its handlers see it (`GroupCoordinatorShard` implements it)."""
-
-    @property
-    def partition(self) -> int: ...
+class GroupsView(Protocol):
+    """What every handler sees of its shard: the configuration, the groups, the log."""
 
     @property
     def config(self) -> CoordinatorConfig: ...
 
     @property
-    def image(self) -> MetadataImage: ...
-
-    @property
     def groups(self) -> dict[str, ConsumerGroup | ClassicGroup]: ...
 
     @property
-    def offsets(self) -> OffsetStore: ...
+    def log(self) -> logging.Logger: ...
+
+
+class ClassicView(GroupsView, Protocol):
+    """What classic/ sees: parked JoinGroup/SyncGroup requests need tokens."""
+
+    def next_token(self) -> int:
+        """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
+        ...
+
+
+class ConnectView(GroupsView, Protocol):
+    """What modern/connect/ sees: nothing beyond the groups (its rounds live in its groups)."""
+
+
+class ConsumerView(GroupsView, Protocol):
+    """What modern/consumer/ sees: topics, server assignors, the heartbeat policy, and the
+    client-side assignment rounds in flight."""
+
+    @property
+    def image(self) -> MetadataImage: ...
 
     @property
     def assignors(self) -> Mapping[str, Any]: ...
-
-    @property
-    def migration(self) -> MigrationHooks: ...
-
-    @property
-    def log(self) -> logging.Logger: ...
 
     @property
     def last_image_version_with_new_topics(self) -> int: ...
@@ -127,10 +114,23 @@ class ShardView(Protocol):
     @property
     def client_assignments(self) -> dict[str, Any]:
         """Seed 000: each client-mode group's round in flight, a client_assignment.ClientAssignment
-        (soft state, client_mode.py; typed Any: client_assignment imports this module's users)."""
+        (soft state, modern/consumer/client_mode.py; typed Any: client_assignment imports this module's users)."""
         ...
 
-    def next_token(self) -> int:
-        """A token for a parked JoinGroup/SyncGroup (the runtime maps it to the client)."""
-        ...
 
+class OffsetsView(GroupsView, Protocol):
+    """What offsets/ sees: the committed offsets, and topics (commits to unknown ones fail)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def offsets(self) -> OffsetStore: ...
+
+
+class ShardView(ClassicView, ConsumerView, OffsetsView, ConnectView, Protocol):
+    """A shard as the kernel's handlers and migration/ see it (`GroupCoordinatorShard`
+    implements it); each folder's handlers see only their own view above."""
+
+    @property
+    def partition(self) -> int: ...

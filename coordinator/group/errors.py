@@ -8,6 +8,10 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 
+class IllegalStateError(Exception):
+    """A record contradicts the state it is replayed onto (Kafka: IllegalStateException)."""
+
+
 class ApiError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message or code.name)

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
-from .classic_group import ClassicGroup, ClassicGroupState
-from .client_mode import in_client_mode
-from .consumer_group import ConsumerGroup
+from .classic.group import ClassicGroup, ClassicGroupState
 from .group_types import group_type
 from .kio_util import build, schema
+from .modern.consumer.client_mode import in_client_mode
+from .modern.consumer.group import ConsumerGroup
 from .result import Result
 from .timeutil import from_ms
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from . import record_helpers as rh
-from .classic_group import ClassicGroup, ClassicGroupState
-from .commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
-from .consumer_group import ConsumerGroup
+from .classic.group import ClassicGroup, ClassicGroupState
 from .errors import ApiError
+from .modern.consumer.group import ConsumerGroup
+from .offsets.commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
 from .result import ScheduleTimer, TimerOp
 from .timers import heartbeat_key
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from .image import MetadataImage
-    from .offsets import OffsetAndMetadata
+    from .offsets.store import OffsetAndMetadata
 
 # An offset's expiry base time (Kafka's `OffsetExpirationCondition`), or None: not now.
 BaseTime = Callable[["OffsetAndMetadata"], int]
@@ -76,7 +76,7 @@ class GroupType(Protocol):
 
     def validate_offset_commit(self, group: Any, image: MetadataImage, member_id: str, instance_id: str | None,
                                generation: int, api_version: int) -> PartitionCheck:
-        """Kafka's `validateOffsetCommit` (commit_validation.py): raises ApiError for a
+        """Kafka's `validateOffsetCommit` (offsets/commit_validation.py): raises ApiError for a
         group-level refusal, else returns the per-partition check."""
         ...
 

@@ -30,7 +30,7 @@ from records import (
     TopicPartitions,
 )
 
-from .consumer_group import Assignment, ConsumerGroupMember, ResolvedRegularExpression
+from .modern.consumer.group import Assignment, ConsumerGroupMember, ResolvedRegularExpression
 
 
 def _record(key, value, version: int = 0) -> CoordinatorRecord:

@@ -31,19 +31,19 @@ from records import (
 )
 
 from .assignors.partitions import partitions_of
-from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from .client_assignment import specs_of
-from .consumer_group import (
+from .classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .errors import IllegalStateError
+from .group_types import group_type, group_type_of
+from .modern.client_assignment import specs_of
+from .modern.consumer.group import (
     EMPTY_ASSIGNMENT,
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
-    IllegalStateError,
     MemberState,
     ResolvedRegularExpression,
 )
-from .group_types import group_type, group_type_of
-from .offsets import OffsetAndMetadata, OffsetStore
+from .offsets.store import OffsetAndMetadata, OffsetStore
 
 _new_offset = OffsetAndMetadata._make
 

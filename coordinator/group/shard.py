@@ -15,40 +15,38 @@ from typing import Any
 from records import CoordinatorRecord, UnknownRecord
 
 from ..config import CoordinatorConfig
-from . import (
-    classic_join,
-    classic_ops,
-    classic_rebalance,
-    client_mode,
-    connect_admin,
-    connect_assignment,
-    connect_heartbeat,
-    connect_replay,  # noqa: F401 (registers the replay rules of record types 1000-1004)
-    consumer_heartbeat,
-    expiration,
-    group_admin,
-    offset_ops,
-    regex_refresh,
-)
+from . import group_admin
 from . import timers as timer_keys
-from .assignment_pacing import assignment_timer
 from .assignors import ASSIGNORS
-from .classic_group import ClassicGroup
-from .client_assignment import ClientAssignment
-from .consumer_group import ConsumerGroup, MemberState
-from .context import RequestContext  # noqa: F401 (the service imports it from here)
+from .classic import join as classic_join
+from .classic import ops as classic_ops
+from .classic import rebalance as classic_rebalance
+from .classic import requests as classic_requests
+from .classic.group import ClassicGroup
+from .context import RequestContext, ShardView  # noqa: F401 (the service imports RequestContext from here)
 from .errors import ApiError
-from .heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
 from .image import EMPTY_IMAGE, MetadataImage, changed_topic_names
-from .membership import (
+from .migration import rows as migration_rows
+from .migration.conversion import fence_or_downgrade
+from .modern.client_assignment import ClientAssignment
+from .modern.connect import admin as connect_admin
+from .modern.connect import assignment as connect_assignment
+from .modern.connect import heartbeat as connect_heartbeat
+from .modern.connect import replay as connect_replay  # noqa: F401 (registers the replay rules of record types 1000-1004)
+from .modern.consumer import client_mode, regex_refresh
+from .modern.consumer.assignment_pacing import assignment_timer
+from .modern.consumer.group import ConsumerGroup, MemberState
+from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
+from .modern.consumer.membership import (
     compute_target_assignment,
-    fence,
     rebalance_timer,
     session_timer,
     subscribed_topic_names,
 )
-from .migration.hooks import Migration
-from .offsets import OffsetStore
+from .offsets import expiration
+from .offsets import ops as offset_ops
+from .offsets.store import OffsetStore
+from .operations import handler_for, register_operation
 from .replay import Replayer
 from .result import Result, ScheduleTimer, TimerOp
 from .timers import TimerKind
@@ -68,12 +66,11 @@ class GroupCoordinatorShard:
         self.groups: dict[str, ConsumerGroup | ClassicGroup] = {}
         self.offsets = OffsetStore()
         self._replayer = Replayer(self.groups, self.offsets)
-        self.migration = Migration(self.config)
         # The service replaces the count with its process-wide one.
         self.heartbeat_policy = HeartbeatIntervalPolicy(
             self.config, lambda: sum(len(g.members) for g in self.groups.values()))
         self.last_image_version_with_new_topics = 0
-        # Seed 000: each client-mode group's round in flight (soft state, client_mode.py).
+        # Seed 000: each client-mode group's round in flight (soft state, modern/consumer/client_mode.py).
         self.client_assignments: dict[str, ClientAssignment] = {}
         self.log = log
         self._tokens = itertools.count(1)
@@ -108,13 +105,18 @@ class GroupCoordinatorShard:
             self.replay(record, base_offset + i if base_offset >= 0 else -1)
 
     # -------------------------------------------------------------- requests
+    def handle(self, operation: str, ctx: RequestContext, req, now_ms: int) -> Result:
+        """Serve `operation` with the row for the type of the group `req.group_id` names
+        (operations.py): the one door for an API whose handler depends on the group's type."""
+        return handler_for(operation, self.groups.get(req.group_id))(self, ctx, req, now_ms)
+
     def consumer_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return consumer_heartbeat.heartbeat(self, ctx, req, now_ms)
+        return self.handle("consumer_group_heartbeat", ctx, req, now_ms)
 
     def consumer_group_csa_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         """32700, ConsumerGroupHeartbeat with ClientAssignors (docs/design/client-assignors-spec.md);
         answers a CsaAnswer."""
-        return consumer_heartbeat.heartbeat(self, ctx, req, now_ms, csa=True)
+        return self.handle("consumer_group_csa_heartbeat", ctx, req, now_ms)
 
     def consumer_group_prepare_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return client_mode.prepare_assignment(self, req, now_ms)
@@ -148,16 +150,16 @@ class GroupCoordinatorShard:
         return group_admin.delete_groups(self, ctx, req, now_ms)
 
     def join_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return classic_join.join_group(self, ctx, req, now_ms)
+        return self.handle("join_group", ctx, classic_requests.JoinGroup.of(req), now_ms)
 
     def sync_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return classic_ops.sync_group(self, ctx, req, now_ms)
+        return self.handle("sync_group", ctx, classic_requests.SyncGroup.of(req), now_ms)
 
     def heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return classic_ops.heartbeat(self, ctx, req, now_ms)
+        return self.handle("heartbeat", ctx, req, now_ms)
 
     def leave_group(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return classic_ops.leave_group(self, ctx, req, now_ms)
+        return self.handle("leave_group", ctx, req, now_ms)
 
     def offset_commit(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return offset_ops.offset_commit(self, ctx, req, now_ms)
@@ -203,14 +205,14 @@ class GroupCoordinatorShard:
             return Result()
         log.info("[GroupId %s] Member %s fenced from the group because its session expired.",
                  group.group_id, member_id)
-        return fence(self, group, [member_id], now_ms)
+        return fence_or_downgrade(self, group, [member_id], now_ms)
 
     def _on_classic_member_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
         """A classic member of a consumer group that did not rejoin / sync in time."""
         group, member_id = self.groups.get(key[1]), key[2]
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return Result()
-        return fence(self, group, [member_id], now_ms)
+        return fence_or_downgrade(self, group, [member_id], now_ms)
 
     def _on_rebalance_timeout(self, key: tuple, payload: Any, now_ms: int) -> Result:
         group = self.groups.get(key[1])
@@ -222,7 +224,7 @@ class GroupCoordinatorShard:
         log.info("[GroupId %s] Member %s fenced from the group because it failed to transition "
                  "from epoch %d within %dms.", group.group_id, member.member_id, payload,
                  member.rebalance_timeout_ms)
-        return fence(self, group, [member.member_id], now_ms)
+        return fence_or_downgrade(self, group, [member.member_id], now_ms)
 
     def _on_assignment(self, key: tuple, payload: Any, now_ms: int) -> Result:
         group = self.groups.get(key[1])
@@ -309,7 +311,7 @@ class GroupCoordinatorShard:
 
 
 # One handler per timer kind (timers.py); a kind without one fails at import, not at expiry.
-_TIMER_HANDLERS: dict[str, Callable[[GroupCoordinatorShard, tuple, Any, int], Result]] = {
+_TIMER_HANDLERS: dict[str, Callable[[Any, tuple, Any, int], Result]] = {
     TimerKind.EXPIRE.value: GroupCoordinatorShard._on_expire,
     TimerKind.TOPICS_DELETED.value: GroupCoordinatorShard._on_topics_deleted,
     TimerKind.CLASSIC_JOIN.value: GroupCoordinatorShard._on_classic_join,
@@ -327,3 +329,25 @@ _TIMER_HANDLERS: dict[str, Callable[[GroupCoordinatorShard, tuple, Any, int], Re
 _missing = {k.value for k in TimerKind} - _TIMER_HANDLERS.keys()
 if _missing:
     raise ImportError(f"timer kinds without a handler: {sorted(_missing)}")
+
+
+def register_timer(kind: str, handler: Callable[[ShardView, tuple, Any, int], Result]) -> None:
+    """A new group type's timer kind: `handler(shard, key, payload, now_ms)` serves the keys
+    `(kind, ...)` its handlers schedule. A kind has one handler."""
+    if kind in _TIMER_HANDLERS:
+        raise ValueError(f"timer kind {kind!r} already has a handler")
+    _TIMER_HANDLERS[kind] = handler
+
+
+# The rows of the APIs whose handler depends on the group's type (operations.py). Classic
+# APIs on a consumer group, and every consumer group heartbeat, go through migration/, which
+# sits above classic/ and modern/consumer/ (migration/rows.py says why).
+for _op, _default, _on_consumer_group in (
+        ("join_group", classic_join.join_group, migration_rows.join_group),
+        ("sync_group", classic_ops.sync_group, migration_rows.sync_group),
+        ("heartbeat", classic_ops.heartbeat, migration_rows.heartbeat),
+        ("leave_group", classic_ops.leave_group, migration_rows.leave_group)):
+    register_operation(_op, _default)
+    register_operation(_op, _on_consumer_group, ConsumerGroup)
+register_operation("consumer_group_heartbeat", migration_rows.consumer_group_heartbeat)
+register_operation("consumer_group_csa_heartbeat", migration_rows.consumer_group_csa_heartbeat)

@@ -15,12 +15,12 @@ Kinds (Kafka's names where Kafka has the timer):
 - consumer groups (KIP-848): `session-timeout` (member fenced), `rebalance-timeout`
   (member did not revoke in time, payload = the epoch it had to leave), `assignment`
   (KIP-1263: compute the target assignment the interval held back), `regex-refresh`,
-  `client-assignment` (the client-side assignor spec: the asked assigner's deadline, client_mode.py);
+  `client-assignment` (the client-side assignor spec: the asked assigner's deadline, modern/consumer/client_mode.py);
 - classic members of a consumer group: `join-timeout`, `sync-timeout`;
 - classic groups: `classic-join` (complete the join), `classic-sync` (leader never synced),
   `classic-heartbeat` (member session);
 - connect groups (docs/design/connect-groups-spec.md): `connect`, one kind whose keys name what is due (a
-  worker's session, its rebalance timeout, the assigner's deadline; connect_timers.py);
+  worker's session, its rebalance timeout, the assigner's deadline; modern/connect/timers.py);
 - the shard: `expire-group-metadata` (offsets retention and empty-group cleanup),
   `topics-deleted` (offsets of deleted topics, payload = the topic names).
 """

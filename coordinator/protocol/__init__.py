@@ -3,6 +3,9 @@
 Modules:
     framing           frame splitting, request/response headers (struct, hot path)
     apis              API keys, kio schemas per version, flexibility, what may be forwarded
+    api_table         one row per served API (`ApiSpec`): versions, checks, error response, handler
+    error_responses   each served API's answer carrying only an error
+    kio_build         version-generic construction of kio messages
     codec             kio encode/decode of bodies and framed responses
     api_versions      the advertised versions, features, ApiVersions answers
     find_coordinator  FindCoordinator answers for GROUP keys

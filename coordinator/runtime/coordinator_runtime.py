@@ -20,10 +20,13 @@ Rules:
   `on_fenced(partition, error)` tells the owner of the membership.
 - `generation` is bumped whenever the shard's state is thrown away (reload, unload): a write
   or a load that completes for an older generation must not touch the new one.
-- The parts: `writer` (batches, offsets, write in flight), `loader` (load, reload, skip
-  list), `timers` (timer_table.py), `txn` (clients' transactional writes, txn_writes.py).
-  The public names below that only forward to a part are the contract the service,
-  the state logs (load callbacks) and txn_offsets_log.TxnShardPort call.
+- Three kinds of write, as Kafka's runtime has: an operation (`run`, `submit`), a client's
+  transactional write (`run_transactional`), and a client's transaction marker applied
+  (`complete_transaction`). Each returns, or applies, a `Result` of the shard's.
+- The parts: `writer` (batches, offsets, writes in flight), `loader` (fence, load, reload,
+  skip list), `timers` (timer_table.py), `txn` (clients' transactional writes and the
+  markers tail, txn_writes.py). The public names below that only forward to a part are
+  the contract the service and the state logs (load callbacks) call.
 """
 from __future__ import annotations
 
@@ -31,18 +34,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .. import metrics
 from ..group.errors import ApiError
-from . import metrics
 from .loader import ShardLoader
+from .parked import ParkedRequests, durable, release_when_durable
+from .partition_writer import PartitionWriter
+from .parts import Forward
 from .shard_protocol import ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, ShardFenced, StateLog
 from .timer_table import TimerTable
+from .transactional_write import ClientAppend, TxnOperation
 from .txn_log_reader import TxnLogReader
 from .txn_writes import TxnWrites
 from .writer import Batch, ShardWriter
@@ -51,51 +57,22 @@ log = logging.getLogger("kcoord.runtime")
 
 Operation = Callable[[Any, int], Any]   # (shard, now_ms) -> Result
 
+__all__ = ["CoordinatorRuntime", "Operation", "release_when_durable", "wall_ms"]
+
 _ACTIVE = ShardState.ACTIVE
 _LOADING = ShardState.LOADING
-
-
-def release_when_durable(write: asyncio.Future | None, waiter: asyncio.Future, response: Any) -> None:
-    """Answer a parked request once the operation that answered it is durable."""
-    if write is None:
-        if not waiter.done():
-            waiter.set_result(response)
-        return
-
-    def done(f: asyncio.Future) -> None:
-        if waiter.done():
-            return
-        if f.cancelled() or f.exception() is not None:
-            waiter.set_exception(ApiError(ErrorCode.not_coordinator, "The coordinator write failed."))
-            waiter.exception()
-        else:
-            waiter.set_result(response)
-
-    write.add_done_callback(done)
 
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-class _Part:
-    """A runtime attribute that lives in one of its parts: read and written there."""
-
-    def __init__(self, part: str, name: str) -> None:
-        self.part, self.name = part, name
-
-    def __get__(self, runtime: Any, owner: Any = None) -> Any:
-        return self if runtime is None else getattr(getattr(runtime, self.part), self.name)
-
-    def __set__(self, runtime: Any, value: Any) -> None:
-        setattr(getattr(runtime, self.part), self.name, value)
-
-
 class CoordinatorRuntime:
     def __init__(self, partition: int, protocol: ShardProtocol, state_topic: StateLog, *,
                  write_timeout_ms: int = 5000, max_batch_bytes: int = 4 * 1024 * 1024,
                  clock: Callable[[], int] = wall_ms, skip_offsets: frozenset[int] = frozenset(),
-                 sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Any] = asyncio.sleep,
+                 partition_writer: PartitionWriter | None = None) -> None:
         self.partition = partition
         self.protocol = protocol
         self._serialize = protocol.serialize
@@ -108,12 +85,13 @@ class CoordinatorRuntime:
         self.state = ShardState.LOADING
         metrics.set_shard_state(partition, self.state.value)
         self.shard = protocol.make_shard(partition)
-        self._parked: dict[int, asyncio.Future] = {}
+        self.parked = ParkedRequests()
         self.timers = TimerTable(lambda: self.clock(), self._timer_due)   # the clock may be replaced
         self._timers = self.timers.table    # the same dict, for tools that read the timer keys
         # Offsets an append takes beyond its records (1 for a transactional log: the COMMIT
         # marker), added when a batch is closed to further records.
-        self.writer = ShardWriter(self, max_batch_bytes, int(getattr(state_topic, "offsets_per_append", 0)))
+        self.writer = ShardWriter(self, max_batch_bytes, int(getattr(state_topic, "offsets_per_append", 0)),
+                                  partition_writer)
         self.txn = TxnWrites(self)
         self._txn_free = self.txn.free
         self.loader = ShardLoader(self, skip_offsets)
@@ -128,7 +106,7 @@ class CoordinatorRuntime:
         self._ops = 0                 # operations run, for sampling the event metrics
 
     # ----------------------------------------------------------------- state
-    def _set_state(self, state: ShardState) -> None:
+    def set_state(self, state: ShardState) -> None:
         if state is not self.state:
             self.state = state
             metrics.set_shard_state(self.partition, state.value)
@@ -153,31 +131,14 @@ class CoordinatorRuntime:
         self.shard = self.protocol.make_shard(self.partition)
         self.loader.begin()
         self.txn.load_began()
-        self._set_state(ShardState.LOADING)
+        self.set_state(ShardState.LOADING)
         return self.generation
 
-    def load_dropped(self, cancel_timers: bool = True) -> None:
-        """A load failed: what was replayed is thrown away and the shard answers
-        NOT_COORDINATOR (FAILED)."""
-        if cancel_timers:
-            self.timers.cancel_all()
-        self.shard = self.protocol.make_shard(self.partition)
-        self._set_state(ShardState.FAILED)
-
     def finish_load(self, log_end_offset: int) -> None:
-        if self.state is not _LOADING:
-            return  # failed (already logged) or unloaded meanwhile
-        if not self.loader.finish():
-            return
-        self.writer.next_offset = log_end_offset
-        self._set_state(ShardState.ACTIVE)
-        self.txn.load_finished(log_end_offset)
-        self.loader.loaded()
-        self.timers.apply(self.shard.on_loaded(self.clock() + self.load_grace_ms))
-        unknown = dict(self.shard.unknown_record_types)
-        log.debug("shard %d loaded: %s, offsets up to %d%s", self.partition, self.protocol.describe(self.shard),
-                  log_end_offset, f", skipped unknown record types {unknown}" if unknown else "")
-        self.loader.warn_unused_skips(log_end_offset)
+        """The log is replayed up to `log_end_offset`: serve (loader.finished), unless the
+        load failed (already logged) or the shard was unloaded meanwhile."""
+        if self.state is _LOADING:
+            self.loader.finished(log_end_offset)
 
     # The state logs' load callbacks (service lifecycle, loader.reload) and the loader's state.
     def load_reader(self, partition: int = -1) -> TxnLogReader:
@@ -206,61 +167,83 @@ class CoordinatorRuntime:
         self.loader.cancel_reload()
 
     # State kept by the parts, read (and in tests set) under the names the runtime had.
-    _reload_task = _Part("loader", "reload_task")
-    load_error = _Part("loader", "load_error")
-    failed_offset = _Part("loader", "failed_offset")
-    reload_attempts = _Part("loader", "reload_attempts")
-    skip_offsets = _Part("loader", "skip_offsets")
-    skipped = _Part("loader", "skipped")
-    next_offset = _Part("writer", "next_offset")
-    max_batch_bytes = _Part("writer", "max_batch_bytes")
-    write_failures = _Part("writer", "write_failures")
-    txn_log = _Part("txn", "log")
-    _marker_poll = _Part("txn", "marker_poll")
+    _reload_task = Forward("loader", "reload_task")
+    load_error = Forward("loader", "load_error")
+    failed_offset = Forward("loader", "failed_offset")
+    reload_attempts = Forward("loader", "reload_attempts")
+    skip_offsets = Forward("loader", "skip_offsets")
+    skipped = Forward("loader", "skipped")
+    next_offset = Forward("writer", "next_offset")
+    max_batch_bytes = Forward("writer", "max_batch_bytes")
+    write_failures = Forward("writer", "write_failures")
+    txn_log = Forward("txn", "log")
+    _marker_poll = Forward("txn", "marker_poll")
 
     # ------------------------------------------------------------ operations
     async def run(self, op: Operation) -> Any:
         """Run a read or write operation and return its response once it is durable."""
         self._ops += 1
-        sampled = self._ops % metrics.EVENT_SAMPLE == 0     # Kafka's event metrics, sampled
-        if sampled:
-            queued = time.perf_counter()
+        queued = time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0
         while not self._txn_free.is_set():
             await self._txn_free.wait()   # a client's transactional batch is being appended
+        response, fut, parked = self._run_now(op, queued)
+        if parked is not None:
+            # A parked JoinGroup/SyncGroup waits for another operation to answer it; clients
+            # expect that to take up to a rebalance timeout, so no write timeout applies.
+            return await parked
+        if fut is not None:
+            return await durable(fut, response, self.write_timeout_s, self.partition)
+        return response
+
+    def schedule(self, op: Operation) -> asyncio.Future:
+        """`run` without a coroutine: the future of the operation's response, completed
+        once it is durable (by a callback on its batch, with the same write timeout), so a
+        caller that completes an ordered response queue from a callback needs no Task per
+        operation. Errors complete the future exceptionally."""
+        loop = asyncio.get_running_loop()
+        if not self._txn_free.is_set():
+            return loop.create_task(self.run(op))   # waits its turn behind a client's append
+        self._ops += 1
+        try:
+            response, fut, parked = self._run_now(
+                op, time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0)
+        except ApiError as e:
+            failed = loop.create_future()
+            failed.set_exception(e)
+            return failed
+        if parked is not None:
+            return parked
+        if fut is not None:
+            return durable(fut, response, self.write_timeout_s, self.partition)
+        answered = loop.create_future()
+        answered.set_result(response)
+        return answered
+
+    def _run_now(self, op: Operation, queued: float) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
+        """Execute an operation in this turn; `queued` (perf_counter, 0 when not sampled)
+        feeds Kafka's event metrics. Raises ApiError only."""
         self.check_active()
         try:
-            if sampled:
+            if queued:
                 started = time.perf_counter()
                 metrics.EVENT_QUEUE_SECONDS.observe(started - queued)
-                response, fut, parked = self._execute(op)
+                answer = self._execute(op)
                 metrics.EVENT_PROCESSING_SECONDS.observe(time.perf_counter() - started)
-            else:
-                response, fut, parked = self._execute(op)
+                return answer
+            return self._execute(op)
         except ApiError:
             raise
         except Exception as e:
             # A bug must not close the client's connection: answer UNKNOWN_SERVER_ERROR.
             log.exception("shard %d: operation failed", self.partition)
             raise ApiError(ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}") from e
-        if parked is not None:
-            # A parked JoinGroup/SyncGroup waits for another operation to answer it; clients
-            # expect that to take up to a rebalance timeout, so no write timeout applies.
-            return await parked
-        if fut is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), self.write_timeout_s)
-            except TimeoutError:
-                # offsets.commit.timeout.ms: REQUEST_TIMED_OUT maps to COORDINATOR_NOT_AVAILABLE.
-                raise ApiError(ErrorCode.coordinator_not_available,
-                               f"The write to state partition {self.partition} timed out.") from None
-        return response
 
     def _execute(self, op: Operation) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
         result = op(self.shard, self.clock())
         parked = None
         fut: asyncio.Future | None
         if result.parked is not None:
-            parked = self._parked[result.parked] = asyncio.get_running_loop().create_future()
+            parked = self.parked.park(result.parked)
         writer = self.writer
         if result.records:
             encoded = self._serialize(result.records)
@@ -281,10 +264,8 @@ class CoordinatorRuntime:
         else:
             fut = writer.last_pending()
         self.timers.apply(result.timers)
-        for token, response in result.completions:
-            waiter = self._parked.pop(token, None)
-            if waiter is not None:
-                release_when_durable(fut, waiter, response)
+        if result.completions:
+            self.parked.answer(result.completions, fut)
         return result.response, fut, parked
 
     def submit(self, op: Operation) -> None:
@@ -309,25 +290,19 @@ class CoordinatorRuntime:
         """A due timer submits the shard's `on_timer` for its key."""
         self.submit(lambda shard, now: shard.on_timer(key, payload, now))
 
-    # --------------------------------------------- clients' transactional writes
-    # txn_offsets_log.TxnShardPort, served by the txn part (txn_writes.py).
-    def now_ms(self) -> int:
-        return self.clock()
+    # ------------------------------------------ the second and third kinds
+    async def run_transactional(self, op: TxnOperation, append: ClientAppend) -> Any:
+        """A client's transactional write (Kafka's `scheduleTransactionalWriteOperation`):
+        `op(shard, now)` returns its `Result` with the client's producer, `append` puts the
+        records into the partition as that producer; the response once it is durable and
+        the shard proved it is still owned here (txn_writes.py, transactional_write.py)."""
+        return await self.txn.write(op, append)
 
-    def exclusive_write(self) -> AbstractAsyncContextManager[None]:
-        return self.txn.exclusive_write()
-
-    async def caught_up(self, until: int | None = None) -> tuple[TxnLogReader, int]:
-        return await self.txn.caught_up(until)
-
-    def appended(self, write: Any, base_offset: int) -> None:
-        self.txn.appended(write, base_offset)
-
-    def resync(self) -> None:
-        self.txn.resync_pending = True
-
-    async def barrier(self) -> None:
-        await self.txn.barrier()
+    def complete_transaction(self, producer_id: int, committed: bool, offset: int) -> None:
+        """A client's transaction marker (COMMIT or ABORT) read at `offset` of the partition
+        ends that producer's pending records (Kafka's `scheduleTransactionCompletion`); run
+        on the loop between operations, never during one."""
+        self.shard.replay_end_transaction(producer_id, committed, offset)
 
     async def read_markers(self) -> None:
         await self.txn.read_markers()
@@ -337,14 +312,14 @@ class CoordinatorRuntime:
         """Fail every waiter whose result is not known to be durable, and reload."""
         self._drop_pending(f"The write to state partition {self.partition} failed.", batch, landed)
         self.generation += 1
-        self._set_state(ShardState.FAILED)
+        self.set_state(ShardState.FAILED)
         self.loader.start_reload()
 
     def _drop_pending(self, message: str, batch: Batch | None = None, landed: bool = False) -> None:
         """Answer every waiter NOT_COORDINATOR (Kafka fails the current batch and the
         deferred events so on unload) and forget the batches and timers."""
         self.writer.drop(ApiError(ErrorCode.not_coordinator, message), batch, landed)
-        self._fail_parked()
+        self.parked.fail_all()
         self.timers.cancel_all()
 
     def fenced_by(self, error: ShardFenced, batch: Batch | None = None) -> None:
@@ -381,20 +356,12 @@ class CoordinatorRuntime:
         self.shard = self.protocol.make_shard(self.partition)
         self.loader.bulk = self.loader.new_bulk()
         self.writer.next_offset = 0
-        self._set_state(ShardState.UNLOADED)
-
-    def _fail_parked(self) -> None:
-        """Kafka answers parked joins and syncs NOT_COORDINATOR when a shard unloads."""
-        for waiter in self._parked.values():
-            if not waiter.done():
-                waiter.set_exception(ApiError(ErrorCode.not_coordinator, "The coordinator is reloading."))
-                waiter.exception()
-        self._parked.clear()
+        self.set_state(ShardState.UNLOADED)
 
     def close(self) -> None:
         self.loader.cancel_reload()
         self.txn.close()
-        self._set_state(ShardState.CLOSED)
-        self._fail_parked()
+        self.set_state(ShardState.CLOSED)
+        self.parked.fail_all()
         self.timers.cancel_all()
 

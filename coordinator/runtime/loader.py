@@ -1,7 +1,14 @@
-"""One shard's load: replay the partition, the skip list, reload with backoff
+"""One shard's load: fence, replay the partition, the skip list, reload with backoff
 (Kafka: `CoordinatorLoaderImpl` + the runtime's load/unload transitions; docs/design/kafka-facts.md §1.4).
 
 Rules:
+- A load is "fence, then load". The fence step (`fence`) makes this process the partition's
+  only writer before a record is replayed, so whatever a previous owner landed before the
+  fence is inside the load: today the state log's takeover (fenced_state_log: InitProducerId
+  on the shard's transactional id bumps the epoch and aborts the old owner's transaction);
+  with fence-by-writing, that plus a write acknowledged under the new epoch. A log without
+  owners (one process) has no fence step. The state log runs the step per partition before
+  replaying it (`load(..., fence=...)`), so a fence refused for one shard fails that shard only.
 - A load starts from an empty shard (`begin`) and replays the partition in log order
   through the shard type's bulk load; only `finish` makes the shard ACTIVE, at the log end
   the state log reported.
@@ -11,9 +18,8 @@ Rules:
   drops what was replayed (it must never be served) and stays FAILED until a restart.
 - A reload after a failed write retries with a bounded, jittered backoff (0.1 s doubling to
   5 s) while the upstream cannot be read; one reload task per shard, never more.
-- A load that raises `ShardFenced` unloads the shard instead (the runtime's `fenced_by`):
-  another process owns it now. The next step's takeover (fence by writing, then load)
-  belongs in `reload`, before `state_topic.load`.
+- A load (or its fence) that raises `ShardFenced` unloads the shard instead (the runtime's
+  `fenced_by`): another process owns it now.
 - Replay callbacks of an older load generation are ignored: a load that was abandoned
   never writes into the shard of the next one.
 """
@@ -26,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import metrics
+from .. import metrics
 from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
-from .state_log import CorruptBatchError, ShardFenced
+from .state_log import CorruptBatchError, Fence, ShardFenced
 from .timer_table import TimerTable
 from .txn_log_reader import TxnLogReader
 from .writer import ShardWriter
@@ -44,7 +50,7 @@ RELOAD_BACKOFF_MAX_S = 5.0
 # While the upstream stays down, a failed reload attempt is logged at most this often.
 RELOAD_LOG_INTERVAL_S = 60.0
 
-_ACTIVE, _LOADING = ShardState.ACTIVE, ShardState.LOADING
+_ACTIVE, _LOADING, _FAILED = ShardState.ACTIVE, ShardState.LOADING, ShardState.FAILED
 _CLOSED, _UNLOADED = ShardState.CLOSED, ShardState.UNLOADED
 
 
@@ -62,6 +68,8 @@ class LoaderOwner(Protocol):
     txn_log: Any
     timers: TimerTable
     writer: ShardWriter
+    load_grace_ms: int
+    clock: Callable[[], int]
     _sleep: Callable[[float], Any]
 
     def begin_load(self) -> int: ...
@@ -76,7 +84,7 @@ class LoaderOwner(Protocol):
 
     def finish_load(self, log_end_offset: int) -> None: ...
 
-    def load_dropped(self, cancel_timers: bool = True) -> None: ...
+    def set_state(self, state: ShardState) -> None: ...
 
     def fenced_by(self, error: ShardFenced) -> None: ...
 
@@ -121,6 +129,17 @@ class ShardLoader:
         self.reload_task: asyncio.Task | None = None
         self.started = 0.0   # time.monotonic() of the current load's start
         self.bulk: BulkLoad = self.new_bulk()
+        # The fence step a log with owners brings (FencedStateLog.takeover), else None.
+        self.fence: Fence | None = getattr(runtime.state_topic, "takeover", None)
+
+    def load_steps(self) -> dict[str, Any]:
+        """The steps this shard adds to a state log's load: its fence, and the marker-aware
+        reader when clients' transactions share the partition."""
+        rt = self.rt
+        steps: dict[str, Any] = {"fence": self.fence} if self.fence is not None else {}
+        if rt.txn_log is not None:
+            steps["readers"] = rt.load_reader
+        return steps
 
     def new_bulk(self) -> BulkLoad:
         rt = self.rt
@@ -171,7 +190,7 @@ class ShardLoader:
             where = offset
         self.load_error, self.failed_offset = error, where
         self.load_failures += 1
-        rt.load_dropped()
+        self.dropped()
         self.bulk = self.new_bulk()
         metrics.LOAD_FAILURES.labels(partition=str(rt.partition)).inc()
         decode_error = isinstance(error, rt.protocol.decode_errors + (CorruptBatchError,))
@@ -192,19 +211,35 @@ class ShardLoader:
                   topic, partition, "?" if where is None else where,
                   type(error).__name__, error, hint, exc_info=None if decode_error else error)
 
-    def finish(self) -> bool:
-        """Apply what the bulk load still buffers; False if that failed the load."""
+    def dropped(self, cancel_timers: bool = True) -> None:
+        """A load failed: what was replayed is thrown away and the shard answers
+        NOT_COORDINATOR (FAILED)."""
+        rt = self.rt
+        if cancel_timers:
+            rt.timers.cancel_all()
+        rt.shard = rt.protocol.make_shard(rt.partition)
+        rt.set_state(_FAILED)
+
+    def finished(self, log_end_offset: int) -> None:
+        """Apply what the bulk load still buffers and serve from `log_end_offset`, with the
+        timers the loaded state needs; a buffered record that fails fails the load."""
+        rt = self.rt
         try:
             self.bulk.flush()
         except Exception as e:
             self.failed(e, None)
-            return False
-        return True
-
-    def loaded(self) -> None:
+            return
+        rt.writer.next_offset = log_end_offset
+        rt.set_state(_ACTIVE)
+        rt.txn.load_finished(log_end_offset)
         loaded_in = time.monotonic() - self.started
         metrics.LOAD_SECONDS.observe(loaded_in)
-        metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(self.rt.partition)).set(loaded_in)
+        metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(rt.partition)).set(loaded_in)
+        rt.timers.apply(rt.shard.on_loaded(rt.clock() + rt.load_grace_ms))
+        unknown = dict(rt.shard.unknown_record_types)
+        log.debug("shard %d loaded: %s, offsets up to %d%s", rt.partition, rt.protocol.describe(rt.shard),
+                  log_end_offset, f", skipped unknown record types {unknown}" if unknown else "")
+        self.warn_unused_skips(log_end_offset)
 
     def warn_unused_skips(self, log_end_offset: int) -> None:
         rt = self.rt
@@ -223,10 +258,9 @@ class ShardLoader:
         rt.timers.cancel_all()
         generation = rt.begin_load()
         loaded: list[int] = []
-        extra: dict[str, Any] = {"readers": rt.load_reader} if rt.txn_log is not None else {}
         await rt.state_topic.load([rt.partition], lambda p, o, k, v: rt.replay_raw(o, k, v),
                                   lambda p, leo: loaded.append(leo), on_corrupt=rt.batch_unreadable,
-                                  abandoned=rt.load_abandoned, **extra)
+                                  abandoned=rt.load_abandoned, **self.load_steps())
         if generation == rt.generation and loaded:
             rt.finish_load(loaded[0])
 
@@ -274,7 +308,7 @@ class ShardLoader:
                               rt.state_topic.topic, e, failures, RELOAD_BACKOFF_MAX_S)
                 if rt.state is _LOADING:
                     # Not serving a half-loaded shard: NOT_COORDINATOR until the next attempt.
-                    rt.load_dropped(cancel_timers=False)
+                    self.dropped(cancel_timers=False)
                 await rt._sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, RELOAD_BACKOFF_MAX_S)
                 continue

@@ -7,10 +7,12 @@ Rules:
   (`records.encode_key`/`encode_value`), which errors mean bad bytes, how a client's
   transactional write replays (`replay_pending`), and the rebalance counts a write adds.
 - Everything else lives in the runtime's parts, each stating its own rules:
-  coordinator_runtime.py (state machine, run/submit, fail/fence/unload), writer.py
-  (batches, offset prediction, the write in flight), loader.py (load, reload with backoff,
-  skip list), timer_table.py (timers), txn_writes.py (clients' transactional writes and the
-  markers tail), shard_state.py (the states).
+  coordinator_runtime.py (state machine, the three kinds of write, fail/fence/unload),
+  writer.py (batches, offset prediction, the writes in flight), partition_writer.py (the
+  process's writer every shard's batches go to), loader.py (fence, load, reload with
+  backoff, skip list), timer_table.py (timers), parked.py (parked joins and syncs),
+  txn_writes.py and transactional_write.py (clients' transactional writes and the markers
+  tail), shard_state.py (the states).
 - The names importers used from here before the cut are re-exported unchanged.
 """
 from __future__ import annotations
@@ -28,14 +30,15 @@ from records import (
     encode_value,
 )
 
+from .. import metrics
 from ..group.bulk_replay import BulkReplay
-from ..group.consumer_group import IllegalStateError
+from ..group.modern.consumer.group import IllegalStateError
+from ..group.offsets.txn_commit import TxnOffsetWrite, replay_pending
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard
-from ..group.txn_offset_commit import TxnOffsetWrite, replay_pending
-from . import metrics
 from .coordinator_runtime import CoordinatorRuntime, release_when_durable, wall_ms
 from .loader import RELOAD_BACKOFF_MAX_S, RELOAD_BACKOFF_MIN_S, RELOAD_LOG_INTERVAL_S
+from .partition_writer import PartitionWriter
 from .shard_protocol import BadRecordHook, ShardProtocol
 from .shard_state import ShardState
 from .state_log import StateLog
@@ -45,7 +48,7 @@ from .writer import WRITE_ERROR_LOG_INTERVAL_S, Batch
 __all__ = [
     "MARKER_POLL_S", "RELOAD_BACKOFF_MAX_S", "RELOAD_BACKOFF_MIN_S", "RELOAD_LOG_INTERVAL_S",
     "WRITE_ERROR_LOG_INTERVAL_S", "Batch", "Operation", "ShardRuntime", "ShardState", "group_shards",
-    "release_when_durable", "wall_ms",
+    "release_when_durable", "serialize_records", "wall_ms",
 ]
 
 Operation = Callable[[GroupCoordinatorShard, int], Result]
@@ -66,7 +69,7 @@ def _count_rebalances(records: Sequence[Any]) -> None:
             _CLASSIC_REBALANCES.inc()
 
 
-def _serialize(records: Sequence[Any]) -> list[tuple[bytes, bytes | None]]:
+def serialize_records(records: Sequence[Any]) -> list[tuple[bytes, bytes | None]]:
     return [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in records]
 
 
@@ -84,7 +87,7 @@ def group_shards(make_shard: Callable[[int], GroupCoordinatorShard]) -> ShardPro
     return ShardProtocol(
         make_shard=make_shard,
         new_load=_new_load,
-        serialize=_serialize,
+        serialize=serialize_records,
         records_written=_count_rebalances,
         decode_errors=(RecordDecodeError, UnknownRecordVersionError, IllegalStateError),
         replay_transactional=_replay_transactional,
@@ -100,6 +103,8 @@ class ShardRuntime(CoordinatorRuntime):
                  state_topic: StateLog, *, write_timeout_ms: int = 5000,
                  max_batch_bytes: int = 4 * 1024 * 1024, clock: Callable[[], int] = wall_ms,
                  skip_offsets: frozenset[int] = frozenset(),
-                 sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Any] = asyncio.sleep,
+                 partition_writer: PartitionWriter | None = None) -> None:
         super().__init__(partition, group_shards(make_shard), state_topic, write_timeout_ms=write_timeout_ms,
-                         max_batch_bytes=max_batch_bytes, clock=clock, skip_offsets=skip_offsets, sleep=sleep)
+                         max_batch_bytes=max_batch_bytes, clock=clock, skip_offsets=skip_offsets, sleep=sleep,
+                         partition_writer=partition_writer)

@@ -23,17 +23,22 @@
   marker, one offset more, and says 1 here so the runtime predicts the next base offset.
 - `append` and `load` may raise `ShardFenced`: another process owns the shard now; the
   runtime fails the waiters with NOT_COORDINATOR and unloads the shard instead of reloading.
+- optional, for a log with owners (several processes): `takeover`, the `Fence` step a
+  shard's load runs before replaying its partition, and `load(..., fence=)`, which runs it
+  per partition first ("fence, then load"; runtime/loader.py).
 
 A transactional writer (exactly-once offsets) replaces `append` with writes inside
 a producer transaction; a marker-aware loader replaces `load`. Nothing else changes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 # (partition, offset, key bytes, value bytes or None)
 RecordSink = Callable[[int, int, bytes, bytes | None], None]
+# A load's takeover step for one partition: make this process its only writer (raises ShardFenced).
+Fence = Callable[[int], Awaitable[Any]]
 
 
 class CorruptBatchError(Exception):

@@ -24,8 +24,9 @@ Rules:
   at that offset), else offsets would be dropped silently. DUPLICATE_SEQUENCE_NUMBER (Tansu)
   is the same case. OUT_OF_ORDER_SEQUENCE_NUMBER: the caller's sequence is stale; it re-reads
   the tail and answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry at once.
-- `txn_offset_commit_request` is the whole request (`TxnShardPort`: what the runtime gives
-  it): validate, append in the shard's write order, replay as pending, prove ownership, answer.
+- TxnOffsetCommit is the runtime's transactional write (transactional_write.py):
+  `txn_offset_commit_write` binds the group's operation and this append to it, and
+  `txn_offset_commit_request` runs it over any `TxnShardPort`.
 - Errors map to TxnOffsetCommit's as Kafka maps its own write errors
   (`CoordinatorOperationExceptionHelper.handleOperationException`), plus the transaction
   errors of the implicit add passed through: INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
@@ -41,8 +42,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -50,14 +49,21 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from records import encode_key, encode_value
 from records.batch import build_batch
 
 from ..group import error_responses
 from ..group.errors import ApiError
-from ..group.txn_offset_commit import TxnOffsetWrite, transaction_abortable, txn_offset_commit
+from ..group.offsets.txn_commit import TxnOffsetWrite, transaction_abortable, txn_offset_commit
 from ..protocol.apis import request_class
-from .txn_log_reader import TxnLogReader
+from .shard_runtime import serialize_records
+from .transactional_write import (
+    Appended,
+    ClientAppend,
+    TxnAppendError,
+    TxnOperation,
+    TxnShardPort,
+    transactional_write,
+)
 
 log = logging.getLogger("kcoord.txn_offsets")
 
@@ -89,16 +95,6 @@ _KCOORD_RIGHTS = {ErrorCode.topic_authorization_failed: "WRITE on the state topi
                   ErrorCode.cluster_authorization_failed: "IDEMPOTENT_WRITE on the cluster"}
 
 
-class TxnAppendError(Exception):
-    """The append failed; `code` is the TxnOffsetCommit answer. `resync`: the caller's view of
-    the producer's sequence (or of the append's outcome) is no longer trustworthy: re-read the
-    partition's tail up to the high watermark before the next append of this producer."""
-
-    def __init__(self, code: ErrorCode, message: str, resync: bool = False) -> None:
-        super().__init__(message)
-        self.code, self.message, self.resync = code, message, resync
-
-
 def txn_offset_commit_error(produce_error: ErrorCode, api_version: int) -> ErrorCode:
     """The TxnOffsetCommit answer for a failed Produce of its records (module rules)."""
     if produce_error is ErrorCode.transaction_abortable:
@@ -116,12 +112,6 @@ def produce_version(txn_offset_commit_version: int) -> int:
     """Produce v12 adds the partition to a transactions-v2 transaction; v1 clients added it with
     AddOffsetsToTxn (translated), and must not see a v12 append (ProduceRequest.json)."""
     return 12 if txn_offset_commit_version >= 5 else 9
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    base_offset: int
-    duplicate: bool      # answered below the known log end: compare the batch there with ours
 
 
 # Sends a request to the leader of the state partition (fenced_state_log's links); raises on a
@@ -252,101 +242,40 @@ async def add_offsets_to_txn(links: TransactionLinks, req: Any, topic: str, part
         return code
 
 
-async def _markers_before(port: TxnShardPort, write: TxnOffsetWrite, base_offset: int) -> None:
-    """Replay what landed between the read before the append and the append itself, before
-    the appended offsets become pending. That is typically the end marker of this producer's
-    previous transaction: the upstream answers the implicit add CONCURRENT_TRANSACTIONS until
-    that marker is written, so it can land just after our read. Replayed after these
-    offsets, a COMMIT would apply them and an ABORT would drop them, while this transaction
-    is still open (seen with Kafka's TransactionalMessageCopier: an aborted transaction's
-    offsets became committed). Kafka's own loader never meets this: it replays in log order.
-    If the read fails the shard reloads from the log, which replays everything in order."""
-    try:
-        await port.caught_up(until=base_offset)
-    except ApiError as e:
-        log.info("TxnOffsetCommit of group %s: the records before offset %d were not read (%s); "
-                 "the shard reloads", write.group_id, base_offset, e.message)
-        port.resync()
-
-
 # ------------------------------------------------------------------ the request
-class TxnShardPort(Protocol):
-    """What one shard's runtime gives a TxnOffsetCommit (shard_runtime.py implements it; the
-    names are the contract, docs/design/transactions.md "Wiring")."""
+def txn_offset_commit_write(appender: ClientTxnAppender, partition: int, ctx: Any, req: Any,
+                            timeout_s: float) -> tuple[TxnOperation, ClientAppend]:
+    """TxnOffsetCommit as the runtime's transactional write: the operation (the sans-IO
+    core's validation and records) and the append as the client's producer into `partition`,
+    sent again after a leadership move only within `timeout_s` of now."""
+    deadline = time.monotonic() + timeout_s
 
-    @property
-    def shard(self) -> Any: ...
+    def op(shard: Any, now_ms: int) -> TxnOffsetWrite:
+        return txn_offset_commit(shard, ctx, req, now_ms)
 
-    def check_active(self) -> None:
-        """Raise ApiError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) unless serving."""
-        ...
+    async def append(write: TxnOffsetWrite, records: Sequence[tuple[bytes, bytes | None]], base_sequence: int,
+                     timestamp_ms: int, known_end: int) -> Appended:
+        try:
+            return await appender.append(
+                partition, transactional_id=write.transactional_id, producer_id=write.producer_id,
+                producer_epoch=write.producer_epoch, base_sequence=base_sequence, records=records,
+                timestamp_ms=timestamp_ms, api_version=ctx.api_version, known_end=known_end, deadline=deadline)
+        except TxnAppendError as e:
+            log.info("TxnOffsetCommit of group %s: %s", write.group_id, e.message)
+            raise
 
-    def now_ms(self) -> int: ...
-
-    def exclusive_write(self) -> AbstractAsyncContextManager[None]:
-        """Flush the shard's current batch, wait for the batch in flight, and let nothing else
-        write until exit: Kafka's runtime gives a transactional write its own batch after
-        flushing the current one, so log order and replay order agree."""
-        ...
-
-    async def caught_up(self, until: int | None = None) -> tuple[TxnLogReader, int]:
-        """The partition's reader, having read the log up to its high watermark, or only up to
-        offset `until` (the producers' sequences and the log end come from the log, never
-        from memory)."""
-        ...
-
-    def appended(self, write: TxnOffsetWrite, base_offset: int) -> None:
-        """The batch landed at `base_offset`: replay it as pending offsets of the producer
-        (`replay_pending`) and move the runtime's next offset past it."""
-        ...
-
-    def resync(self) -> None:
-        """The producer's sequence or an append's outcome is unknown: re-read before the next."""
-        ...
-
-    async def barrier(self) -> None:
-        """Commit a kcoord transaction on the shard's own transactional id, begun after this
-        call: it fails (ShardFenced -> NOT_COORDINATOR) on a fenced shard."""
-        ...
+    return op, append
 
 
 async def txn_offset_commit_request(port: TxnShardPort, appender: ClientTxnAppender, ctx: Any, req: Any,
                                     timeout_s: float) -> Any:
-    """TxnOffsetCommit end to end: validate (the sans-IO core), append as the client's producer
-    in the shard's write order, replay the records as pending, then prove the shard still owns
-    the partition before answering. Never sent again once answered."""
-    port.check_active()
-    deadline = time.monotonic() + timeout_s
-    write = txn_offset_commit(port.shard, ctx, req, port.now_ms())
-    if not write.result.records:
-        return write.result.response
-    async with port.exclusive_write():
-        reader, log_end = await port.caught_up()
-        # Validated again: the group may have moved on while earlier writes were flushed.
-        write = txn_offset_commit(port.shard, ctx, req, port.now_ms())
-        if not write.result.records:
-            return write.result.response
-        records = [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in write.result.records]
-        try:
-            appended = await appender.append(
-                port.shard.partition, transactional_id=write.transactional_id, producer_id=write.producer_id,
-                producer_epoch=write.producer_epoch,
-                base_sequence=reader.next_sequence(write.producer_id, write.producer_epoch), records=records,
-                timestamp_ms=port.now_ms(), api_version=ctx.api_version, known_end=log_end, deadline=deadline)
-        except TxnAppendError as e:
-            log.info("TxnOffsetCommit of group %s: %s", write.group_id, e.message)
-            if e.resync:
-                port.resync()
-            return error_responses.txn_offset_commit(ctx.api_version, ApiError(e.code, e.message), req)
-        if appended.duplicate:
-            # Acknowledged below the log end we had read: an older batch of this producer, not
-            # ours. Our offsets are not in the log; the client retries after the re-read.
-            port.resync()
-            return error_responses.txn_offset_commit(ctx.api_version, ApiError(
-                ErrorCode.coordinator_load_in_progress,
-                f"the append was acknowledged as a duplicate at offset {appended.base_offset}"), req)
-        if appended.base_offset > log_end:
-            await _markers_before(port, write, appended.base_offset)
-        port.appended(write, appended.base_offset)
-    await port.barrier()
-    return write.result.response
+    """TxnOffsetCommit end to end over a port (the runtime's `run_transactional` does the
+    same over its own): validate, append as the client's producer in the shard's write
+    order, replay the records as pending, then prove the shard still owns the partition
+    before answering; a refusal is TxnOffsetCommit's error response. Never sent again once
+    answered."""
+    op, append = txn_offset_commit_write(appender, port.shard.partition, ctx, req, timeout_s)
+    try:
+        return await transactional_write(port, op, append, serialize_records)
+    except ApiError as e:
+        return error_responses.txn_offset_commit(ctx.api_version, e, req)

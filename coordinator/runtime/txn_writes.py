@@ -1,34 +1,36 @@
-"""Clients' transactional offset commits in one shard: the exclusive write and the markers
-tail (the runtime half of `txn_offsets_log.TxnShardPort`; docs/design/transactions.md "Wiring").
+"""Clients' transactional writes in one shard: the second and third kinds of runtime write
+(Kafka: `CoordinatorRuntime.scheduleTransactionalWriteOperation` and
+`scheduleTransactionCompletion`; docs/design/transactions.md "Wiring").
 
 Rules:
-- A client's offsets batch is appended with no operation of the shard running and nothing
-  of kcoord's open or in flight (`exclusive_write`), so its real offsets and the predicted
+- A transactional write (`transactional_write`, the runtime's `run_transactional`) is an
+  operation like any other: it runs against the shard and returns the response of its
+  `Result`, or raises `ApiError`. Its records are appended *as the client's producer* by the
+  `append` step the caller gives (the shard type's binding: txn_offsets_log.py), never by the
+  shard's own writer, and replayed as that producer's pending records where they landed.
+- A client's batch is appended with no operation of the shard running and nothing of
+  kcoord's open or in flight (`exclusive_write`), so its real offsets and the predicted
   offsets of kcoord's own records keep the log's order (Kafka's "newer in the log" rule
   compares them at the marker). Kafka's runtime runs a partition's events one at a time and
   the transactional write is one of them; `free` is that turn: cleared while the client's
-  batch is appended, and `run`/`submit` wait on it.
-- The load's `TxnLogReader` stays on after the load as a markers-only tail: producers'
-  sequences come from the log's batch headers, and the markers the upstream's transaction
-  coordinator writes into the partition are applied from it (`caught_up`, `read_markers`).
+  batch is appended, and `run`/`submit` wait on it. The operation runs twice: once to
+  refuse at once what needs no write, once again inside the turn (the group may have moved
+  on while earlier writes were flushed).
+- Applying a marker (COMMIT or ABORT) is the third kind (`complete_transaction` on the
+  runtime): markers come only from the partition, which the upstream's transaction
+  coordinator writes them into. The load's `TxnLogReader` stays on after the load as a
+  markers-only tail: producers' sequences come from the log's batch headers, and each marker
+  read (`caught_up`, `read_markers`) is handed to the runtime, synchronously on the loop, so
+  no operation interleaves.
 - While clients' transactions are open, the tail polls every MARKER_POLL_S, so metrics,
   group expiry and the memory bound follow the log within that delay, as Kafka's
   coordinator learns of a marker when it is written.
 - An append whose outcome is unknown (`resync`) reloads the shard when the exclusive write
-  ends: the reload rebuilds pending offsets and sequences from the batches themselves.
-
-Not yet done here (kept out of this cut because the callers belong to txn_offsets_log.py and
-the service's transactions part):
-- Kafka's `scheduleTransactionalWriteOperation`, the client's write as a second kind of
-  runtime write: the body of `txn_offsets_log.txn_offset_commit_request` from
-  `exclusive_write` to `barrier` (re-validate, serialize, append as the client's producer,
-  duplicate and marker handling, `appended`) moves here as one method taking the operation
-  (`(shard, now) -> TxnOffsetWrite`, whose `.result` is the `Result`) and the append (the
-  `ClientTxnAppender` call); the service then calls it in place of `txn_offset_commit_request`.
-- Kafka's `scheduleTransactionCompletion`, a marker as a third kind: `_MarkerTarget` applies
-  a marker inside `caught_up`, synchronously on the loop between operations (so no
-  operation interleaves), under `lock` but not under `free`; as its own kind it would be
-  queued like any operation.
+  ends: the reload rebuilds pending offsets and sequences from the batches themselves. An
+  answer below the log end read before the append is a duplicate of an older batch: the
+  records are not in the log, the client retries after the re-read.
+- After the append the shard proves it is still the partition's owner (`barrier`) before
+  the response is released.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from ..group.errors import ApiError
 from .shard_protocol import ShardProtocol
 from .shard_state import ShardState
 from .state_log import ShardFenced, StateLog
+from .transactional_write import ClientAppend, TxnOperation, transactional_write
 from .txn_log_reader import TxnLogReader
 from .writer import ShardWriter
 
@@ -68,8 +71,11 @@ class TxnOwner(Protocol):
     state_topic: StateLog
     writer: ShardWriter
     write_timeout_s: float
+    clock: Any
 
     def check_active(self) -> None: ...
+
+    def complete_transaction(self, producer_id: int, committed: bool, offset: int) -> None: ...
 
     async def drain(self, timeout_s: float) -> bool: ...
 
@@ -79,8 +85,9 @@ class TxnOwner(Protocol):
 
 
 class _MarkerTarget:
-    """The ACTIVE shard's tail: markers only. Its data records were replayed when written
-    (kcoord's own by the write path, clients' by `appended`)."""
+    """The ACTIVE shard's tail: markers only, each handed to the runtime's third kind of
+    write. Its data records were replayed when written (kcoord's own by the write path,
+    clients' by `appended`)."""
 
     def __init__(self, runtime: TxnOwner) -> None:
         self.runtime = runtime
@@ -90,11 +97,13 @@ class _MarkerTarget:
 
     def end_transaction(self, offset: int, producer_id: int, committed: bool) -> None:
         # With the marker's offset: the tail may read a marker after the producer's next
-        # transaction has already appended offsets (see txn_offsets_log._markers_before).
-        self.runtime.shard.replay_end_transaction(producer_id, committed, offset)
+        # transaction has already appended offsets (see transactional_write._markers_before).
+        self.runtime.complete_transaction(producer_id, committed, offset)
 
 
 class TxnWrites:
+    """The runtime's transactional part; it is the `TxnShardPort` its writes run over."""
+
     def __init__(self, runtime: TxnOwner) -> None:
         self.rt = runtime
         # Set when the state log reads its partitions raw with TxnLogReader
@@ -118,6 +127,24 @@ class TxnWrites:
             self.read_to = log_end_offset
         if self.rt.protocol.open_transactions(self.rt.shard):
             self.poll_markers()
+
+    # ------------------------------------------------- the transactional write
+    async def write(self, op: TxnOperation, append: ClientAppend) -> Any:
+        """The second kind of write (transactional_write.py), over this part as its port."""
+        return await transactional_write(self, op, append, self.rt.protocol.serialize)
+
+    @property
+    def shard(self) -> Any:
+        return self.rt.shard
+
+    def check_active(self) -> None:
+        self.rt.check_active()
+
+    def now_ms(self) -> int:
+        return self.rt.clock()
+
+    def resync(self) -> None:
+        self.resync_pending = True
 
     @contextlib.asynccontextmanager
     async def exclusive_write(self) -> AsyncIterator[None]:

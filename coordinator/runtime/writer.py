@@ -9,18 +9,21 @@ Rules:
   `max_batch_bytes` is sealed and a new one opened.
 - `next_offset` predicts where the next record lands: records + `append_overhead` per
   append (1 for a transactional log: its COMMIT marker).
-- One batch is in flight at a time (`inflight`); the next is flushed when it completes, so
-  operations arriving meanwhile share one round trip (Kafka's adaptive linger). Every read
-  of `inflight`, `sealed` and `current` outside this class goes through a method here
-  (`last_pending`, `idle`, `oldest_open`, `flush_open`, `drop`), so several batches in flight is a change
-  to this class only.
-- The append itself is `StateLog.append` (state_log.py): the per-process writer that one
-  day multiplexes every shard's batches sits behind that port, not here.
-- A batch completes only after the upstream acknowledged it, at the predicted offset. It may
-  land later than predicted only on a partition that clients' transactions also write
-  (markers); the later batches then move by the same amount, and the gap is checked to hold
-  control batches only. Any other surprise, a failure or a fence is the runtime's
-  (`fail`, `fenced`): the waiters are answered there, never here.
+- Batches in flight (`inflight`) are a queue in log order, each with its predicted base
+  offset; at most `max_inflight` of them, as the process's writer allows (today 1). The next
+  is flushed when one completes, so operations arriving meanwhile share one round trip
+  (Kafka's adaptive linger). Every read of `inflight`, `sealed` and `current` outside this
+  class goes through a method here (`last_pending`, `idle`, `oldest_open`, `flush_open`,
+  `drop`).
+- The append itself is the process's `PartitionWriter` (partition_writer.py), which every
+  shard's writer hands its closed batches to; it completes one partition's appends in order.
+- A batch completes only after the upstream acknowledged it, at the predicted offset (the
+  process's writer acknowledges one partition's appends in log order). It may land later
+  than predicted only on a partition that clients' transactions also write (markers); the
+  later batches then move by the same amount, and the gap is checked to hold control
+  batches only. Any other surprise,
+  a failure or a fence is the runtime's (`fail`, `fenced`): the waiters are answered there,
+  never here.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ from aiokafka.errors import TopicAuthorizationFailedError
 
 from records.batch import iter_batches
 
-from . import metrics
+from .. import metrics
+from .partition_writer import PartitionWriter
 from .state_log import ShardFenced, StateLog
 
 log = logging.getLogger("kcoord.runtime")
@@ -74,14 +78,18 @@ class Batch:
 
 
 class ShardWriter:
-    def __init__(self, runtime: WriterOwner, max_batch_bytes: int, append_overhead: int) -> None:
+    def __init__(self, runtime: WriterOwner, max_batch_bytes: int, append_overhead: int,
+                 partition_writer: PartitionWriter | None = None) -> None:
         self.rt = runtime
         self.max_batch_bytes = max_batch_bytes
         self.append_overhead = append_overhead
+        # None: each batch is one append of the runtime's state log (partition_writer.LogWriter).
+        self.partition_writer = partition_writer
+        self.max_inflight = 1 if partition_writer is None else partition_writer.max_inflight
         self.next_offset = 0
         self.current: Batch | None = None
         self.sealed: deque[Batch] = deque()
-        self.inflight: Batch | None = None
+        self.inflight: deque[Batch] = deque()     # sent, in log order
         self.flush_scheduled = False
         # Writes failed since the last one that succeeded. The first failure reloads at once;
         # each further one waits the backoff before reloading (loader.py), so a write that
@@ -105,12 +113,13 @@ class ShardWriter:
     def last_pending(self) -> asyncio.Future | None:
         """What an operation with no records waits for: the last batch open, sealed or in
         flight (Kafka's `waitForPendingWrites`), or None when nothing is pending."""
-        pending = self.current or (self.sealed[-1] if self.sealed else None) or self.inflight
+        pending = self.current or (self.sealed[-1] if self.sealed else None) or (
+            self.inflight[-1] if self.inflight else None)
         return pending.done if pending is not None else None
 
     def idle(self) -> bool:
         """Nothing open, sealed or in flight (a flush may still be scheduled)."""
-        return self.inflight is None and not self.sealed and self.current is None
+        return not self.inflight and not self.sealed and self.current is None
 
     def flush_open(self) -> None:
         """Write the open batch (held back while a client's transactional batch was appended)."""
@@ -118,52 +127,61 @@ class ShardWriter:
             self.schedule_flush()
 
     def oldest_open(self) -> Batch | None:
-        return self.inflight or (self.sealed[0] if self.sealed else self.current)
+        if self.inflight:
+            return self.inflight[0]
+        return self.sealed[0] if self.sealed else self.current
 
     def drop(self, exc: BaseException, batch: Batch | None = None, landed: bool = False) -> None:
         """Answer every batch's waiters with `exc` (except `batch` when it `landed`: its
         records are in the log) and forget them."""
-        for b in (batch, self.inflight, *self.sealed, self.current):
+        for b in (batch, *self.inflight, *self.sealed, self.current):
             if b is not None and not b.done.done():
                 if landed and b is batch:
                     b.done.set_result(None)
                 else:
                     b.done.set_exception(exc)
                     b.done.exception()  # mark retrieved: nobody may be waiting
-        self.inflight = self.current = None
+        self.current = None
+        self.inflight.clear()
         self.sealed.clear()
 
     # ----------------------------------------------------------------- write
     def schedule_flush(self) -> None:
-        if self.inflight is None and not self.flush_scheduled:
+        if len(self.inflight) < self.max_inflight and not self.flush_scheduled:
             self.flush_scheduled = True
             # Flush after the operations already queued on the loop had their turn.
             asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
+        """Send closed batches, then the open one, while the writer takes more in flight."""
         self.flush_scheduled = False
-        if self.inflight is not None or not self.rt.is_active():
+        if not self.rt.is_active():
             return
-        if self.sealed:
-            batch = self.sealed.popleft()
-        elif self.current is not None:
-            batch, self.current = self.current, None
-            self.next_offset += self.append_overhead
-        else:
-            return
-        self.inflight = batch
-        asyncio.get_running_loop().create_task(self._write(batch))
+        while len(self.inflight) < self.max_inflight:
+            if self.sealed:
+                batch = self.sealed.popleft()
+            elif self.current is not None:
+                batch, self.current = self.current, None
+                self.next_offset += self.append_overhead
+            else:
+                return
+            self.inflight.append(batch)
+            asyncio.get_running_loop().create_task(self._write(batch))
 
     async def _write(self, batch: Batch) -> None:
         rt = self.rt
         started = time.perf_counter()
         generation = rt.generation
+        writer = self.partition_writer
         try:
-            base = await rt.state_topic.append(rt.partition, batch.records, rt.clock())
+            if writer is None:
+                base = await rt.state_topic.append(rt.partition, batch.records, rt.clock())
+            else:
+                base = await writer.append(rt.partition, batch.records, rt.clock())
         except Exception as e:
             if generation != rt.generation:
                 return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
-            self.inflight = None
+            self._retire(batch)
             if isinstance(e, ShardFenced):
                 rt.fenced_by(e, batch)
                 return
@@ -175,7 +193,7 @@ class ShardWriter:
         metrics.RECORDS_WRITTEN.inc(len(batch.records))
         if generation != rt.generation:
             return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
-        self.inflight = None
+        self._retire(batch)
         self.write_failures = 0
         if base > batch.base_offset and rt.txn.reader is not None:
             # The upstream's transaction coordinator writes markers of clients' transactions
@@ -185,7 +203,7 @@ class ShardWriter:
             # by the same amount and nothing reloads.
             delta = base - batch.base_offset
             self.next_offset += delta
-            for later in (*self.sealed, self.current):
+            for later in (*self.inflight, *self.sealed, self.current):
                 if later is not None:
                     later.base_offset += delta
             # Only markers may fill the gap; anything else is a foreign write (the check
@@ -200,6 +218,14 @@ class ShardWriter:
             return
         batch.done.set_result(base)
         self.flush()
+
+    def _retire(self, batch: Batch) -> None:
+        """A batch's append answered: it leaves the queue in flight (the head, since a
+        partition's appends complete in order)."""
+        if self.inflight and self.inflight[0] is batch:
+            self.inflight.popleft()
+        elif batch in self.inflight:
+            self.inflight.remove(batch)
 
     async def _check_gap(self, start: int, end: int, generation: int) -> None:
         """The offsets [start, end) before a batch that landed late hold control batches only

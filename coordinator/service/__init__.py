@@ -6,7 +6,9 @@ Rules of this package:
   Each part gets its collaborators explicitly, never the whole service; the parts import
   each other only downwards: wiring > authorization, group_apis, lifecycle > topic_checks,
   transactions > routing > apis, skip_list (import-linter checks it, pyproject.toml).
-- apis.py is the API table: one `ServedApi` row per API, and the registry built from the rows.
+- apis.py is the API registry: the rows of the API table (coordinator/protocol/api_table.py,
+  one `ApiSpec` per API), each bound to the part that serves it. wiring.py builds the table
+  from the core rows and the enabled extensions' rows.
 - authorization.py is Kafka's KafkaApis stage around the handlers (group, transactional id,
   then topic-level checks in topic_checks.py); with ALLOW_ALL it is never entered.
 - routing.py maps a group to its shard (Kafka's `abs(javaHash(groupId)) % partitions`) and
@@ -21,18 +23,14 @@ Rules of this package:
 """
 from __future__ import annotations
 
-from .apis import API_VERSIONS, SERVED_APIS, TXN_OFFSETS_SERVED, ServedApi
 from .skip_list import SkipOffsetsError, parse_skip_offsets
 from .topic_checks import TOPIC_DESCRIBE_REFUSED
-from .wiring import GroupCoordinatorService
+from .wiring import GroupCoordinatorService, enabled_extensions
 
 __all__ = [
-    "API_VERSIONS",
-    "SERVED_APIS",
     "TOPIC_DESCRIBE_REFUSED",
-    "TXN_OFFSETS_SERVED",
     "GroupCoordinatorService",
-    "ServedApi",
     "SkipOffsetsError",
+    "enabled_extensions",
     "parse_skip_offsets",
 ]

@@ -4,6 +4,9 @@
 Rules of this module:
 - Only with an authorizer: with ALLOW_ALL the service calls the handler directly and this
   stage costs nothing.
+- Every check an API gets is read from its row in the API table
+  (coordinator/protocol/api_table.py): its TransactionalId, GROUP and TOPIC operations, how it
+  names its groups, its topic-level check and its error response.
 - The order is Kafka's: TransactionalId WRITE first (TxnOffsetCommit, AddOffsetsToTxn:
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED on everything), then the group operation, then the
   API's topic-level checks (topic_checks.py), then AuthorizedOperations when asked.
@@ -30,51 +33,32 @@ from .. import authz
 from ..authz import Action, Authorizer, authorized_operations, denied_groups
 from ..config import CoordinatorConfig
 from ..group.context import AuthorizedRequestContext
-from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..group.image import MetadataImage
-from ..group.regex import excluded_topics, resolve
+from ..group.modern.consumer.regex import excluded_topics, resolve
 from ..group.shard import RequestContext
-from ..protocol.apis import (
-    CONSUMER_GROUP_DESCRIBE,
-    CONSUMER_GROUP_HEARTBEAT,
-    DELETE_GROUPS,
-    DESCRIBE_GROUPS,
-    LIST_GROUPS,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH,
-    TXN_OFFSET_COMMIT,
-)
-from ..protocol.connect_messages import CONNECT_GROUP_DESCRIBE
-from ..protocol.private_messages import CSA_HEARTBEAT
+from ..protocol.api_table import ApiSpec, Groups
+from ..protocol.apis import DESCRIBE_GROUPS, LIST_GROUPS
 from ..protocol.service import ClientInfo
 from ..runtime.shard_runtime import ShardRuntime
 from ..security.metrics import count_denied
-from .topic_checks import TOPIC_CHECKS, TopicChecks
-
-# The heartbeats that subscribe to topics: key 68 and its client-assignor variant 32700 (key
-# 68 v1's body plus ClientAssignors). Both check DESCRIBE on their topic names and resolve
-# their regexes with the member's rights (KAFKA-18813; AuthorizedRequestContext).
-_HEARTBEATS = frozenset({CONSUMER_GROUP_HEARTBEAT, CSA_HEARTBEAT})
-# Multi-group APIs (OffsetFetch is one from v8): denied groups are answered per entry.
-_MULTI_GROUP = frozenset({DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, CONNECT_GROUP_DESCRIBE})
+from .topic_checks import TopicChecks
 
 
 class AuthorizationStage:
     """Runs a handler under the client's rights: `authorized(handler, api_key, ...)`."""
 
-    def __init__(self, authorizer: Authorizer, names: Mapping[int, str], config: CoordinatorConfig,
+    def __init__(self, authorizer: Authorizer, apis: Mapping[int, ApiSpec], config: CoordinatorConfig,
                  image: Callable[[], MetadataImage], runtime_for: Callable[[str], ShardRuntime]) -> None:
         self.authorizer = authorizer
-        self.names = names                  # API key -> its metric name (the API table's)
+        self.apis = apis                    # API key -> its row in the API table (the registry's)
         self.config = config                # the regex exclusions (group.consumer.regex...)
         self.image = image                  # the current metadata image
         self.runtime_for = runtime_for      # a group's shard: the regexes its members use
         self._prepare_hook: Callable[[ClientInfo, list[Action]], Awaitable[None]] | None = getattr(
             authorizer, "prepare", None)
         self._candidates: dict[Any, Any] = {}     # regex -> topics it matches in the image (key None)
-        self.topics = TopicChecks(authorizer, names, image, self.prepare)
+        self.topics = TopicChecks(authorizer, apis, image, self.prepare)
 
     async def authorized(self, handler, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
         """The authorization hook (coordinator/authz.py), Kafka's KafkaApis rules: a
@@ -82,30 +66,31 @@ class AuthorizationStage:
         one answers the denied groups with the error and serves the rest; ListGroups lists
         only what it may see; then the topic-level checks of the API (topic_checks.py) and
         AuthorizedOperations when asked."""
+        spec = self.apis[api_key]
         if self._prepare_hook is not None:
-            await self._prepare_hook(client, self.needed_actions(api_key, api_version, request))
+            await self._prepare_hook(client, self.needed_actions(spec, api_version, request))
         # KafkaApis asks TransactionalId WRITE before the group (TxnOffsetCommit,
         # AddOffsetsToTxn): TRANSACTIONAL_ID_AUTHORIZATION_FAILED on everything.
-        if authz.transactional_id_denied(self.authorizer, client, api_key, request):
-            count_denied(self.names[api_key], authz.TRANSACTIONAL_ID, 1)
-            return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.transactional_id_authorization_failed),
-                                            request)
-        denied = denied_groups(self.authorizer, client, api_key, request)
+        if authz.transactional_id_denied(self.authorizer, client, spec, request):
+            count_denied(spec.name, authz.TRANSACTIONAL_ID, 1)
+            return spec.error_response(api_version, ApiError(ErrorCode.transactional_id_authorization_failed), request)
+        denied = denied_groups(self.authorizer, client, spec, api_version, request)
         if denied:
-            count_denied(self.names[api_key], authz.GROUP, len(denied))
-        if api_key == LIST_GROUPS:
+            count_denied(spec.name, authz.GROUP, len(denied))
+        if spec.groups is Groups.LISTED:
             response = await handler(RequestContext(api_version, client.client_id or "", f"/{client.host}"), request)
             await self.prepare(client, [Action(authz.DESCRIBE, authz.GROUP, g.group_id) for g in response.groups])
             return self.visible_groups(response, client)
-        multi = api_key in _MULTI_GROUP or (api_key == OFFSET_FETCH and api_version >= 8)
-        if denied and not multi:
-            return ERROR_RESPONSES[api_key](api_version, ApiError(ErrorCode.group_authorization_failed), request)
+        if denied and not spec.names_many(api_version):
+            return spec.error_response(api_version, ApiError(ErrorCode.group_authorization_failed), request)
         ctx = RequestContext(api_version, client.client_id or "", f"/{client.host}",
-                             frozenset(denied) if denied else frozenset()) if api_key not in _HEARTBEATS \
+                             frozenset(denied) if denied else frozenset()) if not spec.subscribes \
             else AuthorizedRequestContext(api_version, client.client_id or "", f"/{client.host}",
                                           frozenset(denied) if denied else frozenset(), self.topic_filter(client))
-        check = TOPIC_CHECKS.get(api_key)
+        check = spec.topic_check
         if check is not None:
+            if isinstance(check, str):      # a core row names a TopicChecks method
+                check = getattr(TopicChecks, check)
             return await check(self.topics, handler, ctx, request, client)
         response = await handler(ctx, request)
         if api_key == DESCRIBE_GROUPS and getattr(request, "include_authorized_operations", False):
@@ -126,26 +111,18 @@ class AuthorizationStage:
         if self._prepare_hook is not None and actions:
             await self._prepare_hook(client, actions)
 
-    def needed_actions(self, api_key: int, api_version: int, request: Any) -> list[Action]:
+    def needed_actions(self, spec: ApiSpec, api_version: int, request: Any) -> list[Action]:
         """The resources this request's checks read, for `prepare` (an authorizer=probe
         probes per resource, so one action per resource is enough; answers' topics and
         groups are prepared where they are known)."""
-        operation = authz.GROUP_OPERATIONS.get(api_key)
-        actions = [Action(operation, authz.GROUP, g) for g in authz.group_ids_of(api_key, request)] \
+        operation = spec.group_operation
+        actions = [Action(operation, authz.GROUP, g) for g in spec.group_ids_of(api_version, request)] \
             if operation is not None else []
-        if api_key in authz.TRANSACTIONAL_ID_OPERATIONS:
-            actions.append(Action(authz.TRANSACTIONAL_ID_OPERATIONS[api_key], authz.TRANSACTIONAL_ID,
-                                  request.transactional_id))
-        if api_key == LIST_GROUPS:
+        if spec.transactional_id_operation is not None:
+            actions.append(Action(spec.transactional_id_operation, authz.TRANSACTIONAL_ID, request.transactional_id))
+        if spec.groups is Groups.LISTED:
             actions.append(Action(authz.DESCRIBE, authz.CLUSTER, authz.CLUSTER_NAME))
-        elif api_key in (OFFSET_COMMIT, OFFSET_DELETE, TXN_OFFSET_COMMIT):
-            actions.extend(Action(authz.READ, authz.TOPIC, n) for t in request.topics
-                           if (n := self.topics.topic_name(t)) is not None)
-        elif api_key == OFFSET_FETCH:
-            lists = [request.topics] if api_version < 8 else [g.topics for g in request.groups]
-            actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for topics in lists if topics
-                           for t in topics if (n := self.topics.topic_name(t)) is not None)
-        elif api_key in _HEARTBEATS:
+        elif spec.subscribes:
             actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for n in request.subscribed_topic_names or ())
             # The topics a regex resolution may give this member (KAFKA-18813): resolution
             # runs later, in a timer, with this member's filter (regex_refresh.py), so its
@@ -157,6 +134,11 @@ class AuthorizationStage:
                 regexes.add(regex)
             for r in regexes:
                 actions.extend(Action(authz.DESCRIBE, authz.TOPIC, n) for n in self.regex_candidates(r))
+        elif spec.topic_operation is not None:
+            # The topics it names: per group from the version naming several (OffsetFetch v8+).
+            lists = [g.topics for g in request.groups] if spec.names_many(api_version) else [request.topics]
+            actions.extend(Action(spec.topic_operation, authz.TOPIC, n) for topics in lists if topics
+                           for t in topics if (n := self.topics.topic_name(t)) is not None)
         return actions
 
     def regex_candidates(self, regex: str) -> frozenset[str]:
@@ -185,7 +167,7 @@ class AuthorizationStage:
         verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.GROUP, g.group_id) for g in groups])
         visible = tuple(g for g, ok in zip(groups, verdicts) if ok)
         if len(visible) < len(groups):
-            count_denied(self.names[LIST_GROUPS], authz.GROUP, len(groups) - len(visible))
+            count_denied(self.apis[LIST_GROUPS].name, authz.GROUP, len(groups) - len(visible))
         return dataclasses.replace(response, groups=visible)
 
     def with_authorized_operations(self, response: Any, client: ClientInfo) -> Any:

@@ -6,6 +6,9 @@ Rules of this module:
 - A handler decides nothing about groups: the shard (coordinator/group/shard.py) does.
   It routes (routing.py), turns a shard-level failure into the API's error response, and
   for multi-group APIs assembles the answers in request order.
+- A single-group API whose row names no handler is served by `one_group(row)`: the row's
+  shard operation on the group's shard, its error response on a shard-level failure
+  (coordinator/protocol/api_table.py).
 - The steady ConsumerGroupHeartbeat and the classic Heartbeat are written out without the
   shared helper: the heartbeat is the hot path, one coroutine less.
 - A classic Heartbeat to a loading shard answers NONE, as Kafka does ("The group is still
@@ -20,19 +23,22 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..group import error_responses, group_admin, offset_ops
-from ..group.error_responses import ERROR_RESPONSES
+from ..group import group_admin
 from ..group.errors import ApiError
 from ..group.kio_util import build, schema
+from ..group.offsets import ops as offset_ops
 from ..group.shard import RequestContext
 from ..group.timeutil import from_ms
-from ..protocol.apis import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP
+from ..protocol import error_responses
+from ..protocol.api_table import ApiSpec
 from ..runtime.shard_runtime import ShardRuntime
+from .apis import Handler
 from .routing import ShardRouter
 
 
 class GroupApis:
-    """One method per group API (named after the shard's), bound once by the API table."""
+    """The group APIs' handlers, bound once by the API registry: `one_group(row)`, and one
+    method for each API that needs more (named after the shard's operation)."""
 
     def __init__(self, router: ShardRouter, read_markers: Callable[[Collection[str]], Awaitable[None]]) -> None:
         # Reached as self.router.method(...): on CPython 3.11 a bound method kept as an
@@ -48,11 +54,17 @@ class GroupApis:
         except ApiError as e:
             return error_responses.consumer_group_heartbeat(ctx.api_version, e, req)
 
-    async def join_group(self, ctx: RequestContext, req):
-        return await self.router.one_group(JOIN_GROUP, ctx, req, lambda shard, now: shard.join_group(ctx, req, now))
+    def one_group(self, spec: ApiSpec) -> Handler:
+        """The handler of a single-group API: ``spec``'s shard operation on the group's
+        shard, or its error response when the shard cannot serve it."""
+        operation, respond, router = spec.shard_operation, spec.error_response, self.router
+        if operation is None:
+            raise ValueError(f"API {spec.name} ({spec.api_key}) names neither a handler nor a shard operation")
 
-    async def sync_group(self, ctx: RequestContext, req):
-        return await self.router.one_group(SYNC_GROUP, ctx, req, lambda shard, now: shard.sync_group(ctx, req, now))
+        async def handle(ctx: RequestContext, req):
+            return await router.one_group(respond, ctx, req,
+                                          lambda shard, now: getattr(shard, operation)(ctx, req, now))
+        return handle
 
     async def heartbeat(self, ctx: RequestContext, req):
         try:
@@ -65,18 +77,7 @@ class GroupApis:
                 # aiokafka treats COORDINATOR_LOAD_IN_PROGRESS in a Heartbeat as fatal (its
                 # heartbeat task dies; the member is expired or leaves after a restart).
                 e = ApiError(ErrorCode.none)
-            return ERROR_RESPONSES[HEARTBEAT](ctx.api_version, e, req)
-
-    async def leave_group(self, ctx: RequestContext, req):
-        return await self.router.one_group(LEAVE_GROUP, ctx, req, lambda shard, now: shard.leave_group(ctx, req, now))
-
-    async def offset_commit(self, ctx: RequestContext, req):
-        return await self.router.one_group(OFFSET_COMMIT, ctx, req,
-                                           lambda shard, now: shard.offset_commit(ctx, req, now))
-
-    async def offset_delete(self, ctx: RequestContext, req):
-        return await self.router.one_group(OFFSET_DELETE, ctx, req,
-                                           lambda shard, now: shard.offset_delete(ctx, req, now))
+            return error_responses.heartbeat(ctx.api_version, e, req)
 
     # ------------------------------------------------------------ multi-group
     async def consumer_group_describe(self, ctx: RequestContext, req):
@@ -123,7 +124,7 @@ class GroupApis:
         mod = schema("offset_fetch", ctx.api_version)
         await self.read_markers([req.group_id] if ctx.api_version < 8 else [g.group_id for g in req.groups])
         if ctx.api_version < 8:
-            return await self.router.one_group(OFFSET_FETCH, ctx, req,
+            return await self.router.one_group(error_responses.offset_fetch, ctx, req,
                                                lambda shard, now: shard.offset_fetch(ctx, req, now))
 
         def one(shard, g):

@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from .. import metrics
 from ..group.image import MetadataImage
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard
-from ..runtime import metrics
 from ..runtime.shard_runtime import ShardRuntime, ShardState
 from ..runtime.state_log import CorruptBatchError, StateLog, StateTopicUnavailable
 
@@ -97,8 +97,8 @@ class ShardLifecycle:
             rt.unload("not assigned to this kcoord instance")
 
     def take(self, partitions: Collection[int]) -> None:
-        """Load newly assigned shards, each on its own with bounded backoff. The state log's
-        load takes the shard first (fenced_state_log: InitProducerId fences the previous
+        """Load newly assigned shards, each on its own with bounded backoff. Each load fences
+        first (runtime/loader.py: "fence, then load"; today InitProducerId fences the previous
         owner); while loading its groups answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's."""
         assert self.owned is not None, "take() is for cluster mode"
         for p in sorted(partitions):
@@ -137,8 +137,13 @@ class ShardLifecycle:
 
         # A shard whose record fails to load (or whose batch cannot be read) turns FAILED
         # and its partition is no longer read; the load of the others goes on.
+        # Each shard's load steps: its fence first (a log with owners), then the replay, with
+        # the marker-aware reader when clients' transactions share the partition.
         extra: dict[str, Any] = ({"readers": lambda p: by_partition[p].load_reader(p)}
                                  if self.raw_reads else {})
+        fence = served[0].loader.fence      # one state log, one fence step for every shard
+        if fence is not None:
+            extra["fence"] = fence
         await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
                                     lambda p, leo: by_partition[p].finish_load(leo), progress,
                                     on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),

@@ -6,8 +6,9 @@ Rules of this module:
   The answer is remembered (bounded): Java's String.hashCode in Python costs ~1 µs per
   character, and every request asks.
 - A single-group request runs on its shard; a shard-level failure (loading, not the
-  coordinator, a failed write) becomes the API's own error response (error_responses.py),
-  as Kafka's `GroupCoordinatorService` maps its exceptions.
+  coordinator, a failed write) becomes the API's own error response (its row's,
+  coordinator/protocol/error_responses.py), as Kafka's `GroupCoordinatorService` maps its
+  exceptions.
 - A multi-group request is split by shard, run shard by shard concurrently, and answered in
   the request's order; a failing shard answers only its own groups' entries. Groups the
   authorization stage denied answer GROUP_AUTHORIZATION_FAILED unread.
@@ -23,11 +24,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..group.error_responses import ERROR_RESPONSES
 from ..group.errors import ApiError
 from ..group.hashing import partition_for
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard, RequestContext
+from ..protocol.error_responses import ErrorResponse
 from ..runtime.shard_runtime import ShardRuntime
 
 Operation = Callable[[GroupCoordinatorShard, int], Any]
@@ -59,13 +60,13 @@ class ShardRouter:
             out[self.runtime_for(gid)].append(gid)
         return out
 
-    async def one_group(self, api_key: int, ctx: RequestContext, req, op: Operation):
-        """A single-group API: the shard's answer, or the API's error response
-        (error_responses.py) when the shard cannot serve it."""
+    async def one_group(self, respond: ErrorResponse, ctx: RequestContext, req, op: Operation):
+        """A single-group API: the shard's answer, or the API's error response ``respond``
+        when the shard cannot serve it."""
         try:
             return await self.runtime_for(req.group_id).run(op)
         except ApiError as e:
-            return ERROR_RESPONSES[api_key](ctx.api_version, e, req)
+            return respond(ctx.api_version, e, req)
 
     async def per_group(self, group_ids, describe, on_error, denied: frozenset[str] = frozenset()) -> list:
         """Run a read of several groups shard by shard; answers keep the request's order.

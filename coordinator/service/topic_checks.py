@@ -26,13 +26,13 @@ from kio.schema.errors import ErrorCode
 
 from .. import authz
 from ..authz import Action, Authorizer, authorized_operations
-from ..group import error_responses
 from ..group.errors import ApiError
 from ..group.image import MetadataImage
 from ..group.kio_util import build, schema
 from ..group.shard import RequestContext
 from ..group.timeutil import from_ms
-from ..private_apis import TOPIC_CHECKS as PRIVATE_TOPIC_CHECKS
+from ..protocol import error_responses
+from ..protocol.api_table import ApiSpec
 from ..protocol.apis import (
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
@@ -48,13 +48,14 @@ TOPIC_DESCRIBE_REFUSED = "The described group uses topics that the client is not
 
 
 class TopicChecks:
-    """Topic-level authorization of the group APIs, one method per API (`TOPIC_CHECKS`):
-    ``check(handler, ctx, request, client)`` runs the handler on what the client may see."""
+    """Topic-level authorization of the group APIs, one method per API (named by the API's
+    row, `ApiSpec.topic_check`): ``check(handler, ctx, request, client)`` runs the handler on
+    what the client may see."""
 
-    def __init__(self, authorizer: Authorizer, names: Mapping[int, str], image: Callable[[], MetadataImage],
+    def __init__(self, authorizer: Authorizer, apis: Mapping[int, ApiSpec], image: Callable[[], MetadataImage],
                  prepare: Callable[[ClientInfo, list[Action]], Awaitable[None]]) -> None:
         self.authorizer = authorizer
-        self.names = names          # API key -> its metric name (the API table's)
+        self.apis = apis            # API key -> its row in the API table (its name labels refusals)
         self.image = image          # the current metadata image
         self.prepare = prepare      # the authorizer's preparation of verdicts (authorization.py)
 
@@ -78,7 +79,7 @@ class TopicChecks:
         verdicts = self.authorizer.authorize(client, [Action(operation, authz.TOPIC, n) for _, n in known])
         refused = {i for (i, _), ok in zip(known, verdicts) if not ok}
         if refused:
-            count_denied(self.names[api_key], authz.TOPIC, len(refused))
+            count_denied(self.apis[api_key].name, authz.TOPIC, len(refused))
         return refused
 
     async def _commit_topics(self, handler, ctx: RequestContext, req, client: ClientInfo, api_key: int,
@@ -210,7 +211,7 @@ class TopicChecks:
         if names:
             verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.TOPIC, n) for n in names])
             if not all(verdicts):
-                count_denied(self.names[CONSUMER_GROUP_HEARTBEAT], authz.TOPIC, verdicts.count(False))
+                count_denied(self.apis[CONSUMER_GROUP_HEARTBEAT].name, authz.TOPIC, verdicts.count(False))
                 return error_responses.consumer_group_heartbeat(
                     ctx.api_version, ApiError(ErrorCode.topic_authorization_failed), req)
         return await handler(ctx, req)
@@ -235,7 +236,7 @@ class TopicChecks:
             if topics:
                 verdicts = self.authorizer.authorize(client, [Action(authz.DESCRIBE, authz.TOPIC, t) for t in topics])
                 if not all(verdicts):
-                    count_denied(self.names[CONSUMER_GROUP_DESCRIBE], authz.TOPIC, verdicts.count(False))
+                    count_denied(self.apis[CONSUMER_GROUP_DESCRIBE].name, authz.TOPIC, verdicts.count(False))
                     groups.append(error_responses.described_consumer_group_error(mod, g.group_id, ApiError(
                         ErrorCode.topic_authorization_failed, TOPIC_DESCRIBE_REFUSED)))
                     continue
@@ -249,17 +250,3 @@ class TopicChecks:
 def _topic_key(topic: Any) -> Any:
     name = getattr(topic, "name", None)
     return name if name is not None else getattr(topic, "topic_id", None)
-
-
-# The topic-level checks each API makes after its group check (KafkaApis; KAFKA-18813):
-# ``check(topic_checks, handler, ctx, request, client)``. The client-assignor heartbeat's
-# check comes from its own module (coordinator/private_apis.py).
-TOPIC_CHECKS: dict[int, Callable[..., Awaitable[Any]]] = {
-    OFFSET_COMMIT: TopicChecks.offset_commit,
-    OFFSET_DELETE: TopicChecks.offset_delete,
-    TXN_OFFSET_COMMIT: TopicChecks.txn_offset_commit,
-    OFFSET_FETCH: TopicChecks.offset_fetch,
-    CONSUMER_GROUP_HEARTBEAT: TopicChecks.consumer_group_heartbeat,
-    CONSUMER_GROUP_DESCRIBE: TopicChecks.consumer_group_describe,
-    **PRIVATE_TOPIC_CHECKS,
-}

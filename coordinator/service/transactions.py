@@ -8,8 +8,8 @@ Rules of this module:
   UNSUPPORTED_VERSION and is not advertised, and AddOffsetsToTxn is neither advertised nor
   answered: the gateway forwards it upstream. An offset is never applied outside its
   transaction.
-- TxnOffsetCommit is appended as the client's producer through the shard's runtime
-  (coordinator/runtime/txn_offsets_log.py); AddOffsetsToTxn becomes AddPartitionsToTxn v3
+- TxnOffsetCommit is the shard runtime's transactional write (`run_transactional`), appended
+  as the client's producer (coordinator/runtime/txn_offsets_log.py); AddOffsetsToTxn becomes AddPartitionsToTxn v3
   of the group's state partition, sent to the client's transaction coordinator on kcoord's
   link (the upstream would add its own __consumer_offsets partition).
 - OffsetFetch of a group with open transactions reads the markers written to its state
@@ -28,11 +28,11 @@ from kio.schema.errors import ErrorCode
 from ..config import CoordinatorConfig
 from ..group import error_responses
 from ..group.errors import ApiError
+from ..group.offsets.txn_commit import add_offsets_to_txn_response
 from ..group.shard import RequestContext
-from ..group.txn_offset_commit import add_offsets_to_txn_response
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
-from ..runtime.txn_offsets_log import ClientTxnAppender, add_offsets_to_txn, txn_offset_commit_request
+from ..runtime.txn_offsets_log import ClientTxnAppender, add_offsets_to_txn, txn_offset_commit_write
 from .routing import ShardRouter
 
 log = logging.getLogger("kcoord.service")
@@ -72,7 +72,8 @@ class Transactions:
                 "TxnOffsetCommit needs the fenced state log (docs/design/transactions.md)"), req)
         rt = self.router.runtime_for(req.group_id)
         try:
-            return await txn_offset_commit_request(rt, appender, ctx, req, rt.write_timeout_s)
+            op, append = txn_offset_commit_write(appender, rt.partition, ctx, req, rt.write_timeout_s)
+            return await rt.run_transactional(op, append)
         except ApiError as e:
             return error_responses.txn_offset_commit(ctx.api_version, e, req)
 
@@ -110,5 +111,5 @@ async def _open_upstream(security: Any, client_id: str, addresses):
     """A kio link to the upstream with kcoord's TLS/SASL (the state topic's raw reads and
     clients' transactional appends); the runtime may not import the gateway, so the service
     hands it this opener."""
-    from ..gateway.upstream_client import UpstreamClient
+    from ..upstream.client import UpstreamClient
     return await UpstreamClient.connect(addresses, client_id=client_id, security=security)

@@ -4,9 +4,12 @@ service's parts and runs each request through them.
 Rules of this module:
 - Wiring only: it builds the parts from the configuration and the state log, and each part
   gets only the collaborators it needs (the runtimes, the router, a callable), never the
-  service itself. The one exception is an API registered from outside (client-assignor and
-  connect APIs): its handler is called as ``handler(service, ctx, request)`` and may use
-  `runtime_for`, `partition_for`, `runtimes` and `authorizer`.
+  service itself. The one exception is an extension's handler given as a callable in its row
+  (client-assignor and connect APIs): it is called as ``handler(service, ctx, request)`` and
+  may use `runtime_for`, `partition_for`, `runtimes` and `authorizer`.
+- The API table is built here, once: the core rows plus the extensions' rows, passed as an
+  explicit argument (`extensions`; by default the ones the configuration enables,
+  `enabled_extensions`). No module adds to another's table at import.
 - `handle` is the one door: the handler from the API table (apis.py), run directly under
   ALLOW_ALL or through the authorization stage (authorization.py); then the request metrics,
   the cluster lease check and the audit log. Nothing computed from a shard's state is
@@ -19,28 +22,28 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..authz import ADD_OFFSETS_TO_TXN, ALLOW_ALL, Authorizer
+from .. import metrics
+from ..authz import ALLOW_ALL, Authorizer
 from ..config import CoordinatorConfig
-from ..connect_apis import CONNECT_APIS
-from ..group import regex_refresh
-from ..group.error_responses import ERROR_RESPONSES
+from ..connect_apis import CONNECT_ROWS
 from ..group.errors import ApiError
 from ..group.image import EMPTY_IMAGE, MetadataImage
+from ..group.modern.consumer import regex_refresh
 from ..group.shard import GroupCoordinatorShard, RequestContext
-from ..private_apis import PRIVATE_APIS
-from ..protocol.apis import TXN_OFFSET_COMMIT
+from ..private_apis import CLIENT_ASSIGNOR_ROWS
+from ..protocol.api_table import CORE_APIS, ApiSpec, ApiTable, build_table
+from ..protocol.apis import ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
-from ..runtime import metrics
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
 from ..security.audit import AuditLog
-from .apis import SERVED_APIS, ApiRegistry, Handler, ServedApi
+from .apis import ApiRegistry, Handler
 from .authorization import AuthorizationStage
 from .group_apis import GroupApis
 from .lifecycle import ShardLifecycle
@@ -51,10 +54,19 @@ from .transactions import Transactions
 log = logging.getLogger("kcoord.service")
 
 
+def enabled_extensions(config: CoordinatorConfig) -> tuple[tuple[ApiSpec, ...], ...]:
+    """The extensions' rows the configuration enables: kcoord's private client-assignor APIs
+    32700-32702 (docs/design/client-assignors.md) and the connect group APIs 32703-32706
+    (docs/design/connect-groups.md). Off, their keys are neither advertised nor routed."""
+    return tuple(rows for enabled, rows in ((config.consumer_client_assignors_enabled, CLIENT_ASSIGNOR_ROWS),
+                                            (config.connect_groups_enabled, CONNECT_ROWS)) if enabled)
+
+
 class GroupCoordinatorService:
     def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
                  make_shard: Callable[[int], GroupCoordinatorShard] | None = None,
-                 authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None) -> None:
+                 authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None,
+                 extensions: Sequence[Iterable[ApiSpec]] | None = None) -> None:
         self.config = config
         self.authorizer = authorizer
         self.audit = audit       # the audit log of group mutations (security/audit.py), or None
@@ -81,30 +93,20 @@ class GroupCoordinatorService:
         self.lifecycle.raw_reads = self.transactions.served
         self.group_apis = GroupApis(self.router, self.transactions.read_markers)
 
-        # The served-API registry: what ApiVersions advertises, what is answered, and how.
-        self.registry = registry = ApiRegistry(self._bind)
-        self.apis, self.api_versions, self.answered_versions = (
-            registry.apis, registry.api_versions, registry.answered_versions)
-        self._handlers, self._names = registry.handlers, registry.names
-        for api in SERVED_APIS:
-            registry.register(api)
-        if config.consumer_client_assignors_enabled:
-            # kcoord's private client-assignor APIs 32700-32702 (docs/design/client-assignors.md),
-            # advertised and routed only when enabled (coordinator/private_apis.py).
-            for key, name, versions, handler in PRIVATE_APIS:
-                registry.register(ServedApi(key, name, versions, handler))
-        if config.connect_groups_enabled:
-            # The connect group APIs 32703-32706 (docs/design/connect-groups.md), advertised and
-            # routed only when enabled (coordinator/connect_apis.py).
-            for key, name, versions, handler in CONNECT_APIS:
-                registry.register(ServedApi(key, name, versions, handler))
+        # The API table: the core rows and the extensions' (coordinator/protocol/api_table.py).
+        table = build_table(CORE_APIS, *(enabled_extensions(config) if extensions is None else extensions))
         if not self.transactions.served:
             # Neither advertised nor answered here, and AddOffsetsToTxn is forwarded upstream
             # (TxnOffsetCommit then answers UNSUPPORTED_VERSION, never applied outside its
             # transaction; transactions.py).
-            registry.unadvertise(TXN_OFFSET_COMMIT)
-            registry.withdraw(ADD_OFFSETS_TO_TXN)
-        self._authorization = AuthorizationStage(authorizer, registry.names, config, lambda: self.image,
+            table = table.without(ADD_OFFSETS_TO_TXN).replaced(TXN_OFFSET_COMMIT, advertised=False)
+        self.table: ApiTable = table
+        # The served-API registry: the rows bound to their handlers.
+        self.registry = registry = ApiRegistry(table.values(), self._bind)
+        self.apis, self.api_versions, self.answered_versions = (
+            registry.apis, registry.api_versions, registry.answered_versions)
+        self._handlers, self._names = registry.handlers, registry.names
+        self._authorization = AuthorizationStage(authorizer, registry.apis, config, lambda: self.image,
                                                  self.runtime_for)
         self._latency: dict[int, Any] = {}
         self._counted: dict[tuple[int, Any], Any] = {}
@@ -112,17 +114,20 @@ class GroupCoordinatorService:
         # before any response is released (None: no lease, one process).
         self.serving: Callable[[], bool] | None = None
 
-    def _bind(self, api: ServedApi) -> Handler:
-        handler = api.handler
+    def _bind(self, spec: ApiSpec) -> Handler:
+        handler = spec.handler
+        if handler is None:
+            return self.group_apis.one_group(spec)
         if not isinstance(handler, str):
             return functools.partial(handler, self)
         part = self.group_apis if hasattr(self.group_apis, handler) else self.transactions
         return getattr(part, handler)
 
-    def register_api(self, api: ServedApi) -> None:
-        """Add an API to the registry (before the gateway starts: it reads `api_versions` and
-        `answered_versions` once). A private API registers itself the same way."""
-        self.registry.register(api)
+    def register_api(self, spec: ApiSpec) -> None:
+        """Add a row to the table and the registry (before the gateway starts: it reads
+        `api_versions` and `answered_versions` once)."""
+        self.registry.register(spec)
+        self.table = build_table(self.table.values(), (spec,))
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         shard = self._make_shard(partition)
@@ -158,7 +163,7 @@ class GroupCoordinatorService:
             # Several processes: the membership lease ran out (a pause, a partition), so the
             # shards may belong to another instance by now. Nothing computed from this
             # state is released, not even a heartbeat (docs/user/cluster.md, the safety argument).
-            return ERROR_RESPONSES[api_key](api_version, ApiError(
+            return self.apis[api_key].error_response(api_version, ApiError(
                 ErrorCode.not_coordinator, "This kcoord instance's cluster membership lease ran out; "
                 "find the coordinator again."), request)
         if self.audit is not None:

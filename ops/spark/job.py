@@ -58,7 +58,8 @@ def run_partition_tasks(tasks, skip_corrupt: bool = False, topic_names: dict | N
     """Executor side: every table row of every task, tagged with its table name."""
     import logging
 
-    from ops.logsource import Problems, iter_files
+    from ops.logfiles import iter_files
+    from ops.logsource import Problems
     from ops.tables import partition_tables
     # Unknown record types are counted in record_type_counts; the replayer's WARN is noise.
     logging.getLogger("kcoord.replay").setLevel(logging.ERROR)
@@ -150,7 +151,7 @@ def run_job(paths: list[str], out: str, *, master: str | None = None, spark=None
 def topic_names_from(bootstrap: str | None) -> dict | None:
     if not bootstrap:
         return None
-    from ops.cli import cluster_image
+    from ops.live import cluster_image
     return {t.topic_id: t.name for t in cluster_image(bootstrap).topics_by_id.values()}
 
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.runtime.embedded import _die_with_parent, _resolve_prctl
+from coordinator.upstream.embedded import _die_with_parent, _resolve_prctl
 
 _lock = threading.Lock()
 _children: set[subprocess.Popen] = set()

@@ -6,7 +6,9 @@ does it inside its group coordinator (`convertToConsumerGroup`, `convertToClassi
 - `conversion.py`: a whole group converted (classic -> consumer on the first consumer-protocol
   heartbeat; consumer -> classic when its last consumer-protocol member leaves);
 - `mixed.py`: classic members (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) inside a consumer group;
-- `hooks.py`: the one object a shard holds, naming the points where it calls these.
+- `rows.py`: the shard's rows (coordinator/group/operations.py) that bring the requests here: the
+  classic APIs on a consumer group, and the consumer group heartbeat with migration's upgrade and
+  fence. Migration imports classic/ and modern/consumer/; neither imports it.
 
 The rehearsal tool (real clients walking a group through an upgrade and back) stays in the
 top-level `migration/` package, which builds on this one and is never imported by it.

@@ -23,8 +23,8 @@ from ...protocol.consumer_protocol import (
     encode_assignment,
 )
 from .. import record_helpers as rh
-from ..classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from ..classic_rebalance import (
+from ..classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from ..classic.rebalance import (
     Effects,
     complete_join,
     complete_sync,
@@ -34,13 +34,14 @@ from ..classic_rebalance import (
     reschedule_heartbeat,
     sync_key,
 )
-from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 from ..errors import ApiError
 from ..group_types import group_type
-from ..membership import cancel_member_timers, metadata_hash, session_timer
-from ..offsets import OffsetStore
+from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
+from ..modern.consumer.membership import cancel_member_timers, fence, metadata_hash, session_timer
+from ..offsets.store import OffsetStore
 from ..replay import Replayer
 from ..result import CancelTimer, Result, ScheduleTimer
+from .policy import MigrationPolicy
 
 if TYPE_CHECKING:
     from ..context import ShardView
@@ -53,7 +54,7 @@ def upgrade(shard: ShardView, classic: ClassicGroup, out: Effects, now_ms: int) 
     added to `out` make it real when replayed."""
     records, timers = out.records, out.timers
     gid = classic.group_id
-    policy = shard.migration.policy
+    policy = MigrationPolicy.parse(shard.config.consumer_migration_policy)
     if not policy.upgrade_enabled:
         raise ApiError(ErrorCode.group_id_not_found, f"Cannot upgrade classic group {gid} to a consumer group "
                                                      f"because the online upgrade is disabled.")
@@ -135,7 +136,7 @@ def can_downgrade_without(shard: ShardView, group: ConsumerGroup, leaving: set[s
     protocol, there is at least one, the policy allows it and the classic group would not
     be over group.max.size."""
     remaining = [m for mid, m in group.members.items() if mid not in leaving]
-    return (shard.migration.policy.downgrade_enabled and bool(remaining)
+    return (MigrationPolicy.parse(shard.config.consumer_migration_policy).downgrade_enabled and bool(remaining)
             and all(m.uses_classic_protocol for m in remaining)
             and len(remaining) <= shard.config.group_max_size)
 
@@ -196,11 +197,13 @@ def downgrade(shard: ShardView, group: ConsumerGroup, leaving: set[str], now_ms:
     return classic, fx
 
 
-def downgrade_on_fence(shard: ShardView, group: ConsumerGroup, member_ids: list[str],
-                       now_ms: int) -> Result | None:
-    """Trigger A: the last consumer-protocol members leave (or are fenced)."""
+def fence_or_downgrade(shard: ShardView, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> Result:
+    """Kafka's `consumerGroupFenceMembers`: the members leave (a session or rebalance timeout,
+    a leave, a static replacement); when they are the last consumer-protocol members and the
+    rest use the classic protocol, the policy may convert the group back to classic instead
+    (downgrade trigger A)."""
     if not can_downgrade_without(shard, group, set(member_ids)):
-        return None
+        return fence(shard, group, member_ids, now_ms)
     _, fx = downgrade(shard, group, set(member_ids), now_ms)
     return fx.result()
 

@@ -17,18 +17,18 @@ from kio.schema.errors import ErrorCode
 from records import ClassicMemberMetadata, ClassicProtocol
 
 from ...protocol.consumer_protocol import MalformedProtocolData, decode_subscription, encode_assignment
-from ..classic_group import ClassicGroupMember
-from ..classic_join import join_group
-from ..classic_rebalance import join_response, sync_response
-from ..consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
-from ..consumer_heartbeat import static_member, update_and_reconcile
+from ..classic.group import ClassicGroupMember
+from ..classic.join import join_group
+from ..classic.rebalance import join_response, sync_response
 from ..errors import ApiError
-from ..heartbeat_policy import session_timeout_ms
 from ..kio_util import build, schema
-from ..membership import fence, join_timer, session_timer, sync_timer
+from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
+from ..modern.consumer.heartbeat import static_member, update_and_reconcile
+from ..modern.consumer.heartbeat_policy import session_timeout_ms
+from ..modern.consumer.membership import join_timer, session_timer, sync_timer
 from ..result import CancelTimer, Effects, Result, ScheduleTimer, TimerOp
 from ..timeutil import from_ms, to_ms
-from .conversion import downgrade
+from .conversion import downgrade, fence_or_downgrade
 from .policy import MigrationPolicy
 
 if TYPE_CHECKING:
@@ -60,11 +60,11 @@ def _join_error(v: int, error: ErrorCode, member_id: str = "") -> Result:
 def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
     v = ctx.api_version
     gid = group.group_id
-    if shard.migration.policy is MigrationPolicy.DISABLED:
+    if MigrationPolicy.parse(shard.config.consumer_migration_policy) is MigrationPolicy.DISABLED:
         # KAFKA-20640: with migration disabled classic members cannot join a consumer group.
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-    instance_id = getattr(req, "group_instance_id", None)
+    instance_id = req.group_instance_id
     unknown = req.member_id == ""
     member_id = req.member_id or new_member_id()
     if not (instance_id is not None and instance_id in group.static_members) \
@@ -81,7 +81,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)  # KAFKA-20662
 
     session_ms = to_ms(req.session_timeout)
-    rebalance_ms = to_ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    rebalance_ms = to_ms(req.rebalance_timeout)
     fx = Effects(replay=True)   # consumer-group records change state by replay
     if instance_id is not None and unknown:
         existing = group.static_member(instance_id)
@@ -125,7 +125,7 @@ def _can_replace_last_consumer_member(shard, group: ConsumerGroup, existing: Con
     """Downgrade trigger B: a classic static member replaces the only consumer-protocol member."""
     return (not existing.uses_classic_protocol
             and group.all_members_use_classic_protocol_except({existing.member_id})
-            and shard.migration.policy.downgrade_enabled
+            and MigrationPolicy.parse(shard.config.consumer_migration_policy).downgrade_enabled
             and len(group.members) <= shard.config.group_max_size)
 
 
@@ -136,7 +136,7 @@ def _downgrade_by_replacement(shard, ctx, req, group: ConsumerGroup, existing: C
     joining = ClassicGroupMember(
         member_id=f"{req.group_instance_id}-{uuid.uuid4()}", group_instance_id=req.group_instance_id,
         client_id=ctx.client_id, client_host=ctx.client_host,
-        rebalance_timeout_ms=to_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+        rebalance_timeout_ms=to_ms(req.rebalance_timeout),
         session_timeout_ms=to_ms(req.session_timeout), protocol_type=req.protocol_type,
         supported_protocols=list(protocols))
     # Rebalance only when the target is not computed yet; otherwise the classic members
@@ -194,11 +194,11 @@ def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
     try:
         if group.is_empty():
             raise ApiError(ErrorCode.unknown_member_id)
-        member = _classic_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        member = _classic_member(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.member_epoch:
             raise ApiError(ErrorCode.illegal_generation)
-        protocol_type = getattr(req, "protocol_type", None)
-        protocol_name = getattr(req, "protocol_name", None)
+        protocol_type = req.protocol_type
+        protocol_name = req.protocol_name
         if (protocol_type is not None and protocol_type != "consumer") or \
                 (protocol_name is not None and protocol_name not in _classic_protocol_names(member)):
             raise ApiError(ErrorCode.inconsistent_group_protocol)
@@ -266,7 +266,7 @@ def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group:
             out.append((member_id, instance_id, ErrorCode.none))
         except ApiError as e:
             out.append((member_id, instance_id, e.code))
-    result = fence(shard, group, leaving, now_ms) if leaving else Result()
+    result = fence_or_downgrade(shard, group, leaving, now_ms) if leaving else Result()
     top = out[0][2] if v < 3 and out else ErrorCode.none
     members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
                                      for m, i, c in out)

@@ -10,7 +10,9 @@ writer take it (and so that handlers see the same names whichever side a class c
   `TransactionalId`); any other entity type is its primitive;
 - strings, bytes, records, arrays and structs are `| None` where the version is nullable; a
   tagged, ignorable field without a default is `| None` with default None;
-- primitive arrays default to `()`; a tagged struct defaults to an empty instance.
+- primitive arrays default to `()`; a tagged struct defaults to an empty instance;
+- a `__consumer_offsets` record's key and value (`coordinator-key`/`coordinator-value`) are
+  kio "data" entities, one module per version (`<record>/v<N>/key.py`, `value.py`).
 The request header is v2 for flexible versions, v1 otherwise (v0 for ControlledShutdown
 v0); the response header v1 for flexible versions, v0 otherwise and always for ApiVersions,
 as Kafka's ApiMessageTypeGenerator decides.
@@ -45,9 +47,20 @@ def snake(name: str) -> str:
     return parts + "_" if parts in _BUILTINS else parts
 
 
+RECORD_KINDS = {"coordinator-key": "key", "coordinator-value": "value"}
+
+
 def api_module(message: Message) -> str:
-    """`DeleteGroupsResponse` -> `delete_groups`, kio's package name for the API."""
+    """`DeleteGroupsResponse` -> `delete_groups`, kio's package name for the API;
+    `StreamsGroupMetadataKey` -> `streams_group_metadata` for a `__consumer_offsets` record."""
+    if message.type in RECORD_KINDS:
+        return snake(message.name).removesuffix("_key").removesuffix("_value")
     return snake(message.name).removesuffix("_request").removesuffix("_response")
+
+
+def module_kind(message: Message) -> str:
+    """The module's file name: `request`, `response`, or `key`/`value` for a record."""
+    return RECORD_KINDS.get(message.type, message.type)
 
 
 def kafka_kind(f: Field) -> str:
@@ -121,7 +134,8 @@ class Module:
 
     def _classvars(self, top: bool) -> str:
         m, v = self.message, self.version
-        kind = m.type if top and m.type in ("request", "response", "header", "data") else "nested"
+        # A record's key and value are kio "data" entities: no API key, no header.
+        kind = ("data" if m.type in RECORD_KINDS else m.type) if top else "nested"
         out = [f"    __type__: ClassVar = EntityType.{kind}",
                f"    __version__: ClassVar[i16] = i16({v})",
                f"    __flexible__: ClassVar[bool] = {m.is_flexible(v)}"]

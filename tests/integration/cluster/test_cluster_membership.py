@@ -10,7 +10,7 @@ import uuid
 from coordinator.cluster.membership import ClusterMembership, group_name
 from coordinator.cluster.protocol import Endpoint
 from coordinator.gateway.listeners import parse_addresses
-from coordinator.gateway.upstream_client import UpstreamClient
+from coordinator.upstream.client import UpstreamClient
 from support.tansu import TansuBroker
 
 SHARDS = 12

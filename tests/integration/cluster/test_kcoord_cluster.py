@@ -18,7 +18,8 @@ from coordinator.cluster.balancer import NODE_ID_BASE
 from support import group_probe as probe
 from support import raw_client
 from support.admin import create_topic
-from support.kcoord import CLUSTER, KcoordProcess, free_port_block
+from support.kcoord import CLUSTER, KcoordProcess, free_port_block, start_all
+from support.names import unique_name
 from support.ownership import OwnershipLedger
 from support.produce import BackgroundProducer, produce_records
 from support.rdkafka import RdkafkaConsumer
@@ -75,24 +76,45 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     return out
 
 
-@pytest.fixture
-def trio(upstream, names):
-    topic = names.topic()
-    procs = [KcoordProcess(upstream.bootstrap, f"__kc_{topic}", state_partitions=SHARDS, config=CLUSTER,
+@pytest.fixture(scope="module")
+def upstream(request: pytest.FixtureRequest):
+    """Module-scoped, so one trio serves the module per upstream (support.upstreams; pytest
+    groups the tests by upstream)."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
+def _settled(procs: list[KcoordProcess]) -> bool:
+    """Every process names the same coordinator for every group, and the groups spread over
+    all three instances."""
+    c = coordinators(procs, [f"g-{i}" for i in range(40)])
+    return c is not None and len({node for node, _, _ in c.values()}) == 3
+
+
+@pytest.fixture(scope="module")
+def shared_trio(upstream):
+    """Three processes for the module (a start of three and their settling cost ~20 s)."""
+    state = unique_name("__kc_trio")
+    procs = [KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
-        for p in procs:
-            p.start(timeout=60)
-        groups = [f"g-{i}" for i in range(40)]
-        # Settled: every process names the same coordinator for every group, and the groups
-        # spread over all three instances.
-        wait_until(lambda: (c := coordinators(procs, groups)) is not None
-                   and len({node for node, _, _ in c.values()}) == 3, 60, message="the cluster settles")
+        start_all(procs, timeout=120)     # three starting at once on a loaded machine
         yield procs
     finally:
         for p in procs:
-            if p.process is not None and p.process.poll() is None:
+            if p.running():
                 p.stop()
+
+
+@pytest.fixture
+def trio(shared_trio):
+    """The module's three processes, settled; each test uses its own topics and groups. A
+    process an earlier test killed or stopped is started again under its instance id (a
+    paused one was woken by its test), so every test begins with three settled instances."""
+    start_all([p for p in shared_trio if not p.running()], timeout=120)
+    wait_until(lambda: _settled(shared_trio), 60, message="the cluster settles")
+    return shared_trio
 
 
 def test_three_processes_share_the_shards_and_agree_on_addresses(trio):
@@ -261,8 +283,7 @@ def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(upstream, names)
     procs = [KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
-        for p in procs[:2]:
-            p.start(timeout=60)
+        start_all(procs[:2], timeout=60)
         groups = [f"g-{i}" for i in range(40)]
         wait_until(lambda: (c := coordinators(procs[:2], groups)) is not None
                    and len({n for n, _, _ in c.values()}) == 2, 60, message="two processes settle")

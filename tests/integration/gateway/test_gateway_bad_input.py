@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import apis
 from coordinator.protocol.apis import response_class
-from coordinator.runtime import metrics
+from coordinator import metrics
 from coordinator.protocol.framing import RequestHeader
 from gateway_helpers import LoopThread, RunningGateway, start_gateway
 from support.raw_client import assert_closed, call, decode_response, encode_request, read_frame, request

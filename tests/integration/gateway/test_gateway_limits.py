@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import apis
-from coordinator.runtime import metrics
+from coordinator import metrics
 from gateway_helpers import STATE_TOPIC, LoopThread, RunningGateway, start_gateway
 from support.raw_client import assert_closed, call, encode_request, read_frame, request, request_types
 from support.tansu import TansuBroker

@@ -3,7 +3,7 @@
 Kafka 4.x finalizes `transaction.version=2`, with which Java >= 4.0 producers rely on
 Produce v12's implicit AddPartitionsToTxn (KIP-890). kcoord forwards Produce v10+ (it rewrites
 their KIP-951 NodeEndpoints, coordinator/gateway/leader_endpoints.py) and serves TxnOffsetCommit
-v5, so it forwards level 2 (coordinator/group/txn_features.py) and the producer adds its
+v5, so it forwards level 2 (coordinator/group/offsets/txn_features.py) and the producer adds its
 partitions implicitly; Tansu finalizes no level 2 and the producer adds them explicitly."""
 from __future__ import annotations
 

@@ -4,18 +4,19 @@ OffsetFetch, DescribeGroups and ConsumerGroupDescribe exactly as the offline rep
 from __future__ import annotations
 
 from conftest import KcoordServe
-from support.raw_client import call_with as call
-from support.wait import wait_until
-
 from coordinator.cli import build_parser
-from coordinator.group import group_admin, offset_ops
+from coordinator.group import group_admin
 from coordinator.group.kio_util import schema
-from ops.cli import cluster_image
+from coordinator.group.offsets import ops as offset_ops
+from ops.live import cluster_image
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, topics, write_segments
-from ops.logsource import Problems, discover, iter_files
+from ops.logsource import Problems, discover
+from ops.logfiles import iter_files
 from ops.materialise import OffsetsReplay
 from ops.produce_log import create_topic
+from support.raw_client import call_with as call
+from support.wait import wait_until
 
 OFFSET_FETCH, DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE = 9, 15, 69
 STATE_PARTITIONS = 5

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from coordinator.gateway.cluster import ClusterView
-from coordinator.gateway.upstream_client import UpstreamAuthenticationError, UpstreamClient, UpstreamError
+from coordinator.upstream.client import UpstreamAuthenticationError, UpstreamClient, UpstreamError
 from coordinator.protocol.apis import METADATA, request_class
 from coordinator.runtime.state_topic import StateTopic
 from coordinator.security.upstream import UpstreamSecurity

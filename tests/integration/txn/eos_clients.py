@@ -28,7 +28,7 @@ from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32
 
-from coordinator.runtime.kafka_link import KafkaLink
+from coordinator.upstream.client import UpstreamClient as KafkaLink
 from support import processes
 from support.java import java_command, libs_java_command
 from support.wait import wait_until

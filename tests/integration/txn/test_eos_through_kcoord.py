@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 
-from coordinator.runtime.kafka_link import KafkaLink
+from coordinator.upstream.client import UpstreamClient as KafkaLink
 from support.admin import create_topic
 from support.produce import produce_records
 from support.wait import wait_until

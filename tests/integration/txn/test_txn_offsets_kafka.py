@@ -28,8 +28,8 @@ from kio.static.primitive import i16, i32Timedelta
 from coordinator.group import record_helpers as rh
 from coordinator.group.context import RequestContext
 from coordinator.group.image import MetadataImage, TopicImage
+from coordinator.group.offsets.txn_commit import replay_pending
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.txn_offset_commit import replay_pending
 from coordinator.protocol.apis import request_class
 from coordinator.runtime.fenced_state_log import FencedStateLog, StateLogError
 from coordinator.runtime.state_topic import StateTopic

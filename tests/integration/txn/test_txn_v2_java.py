@@ -1,7 +1,7 @@
 """Transactions v2 (KIP-890 part 2) end to end through kcoord, on Apache Kafka 4.4 (issue 16 §1).
 
 Kafka 4.4 finalizes `transaction.version=2`. kcoord forwards that level only while it serves
-TxnOffsetCommit v5 and forwards Produce v12 (coordinator/group/txn_features.py); it forwards
+TxnOffsetCommit v5 and forwards Produce v12 (coordinator/group/offsets/txn_features.py); it forwards
 Produce v10+ because it rewrites their KIP-951 NodeEndpoints (coordinator/gateway/
 leader_endpoints.py). A Java 4.4 producer then uses transactions v2: Produce v12 adds its
 partitions implicitly, `sendOffsetsToTransaction` sends no AddOffsetsToTxn and TxnOffsetCommit
@@ -23,7 +23,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from coordinator.protocol.apis import PRODUCE, TXN_OFFSET_COMMIT
-from coordinator.runtime.kafka_link import KafkaLink
+from coordinator.upstream.client import UpstreamClient as KafkaLink
 from support.admin import create_topic
 from support.kcoord import FAST
 from support.metrics import kcoord_with_metrics, sample

@@ -101,7 +101,7 @@ def test_a_newcomer_holds_what_a_static_replacement_hands_it_and_refreshes_its_a
     # The shards came with the old process's assignment: served only once its lease has
     # certainly run out, a session after the JoinGroup answer that replaced it.
     assert changes[0] == (5, frozenset({0, 1}), frozenset())
-    assert m.hold_until == {0: 100.0 + SESSION_MS / 1000, 1: 100.0 + SESSION_MS / 1000}
+    assert m.ownership.hold_until == {0: 100.0 + SESSION_MS / 1000, 1: 100.0 + SESSION_MS / 1000}
     # The map named the old address: it rejoined at once, with metadata Kafka has not stored
     # (its shards and node id now), which makes Kafka rebalance; the next map names it right.
     joins = [req for api, req, _ in link.sent if api == "JoinGroup"]
@@ -109,7 +109,7 @@ def test_a_newcomer_holds_what_a_static_replacement_hands_it_and_refreshes_its_a
     first, second = (decode_metadata(j.protocols[0].metadata) for j in joins)
     assert (first.fresh, first.owned, first.node_id) == (True, frozenset(), -1)
     assert (second.endpoint, second.owned, second.node_id) == (NEW, frozenset({0, 1}), 1 << 30)
-    assert m.assignment is not None and m.assignment.endpoints["kc-0"] == NEW
+    assert m.ownership.assignment is not None and m.ownership.assignment.endpoints["kc-0"] == NEW
 
 
 def test_a_member_that_is_no_longer_fresh_holds_only_the_shards_the_leader_marks():
@@ -129,7 +129,7 @@ def test_a_member_that_is_no_longer_fresh_holds_only_the_shards_the_leader_marks
 
     m, _, changes, _ = asyncio.run(_run(script, until, clock))
     assert changes[-1] == (8, frozenset({2, 3}), frozenset())
-    assert m.hold_until == {3: 110.0 + SESSION_MS / 1000}
+    assert m.ownership.hold_until == {3: 110.0 + SESSION_MS / 1000}
 
 
 @pytest.mark.parametrize("error", [ErrorCode.fenced_instance_id, ErrorCode.unknown_member_id,
@@ -143,7 +143,7 @@ def test_a_replaced_member_stops_answering_before_it_rejoins_or_exits(error):
     m, link, changes, outcome = asyncio.run(_run(
         script, lambda m, link: len([a for a, _, _ in link.sent if a == "JoinGroup"]) == 2))
     assert changes[-1] == (5, frozenset(), frozenset({0, 1}))
-    assert not m.serving() and m.owned == frozenset()
+    assert not m.serving() and m.ownership.owned == frozenset()
     if error == ErrorCode.fenced_instance_id:
         assert isinstance(outcome, MembershipFenced)
     else:

@@ -117,11 +117,11 @@ def test_a_fenced_shard_is_no_longer_claimed_and_the_member_rejoins():
     async def main():
         m = ClusterMembership(group_id="kcoord.t", instance_id="a", endpoint=Endpoint("h", 1), n_shards=4,
                               open_link=None, bootstrap=[], on_change=lambda *a: None)  # type: ignore[arg-type]
-        m.owned = frozenset({1, 2})
+        m.ownership.owned = frozenset({1, 2})
         m.shard_lost(3)                     # not ours: nothing to do
-        assert m.owned == {1, 2} and not m._rejoin_requested
+        assert m.ownership.owned == {1, 2} and not m.heartbeat.rejoin_requested
         m.shard_lost(2)
-        assert m.owned == {1} and m._rejoin_requested
+        assert m.ownership.owned == {1} and m.heartbeat.rejoin_requested
         assert b'"owned":[1]' in m._metadata()     # what the leader sees at the rejoin
     asyncio.run(main())
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import datetime
 
-from coordinator.group import connect_admin, connect_assignment, connect_heartbeat, connect_replay  # noqa: F401 (registers replay)
-from coordinator.group.connect_timers import KIND
+from coordinator.group.modern.connect import admin as connect_admin  # noqa: F401 (registers replay)
+from coordinator.group.modern.connect import assignment as connect_assignment  # noqa: F401 (registers replay)
+from coordinator.group.modern.connect import heartbeat as connect_heartbeat  # noqa: F401 (registers replay)
+from coordinator.group.modern.connect import replay as connect_replay  # noqa: F401 (registers replay)
+from coordinator.group.modern.connect.timers import KIND
 from coordinator.group.result import CancelTimer, Result, ScheduleTimer
 from coordinator.protocol import connect_messages as cm
 from records import CoordinatorRecord, codec, decode_record, encode_key, encode_value

@@ -6,9 +6,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.client_assignment import COMPUTE_ASSIGNMENT, INVALID_ASSIGNMENT
-from coordinator.group.connect_group import ConnectGroup
-from coordinator.group.consumer_group import ConsumerGroupState, MemberState
+from coordinator.group.modern.client_assignment import COMPUTE_ASSIGNMENT, INVALID_ASSIGNMENT
+from coordinator.group.modern.connect.group import ConnectGroup
+from coordinator.group.modern.consumer.group import ConsumerGroupState, MemberState
 
 from .driver import ConnectContext, assignor, names
 
@@ -303,7 +303,7 @@ def test_c9_bulk_replay_equals_replay():
 
 
 def test_c10_migration_phase_c1():
-    from coordinator.group.classic_group import ClassicGroup
+    from coordinator.group.classic.group import ClassicGroup
     c = ConnectContext()
     # an empty classic connect group (its workers all left) becomes a connect group
     g = ClassicGroup(W)
@@ -317,7 +317,7 @@ def test_c10_migration_phase_c1():
 
 
 def test_c10_non_empty_classic_group_is_not_found():
-    from coordinator.group.classic_group import ClassicGroup, ClassicGroupMember
+    from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
     c = ConnectContext()
     g = ClassicGroup("cl")
     g.protocol_type = "connect"

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.client_assignment import COMPUTE_ASSIGNMENT
+from coordinator.group.modern.client_assignment import COMPUTE_ASSIGNMENT
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.protocol import connect_messages as cm
 from coordinator.service import GroupCoordinatorService

@@ -309,7 +309,7 @@ def _linked(gateway: Gateway, connection: ClientConnection) -> tuple[Any, FakeTr
 
 
 def _bad_frames(reason: str) -> float:
-    from coordinator.runtime import metrics
+    from coordinator import metrics
     return metrics.GATEWAY_BAD_REQUESTS.labels(reason=reason)._value.get()
 
 

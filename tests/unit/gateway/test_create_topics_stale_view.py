@@ -63,3 +63,16 @@ def test_a_valid_topic_the_view_knows_is_forwarded_and_the_invalid_one_beside_it
 def test_a_valid_topic_the_view_knows_writes_no_records_and_is_not_refused() -> None:
     assert check_create_topics(create_topics([{"name": "old", "partitions": 9_999}]),
                                facts(existing={"old": 1})) is None
+
+
+def test_a_name_that_fills_a_string_field_is_shortened_in_the_message() -> None:
+    # The structured fuzzer's longest string: the topic exists (Tansu took the name), and the
+    # answer quoting it must still encode (a legacy string holds at most 32,767 bytes).
+    name = "x" * 32767
+    decision = decide(create_topics([{"name": name, "partitions": 1, "rf": 9}], version=4),
+                      version=4, f=facts(existing={name: 1}))
+    assert isinstance(decision, Local), decision
+    back = decode_response_frame(CREATE_TOPICS, 4, encode_response_frame(CREATE_TOPICS, 4, 9, decision.response))[1]
+    ((got, code, message),) = [(t.name, t.error_code, t.error_message) for t in back.topics]
+    assert (got, code) == (name, ErrorCode.topic_already_exists)
+    assert message == f"Topic '{'x' * 249}... (32767 characters)' already exists."

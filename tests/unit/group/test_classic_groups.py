@@ -6,7 +6,7 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.classic_group import ClassicGroupState
+from coordinator.group.classic.group import ClassicGroupState
 from coordinator.group.kio_util import schema
 
 from .context import Pending, ShardContext, topic

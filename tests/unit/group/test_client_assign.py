@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator import private_apis
 from coordinator.config import CoordinatorConfig
-from coordinator.group.consumer_group import ConsumerGroupState
+from coordinator.group.modern.consumer.group import ConsumerGroupState
 from coordinator.protocol import private_messages as pm
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.private_apis import COMPUTE_ASSIGNMENT, INVALID_ASSIGNMENT

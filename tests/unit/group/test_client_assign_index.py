@@ -1,12 +1,12 @@
-"""AssignorIndex (coordinator/group/assignor_index.py) agrees with client_assignment's rules
+"""AssignorIndex (coordinator/group/modern/consumer/assignor_index.py) agrees with client_assignment's rules
 over random groups: the assignor, and each member's eligibility as assigner, with a member
 added, replaced or removed through the group's own replay helpers."""
 from __future__ import annotations
 
 import random
 
-from coordinator.group.client_assignment import eligible_assigners, select_assignor
-from coordinator.group.consumer_group import ClientAssignorSpec, ConsumerGroup, ConsumerGroupMember
+from coordinator.group.modern.client_assignment import eligible_assigners, select_assignor
+from coordinator.group.modern.consumer.group import ClientAssignorSpec, ConsumerGroup, ConsumerGroupMember
 
 
 def _specs(rng: random.Random):

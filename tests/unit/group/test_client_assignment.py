@@ -1,4 +1,4 @@
-"""The client-assignor rules (coordinator/group/client_assignment.py; seed-drafts.md §1,
+"""The client-assignor rules (coordinator/group/modern/client_assignment.py; seed-drafts.md §1,
 acceptance criteria A4, A5, A7, A8, A9, A10, A11, A13, A14 at the engine level).
 
 The group is driven through ShardContext (the real heartbeat path) where a criterion needs
@@ -10,7 +10,8 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.client_assignment import (
+from coordinator.group.errors import ApiError
+from coordinator.group.modern.client_assignment import (
     ClientAssignment,
     ClientAssignorSpec,
     InvalidAssignment,
@@ -25,7 +26,6 @@ from coordinator.group.client_assignment import (
     validate_install,
     validate_request,
 )
-from coordinator.group.errors import ApiError
 
 from .context import ShardContext, topic
 
@@ -257,7 +257,7 @@ def test_a5_caller_checks_in_order():
 def test_a2_prepare_view_of_a_real_group():
     """A2's content: members with resolved subscriptions, their entry for the assignor, their
     current target, and the subscribed topics' partition counts, at the group epoch."""
-    from coordinator.group.client_assignment import prepare_view
+    from coordinator.group.modern.consumer.client_round import prepare_view
 
     ctx = ShardContext(topic("foo", 6), topic("bar", 2), topic("unused", 3))
     ctx.heartbeat("g", "A", 0, topics=["foo"])
@@ -280,7 +280,7 @@ def test_a2_prepare_view_of_a_real_group():
 
 def _installed_group():
     """A and B in group g (server-assigned so far) and a round prepared at its epoch."""
-    from coordinator.group.client_assignment import prepare_view
+    from coordinator.group.modern.consumer.client_round import prepare_view
 
     ctx = ShardContext(topic("foo", 6))
     ctx.heartbeat("g", "A", 0, topics=["foo"])
@@ -294,7 +294,7 @@ def _installed_group():
 
 
 def test_a3_a7_install_records_land_in_the_group_and_replay():
-    from coordinator.group.client_assignment import installed_records
+    from coordinator.group.modern.consumer.client_round import installed_records
     from coordinator.group.result import Result
 
     ctx, group, ca = _installed_group()
@@ -315,7 +315,7 @@ def test_a3_a7_install_records_land_in_the_group_and_replay():
 
 
 def test_a8_error_install_advances_the_epoch_only():
-    from coordinator.group.client_assignment import installed_records
+    from coordinator.group.modern.consumer.client_round import installed_records
     from coordinator.group.result import Result
 
     ctx, group, ca = _installed_group()

@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.consumer_group import ConsumerGroupState, MemberState
+from coordinator.group.modern.consumer.group import ConsumerGroupState, MemberState
 from records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,

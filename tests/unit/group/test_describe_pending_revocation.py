@@ -8,7 +8,7 @@ described with every partition it still owns, while its TargetAssignment already
 ones to revoke. kcoord described the assigned partitions only."""
 from __future__ import annotations
 
-from coordinator.group.consumer_group import MemberState
+from coordinator.group.modern.consumer.group import MemberState
 
 from .context import ShardContext, ok
 from .test_consumer_heartbeat import FOO, fast

@@ -10,9 +10,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.group import group_types, replay
-from coordinator.group.commit_validation import ACCEPT_ALL
 from coordinator.group.errors import ApiError
 from coordinator.group.kio_util import schema
+from coordinator.group.offsets.commit_validation import ACCEPT_ALL
 from ops import downgrade
 
 from .context import ShardContext, topic

@@ -3,18 +3,21 @@ tests do (ConsumerGroupHeartbeatRequestTest, ConsumerGroupDescribeRequestTest), 
 regex rule of §3 (resolution never matches kcoord's state topic)."""
 from __future__ import annotations
 
-import pytest
-
-from coordinator.group import regex as regexes
-from coordinator.group.consumer_group import ConsumerGroupState
 from coordinator.group.kio_util import schema
+from coordinator.group.modern.consumer import regex as regexes
+from coordinator.group.modern.consumer.group import ConsumerGroupState
 from records import (
-    TRAILING_BYTES, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey, decode_record,
+    TRAILING_BYTES,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    decode_record,
 )
 
 from .context import ShardContext, ok, topic
 from .test_consumer_heartbeat import fast
+
 
 def _records_since(c: ShardContext, start: int) -> list:
     return [decode_record(k, v, offset=o) for o, k, v in c.log[start:]]

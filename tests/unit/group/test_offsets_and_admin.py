@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
 from coordinator.group.kio_util import schema
-from coordinator.group.offset_ops import fetch_group
+from coordinator.group.offsets.ops import fetch_group
 from records import decode_record
 
 from .context import ShardContext, topic

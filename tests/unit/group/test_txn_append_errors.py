@@ -18,8 +18,8 @@ from kio.static.primitive import i32Timedelta
 from coordinator.group.context import RequestContext
 from coordinator.group.image import MetadataImage
 from coordinator.group.kio_util import build
+from coordinator.group.offsets.txn_commit import replay_pending
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.txn_offset_commit import replay_pending
 from coordinator.protocol.apis import response_class
 from coordinator.runtime.txn_log_reader import TxnLogReader
 from coordinator.runtime.txn_offsets_log import ClientTxnAppender, txn_offset_commit_request
@@ -126,7 +126,7 @@ def test_the_previous_transactions_marker_landing_after_the_read_ends_only_its_o
     became committed). The marker is now read up to the append's offset first."""
     port = Port()
     previous = txn_request("g", {"foo": {0: 40}}, pid=7, epoch=2)
-    from coordinator.group.txn_offset_commit import txn_offset_commit
+    from coordinator.group.offsets.txn_commit import txn_offset_commit
     replay_pending(port.shard, txn_offset_commit(port.shard, RequestContext(api_version=5), previous, 5), 8)
     port.landed = [build_control_batch(ControlMarker.COMMIT if committed else ControlMarker.ABORT, base_offset=10,
                                        timestamp_ms=1, producer_id=7, producer_epoch=3)]
@@ -160,7 +160,7 @@ def test_a_marker_read_late_ends_only_the_offsets_written_before_it():
 
 
 def _write(port: Port, topics: dict):
-    from coordinator.group.txn_offset_commit import txn_offset_commit
+    from coordinator.group.offsets.txn_commit import txn_offset_commit
     return txn_offset_commit(port.shard, RequestContext(api_version=5), txn_request("g", topics, pid=7, epoch=2), 5)
 
 

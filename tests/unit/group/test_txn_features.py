@@ -1,7 +1,7 @@
-"""transaction.version as kcoord may advertise it (coordinator/group/txn_features.py)."""
+"""transaction.version as kcoord may advertise it (coordinator/group/offsets/txn_features.py)."""
 from __future__ import annotations
 
-from coordinator.group.txn_features import clamp_transaction_version
+from coordinator.group.offsets.txn_features import clamp_transaction_version
 from coordinator.protocol.api_versions import Features
 
 KAFKA_43 = Features({"transaction.version": (0, 2), "group.version": (0, 1)},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.group import record_helpers as rh
 from coordinator.group.bulk_replay import BulkReplay
-from coordinator.group.classic_group import ClassicGroup
+from coordinator.group.classic.group import ClassicGroup
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.runtime.txn_log_reader import BulkTarget, ShardTarget, TxnLogReader
 from records import decode_record, encode_key, encode_value

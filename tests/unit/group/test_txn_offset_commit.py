@@ -9,10 +9,10 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group.bulk_replay import BulkReplay
-from coordinator.group.classic_group import ClassicGroup, ClassicGroupState
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupState
 from coordinator.group.kio_util import schema
+from coordinator.group.offsets.txn_commit import TxnOffsetWrite, replay_pending, txn_offset_commit
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.txn_offset_commit import TxnOffsetWrite, replay_pending, txn_offset_commit
 from records import OffsetCommitKey, OffsetCommitValue, decode_record, encode_key, encode_value
 
 from .context import ShardContext, topic

@@ -8,7 +8,7 @@ import dataclasses
 import datetime
 import uuid
 
-from coordinator.group.client_assignment import Snapshot, validate_install
+from coordinator.group.modern.client_assignment import Snapshot, validate_install
 from coordinator.protocol import private_messages as pm
 from coordinator.protocol.codec import decode_body, encode_body
 from members.consumer import Assign, Compute, ConsumerMember, Fatal, Lost, Revoke, State

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from coordinator.group.client_assignment import Snapshot, validate_install
+from coordinator.group.modern.client_assignment import Snapshot, validate_install
 from members.assignor import AssignorError, GroupSpec, MemberSpec
 from members.sticky import StickyAssignor
 

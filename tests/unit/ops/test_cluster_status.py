@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cluster.balancer import NODE_ID_BASE
-from coordinator.gateway.upstream_client import UpstreamError
+from coordinator.upstream.client import UpstreamError
 from coordinator.group.hashing import partition_for
 from ops import cluster_cli, cluster_status
 from ops.cluster_status import (

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import response as fc_resp
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from coordinator.group import connect_admin
+from coordinator.group.modern.connect import admin as connect_admin
 from coordinator.protocol import connect_messages as cm
 from coordinator.protocol.codec import decode_body, encode_body
 from ops import groups_cli

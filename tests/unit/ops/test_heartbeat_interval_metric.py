@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.consumer_group import MemberState
-from coordinator.group.heartbeat_policy import HeartbeatIntervalPolicy
+from coordinator.group.modern.consumer.group import MemberState
+from coordinator.group.modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.runtime.metrics import GroupCollector
+from coordinator.metrics import GroupCollector
 from tests.unit.group.context import ShardContext, topic
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.group.bulk_replay import BulkReplay
-from coordinator.group.connect_group import ConnectGroup
+from coordinator.group.modern.connect.group import ConnectGroup
 from coordinator.group.shard import GroupCoordinatorShard
 from ops import downgrade
 from ops.dumpfile import DumpStats, DumpWriter, entries_of, read_dump

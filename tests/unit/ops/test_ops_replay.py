@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from coordinator.group.classic_group import ClassicGroup
-from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.classic.group import ClassicGroup
+from coordinator.group.modern.consumer.group import ConsumerGroup
 from ops.describe import render_text, replay_model
 from ops.generator import GeneratorSpec, image
 from ops.logsource import LogBatch, OffsetsLogError, Problems

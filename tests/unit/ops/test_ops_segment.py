@@ -5,7 +5,8 @@ import pytest
 
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, write_segments
-from ops.logsource import OffsetsLogError, Problems, discover, iter_files, partition_of_path
+from ops.logsource import OffsetsLogError, Problems, discover, partition_of_path
+from ops.logfiles import iter_files
 from ops.materialise import OffsetsReplay
 from records.batch import (
     COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from coordinator.group import record_helpers as rh
-from coordinator.group.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from coordinator.runtime.shard_runtime import _count_rebalances
 
 

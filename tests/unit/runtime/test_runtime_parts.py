@@ -8,7 +8,10 @@
 - coordinator_runtime.CoordinatorRuntime over a toy key/value shard type (shard_protocol.py):
   writes land in the log, a reload rebuilds the shard from it, the skip list and a failed
   load, all without the group coordinator;
-- the generic modules import no group record type and no record codec.
+- the generic modules import no group record type and no record codec;
+- cut for the next write path: the writer keeps as many batches in flight as the process's
+  writer takes (a queue at predicted offsets, acknowledged in order), and a load fences
+  first (the log's fence step, run before the replay; a refused fence unloads the shard).
 """
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ from .fakes import FakeStateTopic, UpstreamDown
 
 RUNTIME = Path(__file__).resolve().parents[3] / "coordinator" / "runtime"
 GENERIC = ("coordinator_runtime.py", "writer.py", "loader.py", "timer_table.py", "txn_writes.py",
-           "shard_protocol.py", "shard_state.py")
+           "shard_protocol.py", "shard_state.py", "transactional_write.py", "partition_writer.py", "parked.py",
+           "parts.py")
 
 
 # ------------------------------------------------------------------ timers
@@ -112,7 +116,7 @@ def test_the_writer_seals_before_an_overflow_predicts_offsets_and_keeps_one_writ
         assert writer.last_pending() is None and writer.idle()
         first = add(writer, (b"k", b"1"))
         await asyncio.sleep(0)                          # the flush: first is in flight
-        assert writer.inflight is not None and writer.current is None
+        assert len(writer.inflight) == 1 and writer.current is None
         assert writer.last_pending() is first, "a read waits for the batch in flight"
         second = add(writer, (b"k", b"2"), (b"k", b"3"))   # 4 bytes: fits one batch whole
         third = add(writer, (b"k", b"4"))                  # would overflow: the second is sealed
@@ -135,7 +139,7 @@ def test_a_failed_or_fenced_write_goes_to_the_runtime_and_drop_answers_every_wai
         add(writer, (b"k", b"1"))
         for _ in range(5):
             await asyncio.sleep(0)
-        assert len(rt.failed) == 1 and writer.write_failures == 1 and writer.inflight is None
+        assert len(rt.failed) == 1 and writer.write_failures == 1 and not writer.inflight
         topic.fail_writes = ShardFenced(0, "another owner")
         add(writer, (b"k", b"2"))
         for _ in range(5):
@@ -146,7 +150,7 @@ def test_a_failed_or_fenced_write_goes_to_the_runtime_and_drop_answers_every_wai
         landed = add(writer, (b"k", b"3"))
         await asyncio.sleep(0)
         waiting = add(writer, (b"k", b"4"))
-        writer.drop(ApiError(ErrorCode.not_coordinator, "gone"), writer.inflight, landed=True)
+        writer.drop(ApiError(ErrorCode.not_coordinator, "gone"), writer.inflight[0], landed=True)
         assert landed.result() is None, "a batch known to be in the log is not failed"
         with pytest.raises(ApiError):
             waiting.result()
@@ -262,3 +266,120 @@ def test_the_generic_runtime_imports_no_group_record_type_and_no_record_codec(mo
     group = {m for m in imports if m.startswith("..group")}
     assert group <= {"..group.result", "..group.errors"}, group
     assert not {m for m in imports if m == "records" or (m.startswith("records.") and m != "records.batch")}
+
+
+# ------------------------------------------- cut for the next write path
+class PipelinedWriter:
+    """A process writer that takes three batches of a partition in flight and acknowledges
+    them in order when released."""
+
+    max_inflight = 3
+
+    def __init__(self, topic: FakeStateTopic) -> None:
+        self.topic, self.release = topic, asyncio.Event()
+        self.in_flight = 0
+
+    async def append(self, partition: int, records: Any, timestamp_ms: int) -> int:
+        base = len(self.topic.logs[partition])
+        self.topic.logs[partition].extend(records)      # the log's order is the order received
+        self.in_flight += 1
+        await self.release.wait()
+        self.in_flight -= 1
+        return base
+
+
+def test_the_writer_keeps_as_many_batches_in_flight_as_the_process_writer_takes_at_predicted_offsets():
+    async def main() -> None:
+        topic = FakeStateTopic(1)
+        process_writer = PipelinedWriter(topic)
+        writer = ShardWriter(StubRuntime(topic), max_batch_bytes=2, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process_writer)
+        waits = [add(writer, (b"k", bytes([i]))) for i in range(4)]   # 2 bytes each: one batch each
+        await asyncio.sleep(0)
+        assert [b.base_offset for b in writer.inflight] == [0, 1, 2], "three in flight, in log order"
+        assert writer.current is not None and writer.current.base_offset == 3, "the fourth waits its turn"
+        assert writer.last_pending() is waits[3]
+        assert writer.oldest_open() is writer.inflight[0]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert process_writer.in_flight == 3, "the three appends reached the process writer together"
+        process_writer.release.set()
+        assert [await asyncio.wait_for(w, 5) for w in waits] == [0, 1, 2, 3]
+        assert topic.logs[0] == [(b"k", bytes([i])) for i in range(4)]
+        assert writer.idle() and await writer.drain(1)
+    asyncio.run(main())
+
+
+class OwnedTopic(FakeStateTopic):
+    """A log with owners: its loads run the caller's fence step per partition first."""
+
+    def __init__(self, partitions: int) -> None:
+        super().__init__(partitions)
+        self.steps: list[str] = []
+        self.refuse: set[int] = set()
+
+    async def takeover(self, partition: int) -> None:
+        self.steps.append(f"fence {partition}")
+        if partition in self.refuse:
+            raise ShardFenced(partition, "a newer epoch took it")
+
+    async def load(self, partitions: Any, sink: Any, on_loaded: Any, progress: Any = None, on_corrupt: Any = None,
+                   abandoned: Any = None, fence: Any = None) -> None:
+        for p in partitions:
+            if fence is not None:
+                await fence(p)
+            self.steps.append(f"replay {p}")
+            await super().load([p], sink, on_loaded, progress, on_corrupt, abandoned)
+
+
+def test_a_load_fences_first_and_a_refused_fence_unloads_the_shard():
+    async def main() -> None:
+        topic = OwnedTopic(2)
+        topic.logs[1] = [(b"a", b"1")]
+        rt = CoordinatorRuntime(1, KV, topic)   # type: ignore[arg-type]
+        assert rt.loader.fence == topic.takeover, "the log's fence step is the loader's"
+        await rt.reload()
+        assert topic.steps == ["fence 1", "replay 1"] and rt.state is ShardState.ACTIVE
+        assert rt.shard.data == {b"a": b"1"}
+        topic.steps.clear()
+        topic.refuse.add(1)
+        rt.start_reload()
+        await asyncio.wait_for(rt._reload_task, 5)
+        assert topic.steps == ["fence 1"], "nothing is replayed without the fence"
+        assert rt.state is ShardState.UNLOADED and rt.fenced is not None
+        plain = CoordinatorRuntime(0, KV, FakeStateTopic(1))   # type: ignore[arg-type]
+        assert plain.loader.fence is None and plain.loader.load_steps() == {}, "one process: no fence step"
+        for r in (rt, plain):
+            r.close()
+    asyncio.run(main())
+
+
+def test_schedule_hands_back_the_response_future_completed_by_the_write_with_the_write_timeout():
+    async def main() -> None:
+        topic = FakeStateTopic(1)
+        rt = CoordinatorRuntime(0, KV, topic, write_timeout_ms=50)   # type: ignore[arg-type]
+        await rt.reload()
+        topic.hold_writes = asyncio.Event()
+        first = rt.schedule(put(b"a", b"1"))
+        second = rt.schedule(put(b"a", b"2"))
+        assert not first.done() and rt.shard.data == {b"a": b"2"}, "run in this turn, answered when durable"
+        topic.hold_writes.set()
+        assert await asyncio.wait_for(first, 5) is None and await second == b"1"
+        read = rt.schedule(lambda shard, now: Result(response=shard.data[b"a"]))
+        assert read.done() and read.result() == b"2", "nothing pending: answered at once"
+        topic.hold_writes = asyncio.Event()
+        late = rt.schedule(put(b"b", b"1"))
+        with pytest.raises(ApiError) as timed_out:
+            await asyncio.wait_for(late, 5)
+        assert timed_out.value.code is ErrorCode.coordinator_not_available
+        topic.hold_writes.set()
+        topic.fail_writes = UpstreamDown("down")
+        failing = rt.schedule(put(b"c", b"1"))
+        with pytest.raises(ApiError) as failed:
+            await asyncio.wait_for(failing, 5)
+        assert failed.value.code is ErrorCode.not_coordinator
+        rt.unload("moved")
+        refused = rt.schedule(put(b"d", b"1"))
+        assert refused.done() and isinstance(refused.exception(), ApiError), "not active: refused at once"
+        rt.close()
+    asyncio.run(main())

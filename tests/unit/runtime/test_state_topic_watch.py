@@ -257,7 +257,7 @@ def test_a_loading_shard_is_found_and_answers_coordinator_load_in_progress():
 # ------------------------------------------------------------------ review 15
 def test_one_counter_counts_loss_and_reload_with_the_watchers_incidents():
     from coordinator.gateway import cluster
-    from coordinator.runtime import metrics
+    from coordinator import metrics
 
     assert cluster.STATE_TOPIC_INCIDENTS is metrics.STATE_TOPIC_INCIDENTS
     assert not hasattr(metrics, "STATE_TOPIC_EVENTS")

@@ -1,4 +1,4 @@
-"""ShardRuntime as txn_offsets_log.TxnShardPort (issue 16), over an in-memory partition of real
+"""ShardRuntime's transactional part (the port of its transactional writes), over an in-memory partition of real
 record batches (records.batch, as Kafka stores them): kcoord's own plain batches, clients'
 transactional batches and the COMMIT/ABORT markers an upstream transaction coordinator writes.
 
@@ -9,18 +9,26 @@ What is pinned here:
 - `caught_up` reads to the high watermark, applies markers (pending -> committed, or
   dropped) and puts kcoord's next offset at the log end;
 - a reload (the `readers` load) rebuilds a client's pending offsets from the log, and a
-  marker read later applies them.
+  marker read later applies them;
+- a client's transactional write is a runtime write (`run_transactional`): it answers its
+  operation's response, raises its append's error (reloading when the outcome is unknown),
+  and a marker reaches the shard through the runtime's `complete_transaction`.
 """
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+from kio.schema.errors import ErrorCode
+
 from coordinator.config import CoordinatorConfig
 from coordinator.group import record_helpers as rh
+from coordinator.group.errors import ApiError
+from coordinator.group.offsets.txn_commit import TxnOffsetWrite
 from coordinator.group.result import Result
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.txn_offset_commit import TxnOffsetWrite
 from coordinator.runtime.shard_runtime import ShardRuntime, ShardState
+from coordinator.runtime.transactional_write import Appended, TxnAppendError
 from records import encode_key, encode_value
 from records.batch import ControlMarker, build_batch, build_control_batch
 
@@ -99,7 +107,7 @@ async def loaded(log: TxnLog) -> ShardRuntime:
 def client_write(rt: ShardRuntime, log: TxnLog, group: str, partition: int, offset: int) -> None:
     rec = commit_record(group, partition, offset)
     base = log.client_batch([encoded(rec)])
-    rt.appended(TxnOffsetWrite(Result(records=[rec]), group, "txn", PID, EPOCH), base)
+    rt.txn.appended(TxnOffsetWrite(Result(records=[rec]), group, "txn", PID, EPOCH), base)
 
 
 def test_a_marker_between_kcoord_writes_moves_later_batches_without_reloading():
@@ -121,7 +129,7 @@ def test_operations_wait_while_a_client_batch_is_appended_and_run_in_order_after
         log = TxnLog()
         rt = await loaded(log)
         order: list[str] = []
-        async with rt.exclusive_write():
+        async with rt.txn.exclusive_write():
             waiting = asyncio.ensure_future(rt.run(lambda shard, now: (order.append("op"), Result(response=1))[1]))
             await asyncio.sleep(0.01)
             assert order == [], "no operation runs during the exclusive append"
@@ -136,8 +144,8 @@ def test_caught_up_applies_markers_and_moves_the_next_offset_to_the_log_end():
         log = TxnLog()
         rt = await loaded(log)
         await rt.run(op_commit("g", 0, 5))
-        async with rt.exclusive_write():
-            reader, end = await rt.caught_up()
+        async with rt.txn.exclusive_write():
+            reader, end = await rt.txn.caught_up()
             assert end == log.next
             client_write(rt, log, "g", 0, 10)
         assert rt.shard.offsets.has_open_transactions("g") and committed(rt, "g") == {0: 5}
@@ -155,8 +163,8 @@ def test_an_abort_marker_drops_the_pending_offsets():
     async def main():
         log = TxnLog()
         rt = await loaded(log)
-        async with rt.exclusive_write():
-            await rt.caught_up()
+        async with rt.txn.exclusive_write():
+            await rt.txn.caught_up()
             client_write(rt, log, "g", 0, 10)
         log.marker(False)
         await rt.read_markers()
@@ -169,8 +177,8 @@ def test_a_reload_rebuilds_pending_offsets_and_a_later_marker_applies_them():
         log = TxnLog()
         rt = await loaded(log)
         await rt.run(op_commit("g", 0, 5))
-        async with rt.exclusive_write():
-            await rt.caught_up()
+        async with rt.txn.exclusive_write():
+            await rt.txn.caught_up()
             client_write(rt, log, "g", 0, 10)
         # A restart (kill -9) before the marker: the new runtime reads the log.
         fresh = await loaded(log)
@@ -189,8 +197,8 @@ def test_a_plain_commit_newer_in_the_log_wins_over_the_committed_transaction():
     async def main():
         log = TxnLog()
         rt = await loaded(log)
-        async with rt.exclusive_write():
-            await rt.caught_up()
+        async with rt.txn.exclusive_write():
+            await rt.txn.caught_up()
             client_write(rt, log, "g", 0, 10)
         await rt.run(op_commit("g", 0, 7))          # after the client's batch in the log
         log.marker(True)
@@ -229,8 +237,8 @@ def test_markers_are_read_on_their_own_while_transactions_are_open(monkeypatch):
     async def main():
         log = TxnLog()
         rt = await loaded(log)
-        async with rt.exclusive_write():
-            await rt.caught_up()
+        async with rt.txn.exclusive_write():
+            await rt.txn.caught_up()
             client_write(rt, log, "g", 0, 10)
         log.marker(True)
 
@@ -240,4 +248,80 @@ def test_markers_are_read_on_their_own_while_transactions_are_open(monkeypatch):
         await asyncio.wait_for(applied(), 5)
         await asyncio.wait_for(rt._marker_poll, 5)     # nothing open: the poll ended
         assert not rt.shard.offsets.open_transactions
+    asyncio.run(main())
+
+
+# ------------------------------------------- the second and third kinds of write
+def client_op(group: str, partition: int, offset: int, response: str = "ok"):
+    """A transactional operation: the client's records and its producer, as the group's
+    TxnOffsetCommit returns them."""
+    rec = commit_record(group, partition, offset)
+    return lambda shard, now: TxnOffsetWrite(Result(records=[rec], response=response), group, "txn", PID, EPOCH)
+
+
+def test_a_transactional_write_runs_in_the_runtime_and_a_marker_is_applied_as_its_own_kind():
+    async def main():
+        log = TxnLog()
+        rt = await loaded(log)
+        await rt.run(op_commit("g", 0, 5))
+        appended: list[tuple[int, int]] = []
+
+        async def append(write, records, base_sequence, timestamp_ms, known_end):
+            assert known_end == log.next, "the append is told the log end read before it"
+            appended.append((base_sequence, len(records)))
+            return Appended(log.client_batch(records), duplicate=False)
+
+        assert await rt.run_transactional(client_op("g", 0, 10), append) == "ok"
+        assert appended == [(0, 1)] and rt.next_offset == log.next
+        assert rt.shard.offsets.has_open_transactions("g") and committed(rt, "g") == {0: 5}
+        markers: list[tuple[int, bool, int]] = []
+        complete = rt.complete_transaction
+        rt.complete_transaction = lambda *a: (markers.append(a), complete(*a))[1]   # type: ignore[method-assign]
+        log.marker(True)
+        await rt.read_markers()
+        assert markers == [(PID, True, log.next - 1)], "the marker reached the shard through the runtime"
+        assert committed(rt, "g") == {0: 10}
+        await rt.run(op_commit("g", 1, 1))
+        assert rt.state is ShardState.ACTIVE and rt.reload_attempts == 0
+    asyncio.run(main())
+
+
+def test_a_refused_transactional_append_raises_its_error_and_an_unknown_outcome_reloads():
+    async def main():
+        log = TxnLog()
+        rt = await loaded(log)
+
+        async def lost(write, records, base_sequence, timestamp_ms, known_end):
+            raise TxnAppendError(ErrorCode.coordinator_not_available, "no answer", resync=True)
+
+        with pytest.raises(ApiError) as refused:
+            await rt.run_transactional(client_op("g", 0, 10), lost)
+        assert refused.value.code is ErrorCode.coordinator_not_available
+        assert rt.state is ShardState.FAILED, "an unknown outcome reloads when the write order is released"
+
+        async def reloaded() -> None:
+            while rt.state is not ShardState.ACTIVE:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(reloaded(), 5)
+
+        async def duplicate(write, records, base_sequence, timestamp_ms, known_end):
+            return Appended(known_end - 1, duplicate=True)
+
+        await rt.run(op_commit("g", 0, 1))
+        with pytest.raises(ApiError) as dup:
+            await rt.run_transactional(client_op("g", 0, 11), duplicate)
+        assert dup.value.code is ErrorCode.coordinator_load_in_progress
+        assert not rt.shard.offsets.has_open_transactions("g"), "a duplicate is not ours: nothing pending"
+    asyncio.run(main())
+
+
+def test_a_transactional_operation_that_writes_nothing_answers_without_the_append():
+    async def main():
+        rt = await loaded(TxnLog())
+
+        async def never(*a):
+            raise AssertionError("nothing to append")
+
+        refused = lambda shard, now: TxnOffsetWrite(Result(response="refused"), "g", "txn", PID, EPOCH)  # noqa: E731
+        assert await rt.run_transactional(refused, never) == "refused"
     asyncio.run(main())

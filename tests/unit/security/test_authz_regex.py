@@ -1,6 +1,6 @@
 """Regex resolution drops the topics the member may not DESCRIBE (KAFKA-18813, Kafka 4.0): every
 regex of the group resolves with the rights of the member whose heartbeat scheduled the refresh
-(`AuthorizedRequestContext.topic_filter`, coordinator/group/regex_refresh.py). Sans-IO on a ShardContext,
+(`AuthorizedRequestContext.topic_filter`, coordinator/group/modern/consumer/regex_refresh.py). Sans-IO on a ShardContext,
 then through the service with a real AclAuthorizer."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group import regex_refresh
 from coordinator.group.context import AuthorizedRequestContext
 from coordinator.group.image import MetadataImage
 from coordinator.group.kio_util import schema
+from coordinator.group.modern.consumer import regex_refresh
 from coordinator.group.shard import RequestContext
 from coordinator.protocol.service import ClientInfo
 from coordinator.security.acl import AclAuthorizer

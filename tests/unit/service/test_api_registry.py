@@ -1,6 +1,6 @@
-"""The served-API registry (coordinator/service/apis.py `ServedApi`, `register_api`): one table
-says what ApiVersions advertises, what is answered, how, and under which metric name; an
-API registered from outside is routed like the built-in ones."""
+"""The served-API registry (coordinator/service/apis.py, filled from the API table's rows;
+`register_api`): what ApiVersions advertises, what is answered, how, and under which metric
+name; an API registered from outside is routed like the built-in ones."""
 from __future__ import annotations
 
 import asyncio
@@ -8,10 +8,12 @@ import asyncio
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.connect_apis import CONNECT_APIS
-from coordinator.private_apis import PRIVATE_APIS
+from coordinator.connect_apis import CONNECT_ROWS
+from coordinator.private_apis import CLIENT_ASSIGNOR_ROWS
 from coordinator.protocol import apis
-from coordinator.service import API_VERSIONS, SERVED_APIS, GroupCoordinatorService, ServedApi
+from coordinator.protocol.api_table import CORE_TABLE, ApiSpec
+from coordinator.protocol.error_responses import heartbeat
+from coordinator.service import GroupCoordinatorService
 
 from ..runtime.fakes import FakeStateTopic
 from ..runtime.test_shard_failures import CLIENT
@@ -25,17 +27,17 @@ def service() -> GroupCoordinatorService:
 
 def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_served():
     svc = service()      # a log without the raw marker-aware reader: TxnOffsetCommit not served
-    # plus kcoord's private client-assignor APIs, on by default (coordinator/private_apis.py, issue 17)
-    # and the connect group APIs, on by default too (coordinator/connect_apis.py, issue 18)
-    private = {key: versions for key, _, versions, _ in (*PRIVATE_APIS, *CONNECT_APIS)}
-    assert svc.api_versions == {**{k: v for k, v in API_VERSIONS.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)},
+    # plus kcoord's private client-assignor APIs and the connect group APIs, both on by default
+    private = {s.api_key: s.versions for s in (*CLIENT_ASSIGNOR_ROWS, *CONNECT_ROWS)}
+    core = CORE_TABLE.advertised()
+    assert svc.api_versions == {**{k: v for k, v in core.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)},
                                 **private}
     assert svc.api_versions[apis.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
     assert 25 not in svc.answered_versions      # AddOffsetsToTxn is forwarded upstream, as before
     # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.3's versions.
-    assert API_VERSIONS[apis.TXN_OFFSET_COMMIT] == (0, 5) and API_VERSIONS[25] == (0, 4)
+    assert core[apis.TXN_OFFSET_COMMIT] == (0, 5) and core[25] == (0, 4)
     assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
-    assert set(svc.apis) == {a.api_key for a in SERVED_APIS} - {25} | set(private)
+    assert set(svc.apis) == set(CORE_TABLE) - {25} | set(private)
 
 
 def test_a_registered_api_is_advertised_routed_and_named():
@@ -47,8 +49,8 @@ def test_a_registered_api_is_advertised_routed_and_named():
             seen.append((s, ctx.api_version, request))
             return "answer"
 
-        svc.register_api(ServedApi(PRIVATE_KEY, "KcoordPrivate", (0, 2), private))
-        assert svc.api_versions[PRIVATE_KEY] == (0, 2)
+        svc.register_api(ApiSpec(PRIVATE_KEY, "KcoordPrivate", (0, 2), heartbeat, private))
+        assert svc.api_versions[PRIVATE_KEY] == (0, 2) and svc.table[PRIVATE_KEY].name == "KcoordPrivate"
         assert await svc.handle(PRIVATE_KEY, 1, "request", CLIENT) == "answer"
         assert seen == [(svc, 1, "request")]
     asyncio.run(main())
@@ -57,4 +59,4 @@ def test_a_registered_api_is_advertised_routed_and_named():
 def test_an_api_registered_twice_is_refused():
     svc = service()
     with pytest.raises(ValueError, match="registered twice"):
-        svc.register_api(ServedApi(apis.HEARTBEAT, "Heartbeat", (0, 4), "_classic_heartbeat"))
+        svc.register_api(CORE_TABLE[apis.HEARTBEAT])

@@ -15,7 +15,9 @@ from coordinator.group.image import EMPTY_IMAGE
 from coordinator.group.kio_util import schema
 from coordinator.group.result import Result
 from coordinator.protocol import apis
-from coordinator.service.apis import ApiRegistry, ServedApi
+from coordinator.protocol.api_table import CORE_TABLE, ApiSpec
+from coordinator.protocol.error_responses import heartbeat
+from coordinator.service.apis import ApiRegistry
 from coordinator.service.authorization import AuthorizationStage
 from coordinator.service.routing import ShardRouter
 
@@ -74,27 +76,25 @@ def test_every_shard_leaves_out_shards_that_are_not_the_coordinator_and_reports_
     assert (answers, error) == ([1], ErrorCode.coordinator_load_in_progress)
 
 
-def test_the_registry_advertises_answers_withdraws_and_refuses_a_second_row():
+def test_the_registry_binds_each_row_advertises_answers_and_refuses_a_second_row():
     async def handler(ctx, req):
         return req
-    registry = ApiRegistry(lambda api: handler)
-    registry.register(ServedApi(apis.HEARTBEAT, "Heartbeat", (0, 4), "heartbeat"))
-    registry.register(ServedApi(apis.TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 5), "txn_offset_commit"))
-    registry.register(ServedApi(10_000, "Quiet", (0, 0), "quiet", advertised=False))
+    quiet = ApiSpec(10_000, "Quiet", (0, 0), heartbeat, "quiet", advertised=False)
+    rows = (CORE_TABLE[apis.HEARTBEAT], CORE_TABLE[apis.TXN_OFFSET_COMMIT], quiet)
+    bound: list = []
+    registry = ApiRegistry(rows, lambda spec: bound.append(spec) or handler)
+    assert bound == list(rows) and registry.apis == {s.api_key: s for s in rows}
     assert registry.api_versions == {apis.HEARTBEAT: (0, 4), apis.TXN_OFFSET_COMMIT: (0, 5)}
     assert set(registry.answered_versions) == set(registry.handlers) == {apis.HEARTBEAT, apis.TXN_OFFSET_COMMIT,
                                                                           10_000}
-    registry.unadvertise(apis.TXN_OFFSET_COMMIT)
-    registry.withdraw(apis.HEARTBEAT)
-    assert registry.api_versions == {}
-    assert set(registry.answered_versions) == set(registry.names) == {apis.TXN_OFFSET_COMMIT, 10_000}
+    assert registry.names == {apis.HEARTBEAT: "Heartbeat", apis.TXN_OFFSET_COMMIT: "TxnOffsetCommit", 10_000: "Quiet"}
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register(ServedApi(10_000, "Quiet", (0, 0), "quiet"))
+        registry.register(quiet)
 
 
 def _stage(authorizer) -> AuthorizationStage:
-    names = {apis.HEARTBEAT: "Heartbeat", apis.DESCRIBE_GROUPS: "DescribeGroups"}
-    return AuthorizationStage(authorizer, names, CoordinatorConfig(), lambda: EMPTY_IMAGE,
+    rows = {k: CORE_TABLE[k] for k in (apis.HEARTBEAT, apis.DESCRIBE_GROUPS)}
+    return AuthorizationStage(authorizer, rows, CoordinatorConfig(), lambda: EMPTY_IMAGE,
                               lambda gid: None)  # type: ignore[arg-type,return-value]
 
 

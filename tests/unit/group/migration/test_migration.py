@@ -5,8 +5,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.classic_group import ClassicGroup, ClassicGroupState
-from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupState
+from coordinator.group.modern.consumer.group import ConsumerGroup
 from coordinator.protocol.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 from records import (
     ConsumerGroupCurrentMemberAssignmentKey,

@@ -1,0 +1,107 @@
+"""Who may commit offsets to a group (Kafka's `validateOffsetCommit` of each group type).
+
+Rules:
+- a classic group checks member id, static instance id and generation
+  (`ClassicGroup.validateOffsetCommit`); a transactional commit skips the checks a
+  transaction coordinator has no way to satisfy;
+- a consumer group checks the member and its epoch with KIP-1251's relaxed rule: a
+  member may commit for a partition with any epoch between the partition's assignment
+  epoch and its current member epoch (KIP-1251, docs/design/kafka-facts.md §4.8). The epoch check is per
+  partition, so the validator returns a `PartitionCheck`. A transactional commit with no
+  member identity at all is accepted (KIP-1251, rule 2 of §4.8).
+Both raise ApiError for a group-level refusal. group_types.py hands them to the registry.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..classic.group import ClassicGroup, ClassicGroupState
+from ..errors import ApiError
+from ..modern.consumer.group import ConsumerGroup
+
+if TYPE_CHECKING:
+    from ..image import MetadataImage
+
+# Decides the error of one (topic id or None, topic name, partition) of a commit.
+PartitionCheck = Callable[[object, str, int], ErrorCode | None]
+ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
+
+
+def validate_classic_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
+                             generation: int, transactional: bool) -> None:
+    """`ClassicGroup.validateOffsetCommit`."""
+    if group.state is ClassicGroupState.DEAD:
+        raise ApiError(ErrorCode.coordinator_not_available)
+    if generation < 0 and group.state is ClassicGroupState.EMPTY:
+        return  # the admin client, or a consumer that assigns partitions itself
+    if generation >= 0 or member_id or instance_id is not None:
+        _validate_classic_member(group, member_id, instance_id)
+        if generation != group.generation_id:
+            raise ApiError(ErrorCode.illegal_generation,
+                           f"The generation {generation} is not the group's generation "
+                           f"{group.generation_id}.")
+    elif not transactional and group.state is not ClassicGroupState.EMPTY:
+        raise ApiError(ErrorCode.unknown_member_id,
+                       "Offset commits without a member id are only accepted from an empty group.")
+    if not transactional and group.state is ClassicGroupState.COMPLETING_REBALANCE:
+        raise ApiError(ErrorCode.rebalance_in_progress)
+
+
+def _validate_classic_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
+    if instance_id is not None:
+        owner = next((m.member_id for m in group.members.values()
+                      if m.group_instance_id == instance_id), None)
+        if owner is None:
+            raise ApiError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+        if owner != member_id:
+            raise ApiError(ErrorCode.fenced_instance_id,
+                           f"Instance id {instance_id} is used by another member.")
+    elif member_id not in group.members:
+        raise ApiError(ErrorCode.unknown_member_id, f"Member {member_id} is unknown.")
+
+
+def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_id: str,
+                              epoch: int, api_version: int, transactional: bool = False,
+                              instance_id: str | None = None) -> PartitionCheck:
+    """`ConsumerGroup.validateOffsetCommit` with KIP-1251 assignment epochs. A transactional
+    commit (TxnOffsetCommit) without any member identity (epoch -1, member "", no instance)
+    is accepted: KIP-1251 "Offset commits with member epoch or generation ID -1 are
+    unconditionally accepted if the group is empty, or the commit is transactional"
+    (docs/design/kafka-facts.md §4.8 rule 2); and it may use any TxnOffsetCommit version (rule 4 is for
+    OffsetCommit only). The caller maps STALE_MEMBER_EPOCH for TxnOffsetCommit."""
+    if epoch < 0 and not group.members:
+        return ACCEPT_ALL
+    if transactional and epoch == -1 and member_id == "" and instance_id is None:
+        return ACCEPT_ALL
+    member = group.members.get(member_id)
+    if member is None:
+        raise ApiError(ErrorCode.unknown_member_id,
+                       f"Member {member_id} is not a member of group {group.group_id}.")
+    stale = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
+    if not transactional and not member.uses_classic_protocol and api_version < 9:
+        raise ApiError(ErrorCode.unsupported_version,
+                       "OffsetCommit version 9 or above must be used by members using the consumer "
+                       "group protocol.")
+    if epoch == member.member_epoch:
+        return ACCEPT_ALL
+    if epoch > member.member_epoch:
+        raise ApiError(stale, f"The received member epoch {epoch} is larger than the member epoch "
+                              f"{member.member_epoch}.")
+
+    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
+        if topic_id is None:
+            t = image.topics_by_name.get(topic)
+            topic_id = t.topic_id if t is not None else None
+        assignment_epoch = member.assigned_partitions.get(topic_id, {}).get(partition)
+        if assignment_epoch is None:
+            assignment_epoch = member.partitions_pending_revocation.get(topic_id, {}).get(partition)
+        if assignment_epoch is None or epoch < assignment_epoch:
+            return stale
+        return None
+
+    return check
+
+

@@ -1,0 +1,208 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete (Kafka: `OffsetMetadataManager`).
+
+Who may commit, fetch or delete is the group type's rule (group_types.py; the commit
+rules in offsets/commit_validation.py); this module applies it and builds the answers.
+Transactional offsets (TxnOffsetCommit: offsets/txn_commit.py) show here as pending:
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT on a partition with a
+pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from .. import record_helpers as rh
+from ..errors import ApiError
+from ..group_admin import subscribed_topics
+from ..group_types import group_type
+from ..kio_util import build, schema
+from ..result import Result, TimerOp
+from ..timeutil import from_ms, to_ms
+from .commit_validation import ACCEPT_ALL, PartitionCheck
+
+if TYPE_CHECKING:
+    from ..context import OffsetsView, RequestContext
+
+def _validate_commit(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
+    """A commit to an unknown group; otherwise the group type's rule (group_types.py)."""
+    """`OffsetMetadataManager.validateOffsetCommit`."""
+    generation = req.generation_id_or_member_epoch
+    group = shard.groups.get(req.group_id)
+    if group is None:
+        if generation < 0:
+            return ACCEPT_ALL  # replay creates a "simple" classic group
+        if ctx.api_version >= 9:
+            raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        raise ApiError(ErrorCode.illegal_generation)
+    return group_type(group).validate_offset_commit(group, shard.image, req.member_id,
+                                                    getattr(req, "group_instance_id", None), generation,
+                                                    ctx.api_version)
+
+
+# ---------------------------------------------------------------- commit
+def _java_length(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+def offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
+    """Topic-level problems (unknown topic id or name, partition out of range) and oversized
+    metadata fail single partitions; any group-level validation failure, including a
+    KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
+    partition loop and answers the request with one error)."""
+    mod = schema("offset_commit", ctx.api_version)
+    by_id = ctx.api_version >= 10
+    image = shard.image
+    retention_ms = to_ms(getattr(req, "retention_time", -1))
+    expire = now_ms + retention_ms if retention_ms != -1 else -1
+    records = []
+    answers: list[tuple[object, list[tuple[int, ErrorCode]]]] = []
+    try:
+        check = _validate_commit(shard, ctx, req)
+        for t in req.topics:
+            img = image.topics_by_id.get(t.topic_id) if by_id else image.topics_by_name.get(t.name)
+            parts = []
+            for p in t.partitions:
+                if img is None or not 0 <= p.partition_index < img.num_partitions:
+                    code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+                elif _java_length(p.committed_metadata or "") > shard.config.offset_metadata_max_bytes:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    error = check(img.topic_id, img.name, p.partition_index)
+                    if error is not None:
+                        raise ApiError(error)
+                    code = ErrorCode.none
+                    # 4.3 persists the topic id of every commit, resolved by name below v10.
+                    records.append(rh.offset_commit_record(
+                        req.group_id, img.name, p.partition_index, offset=p.committed_offset,
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        metadata=p.committed_metadata or "", commit_timestamp=now_ms,
+                        expire_timestamp=expire, topic_id=img.topic_id))
+                parts.append((p.partition_index, code))
+            answers.append((t, parts))
+    except ApiError as e:
+        records = []
+        answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
+    timers: list[TimerOp] = []
+    group = shard.groups.get(req.group_id)
+    if records and group is not None:
+        timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
+    topics_out = tuple(
+        build(mod.OffsetCommitResponseTopic, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+              partitions=tuple(build(mod.OffsetCommitResponsePartition, partition_index=i, error_code=code)
+                               for i, code in parts))
+        for t, parts in answers)
+    return Result(response=build(mod.OffsetCommitResponse, throttle_time=from_ms(0), topics=topics_out),
+                  records=records, timers=timers)
+
+
+# ----------------------------------------------------------------- fetch
+def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
+    """OffsetFetch v9+ (KIP-848): the group type's check (group_types.py)."""
+    group_type(group).validate_offset_fetch(group, member_id, member_epoch)
+
+
+def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics,
+                require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
+    """Offsets of one group as a list of response topics (Kafka: `fetchOffsets` /
+    `fetchAllOffsets`). Raises ApiError for group-level errors."""
+    group = shard.groups.get(group_id)
+    if group is not None:
+        _validate_fetch(group, member_id, member_epoch)
+    by_id = api_version >= 10
+    committed = shard.offsets.group(group_id)
+    part_cls = getattr(mod, "OffsetFetchResponsePartitions", None) or mod.OffsetFetchResponsePartition
+    topic_cls = getattr(mod, "OffsetFetchResponseTopics", None) or mod.OffsetFetchResponseTopic
+    image = shard.image
+
+    def partition(topic: str, p: int, requested_id=None):
+        if require_stable and shard.offsets.has_pending(group_id, topic, p):
+            return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                         metadata="", error_code=ErrorCode.unstable_offset_commit)
+        o = committed.get(topic, {}).get(p)
+        if o is not None and requested_id is not None and o.topic_id and o.topic_id.int \
+                and requested_id.int and o.topic_id != requested_id:
+            o = None  # KAFKA-19154: the offset belongs to an older topic of the same name
+        if o is None:
+            return build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                         metadata="", error_code=ErrorCode.none)
+        return build(part_cls, partition_index=p, committed_offset=o.offset,
+                     committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                     error_code=ErrorCode.none)
+
+    out = []
+    if topics is None:
+        for topic, parts in committed.items():
+            topic_id = None
+            if by_id:
+                img = image.topics_by_name.get(topic)
+                if img is None:
+                    continue  # v10 can only name topics that still exist
+                topic_id = img.topic_id
+            out.append(build(topic_cls, name=topic, topic_id=topic_id,
+                             partitions=tuple(partition(topic, p) for p in sorted(parts))))
+        return out
+    for t in topics:
+        if by_id:
+            img = image.topics_by_id.get(t.topic_id)
+            if img is None:
+                out.append(build(topic_cls, topic_id=t.topic_id, partitions=tuple(
+                    build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                          metadata="", error_code=ErrorCode.unknown_topic_id)
+                    for p in t.partition_indexes)))
+                continue
+            name = img.name
+        else:
+            name = t.name
+        requested_id = getattr(t, "topic_id", None)
+        out.append(build(topic_cls, name=name, topic_id=requested_id,
+                         partitions=tuple(partition(name, p, requested_id) for p in t.partition_indexes)))
+    return out
+
+
+def offset_fetch(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
+    """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
+    service, which calls `fetch_group` for each group."""
+    mod = schema("offset_fetch", ctx.api_version)
+    try:
+        topics = fetch_group(shard, ctx.api_version, mod, req.group_id, req.topics,
+                             getattr(req, "require_stable", False))
+        code = ErrorCode.none
+    except ApiError as e:
+        topics, code = [], e.code
+    return Result(response=build(mod.OffsetFetchResponse, throttle_time=from_ms(0),
+                                 topics=tuple(topics), error_code=code))
+
+
+# ---------------------------------------------------------------- delete
+def offset_delete(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
+    mod = schema("offset_delete", ctx.api_version)
+    group = shard.groups.get(req.group_id)
+    error = ErrorCode.none
+    if group is None:
+        error = ErrorCode.group_id_not_found
+    else:
+        error = group_type(group).offset_delete_error(group) or ErrorCode.none
+    if error is not ErrorCode.none:
+        return Result(response=build(mod.OffsetDeleteResponse, error_code=error,
+                                     throttle_time=from_ms(0), topics=()))
+    subscribed = subscribed_topics(group)
+    records = []
+    topics_out = []
+    for t in req.topics:
+        parts_out = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                code = ErrorCode.group_subscribed_to_topic
+            else:
+                code = ErrorCode.none
+                # Kafka: "A tombstone is written if an offset is present in the main storage
+                # or if a pending transactional offset exists" (the tombstone drops both).
+                if shard.offsets.get(req.group_id, t.name, p.partition_index) is not None \
+                        or shard.offsets.has_pending(req.group_id, t.name, p.partition_index):
+                    records.append(rh.offset_tombstone(req.group_id, t.name, p.partition_index))
+            parts_out.append(build(mod.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                                   error_code=code))
+        topics_out.append(build(mod.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(parts_out)))
+    return Result(response=build(mod.OffsetDeleteResponse, error_code=ErrorCode.none,
+                                 throttle_time=from_ms(0), topics=tuple(topics_out)), records=records)

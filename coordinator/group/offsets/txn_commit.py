@@ -1,0 +1,261 @@
+"""TxnOffsetCommit in the sans-IO core (Kafka: `OffsetMetadataManager.commitTransactionalOffset`,
+with the checks `KafkaApis.handleTxnOffsetCommitRequest` and `GroupCoordinatorService` make
+before it). Exactly-once offsets; the design is docs/design/transactions.md (option C1).
+
+Rules:
+- The handler reads state only and returns a `TxnOffsetWrite`, deliberately not a `Result`:
+  the runtime's ordinary write path would append its records outside the client's
+  transaction and replay them as committed offsets. The shell appends the records to the
+  group's state partition *as the client's producer* (its transactional id, producer id and
+  epoch), then calls `replay_pending` with the offset they landed at: they become offsets
+  pending for that producer id. The transaction's end marker, written by the upstream's
+  transaction coordinator, applies (COMMIT) or drops (ABORT) them through
+  `shard.replay_end_transaction` (offsets/store.py holds the ordering rule).
+- The records are OffsetCommit's own key and value (Kafka writes the same record for both
+  APIs); a TxnOffsetCommit has no retention time, so no expire timestamp (value version 4).
+- Checks, in Kafka's order:
+  1. an empty group id: INVALID_GROUP_ID on every partition (GroupCoordinatorService);
+  2. per partition, a topic or partition the metadata does not know:
+     UNKNOWN_TOPIC_OR_PARTITION (KafkaApis' metadata cache check). Only the rest reaches
+     the group checks; a request with nothing left ends here, as in KafkaApis;
+  3. the group (`validate_transactional_commit`): absent with generation < 0 is accepted
+     (replay creates a "simple" classic group); absent otherwise ILLEGAL_GENERATION below
+     v6 (v6, KIP-1319: GROUP_ID_NOT_FOUND). Classic groups: KIP-447 member, instance and
+     generation checks without the checks a transaction coordinator cannot satisfy.
+     Consumer groups: KIP-1251, assignment epoch <= client epoch <= member epoch per
+     partition, and a stale epoch answers ILLEGAL_GENERATION below v6 (KIP-1251: "a
+     ILLEGAL_GENERATION for transactional offset commits"). A group-level refusal fails
+     every partition that reached the coordinator;
+  4. kcoord's bound on pending transactional state (`limits`), see below;
+  5. per partition, metadata over offset.metadata.max.bytes: OFFSET_METADATA_TOO_LARGE.
+- Memory bound. Kafka caps nothing here: pending offsets of a producer live until its
+  transaction ends, and the transaction coordinator aborts any transaction older than its
+  timeout (transaction.max.timeout.ms, 15 min by default), which drops them; one
+  (producer, group) holds at most one entry per partition that exists. kcoord adds hard caps
+  so a hostile client (many producer ids, many groups) cannot grow a shard without bound:
+  pending partitions (and open groups) per producer, open producers per group, pending
+  partitions (and open producers) per shard.
+  Over a cap the whole request answers TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE below,
+  `transaction_abortable`) and nothing is written: the Java producer's TxnOffsetCommit
+  handler makes it an abortable error (abort, then go on with the same transactional id),
+  where an error it does not list (POLICY_VIOLATION, say) is fatal ("Unexpected error in
+  TxnOffsetCommitResponse") and a retriable one would be retried until the transaction
+  times out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from .. import record_helpers as rh
+from ..classic.group import ClassicGroup
+from ..errors import ApiError
+from ..group_types import group_type
+from ..kio_util import build, schema
+from ..modern.consumer.group import ConsumerGroup
+from ..result import Result
+from ..timeutil import from_ms
+from .commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
+
+if TYPE_CHECKING:
+    from records import CoordinatorRecord
+
+    from ..context import OffsetsView, RequestContext
+    from ..image import MetadataImage, TopicImage
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetLimits:
+    """Caps on pending transactional offsets (see the module rules). A config may override
+    each through a field of the same name prefixed `txn_`."""
+    max_pending_per_producer: int = 50_000
+    max_open_producers_per_group: int = 10_000
+    max_pending_per_shard: int = 1_000_000
+
+
+DEFAULT_LIMITS = TxnOffsetLimits()
+
+
+def limits_of(config: object) -> TxnOffsetLimits:
+    d = DEFAULT_LIMITS
+    return TxnOffsetLimits(
+        max_pending_per_producer=getattr(config, "txn_max_pending_per_producer", d.max_pending_per_producer),
+        max_open_producers_per_group=getattr(config, "txn_max_open_producers_per_group",
+                                             d.max_open_producers_per_group),
+        max_pending_per_shard=getattr(config, "txn_max_pending_per_shard", d.max_pending_per_shard))
+
+
+class TxnOffsetWrite(NamedTuple):
+    """What the shell appends as the client's producer, and the answer once it is durable.
+    `result.records` is empty when nothing is to be written (every partition refused): the
+    response is then answered at once."""
+    result: Result
+    group_id: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+# ------------------------------------------------------------------- validation
+def validate_transactional_commit(image: MetadataImage, group, member_id: str, instance_id: str | None,
+                                  generation: int, api_version: int) -> PartitionCheck:
+    """Kafka's `validateTransactionalOffsetCommit` for an existing group."""
+    try:
+        if isinstance(group, ClassicGroup):
+            validate_classic_commit(group, member_id, instance_id, generation, transactional=True)
+            return ACCEPT_ALL
+        if isinstance(group, ConsumerGroup):
+            check = validate_consumer_commit(image, group, member_id, generation, api_version,
+                                             transactional=True, instance_id=instance_id)
+        else:
+            # A group type without a transactional rule gets its OffsetCommit rule, which is
+            # never looser (it skips nothing a transaction coordinator cannot satisfy).
+            check = group_type(group).validate_offset_commit(group, image, member_id, instance_id,
+                                                             generation, api_version)
+    except ApiError as e:
+        raise _transactional_error(e, api_version) from None
+    if api_version >= 6 or check is ACCEPT_ALL:
+        return check
+
+    def mapped(topic_id, topic: str, partition: int) -> ErrorCode | None:
+        code = check(topic_id, topic, partition)
+        return ErrorCode.illegal_generation if code is ErrorCode.stale_member_epoch else code
+    return mapped
+
+
+def _transactional_error(e: ApiError, api_version: int) -> ApiError:
+    """TxnOffsetCommit below v6 knows no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION
+    (docs/design/kafka-facts.md §4.8; KIP-1251)."""
+    if e.code is ErrorCode.stale_member_epoch and api_version < 6:
+        return ApiError(ErrorCode.illegal_generation, e.message)
+    return e
+
+
+def _check_group(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
+    group = shard.groups.get(req.group_id)
+    generation = getattr(req, "generation_id", -1)
+    if group is None:
+        if generation < 0:
+            return ACCEPT_ALL       # the offset record's replay creates a simple classic group
+        if ctx.api_version >= 6:
+            raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        raise ApiError(ErrorCode.illegal_generation,
+                       f"Group {req.group_id} does not exist, and generation {generation} is not -1.")
+    return validate_transactional_commit(shard.image, group, getattr(req, "member_id", ""),
+                                         getattr(req, "group_instance_id", None), generation, ctx.api_version)
+
+
+def transaction_abortable(api_version: int) -> ErrorCode:
+    """TRANSACTION_ABORTABLE as TxnOffsetCommit `api_version` may carry it: "Version 4 adds
+    support for new error code TRANSACTION_ABORTABLE (KIP-890)"; older requests get
+    INVALID_TXN_STATE, as Kafka's verification answers them (AddPartitionsToTxnManager: "For
+    backward compatibility with clients")."""
+    return ErrorCode.transaction_abortable if api_version >= 4 else ErrorCode.invalid_txn_state
+
+
+def _check_limits(shard: OffsetsView, req, partitions: list[tuple[str, int]], api_version: int) -> None:
+    limits = limits_of(shard.config)
+    abortable = transaction_abortable(api_version)
+    store = shard.offsets
+    pid, group_id = req.producer_id, req.group_id
+    mine = store.pending_in(pid, group_id)
+    new = sum(1 for t, p in set(partitions) if p not in mine.get(t, {}))
+    if store.pending_counts.get(pid, 0) + new > limits.max_pending_per_producer:
+        raise ApiError(abortable,
+                       f"Producer {pid} would hold more than {limits.max_pending_per_producer} pending "
+                       f"transactional offsets in this coordinator; end the transaction first.")
+    # A group stays open for the producer until its marker even once OffsetDelete removed its
+    # offsets: each open group costs memory too, so it counts against the same bound.
+    groups = store.pending_transactional.get(pid, {})
+    if group_id not in groups and len(groups) >= limits.max_pending_per_producer:
+        raise ApiError(abortable,
+                       f"Producer {pid} already has open transactional offsets in {len(groups)} groups "
+                       f"(the limit is {limits.max_pending_per_producer}).")
+    producers = store.open_transactions.get(group_id, set())
+    if pid not in producers and len(producers) >= limits.max_open_producers_per_group:
+        raise ApiError(abortable,
+                       f"Group {group_id} already has {len(producers)} producers with open transactions "
+                       f"(the limit is {limits.max_open_producers_per_group}).")
+    if new and store.pending_total() + new > limits.max_pending_per_shard:
+        raise ApiError(abortable,
+                       f"The coordinator shard holds {store.pending_total()} pending transactional offsets "
+                       f"(the limit is {limits.max_pending_per_shard}).")
+    if pid not in store.pending_transactional and len(store.pending_transactional) >= limits.max_pending_per_shard:
+        raise ApiError(abortable,
+                       f"The coordinator shard has {len(store.pending_transactional)} producers with open "
+                       f"transactional offsets (the limit is {limits.max_pending_per_shard}).")
+
+
+def _java_length(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+# ---------------------------------------------------------------------- handler
+def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
+    mod = schema("txn_offset_commit", ctx.api_version)
+    image = shard.image
+    answers: dict[tuple[int, int], ErrorCode] = {}     # (topic index, partition index) -> error
+    known: list[tuple[int, TopicImage, Any]] = []       # (topic index, topic image, partition)
+    for i, t in enumerate(req.topics):
+        img = image.topics_by_name.get(t.name)
+        for p in t.partitions:
+            if not req.group_id:
+                answers[(i, p.partition_index)] = ErrorCode.invalid_group_id
+            elif img is None or not 0 <= p.partition_index < img.num_partitions:
+                answers[(i, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append((i, img, p))
+    records: list[CoordinatorRecord] = []
+    if known:
+        try:
+            check = _check_group(shard, ctx, req)
+            _check_limits(shard, req, [(img.name, p.partition_index) for _, img, p in known], ctx.api_version)
+            for i, img, p in known:
+                metadata = p.committed_metadata or ""
+                if _java_length(metadata) > shard.config.offset_metadata_max_bytes:
+                    answers[(i, p.partition_index)] = ErrorCode.offset_metadata_too_large
+                    continue
+                error = check(img.topic_id, img.name, p.partition_index)
+                if error is not None:
+                    raise ApiError(error, f"Partition {img.name}-{p.partition_index} is not assigned to "
+                                          f"member {getattr(req, 'member_id', '')} at epoch "
+                                          f"{getattr(req, 'generation_id', -1)}.")
+                answers[(i, p.partition_index)] = ErrorCode.none
+                records.append(rh.offset_commit_record(
+                    req.group_id, img.name, p.partition_index, offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1), metadata=metadata,
+                    commit_timestamp=now_ms, topic_id=img.topic_id))
+        except ApiError as e:
+            shard.log.info("[GroupId %s] TxnOffsetCommit of transactional id %s (producer %d epoch %d) refused: "
+                           "%s %s", req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
+                           e.code.name, e.message or "")
+            records = []
+            for i, _, p in known:
+                answers[(i, p.partition_index)] = e.code
+    topics = tuple(build(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+        build(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+              error_code=answers[(i, p.partition_index)]) for p in t.partitions))
+        for i, t in enumerate(req.topics))
+    response = build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=topics)
+    return TxnOffsetWrite(Result(response=response, records=records), req.group_id, req.transactional_id,
+                          req.producer_id, req.producer_epoch)
+
+
+def replay_pending(shard, write: TxnOffsetWrite, base_offset: int) -> None:
+    """Replay an appended TxnOffsetCommit as the producer's pending offsets; `base_offset` is
+    where the batch landed in the state partition (record i is at base_offset + i)."""
+    for i, record in enumerate(write.result.records):
+        shard.replay(record, base_offset + i, write.producer_id)
+
+
+def add_offsets_to_txn_response(version: int, code: ErrorCode) -> Any:
+    """AddOffsetsToTxn's answer (throttle 0, one error code)."""
+    mod = schema("add_offsets_to_txn", version)
+    return build(mod.AddOffsetsToTxnResponse, throttle_time=from_ms(0), error_code=code)
+
+
+def add_offsets_to_txn_error(version: int, error: ApiError, req: Any = None) -> Any:
+    """The error response of AddOffsetsToTxn (error_responses.ERROR_RESPONSES's shape)."""
+    return add_offsets_to_txn_response(version, error.code)

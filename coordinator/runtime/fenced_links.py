@@ -1,0 +1,213 @@
+"""The fenced state log's links to the upstream: one link per broker address, shared by every
+shard, the state topic's leaders and the transaction coordinators (part of
+fenced_state_log.py's `FencedStateLog`).
+
+Rules:
+- A link is opened on first use with the caller's `open_link` (TLS, SASL) and dropped on any
+  failure of a request on it; the next request opens a new one.
+- A request whose link fails raises `StateLogError`: its outcome is unknown.
+- Leaders and coordinators are cached; a not-leader answer (`call_leader`, `fetch` callers)
+  or NOT_COORDINATOR (`forget_coordinator`) forgets the cached one, and the next request
+  finds it again from the metadata or FindCoordinator.
+- Requests are kcoord's own Kafka protocol at fixed versions (`VERSIONS`): transactions v1
+  (Produce <= v11, EndTxn <= v4), which Kafka 4.x and Tansu both serve.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from ..protocol.apis import request_class
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 10, 22, 24, 26
+VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, METADATA: 9, FIND_COORDINATOR: 4,
+            INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 3, END_TXN: 3}
+
+# Answers after which the partition's leader is looked up again.
+REFRESH = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                     ErrorCode.unknown_topic_or_partition, ErrorCode.fenced_leader_epoch,
+                     ErrorCode.unknown_leader_epoch})
+
+
+class Link(Protocol):
+    async def request(self, request: Any, timeout: float = ...) -> Any: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[Link]]
+
+
+class StateLogError(Exception):
+    """A request of the fenced state log failed (not a fence): the write's outcome is unknown."""
+
+
+class CoordinatorError(Exception):
+    """FindCoordinator answered an error: retried by the caller like the request's own."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+def make_request(api_key: int, **fields: Any) -> Any:
+    return request_class(api_key, VERSIONS[api_key])(**fields)
+
+
+def request_module(api_key: int) -> Any:
+    return importlib.import_module(request_class(api_key, VERSIONS[api_key]).__module__)
+
+
+def duration_ms(ms: int) -> i32Timedelta:
+    return i32Timedelta.parse(timedelta(milliseconds=ms))
+
+
+class UpstreamLinks:
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], topic: str, open_link: OpenLink,
+                 request_timeout_s: float, fetch_max_bytes: int) -> None:
+        self.bootstrap = list(bootstrap)
+        self.topic = topic
+        self.open = open_link
+        self.request_timeout_s = request_timeout_s
+        self.fetch_max_bytes = fetch_max_bytes
+        self.links: dict[tuple[str, int], Link] = {}
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.leaders: dict[int, int] = {}
+        self.coordinators: dict[str, tuple[str, int]] = {}
+
+    def close(self) -> None:
+        links, self.links = self.links, {}
+        for link in links.values():
+            link.close()
+
+    async def link(self, address: tuple[str, int]) -> Link:
+        link = self.links.get(address)
+        if link is None or link.closed:
+            link = self.links[address] = await self.open([address])
+        return link
+
+    def drop(self, address: tuple[str, int] | None) -> None:
+        if address is not None:
+            link = self.links.pop(address, None)
+            if link is not None:
+                link.close()
+
+    async def call(self, address: tuple[str, int], request: Any) -> Any:
+        try:
+            link = await self.link(address)
+            return await link.request(request, self.request_timeout_s)
+        except Exception as e:   # the link's own errors (UpstreamError), OSError, a timeout
+            self.drop(address)
+            raise StateLogError(f"{type(request).__name__} to {address[0]}:{address[1]}: {e}") from e
+
+    async def bootstrap_call(self, request: Any) -> Any:
+        errors = []
+        for address in list(self.brokers.values()) + self.bootstrap:
+            try:
+                return await self.call(address, request)
+            except StateLogError as e:
+                errors.append(str(e))
+        raise StateLogError("no upstream broker answered: " + "; ".join(errors[-3:]))
+
+    async def refresh_metadata(self) -> None:
+        m = request_module(METADATA)
+        response = await self.bootstrap_call(make_request(
+            METADATA, topics=(m.MetadataRequestTopic(name=TopicName(self.topic)),),
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False))
+        self.brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
+        for t in response.topics:
+            if t.name != self.topic:
+                continue
+            if t.error_code != ErrorCode.none:
+                raise StateLogError(f"state topic {self.topic}: metadata error {t.error_code.name}")
+            self.leaders = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+
+    async def leader(self, partition: int) -> tuple[str, int]:
+        leader = self.leaders.get(partition, -1)
+        if leader < 0 or leader not in self.brokers:
+            await self.refresh_metadata()
+            leader = self.leaders.get(partition, -1)
+            if leader not in self.brokers:
+                raise StateLogError(f"state topic {self.topic} partition {partition} has no leader")
+        return self.brokers[leader]
+
+    def forget_leader(self, partition: int) -> None:
+        self.leaders.pop(partition, None)
+
+    async def coordinator(self, txn_id: str) -> tuple[str, int]:
+        address = self.coordinators.get(txn_id)
+        if address is not None:
+            return address
+        response = await self.bootstrap_call(make_request(FIND_COORDINATOR, key_type=i8(1),
+                                                          coordinator_keys=(txn_id,)))
+        c = response.coordinators[0]
+        if c.error_code != ErrorCode.none:
+            raise CoordinatorError(c.error_code)
+        address = self.coordinators[txn_id] = (c.host, int(c.port))
+        return address
+
+    def forget_coordinator(self, transactional_id: str) -> None:
+        self.coordinators.pop(transactional_id, None)
+
+    async def call_leader(self, partition: int, request: Any) -> Any:
+        """Send `request` (a Produce of one partition) to the partition's leader; a
+        not-leader answer forgets the cached leader so that a resend finds the new one."""
+        response = await self.call(await self.leader(partition), request)
+        try:
+            code = response.responses[0].partition_responses[0].error_code
+        except (AttributeError, IndexError):
+            code = ErrorCode.none
+        if code in REFRESH:
+            self.forget_leader(partition)
+        return response
+
+    async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any:
+        """Send `request` to the transaction coordinator of `transactional_id`. Raises
+        StateLogError if none answers."""
+        try:
+            address = await self.coordinator(transactional_id)
+        except CoordinatorError as e:
+            raise StateLogError(f"FindCoordinator(transaction {transactional_id!r}): {e.code.name}") from e
+        return await self.call(address, request)
+
+    async def fetch(self, partition: int, offset: int, max_wait_ms: int) -> Any:
+        """One Fetch of the partition from `offset`, read_uncommitted (markers visible); None
+        when the answer holds no partition (Tansu to max_wait 0 on an empty partition)."""
+        m = request_module(FETCH)
+        request = make_request(
+            FETCH, cluster_id=None, replica_id=BrokerId(-1), max_wait=duration_ms(max_wait_ms),
+            min_bytes=i32(0 if max_wait_ms <= 50 else 1), max_bytes=i32(self.fetch_max_bytes),
+            isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+            topics=(m.FetchTopic(topic=TopicName(self.topic), partitions=(m.FetchPartition(
+                partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+                last_fetched_epoch=i32(-1), log_start_offset=i64(-1),
+                partition_max_bytes=i32(self.fetch_max_bytes)),)),),
+            forgotten_topics_data=(), rack_id="")
+        response = await self.call(await self.leader(partition), request)
+        if response.error_code != ErrorCode.none:
+            raise StateLogError(f"Fetch {self.topic}-{partition}: {response.error_code.name}")
+        if not response.responses or not response.responses[0].partitions:
+            return None
+        return response.responses[0].partitions[0]
+
+    async def log_start(self, partition: int) -> int:
+        m = request_module(LIST_OFFSETS)
+        response = await self.call(await self.leader(partition), make_request(
+            LIST_OFFSETS, replica_id=BrokerId(-1), isolation_level=i8(0), topics=(m.ListOffsetsTopic(
+                name=TopicName(self.topic), partitions=(m.ListOffsetsPartition(
+                    partition_index=i32(partition), current_leader_epoch=i32(-1), timestamp=i64(-2)),)),)))
+        part = response.topics[0].partitions[0]
+        if part.error_code != ErrorCode.none:
+            raise StateLogError(f"ListOffsets {self.topic}-{partition}: {part.error_code.name}")
+        return int(part.offset)

@@ -1,0 +1,46 @@
+"""The process's writer: the one door every shard's batches go through to the state log
+(Kafka: `PartitionWriter`, which `CoordinatorRuntime` appends each partition's batches with;
+docs/design/kafka-facts.md §1.3).
+
+Rules:
+- One writer per process serves every shard: a shard's `ShardWriter` (writer.py) hands it
+  each closed batch with `append` and learns where the batch landed.
+- `max_inflight` is how many batches of one partition the writer accepts before the first
+  is acknowledged. The shard writer keeps at most that many in flight, each at its
+  predicted offset; the writer must acknowledge one partition's appends in the order it
+  received them (an idempotent producer's sequence numbers give that order upstream).
+- A write fails by raising, as `StateLog.append` does (state_log.py); `ShardFenced` means
+  another process owns the shard.
+- `LogWriter` is today's writer: each batch is one `StateLog.append`, one batch in flight per
+  shard. Where a log coalesces several shards' batches into one request (aiokafka's producer:
+  one ProduceRequest per broker), that happens below this port.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .state_log import StateLog
+
+
+class PartitionWriter(Protocol):
+    @property
+    def max_inflight(self) -> int: ...
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     timestamp_ms: int) -> int:
+        """Append `records` as one batch to `partition`; its base offset once acknowledged."""
+        ...
+
+
+class LogWriter:
+    """Each batch is one append of the state log, one batch in flight per shard."""
+
+    max_inflight = 1
+
+    def __init__(self, log: StateLog) -> None:
+        self.log = log
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     timestamp_ms: int) -> int:
+        return await self.log.append(partition, records, timestamp_ms)

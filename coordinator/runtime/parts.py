@@ -1,0 +1,24 @@
+"""A class made of parts keeps the names its callers use: `Forward` is an attribute that lives
+in one of the parts, read and written there (the runtime's writer/loader/txn parts, the fenced
+state log's links/producers/reads).
+
+Rules:
+- Only for state a caller or a test reads or sets by its old name; a part's own code uses
+  the part directly.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class Forward:
+    __slots__ = ("part", "name")
+
+    def __init__(self, part: str, name: str) -> None:
+        self.part, self.name = part, name
+
+    def __get__(self, owner_object: Any, owner: Any = None) -> Any:
+        return self if owner_object is None else getattr(getattr(owner_object, self.part), self.name)
+
+    def __set__(self, owner_object: Any, value: Any) -> None:
+        setattr(getattr(owner_object, self.part), self.name, value)

@@ -1,0 +1,24 @@
+"""kcoord's side of the upstream Kafka cluster: the one client it speaks to it with, and the
+broker it starts when there is none.
+
+    client       UpstreamClient: one connection, kio request in, kio response out, pipelined
+                 by correlation id; TLS, SASL and KIP-368 (reconnect before the session
+                 lifetime ends) from security/upstream.py's UpstreamSecurity; `opener` is the
+                 one connection factory (an ``OpenLink``) every caller gets its links from
+    embedded     the embedded broker (Tansu) `kcoord serve` starts without ``--upstream``,
+                 and its supervision
+    memory_cap   the embedded broker's memory cap (cgroup v2 or an address-space limit)
+
+Rules:
+- One client serves kcoord's own traffic: the gateway's metadata link and admin requests
+  (gateway/metadata_link.py), the fenced state log's produce and fetch
+  (runtime/fenced_links.py), the transactional offset appends (service/transactions.py),
+  the kcoord cluster's membership group (cluster/membership.py) and the `kcoord groups` /
+  `kcoord cluster` tools. Forwarded client requests never go through it: they are relayed
+  as bytes (gateway/forward.py).
+- This package sits under the runtime and the gateway and above security/ and protocol/:
+  it knows the wire and the upstream's credentials, never a group, a shard or a client.
+- The state topic's aiokafka producer and consumer (runtime/state_topic.py) are the one
+  other way kcoord talks to the upstream; docs/design/architecture.md says what folding
+  them in takes.
+"""

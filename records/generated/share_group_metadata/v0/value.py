@@ -1,0 +1,19 @@
+# ruff: noqa: E501
+"""Generated from ``common/message/ShareGroupMetadataValue.json`` in Kafka's jar by coordinator.protocol.messagegen."""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32, i64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataValue:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    epoch: i32 = field(metadata={"kafka_type": "int32"})
+    """The group epoch."""
+    metadata_hash: i64 = field(metadata={"kafka_type": "int64"})
+    """The hash of all topics in the group."""

@@ -1,0 +1,42 @@
+"""Every version of JoinGroup (v0-9), SyncGroup (v0-5) and Heartbeat (v0-4) forms and keeps a
+classic group: the shard reads JoinGroup and SyncGroup through one shape each
+(coordinator/group/classic/requests.py), with Kafka's default for a field an old version lacks."""
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.classic.group import ClassicGroupState
+from coordinator.group.classic.requests import JoinGroup, SyncGroup
+from coordinator.group.kio_util import schema
+
+from .context import Pending, ShardContext, topic
+from .test_classic_groups import MS, cfg, heartbeat, join, sync
+
+
+@pytest.mark.parametrize("join_v,sync_v,hb_v", [(v, min(v, 5), min(v, 4)) for v in range(10)])
+def test_each_version_forms_a_group_and_heartbeats(join_v, sync_v, hb_v):
+    c = ShardContext(topic("foo", 4), config=cfg())
+    first = join(c, "g", version=join_v)
+    if not isinstance(first, Pending) and first.error_code == ErrorCode.member_id_required:
+        first = join(c, "g", first.member_id, version=join_v)   # KIP-394, v4+
+    assert isinstance(first, Pending)
+    c.advance(100)                                                # the initial rebalance delay
+    joined = first.response
+    assert joined.error_code == ErrorCode.none and joined.generation_id == 1
+    member = joined.member_id
+    answer = sync(c, "g", member, 1, {member: b"a"}, version=sync_v)
+    assert answer.error_code == ErrorCode.none and answer.assignment == b"a"
+    assert c.group("g").state is ClassicGroupState.STABLE
+    assert heartbeat(c, "g", member, 1, version=hb_v) == ErrorCode.none
+
+
+def test_the_shapes_take_kafkas_defaults_for_fields_old_versions_lack():
+    v0 = schema("join_group", 0, "request").JoinGroupRequest(
+        group_id="g", session_timeout=10_000 * MS, member_id="", protocol_type="consumer", protocols=())
+    shape = JoinGroup.of(v0)
+    assert shape.rebalance_timeout == 10_000 * MS     # v0: the session timeout serves as both
+    assert shape.group_instance_id is None and shape.reason is None
+    s0 = schema("sync_group", 0, "request").SyncGroupRequest(group_id="g", generation_id=1, member_id="m",
+                                                             assignments=())
+    assert SyncGroup.of(s0).protocol_name is None and SyncGroup.of(s0).group_instance_id is None
