@@ -15,7 +15,9 @@ the flush of the answer), counted by callgrind, for three workloads:
 
 re-runs itself under `valgrind --tool=callgrind` (apt package valgrind) with collection on
 only inside the measured call (``itertools.starmap``), so set-up is never counted, and
-prints instructions per request. ``--repo PATH`` measures another checkout's
+prints instructions per request. Instrumentation itself is switched on (`callgrind_control
+-i on`) only once the set-up is done, so imports and set-up run at valgrind's plain speed;
+the count is the same as with instrumentation on from the start. ``--repo PATH`` measures another checkout's
 `coordinator/` and `bench/loadgen/` (e.g. a ``git worktree`` of an older commit) with this
 harness. Compare two checkouts with the same Python build and the same command: the
 absolute count depends on both. Without valgrind, ``--plain`` runs the workload once and
@@ -33,6 +35,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -104,14 +107,23 @@ class _Answers:
         return self._done
 
 
-def _service(partitions: int):  # type: ignore[no-untyped-def]
+# The join storm and the commits run the event loop inside the measured call, where a
+# timer due by the wall clock would fire: under valgrind a run takes minutes, so sessions,
+# the assignment interval and the write timeout are made longer than any run, and what is counted does not
+# depend on how fast the machine was (the first join computes the assignment at once, the
+# others find it pending, as in a storm faster than the interval).
+SLOW_CLOCK = {"consumer_session_timeout_ms": 3_600_000, "consumer_max_session_timeout_ms": 3_600_000,
+              "consumer_assignment_interval_ms": 3_600_000, "offsets_commit_timeout_ms": 3_600_000}
+
+
+def _service(partitions: int, **settings: int):  # type: ignore[no-untyped-def]
     from loadgen.inproc import AckingStateTopic
 
     from coordinator.config import CoordinatorConfig
     from coordinator.group.image import MetadataImage, TopicImage
     from coordinator.service import GroupCoordinatorService
 
-    config = CoordinatorConfig(state_topic_partitions=4)
+    config = CoordinatorConfig(state_topic_partitions=4, **settings)
     service = GroupCoordinatorService(config, AckingStateTopic())
     image = MetadataImage.of([TopicImage(topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC), name=TOPIC,
                                          num_partitions=partitions)])
@@ -179,6 +191,7 @@ async def _heartbeat(n: int) -> None:
     frames = [m.steady_template().with_correlation(i) for i, m in enumerate(members)]
     connection, transport = _connection(_gateway(service, {CONSUMER_GROUP_HEARTBEAT: (0, 1)}))
     args = [(frames[i % len(frames)],) for i in range(n)]
+    _instrument()
     gc.collect()
     # Only this loop runs inside itertools.starmap's C function, where callgrind collects.
     collections.deque(itertools.starmap(connection.data_received, args), maxlen=0)
@@ -186,9 +199,22 @@ async def _heartbeat(n: int) -> None:
         raise SystemExit(f"expected {n} steady answers, got {transport.writes} (last {transport.last[:20]!r})")
 
 
+def _instrument() -> None:
+    """Under the parent's valgrind: say the set-up is done, and wait until the parent has
+    switched callgrind's instrumentation on (``--instr-atstart=no``)."""
+    ready = os.environ.get("KCOORD_CALLGRIND_READY")
+    if ready is None:
+        return
+    Path(ready).touch()
+    go = Path(ready + ".go")
+    while not go.exists():
+        time.sleep(0.01)
+
+
 def _measured(loop: asyncio.AbstractEventLoop, work) -> None:  # type: ignore[no-untyped-def]
     """Runs the coroutine ``work`` (sends, then waits for every answer: the writes and
     flushes run in the event loop) as the one call callgrind collects in."""
+    _instrument()
     gc.collect()
     collections.deque(itertools.starmap(loop.run_until_complete, [(work,)]), maxlen=0)
 
@@ -198,7 +224,7 @@ def _join_storm(loop: asyncio.AbstractEventLoop, n: int) -> None:
     from loadgen.wire import CONSUMER_GROUP_HEARTBEAT, encode_request
 
     async def set_up():  # type: ignore[no-untyped-def]
-        service = _service(2 * n)
+        service = _service(2 * n, **SLOW_CLOCK)
         answers = _Answers(error_at=13)     # size, correlation id, tagged fields, throttle time
         gateway = _gateway(service, {CONSUMER_GROUP_HEARTBEAT: (0, 1)})
         connections = [_connection(gateway, answers)[0] for _ in range(n)]
@@ -224,7 +250,7 @@ def _offset_commit(loop: asyncio.AbstractEventLoop, n: int) -> None:
     from coordinator.protocol.apis import OFFSET_COMMIT
 
     async def set_up():  # type: ignore[no-untyped-def]
-        service = _service(100)
+        service = _service(100, **SLOW_CLOCK)
         members = await _steady_members(service)
         # The first partition's error code: size, correlation id, tagged fields, throttle time,
         # topics (1), name ("cg"), partitions (1), partition index.
@@ -306,10 +332,21 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next",
-                        f"--callgrind-out-file={out}", sys.executable, __file__, "--plain",
-                        "--workload", args.workload, "--requests", str(args.requests), "--repo", str(repo)],
-                       check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, cwd=repo)
+        ready = Path(tmp) / "ready"
+        child = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+             "--toggle-collect=starmap_next", f"--callgrind-out-file={out}", sys.executable, __file__, "--plain",
+             "--workload", args.workload, "--requests", str(args.requests), "--repo", str(repo)],
+            env={**os.environ, "PYTHONHASHSEED": "0", "KCOORD_CALLGRIND_READY": str(ready)},
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "stderr"), "w"), cwd=repo)
+        while not ready.exists():
+            if child.poll() is not None:
+                raise SystemExit(f"the measured run ended before its set-up did: {Path(tmp, 'stderr').read_text()}")
+            time.sleep(0.2)
+        subprocess.run(["callgrind_control", "--instr=on", str(child.pid)], check=True, capture_output=True)
+        Path(str(ready) + ".go").touch()
+        if child.wait() != 0:
+            raise SystemExit(f"the measured run failed: {Path(tmp, 'stderr').read_text()[-2000:]}")
         summary = re.search(r"^summary:\s+(\d+)", Path(out).read_text(), re.MULTILINE)
         if summary is None:
             raise SystemExit("callgrind wrote no summary")

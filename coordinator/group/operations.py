@@ -50,6 +50,12 @@ def handler_for(operation: str, group: Any) -> Handler:
         raise KeyError(f"operation {operation!r} has no handler for {type(group).__name__}") from None
 
 
+def rows_of(operation: str) -> dict[type | None, Handler]:
+    """The live rows of one operation (rows added later show in it): the shard keeps it to
+    pick a handler on its hot paths with two dict look-ups and no call."""
+    return _ROWS.setdefault(operation, {})
+
+
 def operations() -> dict[str, dict[type | None, Handler]]:
     """A copy of the table (tests and tools read it)."""
     return {op: dict(rows) for op, rows in _ROWS.items()}

@@ -46,7 +46,7 @@ from .modern.consumer.membership import (
 from .offsets import expiration
 from .offsets import ops as offset_ops
 from .offsets.store import OffsetStore
-from .operations import handler_for, register_operation
+from .operations import handler_for, register_operation, rows_of
 from .replay import Replayer
 from .result import Result, ScheduleTimer, TimerOp
 from .timers import TimerKind
@@ -111,7 +111,10 @@ class GroupCoordinatorShard:
         return handler_for(operation, self.groups.get(req.group_id))(self, ctx, req, now_ms)
 
     def consumer_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
-        return self.handle("consumer_group_heartbeat", ctx, req, now_ms)
+        # handle(), inlined: the steady heartbeat is the hottest request (callgrind).
+        group = self.groups.get(req.group_id)
+        handler = _HEARTBEAT_ROWS.get(group.__class__) or _HEARTBEAT_ROWS[None]
+        return handler(self, ctx, req, now_ms)
 
     def consumer_group_csa_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         """32700, ConsumerGroupHeartbeat with ClientAssignors (docs/design/client-assignors-spec.md);
@@ -350,4 +353,5 @@ for _op, _default, _on_consumer_group in (
     register_operation(_op, _default)
     register_operation(_op, _on_consumer_group, ConsumerGroup)
 register_operation("consumer_group_heartbeat", migration_rows.consumer_group_heartbeat)
+_HEARTBEAT_ROWS = rows_of("consumer_group_heartbeat")
 register_operation("consumer_group_csa_heartbeat", migration_rows.consumer_group_csa_heartbeat)

@@ -2,7 +2,8 @@
 
 `kcoord serve` without `--upstream` starts one on loopback, so the gateway alone is a
 working Kafka endpoint whose groups speak KIP-848 (Tansu itself does not). Tansu keeps
-data in memory by default: a Tansu restart loses the state topic (environment.md §3.5).
+data in memory by default: a Tansu restart loses the state topic (docs/user/reliability.md,
+"Embedded broker").
 
 Supervision, both ways:
 - kcoord watches the broker. If it exits while kcoord runs, ``exited`` resolves with its

@@ -10,7 +10,8 @@ Rules:
   60-second test at the very end.)
 - A file's expected seconds: its measured seconds in tests/durations.json (setup, call and
   teardown summed over its tests in an earlier run), else its number of tests times the
-  mean seconds per test of its kind (integration or unit) in that table. A row without a
+  mean seconds per test of the measured files of its directory (a directory's tests share
+  fixtures and upstreams), or of its kind (integration or unit) when none is. A row without a
   number of tests is a lower bound (its slowest tests only): the larger of it and the
   estimate counts. A file keeps its tests in their order and together (module fixtures
   are set up once).
@@ -31,9 +32,10 @@ from typing import Any
 
 TABLE = Path(__file__).resolve().parents[1] / "durations.json"
 ENV_OUT = "KCOORD_TEST_DURATIONS"
-# Means per test when the table has no file of a kind (CI at 66532f8: 2,953 tests, ~1,240 of
-# them integration, in 2 x 1,579 s of worker time; the unit tests take a few minutes).
-DEFAULT_SECONDS = {"integration": 2.4, "unit": 0.05}
+# Means per test when the table has no measured file of a kind. CI at 66532f8 spent
+# 2 x 1,579 s of worker time on 2,953 tests, ~460 of them integration; the unit tests run at
+# ~0.05 s each (test_checked.py: 766 in 41.5 s), so an integration test took ~6.5 s.
+DEFAULT_SECONDS = {"integration": 6.5, "unit": 0.05}
 
 
 def _file(nodeid: str) -> str:
@@ -53,14 +55,20 @@ def load(table: Path = TABLE) -> dict[str, dict[str, float]]:
 
 def expected_seconds(counts: Counter, table: dict[str, dict[str, float]]) -> dict[str, float]:
     """path -> expected seconds for the files of this collection (``counts``: tests per file)."""
-    per_test = dict(DEFAULT_SECONDS)
-    for kind in per_test:
-        rows = [row for path, row in table.items() if _kind(path) == kind and row.get("tests")]
+    measured: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for path, row in table.items():
+        if row.get("tests"):
+            measured[str(Path(path).parent)].append(row)
+
+    def per_test(path: str) -> float:
+        rows = measured.get(str(Path(path).parent))
         if rows:
-            per_test[kind] = sum(r["seconds"] for r in rows) / sum(r["tests"] for r in rows)
+            return sum(r["seconds"] for r in rows) / sum(r["tests"] for r in rows)
+        return DEFAULT_SECONDS[_kind(path)]
+
     def cost(path: str, n: int) -> float:
         row = table.get(path)
-        estimate = n * per_test[_kind(path)]
+        estimate = n * per_test(path)
         if row is None:
             return estimate
         # A row without its number of tests is a lower bound (a file's slowest tests only).

@@ -26,12 +26,17 @@ from . import ports, processes
 
 REPO = Path(__file__).resolve().parents[2]
 
+# The membership group every `kcoord serve` joins (a plain serve's single-process check,
+# docs/user/cluster.md "One process refuses company", and a cluster's membership) with a 3 s
+# session: the Kafka fixtures lower group.min.session.timeout.ms to 1 s. A plain serve's
+# check costs about half a session on Tansu, and a plain serve restarted after kill -9
+# waits out its predecessor's session: with the default 10 s session a restart took 24-26 s
+# on the loaded 2-core machine, with 3 s 8.3-8.8 s (a first start 11-16 s against 8-10 s).
+MEMBERSHIP = ("cluster.session.timeout.ms=3000", "cluster.heartbeat.interval.ms=300", "cluster.lease.margin.ms=1000")
 # Test-speed settings: short heartbeats so group changes settle in a second or two.
-FAST = ("consumer_heartbeat_interval_ms=500", "consumer_session_timeout_ms=10000")
-# Several processes (`--instance-id`, issue 14) with a 3 s membership session: the Kafka
-# fixtures lower group.min.session.timeout.ms to 1 s.
-CLUSTER = (*FAST, "cluster.session.timeout.ms=3000", "cluster.heartbeat.interval.ms=300",
-           "cluster.lease.margin.ms=1000", "cluster.rebalance.timeout.ms=10000")
+FAST = ("consumer_heartbeat_interval_ms=500", "consumer_session_timeout_ms=10000", *MEMBERSHIP)
+# Several processes (`--instance-id`): the same membership timings, a 10 s rebalance bound.
+CLUSTER = (*FAST, "cluster.rebalance.timeout.ms=10000")
 
 
 def free_port_block(n: int) -> int:

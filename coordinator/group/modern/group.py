@@ -153,23 +153,27 @@ class ModernGroup(Generic[M]):
     # ---------------------------------------------------------- replay helpers
     def put_member(self, member: M) -> None:
         old = self.members.get(member.member_id)
-        if old is not None:
+        if old is not None:   # replaced in place: the members keep their order
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+                del self.static_members[old.instance_id]
             self._unindex(old)
         self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
         self._index(member)
 
     def remove_member(self, member_id: str) -> None:
         old = self.members.pop(member_id, None)
         if old is not None:
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+                del self.static_members[old.instance_id]
             self._unindex(old)
 
     def _index(self, m: M) -> None:
-        if m.instance_id is not None:
-            self.static_members[m.instance_id] = m.member_id
+        """The subclass's own indexes of a member just put (replay's hot path: no super call)."""
 
     def _unindex(self, m: M) -> None:
-        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
-            del self.static_members[m.instance_id]
+        """The subclass's own indexes of a member being replaced or removed."""
 
 
 def add_owner_epochs(owners_by_key: dict[Any, dict[int, int]], assignment: Mapping[Any, Any], epoch: int,

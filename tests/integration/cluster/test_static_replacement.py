@@ -21,7 +21,7 @@ from coordinator.cluster.balancer import NODE_ID_BASE
 from support import group_probe as probe
 from support import raw_client
 from support.admin import create_topic
-from support.kcoord import CLUSTER, KcoordProcess, free_port_block, start_all
+from support.kcoord import CLUSTER, KcoordProcess, free_port_block
 from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -189,7 +189,8 @@ def test_a_restart_at_a_new_address_is_routed_there_by_every_instance(kafka44, n
     restarted = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                               extra_args=("--instance-id", "kc-1"))
     try:
-        start_all(procs, timeout=60)
+        for p in procs:
+            p.start(timeout=60)
         groups = [f"{names.group()}-{i}" for i in range(24)]
         wait_until(lambda: len({(c or (1,))[0] == 0 and c[3] for p in procs for g in groups
                                 if (c := _coordinator(p, g))} - {False}) == 2, 60, message="two instances settle")

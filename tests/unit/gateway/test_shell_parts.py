@@ -1,7 +1,8 @@
 """The gateway shell's parts on their own, with small fakes: the cluster view's upstream
-link (metadata_link.py), the gateway's ports (listener_table.py) and connection registry
-(connection_registry.py), a connection's flow-control limits (flow.py), its ending
-(ending.py) and identity (identity.py), and how a SASL exchange ends (sasl_session.py)."""
+link (metadata_link.py), the gateway's ports (listener_table.py), accepting TLS on them
+(acceptor.py) and its connection registry (connection_registry.py), a connection's
+flow-control limits (flow.py), its ending (ending.py) and identity (identity.py), and how a
+SASL exchange ends (sasl_session.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -289,3 +290,25 @@ def test_an_exchange_that_succeeds_records_the_principal_and_its_lifetime():
     assert client.changed == 1 and session.deadline == 0.0, "same principal: nothing to rebuild"
     outcome.failed(session, "bad password")
     assert session.state == FAILED and session.server is None and session.inspector is None
+
+
+# --- acceptor.py ----------------------------------------------------------------------------
+
+def test_a_certificate_no_rule_maps_is_refused_and_counted_as_a_failed_handshake():
+    from coordinator.gateway.acceptor import Acceptor, _TlsAccepted
+    from coordinator.security.principal_mapping import NoMatchingRule
+
+    table = _table(0)
+    counter = table.sets[0].handshake_failures
+    before = counter._value.get()
+    acceptor = Acceptor(table, lambda listener: None, LOG)
+
+    def refuse(transport):
+        raise NoMatchingRule("CN=nobody matches no rule")
+    info = SimpleNamespace(name="bootstrap", listener="PLAINTEXT", principal_of=refuse)
+    transport = FakeTransport()
+    accepted = _TlsAccepted(acceptor, None, info, ("10.0.0.7", 1234))  # type: ignore[arg-type]
+    accepted.connection_made(transport)
+    assert transport.aborted and accepted.connection is None
+    assert counter._value.get() == before + 1
+    accepted.data_received(b"ignored")          # no connection: nothing to hand over

@@ -178,10 +178,6 @@ def storm_then_eleventh(run: Run) -> None:
     run.until(lambda: balanced(run.members, PARTITIONS), "eleven members balance")
 
 
-# The coordinator change this needs (an assignment repeated until the member confirms it)
-# is in the core's heartbeat handler, which is being moved; it comes with that change.
-@pytest.mark.xfail(strict=True, reason="needs the assignment repeated until the member confirms it "
-                   "(coordinator/group/modern/consumer/heartbeat.py)")
 @pytest.mark.parametrize("i", range(RUNS))
 def test_storm_then_eleventh_member_balances_with_answers_dropped(i):
     # Slow writes from 0-190 ms after the 11th subscribes, lasting 2.5-4.4 s, each 1.2-2.15 s:

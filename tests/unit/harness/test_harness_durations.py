@@ -32,7 +32,7 @@ def test_files_go_longest_first_and_keep_their_tests_together_in_order():
              "tests/unit/b.py": {"seconds": 5.0, "tests": 100}}
     durations.longest_files_first(collected, table)
     order = [item.nodeid for item in collected]
-    # one_slow 60 s; many: 6 x (72 s / 3 tests) = 144 s; few 12 s; unit a: 200 x 0.05 = 10 s
+    # one_slow 60 s; many: 6 x (72 s / 3 tests) = 144 s; few 12 s; unit a: 200 x (5 s / 100) = 10 s
     files = list(dict.fromkeys(nodeid.split("::")[0] for nodeid in order))
     assert files == ["tests/integration/x/many.py", "tests/integration/x/one_slow.py",
                      "tests/integration/x/few.py", "tests/unit/a.py"]

@@ -99,11 +99,9 @@ class ConnectGroup(ModernGroup[ConnectMember]):
 
     # ---------------------------------------------------------- replay helpers
     def _index(self, m: ConnectMember) -> None:
-        super()._index(m)
         for units in (m.assigned, m.pending_revocation):
             add_owner_epochs(self.unit_owner_epoch, units, m.member_epoch, self.group_id, "connector task")
 
     def _unindex(self, m: ConnectMember) -> None:
-        super()._unindex(m)
         for units in (m.assigned, m.pending_revocation):
             remove_owner_epochs(self.unit_owner_epoch, units, m.member_epoch)

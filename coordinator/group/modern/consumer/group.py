@@ -129,6 +129,11 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
         # recomputes the metadata hash (Kafka: requestMetadataRefresh).
         self.metadata_refresh_requested = False
         self.last_regex_refresh_ms = 0
+        # Members whose latest assignment went out in a heartbeat answer they have not yet
+        # confirmed by reporting exactly those partitions as owned (heartbeat.py
+        # `_resend_assignment`). Soft state, like the refresh flag: no record, empty after
+        # a load; a member leaves it when it leaves the group.
+        self.assignment_unconfirmed: set[str] = set()
         # Seed 000 client-side assignors. Persisted (tags >= 1000): the assigner's metadata
         # per member (version, bytes), its Error, and the client assignor that computed the
         # target (None: the server assignor did; the metadata is then not handed out).
@@ -167,8 +172,11 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
         return all(m.uses_classic_protocol for mid, m in self.members.items() if mid not in member_ids)
 
     # ---------------------------------------------------------- replay helpers
+    def remove_member(self, member_id: str) -> None:
+        super().remove_member(member_id)
+        self.assignment_unconfirmed.discard(member_id)
+
     def _index(self, m: ConsumerGroupMember) -> None:
-        super()._index(m)
         self.subscribed_topic_names.update(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
             self.regex_subscribers[m.subscribed_topic_regex] += 1
@@ -181,7 +189,6 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
             add_owner_epochs(self.current_partition_epoch, assignment, m.member_epoch, self.group_id, "partition")
 
     def _unindex(self, m: ConsumerGroupMember) -> None:
-        super()._unindex(m)
         self.subscribed_topic_names.subtract(m.subscribed_topic_names)
         for name in m.subscribed_topic_names:
             if self.subscribed_topic_names[name] <= 0:

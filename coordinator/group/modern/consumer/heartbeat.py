@@ -64,7 +64,7 @@ class RegexStatus(enum.Enum):
     REGEX_UPDATED_AND_RESOLVED = 2
 
 
-def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False, *,
+def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bool = False,
               upgrade: Upgrade | None = None, fence: Fence = fence) -> Result:
     """`csa`: the request came through 32700, the client-assignor variant (docs/design/client-assignors-spec.md); it is
     key 68 v1's body plus ClientAssignors, and its answer a `client_mode.CsaAnswer`.
@@ -251,6 +251,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
     if member is None or member.member_epoch != req.member_epoch or member.instance_id is not None \
             or member.classic_member_metadata is not None \
             or not member.is_reconciled_to(group.assignment_epoch) \
+            or (group.assignment_unconfirmed and member.member_id in group.assignment_unconfirmed) \
             or member.client_id != ctx.client_id or member.client_host != ctx.client_host:
         return None
     member_id = member.member_id
@@ -317,11 +318,12 @@ def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bo
                                 reconciled.assignment_metadata_bytes) != (
         member.assignment_error, member.assignment_metadata_version, member.assignment_metadata_bytes)
     if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions \
-            or metadata_changed:
+            or metadata_changed or _resend_assignment(group, member_id, owned):
         mod = _RESPONSES[ctx.api_version]
         assignment = mod.Assignment(topic_partitions=tuple(
             mod.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
             for t, ps in reconciled.assigned_partitions.items()))
+    _note_confirmation(group, member_id, owned, reconciled, assignment is not None)
     response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
         member_epoch=reconciled.member_epoch,
@@ -330,6 +332,39 @@ def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bo
     if csa:
         return fx.result(client_mode.csa_answer(shard, gid, reconciled, response))
     return fx.result(response)
+
+
+def _resend_assignment(group: ConsumerGroup, member_id: str, owned) -> bool:
+    """Whether this answer carries the member's assignment again although it did not change.
+
+    Kafka sends the assignment only on a full request or when it changed, counting on the
+    client to send a full request after any failed heartbeat. librdkafka (2.16) does not
+    after a timeout, and it times a ConsumerGroupHeartbeat out after the heartbeat interval
+    it was last given (its REQTMOUT scan runs each second): an answer slower than that,
+    one that waits for the write of its records behind a busy upstream, is dropped. With
+    kcoord's 100 ms pending interval that happens; the member then never learns of a
+    revocation (it keeps every partition until its rebalance timeout, 300 s) or of
+    partitions released to it. So until the member reports owning exactly its assignment,
+    every answer to a heartbeat without owned partitions carries it again. Clients take an
+    assignment equal to the one they hold as nothing to do (librdkafka's
+    `rd_kafka_cgrp_consumer_is_new_assignment_different`, Java's `processAssignmentReceived`)."""
+    return owned is None and member_id in group.assignment_unconfirmed
+
+
+def _note_confirmation(group: ConsumerGroup, member_id: str, owned, reconciled: ConsumerGroupMember,
+                       sent: bool) -> None:
+    """A member confirms its assignment by reporting exactly those partitions as owned (the
+    acknowledgement every KIP-848 client sends once it has reconciled)."""
+    unconfirmed = group.assignment_unconfirmed
+    if owned is not None and _owns_exactly(owned, reconciled.assigned_partitions):
+        unconfirmed.discard(member_id)
+    elif sent:
+        unconfirmed.add(member_id)
+
+
+def _owns_exactly(owned: dict[uuid.UUID, frozenset[int]], assigned) -> bool:
+    return ({t: ps for t, ps in owned.items() if ps}
+            == {t: frozenset(ps) for t, ps in assigned.items() if ps})
 
 
 def update_and_reconcile(shard: ConsumerView, group: ConsumerGroup, member: ConsumerGroupMember,
