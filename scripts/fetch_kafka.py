@@ -30,9 +30,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 POM = REPO_ROOT / "maven" / "broker" / "pom.xml"
 ENV_CACHE = "KCOORD_KAFKA_CACHE"
 
-KAFKA_43 = "4.3.1"   # the reference: newest 4.3 patch Maven Central serves (2026-11-25)
+KAFKA_44 = "4.4.0"   # the reference: the newest release Maven Central serves (2026-11-25)
+KAFKA_43 = "4.3.1"   # the previous line, for a marked subset: newest 4.3 patch
 KAFKA_39 = "3.9.1"   # the older line: no KIP-848 on the broker (3.9.2 is served too)
-KAFKA_VERSIONS = (KAFKA_43, KAFKA_39)
+KAFKA_VERSIONS = (KAFKA_44, KAFKA_43, KAFKA_39)
 MARKER = ".complete"
 
 

@@ -1,8 +1,8 @@
-"""Shared fixtures: real Tansu brokers, real Apache Kafka clusters (4.3 one and three nodes, 3.9;
+"""Shared fixtures: real Tansu brokers, real Apache Kafka clusters (4.4 one and three nodes, 4.3, 3.9;
 support.kafka_broker), unique names, an ownership ledger, driver cleanup.
 
-Integration tests that use ``upstream`` run against Tansu and Kafka 4.3, the ``kafka_subset``
-also against Kafka 4.3 on three nodes and Kafka 3.9 (support.upstreams; KCOORD_UPSTREAMS narrows).
+Integration tests that use ``upstream`` run against Tansu and Kafka 4.4, the ``kafka_subset``
+also against Kafka 4.4 on three nodes, Kafka 4.4 and Kafka 3.9 (support.upstreams; KCOORD_UPSTREAMS narrows).
 
 tests/ is put on sys.path so the harness imports as ``support`` from any test directory.
 Integration tests (anything under tests/integration) get the ``integration`` marker and
@@ -135,7 +135,7 @@ def java_classes() -> Path:
 @pytest.fixture
 def upstream(request: pytest.FixtureRequest):
     """The cluster kcoord runs next to: Tansu unless parametrized (support.upstreams: integration
-    tests run against Tansu and Kafka 4.3, the ``kafka_subset`` also against 3 nodes and 3.9)."""
+    tests run against Tansu and Kafka 4.4, the ``kafka_subset`` also against 3 nodes, 4.3 and 3.9)."""
     from support.upstreams import FIXTURES
 
     return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
@@ -159,21 +159,31 @@ def _start_kafka_or_skip(tmp_path_factory: pytest.TempPathFactory, version: str,
 
 
 @pytest.fixture(scope="session")
-def kafka43(tmp_path_factory: pytest.TempPathFactory):
-    """Apache Kafka 4.3 (the reference), one combined KRaft node."""
-    from support.kafka_broker import KAFKA_43
+def kafka44(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.4 (the reference), one combined KRaft node."""
+    from support.kafka_broker import KAFKA_44
 
-    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_43, 1, "kafka43")
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_44, 1, "kafka44")
     yield cluster
     cluster.stop()
 
 
 @pytest.fixture(scope="session")
-def kafka43_3node(tmp_path_factory: pytest.TempPathFactory):
-    """Apache Kafka 4.3, three combined KRaft nodes (3-voter quorum)."""
+def kafka44_3node(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.4, three combined KRaft nodes (3-voter quorum)."""
+    from support.kafka_broker import KAFKA_44
+
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_44, 3, "kafka44-3node")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka43(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.4 (the previous line, for the marked subset), one combined KRaft node."""
     from support.kafka_broker import KAFKA_43
 
-    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_43, 3, "kafka43-3node")
+    cluster = _start_kafka_or_skip(tmp_path_factory, KAFKA_43, 1, "kafka43")
     yield cluster
     cluster.stop()
 

@@ -1,6 +1,6 @@
-"""Differential testing against Apache Kafka 4.3's own group coordinator (issue 11 §4).
+"""Differential testing against Apache Kafka 4.4's own group coordinator (issue 11 §4).
 
-One scripted scenario runs twice, on two ``Coordinator``s: Kafka 4.3 itself and kcoord (in its
+One scripted scenario runs twice, on two ``Coordinator``s: Kafka 4.4 itself and kcoord (in its
 Kafka-equivalent configuration, KAFKA_EQUIVALENT) in front of that same Kafka. Each run writes
 a transcript (an ordered dict of named, normalised responses); the two transcripts must be
 equal. ``plain()`` turns kio responses into plain data and drops what legitimately differs
@@ -22,7 +22,7 @@ from support.raw_client import call_with, request_types
 from support.wait import wait_until
 
 # kcoord's `--config` for "Kafka-equivalent mode": Kafka's fixed heartbeat interval and its
-# 1000 ms assignment interval (KIP-1263), and the bounds of the kafka43 fixture
+# 1000 ms assignment interval (KIP-1263), and the bounds of the kafka44 fixture
 # (support.kafka_broker.SETTINGS). The heartbeat interval is 1000 ms on both sides: Kafka gets
 # it per group (``consumer.heartbeat.interval.ms``, set_kafka_group_config) so real clients
 # reconcile in about a second instead of five; Kafka's session timeout default (45 s) stays.
@@ -126,7 +126,7 @@ def differences(kafka: Any, kcoord: Any, path: str = "") -> list[str]:
 
 def assert_same(kafka: dict, kcoord: dict) -> None:
     diff = differences(dict(kafka), dict(kcoord))
-    assert not diff, "kcoord differs from Kafka 4.3:\n  " + "\n  ".join(diff)
+    assert not diff, "kcoord differs from Kafka 4.4:\n  " + "\n  ".join(diff)
 
 
 def wait_for_coordinator(side: Coordinator, group: str, timeout: float = 20.0) -> None:

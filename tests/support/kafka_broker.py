@@ -128,7 +128,8 @@ def _fetch_kafka():
     return fetch_kafka
 
 
-KAFKA_43 = _fetch_kafka().KAFKA_43    # the reference line (4.3.1)
+KAFKA_44 = _fetch_kafka().KAFKA_44    # the reference line (4.4.0)
+KAFKA_43 = _fetch_kafka().KAFKA_43    # the previous line (4.3.1), for a marked subset
 KAFKA_39 = _fetch_kafka().KAFKA_39    # the older line, no KIP-848 on the broker (3.9.1)
 
 

@@ -3,11 +3,11 @@
 A test that uses the ``upstream`` fixture (directly, or through ``kcoord``/``gateway``) under
 tests/integration, and does not ask for ``tansu`` itself, is parametrized over
 
-    tansu, kafka43                       every such test
-    kafka43-3node, kafka39               tests marked ``@pytest.mark.kafka_subset``
+    tansu, kafka44                       every such test (Kafka 4.4 is the reference)
+    kafka44-3node, kafka43, kafka39      tests marked ``@pytest.mark.kafka_subset``
     kafka-docker                         the subset, where a Docker engine answers (testcontainers)
 
-``KCOORD_UPSTREAMS=tansu,kafka43`` (comma-separated ids) narrows the set, e.g. on a machine
+``KCOORD_UPSTREAMS=tansu,kafka44`` (comma-separated ids) narrows the set, e.g. on a machine
 without Java; ``KCOORD_UPSTREAMS=all`` runs every test against every upstream.
 """
 from __future__ import annotations
@@ -19,13 +19,14 @@ from functools import lru_cache
 # upstream id -> session fixture (tests/conftest.py)
 FIXTURES = {
     "tansu": "tansu",
+    "kafka44": "kafka44",
+    "kafka44-3node": "kafka44_3node",
     "kafka43": "kafka43",
-    "kafka43-3node": "kafka43_3node",
     "kafka39": "kafka39",
     "kafka-docker": "kafka_docker",
 }
-EVERYWHERE = ("tansu", "kafka43")
-SUBSET_ONLY = ("kafka43-3node", "kafka39")
+EVERYWHERE = ("tansu", "kafka44")
+SUBSET_ONLY = ("kafka44-3node", "kafka43", "kafka39")
 SUBSET_MARKER = "kafka_subset"
 # Directories under tests/integration whose every test is in the subset.
 SUBSET_DIRS = ("consumer_protocol",)

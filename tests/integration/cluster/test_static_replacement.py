@@ -1,5 +1,5 @@
 """A second process under a running (or paused) process's `--instance-id`, and a restart
-at a new address, on Apache Kafka 4.3 (static membership, KIP-345; Tansu carries only
+at a new address, on Apache Kafka 4.4 (static membership, KIP-345; Tansu carries only
 dynamic members, membership.static_membership_works).
 
 Kafka hands the newcomer the old member's place and its shards at once, without a
@@ -93,19 +93,19 @@ class Linearity:
                 self.stale.append((p.port, offset, floor))
 
 
-def _pair(kafka43, state: str) -> tuple[KcoordProcess, KcoordProcess]:
-    return tuple(KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=LONG_LEASE,  # type: ignore
+def _pair(kafka44, state: str) -> tuple[KcoordProcess, KcoordProcess]:
+    return tuple(KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=LONG_LEASE,  # type: ignore
                                extra_args=("--instance-id", "kc-0")) for _ in range(2))
 
 
-def test_a_second_process_with_the_same_instance_id_answers_nothing_stale_beside_a_running_one(kafka43, names):
+def test_a_second_process_with_the_same_instance_id_answers_nothing_stale_beside_a_running_one(kafka44, names):
     """Commits through the newcomer and reads through both, one after another, from before
     the newcomer joins until the original has stopped: no read answers less than an
     acknowledged commit. (A commit through the original would be fenced once the newcomer
     loaded the shard, which unloads it there: reads alone show what it still answers.)"""
     topic, group = names.topic(), names.group()
-    create_topic(kafka43.bootstrap, topic, 1)
-    original, newcomer = _pair(kafka43, f"__kc_{topic}")
+    create_topic(kafka44.bootstrap, topic, 1)
+    original, newcomer = _pair(kafka44, f"__kc_{topic}")
     check = Linearity(group, topic)
     try:
         original.start(timeout=60)
@@ -128,14 +128,14 @@ def test_a_second_process_with_the_same_instance_id_answers_nothing_stale_beside
         _stop(original, newcomer)
 
 
-def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_waking(kafka43, names, ask_on_waking):
+def test_a_paused_process_replaced_within_its_lease_answers_nothing_stale_on_waking(kafka44, names, ask_on_waking):
     """SIGSTOP, a newcomer with the same instance id acknowledges a commit, then an
     OffsetFetch waits in the paused process's socket and it wakes: the answer is
     NOT_COORDINATOR (its lease ran out before the newcomer served), never the old offset."""
 
     topic, group = names.topic(), names.group()
-    create_topic(kafka43.bootstrap, topic, 1)
-    original, newcomer = _pair(kafka43, f"__kc_{topic}")
+    create_topic(kafka44.bootstrap, topic, 1)
+    original, newcomer = _pair(kafka44, f"__kc_{topic}")
     try:
         original.start(timeout=60)
         wait_until(lambda: probe.commit(original.bootstrap, group, topic, 1) == 0, 30,
@@ -178,15 +178,15 @@ def _coordinator_nodes(p: KcoordProcess) -> dict[int, int]:
     return {int(b.node_id): int(b.port) for b in md.brokers if b.node_id >= NODE_ID_BASE}
 
 
-def test_a_restart_at_a_new_address_is_routed_there_by_every_instance(kafka43, names):
+def test_a_restart_at_a_new_address_is_routed_there_by_every_instance(kafka44, names):
     """kill -9 and a restart within the session under the same instance id at a new port
     (a pod's new IP): FindCoordinator and Metadata of every instance name the new address,
     without waiting for an unrelated rebalance, and the group's committed offset is kept."""
     topic, state = names.topic(), f"__kc_{names.topic()}"
-    create_topic(kafka43.bootstrap, topic, 1)
-    procs = [KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+    create_topic(kafka44.bootstrap, topic, 1)
+    procs = [KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(2)]
-    restarted = KcoordProcess(kafka43.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+    restarted = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                               extra_args=("--instance-id", "kc-1"))
     try:
         for p in procs:

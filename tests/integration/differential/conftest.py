@@ -1,4 +1,4 @@
-"""Fixtures of the differential tests: Kafka 4.3 (the session's ``kafka43``) and one kcoord,
+"""Fixtures of the differential tests: Kafka 4.4 (the session's ``kafka44``) and one kcoord,
 in Kafka-equivalent mode (support.differential.KAFKA_EQUIVALENT), in front of it for the
 whole directory; ``sides`` gives both as support.differential.Coordinator, Kafka first.
 
@@ -17,9 +17,9 @@ from support.kcoord import KcoordProcess
 
 
 @pytest.fixture(scope="session")
-def kcoord43(kafka43) -> Iterator[KcoordProcess]:
-    """`kcoord serve` in Kafka-equivalent mode in front of the session's Kafka 4.3."""
-    gateway = KcoordProcess(upstream=kafka43.bootstrap, state_topic=f"__kcoord_diff_{uuid.uuid4().hex[:8]}",
+def kcoord44(kafka44) -> Iterator[KcoordProcess]:
+    """`kcoord serve` in Kafka-equivalent mode in front of the session's Kafka 4.4."""
+    gateway = KcoordProcess(upstream=kafka44.bootstrap, state_topic=f"__kcoord_diff_{uuid.uuid4().hex[:8]}",
                             config=KAFKA_EQUIVALENT).start()
     yield gateway
     if gateway.process is not None and gateway.process.poll() is None:
@@ -27,9 +27,9 @@ def kcoord43(kafka43) -> Iterator[KcoordProcess]:
 
 
 @pytest.fixture
-def sides(kafka43, kcoord43) -> tuple[Coordinator, Coordinator]:
-    """(Kafka 4.3 itself, kcoord in front of it)."""
-    return Coordinator("kafka", kafka43.bootstrap), Coordinator("kcoord", kcoord43.bootstrap)
+def sides(kafka44, kcoord44) -> tuple[Coordinator, Coordinator]:
+    """(Kafka 4.4 itself, kcoord in front of it)."""
+    return Coordinator("kafka", kafka44.bootstrap), Coordinator("kcoord", kcoord44.bootstrap)
 
 
 @pytest.fixture

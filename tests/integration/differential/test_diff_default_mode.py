@@ -1,4 +1,4 @@
-"""kcoord with its *default* settings (not Kafka-equivalent mode) against Kafka 4.3 with its
+"""kcoord with its *default* settings (not Kafka-equivalent mode) against Kafka 4.4 with its
 defaults: the KIP-848 join-reconcile-leave scenario must differ only where docs/design/differential.md
 says it does on purpose, the heartbeat intervals (kcoord's adaptive policy: short while a
 member has work pending, a stable interval otherwise; Kafka: a fixed 5 s). Everything else
@@ -30,8 +30,8 @@ PARTITIONS = 6
 
 
 @pytest.fixture
-def default_kcoord(kafka43) -> Iterator[Coordinator]:
-    gateway = KcoordProcess(upstream=kafka43.bootstrap, state_topic=f"__kcoord_default_{uuid.uuid4().hex[:8]}",
+def default_kcoord(kafka44) -> Iterator[Coordinator]:
+    gateway = KcoordProcess(upstream=kafka44.bootstrap, state_topic=f"__kcoord_default_{uuid.uuid4().hex[:8]}",
                             config=()).start()
     yield Coordinator("kcoord", gateway.bootstrap)
     gateway.stop()

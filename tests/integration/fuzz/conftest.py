@@ -3,7 +3,7 @@
 
 - ``fuzzer_for``: a Tansu of its own, under an address-space cap (a broker that tries to
   take the machine's memory aborts instead);
-- ``kafka_fuzzer_for``: the worker's Apache Kafka 4.3 (the session's ``kafka43``, -Xmx512m;
+- ``kafka_fuzzer_for``: the worker's Apache Kafka 4.4 (the session's ``kafka44``, -Xmx512m;
   a JVM gets no address-space cap, its heap is the bound). The broker is shared with the
   other tests of the worker, so every topic the run created is deleted afterwards and the
   broker must still answer; kcoord's state topic is the run's own.
@@ -70,19 +70,19 @@ def _delete(admin, topics: list[str]) -> None:
 
 
 @pytest.fixture
-def kafka_fuzzer_for(kafka43, names) -> Iterator[Callable[..., LiveFuzzer]]:
+def kafka_fuzzer_for(kafka44, names) -> Iterator[Callable[..., LiveFuzzer]]:
     """``kafka_fuzzer_for(seed=…, mode=…)``: a LiveFuzzer aimed at a fresh kcoord in front of
-    the worker's Kafka 4.3; the topics the run created are deleted afterwards."""
+    the worker's Kafka 4.4; the topics the run created are deleted afterwards."""
     from confluent_kafka.admin import AdminClient
 
-    node = kafka43.nodes[0]
-    admin = AdminClient(kafka43.client_config())
+    node = kafka44.nodes[0]
+    admin = AdminClient(kafka44.client_config())
     before = _topics(admin)
     state_topic = names.topic("fuzz-state")
-    kcoord = KcoordProcess(kafka43.bootstrap, state_topic, state_partitions=4, config=FAST + FUZZ_CONFIG).start()
+    kcoord = KcoordProcess(kafka44.bootstrap, state_topic, state_partitions=4, config=FAST + FUZZ_CONFIG).start()
 
     def kafka() -> UpstreamWatch:
-        return UpstreamWatch(f"Kafka {kafka43.version} (-Xmx512m)", kafka43.host, node.port, node.process.pid,
+        return UpstreamWatch(f"Kafka {kafka44.version} (-Xmx512m)", kafka44.host, node.port, node.process.pid,
                              rss_limit_mb=KAFKA_RSS_LIMIT_MB, timeout_s=10)
     try:
         yield _fuzzer_factory(kcoord, state_topic, kafka)
@@ -92,5 +92,5 @@ def kafka_fuzzer_for(kafka43, names) -> Iterator[Callable[..., LiveFuzzer]]:
         kcoord.stop()
         if node.is_running():
             _delete(admin, sorted(_topics(admin) - before))
-            assert run(answers_api_versions(kafka43.host, node.port, 10.0)) is None, \
+            assert run(answers_api_versions(kafka44.host, node.port, 10.0)) is None, \
                 "Kafka does not answer ApiVersions after the run's topics were deleted"

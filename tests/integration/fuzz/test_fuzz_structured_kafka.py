@@ -1,4 +1,4 @@
-"""A real `kcoord serve` in front of Apache Kafka 4.3 (-Xmx512m, the worker's shared broker)
+"""A real `kcoord serve` in front of Apache Kafka 4.4 (-Xmx512m, the worker's shared broker)
 takes 100,000 structured frames (valid requests with extreme field values, every API and
 version kcoord advertises there, fuzz/structured.py) and both stay whole: after every batch
 kcoord and Kafka each answer ApiVersions and stay under their RSS bounds, and kcoord's log
@@ -16,8 +16,8 @@ from support.upstreams import upstream_ids
 
 FRAMES = 100_000
 
-pytestmark = pytest.mark.skipif("kafka43" not in upstream_ids(in_subset=False),
-                                reason="KCOORD_UPSTREAMS leaves Kafka 4.3 out")
+pytestmark = pytest.mark.skipif("kafka44" not in upstream_ids(in_subset=False),
+                                reason="KCOORD_UPSTREAMS leaves Kafka 4.4 out")
 
 
 @pytest.mark.timeout(600)

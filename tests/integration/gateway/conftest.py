@@ -18,18 +18,18 @@ UPSTREAM_EXPECTATIONS = {
     ("test_read_committed_consumer_skips_aborted_records", "tansu"): pytest.mark.xfail(
         strict=True, reason="Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, "
                             "so clients cannot skip aborted records (seen directly against Tansu too); strict: "
-                            "passes once Tansu is fixed (it passes on Kafka 4.3)"),
-    ("test_bad_frame_closes_connection_and_gateway_keeps_serving[kafka43-unsupported Metadata version]",
-     "kafka43"): pytest.mark.skip(
-        reason=f"{TANSU_ONLY}: the log line names the upstream's Metadata range, 0-12 on Tansu; Kafka 4.3 "
+                            "passes once Tansu is fixed (it passes on Kafka 4.4)"),
+    ("test_bad_frame_closes_connection_and_gateway_keeps_serving[kafka44-unsupported Metadata version]",
+     "kafka44"): pytest.mark.skip(
+        reason=f"{TANSU_ONLY}: the log line names the upstream's Metadata range, 0-12 on Tansu; Kafka 4.4 "
                "serves 0-13 and the gateway reports that correctly"),
-    ("test_transactional_producer_through_gateway", "kafka43"): pytest.mark.skip(
+    ("test_transactional_producer_through_gateway", "kafka44"): pytest.mark.skip(
         reason=f"{TANSU_ONLY}: its last read uses librdkafka's default isolation.level (read_committed) and "
                "expects the aborted records, which only Tansu returns; test_gateway_read_committed_kafka.py "
                "checks both isolation levels on Kafka"),
-    ("test_listener_map_and_a_broker_that_appears_later", "kafka43"): pytest.mark.skip(
+    ("test_listener_map_and_a_broker_that_appears_later", "kafka44"): pytest.mark.skip(
         reason=f"{TANSU_ONLY}: expects Tansu's node id 111 (Kafka's node is 1)"),
-    ("test_metadata_shows_the_state_topic_internal", "kafka43"): pytest.mark.skip(
+    ("test_metadata_shows_the_state_topic_internal", "kafka44"): pytest.mark.skip(
         reason=f"{TANSU_ONLY}: expects no other internal topic; on Kafka __consumer_offsets and "
                "__transaction_state are internal too (they exist once any test used groups or transactions)"),
 }
@@ -58,7 +58,7 @@ def _gw_upstream_ids() -> list[str]:
 @pytest.fixture(scope="session", params=_gw_upstream_ids())
 def gw_tansu(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
     """The gateway suite's upstream, parametrized (support.upstreams): this suite's own Tansu
-    (ports 29100-29149), then the session Kafka 4.3. The name stays for the tests that use it."""
+    (ports 29100-29149), then the session Kafka 4.4. The name stays for the tests that use it."""
     if request.param != "tansu":
         from support.upstreams import FIXTURES
 

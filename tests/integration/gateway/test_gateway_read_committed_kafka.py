@@ -36,7 +36,7 @@ def consume_to_end(bootstrap: str, topic: str, isolation: str, timeout: float = 
         consumer.close()
 
 
-@pytest.mark.parametrize("upstream", ["kafka43", pytest.param("kafka39", marks=pytest.mark.kafka_subset)],
+@pytest.mark.parametrize("upstream", ["kafka44", pytest.param("kafka39", marks=pytest.mark.kafka_subset)],
                          indirect=True)
 def test_read_committed_through_kcoord_skips_aborted_records(upstream, kcoord, names) -> None:
     topic = names.topic()

@@ -10,7 +10,7 @@ from confluent_kafka.admin import (
 )
 
 from support.kafka_broker import (
-    KAFKA_43, ONE_NODE_SETTINGS, SETTINGS, THREE_NODE_SETTINGS, USER, USER_PASSWORD, start_kafka,
+    KAFKA_44, ONE_NODE_SETTINGS, SETTINGS, THREE_NODE_SETTINGS, USER, USER_PASSWORD, start_kafka,
 )
 
 
@@ -21,22 +21,22 @@ def broker_configs(conf: dict[str, str], node_id: int) -> dict[str, str]:
     return {name: entry.value for name, entry in entries.items()}
 
 
-def test_one_node_runs_with_the_documented_settings(kafka43):
-    configs = broker_configs(kafka43.client_config(), 1)
+def test_one_node_runs_with_the_documented_settings(kafka44):
+    configs = broker_configs(kafka44.client_config(), 1)
     expected = {**SETTINGS, **ONE_NODE_SETTINGS}
     wrong = {k: (v, configs.get(k)) for k, v in expected.items() if configs.get(k) != v}
-    assert not wrong, f"broker 1 of {kafka43} runs with (wanted, actual) {wrong}"
+    assert not wrong, f"broker 1 of {kafka44} runs with (wanted, actual) {wrong}"
 
 
 @pytest.mark.kafka_subset
-def test_three_nodes_form_one_quorum_with_the_documented_settings(kafka43_3node):
-    admin = AdminClient(kafka43_3node.client_config())
-    assert sorted(admin.list_topics(timeout=20).brokers) == [1, 2, 3], f"{kafka43_3node}: brokers in Metadata"
+def test_three_nodes_form_one_quorum_with_the_documented_settings(kafka44_3node):
+    admin = AdminClient(kafka44_3node.client_config())
+    assert sorted(admin.list_topics(timeout=20).brokers) == [1, 2, 3], f"{kafka44_3node}: brokers in Metadata"
     for node in (1, 2, 3):
-        configs = broker_configs(kafka43_3node.client_config(), node)
+        configs = broker_configs(kafka44_3node.client_config(), node)
         expected = {**SETTINGS, **THREE_NODE_SETTINGS}
         wrong = {k: (v, configs.get(k)) for k, v in expected.items() if configs.get(k) != v}
-        assert not wrong, f"broker {node} of {kafka43_3node} runs with (wanted, actual) {wrong}"
+        assert not wrong, f"broker {node} of {kafka44_3node} runs with (wanted, actual) {wrong}"
 
 
 @pytest.mark.kafka_subset
@@ -56,7 +56,7 @@ def test_kafka39_has_no_kip848_of_its_own(kafka39):
 
 
 def test_sasl_scram_tls_and_standard_authorizer_switches(tmp_path, names):
-    cluster = start_kafka(KAFKA_43, tmp_path, sasl=True, tls=True, authorizer=True)
+    cluster = start_kafka(KAFKA_44, tmp_path, sasl=True, tls=True, authorizer=True)
     try:
         assert cluster.security_protocol == "SASL_SSL"
         admin = AdminClient(cluster.client_config())

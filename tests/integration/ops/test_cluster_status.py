@@ -1,5 +1,5 @@
 """`kcoord cluster status` (issue 15 §2) against real processes: three `kcoord serve
---instance-id` processes (with --metrics-port) in front of Apache Kafka 4.3, a single kcoord
+--instance-id` processes (with --metrics-port) in front of Apache Kafka 4.4, a single kcoord
 process, and Kafka itself.
 
 - The map covers every shard exactly once; every instance names the same coordinator; each
@@ -64,9 +64,9 @@ def settled(procs, instances: int) -> dict | None:
 
 
 @pytest.fixture
-def trio(kafka43, names):
+def trio(kafka44, names):
     topic = names.topic()
-    procs = [kcoord_with_metrics(kafka43.bootstrap, f"__kc_{topic}", state_partitions=SHARDS, config=CLUSTER,
+    procs = [kcoord_with_metrics(kafka44.bootstrap, f"__kc_{topic}", state_partitions=SHARDS, config=CLUSTER,
                                  extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
         for p in procs:
@@ -184,8 +184,8 @@ def test_kill_dash_nine_then_two_instances_hold_every_shard(trio):
     assert any(f"127.0.0.1:{victim.metrics_port}" in n for n in doc["notes"]), doc["notes"]
 
 
-def test_single_process_and_apache_kafka(kafka43, names):
-    single = kcoord_with_metrics(kafka43.bootstrap, f"__kc_{names.topic()}", state_partitions=6)
+def test_single_process_and_apache_kafka(kafka44, names):
+    single = kcoord_with_metrics(kafka44.bootstrap, f"__kc_{names.topic()}", state_partitions=6)
     try:
         single.start(timeout=60)
 
@@ -204,12 +204,12 @@ def test_single_process_and_apache_kafka(kafka43, names):
         assert code == 0 and isinstance(text, str) and text.startswith("kcoord single process: 6 shards"), text
 
         # Kafka itself: not kcoord, also when named the state topic (an ordinary topic there).
-        code, doc = status(kafka43.bootstrap)
+        code, doc = status(kafka44.bootstrap)
         assert code == 0 and isinstance(doc, dict) and doc["kind"] == "kafka", doc
-        code, doc = status(kafka43.bootstrap, "--state-topic", single.state_topic)
+        code, doc = status(kafka44.bootstrap, "--state-topic", single.state_topic)
         assert isinstance(doc, dict) and doc["kind"] == "kafka" and "ordinary topic" in doc["notes"][0], doc
-        code, text = status(kafka43.bootstrap, json_out=False)
-        assert isinstance(text, str) and text.startswith(f"{kafka43.bootstrap} is not kcoord"), text
+        code, text = status(kafka44.bootstrap, json_out=False)
+        assert isinstance(text, str) and text.startswith(f"{kafka44.bootstrap} is not kcoord"), text
     finally:
         if single.process is not None:
             single.stop()

@@ -1,4 +1,4 @@
-"""Kafka's own `__consumer_offsets`, replayed (issue 11 §5): a real Apache Kafka 4.3 broker
+"""Kafka's own `__consumer_offsets`, replayed (issue 11 §5): a real Apache Kafka 4.4 broker
 writes the log during a mixed workload (kafka_log_scenario), with zstd batches, several
 segments per partition and the older ones compacted by its log cleaner; then
 
@@ -56,11 +56,11 @@ def kcoord(capsys, *argv: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def scenario_broker(tmp_path_factory):
-    from support.kafka_broker import KAFKA_43, start_kafka
+    from support.kafka_broker import KAFKA_44, start_kafka
 
     if shutil.which("java") is None:
         pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker")
-    cluster = start_kafka(KAFKA_43, tmp_path_factory.mktemp("scenario-kafka"), overrides=BROKER_OVERRIDES)
+    cluster = start_kafka(KAFKA_44, tmp_path_factory.mktemp("scenario-kafka"), overrides=BROKER_OVERRIDES)
     yield cluster
     cluster.stop()
 

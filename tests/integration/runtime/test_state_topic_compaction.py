@@ -72,7 +72,7 @@ def set_topic_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> No
     admin.incremental_alter_configs([resource])[resource].result(20)
 
 
-@pytest.mark.parametrize("upstream", ["kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["kafka44"], indirect=True)
 def test_compacted_state_topic_reloads_to_the_same_state(upstream, names) -> None:
     state_topic = f"__kcoord_{names.topic()}"
     kcoord = KcoordProcess(upstream=upstream.bootstrap, state_topic=state_topic, state_partitions=1).start()

@@ -10,12 +10,12 @@ from support.kcoord import KcoordProcess
 
 
 @pytest.mark.kafka_subset
-def test_state_topic_gets_the_cluster_default_replication_factor(kafka43_3node, names) -> None:
+def test_state_topic_gets_the_cluster_default_replication_factor(kafka44_3node, names) -> None:
     state_topic = f"__kcoord_{names.topic()}"
-    kcoord = KcoordProcess(upstream=kafka43_3node.bootstrap, state_topic=state_topic, state_partitions=2).start()
+    kcoord = KcoordProcess(upstream=kafka44_3node.bootstrap, state_topic=state_topic, state_partitions=2).start()
     try:
-        md = AdminClient(kafka43_3node.client_config()).list_topics(state_topic, timeout=20).topics[state_topic]
+        md = AdminClient(kafka44_3node.client_config()).list_topics(state_topic, timeout=20).topics[state_topic]
         replicas = {p: len(m.replicas) for p, m in md.partitions.items()}
-        assert replicas == {0: 3, 1: 3}, f"replicas per partition of {state_topic} on {kafka43_3node}"
+        assert replicas == {0: 3, 1: 3}, f"replicas per partition of {state_topic} on {kafka44_3node}"
     finally:
         kcoord.stop()

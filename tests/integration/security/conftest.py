@@ -1,13 +1,13 @@
 """Fixtures shared by the security end-to-end tests (issue 13).
 
-``secured``: the deployment issue 13 is for. A real Apache Kafka 4.3 that requires SASL_SSL
+``secured``: the deployment issue 13 is for. A real Apache Kafka 4.4 that requires SASL_SSL
 (SCRAM-SHA-512) and runs Kafka's StandardAuthorizer, holding topic ``E2E_TOPIC`` (2
 partitions, ``E2E_RECORDS`` records) and the ACLs: alice may READ the topic and READ groups
 prefixed ``e2e-ok-`` (no other group). In front of it `kcoord serve` with one SASL_SSL
 listener (its certificate from a test CA whose file is ``ca_path``), its own connections as
 the admin principal (``upstream.*``), and ``authorizer=upstream``.
 
-Used by test_e2e_sasl_ssl_kafka.py (librdkafka) and test_e2e_java_sasl_ssl.py (the Java 4.3
+Used by test_e2e_sasl_ssl_kafka.py (librdkafka) and test_e2e_java_sasl_ssl.py (the Java 4.4
 client), one broker for both (package scope).
 """
 from __future__ import annotations
@@ -49,12 +49,12 @@ def secured(tmp_path_factory):
         ResourceType,
     )
 
-    from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, USER, start_kafka
+    from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_44, USER, start_kafka
     from support.kcoord import KcoordProcess
     from support.tls_certs import TestCA
 
     work = tmp_path_factory.mktemp("e2e-sasl-ssl")
-    cluster = start_kafka(KAFKA_43, work, sasl=True, tls=True, authorizer=True)
+    cluster = start_kafka(KAFKA_44, work, sasl=True, tls=True, authorizer=True)
     try:
         admin = AdminClient(cluster.client_config())
         admin.create_topics([NewTopic(E2E_TOPIC, 2, 1)])[E2E_TOPIC].result(30)

@@ -1,4 +1,4 @@
-"""`authorizer=probe` against a real Apache Kafka 4.3 with SASL (SCRAM-SHA-512) and Kafka's
+"""`authorizer=probe` against a real Apache Kafka 4.4 with SASL (SCRAM-SHA-512) and Kafka's
 StandardAuthorizer (issue 13, point 6).
 
 kcoord runs in this process (sasl_kcoord.InProcessKcoord) with SASL passthrough and
@@ -32,7 +32,7 @@ from coordinator.security.acl import OPERATION_CODES, SUPPORTED_OPERATIONS
 from coordinator.security.acl_probe import ProbeAuthorizer
 from coordinator.security.acl_sources import build_authorizer
 from coordinator.service import GroupCoordinatorService
-from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, USER, USER_PASSWORD, KafkaCluster
+from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_44, USER, USER_PASSWORD, KafkaCluster
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -91,7 +91,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     from support.kafka_broker import start_kafka
 
     # one __consumer_offsets partition: created quickly on a loaded machine
-    cluster = start_kafka(KAFKA_43, tmp_path_factory.mktemp("acl-probe"), sasl=True, authorizer=True,
+    cluster = start_kafka(KAFKA_44, tmp_path_factory.mktemp("acl-probe"), sasl=True, authorizer=True,
                           overrides={"offsets.topic.num.partitions": "1"})
     try:
         _setup_broker(cluster)

@@ -1,4 +1,4 @@
-"""`authorizer=upstream` against a real Apache Kafka 4.3 with SASL (SCRAM-SHA-512) and Kafka's
+"""`authorizer=upstream` against a real Apache Kafka 4.4 with SASL (SCRAM-SHA-512) and Kafka's
 StandardAuthorizer (issue 13, point 6).
 
 ACLs for User:alice are created on the broker with the admin client (literal, prefixed and
@@ -70,9 +70,9 @@ class LoopThread:
 def secured_kafka(tmp_path_factory):
     if shutil.which("java") is None:
         pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker")
-    from support.kafka_broker import KAFKA_43, start_kafka
+    from support.kafka_broker import KAFKA_44, start_kafka
 
-    cluster = start_kafka(KAFKA_43, tmp_path_factory.mktemp("acl-mirror"), sasl=True, authorizer=True)
+    cluster = start_kafka(KAFKA_44, tmp_path_factory.mktemp("acl-mirror"), sasl=True, authorizer=True)
     try:
         yield cluster
     finally:

@@ -1,5 +1,5 @@
 """`authorizer=file` with real clients (issue 13, point 6): a real kcoord (state topic,
-GroupCoordinatorService, Gateway) in this process in front of a real Apache Kafka 4.3, and
+GroupCoordinatorService, Gateway) in this process in front of a real Apache Kafka 4.4, and
 librdkafka (confluent-kafka) consumers and admin going through it.
 
 Clients are User:ANONYMOUS (no SASL on this listener) at 127.0.0.1, so the ACL file grants by
@@ -135,24 +135,24 @@ def poll_error(c, code: int, timeout: float, what: str) -> None:
     raise AssertionError(f"{what}: no error {code} within {timeout}s; saw {seen}")
 
 
-def test_file_acls_refuse_a_group_hide_it_and_audit(kafka43, names, tmp_path: Path):
+def test_file_acls_refuse_a_group_hide_it_and_audit(kafka44, names, tmp_path: Path):
     from confluent_kafka import KafkaError, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, hidden_topic = names.topic("orders"), names.topic("hidden")
     prefix = names.group("app")
     ok_group, secret_group = f"{prefix}-ok", f"{prefix}-secret"
-    admin = AdminClient({"bootstrap.servers": kafka43.bootstrap})
+    admin = AdminClient({"bootstrap.servers": kafka44.bootstrap})
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in (topic, hidden_topic)]).values():
         f.result(30)
-    producer = Producer({"bootstrap.servers": kafka43.bootstrap})
+    producer = Producer({"bootstrap.servers": kafka44.bootstrap})
     producer.produce(topic, b"m0")
     assert producer.flush(30) == 0
 
     acls = tmp_path / "acls"
     acls.write_text(acl_text(prefix, topic, hidden_topic, deny=None))
     audit_path = tmp_path / "audit.log"
-    kcoord = KcoordWithAcls(kafka43.bootstrap, names.topic("state"), {
+    kcoord = KcoordWithAcls(kafka44.bootstrap, names.topic("state"), {
         "authorizer": "file", "authorizer.file": str(acls), "authorizer.file.reload.ms": "100",
         "audit.log": str(audit_path)}).start()
     try:
@@ -215,7 +215,7 @@ def test_file_acls_refuse_a_group_hide_it_and_audit(kafka43, names, tmp_path: Pa
     assert all(e["client"].startswith("127.0.0.1:") for e in entries)
 
 
-def test_forwarded_produce_and_fetch_are_authorized_by_kcoord(kafka43, names, tmp_path: Path):
+def test_forwarded_produce_and_fetch_are_authorized_by_kcoord(kafka44, names, tmp_path: Path):
     """The forward gate with a real producer and consumer: Topic WRITE for Produce, Topic READ
     for Fetch, answered with TOPIC_AUTHORIZATION_FAILED (the client's own error, not a closed
     connection) when the request names only refused topics."""
@@ -223,10 +223,10 @@ def test_forwarded_produce_and_fetch_are_authorized_by_kcoord(kafka43, names, tm
     from confluent_kafka.admin import AdminClient, NewTopic
 
     writable, readonly = names.topic("writable"), names.topic("readonly")
-    admin = AdminClient({"bootstrap.servers": kafka43.bootstrap})
+    admin = AdminClient({"bootstrap.servers": kafka44.bootstrap})
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in (writable, readonly)]).values():
         f.result(30)
-    direct = Producer({"bootstrap.servers": kafka43.bootstrap})
+    direct = Producer({"bootstrap.servers": kafka44.bootstrap})
     direct.produce(readonly, b"r0")
     direct.produce(writable, b"w0")
     assert direct.flush(30) == 0
@@ -235,7 +235,7 @@ def test_forwarded_produce_and_fetch_are_authorized_by_kcoord(kafka43, names, tm
     acls.write_text(f"ALLOW User:ANONYMOUS 127.0.0.1 WRITE TOPIC LITERAL {writable}\n"
                     f"ALLOW User:ANONYMOUS 127.0.0.1 READ TOPIC LITERAL {readonly}\n"
                     f"ALLOW User:ANONYMOUS 127.0.0.1 ALL GROUP PREFIXED {prefix}\n")
-    kcoord = KcoordWithAcls(kafka43.bootstrap, names.topic("state"), {
+    kcoord = KcoordWithAcls(kafka44.bootstrap, names.topic("state"), {
         "authorizer": "file", "authorizer.file": str(acls)}, gate=True).start()
     try:
         reports: list = []

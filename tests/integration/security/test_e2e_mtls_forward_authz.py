@@ -1,7 +1,7 @@
 """mTLS clients whose identity cannot reach the upstream, so kcoord authorizes what it forwards
 (issue 13, point 4): a real `kcoord serve` with an SSL listener, ``ssl.client.auth=required``,
 ``ssl.principal.mapping.rules`` and ``authorizer=file`` (the ACL file written here), in front of
-a PLAINTEXT upstream that enforces nothing (Tansu; Apache Kafka 4.3 without SASL or an
+a PLAINTEXT upstream that enforces nothing (Tansu; Apache Kafka 4.4 without SASL or an
 authorizer). Upstream, every request runs as kcoord's own principal; only kcoord's gate stands
 between a client and the cluster.
 
@@ -123,7 +123,7 @@ def group_refused(error) -> bool:
             or (error.code() == KafkaError._FATAL and "Group authorization failed" in error.str()))
 
 
-@pytest.mark.parametrize("upstream", ["tansu", "kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["tansu", "kafka44"], indirect=True)
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_alice_produces_and_consumes_what_her_acls_allow(setup, protocol):
     from confluent_kafka import KafkaError, TopicPartition
@@ -173,7 +173,7 @@ def test_alice_produces_and_consumes_what_her_acls_allow(setup, protocol):
         denied.close()
 
 
-@pytest.mark.parametrize("upstream", ["tansu", "kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["tansu", "kafka44"], indirect=True)
 def test_a_certificate_without_acls_is_refused(setup):
     from confluent_kafka import KafkaError
 

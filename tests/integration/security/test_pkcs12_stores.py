@@ -1,6 +1,6 @@
 """PKCS#12 stores end to end (issue 13): `kcoord serve` with an SSL listener whose keystore
 and truststore are PKCS12 (ssl.client.auth=required, passwords from files), in front of a real
-Apache Kafka 4.3 whose SSL listener requires client certificates, reached with kcoord's own
+Apache Kafka 4.4 whose SSL listener requires client certificates, reached with kcoord's own
 PKCS12 client keystore (librdkafka's names: upstream.ssl.keystore.location/.password).
 
 The broker fixture (support.kafka_broker) has no client certificate of its own, so this module
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from support import kafka_broker
-from support.kafka_broker import KAFKA_43
+from support.kafka_broker import KAFKA_44
 from support.kcoord import FAST, KcoordProcess
 from support.tls_certs import TestCA
 
@@ -69,7 +69,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kafka_broker.KafkaCluster, "client_config", with_certificate)
-        cluster = kafka_broker.start_kafka(KAFKA_43, work / "kafka", tls=True, overrides={
+        cluster = kafka_broker.start_kafka(KAFKA_44, work / "kafka", tls=True, overrides={
             "listener.name.client.ssl.client.auth": "required",
             "listener.name.client.ssl.truststore.location": str(ca_pem)})
         try:

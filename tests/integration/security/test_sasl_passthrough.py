@@ -1,4 +1,4 @@
-"""Client SASL passthrough with inspection, against a real Apache Kafka 4.3 whose client
+"""Client SASL passthrough with inspection, against a real Apache Kafka 4.4 whose client
 listener is SASL_PLAINTEXT with SCRAM-SHA-512 (support.kafka_broker ``sasl=True``), and
 ``connections.max.reauth.ms`` set so that sessions expire (KIP-368).
 
@@ -21,7 +21,7 @@ from sasl_kcoord import InProcessKcoord, RawConnection, scram_login
 
 from coordinator.protocol import apis
 from coordinator.security import auth_metrics
-from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, USER, USER_PASSWORD, KafkaCluster
+from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_44, USER, USER_PASSWORD, KafkaCluster
 from support.wait import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -35,7 +35,7 @@ def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluste
         pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker with SASL")
     from support.kafka_broker import start_kafka
 
-    cluster = start_kafka(KAFKA_43, tmp_path_factory.mktemp("kafka43-sasl"), sasl=True,
+    cluster = start_kafka(KAFKA_44, tmp_path_factory.mktemp("kafka44-sasl"), sasl=True,
                           overrides={"connections.max.reauth.ms": str(REAUTH_MS)})
     yield cluster
     cluster.stop()

@@ -1,7 +1,7 @@
 """SASL terminated at kcoord in front of an upstream that itself requires SASL, and per-listener
 SASL settings (issue 13, points 4 and 5; Kafka's `listener.name.<listener>.<setting>`).
 
-One real Apache Kafka 4.3 (SASL_PLAINTEXT, SCRAM-SHA-512, StandardAuthorizer; support.kafka_broker)
+One real Apache Kafka 4.4 (SASL_PLAINTEXT, SCRAM-SHA-512, StandardAuthorizer; support.kafka_broker)
 holding topic TOPIC and the ACLs: tess may WRITE and READ TOPIC and READ groups prefixed `ok-`;
 alice (a Kafka user) may READ TOPIC and READ groups prefixed `ok-`; nora has no ACL. In front of
 it one `kcoord serve` (the real CLI) with two listeners:
@@ -29,7 +29,7 @@ import pytest
 
 from coordinator.security.sasl_server import scram_entry
 from support import kafka_broker
-from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, SCRAM_MECHANISM, USER, USER_PASSWORD
+from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_44, SCRAM_MECHANISM, USER, USER_PASSWORD
 from support.kcoord import FAST, KcoordProcess
 from support.wait import wait_until
 
@@ -64,7 +64,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     )
 
     work: Path = tmp_path_factory.mktemp("term-upstream")
-    cluster = kafka_broker.start_kafka(KAFKA_43, work / "kafka", sasl=True, authorizer=True)
+    cluster = kafka_broker.start_kafka(KAFKA_44, work / "kafka", sasl=True, authorizer=True)
     try:
         admin = AdminClient(cluster.client_config())
         admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)

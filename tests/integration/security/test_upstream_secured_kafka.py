@@ -1,4 +1,4 @@
-"""kcoord's own upstream connections against a real, secured Apache Kafka 4.3 (issue 13, point 2).
+"""kcoord's own upstream connections against a real, secured Apache Kafka 4.4 (issue 13, point 2).
 
 One broker for the module (support.kafka_broker with ``sasl=True, tls=True, authorizer=True``:
 SCRAM-SHA-512 users, StandardAuthorizer, admin a super user) with two more client listeners
@@ -32,7 +32,7 @@ from coordinator.protocol.apis import METADATA, request_class
 from coordinator.runtime.state_topic import StateTopic
 from coordinator.security.upstream import UpstreamSecurity
 from support import kafka_broker, ports
-from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_43, SCRAM_MECHANISM
+from support.kafka_broker import ADMIN_PASSWORD, ADMIN_USER, KAFKA_44, SCRAM_MECHANISM
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -99,7 +99,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kafka_broker, "_properties",
                       _extra_listeners(kafka_broker._properties, sasl_plain_port, ssl_port))
-        cluster = kafka_broker.start_kafka(KAFKA_43, tmp_path_factory.mktemp("kafka-secured"),
+        cluster = kafka_broker.start_kafka(KAFKA_44, tmp_path_factory.mktemp("kafka-secured"),
                                            sasl=True, tls=True, authorizer=True)
     try:
         from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion

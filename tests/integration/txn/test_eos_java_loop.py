@@ -1,4 +1,4 @@
-"""Java 4.3 `KafkaProducer.sendOffsetsToTransaction` through a running `kcoord serve` (issue 16,
+"""Java 4.4 `KafkaProducer.sendOffsetsToTransaction` through a running `kcoord serve` (issue 16,
 point 5), with a consumer of the classic protocol and of the consumer protocol (KIP-848, Kafka
 only: Tansu has no ConsumerGroupHeartbeat). The loop is our own program (EosLoop.java): it
 passes `consumer.groupMetadata()` (member id, generation or member epoch: KIP-447) to
@@ -17,7 +17,7 @@ What this proves, whichever transaction version the client negotiated through kc
   appear;
 - kill -9 of kcoord between sendOffsetsToTransaction and the commit or abort: the outcome
   follows the marker.
-Java 4.3 on Kafka 4.3 uses transactions v2 through kcoord when kcoord advertises it, v1
+Java 4.4 on Kafka 4.4 uses transactions v2 through kcoord when kcoord advertises it, v1
 otherwise (and always on Tansu); the assertions hold for both (a late commit after a timeout
 fails with ProducerFencedException under v1, InvalidTxnStateException under v2).
 """
@@ -115,8 +115,8 @@ def test_java_send_offsets_abort_then_commit(kcoord, upstream, names, java_class
 # (group protocol, upstream): the consumer protocol needs KIP-848 on the upstream (Kafka only).
 @pytest.mark.parametrize("protocol, upstream", [
     pytest.param("classic", "tansu", id="classic-tansu", marks=TANSU_READ_COMMITTED),
-    pytest.param("classic", "kafka43", id="classic-kafka43"),
-    pytest.param("consumer", "kafka43", id="consumer-kafka43")], indirect=["upstream"])
+    pytest.param("classic", "kafka44", id="classic-kafka44"),
+    pytest.param("consumer", "kafka44", id="consumer-kafka44")], indirect=["upstream"])
 def test_java_loop_abort_then_commit_exactly_once(kcoord, upstream, names, java_classes, protocol):
     dst, inputs = _abort_then_commit(kcoord, upstream, names, protocol)
     outputs = read_committed_values(kcoord.bootstrap, dst, names.group(), INPUTS)
@@ -124,7 +124,7 @@ def test_java_loop_abort_then_commit_exactly_once(kcoord, upstream, names, java_
         f"each input exactly once downstream, got {len(outputs)} outputs ({len(set(outputs))} distinct)"
 
 
-@pytest.mark.parametrize("upstream", ["kafka43", pytest.param("tansu", marks=TANSU_NO_TIMEOUT)], indirect=True)
+@pytest.mark.parametrize("upstream", ["kafka44", pytest.param("tansu", marks=TANSU_NO_TIMEOUT)], indirect=True)
 def test_java_abort_by_transaction_timeout(kcoord, upstream, names, java_classes):
     """transaction.timeout.ms=3000; the Kafka fixture checks for timed-out transactions every
     second (transaction.abort.timed.out.transaction.cleanup.interval.ms=1000, support.kafka_broker)."""
@@ -157,7 +157,7 @@ def test_java_abort_by_transaction_timeout(kcoord, upstream, names, java_classes
         loop.shutdown()
 
 
-@pytest.mark.parametrize("upstream", ["tansu", "kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["tansu", "kafka44"], indirect=True)
 def test_java_zombie_producer_is_fenced(kcoord, upstream, names, java_classes):
     """Two loops with one transactional.id: the second's initTransactions bumps the epoch and
     fences the first (KIP-98). The zombie reads the input in a group of its own, so the two
@@ -196,12 +196,12 @@ def test_java_zombie_producer_is_fenced(kcoord, upstream, names, java_classes):
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
-@pytest.mark.parametrize("upstream", ["kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["kafka44"], indirect=True)
 def test_java_kill_dash_nine_between_offsets_and_marker(kcoord, upstream, names, java_classes, commit):
     """kill -9 of kcoord after sendOffsetsToTransaction, before the commit or abort: the
     restarted kcoord rebuilds the pending offsets from the log (require_stable still answers
     UNSTABLE_OFFSET_COMMIT), and the marker the upstream writes later applies or drops them.
-    Kafka 4.3 only: there the Java client speaks transactions v2 through kcoord whenever kcoord
+    Kafka 4.4 only: there the Java client speaks transactions v2 through kcoord whenever kcoord
     advertises it (TxnOffsetCommit v5, no AddOffsetsToTxn), which the librdkafka variant
     (test_eos_through_kcoord.py, transactions v1, Tansu too) does not cover. A restart costs
     ~10 s on a loaded machine, so one restart per case; the librdkafka variant restarts twice."""

@@ -1,5 +1,5 @@
 """librdkafka's transactional API through a running `kcoord serve` (issue 16, point 5): abort by
-transaction timeout, and a zombie producer, on Kafka 4.3 and Tansu. (The commit / abort loop
+transaction timeout, and a zombie producer, on Kafka 4.4 and Tansu. (The commit / abort loop
 and kill -9 are in test_eos_through_kcoord.py.)
 
 What this proves:
@@ -68,7 +68,7 @@ def _transaction(p: Producer, c: Consumer, records: list, dst: str, topic: str) 
                                   c.consumer_group_metadata(), 30)
 
 
-@pytest.mark.parametrize("upstream", ["kafka43", pytest.param("tansu", marks=TANSU_NO_TIMEOUT)], indirect=True)
+@pytest.mark.parametrize("upstream", ["kafka44", pytest.param("tansu", marks=TANSU_NO_TIMEOUT)], indirect=True)
 def test_librdkafka_abort_by_transaction_timeout(kcoord, upstream, names):
     """transaction.timeout.ms=3000; the Kafka fixture checks for timed-out transactions every
     second (transaction.abort.timed.out.transaction.cleanup.interval.ms=1000)."""
@@ -98,7 +98,7 @@ def test_librdkafka_abort_by_transaction_timeout(kcoord, upstream, names):
         c.close()
 
 
-@pytest.mark.parametrize("upstream", ["tansu", "kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["tansu", "kafka44"], indirect=True)
 def test_librdkafka_zombie_producer_is_fenced(kcoord, upstream, names):
     src, dst = names.topic(), names.topic()
     zombie_group, group = names.group(), names.group()

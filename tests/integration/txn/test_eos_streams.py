@@ -1,5 +1,5 @@
-"""Kafka Streams 4.3 with processing.guarantee=exactly_once_v2 through a running `kcoord serve`
-(issue 16, point 5), on Apache Kafka 4.3: EosStreamsApp.java upper-cases an input topic into an
+"""Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 through a running `kcoord serve`
+(issue 16, point 5), on Apache Kafka 4.4: EosStreamsApp.java upper-cases an input topic into an
 output topic; every commit is one producer transaction carrying the outputs and the input
 offsets (sendOffsetsToTransaction with the consumer's group metadata, KIP-447).
 
@@ -10,7 +10,7 @@ What this proves:
 - the same across a kill -9 of kcoord while records are flowing: transactions in flight
   abort or commit by their markers, Streams retries what aborted, and the restarted kcoord
   rebuilds the offsets from the log.
-Kafka 4.3 only: on Tansu 0.6 a read_committed consumer also reads aborted records (see
+Kafka 4.4 only: on Tansu 0.6 a read_committed consumer also reads aborted records (see
 test_eos_java_loop.py), so the exactly-once check could not hold there.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _committed_all(kcoord, upstream, app_id: str, src: str) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["steady", "kill-9-kcoord"])
-@pytest.mark.parametrize("upstream", ["kafka43"], indirect=True)
+@pytest.mark.parametrize("upstream", ["kafka44"], indirect=True)
 def test_streams_exactly_once_v2(kcoord, upstream, names, java_classes, tmp_path, kill):
     src, dst, app_id = names.topic(), names.topic(), f"eos-app-{names.group()}"
     create_topic(upstream.bootstrap, src, PARTITIONS)

@@ -1,4 +1,4 @@
-"""Exactly-once through a running `kcoord serve` (issue 16), on Kafka 4.3 and Tansu: a real
+"""Exactly-once through a running `kcoord serve` (issue 16), on Kafka 4.4 and Tansu: a real
 librdkafka consume-transform-produce loop commits its input offsets inside its transaction
 (`send_offsets_to_transaction`: AddOffsetsToTxn, answered by kcoord as AddPartitionsToTxn v3 of
 the group's state partition, then TxnOffsetCommit appended as the client's producer).
@@ -215,13 +215,13 @@ def test_kill_dash_nine_between_offsets_and_marker(kcoord, upstream, names, comm
     assert len(outputs) == (INPUTS if commit else 0)
 
 
-# --------------------------------------------------------------------------- Java 4.3
+# --------------------------------------------------------------------------- Java 4.4
 COPIED = 200
 
 
 def _java_copier(kcoord, upstream, names) -> tuple[str, str, str]:
     """Kafka's own consume-transform-produce program (kafka-tools TransactionalMessageCopier,
-    Java 4.3 clients: transactions v1 through kcoord, so AddOffsetsToTxn + TxnOffsetCommit):
+    Java 4.4 clients: transactions v1 through kcoord, so AddOffsetsToTxn + TxnOffsetCommit):
     transactions of 10 records, some aborted at random (it then rewinds to the committed
     offsets, fetched with require_stable since its consumer reads read_committed)."""
     from support.kafka_tools import run_tool
@@ -257,17 +257,17 @@ def test_java_copier_exactly_once_downstream(kcoord, upstream, names, java_class
 
 
 # ------------------------------------------------------------- the fenced state log
-def test_librdkafka_send_offsets_through_a_fenced_kcoord_instance(kafka43, names):
+def test_librdkafka_send_offsets_through_a_fenced_kcoord_instance(kafka44, names):
     """`kcoord serve --instance-id` writes through the fenced state log (issue 14): kcoord's own
     writes are transactions on the shard's transactional id, the load takes the shard, and
     after a client's append the barrier (an empty kcoord transaction) proves the shard is
     still this process's. Kafka only: Tansu cannot carry the membership group."""
     from support.kcoord import CLUSTER, KcoordProcess
 
-    proc = KcoordProcess(kafka43.bootstrap, f"__kc_{names.topic()}", state_partitions=4, config=CLUSTER,
+    proc = KcoordProcess(kafka44.bootstrap, f"__kc_{names.topic()}", state_partitions=4, config=CLUSTER,
                          extra_args=("--instance-id", "kc-0"))
     proc.start(timeout=60)
     try:
-        _abort_then_commit(proc, kafka43, names)
+        _abort_then_commit(proc, kafka44, names)
     finally:
         proc.stop()

@@ -1,4 +1,4 @@
-"""Transactional offsets appended as the client's producer, on real Apache Kafka 4.3 (issue 16,
+"""Transactional offsets appended as the client's producer, on real Apache Kafka 4.4 (issue 16,
 transactions v2): the shell pieces (coordinator/runtime/txn_offsets_log.py appends,
 txn_log_reader.py reads) against the real transaction protocol, the client's side of it
 spoken on the wire the way a transactions-v2 producer does (InitProducerId, Produce v12 to
@@ -140,13 +140,13 @@ class Tail:
         return {p: o.offset for p, o in self.shard.offsets.group(group).get("input", {}).items()}
 
 
-def test_txn_v2_commit_abort_and_zombie_on_kafka_4_3(kafka43, names):
+def test_txn_v2_commit_abort_and_zombie_on_kafka_4_3(kafka44, names):
     async def scenario():
         state_topic, output = f"__kcoord_{names.topic()}", names.topic()
-        await StateTopic(kafka43.bootstrap, state_topic, 1).ensure_topic()
-        await StateTopic(kafka43.bootstrap, output, 1).ensure_topic()
-        state = FencedStateLog(kafka43.bootstrap, state_topic, 1, take_on_load=False)
-        out = FencedStateLog(kafka43.bootstrap, output, 1, take_on_load=False)
+        await StateTopic(kafka44.bootstrap, state_topic, 1).ensure_topic()
+        await StateTopic(kafka44.bootstrap, output, 1).ensure_topic()
+        state = FencedStateLog(kafka44.bootstrap, state_topic, 1, take_on_load=False)
+        out = FencedStateLog(kafka44.bootstrap, output, 1, take_on_load=False)
         try:
             await state.start()
             await out.start()
@@ -285,15 +285,15 @@ def _fetch_stable(shard) -> dict:
     return {p.partition_index: (int(p.committed_offset), p.error_code) for t in resp.topics for p in t.partitions}
 
 
-def test_txn_offset_commit_request_through_the_core_and_kafka_4_3(kafka43, names):
+def test_txn_offset_commit_request_through_the_core_and_kafka_4_3(kafka44, names):
     """The whole request (txn_offset_commit_request): the core validates and builds the records,
     the shell appends them as the client's producer, OffsetFetch(require_stable) answers
     UNSTABLE_OFFSET_COMMIT until Kafka's marker, then the committed offsets."""
 
     async def scenario():
         state_topic = f"__kcoord_{names.topic()}"
-        await StateTopic(kafka43.bootstrap, state_topic, 1).ensure_topic()
-        state = FencedStateLog(kafka43.bootstrap, state_topic, 1, take_on_load=False)
+        await StateTopic(kafka44.bootstrap, state_topic, 1).ensure_topic()
+        state = FencedStateLog(kafka44.bootstrap, state_topic, 1, take_on_load=False)
         try:
             await state.start()
 
@@ -335,16 +335,16 @@ def test_txn_offset_commit_request_through_the_core_and_kafka_4_3(kafka43, names
     asyncio.run(scenario())
 
 
-def test_restart_between_append_and_marker_then_abort_by_timeout_on_kafka_4_3(kafka43, names):
+def test_restart_between_append_and_marker_then_abort_by_timeout_on_kafka_4_3(kafka44, names):
     """kill -9 of kcoord between the append and the marker, in the shell: a shard loaded afresh
     from the log holds the pending offsets; Kafka then aborts the transaction by its timeout
     (transaction.timeout.ms 1 s; the fixture checks every second) and the ABORT marker drops
     them. Then a committed transaction of the same producer (new epoch after the abort)."""
     async def scenario():
         state_topic, output = f"__kcoord_{names.topic()}", names.topic()
-        await StateTopic(kafka43.bootstrap, state_topic, 1).ensure_topic()
-        await StateTopic(kafka43.bootstrap, output, 1).ensure_topic()
-        state = FencedStateLog(kafka43.bootstrap, state_topic, 1, take_on_load=False)
+        await StateTopic(kafka44.bootstrap, state_topic, 1).ensure_topic()
+        await StateTopic(kafka44.bootstrap, output, 1).ensure_topic()
+        state = FencedStateLog(kafka44.bootstrap, state_topic, 1, take_on_load=False)
         try:
             await state.start()
 
@@ -378,14 +378,14 @@ def test_restart_between_append_and_marker_then_abort_by_timeout_on_kafka_4_3(ka
     asyncio.run(scenario())
 
 
-def test_txn_v1_add_offsets_then_produce_v9_on_kafka_4_3(kafka43, names):
+def test_txn_v1_add_offsets_then_produce_v9_on_kafka_4_3(kafka44, names):
     """Transactions v1 (TxnOffsetCommit v0-4: librdkafka, older Java, Tansu): AddOffsetsToTxn
     becomes AddPartitionsToTxn v3 for the state partition, the append is Produce v9, and the
     epoch stays across transactions, so the sequence continues (taken from the log)."""
     async def scenario():
         state_topic = f"__kcoord_{names.topic()}"
-        await StateTopic(kafka43.bootstrap, state_topic, 1).ensure_topic()
-        state = FencedStateLog(kafka43.bootstrap, state_topic, 1, take_on_load=False)
+        await StateTopic(kafka44.bootstrap, state_topic, 1).ensure_topic()
+        state = FencedStateLog(kafka44.bootstrap, state_topic, 1, take_on_load=False)
         try:
             await state.start()
 

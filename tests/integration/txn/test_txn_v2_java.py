@@ -1,9 +1,9 @@
-"""Transactions v2 (KIP-890 part 2) end to end through kcoord, on Apache Kafka 4.3 (issue 16 §1).
+"""Transactions v2 (KIP-890 part 2) end to end through kcoord, on Apache Kafka 4.4 (issue 16 §1).
 
-Kafka 4.3 finalizes `transaction.version=2`. kcoord forwards that level only while it serves
+Kafka 4.4 finalizes `transaction.version=2`. kcoord forwards that level only while it serves
 TxnOffsetCommit v5 and forwards Produce v12 (coordinator/group/offsets/txn_features.py); it forwards
 Produce v10+ because it rewrites their KIP-951 NodeEndpoints (coordinator/gateway/
-leader_endpoints.py). A Java 4.3 producer then uses transactions v2: Produce v12 adds its
+leader_endpoints.py). A Java 4.4 producer then uses transactions v2: Produce v12 adds its
 partitions implicitly, `sendOffsetsToTransaction` sends no AddOffsetsToTxn and TxnOffsetCommit
 v5 to kcoord, which appends the offsets as the client's producer with Produce v12 (implicit add of
 the state partition), and EndTxn bumps the producer epoch at every transaction.
@@ -35,9 +35,9 @@ PARTITIONS, INPUTS = 2, 12
 
 
 @pytest.fixture
-def kcoord(kafka43, names):
-    """One `kcoord serve` in front of Kafka 4.3, defaults (TxnOffsetCommit served), with metrics."""
-    gateway = kcoord_with_metrics(kafka43.bootstrap, f"__kcoord_{names.topic()}", config=FAST).start()
+def kcoord(kafka44, names):
+    """One `kcoord serve` in front of Kafka 4.4, defaults (TxnOffsetCommit served), with metrics."""
+    gateway = kcoord_with_metrics(kafka44.bootstrap, f"__kcoord_{names.topic()}", config=FAST).start()
     yield gateway
     if gateway.process is not None and gateway.process.poll() is None:
         gateway.stop()
@@ -63,8 +63,8 @@ def _max(response, api_key: int) -> int:
     return next(int(k.max_version) for k in response.api_keys if k.api_key == api_key)
 
 
-def test_transaction_version_2_and_produce_v12_are_advertised_through_kcoord(kcoord, kafka43):
-    upstream, through = api_versions(kafka43.bootstrap), api_versions(kcoord.bootstrap)
+def test_transaction_version_2_and_produce_v12_are_advertised_through_kcoord(kcoord, kafka44):
+    upstream, through = api_versions(kafka44.bootstrap), api_versions(kcoord.bootstrap)
     assert _levels(upstream).get("transaction.version") == 2, "the fixture finalizes transactions v2"
     assert through.error_code is ErrorCode.none
     assert _levels(through).get("transaction.version") == 2
@@ -76,11 +76,11 @@ def _group_requests(kcoord, api: str) -> float:
     return sample(kcoord.metrics(), "kcoord_group_requests_total", api=api)
 
 
-def test_java_send_offsets_commit_then_abort_with_transactions_v2(kcoord, kafka43, names, java_classes):
+def test_java_send_offsets_commit_then_abort_with_transactions_v2(kcoord, kafka44, names, java_classes):
     src, dst, group = names.topic(), names.topic(), names.group()
-    create_topic(kafka43.bootstrap, src, PARTITIONS)
-    create_topic(kafka43.bootstrap, dst, 1)
-    first = produce_records(kafka43.bootstrap, src, INPUTS)
+    create_topic(kafka44.bootstrap, src, PARTITIONS)
+    create_topic(kafka44.bootstrap, dst, 1)
+    first = produce_records(kafka44.bootstrap, src, INPUTS)
     ends = {p: max([r.offset + 1 for r in first if r.partition == p], default=-1) for p in range(PARTITIONS)}
     loop = JavaEosLoop(kcoord.bootstrap, input=src, output=dst, group=group, txn_id=f"v2-{src}")
     try:
@@ -99,7 +99,7 @@ def test_java_send_offsets_commit_then_abort_with_transactions_v2(kcoord, kafka4
         assert committed == ends
 
         # Round 2, aborted (a new epoch under transactions v2): the committed offsets stay.
-        more = produce_records(kafka43.bootstrap, src, INPUTS)
+        more = produce_records(kafka44.bootstrap, src, INPUTS)
         loop.ok(f"consume {INPUTS}")
         loop.ok("begin")
         loop.ok("produce")

@@ -12,9 +12,9 @@ def no_docker(monkeypatch):
     monkeypatch.delenv("KCOORD_UPSTREAMS", raising=False)
 
 
-def test_every_test_gets_tansu_and_kafka43_the_subset_also_three_nodes_and_39():
-    assert upstreams.upstream_ids(in_subset=False) == ["tansu", "kafka43"]
-    assert upstreams.upstream_ids(in_subset=True) == ["tansu", "kafka43", "kafka43-3node", "kafka39"]
+def test_every_test_gets_tansu_and_kafka44_the_subset_also_three_nodes_43_and_39():
+    assert upstreams.upstream_ids(in_subset=False) == ["tansu", "kafka44"]
+    assert upstreams.upstream_ids(in_subset=True) == ["tansu", "kafka44", "kafka44-3node", "kafka43", "kafka39"]
 
 
 def test_docker_kafka_joins_the_subset_where_docker_answers(monkeypatch):
@@ -27,9 +27,9 @@ def test_env_narrows_or_widens_the_set(monkeypatch):
     monkeypatch.setenv("KCOORD_UPSTREAMS", "tansu")
     assert upstreams.upstream_ids(in_subset=True) == ["tansu"]
     monkeypatch.setenv("KCOORD_UPSTREAMS", "all")
-    assert upstreams.upstream_ids(in_subset=False) == ["tansu", "kafka43", "kafka43-3node", "kafka39"]
-    monkeypatch.setenv("KCOORD_UPSTREAMS", "tansu,kafka44")
-    with pytest.raises(ValueError, match="kafka44"):
+    assert upstreams.upstream_ids(in_subset=False) == ["tansu", "kafka44", "kafka44-3node", "kafka43", "kafka39"]
+    monkeypatch.setenv("KCOORD_UPSTREAMS", "tansu,kafka42")
+    with pytest.raises(ValueError, match="kafka42"):
         upstreams.upstream_ids(in_subset=False)
 
 
