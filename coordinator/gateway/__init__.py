@@ -6,7 +6,6 @@
     routes           the per-(api, version) dispatch table
     listeners        listener map (bootstrap + one per broker), address parsing
     cluster          ClusterView: upstream metadata cache, MetadataImage, admin helpers
-    upstream_client  minimal async request/response client for the gateway's own calls
 """
 from .cluster import Broker, ClusterView, MetadataImage, TopicImage
 from .gateway import Gateway

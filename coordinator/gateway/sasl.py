@@ -309,7 +309,7 @@ def client_principal(session: SaslSession | None, listener: Any, transport: Any)
 async def open_as_kcoord(link: asyncio.Protocol, host: str, port: int, security: UpstreamSecurity,
                          timeout: float) -> None:
     """Open a forward link to ``host:port`` authenticated as kcoord: TLS as ``security`` says,
-    ApiVersions and the SASL exchange on an UpstreamClient (upstream_client.py, the code
+    ApiVersions and the SASL exchange on an UpstreamClient (coordinator/upstream/client.py, the code
     kcoord's own links use), then the transport is handed to ``link`` (``connection_made``),
     before any client byte is written. Raises ConnectionError (an OSError, which the link
     reports as for a refused connect) naming the broker and the SASL failure."""

@@ -31,8 +31,9 @@ Each shard (state-topic partition p) writes through its own transactional id,
 
 The client is kcoord's own Kafka protocol over links the caller opens (``open_link``, the
 same shape as coordinator.cluster.membership's: the service passes
-``coordinator.gateway.upstream_client.UpstreamClient.connect``, which brings TLS and SASL;
-the runtime may not import the gateway). Without one, kafka_link.open_plain_link (PLAINTEXT).
+``coordinator.upstream.client.opener(security, client_id)``, kcoord's one upstream client,
+which brings TLS and SASL). Without one, ``coordinator.upstream.client.open_plain_link``
+(PLAINTEXT).
 
 The class is made of three parts, each stating its own rules: `links` (fenced_links.py: one
 link per broker, leaders, transaction coordinators), `producers` (fenced_producers.py: the

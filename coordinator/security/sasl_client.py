@@ -1,4 +1,4 @@
-"""SASL on kcoord's own raw-protocol upstream links (gateway/upstream_client.py: metadata,
+"""SASL on kcoord's own raw-protocol upstream links (coordinator/upstream/client.py: metadata,
 admin): the client side of PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, and the Kafka exchange
 that carries them (SaslHandshake v1, then SaslAuthenticate v0-v2, KIP-152).
 
@@ -23,7 +23,7 @@ message. Nothing else escapes (the fuzz target fuzz/atheris_sasl.py holds it to 
 
 KIP-368: ``authenticate`` returns the session lifetime the broker gave (SaslAuthenticate v1+,
 ``SessionLifetimeMs``; 0 = none). The link re-authenticates by reconnecting before it ends
-(upstream_client.UpstreamClient.reauthentication_due).
+(coordinator/upstream/client.py, UpstreamClient.reauthentication_due).
 """
 from __future__ import annotations
 

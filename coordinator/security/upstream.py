@@ -1,5 +1,5 @@
 """How kcoord connects to the upstream cluster itself: TLS and SASL for the state topic
-(aiokafka), the gateway's metadata/admin links (upstream_client.py) and the TLS of the
+(aiokafka), the gateway's metadata/admin links (coordinator/upstream/client.py) and the TLS of the
 per-client forward links.
 
 Settings are librdkafka's client names with an ``upstream.`` prefix (docs/user/security-upstream.md):
