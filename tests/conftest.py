@@ -53,7 +53,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 SERIAL_DIRS = (TESTS_DIR / "integration" / "rebalance",)
 
 
-@pytest.hookimpl(trylast=True)
+# tryfirst: the markers must be on the items before `-m "not serial"` / `-m serial` deselects
+# (the mark plugin's own modifyitems); ordering first is fine, deselection keeps the order.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = TESTS_DIR / "integration"
     for item in items:

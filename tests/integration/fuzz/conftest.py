@@ -94,3 +94,4 @@ def kafka_fuzzer_for(kafka44, names) -> Iterator[Callable[..., LiveFuzzer]]:
             _delete(admin, sorted(_topics(admin) - before))
             assert run(answers_api_versions(kafka44.host, node.port, 10.0)) is None, \
                 "Kafka does not answer ApiVersions after the run's topics were deleted"
+

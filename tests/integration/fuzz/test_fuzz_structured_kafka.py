@@ -2,16 +2,15 @@
 takes 100,000 structured frames (valid requests with extreme field values, every API and
 version kcoord advertises there, fuzz/structured.py) and both stay whole: after every batch
 kcoord and Kafka each answer ApiVersions and stay under their RSS bounds, and kcoord's log
-holds no traceback. Kafka leaves nothing out (the Tansu run leaves out its open finding).
+holds no traceback. Neither run leaves an API out.
 A Kafka that dies, outgrows its bound or stops answering is reported with the requests
 sent just before and the seed.
 """
 from __future__ import annotations
 
 import pytest
+from fuzz_structured_run import run_structured
 
-from fuzz.live import run
-from fuzz.structured import EXCLUDED
 from support.upstreams import upstream_ids
 
 FRAMES = 100_000
@@ -23,13 +22,4 @@ pytestmark = pytest.mark.skipif("kafka44" not in upstream_ids(in_subset=False),
 @pytest.mark.timeout(600)
 def test_kcoord_and_kafka_survive_100k_structured_frames(kafka_fuzzer_for):
     fuzzer = kafka_fuzzer_for(seed=13, mode="structured", read_timeout=1.0)
-    report = run(fuzzer.run(FRAMES, batch_frames=25_000, half_frames_per_batch=0, burst=0))
-    print(report.summary())
-    assert report.failures == [], "\n".join(report.failures)
-    assert report.frames >= FRAMES
-    assert report.by_mutation["structured"] > FRAMES // 2
-    expected = set(fuzzer.versions) - set(EXCLUDED)
-    assert set(report.by_api) >= expected, expected - set(report.by_api)
-    # Requests on a connection are answered in order, and a held one (a Produce waiting out
-    # its timeout) keeps the rest past the read timeout: about one in ten is read back.
-    assert report.responses > FRAMES // 50
+    run_structured(fuzzer, FRAMES)
