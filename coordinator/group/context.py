@@ -113,7 +113,7 @@ class ConsumerView(GroupsView, Protocol):
 
     @property
     def client_assignments(self) -> dict[str, Any]:
-        """Seed 000: each client-mode group's round in flight, a client_assignment.ClientAssignment
+        """Client-side assignors: each client-mode group's round in flight, a client_assignment.ClientAssignment
         (soft state, modern/consumer/client_mode.py; typed Any: client_assignment imports this module's users)."""
         ...
 

@@ -70,7 +70,7 @@ class GroupCoordinatorShard:
         self.heartbeat_policy = HeartbeatIntervalPolicy(
             self.config, lambda: sum(len(g.members) for g in self.groups.values()))
         self.last_image_version_with_new_topics = 0
-        # Seed 000: each client-mode group's round in flight (soft state, modern/consumer/client_mode.py).
+        # Client-side assignors: each client-mode group's round in flight (soft state, modern/consumer/client_mode.py).
         self.client_assignments: dict[str, ClientAssignment] = {}
         self.log = log
         self._tokens = itertools.count(1)
@@ -127,7 +127,7 @@ class GroupCoordinatorShard:
     def consumer_group_install_assignment(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return client_mode.install_assignment(self, req, now_ms)
 
-    # Seed 001: the connect group type (coordinator/group/connect_*.py; docs/design/connect-groups.md).
+    # The connect group type (coordinator/group/modern/connect/; docs/design/connect-groups.md).
     def connect_group_heartbeat(self, ctx: RequestContext, req, now_ms: int) -> Result:
         return connect_heartbeat.heartbeat(self, ctx, req, now_ms)
 

@@ -67,7 +67,7 @@ class ConsumerGroupState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ClientAssignorSpec:
-    """Seed 000 (modern/client_assignment.py has the rules): one entry of a member's ClientAssignors
+    """Client-side assignors (modern/client_assignment.py has the rules): one entry of a member's ClientAssignors
     (000:L439-454; int16 versions, docs/design/client-assignors-spec.md §7 #2)."""
     name: str
     minimum_version: int

@@ -65,7 +65,7 @@ class ConsumerGroupMember(ModernMember):
     classic_member_metadata: ClassicMemberMetadata | None = None
     assigned_partitions: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
     partitions_pending_revocation: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
-    # Seed 000 client-side assignors (modern/client_assignment.py; record tags >= 1000, records/
+    # Client-side assignors (modern/client_assignment.py; record tags >= 1000, records/
     # _client_assignor.py). None: the member brought none (every real Kafka client).
     client_assignors: tuple[ClientAssignorSpec, ...] | None = None
     # The Assignment.Error and metadata of the client-computed target this member reached
@@ -134,7 +134,7 @@ class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
         # `_resend_assignment`). Soft state, like the refresh flag: no record, empty after
         # a load; a member leaves it when it leaves the group.
         self.assignment_unconfirmed: set[str] = set()
-        # Seed 000 client-side assignors. Persisted (tags >= 1000): the assigner's metadata
+        # Client-side assignors. Persisted (tags >= 1000): the assigner's metadata
         # per member (version, bytes), its Error, and the client assignor that computed the
         # target (None: the server assignor did; the metadata is then not handed out).
         # The members' lists, aggregated (replay only); `.listed` counts the members with one.
