@@ -29,7 +29,13 @@ from typing import Any
 from ..authz import ForwardGate
 from ..config import CoordinatorConfig
 from ..group.offsets.txn_features import clamp_transaction_version
-from ..protocol.api_versions import Features, advertised_versions, api_versions_body, merge_features
+from ..protocol.api_versions import (
+    Features,
+    advertised_versions,
+    api_versions_body,
+    merge_features,
+    with_consistent_epoch,
+)
 from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, PRODUCE, TXN_OFFSET_COMMIT
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
@@ -174,9 +180,11 @@ class Gateway:
         # only while kcoord serves TxnOffsetCommit v5 and forwards Produce v12, else lowered to 1.
         txn_commit = self.api_versions.get(TXN_OFFSET_COMMIT)
         produce = self.api_versions.get(PRODUCE)
-        self.features = clamp_transaction_version(merge_features(self.cluster.upstream_features),
-                                                  txn_commit[1] if txn_commit else None,
-                                                  produce[1] if produce else None)
+        # The epoch last, from the final map: the same in every kcoord process that finalizes
+        # the same features (api_versions.with_consistent_epoch).
+        self.features = with_consistent_epoch(clamp_transaction_version(
+            merge_features(self.cluster.upstream_features),
+            txn_commit[1] if txn_commit else None, produce[1] if produce else None))
         # A service may also answer APIs it does not advertise (e.g. a request it refuses
         # cleanly rather than by closing the connection); they are routed, not advertised.
         answered = {k: v for k, v in getattr(self.service, "answered_versions", {}).items()

@@ -2,12 +2,23 @@
 
 Forwarded APIs advertise upstream's versions ∩ kio's ∩ the address caps; group APIs
 advertise exactly the GroupService's versions; ApiVersions and FindCoordinator are
-answered here. Features: upstream's, plus ``group.version`` supported [0, 1] and
-finalized at level 1, which is the switch a Kafka 4.x broker turns on to serve the
-consumer group protocol (KIP-848); Java clients look for it.
+answered here.
+
+Features (docs/user/features.md): upstream's, merged per key with the group types kcoord
+serves itself. ``group.version`` is supported [0, 1] and finalized at 1 (kcoord serves the
+consumer protocol, KIP-848, whatever the upstream finalizes); ``streams.version`` and
+``share.version`` are left out of both lists, which is how a Kafka broker says it cannot
+serve a feature above level 0 (BrokerFeatures.defaultSupportedFeatures lists only features
+whose highest level is >= 1; a level-0 finalized feature is never listed). Tools read them
+(`kafka-features.sh describe`, `Admin.describeFeatures`); clients do not pick a group
+protocol from them: the Java client reads only ``transaction.version``, and librdkafka goes
+by ConsumerGroupHeartbeat v1 in the API list. The finalized epoch is a function of the
+finalized map alone (``with_consistent_epoch``), so every kcoord process that finalizes the
+same map answers the same epoch.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from collections.abc import Mapping
@@ -31,9 +42,28 @@ from .apis import (
 from .codec import encode_body
 
 GROUP_VERSION_FEATURE = "group.version"
+STREAMS_VERSION_FEATURE = "streams.version"
+SHARE_VERSION_FEATURE = "share.version"
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 # group.version 1 = the consumer rebalance protocol (Kafka's GroupVersion.GV_1).
 GROUP_VERSION_SUPPORTED = (0, 1)
 GROUP_VERSION_FINALIZED = 1
+# The group-type features kcoord answers for itself, not the upstream: name -> (supported
+# range, finalized level), None = not served (level 0: left out of both lists, as Kafka
+# leaves out a feature it supports only at 0). Kafka 4.4 supports streams.version 0-1 and
+# share.version 0-2; kcoord serves neither group type yet.
+OWNED_FEATURES: dict[str, tuple[tuple[int, int], int] | None] = {
+    GROUP_VERSION_FEATURE: (GROUP_VERSION_SUPPORTED, GROUP_VERSION_FINALIZED),
+    STREAMS_VERSION_FEATURE: None,
+    SHARE_VERSION_FEATURE: None,
+}
+# Finalized features a client changes its behaviour on (the Java client: transaction.version
+# 2 switches producers to transactions v2, KIP-890). Ranked in the epoch, lowest level first.
+CLIENT_FEATURES = (TRANSACTION_VERSION_FEATURE,)
+_LEVEL_MAX = 0x7FFF          # feature levels are int16
+_DIGEST_BITS = 32
+# The epoch is an int64 >= 0: 15 bits of rank per client feature above the digest.
+assert 15 * len(CLIENT_FEATURES) + _DIGEST_BITS <= 62
 
 ERROR_NONE = 0
 ERROR_UNSUPPORTED_VERSION = 35
@@ -57,17 +87,53 @@ class Features:
     finalized_epoch: int = -1
 
 
-def merge_features(upstream: Features) -> Features:
-    """Upstream's features with the gateway's ``group.version`` on top.
+def owned_level(name: str) -> int:
+    """The level kcoord finalizes for one of its own features (0: not served)."""
+    owned = OWNED_FEATURES[name]
+    return 0 if owned is None else owned[1]
 
-    The epoch stays upstream's, or 0 when upstream reports none (-1), since clients
-    treat finalized features as valid only with an epoch >= 0.
+
+def merge_features(upstream: Features) -> Features:
+    """Upstream's features with kcoord's group-type features in place of the upstream's.
+
+    Everything else (``transaction.version``, ``metadata.version``, ...) stays the
+    upstream's. The epoch is the upstream's for now: the gateway replaces it with
+    ``with_consistent_epoch`` once the map is final (after the transaction.version clamp);
+    -1 (Tansu: unknown) becomes 0, since clients read finalized features only at >= 0.
     """
     supported = dict(upstream.supported)
-    supported[GROUP_VERSION_FEATURE] = GROUP_VERSION_SUPPORTED
     finalized = dict(upstream.finalized)
-    finalized[GROUP_VERSION_FEATURE] = (GROUP_VERSION_FINALIZED, GROUP_VERSION_FINALIZED)
+    for name, owned in OWNED_FEATURES.items():
+        supported.pop(name, None)
+        finalized.pop(name, None)
+        if owned is not None:
+            supported[name] = owned[0]
+            finalized[name] = (owned[1], owned[1])
     return Features(supported, finalized, max(upstream.finalized_epoch, 0))
+
+
+def with_consistent_epoch(features: Features) -> Features:
+    """``features`` with a FinalizedFeaturesEpoch that is a function of its finalized map.
+
+    The Java client keeps the finalized map of the highest epoch it has seen from any node
+    (clients.ApiVersions.update), and every node it sees is a kcoord process. The upstream's
+    epoch cannot order those maps: a KRaft broker answers its metadata offset, which moves
+    with every metadata change and differs between brokers and between the moments two kcoord
+    processes read it, and Tansu answers -1. So the epoch is derived from the map itself:
+    the same map gives the same epoch in every process, and of two maps a client may act on
+    differently, the one with the lower level of a ``CLIENT_FEATURES`` feature has the higher
+    epoch. A client that has seen a process finalize transaction.version 1 (e.g. one that does
+    not serve TxnOffsetCommit v5) stays on transactions v1, which every process serves, until
+    it restarts; maps that differ only in what clients do not read are ordered by a digest.
+    Always >= 0: clients treat a negative epoch as "no finalized features".
+    """
+    rank = 0
+    for name in CLIENT_FEATURES:
+        level = min(max(features.finalized.get(name, (0, 0))[1], 0), _LEVEL_MAX)
+        rank = rank * (_LEVEL_MAX + 1) + (_LEVEL_MAX - level)
+    canonical = ";".join(f"{name}={lo},{hi}" for name, (lo, hi) in sorted(features.finalized.items()))
+    digest = int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:_DIGEST_BITS // 8], "big")
+    return Features(features.supported, features.finalized, (rank << _DIGEST_BITS) | digest)
 
 
 def advertised_versions(
