@@ -27,8 +27,9 @@ from ..protocol.apis import request_class
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 10, 22, 24, 26
+DESCRIBE_CONFIGS = 32
 VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, METADATA: 9, FIND_COORDINATOR: 4,
-            INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 3, END_TXN: 3}
+            INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 3, END_TXN: 3, DESCRIBE_CONFIGS: 4}
 
 # Answers after which the partition's leader is looked up again.
 REFRESH = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
@@ -83,6 +84,7 @@ class UpstreamLinks:
         self.links: dict[tuple[str, int], Link] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}
+        self.replicas: dict[int, int] = {}      # partition -> replication factor
         self.coordinators: dict[str, tuple[str, int]] = {}
 
     def close(self) -> None:
@@ -132,6 +134,7 @@ class UpstreamLinks:
             if t.error_code != ErrorCode.none:
                 raise StateLogError(f"state topic {self.topic}: metadata error {t.error_code.name}")
             self.leaders = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+            self.replicas = {int(p.partition_index): len(p.replica_nodes) for p in t.partitions}
 
     async def leader(self, partition: int) -> tuple[str, int]:
         leader = self.leaders.get(partition, -1)

@@ -53,7 +53,7 @@ _REFIND = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_availa
 
 
 class ProducerSession:
-    __slots__ = ("partition", "txn_id", "producer_id", "epoch", "sequence", "broken", "lock")
+    __slots__ = ("partition", "txn_id", "producer_id", "epoch", "sequence", "broken", "lock", "refresh_due")
 
     def __init__(self, partition: int, txn_id: str) -> None:
         self.partition = partition
@@ -63,6 +63,7 @@ class ProducerSession:
         self.sequence = 0
         self.broken = False          # a write failed half-way: take again before writing
         self.lock = asyncio.Lock()
+        self.refresh_due = False     # fencing=epoch: re-init the id before the next write
 
 
 class ShardProducers:
@@ -154,17 +155,28 @@ class ShardProducers:
         (producer id, epoch)."""
         self.check_owned(partition)
         shard = ProducerSession(partition, self.transactional_id(partition))
-        deadline = time.monotonic() + self.take_timeout_s
+        await self.init_producer_id(shard, -1, -1, time.monotonic() + self.take_timeout_s)
+        self.sessions[partition] = shard
+        self.log_taken(shard)
+        return shard.producer_id, shard.epoch
+
+    @staticmethod
+    def log_taken(shard: ProducerSession, what: str = "taken") -> None:
+        log.info("state partition %d %s: transactional id %s, producer %d epoch %d", shard.partition, what,
+                 shard.txn_id, shard.producer_id, shard.epoch)
+
+    async def init_producer_id(self, shard: ProducerSession, producer_id: int, epoch: int, deadline: float) -> None:
+        """InitProducerId for the shard's transactional id: a new epoch (or a new producer id
+        once the epoch is exhausted) into `shard`. With an expected (producer id, epoch)
+        (KIP-360, `producer_id` >= 0) the upstream answers PRODUCER_FENCED if another
+        process bumped it meanwhile: ShardFenced, nothing taken."""
         response = await self.txn_call(
             shard, lambda: make_request(INIT_PRODUCER_ID, transactional_id=TransactionalId(shard.txn_id),
                                         transaction_timeout=duration_ms(self.transaction_timeout_ms),
-                                        producer_id=ProducerId(-1), producer_epoch=i16(-1)),
+                                        producer_id=ProducerId(producer_id), producer_epoch=i16(epoch)),
             lambda r: r.error_code, "InitProducerId", deadline)
         shard.producer_id, shard.epoch = int(response.producer_id), int(response.producer_epoch)
-        self.sessions[partition] = shard
-        log.info("state partition %d taken: transactional id %s, producer %d epoch %d", partition,
-                 shard.txn_id, shard.producer_id, shard.epoch)
-        return shard.producer_id, shard.epoch
+        shard.sequence = 0
 
     # ------------------------------------------------------------------ writing
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> int:
@@ -229,11 +241,7 @@ class ShardProducers:
         return base
 
     async def _produce(self, shard: ProducerSession, batch: bytes, deadline: float) -> int:
-        m = request_module(PRODUCE)
-        request = make_request(PRODUCE, transactional_id=TransactionalId(shard.txn_id), acks=i16(-1),
-                               timeout=duration_ms(int(self.request_timeout_s * 1000)),
-                               topic_data=(m.TopicProduceData(name=TopicName(self.topic), partition_data=(
-                                   m.PartitionProduceData(index=i32(shard.partition), records=batch),)),))
+        request = produce_request(self.topic, shard.partition, batch, shard.txn_id, self.request_timeout_s)
         while True:
             response = await self.links.call(await self.links.leader(shard.partition), request)
             part = response.responses[0].partition_responses[0]
@@ -249,3 +257,14 @@ class ShardProducers:
                 await asyncio.sleep(0.05)
                 continue
             raise StateLogError(f"Produce to {self.topic}-{shard.partition}: {code.name}")
+
+
+def produce_request(topic: str, partition: int, batch: bytes, transactional_id: str | None,
+                    timeout_s: float) -> Any:
+    """A Produce (acks=all) of one batch to one partition of the state topic; a transactional
+    id only for a transactional batch (an idempotent one carries none)."""
+    m = request_module(PRODUCE)
+    return make_request(PRODUCE, transactional_id=None if transactional_id is None else TransactionalId(
+        transactional_id), acks=i16(-1), timeout=duration_ms(int(timeout_s * 1000)),
+        topic_data=(m.TopicProduceData(name=TopicName(topic), partition_data=(
+            m.PartitionProduceData(index=i32(partition), records=batch),)),))

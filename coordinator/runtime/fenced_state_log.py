@@ -50,6 +50,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..upstream.client import open_plain_link
+from .epoch_producers import EpochProducers
+from .epoch_upkeep import EpochUpkeeps
 from .fenced_links import Link, OpenLink, StateLogError, UpstreamLinks
 from .fenced_producers import FENCING_ERRORS, ShardProducers
 from .fenced_reads import CorruptRecordException, LogReads, _Reader
@@ -63,10 +65,12 @@ __all__ = ["FENCING_ERRORS", "CorruptRecordException", "FencedStateLog", "Link",
 log = logging.getLogger("kcoord.fenced_state_log")
 
 
+FENCING = ("transactional", "epoch")
+
+
 class FencedStateLog:
     """The `state_log.StateLog` port with one transactional id per shard."""
 
-    offsets_per_append = 1           # the COMMIT marker after each batch
     txn_offsets_supported = True     # loads with TxnLogReader (`readers`), raw reads, leader calls
 
     def __init__(self, bootstrap: str | Sequence[tuple[str, int]], topic: str, partitions: int,
@@ -74,7 +78,11 @@ class FencedStateLog:
                  transaction_timeout_ms: int = 60_000, request_timeout_s: float = 30.0,
                  take_timeout_s: float = 60.0, take_on_load: bool = True,
                  owns: Callable[[int], bool] | None = None,
-                 fetch_max_bytes: int = 8 * 1024 * 1024) -> None:
+                 fetch_max_bytes: int = 8 * 1024 * 1024, fencing: str = "transactional",
+                 producer_id_expiration_ms: int | None = None,
+                 transactional_id_expiration_ms: int | None = None) -> None:
+        if fencing not in FENCING:
+            raise ValueError(f"fencing={fencing!r}: expected one of {', '.join(FENCING)}")
         if isinstance(bootstrap, str):
             bootstrap = [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
         self.topic = topic
@@ -85,12 +93,19 @@ class FencedStateLog:
         # The membership's word (`owns`: is shard p assigned to this process?) is checked
         # before a take and before each append, so a process that lost a shard never fences
         # its new owner back by reloading it (a fence is only as good as the caller's restraint).
-        self.producers = ShardProducers(self.links, topic, transactional_id_prefix,
-                                        transaction_timeout_ms=transaction_timeout_ms,
-                                        request_timeout_s=request_timeout_s, take_timeout_s=take_timeout_s,
-                                        owns=owns)
+        self.fencing = fencing
+        producers = EpochProducers if fencing == "epoch" else ShardProducers
+        self.producers: ShardProducers = producers(
+            self.links, topic, transactional_id_prefix, transaction_timeout_ms=transaction_timeout_ms,
+            request_timeout_s=request_timeout_s, take_timeout_s=take_timeout_s, owns=owns)
+        # Transactional: the COMMIT marker after each batch; epoch: nothing but the records.
+        self.offsets_per_append = 1 if fencing == "transactional" else 0
         self.reads = LogReads(self.links, topic)
         self.on_write_error: Callable[[int, BaseException], None] | None = None
+        # fencing=epoch: the shards' upkeep (epoch_upkeep.py) the runtime loader starts, and
+        # the broker's expirations it keeps inside (read at start unless given).
+        self.fence_upkeep = EpochUpkeeps(self.producers, producer_id_expiration_ms, transactional_id_expiration_ms) \
+            if isinstance(self.producers, EpochProducers) else None
 
     # State kept by the parts, under the names callers, benches and tests use.
     bootstrap = Forward("links", "bootstrap")
@@ -117,6 +132,8 @@ class FencedStateLog:
     # ------------------------------------------------------------------ links
     async def start(self) -> None:
         await self.links.refresh_metadata()
+        if self.fence_upkeep is not None:
+            await self.fence_upkeep.read_upstream(self.links)
 
     async def stop(self) -> None:
         self.links.close()
@@ -162,10 +179,14 @@ class FencedStateLog:
             raise
 
     async def barrier(self, partition: int) -> None:
-        """A transaction of the shard's own id with no records, begun now and committed
-        (exactly-once offsets: proves after a client's append that this process still owns the shard;
-        ShardFenced if not). It writes one COMMIT marker into the partition."""
-        await self.append(partition, [], 0)
+        """Prove after a client's append that this process still owns the shard (exactly-once
+        offsets; ShardFenced if not). Transactional: a transaction of the shard's own id with
+        no records, one COMMIT marker. Epoch: a fence record acknowledged under the shard's
+        epoch, written through the shard's own writer where it is loaded (epoch_upkeep.py)."""
+        if self.fence_upkeep is not None:
+            await self.fence_upkeep.barrier(partition)
+        else:
+            await self.append(partition, [], 0)
 
     # ---------------------------------------------- exactly-once offsets: the client-producer appender
     async def call_leader(self, partition: int, request: Any) -> Any:

@@ -4,9 +4,9 @@
 Rules:
 - A load is "fence, then load". The fence step (`fence`) makes this process the partition's
   only writer before a record is replayed, so whatever a previous owner landed before the
-  fence is inside the load: today the state log's takeover (fenced_state_log: InitProducerId
-  on the shard's transactional id bumps the epoch and aborts the old owner's transaction);
-  with fence-by-writing, that plus a write acknowledged under the new epoch. A log without
+  fence is inside the load: the state log's takeover (fenced_state_log: InitProducerId
+  on the shard's transactional id bumps the epoch and aborts the old owner's transaction;
+  with fencing=epoch, that plus a write acknowledged under the new epoch). A log without
   owners (one process) has no fence step. The state log runs the step per partition before
   replaying it (`load(..., fence=...)`), so a fence refused for one shard fails that shard only.
 - A load starts from an empty shard (`begin`) and replays the partition in log order
@@ -20,6 +20,8 @@ Rules:
   5 s) while the upstream cannot be read; one reload task per shard, never more.
 - A load (or its fence) that raises `ShardFenced` unloads the shard instead (the runtime's
   `fenced_by`): another process owns it now.
+- Fence records (fencing=epoch, epoch_producers.fence_record) are skipped, never replayed;
+  a loaded shard of such a log starts its upkeep (keep-alive, refresh: epoch_upkeep.py).
 - Replay callbacks of an older load generation are ignored: a load that was abandoned
   never writes into the shard of the next one.
 """
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import metrics
+from .epoch_producers import is_fence_record
 from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, Fence, ShardFenced
@@ -97,7 +100,7 @@ class _LoadTarget:
 
     def record(self, offset: int, key: bytes, value: bytes | None, producer_id: int) -> None:
         loader = self.loader
-        if not loader.loading(self.generation):
+        if not loader.loading(self.generation) or is_fence_record(key):
             return
         try:
             loader.bulk.add(key, value, offset, producer_id)
@@ -162,8 +165,10 @@ class ShardLoader:
         return reader
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
-        if self.rt.state is not _LOADING:
-            return  # the load failed (or the shard was unloaded): the rest is not replayed
+        if self.rt.state is not _LOADING or is_fence_record(key):
+            # The load failed (or the shard was unloaded): the rest is not replayed. A fence
+            # record (fencing=epoch) is the log's, not the shard's.
+            return
         try:
             self.bulk.add(key, value, offset)
         except Exception as e:
@@ -236,6 +241,9 @@ class ShardLoader:
         metrics.LOAD_SECONDS.observe(loaded_in)
         metrics.PARTITION_LAST_LOAD_SECONDS.labels(partition=str(rt.partition)).set(loaded_in)
         rt.timers.apply(rt.shard.on_loaded(rt.clock() + rt.load_grace_ms))
+        upkeep = getattr(rt.state_topic, "fence_upkeep", None)
+        if upkeep is not None:
+            upkeep.start(rt)      # fencing=epoch: keep-alive and refresh (epoch_upkeep.py)
         unknown = dict(rt.shard.unknown_record_types)
         log.debug("shard %d loaded: %s, offsets up to %d%s", rt.partition, rt.protocol.describe(rt.shard),
                   log_end_offset, f", skipped unknown record types {unknown}" if unknown else "")
