@@ -1,5 +1,8 @@
 """Group admin APIs served per shard: ConsumerGroupDescribe, DescribeGroups, ListGroups,
 DeleteGroups. The service splits multi-group requests by shard and merges answers.
+
+Message classes come from `coordinator.protocol.messages`: kio's, or the versions generated
+from Kafka 4.4's definitions where kio has none (DeleteGroups v3).
 """
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from ..protocol.messages import schema
 from . import record_helpers as rh
 from .classic.group import ClassicGroup, ClassicGroupState
 from .group_types import group_type
-from .kio_util import build, schema
+from .kio_util import build
 from .modern.consumer.client_mode import in_client_mode
 from .modern.consumer.group import ConsumerGroup
 from .result import Result
@@ -170,6 +174,9 @@ def group_tombstones(group) -> list:
 
 
 def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+    """Kafka's `GroupCoordinatorShard.deleteGroups`. v3's ErrorMessage (KIP-1331) stays null:
+    Kafka 4.4 sets it only when its streams topology-description plugin fails to delete
+    (GROUP_DELETION_FAILED), and the shard answers every other refusal by its code alone."""
     mod = schema("delete_groups", ctx.api_version)
     records: list[CoordinatorRecord] = []
     results = []

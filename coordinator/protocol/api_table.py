@@ -13,6 +13,9 @@ Rules of this module:
   built (`without` and `replaced` return a new one); a key given twice is refused.
 - The service's registry and authorization stage, the gateway's routes and the fuzzer's
   targets all read the rows: no other table of served APIs exists.
+- A row names the first version that names topics by id (`topic_ids_from`): those versions
+  are advertised only while the upstream's metadata maps topic ids to names
+  (`without_topic_ids` takes them off a listing otherwise).
 - The protocol layer knows the wire only: a core row names its handler, its topic check and
   its shard operation by method name, and the service's parts bind them; an extension row
   may give callables instead (coordinator/private_apis.py, coordinator/connect_apis.py).
@@ -92,6 +95,10 @@ class ApiSpec:
     # Its state lives in the group coordinator: never forwarded upstream, even where not
     # served (AddOffsetsToTxn is forwarded when kcoord does not serve it).
     owned: bool = True
+    # The first version that names topics by id (OffsetCommit/OffsetFetch v10, TxnOffsetCommit
+    # v6): it can be served only while the upstream's metadata maps topic ids to names
+    # (`without_topic_ids`); None: the API never names topics by id.
+    topic_ids_from: int | None = None
 
     def names_many(self, version: int) -> bool:
         """Whether a request at ``version`` names several groups (answered per group)."""
@@ -148,6 +155,24 @@ class ApiTable(Mapping[int, ApiSpec]):
         return ApiTable(dataclasses.replace(s, **changes) if k == api_key else s for k, s in self._rows.items())
 
 
+def without_topic_ids(versions: Mapping[int, tuple[int, int]],
+                      rows: Mapping[int, ApiSpec]) -> dict[int, tuple[int, int]]:
+    """``versions`` (an ApiVersions listing) for an upstream whose metadata does not map topic
+    ids to names: each row that names topics by id from some version stops below it. A
+    client then names topics by name, as it does with a Kafka broker that lists no such
+    version; a request at a higher version would find no topic id it names (UNKNOWN_TOPIC_ID)."""
+    out = dict(versions)
+    for api_key, (low, high) in versions.items():
+        spec = rows.get(api_key)
+        first = spec.topic_ids_from if spec is not None else None
+        if first is not None and high >= first:
+            if low < first:
+                out[api_key] = (low, first - 1)
+            else:
+                del out[api_key]
+    return out
+
+
 def build_table(core: Iterable[ApiSpec], *extensions: Iterable[ApiSpec]) -> ApiTable:
     """The table of ``core``'s rows and each extension's, in that order."""
     return ApiTable(itertools.chain(core, *extensions))
@@ -171,16 +196,17 @@ def _offset_fetch_ids(request: Any) -> list[str]:
     return [g.group_id for g in request.groups]
 
 
-# Kafka 4.3's group APIs at Kafka 4.3's versions, with KafkaApis' authorization rules.
+# Kafka's group APIs at Kafka 4.4's versions, with KafkaApis' authorization rules (the versions kio
+# lacks, DeleteGroups v3 and TxnOffsetCommit v6, come from coordinator/protocol/messages).
 # TxnOffsetCommit and AddOffsetsToTxn are served only with a state log that reads raw
 # (docs/design/transactions.md): otherwise the wiring unadvertises the first and drops the
 # second, which the gateway then forwards.
 CORE_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(OFFSET_COMMIT, "OffsetCommit", (2, 10), er.offset_commit, shard_operation="offset_commit",
-            group_operation=READ, topic_operation=READ, topic_check="offset_commit"),
+            group_operation=READ, topic_operation=READ, topic_check="offset_commit", topic_ids_from=10),
     ApiSpec(OFFSET_FETCH, "OffsetFetch", (1, 10), er.offset_fetch, "offset_fetch", shard_operation="offset_fetch",
             group_operation=DESCRIBE, groups=Groups.MANY, many_groups_from=8, group_ids=_offset_fetch_ids,
-            topic_operation=DESCRIBE, topic_check="offset_fetch"),
+            topic_operation=DESCRIBE, topic_check="offset_fetch", topic_ids_from=10),
     ApiSpec(JOIN_GROUP, "JoinGroup", (0, 9), er.join_group, shard_operation="join_group", group_operation=READ),
     ApiSpec(HEARTBEAT, "Heartbeat", (0, 4), er.heartbeat, "heartbeat", shard_operation="heartbeat",
             group_operation=READ),
@@ -191,16 +217,19 @@ CORE_APIS: tuple[ApiSpec, ...] = (
             group_ids=_describe_groups_ids),
     ApiSpec(LIST_GROUPS, "ListGroups", (0, 5), er.list_groups, "list_groups", shard_operation="list_groups",
             group_operation=DESCRIBE, groups=Groups.LISTED),
-    # TransactionalId WRITE first, then Group READ, then Topic READ, in KafkaApis' order.
-    ApiSpec(TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 5), er.txn_offset_commit, "txn_offset_commit",
+    # TransactionalId WRITE first, then Group READ, then Topic READ, in KafkaApis' order. v6
+    # (KIP-1319) names topics by id only.
+    ApiSpec(TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 6), er.txn_offset_commit, "txn_offset_commit",
             group_operation=READ, transactional_id_operation=WRITE, topic_operation=READ,
-            topic_check="txn_offset_commit"),
+            topic_check="txn_offset_commit", topic_ids_from=6),
     # Transactions v1: kcoord answers AddOffsetsToTxn itself (the upstream would add its own
     # __consumer_offsets partition): AddPartitionsToTxn v3 of the group's state partition to
     # the client's transaction coordinator, on kcoord's link (docs/design/transactions.md).
     ApiSpec(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", (0, 4), er.add_offsets_to_txn, "add_offsets_to_txn",
             group_operation=READ, transactional_id_operation=WRITE, owned=False),
-    ApiSpec(DELETE_GROUPS, "DeleteGroups", (0, 2), er.delete_groups, "delete_groups",
+    # v3 (KIP-1331) adds a per-group ErrorMessage, which Kafka 4.4 leaves null unless a streams
+    # topology-description plugin fails (GROUP_DELETION_FAILED); kcoord has no such plugin.
+    ApiSpec(DELETE_GROUPS, "DeleteGroups", (0, 3), er.delete_groups, "delete_groups",
             shard_operation="delete_groups", group_operation=DELETE, groups=Groups.MANY,
             group_ids=_delete_groups_ids),
     ApiSpec(OFFSET_DELETE, "OffsetDelete", (0, 0), er.offset_delete, shard_operation="offset_delete",

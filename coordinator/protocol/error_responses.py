@@ -11,7 +11,12 @@ Rules of this module:
 - The shape per API is Kafka's:
   - a single-group API answers the error at the top level with every other field at its
     default (ConsumerGroupHeartbeat: member epoch 0, interval 0);
-  - OffsetCommit / TxnOffsetCommit answer it on every partition of the request;
+  - OffsetCommit / TxnOffsetCommit answer it on every partition of the request, each topic
+    named as the request named it (by name, or by id from OffsetCommit v10 / TxnOffsetCommit v6);
+- Builders answer the versions kio lacks too (coordinator/protocol/messages: DeleteGroups v3,
+  TxnOffsetCommit v6, generated from Kafka 4.4's definitions).
+- An error code a version does not know is mapped here, once, to the one Kafka answers at
+  that version (`txn_offset_commit_code`): the core raises the newest version's codes.
   - OffsetFetch v8+ answers it per group (`fetch_group_error`); the multi-group describe
     and delete APIs answer per group too (`described_*_error`, `deletable_group_error`).
 - kcoord's private APIs (client assignors 32700-32702, connect groups 32703-32706) carry
@@ -28,7 +33,8 @@ from kio.static.primitive import i16, i32
 
 from . import connect_messages as cm
 from . import private_messages as pm
-from .kio_build import NO_THROTTLE, build, schema
+from .kio_build import NO_THROTTLE, build
+from .messages import schema
 
 # Authorized operations in a describe answered with an error (Kafka's "not requested" value).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -91,21 +97,43 @@ def fetch_group_error(mod: Any, group_id: str, code: ErrorCode) -> Any:
     return build(mod.OffsetFetchResponseGroup, group_id=group_id, topics=(), error_code=code)
 
 
-def _commit(api: str, prefix: str) -> ErrorResponse:
+def _commit(api: str, prefix: str, wire_code: Callable[[int, ErrorCode], ErrorCode] | None = None) -> ErrorResponse:
     def respond(version: int, error: Error, req: Any = None) -> Any:
         """Every partition of the commit answered with the group-level error."""
         mod = schema(api, version)
+        code = error.code if wire_code is None else wire_code(version, error.code)
         part_cls, topic_cls = getattr(mod, f"{prefix}ResponsePartition"), getattr(mod, f"{prefix}ResponseTopic")
         topics = tuple(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
                              partitions=tuple(build(part_cls, partition_index=p.partition_index,
-                                                    error_code=error.code) for p in t.partitions))
+                                                    error_code=code) for p in t.partitions))
                        for t in req.topics)
         return build(getattr(mod, f"{prefix}Response"), throttle_time=NO_THROTTLE, topics=topics)
     return respond
 
 
+# TxnOffsetCommit's codes that older versions do not know, and what Kafka 4.4 answers instead.
+_TXN_COMMIT_FIRST = {
+    # KIP-1319: TxnOffsetCommitRequest.supportsGroupIdNotFoundError / supportsStaleMemberEpochError
+    # (v6+); OffsetMetadataManager throws ILLEGAL_GENERATION below.
+    ErrorCode.group_id_not_found: (6, ErrorCode.illegal_generation),
+    ErrorCode.stale_member_epoch: (6, ErrorCode.illegal_generation),
+    # KIP-890: "Version 4 adds support for new error code TRANSACTION_ABORTABLE"; older requests
+    # get INVALID_TXN_STATE (AddPartitionsToTxnManager, "for backward compatibility").
+    ErrorCode.transaction_abortable: (4, ErrorCode.invalid_txn_state),
+    # KafkaApis.handleTxnOffsetCommitRequest answers v0-1 COORDINATOR_NOT_AVAILABLE where the
+    # coordinator says COORDINATOR_LOAD_IN_PROGRESS (Kafka 4.4's sendResponse, version < 2).
+    ErrorCode.coordinator_load_in_progress: (2, ErrorCode.coordinator_not_available),
+}
+
+
+def txn_offset_commit_code(version: int, code: ErrorCode) -> ErrorCode:
+    """``code`` as TxnOffsetCommit ``version`` carries it (the table above)."""
+    mapped = _TXN_COMMIT_FIRST.get(code)
+    return code if mapped is None or version >= mapped[0] else mapped[1]
+
+
 offset_commit = _commit("offset_commit", "OffsetCommit")
-txn_offset_commit = _commit("txn_offset_commit", "TxnOffsetCommit")
+txn_offset_commit = _commit("txn_offset_commit", "TxnOffsetCommit", txn_offset_commit_code)
 
 
 def add_offsets_to_txn(version: int, error: Error, req: Any = None) -> Any:

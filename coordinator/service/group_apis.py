@@ -25,12 +25,13 @@ from kio.schema.errors import ErrorCode
 
 from ..group import group_admin
 from ..group.errors import ApiError
-from ..group.kio_util import build, schema
+from ..group.kio_util import build
 from ..group.offsets import ops as offset_ops
 from ..group.shard import RequestContext
 from ..group.timeutil import from_ms
 from ..protocol import error_responses
 from ..protocol.api_table import ApiSpec
+from ..protocol.messages import schema
 from ..runtime.shard_runtime import ShardRuntime
 from .apis import Handler
 from .routing import ShardRouter

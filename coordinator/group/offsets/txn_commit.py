@@ -13,19 +13,26 @@ Rules:
   `shard.replay_end_transaction` (offsets/store.py holds the ordering rule).
 - The records are OffsetCommit's own key and value (Kafka writes the same record for both
   APIs); a TxnOffsetCommit has no retention time, so no expire timestamp (value version 4).
+- Wire versions stop at the handler's edges; in between it reads one shape. On the way in,
+  each request topic is resolved to the metadata image's `TopicImage` (`_topic_resolver`: by
+  name below v6, by id from v6, KIP-1319, where the request names no topic), with no copy of
+  the request; on the way out, `_response` names each topic as the request did and carries
+  each code as the version knows it (coordinator/protocol/error_responses.py
+  `txn_offset_commit_code`). The checks raise the newest version's codes.
 - Checks, in Kafka's order:
   1. an empty group id: INVALID_GROUP_ID on every partition (GroupCoordinatorService);
-  2. per partition, a topic or partition the metadata does not know:
-     UNKNOWN_TOPIC_OR_PARTITION (KafkaApis' metadata cache check). Only the rest reaches
-     the group checks; a request with nothing left ends here, as in KafkaApis;
+  2. per partition, a topic the metadata does not know: UNKNOWN_TOPIC_OR_PARTITION by name,
+     UNKNOWN_TOPIC_ID by id; a partition the topic does not have: UNKNOWN_TOPIC_OR_PARTITION
+     (KafkaApis' metadata cache check). Only the rest reaches the group checks; a request
+     with nothing left ends here, as in KafkaApis;
   3. the group (`validate_transactional_commit`): absent with generation < 0 is accepted
-     (replay creates a "simple" classic group); absent otherwise ILLEGAL_GENERATION below
-     v6 (v6, KIP-1319: GROUP_ID_NOT_FOUND). Classic groups: KIP-447 member, instance and
-     generation checks without the checks a transaction coordinator cannot satisfy.
-     Consumer groups: KIP-1251, assignment epoch <= client epoch <= member epoch per
-     partition, and a stale epoch answers ILLEGAL_GENERATION below v6 (KIP-1251: "a
-     ILLEGAL_GENERATION for transactional offset commits"). A group-level refusal fails
-     every partition that reached the coordinator;
+     (replay creates a "simple" classic group); absent otherwise GROUP_ID_NOT_FOUND
+     (ILLEGAL_GENERATION below v6). Classic groups: KIP-447 member, instance and generation
+     checks without the checks a transaction coordinator cannot satisfy. Consumer groups:
+     KIP-1251, assignment epoch <= client epoch <= member epoch per partition, and a stale
+     epoch answers STALE_MEMBER_EPOCH (ILLEGAL_GENERATION below v6: KIP-1251 "a
+     ILLEGAL_GENERATION for transactional offset commits", KIP-1319). A group-level refusal
+     fails every partition that reached the coordinator;
   4. kcoord's bound on pending transactional state (`limits`), see below;
   5. per partition, metadata over offset.metadata.max.bytes: OFFSET_METADATA_TOO_LARGE.
 - Memory bound. Kafka caps nothing here: pending offsets of a producer live until its
@@ -35,8 +42,8 @@ Rules:
   so a hostile client (many producer ids, many groups) cannot grow a shard without bound:
   pending partitions (and open groups) per producer, open producers per group, pending
   partitions (and open producers) per shard.
-  Over a cap the whole request answers TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE below,
-  `transaction_abortable`) and nothing is written: the Java producer's TxnOffsetCommit
+  Over a cap the whole request answers TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE below)
+  and nothing is written: the Java producer's TxnOffsetCommit
   handler makes it an abortable error (abort, then go on with the same transactional id),
   where an error it does not list (POLICY_VIOLATION, say) is fatal ("Unexpected error in
   TxnOffsetCommitResponse") and a retriable one would be retried until the transaction
@@ -44,16 +51,19 @@ Rules:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.error_responses import txn_offset_commit_code
+from ...protocol.messages import schema
 from .. import record_helpers as rh
 from ..classic.group import ClassicGroup
 from ..errors import ApiError
 from ..group_types import group_type
-from ..kio_util import build, schema
+from ..kio_util import build
 from ..modern.consumer.group import ConsumerGroup
 from ..result import Result
 from ..timeutil import from_ms
@@ -76,6 +86,8 @@ class TxnOffsetLimits:
 
 
 DEFAULT_LIMITS = TxnOffsetLimits()
+# KIP-1319: TxnOffsetCommit names its topics by id, and by id only.
+FIRST_TOPIC_ID_VERSION = 6
 
 
 def limits_of(config: object) -> TxnOffsetLimits:
@@ -101,63 +113,47 @@ class TxnOffsetWrite(NamedTuple):
 # ------------------------------------------------------------------- validation
 def validate_transactional_commit(image: MetadataImage, group, member_id: str, instance_id: str | None,
                                   generation: int, api_version: int) -> PartitionCheck:
-    """Kafka's `validateTransactionalOffsetCommit` for an existing group."""
-    try:
-        if isinstance(group, ClassicGroup):
-            validate_classic_commit(group, member_id, instance_id, generation, transactional=True)
-            return ACCEPT_ALL
-        if isinstance(group, ConsumerGroup):
-            check = validate_consumer_commit(image, group, member_id, generation, api_version,
-                                             transactional=True, instance_id=instance_id)
-        else:
-            # A group type without a transactional rule gets its OffsetCommit rule, which is
-            # never looser (it skips nothing a transaction coordinator cannot satisfy).
-            check = group_type(group).validate_offset_commit(group, image, member_id, instance_id,
-                                                             generation, api_version)
-    except ApiError as e:
-        raise _transactional_error(e, api_version) from None
-    if api_version >= 6 or check is ACCEPT_ALL:
-        return check
-
-    def mapped(topic_id, topic: str, partition: int) -> ErrorCode | None:
-        code = check(topic_id, topic, partition)
-        return ErrorCode.illegal_generation if code is ErrorCode.stale_member_epoch else code
-    return mapped
+    """Kafka's `validateTransactionalOffsetCommit` for an existing group, in the newest
+    version's codes (STALE_MEMBER_EPOCH; `txn_offset_commit_code` maps them per version)."""
+    if isinstance(group, ClassicGroup):
+        validate_classic_commit(group, member_id, instance_id, generation, transactional=True)
+        return ACCEPT_ALL
+    if isinstance(group, ConsumerGroup):
+        return validate_consumer_commit(image, group, member_id, generation, api_version,
+                                        transactional=True, instance_id=instance_id)
+    # A group type without a transactional rule gets its OffsetCommit rule, which is never
+    # looser (it skips nothing a transaction coordinator cannot satisfy).
+    return group_type(group).validate_offset_commit(group, image, member_id, instance_id, generation, api_version)
 
 
-def _transactional_error(e: ApiError, api_version: int) -> ApiError:
-    """TxnOffsetCommit below v6 knows no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION
-    (docs/design/kafka-facts.md §4.8; KIP-1251)."""
-    if e.code is ErrorCode.stale_member_epoch and api_version < 6:
-        return ApiError(ErrorCode.illegal_generation, e.message)
-    return e
+def _generation(req) -> int:
+    """The request's generation (classic) or member epoch (consumer group): kio names the field
+    GenerationId (v3-5), Kafka 4.4's definitions GenerationIdOrMemberEpoch (the generated v6),
+    one field on the wire (docs/design/messages.md); v0-2 have none (-1)."""
+    generation = getattr(req, "generation_id", None)
+    return getattr(req, "generation_id_or_member_epoch", -1) if generation is None else generation
 
 
-def _check_group(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
+def _check_group(shard: OffsetsView, ctx: RequestContext, req, generation: int) -> PartitionCheck:
     group = shard.groups.get(req.group_id)
-    generation = getattr(req, "generation_id", -1)
     if group is None:
         if generation < 0:
             return ACCEPT_ALL       # the offset record's replay creates a simple classic group
-        if ctx.api_version >= 6:
-            raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
-        raise ApiError(ErrorCode.illegal_generation,
+        raise ApiError(ErrorCode.group_id_not_found,
                        f"Group {req.group_id} does not exist, and generation {generation} is not -1.")
     return validate_transactional_commit(shard.image, group, getattr(req, "member_id", ""),
                                          getattr(req, "group_instance_id", None), generation, ctx.api_version)
 
 
 def transaction_abortable(api_version: int) -> ErrorCode:
-    """TRANSACTION_ABORTABLE as TxnOffsetCommit `api_version` may carry it: "Version 4 adds
-    support for new error code TRANSACTION_ABORTABLE (KIP-890)"; older requests get
-    INVALID_TXN_STATE, as Kafka's verification answers them (AddPartitionsToTxnManager: "For
-    backward compatibility with clients")."""
-    return ErrorCode.transaction_abortable if api_version >= 4 else ErrorCode.invalid_txn_state
+    """TRANSACTION_ABORTABLE as TxnOffsetCommit `api_version` may carry it (INVALID_TXN_STATE
+    below v4: coordinator/protocol/error_responses.py `txn_offset_commit_code`)."""
+    return txn_offset_commit_code(api_version, ErrorCode.transaction_abortable)
 
 
-def _check_limits(shard: OffsetsView, req, partitions: list[tuple[str, int]], api_version: int) -> None:
+def _check_limits(shard: OffsetsView, req, partitions: list[tuple[str, int]]) -> None:
     limits = limits_of(shard.config)
-    abortable = transaction_abortable(api_version)
+    abortable = ErrorCode.transaction_abortable
     store = shard.offsets
     pid, group_id = req.producer_id, req.group_id
     mine = store.pending_in(pid, group_id)
@@ -192,26 +188,55 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
+# ------------------------------------------------------------------ the wire's edges
+def _topic_resolver(image: MetadataImage, api_version: int) -> tuple[Callable[[Any], TopicImage | None], ErrorCode]:
+    """How a request topic is looked up at ``api_version``, and the code of a topic the image
+    does not know: by name below v6 (UNKNOWN_TOPIC_OR_PARTITION), by id from v6 (KIP-1319:
+    UNKNOWN_TOPIC_ID, as KafkaApis answers an id its metadata cache cannot name). Past this
+    point the handler reads the `TopicImage` only, whatever the version."""
+    if api_version >= FIRST_TOPIC_ID_VERSION:
+        by_id = image.topics_by_id
+        return (lambda t: by_id.get(t.topic_id)), ErrorCode.unknown_topic_id
+    by_name = image.topics_by_name
+    return (lambda t: by_name.get(t.name)), ErrorCode.unknown_topic_or_partition
+
+
+def _response(api_version: int, req, answers: dict[tuple[int, int], ErrorCode]) -> Any:
+    """The answer at ``api_version``: each topic named as the request named it, each code as
+    that version carries it (`txn_offset_commit_code`)."""
+    mod = schema("txn_offset_commit", api_version)
+    part_cls, topic_cls = mod.TxnOffsetCommitResponsePartition, mod.TxnOffsetCommitResponseTopic
+    topics = tuple(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+                         partitions=tuple(build(part_cls, partition_index=p.partition_index,
+                                                error_code=txn_offset_commit_code(api_version,
+                                                                                  answers[(i, p.partition_index)]))
+                                          for p in t.partitions))
+                   for i, t in enumerate(req.topics))
+    return build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=topics)
+
+
 # ---------------------------------------------------------------------- handler
 def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
-    mod = schema("txn_offset_commit", ctx.api_version)
-    image = shard.image
+    resolve, unknown_topic = _topic_resolver(shard.image, ctx.api_version)
+    generation = _generation(req)
     answers: dict[tuple[int, int], ErrorCode] = {}     # (topic index, partition index) -> error
     known: list[tuple[int, TopicImage, Any]] = []       # (topic index, topic image, partition)
     for i, t in enumerate(req.topics):
-        img = image.topics_by_name.get(t.name)
+        img = resolve(t)
         for p in t.partitions:
             if not req.group_id:
                 answers[(i, p.partition_index)] = ErrorCode.invalid_group_id
-            elif img is None or not 0 <= p.partition_index < img.num_partitions:
+            elif img is None:
+                answers[(i, p.partition_index)] = unknown_topic
+            elif not 0 <= p.partition_index < img.num_partitions:
                 answers[(i, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append((i, img, p))
     records: list[CoordinatorRecord] = []
     if known:
         try:
-            check = _check_group(shard, ctx, req)
-            _check_limits(shard, req, [(img.name, p.partition_index) for _, img, p in known], ctx.api_version)
+            check = _check_group(shard, ctx, req, generation)
+            _check_limits(shard, req, [(img.name, p.partition_index) for _, img, p in known])
             for i, img, p in known:
                 metadata = p.committed_metadata or ""
                 if _java_length(metadata) > shard.config.offset_metadata_max_bytes:
@@ -220,8 +245,7 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
                 error = check(img.topic_id, img.name, p.partition_index)
                 if error is not None:
                     raise ApiError(error, f"Partition {img.name}-{p.partition_index} is not assigned to "
-                                          f"member {getattr(req, 'member_id', '')} at epoch "
-                                          f"{getattr(req, 'generation_id', -1)}.")
+                                          f"member {getattr(req, 'member_id', '')} at epoch {generation}.")
                 answers[(i, p.partition_index)] = ErrorCode.none
                 records.append(rh.offset_commit_record(
                     req.group_id, img.name, p.partition_index, offset=p.committed_offset,
@@ -234,13 +258,8 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
             records = []
             for i, _, p in known:
                 answers[(i, p.partition_index)] = e.code
-    topics = tuple(build(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
-        build(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
-              error_code=answers[(i, p.partition_index)]) for p in t.partitions))
-        for i, t in enumerate(req.topics))
-    response = build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=topics)
-    return TxnOffsetWrite(Result(response=response, records=records), req.group_id, req.transactional_id,
-                          req.producer_id, req.producer_epoch)
+    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, answers), records=records),
+                          req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
 
 
 def replay_pending(shard, write: TxnOffsetWrite, base_offset: int) -> None:
