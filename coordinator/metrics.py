@@ -8,12 +8,39 @@ count into it without importing each other.
 """
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 
 from records import TRAILING_BYTES
+
+from .metrics_kafka import KafkaNamesCollector, Sources
+
+
+class RecentObservations:
+    """A histogram that also keeps its last observations, time-stamped, for the windowed
+    statistics Kafka's names report (coordinator/metrics_kafka.py): `observe` is all the
+    callers use. Bounded (`keep` values); the scrape copies the deque in one C call."""
+
+    __slots__ = ("histogram", "recent", "_clock")
+
+    def __init__(self, histogram: Histogram, keep: int = 4096,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.histogram = histogram
+        self.recent: deque[tuple[float, float]] = deque(maxlen=keep)
+        self._clock = clock
+
+    def observe(self, value: float) -> None:
+        self.histogram.observe(value)
+        self.recent.append((self._clock(), value))
+
+    def since(self, start: float) -> list[float]:
+        """The values observed at or after `start` (the clock's time)."""
+        return [v for t, v in list(self.recent) if t >= start]
+
 
 REQUESTS = Counter("kcoord_group_requests_total", "Group API requests served", ["api", "error"])
 REQUEST_SECONDS = Histogram("kcoord_group_request_seconds", "Group API latency, including the "
@@ -52,8 +79,9 @@ STATE_TOPIC_INCIDENTS = Counter("kcoord_state_topic_incidents_total", "State-top
 # partition-load-time-avg/max (per load), and the rebalance counts of GroupCoordinatorMetrics
 # (consumer-group-rebalance-count, group-completed-rebalance-count): a rebalance is a new group
 # epoch for a consumer group, a new generation for a classic one (GroupMetadata with members).
-LOAD_SECONDS = Histogram("kcoord_partition_load_seconds", "Time to load a state-topic partition "
-                         "(Kafka: partition-load-time)", buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))
+LOAD_SECONDS = RecentObservations(Histogram(
+    "kcoord_partition_load_seconds", "Time to load a state-topic partition (Kafka: partition-load-time)",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)))
 REBALANCES = Counter("kcoord_group_rebalances_total", "Group rebalances by group type: a new group epoch "
                      "(consumer) or generation (classic) (Kafka: consumer-group-rebalance-count, "
                      "group-completed-rebalance-count)", ["type"])
@@ -70,12 +98,13 @@ SERVING.set(1)
 # sampled: one operation in EVENT_SAMPLE is timed, so the heartbeat path pays a counter
 # increment, not two clock reads and a histogram observation (~2 µs) per request.
 EVENT_SAMPLE = 16
-EVENT_QUEUE_SECONDS = Histogram("kcoord_event_queue_seconds", "Time an operation waits for its shard before it "
-                                "runs (Kafka: event-queue-time-ms; one in 16 sampled)",
-                                buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5))
-EVENT_PROCESSING_SECONDS = Histogram("kcoord_event_processing_seconds", "Time an operation runs on its shard, "
-                                     "write excluded (Kafka: event-processing-time-ms; one in 16 sampled)",
-                                     buckets=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.1))
+EVENT_QUEUE_SECONDS = RecentObservations(Histogram(
+    "kcoord_event_queue_seconds", "Time an operation waits for its shard before it runs (Kafka: "
+    "event-queue-time-ms; one in 16 sampled)", buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)))
+EVENT_PROCESSING_SECONDS = RecentObservations(Histogram(
+    "kcoord_event_processing_seconds", "Time an operation runs on its shard, write excluded (Kafka: "
+    "event-processing-time-ms; one in 16 sampled)",
+    buckets=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.1)))
 # The fenced state log under transactions v1: a shard's next transaction waits
 # while the upstream still writes the previous one's markers (CONCURRENT_TRANSACTIONS).
 CONCURRENT_TRANSACTIONS_RETRIES = Counter("kcoord_state_concurrent_transactions_total", "State-log transaction "
@@ -161,9 +190,19 @@ class GroupCollector:
 
 
 def register_group_collector(shards: Callable[[], Iterable]) -> GroupCollector:
+    """kcoord's group gauges, and the group coordinator metrics under Kafka's names
+    (coordinator/metrics_kafka.py), both read from the shards at scrape time."""
     collector = GroupCollector(shards)
     REGISTRY.register(collector)
+    REGISTRY.register(KafkaNamesCollector(shards, kafka_sources()))
     return collector
+
+
+def kafka_sources() -> Sources:
+    """This process's series the Kafka-named metrics are computed from."""
+    return Sources(shard_states=lambda: dict(_shard_states), rebalances=REBALANCES, loads=LOAD_SECONDS,
+                   event_queue=EVENT_QUEUE_SECONDS, event_processing=EVENT_PROCESSING_SECONDS,
+                   event_sample=EVENT_SAMPLE)
 
 
 # --- Gateway: bad input, limits, state-topic protection. Label values come from

@@ -12,6 +12,13 @@ that would lose state and why, and counts each group's new-protocol records (and
 many of their keys are still live, i.e. not tombstoned: KIP-915 relies on the
 conversion tombstones and the log cleaner to remove them).
 
+Value versions (ops/value_versions.py): every record's value version is checked against the
+highest each Kafka line reads, 3.9 to 4.4; a known type above it fails that line's partition
+load (KAFKA-18672), so the report names the lines and records, and each group with such records
+gets a reason. (Real 3.9 throws on an OffsetCommitValue above version 4 too; the classic-only
+view above reads it at version 4, the KIP-915 intent, and the value-version section says
+where real Kafka differs.)
+
 `tombstones()` builds, for review, the tombstones a coordinator appends when a group is
 converted to classic (`createGroupTombstoneRecords`), plus tombstones for live keys of
 record types the classic coordinator cannot read.
@@ -34,6 +41,7 @@ from coordinator.group.modern.connect.record_helpers import group_tombstones as 
 from coordinator.group.modern.consumer.group import ConsumerGroup
 from ops.materialise import OffsetsReplay
 from ops.recordjson import type_name
+from ops.value_versions import ValueVersionScan, value_version
 from records import UnknownRecord, decode_record, encode_key
 from records.batch import RecordBatch
 
@@ -81,18 +89,22 @@ class NewProtocolRecords:
     counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     live: dict[tuple[int, bytes], tuple[str | None, int]] = field(default_factory=dict)
     partition_of: dict[str, int] = field(default_factory=dict)
+    # Every record's value version against what each Kafka line reads (ops/value_versions.py).
+    value_versions: ValueVersionScan = field(default_factory=ValueVersionScan)
 
     def observe(self, partition: int, record, offset: int, timestamp: int) -> None:
         if isinstance(record, RecordBatch):      # a transaction marker
             return
+        group = group_of_key(record)
         if isinstance(record, UnknownRecord):
             rtype, key_bytes, live = record.record_type, record.key, record.value is not None
+            version = value_version(record.value)
         else:
-            rtype = record.key.record_type
-            if rtype in CLASSIC_TYPES:
-                return
-            key_bytes, live = None, record.value is not None
-        group = group_of_key(record)
+            rtype, key_bytes, live = record.key.record_type, None, record.value is not None
+            version = record.value_version if live else None
+        self.value_versions.observe(partition, offset, rtype, version, group)
+        if rtype in CLASSIC_TYPES:
+            return
         if group is not None:
             self.partition_of[group] = partition
         self.counts[group or "(no group id)"][type_name(rtype) if rtype >= 0 else "unknown"] += 1
@@ -277,6 +289,10 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
         elif v is not None:
             reasons = ["the group exists only in the classic-only view"]
         live = new_records.live_keys_of(gid)
+        unreadable = new_records.value_versions.unreadable_lines(gid)
+        if unreadable:
+            reasons.append(f"records with value versions Kafka {', '.join(unreadable)} cannot read: "
+                           "the partition's load fails there (KAFKA-18672)")
         if rule is not None and rule.classic_readable and live:
             reasons.append(f"{len(live)} live key(s) of record types the classic coordinator "
                            "skips: left-overs it would log a WARN for at every load (KIP-915)")
@@ -316,6 +332,7 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
                     "skips them, Kafka's loader would apply them; strip them before moving this log to Kafka"
                     if aborted else ""},
         "groups": groups,
+        "value_versions": new_records.value_versions.report(),
         "offsets": {"compared": len(fo), "missing": missing, "different": different,
                     "only_in_classic_view": extra},
         "summary": {"records": full.stats.records,
