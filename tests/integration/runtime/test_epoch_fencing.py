@@ -200,3 +200,66 @@ def test_a_rolling_upgrade_from_transactional_fencing_takes_over_without_a_stop(
             await new.stop()
 
     asyncio.run(scenario())
+
+
+def test_coordinator_services_fence_by_writing_and_keep_their_epoch_alive(kafka44, names):
+    """The runtime over fencing=epoch: B's load fences A (A's next commit NOT_COORDINATOR, its
+    shard unloaded); B's keep-alive and refresh write through its shard's writer without a
+    reload, the refresh bumps the epoch at the partition (KIP-360); a fresh owner loads
+    exactly what B acknowledged."""
+    from kio.schema.errors import ErrorCode
+
+    from coordinator.runtime.shard_runtime import ShardState
+    from unit.runtime.fakes import group_in
+    from unit.runtime.test_shard_failures import commit, commit_errors, committed, fetch, service_for
+
+    bootstrap = kafka44.bootstrap
+
+    async def scenario():
+        topic = await _topic(bootstrap, names)
+        # Expirations lowered on kcoord's side: keep-alive every ~0.5 s, refresh every ~1 s.
+        logs = [_log(bootstrap, topic, producer_id_expiration_ms=2000, transactional_id_expiration_ms=4000)
+                for _ in range(3)]
+        services = []
+        try:
+            group = group_in(0, PARTITIONS)
+            a = service_for(logs[0])
+            await a.start()
+            services.append(a)
+            assert commit_errors(await commit(a, group, "t", 0, 5)) == {ErrorCode.none}
+
+            b = service_for(logs[1])
+            await b.start()
+            services.append(b)
+            assert committed(await fetch(b, group)) == {("t", 0): 5}
+            generation = b.runtimes[0].generation
+            pid, epoch = logs[1].producer(0)
+
+            fenced: list[int] = []
+            a.runtimes[0].on_fenced = lambda p, e: fenced.append(p)
+            assert commit_errors(await commit(a, group, "t", 0, 99)) == {ErrorCode.not_coordinator}
+            assert a.runtimes[0].state is ShardState.UNLOADED and fenced == [0]
+
+            upkeep = logs[1].fence_upkeep.shards[0]
+            deadline = asyncio.get_running_loop().time() + 30
+            while upkeep.writes < 3 or logs[1].producer(0)[1] == epoch:
+                assert asyncio.get_running_loop().time() < deadline, (upkeep.writes, logs[1].producer(0))
+                await asyncio.sleep(0.05)
+            new_pid, new_epoch = logs[1].producer(0)
+            assert new_pid == pid and new_epoch > epoch
+            assert producers(bootstrap, topic, 0)[pid][0] == new_epoch
+            assert b.runtimes[0].state is ShardState.ACTIVE and b.runtimes[0].generation == generation, \
+                "the upkeep's writes landed where the writer predicted: no reload"
+            assert commit_errors(await commit(b, group, "t", 0, 7)) == {ErrorCode.none}
+
+            c = service_for(logs[2])
+            await c.start()
+            services.append(c)
+            assert committed(await fetch(c, group)) == {("t", 0): 7}
+        finally:
+            for s in services:
+                s.close()
+            for log in logs:
+                await log.stop()
+
+    asyncio.run(scenario())
