@@ -29,6 +29,11 @@ Each shard (state-topic partition p) writes through its own transactional id,
   end of the log is a client's (TxnOffsetCommit written as the client's producer):
   it is kept in ``open_transactions[p][producer_id]`` for the tail/exactly-once offsets to resolve.
 
+`fencing="epoch"` (epoch_producers.py, docs/design/fencing.md "fencing=epoch") keeps the
+take and the load, but the take ends with a fence write and appends are idempotent batches
+under the bumped epoch, no transaction per append (`offsets_per_append = 0`); its upkeep
+(epoch_upkeep.py: keep-alive, refresh, barrier) is started by the runtime's loader.
+
 The client is kcoord's own Kafka protocol over links the caller opens (``open_link``, the
 same shape as coordinator.cluster.membership's: the service passes
 ``coordinator.upstream.client.opener(security, client_id)``, kcoord's one upstream client,
