@@ -41,7 +41,7 @@ from coordinator.group.modern.connect.record_helpers import group_tombstones as 
 from coordinator.group.modern.consumer.group import ConsumerGroup
 from ops.materialise import OffsetsReplay
 from ops.recordjson import type_name
-from ops.value_versions import ValueVersionScan, value_version
+from ops.value_versions import ValueVersionScan, group_of_raw_key, value_version
 from records import UnknownRecord, decode_record, encode_key
 from records.batch import RecordBatch
 
@@ -69,15 +69,7 @@ def group_of_key(record) -> str | None:
     """The group a record belongs to; for unknown types the key's first string, which is
     the group id in every group record type Kafka has defined (share, streams)."""
     if isinstance(record, UnknownRecord):
-        k = record.key
-        if len(k) >= 4:
-            n = struct.unpack_from(">h", k, 2)[0]
-            if 0 < n <= len(k) - 4:
-                try:
-                    return k[4:4 + n].decode()
-                except UnicodeDecodeError:
-                    return None
-        return None
+        return group_of_raw_key(record.key)
     key = record.key
     return getattr(key, "group", None) or getattr(key, "group_id", None)
 
@@ -102,7 +94,8 @@ class NewProtocolRecords:
         else:
             rtype, key_bytes, live = record.key.record_type, None, record.value is not None
             version = record.value_version if live else None
-        self.value_versions.observe(partition, offset, rtype, version, group)
+        if not self.value_versions.raw:
+            self.value_versions.observe(partition, offset, rtype, version, group)
         if rtype in CLASSIC_TYPES:
             return
         if group is not None:

@@ -39,6 +39,19 @@ HIGHEST_VALUE_VERSION: dict[str, dict[int, int]] = {
 EXAMPLES = 20
 
 
+def group_of_raw_key(key: bytes | None) -> str | None:
+    """A record key's first string: the group id in every group record type Kafka has
+    defined (offset commits, group metadata, consumer, share, streams)."""
+    if key is not None and len(key) >= 4:
+        n = struct.unpack_from(">h", key, 2)[0]
+        if 0 < n <= len(key) - 4:
+            try:
+                return bytes(key[4:4 + n]).decode()
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
 def value_version(value: bytes | None) -> int | None:
     """The int16 version a coordinator record value starts with (None: tombstone or too short)."""
     if value is None or len(value) < 2:
@@ -54,6 +67,20 @@ class ValueVersionScan:
         self.counts: dict[str, Counter] = {line: Counter() for line in self.table}
         self.examples: dict[str, list[dict]] = {line: [] for line in self.table}
         self.groups: dict[str, Counter] = {line: Counter() for line in self.table}
+        self.raw = False          # fed the raw log: decoded records are not counted again
+
+    def feed(self, lb) -> None:
+        """Every record of a LogBatch (ops/logsource.py), from its raw bytes: this sees the
+        records kcoord's own decoder refuses too (a newer Kafka's value versions)."""
+        self.raw = True
+        b = lb.batch
+        if b.is_control_batch:
+            return
+        for r in b.records:
+            key = r.key
+            if key is not None and len(key) >= 2:
+                self.observe(lb.partition, r.offset, struct.unpack_from(">h", key)[0], value_version(r.value),
+                             group_of_raw_key(key))
 
     def observe(self, partition: int, offset: int, record_type: int, version: int | None,
                 group: str | None) -> None:
@@ -102,4 +129,5 @@ def render_lines(section: dict) -> list[str]:
     return out
 
 
-__all__ = ["EXAMPLES", "HIGHEST_VALUE_VERSION", "ValueVersionScan", "render_lines", "value_version"]
+__all__ = ["EXAMPLES", "HIGHEST_VALUE_VERSION", "ValueVersionScan", "group_of_raw_key", "render_lines",
+           "value_version"]

@@ -67,6 +67,12 @@ def test_every_dashboard_query_names_a_metric_kcoord_exports(tansu):
     documented = set(re.findall(r"^\| `(kcoord_[a-z_]+)`", table, re.MULTILINE))
     assert len(documented) >= 25
     assert not documented - exported, f"documented but not exported: {sorted(documented - exported)}"
+    # ... and so is every metric of its table of Kafka's names (coordinator/metrics_kafka.py),
+    # the consumer's group counted under them.
+    kafka_names = set(re.findall(r"^\| `(kafka_[a-z0-9_]+)`", table, re.MULTILINE))
+    assert len(kafka_names) >= 20
+    assert not kafka_names - exported, f"documented but not exported: {sorted(kafka_names - exported)}"
+    assert 'kafka_server_group_coordinator_metrics_group_count{protocol="consumer"} 1.0' in text
     dashboard = json.loads(DASHBOARD.read_text())
     assert len(dashboard["panels"]) >= 12
     missing = {}

@@ -92,3 +92,37 @@ def test_examples_stay_bounded():
 def test_a_key_only_record_type_unknown_everywhere_is_never_flagged():
     report, _, _ = run_check(LogBuilder().write(raw=[(_key(500, "g"), b"\x00\x07")]).log_batches())
     assert all(r["load"] == "loads" for r in report["value_versions"].values())
+
+
+def run_check_raw(batches):
+    """The check as `downgrade-check --skip-corrupt` runs it with the raw scan wired in: every
+    batch goes to the value-version scan before the replays."""
+    problems = Problems(skip=True, echo=False)
+    new = downgrade.NewProtocolRecords()
+    full = OffsetsReplay(problems, on_record=new.observe)
+    classic = OffsetsReplay(problems, decode=downgrade.classic_only_decode)
+    for lb in batches:
+        new.value_versions.feed(lb)
+        full.feed(lb)
+        classic.feed(lb)
+    return downgrade.check(full, classic, new)
+
+
+def test_the_raw_scan_sees_a_newer_kafkas_value_version_that_kcoord_cannot_decode():
+    newer = LogBuilder().write(commit("g", "orders", 0, 5, version=4))
+    key, value = newer.log_batches()[0].batch.records[0].key, newer.log_batches()[0].batch.records[0].value
+    v5 = b"\x00\x05" + bytes(value[2:])          # an OffsetCommitValue version no Kafka line reads yet
+    log = LogBuilder().write(commit("g", "orders", 1, 6, version=3), raw=[(bytes(key), v5)])
+    report = run_check_raw(log.log_batches())
+    assert report["summary"]["problems"], "kcoord's own decoder refuses the record (skipped with --skip-corrupt)"
+    for line, r in report["value_versions"].items():
+        assert r["by_type_and_version"] == [{"type": 1, "value_version": 5, "records": 1}], line
+        assert r["examples"][0]["offset"] == 1 and r["examples"][0]["group"] == "g"
+    group = next(g for g in report["groups"] if g["group"] == "g")
+    assert any("Kafka 3.9, 4.0, 4.1, 4.2, 4.3, 4.4 cannot read" in r for r in group["reasons"])
+
+
+def test_raw_and_decoded_records_are_counted_once():
+    raw = [(_key(9, "share-g"), b"\x00\x01" + b"\x00" * 8)]
+    report = run_check_raw(LogBuilder().write(commit("g", "t", 0, 1), raw=raw).log_batches())
+    assert report["value_versions"]["4.0"]["records_above"] == 1
