@@ -300,6 +300,13 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
             log.error("kcoord refuses to start: %s", e)
             return EXIT_BAD_CONFIG
         state_log = clustered.state_log(state_topic)
+    solo = None
+    if clustered is None and embedded is None and config.cluster_solo_check:
+        # One process writes without fencing: it checks its state topic's membership group
+        # before it loads a shard, and answers and writes only while the watch's lease holds
+        # (clustered.SoloWatch): its service writes through the gated log.
+        from .clustered import SoloWatch
+        solo = parts["solo"] = SoloWatch(config, upstream, upstream_security)
     if state_log is state_topic:
         await state_topic.start()
     else:
@@ -321,7 +328,8 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         log.error("kcoord refuses to start: %s", e)
         return EXIT_BAD_CONFIG
     try:
-        service = parts["service"] = GroupCoordinatorService(config, state_log,
+        service_log = state_log if solo is None else solo.gated(state_log)
+        service = parts["service"] = GroupCoordinatorService(config, service_log,
                                                              authorizer=authorizer or ALLOW_ALL, audit=audit)
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
@@ -359,14 +367,12 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         start_http_server(args.metrics_port, addr=args.metrics_host)
     _print_listeners(gateway, upstream, embedded, args)
     if clustered is None:
-        if embedded is None and config.cluster_solo_check:
-            # One process writes without fencing: before it loads a shard (its groups answer
-            # COORDINATOR_LOAD_IN_PROGRESS meanwhile), make sure no other kcoord serves this
-            # state topic (clustered.SoloWatch), then keep watching in the background.
-            from .clustered import SoloWatch
-            solo = parts["solo"] = SoloWatch(config, upstream, upstream_security)
+        if solo is not None:
+            # Before it loads a shard (its groups answer COORDINATOR_LOAD_IN_PROGRESS
+            # meanwhile), make sure no other kcoord serves this state topic, then keep
+            # watching in the background; the service answers under the watch's lease.
             if not await solo.check(gateway, timeout_s=config.cluster_rebalance_timeout_ms / 1000
-                                    + 2 * config.cluster_session_timeout_ms / 1000):
+                                    + 2 * config.cluster_session_timeout_ms / 1000, service=service):
                 return solo.exit_code or 0
         await service.start(missing_topic_wait_s=STATE_TOPIC_WAIT_S)
     else:

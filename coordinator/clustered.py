@@ -16,11 +16,13 @@ Rules:
   `fencing=none` writes as one process does; such a process refuses to serve once its
   membership group holds a second instance (it exits with EXIT_NOT_ALONE), since nothing
   would stop two writers.
-- A plain `kcoord serve` (no --instance-id, fencing none) runs a `SoloWatch`: it joins the
-  same group as a watcher that takes no shard, in the background (serving does not wait
-  for a rebalance), and exits with EXIT_NOT_ALONE when the group also holds a cluster
-  member or a plain serve started earlier, once that other member is still there a full
-  session after the watch joined (a kill -9'd predecessor's ghost is gone by then).
+- A plain `kcoord serve` (no --instance-id, fencing none) runs a `SoloWatch`: before it
+  loads anything it joins the same group as a candidate watcher that takes no shard, and
+  exits with EXIT_NOT_ALONE when the group also holds another kcoord, once that other
+  member is still there a full session after the watch became a candidate (a kill -9'd
+  predecessor's ghost is gone by then). Admitted, the process holds the watch's lease as a
+  cluster member holds its own: no response and no state write once it ran out
+  (cluster/solo.py); a watch that cannot run leaves it unwatched, without a lease.
   `--config cluster.solo.check=false` turns it off.
 - Shutdown (SIGTERM) is a scale-down: each shard's write in flight is finished (bounded),
   then the process leaves the group by instance id (LeaveGroup v3), so its shards move at
@@ -41,6 +43,7 @@ from . import metrics
 from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.protocol import Assignment
+from .cluster.solo import LeaseGatedLog, SoloLease
 from .config import CoordinatorConfig
 
 log = logging.getLogger("kcoord.cluster")
@@ -228,11 +231,15 @@ class ClusterProcess:
 
 class SoloWatch:
     """A plain `kcoord serve`'s watch for a second kcoord on its state topic (several processes:
-    `fencing=none` refuses to run when a second process is seen).
+    `fencing=none` refuses to run when a second process is seen), and the lease it gives the
+    process (cluster/solo.py).
 
     `check()` runs before the process loads or answers anything: it joins as a *candidate*
     and waits for the leader's verdict. A candidate yields to every process already serving
-    (balancer.py), so of two plain serves started together only one ever serves."""
+    (balancer.py), so of two plain serves started together only one ever serves. Admitted,
+    the process answers and writes only while the watch's lease holds (`serving`, the
+    service's gate, and `gated`, its state log's); a watcher whose lease ran out is a
+    candidate again, and its process serves again only once admitted and reloaded."""
 
     def __init__(self, config: CoordinatorConfig, upstream: str, upstream_security: Any) -> None:
         self.config = config
@@ -240,9 +247,21 @@ class SoloWatch:
         self.security = upstream_security
         self.instance_id = f"solo-{socket.gethostname()}-{os.getpid()}"
         self.membership: ClusterMembership | None = None
+        self.lease: SoloLease | None = None
         self.exit_code: int | None = None
         self.stop = asyncio.Event()     # set when this process must stop (not alone)
         self._task: asyncio.Task | None = None
+        self._service: Any = None       # set once the process serves
+        self._reload: asyncio.Task | None = None
+        self._verdict_timeout_s = 0.0   # how long a candidate waits for a verdict before serving unwatched
+
+    def serving(self) -> bool:
+        """Whether the process may answer from its shards and write them now (True: no watch)."""
+        return self.lease is None or self.lease.serving()
+
+    def gated(self, state_log: Any) -> LeaseGatedLog:
+        """`state_log` with every send gated on `serving` (the service writes through it)."""
+        return LeaseGatedLog(state_log, self.serving)
 
     def start(self, gateway: Any) -> None:
         """Join the group as a candidate (in the background; `check` waits for the verdict)."""
@@ -251,20 +270,23 @@ class SoloWatch:
             group_id=group_name(c.state_topic), instance_id=self.instance_id, endpoint=endpoint_of(gateway.listeners),
             n_shards=c.state_topic_partitions,
             open_link=functools.partial(_open, self.security, f"kcoord-solo-{os.getpid()}"),
-            bootstrap=_bootstrap(self.upstream), on_change=lambda *_: None,
+            bootstrap=_bootstrap(self.upstream), on_change=self._admitted,
             session_ms=c.cluster_session_timeout_ms, rebalance_ms=c.cluster_rebalance_timeout_ms,
             heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
-            static=False, solo_since_ms=int(time.time() * 1000))
+            static=False, solo_since_ms=int(time.time() * 1000), on_candidate=self._candidate_again)
+        self.lease = SoloLease(self.membership)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-solo-watch")
 
-    async def check(self, gateway: Any, timeout_s: float) -> bool:
+    async def check(self, gateway: Any, timeout_s: float, service: Any = None) -> bool:
         """Before serving: False if another kcoord holds the group (the process must exit
         with `exit_code`), True once the leader said this process may serve (it then tells
-        the group it serves). A watch that cannot run (no rights on the group) or no verdict
-        within `timeout_s` lets the process serve, with a warning, as an unwatched one would."""
+        the group it serves, and `service` answers only while the lease holds). A watch that
+        cannot run (no rights on the group) or no verdict within `timeout_s` lets the process
+        serve unwatched, with a warning; a verdict that comes later gives it the lease."""
+        self._verdict_timeout_s = timeout_s
         self.start(gateway)
-        m, task = self.membership, self._task
-        assert m is not None and task is not None
+        m, task, lease = self.membership, self._task, self.lease
+        assert m is not None and task is not None and lease is not None
         waits = {asyncio.ensure_future(m.stable.wait()), asyncio.ensure_future(self.stop.wait())}
         try:
             await asyncio.wait({*waits, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
@@ -273,21 +295,95 @@ class SoloWatch:
                 w.cancel()
         if self.stop.is_set():
             return False
+        self._service = service
+        m.solo_candidate = False
         if not m.stable.is_set():
             if not task.done():
                 log.warning("kcoord: no verdict from membership group %s after %.0fs; serving, and the watch goes on "
                             "in the background", m.group_id, timeout_s)
-            m.solo_candidate = False
+            self._gate()
             return True
         # Serving from now on: rejoin so the group ranks this process above any candidate.
-        m.solo_candidate = False
+        lease.watched = True
+        self._gate()
         m.request_rejoin()
         return True
+
+    def _gate(self) -> None:
+        """The service's response gate: the lease once watched, none while unwatched (as
+        before: no call per request)."""
+        service, lease = self._service, self.lease
+        if service is not None and lease is not None:
+            service.serving = lease.gate()
+            metrics.SERVING.set_function(lambda: 1.0 if self.serving() else 0.0)
+
+    def _candidate_again(self) -> None:
+        """The watcher is a candidate again (membership.py): no answer until a verdict, and
+        without one in the check's time the process serves unwatched (reloaded first)."""
+        m = self.membership
+        if self._service is None or m is None:
+            return
+        since = m.candidate_since
+        asyncio.get_running_loop().call_later(self._verdict_timeout_s, self._no_verdict, since)
+
+    def _no_verdict(self, since: float) -> None:
+        m = self.membership
+        if m is None or not m.solo_candidate or m.candidate_since != since or self.stop.is_set():
+            return
+        log.warning("kcoord: no verdict from membership group %s %.0fs after this process asked again; serving "
+                    "unwatched once its shards are reloaded, and the watch goes on in the background", m.group_id,
+                    self._verdict_timeout_s)
+        self._unwatched()
+
+    def _unwatched(self) -> None:
+        """Serve without the lease (the watch cannot say): a process that lost its place
+        reloads its shards first, another kcoord may have written them meanwhile."""
+        m, lease = self.membership, self.lease
+        if m is None or lease is None:
+            return
+        if lease.watched and m.solo_candidate:
+            self._reload_then_serve()
+        m.solo_candidate = False
+        lease.watched = False
+        self._gate()
+
+    def _reload_then_serve(self) -> None:
+        assert self.lease is not None
+        self.lease.reloading = True
+        self._reload = asyncio.get_running_loop().create_task(self._reload_shards(), name="kcoord-solo-reload")
+
+    def _admitted(self, assignment: Assignment, added: frozenset[int], revoked: frozenset[int]) -> None:
+        """A verdict that lets this process serve (the leader refused nothing). Before the
+        process serves, `check` decides. After: a candidate again (its lease ran out, or the
+        group dropped it) reloads every shard before answering; an unwatched process gets
+        the lease."""
+        m, lease = self.membership, self.lease
+        if self._service is None or m is None or lease is None:
+            return
+        again = m.solo_candidate
+        if not again and lease.watched:
+            return
+        m.solo_candidate = False
+        m.request_rejoin()          # tell the group this process serves
+        if again and lease.watched:
+            log.warning("kcoord: membership group %s admitted this process again; reloading every shard from "
+                        "state topic %s before answering (another kcoord may have written it meanwhile)",
+                        m.group_id, self.config.state_topic)
+            self._reload_then_serve()
+        lease.watched = True
+        self._gate()
+
+    async def _reload_shards(self) -> None:
+        assert self.lease is not None
+        try:
+            await self._service.reload_all("this plain kcoord serve lost its place in its membership group")
+        finally:
+            self.lease.reloading = False
+            self._gate()
 
     async def _run(self) -> None:
         m = self.membership
         assert m is not None
-        started = time.monotonic()
         session_s = self.config.cluster_session_timeout_ms / 1000
         while True:
             try:
@@ -295,8 +391,8 @@ class SoloWatch:
                 return
             except NotAlone as e:
                 # A member killed with -9 stays in the group until its session expires: ask
-                # again once a full session has passed since this watch joined.
-                wait = started + session_s - time.monotonic()
+                # again once a full session has passed since this watch became a candidate.
+                wait = m.candidate_since + session_s - time.monotonic()
                 if wait <= 0:
                     others = e
                     break
@@ -308,12 +404,14 @@ class SoloWatch:
             except Exception as e:      # the watch is a safety net: serving goes on without it
                 log.warning("kcoord: the single-process check stopped (%s): a second kcoord on state topic %s "
                             "would not be noticed", e, self.config.state_topic)
+                if self._service is not None:
+                    self._unwatched()
                 return
         log.error("kcoord %s state topic %s as a single process (fencing none), but membership group %s "
                   "also holds %s: two kcoords would both write the same shards. Stopping. Run one plain "
                   "`kcoord serve` per state topic, or every process with --instance-id (a kcoord cluster, "
-                  "docs/user/cluster.md)", "would serve" if m.solo_candidate else "serves", self.config.state_topic,
-                  m.group_id, others)
+                  "docs/user/cluster.md)", "would serve" if self._service is None else "serves",
+                  self.config.state_topic, m.group_id, others)
         self.exit_code = EXIT_NOT_ALONE
         self.stop.set()
         await self.leave()

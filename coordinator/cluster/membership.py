@@ -23,7 +23,10 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
   session/2 joins; on Tansu a leader leaves by silence (`leave()` says why);
 - `solo_since_ms` > 0 makes it a watcher for a plain `kcoord serve` (balancer.py): it never
   gets shards, and `run()` raises `NotAlone` naming the others once the leader says that
-  another kcoord serves the same state topic;
+  another kcoord serves the same state topic. Its lease is its process's (solo.py): a
+  watcher whose lease ran out, or that lost its membership, joins again as a *candidate*
+  (`candidate_since`), since another plain serve may have been admitted meanwhile; one
+  that serves heartbeats on a second link during a rebalance, as a member with shards does;
 - losing the membership (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, or the lease running out
   while heartbeats fail) drops every shard and the lease at once (Kafka's
   `onPartitionsLost`), before rejoining; FENCED_INSTANCE_ID (another process took our
@@ -113,7 +116,7 @@ class ClusterMembership:
                  session_ms: int = 10_000, rebalance_ms: int = 30_000, heartbeat_ms: int = 1_000,
                  lease_margin_ms: int = 2_000, static: bool | None = True, rack: str | None = None,
                  clock: Callable[[], float] = time.monotonic, request_timeout_s: float = 10.0,
-                 solo_since_ms: int = 0) -> None:
+                 solo_since_ms: int = 0, on_candidate: Callable[[], None] | None = None) -> None:
         self.group_id = group_id
         self.instance_id = instance_id
         self.endpoint = endpoint
@@ -128,6 +131,8 @@ class ClusterMembership:
         self._static_auto = static is None     # decided by the upstream's ApiVersions, once
         self.solo_since_ms = solo_since_ms
         self.solo_candidate = solo_since_ms > 0     # a watcher checks the group before its process serves
+        self.candidate_since = clock()              # when it last became a candidate (monotonic s)
+        self._on_candidate = on_candidate           # told when a watcher that served becomes one again
         self.tansu = False     # the upstream's group coordinator is Tansu's (known once `static` is decided)
         self.rack = rack
         self._clock = clock
@@ -272,7 +277,8 @@ class ClusterMembership:
         # member, so its lease, and the shards it keeps through a cooperative rebalance, do
         # not lapse while it waits (as the Java client's heartbeat thread keeps its session).
         side = None
-        if not self.static and self.member_id and self.ownership.owned and self._coordinator is not None:
+        keeps = bool(self.ownership.owned) or (self.solo_since_ms > 0 and not self.solo_candidate)
+        if not self.static and self.member_id and keeps and self._coordinator is not None:
             side = asyncio.get_running_loop().create_task(side_heartbeats(
                 self._open_link, self._coordinator, self.heartbeat.interval_ms(self.static) / 1000,
                 lambda: heartbeat_v3.HeartbeatRequest(group_id=GroupId(self.group_id),
@@ -290,6 +296,9 @@ class ClusterMembership:
         assert self._link is not None
         self.stable.clear()
         sent = self._ms()
+        if self.solo_since_ms and not self.solo_candidate and self.lease.renewed_ms is not None \
+                and not self.lease.valid(sent):
+            self._become_candidate("its lease ran out")
         while True:
             sent = self._ms()
             resp = await self._link.request(join_v5.JoinGroupRequest(
@@ -385,6 +394,8 @@ class ClusterMembership:
     def _lose(self, why: str) -> None:
         self.stable.clear()
         self.lease.drop()        # answer nothing more from this membership's state
+        if self.solo_since_ms and not self.solo_candidate and not self._stopping:
+            self._become_candidate(why)
         lost = self.ownership.drop()
         if lost:
             log.warning("cluster membership %s: %s; dropping shards %s", self.instance_id, why, sorted(lost))
@@ -393,6 +404,16 @@ class ClusterMembership:
             # Generations may pass without this member: its map is no previous map to lead by.
             self.ownership.assignment = None
         self.generation = -1
+
+    def _become_candidate(self, why: str) -> None:
+        """A watcher whose process served: it no longer knows that no other plain serve was
+        admitted meanwhile, so it asks the group again as a candidate (solo.py)."""
+        log.warning("cluster membership %s: %s; checking the group again before serving (its process answers "
+                    "NOT_COORDINATOR meanwhile)", self.instance_id, why)
+        self.solo_candidate = True
+        self.candidate_since = self._clock()
+        if self._on_candidate is not None:
+            self._on_candidate()
 
     def _check_lease(self) -> None:
         if self.ownership.owned and not self.lease.valid(self._ms()):

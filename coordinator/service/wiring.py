@@ -114,8 +114,9 @@ class GroupCoordinatorService:
                                                  self.runtime_for)
         self._latency: dict[int, Any] = {}
         self._counted: dict[tuple[int, Any], Any] = {}
-        # Several processes (coordinator/cluster/node.py): the membership lease, checked
-        # before any response is released (None: no lease, one process).
+        # The membership lease, checked before any response is released: a cluster member's
+        # (coordinator/cluster/node.py) or a watched plain serve's (coordinator/cluster/solo.py).
+        # None: no lease (an unwatched plain serve, the embedded broker's own process).
         self.serving: Callable[[], bool] | None = None
 
     def _bind(self, spec: ApiSpec) -> Handler:

@@ -1,16 +1,21 @@
 """A plain `kcoord serve` (no --instance-id, fencing none) writes without fencing, so it must
-be the only kcoord on its state topic (issue 14 §2). Before it loads or serves a shard it
-checks the membership group of its state topic (clustered.SoloWatch), and stops with exit
-code 4 without ever serving when another kcoord is there: of two plain serves the later
-one, and a plain serve beside a cluster. Runs on Tansu and Kafka 4.3 (the `upstream` fixture)."""
+be the only kcoord on its state topic. Before it loads or serves a shard it checks the
+membership group of its state topic (clustered.SoloWatch), and stops with exit code 4
+without ever serving when another kcoord is there: of two plain serves the later one, and a
+plain serve beside a cluster. Once serving it answers and writes only under its watch's
+membership lease, so one paused past its session wakes to answer nothing stale beside its
+successor (docs/user/cluster.md, the safety argument). Runs on Tansu and Kafka 4.4 (the
+`upstream` fixture); the pause on Kafka 4.4."""
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import time
 
 from support import group_probe as probe
-from support import processes
+from support import processes, raw_client
 from support.admin import create_topic
 from support.kcoord import CLUSTER, REPO, KcoordProcess, free_port_block
 from support.wait import wait_until
@@ -142,3 +147,97 @@ def test_the_check_can_be_turned_off(upstream, names):
         assert first.process.poll() is None and second.process.poll() is None
     finally:
         _stop_all(first, second)
+
+
+NOT_COORDINATOR = 16
+
+
+def _on_waking(process: KcoordProcess, requests: list[tuple[int, int, object]]) -> list[object | None]:
+    """Send `requests` (api key, version, body) to `process` while it is paused (the kernel
+    queues the bytes), wake it and return its answers in order; None for each one it closed
+    the connection on instead of answering."""
+    assert process.process is not None
+    try:
+        zombie = socket.create_connection(("127.0.0.1", process.port), timeout=30)
+        for correlation_id, (api_key, version, body) in enumerate(requests):
+            zombie.sendall(raw_client.encode_request(api_key, version, correlation_id, body))
+    finally:
+        process.process.send_signal(signal.SIGCONT)
+    answers: list[object | None] = []
+    try:
+        for api_key, version, _ in requests:
+            frame = raw_client.read_frame(zombie)
+            answers.append(None if frame is None else raw_client.decode_response(api_key, version, frame)[1])
+            if frame is None:
+                answers.extend([None] * (len(requests) - len(answers)))
+                break
+    finally:
+        zombie.close()
+    return answers
+
+
+def _fetched(answer) -> tuple[int, int]:
+    g = answer.groups[0]
+    p = g.topics[0].partitions[0] if not g.error_code else None
+    return (int(g.error_code), -1) if p is None else (int(p.error_code), int(p.committed_offset))
+
+
+def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_and_stops(kafka44, names):
+    """A plain serve paused (SIGSTOP) past its membership session; a second one starts,
+    passes its check (the paused one's watch expired) and acknowledges a commit; a commit
+    and a read wait in the paused one's socket and it wakes. Its lease ran out during the
+    pause: it answers NOT_COORDINATOR (or closes), sends no write, and never answers a read
+    below the successor's commit; its watch, a candidate again, yields to the successor and
+    it stops (exit 4). The successor serves on, its log free of any foreign write."""
+    topic, group = names.topic(), names.group()
+    state = f"__kc_{topic}"
+    create_topic(kafka44.bootstrap, topic, 1)
+    first = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    second = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    try:
+        first.start(timeout=60)
+        _serves(first, topic, group, 1)
+        assert first.process is not None
+        first.process.send_signal(signal.SIGSTOP)
+        try:
+            second.port = free_port_block(2)
+            second.start(timeout=DETECT_S + 30)     # ready: its check found no one serving
+            wait_until(lambda: probe.commit(second.bootstrap, group, topic, 2) == 0, 30, interval=0.02,
+                       message="the successor acknowledges a commit")
+            fetch, commit = _on_waking(first, [(probe.OFFSET_FETCH, 8, _fetch_request(group, topic)),
+                                               (probe.OFFSET_COMMIT, 8, probe.commit_request(group, topic, 7))])
+        finally:
+            first.process.send_signal(signal.SIGCONT)
+        assert fetch is None or _fetched(fetch)[0] == NOT_COORDINATOR or _fetched(fetch)[1] >= 2, fetch
+        assert commit is None or commit.topics[0].partitions[0].error_code == NOT_COORDINATOR, commit
+        stale: list[int] = []
+
+        def read_until_stopped() -> bool:
+            if first.process.poll() is not None:
+                return True
+            try:
+                code, offset = probe.fetch(first.bootstrap, group, topic)
+            except OSError:
+                return False
+            if code == 0 and offset < 2:
+                stale.append(offset)
+            return False
+
+        wait_until(read_until_stopped, DETECT_S, interval=0.05, message="the woken plain serve stops")
+        output = first.log_text()
+        assert stale == [], stale
+        assert first.process.returncode == EXIT_NOT_ALONE, output[-3000:]
+        assert "serves state topic" in output and "also holds solo-" in output, output[-3000:]
+        # Its queued commit was never sent: the successor's next write lands where it expects.
+        assert second.process is not None and second.process.poll() is None, second.log_text()[-3000:]
+        _serves(second, topic, group, 3)
+        assert "someone else wrote" not in second.log_text() and "landed at offset" not in second.log_text()
+    finally:
+        _stop_all(first, second)
+
+
+def _fetch_request(group: str, topic: str):
+    t = raw_client.request_types(probe.OFFSET_FETCH, 8)
+    return t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
+        group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
+        require_stable=False)
