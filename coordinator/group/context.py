@@ -2,10 +2,10 @@
 
 Rules of the group core (the package opening, coordinator/group/__init__.py, has the rest):
 - A handler takes `(shard, ctx, request, now_ms)` and returns a `Result`; `shard` is typed
-  as its folder's view (classic/: `ClassicView`, modern/consumer/: `ConsumerView`,
-  modern/connect/: `ConnectView`, offsets/: `OffsetsView`; the kernel and migration/, which
-  span types, see the whole `ShardView`), so mypy shows what each type reads. It
-  imports this module, never shard.py: the shard sits on top of its handlers and
+  as its folder's view (classic/: `ClassicView`, modern/consumer/: `ConsumerView` in
+  modern/consumer/view.py, modern/connect/: `ConnectView`, offsets/: `OffsetsView`; the
+  kernel and migration/, which span types, see `ShardView`), so mypy shows what each type
+  reads. It imports this module, never shard.py: the shard sits on top of its handlers and
   dispatches to them, and nothing below it imports it back (import-linter checks it).
 - Handlers read state through the view and change it only by returning records, which the
   shard replays (`apply`). The exceptions are Kafka's own, and only these:
@@ -25,8 +25,9 @@ Rules of the group core (the package opening, coordinator/group/__init__.py, has
   another API's behaviour calls its handler function (mixed.py calls
   `classic_join.join_group`), never back through the shard.
 - Which handler serves a request can depend on the type of the group it names: the shard
-  looks it up in operations.py's rows. That is how migration/ serves the classic APIs on a
-  consumer group with no object on the view for handlers to call.
+  looks it up in its registry's operations rows (operations.py, group_types.Registry). That
+  is how migration/ serves the classic APIs on a consumer group with no object on the view
+  for handlers to call.
 """
 from __future__ import annotations
 
@@ -37,11 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..config import CoordinatorConfig
-    from .classic.group import ClassicGroup
     from .image import MetadataImage
-    from .modern.consumer.group import ConsumerGroup
-    from .modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
-    from .offsets.store import OffsetStore
+    from .offset_store import OffsetStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +75,10 @@ class GroupsView(Protocol):
     def config(self) -> CoordinatorConfig: ...
 
     @property
-    def groups(self) -> dict[str, ConsumerGroup | ClassicGroup]: ...
+    def groups(self) -> dict[str, Any]:
+        """Every group of the shard, of any registered type (group_types.py): a handler
+        narrows a group to its own folder's class before it reads it."""
+        ...
 
     @property
     def log(self) -> logging.Logger: ...
@@ -95,29 +96,6 @@ class ConnectView(GroupsView, Protocol):
     """What modern/connect/ sees: nothing beyond the groups (its rounds live in its groups)."""
 
 
-class ConsumerView(GroupsView, Protocol):
-    """What modern/consumer/ sees: topics, server assignors, the heartbeat policy, and the
-    client-side assignment rounds in flight."""
-
-    @property
-    def image(self) -> MetadataImage: ...
-
-    @property
-    def assignors(self) -> Mapping[str, Any]: ...
-
-    @property
-    def last_image_version_with_new_topics(self) -> int: ...
-
-    @property
-    def heartbeat_policy(self) -> HeartbeatIntervalPolicy: ...
-
-    @property
-    def client_assignments(self) -> dict[str, Any]:
-        """Client-side assignors: each client-mode group's round in flight, a client_assignment.ClientAssignment
-        (soft state, modern/consumer/client_mode.py; typed Any: client_assignment imports this module's users)."""
-        ...
-
-
 class OffsetsView(GroupsView, Protocol):
     """What offsets/ sees: the committed offsets, and topics (commits to unknown ones fail)."""
 
@@ -128,9 +106,27 @@ class OffsetsView(GroupsView, Protocol):
     def offsets(self) -> OffsetStore: ...
 
 
-class ShardView(ClassicView, ConsumerView, OffsetsView, ConnectView, Protocol):
-    """A shard as the kernel's handlers and migration/ see it (`GroupCoordinatorShard`
-    implements it); each folder's handlers see only their own view above."""
+class ShardView(ClassicView, OffsetsView, ConnectView, Protocol):
+    """A shard as the kernel's handlers see it (`GroupCoordinatorShard` implements it); each
+    folder's handlers see only their own view (modern/consumer/view.py has `ConsumerView`;
+    migration/, which spans classic and consumer groups, sees this one too). The members
+    a group type's folder keeps on the shard are typed there, not here: the kernel names no
+    folder."""
 
     @property
     def partition(self) -> int: ...
+
+    @property
+    def assignors(self) -> Mapping[str, Any]: ...
+
+    @property
+    def last_image_version_with_new_topics(self) -> int: ...
+
+    @property
+    def heartbeat_policy(self) -> Any:
+        """modern/consumer/heartbeat_policy.HeartbeatIntervalPolicy (the consumer
+        contribution attaches it)."""
+        ...
+
+    @property
+    def client_assignments(self) -> dict[str, Any]: ...

@@ -1,41 +1,50 @@
-"""The group-type registry: what the shared group APIs need to know about each type of group.
+"""The group-type registry: what the kernel and the shared group APIs know of each type of group,
+and the one explicit path by which a group type's folder plugs into the shard.
 
 Kafka gives every group type the same `Group` interface (type, state, protocol type,
 `isSubscribedToTopic`, `createGroupTombstoneRecords`, `offsetExpirationCondition`,
 `validateDeleteGroup`, ...), and ListGroups, DescribeGroups, DeleteGroups, offset expiry and
-the tools ask it instead of testing the class. Here each type registers a `GroupType` for
-its group class; `group_type(group)` finds it. A new type (the `connect` type of the connect group spec)
-adds its class, a `GroupType`, and `register(...)`: nothing in the shared code changes.
+the tools ask it instead of testing the class. Here each type's folder gives a
+`Contribution`: its group class and `GroupType`, the replay rules of its record types, its
+rows of (operation, group class) -> handler, its timer kinds, and what a loaded shard or a
+metadata change arms for it. `build_registry(contributions)` folds them into one `Registry`
+(the tables the shard dispatches on); group/builtin.py builds the built-in one, once.
 
 Rules:
-- one `GroupType` per group class, registered once at import (a second registration of
-  the same class or name is an error);
-- the methods are pure reads of the group (and, for tombstones, record builders): they
-  never change it.
+- the kernel (this module, context.py, replay.py, operations.py, ...) names no folder: a
+  folder imports the kernel, never the reverse (import-linter's `acyclic_siblings`);
+- nothing registers at import: a folder only declares its `Contribution`; `build_registry`
+  is called where a shard's registry is built (builtin.py; a test with its own types);
+- a table has one entry per key (a group class, a record key type, a timer kind, an
+  (operation, group class) pair): a second contribution of the same key is an error;
+- `group_type(group)` answers from the process-wide table `build_registry` fills (every
+  handler and tool asks it, as Kafka's code asks `group.type()`); registering the same
+  `GroupType` for the same class again is a no-op, so building a registry twice is safe;
+- the `GroupType` methods are pure reads of the group (and, for tombstones, record
+  builders): they never change it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from . import record_helpers as rh
-from .classic.group import ClassicGroup, ClassicGroupState
-from .errors import ApiError
-from .modern.consumer.group import ConsumerGroup
-from .offsets.commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
-from .result import ScheduleTimer, TimerOp
-from .timers import heartbeat_key
+from .operations import Handler, build_operations
 
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from .image import MetadataImage
-    from .offsets.store import OffsetAndMetadata
+    from .offset_store import OffsetAndMetadata
+    from .result import Result, TimerOp
 
 # An offset's expiry base time (Kafka's `OffsetExpirationCondition`), or None: not now.
 BaseTime = Callable[["OffsetAndMetadata"], int]
+# Decides the error of one (topic id or None, topic name, partition) of a commit.
+PartitionCheck = Callable[[object, str, int], "ErrorCode | None"]
+ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
 
 
 class GroupType(Protocol):
@@ -76,8 +85,8 @@ class GroupType(Protocol):
 
     def validate_offset_commit(self, group: Any, image: MetadataImage, member_id: str, instance_id: str | None,
                                generation: int, api_version: int) -> PartitionCheck:
-        """Kafka's `validateOffsetCommit` (offsets/commit_validation.py): raises ApiError for a
-        group-level refusal, else returns the per-partition check."""
+        """Kafka's `validateOffsetCommit` (each type's folder has its commit rule): raises
+        ApiError for a group-level refusal, else returns the per-partition check."""
         ...
 
     def offset_commit_timers(self, group: Any, member_id: str, now_ms: int) -> list[TimerOp]:
@@ -85,13 +94,96 @@ class GroupType(Protocol):
         ...
 
 
+# handler(replayer, key, value, offset, producer_id): replay.py
+ReplayRule = Callable[[Any, Any, Any, int, int], None]
+# handler(shard, key, payload, now_ms): timers.py
+TimerHandler = Callable[[Any, tuple, Any, int], "Result"]
+# hook(shard, now_ms): the timers a freshly loaded shard arms (Kafka's `onLoaded`)
+LoadedHook = Callable[[Any, int], "list[TimerOp]"]
+# hook(shard, changed topic names, now_ms): the timers a metadata change arms
+MetadataHook = Callable[[Any, "frozenset[str] | set[str]", int], "list[TimerOp]"]
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one folder adds to the shard. Every field is optional: offsets/ has no group
+    class, migration/ only rows and timers."""
+    name: str
+    group_class: type | None = None
+    group_type: GroupType | None = None
+    replay_rules: Mapping[type, ReplayRule] = field(default_factory=dict)
+    # (operation, group class or None for the default row, handler): operations.py
+    operations: tuple[tuple[str, type | None, Handler], ...] = ()
+    # operation -> the request's one shape, built once at the shard's door (classic/requests.py)
+    request_shapes: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    timers: Mapping[str, TimerHandler] = field(default_factory=dict)
+    on_loaded: LoadedHook | None = None
+    on_metadata_update: MetadataHook | None = None
+    # a shard's soft state this type keeps on it (modern/consumer/: the heartbeat policy)
+    attach: Callable[[Any], None] | None = None
+    # the type of a group that only holds offsets (Kafka's "simple" classic group)
+    simple_group: bool = False
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The shard's tables, built once from the contributions."""
+    contributions: tuple[Contribution, ...]
+    group_types: Mapping[type, GroupType]
+    replay_rules: Mapping[type, ReplayRule]
+    operations: Mapping[str, Mapping[type | None, Handler]]
+    request_shapes: Mapping[str, Callable[[Any], Any]]
+    timers: Mapping[str, TimerHandler]
+    simple_group_class: type
+
+
+def _merge(kind: str, tables: list[tuple[str, Mapping]]) -> dict:
+    out: dict = {}
+    for who, table in tables:
+        for key, value in table.items():
+            if key in out:
+                name = getattr(key, "__name__", key)
+                raise ValueError(f"{kind} {name!r} is contributed twice (again by {who!r})")
+            out[key] = value
+    return out
+
+
+def build_registry(contributions: tuple[Contribution, ...]) -> Registry:
+    """Fold the contributions into the shard's tables; an entry contributed twice, or not
+    exactly one type of "simple" group, is an error here, where the shard is built."""
+    by_class = _merge("group class", [(c.name, {c.group_class: c.group_type}) for c in contributions
+                                      if c.group_class is not None and c.group_type is not None])
+    simple = [c.group_class for c in contributions if c.simple_group]
+    if len(simple) != 1 or simple[0] is None:
+        raise ValueError(f"exactly one group type must hold offsets-only groups, not {simple}")
+    for group_class, gtype in by_class.items():
+        register(group_class, gtype)
+    return Registry(
+        contributions=contributions,
+        group_types=by_class,
+        replay_rules=_merge("record key", [(c.name, c.replay_rules) for c in contributions]),
+        operations=build_operations(c.operations for c in contributions),
+        request_shapes=_merge("request shape of", [(c.name, c.request_shapes) for c in contributions]),
+        timers=_merge("timer kind", [(c.name, c.timers) for c in contributions]),
+        simple_group_class=simple[0])
+
+
 _BY_CLASS: dict[type, GroupType] = {}
 
 
 def register(group_class: type, group_type: GroupType) -> None:
-    if group_class in _BY_CLASS or any(t.name == group_type.name for t in _BY_CLASS.values()):
+    """Enter a type in the process-wide table (build_registry does it for its contributions)."""
+    known = _BY_CLASS.get(group_class)
+    if known is group_type:
+        return
+    if known is not None or any(t.name == group_type.name for t in _BY_CLASS.values()):
         raise ValueError(f"group type {group_type.name!r} ({group_class.__name__}) is registered twice")
     _BY_CLASS[group_class] = group_type
+
+
+def unregister(group_class: type) -> None:
+    """Take a type out of the process-wide table (tests that add a type of their own)."""
+    _BY_CLASS.pop(group_class, None)
 
 
 def group_type(group: Any) -> GroupType:
@@ -107,140 +199,3 @@ def group_type_of(group_class: type) -> GroupType:
 
 def registered() -> dict[type, GroupType]:
     return dict(_BY_CLASS)
-
-
-def _commit_time(o: OffsetAndMetadata) -> int:
-    return o.commit_timestamp
-
-
-class ConsumerGroupType:
-    name = "consumer"
-
-    def state(self, group: ConsumerGroup) -> str:
-        return group.state.value
-
-    def protocol_type(self, group: ConsumerGroup) -> str:
-        return "consumer"
-
-    def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
-        names = set(group.subscribed_topic_names)
-        for regex in group.regex_subscribers:
-            resolved = group.resolved_regexes.get(regex)
-            if resolved is not None:
-                names |= resolved.topics
-        return names
-
-    def tombstones(self, group: ConsumerGroup) -> list[CoordinatorRecord]:
-        gid = group.group_id
-        records = [rh.current_assignment_tombstone(gid, m) for m in group.members]
-        records += [rh.target_member_tombstone(gid, m) for m in group.members]
-        records.append(rh.target_metadata_tombstone(gid))
-        records += [rh.member_metadata_tombstone(gid, m) for m in group.members]
-        records += [rh.regex_tombstone(gid, r) for r in group.resolved_regexes]
-        records.append(rh.partition_metadata_tombstone(gid))
-        records.append(rh.group_epoch_tombstone(gid))
-        return records
-
-    def delete_error(self, group: ConsumerGroup) -> ErrorCode | None:
-        return None if group.is_empty() else ErrorCode.non_empty_group
-
-    def offset_expiration_base(self, group: ConsumerGroup) -> BaseTime | None:
-        return _commit_time
-
-    def metadata_expires(self, group: ConsumerGroup) -> bool:
-        return group.is_empty()
-
-    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
-        """A consumer-group member must fetch with its exact current epoch (KIP-848)."""
-        if member_id is None and member_epoch < 0:
-            return
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise ApiError(ErrorCode.unknown_member_id,
-                           f"Member {member_id} is not a member of group {group.group_id}.")
-        if member_epoch != member.member_epoch:
-            code = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
-            raise ApiError(code, f"The received member epoch {member_epoch} does not match the member "
-                                 f"epoch {member.member_epoch}.")
-
-    def offset_delete_error(self, group: ConsumerGroup) -> ErrorCode | None:
-        return None     # subscribed topics are refused per partition instead
-
-    def validate_offset_commit(self, group: ConsumerGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
-        return validate_consumer_commit(image, group, member_id, generation, api_version)
-
-    def offset_commit_timers(self, group: ConsumerGroup, member_id: str, now_ms: int) -> list[TimerOp]:
-        return []   # the heartbeat alone keeps a consumer-group member's session
-
-
-class ClassicGroupType:
-    name = "classic"
-
-    def state(self, group: ClassicGroup) -> str:
-        return group.state.value
-
-    def protocol_type(self, group: ClassicGroup) -> str:
-        return group.protocol_type or ""
-
-    def subscribed_topics(self, group: ClassicGroup) -> set[str]:
-        """The topics in the members' ConsumerProtocol subscriptions of a `consumer` group."""
-        if group.protocol_type != "consumer" or not group.members:
-            return set()
-        from ..protocol.consumer_protocol import MalformedProtocolData, decode_subscription
-        topics: set[str] = set()
-        for m in group.members.values():
-            try:
-                topics.update(decode_subscription(m.metadata_for(group.protocol_name)).topics)
-            except MalformedProtocolData:
-                continue
-        return topics
-
-    def tombstones(self, group: ClassicGroup) -> list[CoordinatorRecord]:
-        return [rh.group_metadata_tombstone(group.group_id)]
-
-    def delete_error(self, group: ClassicGroup) -> ErrorCode | None:
-        if group.state is ClassicGroupState.DEAD:
-            return ErrorCode.group_id_not_found
-        if not group.is_empty() or group.state is not ClassicGroupState.EMPTY:
-            return ErrorCode.non_empty_group
-        return None
-
-    def offset_expiration_base(self, group: ClassicGroup) -> BaseTime | None:
-        if not group.protocol_type:
-            return _commit_time  # a simple group: only commits count
-        if group.state is ClassicGroupState.EMPTY:
-            state_ts = group.state_timestamp_ms
-            return (lambda o: state_ts) if state_ts >= 0 else _commit_time
-        if group.protocol_type == "consumer" and group.state is ClassicGroupState.STABLE:
-            return _commit_time
-        return None
-
-    def metadata_expires(self, group: ClassicGroup) -> bool:
-        return group.state is ClassicGroupState.EMPTY
-
-    def validate_offset_fetch(self, group: ClassicGroup, member_id: str | None, member_epoch: int) -> None:
-        return None     # Kafka's ClassicGroup.validateOffsetFetch checks nothing
-
-    def offset_delete_error(self, group: ClassicGroup) -> ErrorCode | None:
-        if group.state is ClassicGroupState.DEAD:
-            return ErrorCode.group_id_not_found
-        if not group.is_empty() and group.protocol_type != "consumer":
-            return ErrorCode.non_empty_group
-        return None
-
-    def validate_offset_commit(self, group: ClassicGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
-        validate_classic_commit(group, member_id, instance_id, generation, transactional=False)
-        return ACCEPT_ALL
-
-    def offset_commit_timers(self, group: ClassicGroup, member_id: str, now_ms: int) -> list[TimerOp]:
-        """`rescheduleClassicGroupMemberHeartbeat`: a commit proves the member is alive."""
-        member = group.members.get(member_id)
-        if member is None or group.state not in (ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
-            return []
-        return [ScheduleTimer(heartbeat_key(group.group_id, member_id), now_ms + member.session_timeout_ms)]
-
-
-register(ConsumerGroup, ConsumerGroupType())
-register(ClassicGroup, ClassicGroupType())

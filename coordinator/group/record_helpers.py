@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -30,7 +31,11 @@ from records import (
     TopicPartitions,
 )
 
-from .modern.consumer.group import Assignment, ConsumerGroupMember, ResolvedRegularExpression
+# The consumer group's model (modern/consumer/group.py) as these builders read it: the kernel
+# names no folder, so the member and the resolved regex are typed by their fields' use only.
+Assignment = Mapping[Any, Mapping[int, int]]     # topic id -> partition -> assignment epoch
+ConsumerGroupMember = Any
+ResolvedRegularExpression = Any
 
 
 def _record(key, value, version: int = 0) -> CoordinatorRecord:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
-from ..group_admin import group_tombstones
+from ..group_types import group_type
 from ..result import Result, ScheduleTimer
 from ..timeutil import to_ms
 from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState, Parked
@@ -78,7 +78,7 @@ def join_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Res
             # Offline downgrade: an empty consumer (or connect, the connect group spec phase C1) group becomes
             # a classic group whatever the migration policy (its tombstones are written, not
             # replayed: the swap is direct).
-            fx.records.extend(group_tombstones(group))
+            fx.records.extend(group_type(group).tombstones(group))
         group = ClassicGroup(req.group_id, ClassicGroupState.EMPTY, now_ms)
         shard.groups[req.group_id] = group
         fx.records.append(rh.group_metadata_record(group, {}))

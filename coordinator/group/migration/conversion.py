@@ -38,7 +38,8 @@ from ..errors import ApiError
 from ..group_types import group_type
 from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
 from ..modern.consumer.membership import cancel_member_timers, fence, metadata_hash, session_timer
-from ..offsets.store import OffsetStore
+from ..modern.consumer.replay import REPLAY_RULES as CONSUMER_REPLAY_RULES
+from ..offset_store import OffsetStore
 from ..replay import Replayer
 from ..result import CancelTimer, Result, ScheduleTimer
 from .policy import MigrationPolicy
@@ -93,7 +94,7 @@ def upgrade(shard: ShardView, classic: ClassicGroup, out: Effects, now_ms: int) 
                    gid, generation, len(members))
     # The heartbeat continues against the group these records describe.
     scratch: dict = {}
-    replayer = Replayer(scratch, OffsetStore())
+    replayer = Replayer(scratch, OffsetStore(), CONSUMER_REPLAY_RULES, ClassicGroup)
     for record in conversion:
         replayer.replay(record)
     return scratch[gid]

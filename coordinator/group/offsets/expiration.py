@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .. import record_helpers as rh
-from ..group_admin import group_tombstones, subscribed_topics
 from ..group_types import BaseTime, group_type
 from ..result import Result, ScheduleTimer
 from ..timers import EXPIRE_KEY as EXPIRE_TIMER
@@ -39,7 +38,7 @@ def cleanup(shard: OffsetsView, now_ms: int) -> Result:
         if base is None:
             all_expired = not offsets
         else:
-            subscribed = subscribed_topics(group)
+            subscribed = group_type(group).subscribed_topics(group)
             for topic, partitions in offsets.items():
                 for partition, o in partitions.items():
                     expired = topic not in subscribed and not shard.offsets.has_pending(group_id, topic, partition) \
@@ -52,7 +51,7 @@ def cleanup(shard: OffsetsView, now_ms: int) -> Result:
         # Kafka: "We don't want to remove the group if there are ongoing transactions."
         if all_expired and _should_expire(group) and not shard.offsets.has_open_transactions(group_id):
             shard.log.info("[GroupId %s] Group has no committed offsets left and is empty; expiring it.", group_id)
-            records.extend(group_tombstones(group))
+            records.extend(group_type(group).tombstones(group))
     return Result(records=records, timers=[ScheduleTimer(EXPIRE_TIMER,
                                                          now_ms + shard.config.offsets_retention_check_interval_ms)])
 

@@ -14,7 +14,6 @@ from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
 from ..errors import ApiError
-from ..group_admin import subscribed_topics
 from ..group_types import group_type
 from ..kio_util import build, schema
 from ..result import Result, TimerOp
@@ -186,7 +185,7 @@ def offset_delete(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> 
     if error is not ErrorCode.none:
         return Result(response=build(mod.OffsetDeleteResponse, error_code=error,
                                      throttle_time=from_ms(0), topics=()))
-    subscribed = subscribed_topics(group)
+    subscribed = group_type(group).subscribed_topics(group)
     records = []
     topics_out = []
     for t in req.topics:

@@ -30,9 +30,11 @@ def topic(name: str, partitions: int, topic_id: uuid.UUID | None = None) -> Topi
 
 
 class ShardContext:
-    def __init__(self, *topics: TopicImage, config: CoordinatorConfig | None = None, now_ms: int = 1_000_000):
+    def __init__(self, *topics: TopicImage, config: CoordinatorConfig | None = None, now_ms: int = 1_000_000,
+                 registry=None):
         self.config = config or CoordinatorConfig()
-        self.shard = GroupCoordinatorShard(0, self.config, MetadataImage.of(topics))
+        self.registry = registry     # None: the built-in group types (coordinator/group/builtin.py)
+        self.shard = GroupCoordinatorShard(0, self.config, MetadataImage.of(topics), registry=registry)
         self.now_ms = now_ms
         self.timers: dict[tuple, tuple[int, object]] = {}
         self.log: list[tuple[int, bytes, bytes | None]] = []  # the state topic: (offset, key, value)
@@ -81,7 +83,7 @@ class ShardContext:
 
     def reload(self, log=None) -> GroupCoordinatorShard:
         """A fresh shard rebuilt from the log (or from `log`, e.g. a prefix), as a restart would."""
-        fresh = GroupCoordinatorShard(0, self.config, self.shard.image)
+        fresh = GroupCoordinatorShard(0, self.config, self.shard.image, registry=self.registry)
         for offset, key, value in self.log if log is None else log:
             fresh.replay(decode_record(key, value, topic="__test", partition=0, offset=offset), offset)
         return fresh

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import group_types, replay
+from coordinator.group import group_types
+from coordinator.group.builtin import registry_with
 from coordinator.group.errors import ApiError
+from coordinator.group.group_types import ACCEPT_ALL, Contribution
 from coordinator.group.kio_util import schema
-from coordinator.group.offsets.commit_validation import ACCEPT_ALL
 from ops import downgrade
 
 from .context import ShardContext, topic
@@ -83,15 +84,16 @@ def _replay_toy(replayer, key, value, offset, producer_id):
     group.sealed = value.sealed
 
 
+TOY = Contribution(name="toy", group_class=ToyGroup, group_type=ToyGroupType(), replay_rules={ToyKey: _replay_toy})
+
+
 @pytest.fixture
 def toy_registered():
-    group_types.register(ToyGroup, ToyGroupType())
-    replay.register_replay(ToyKey, _replay_toy)
+    """The built-in registry plus the toy's contribution (the only path a type plugs in by)."""
     try:
-        yield
+        yield registry_with(TOY)
     finally:
-        del group_types._BY_CLASS[ToyGroup]
-        del replay._HANDLERS[ToyKey]
+        group_types.unregister(ToyGroup)
 
 
 def _toy_record(group: str, members: tuple[str, ...], sealed: bool = False):
@@ -99,7 +101,7 @@ def _toy_record(group: str, members: tuple[str, ...], sealed: bool = False):
 
 
 def test_a_registered_type_is_listed_deleted_and_committed_to_through_its_rules(toy_registered):
-    c = ShardContext(FOO)
+    c = ShardContext(FOO, registry=toy_registered)
     c.shard.replay(_toy_record("t1", ("a",)))
     c.shard.replay(_toy_record("t2", ()))
     c.shard.replay(_toy_record("t3", (), sealed=True))
@@ -121,7 +123,7 @@ def test_a_registered_type_is_listed_deleted_and_committed_to_through_its_rules(
 
 
 def test_a_record_of_another_type_replaces_the_group_only_when_it_creates(toy_registered):
-    c = ShardContext(FOO)
+    c = ShardContext(FOO, registry=toy_registered)
     c.heartbeat("g", "m1", 0, topics=["foo"])
     c.shard.replay(_toy_record("g", ("x",)))     # compacted conversion: the later record wins
     assert isinstance(c.group("g"), ToyGroup)
@@ -130,9 +132,10 @@ def test_a_record_of_another_type_replaces_the_group_only_when_it_creates(toy_re
     assert isinstance(c.group("simple"), ToyGroup)
 
 
-def test_a_replay_rule_is_registered_once(toy_registered):
-    with pytest.raises(ValueError, match="already has a replay rule"):
-        replay.register_replay(ToyKey, _replay_toy)
+def test_a_replay_rule_is_contributed_once(toy_registered):
+    again = Contribution(name="toy again", replay_rules={ToyKey: _replay_toy})
+    with pytest.raises(ValueError, match="record key 'ToyKey' is contributed twice"):
+        registry_with(TOY, again)
 
 
 def test_downgrade_check_without_a_rule_reports_the_group_lost(toy_registered):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from coordinator.group import timers
-from coordinator.group.shard import _TIMER_HANDLERS, GroupCoordinatorShard
+from coordinator.group.builtin import builtin_registry
+from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.group.timers import TimerKind
 
 
 def test_every_kind_has_exactly_one_handler():
-    assert set(_TIMER_HANDLERS) == {k.value for k in TimerKind}
+    assert set(builtin_registry().timers) == {k.value for k in TimerKind}
 
 
 @pytest.mark.parametrize("key, payload", [

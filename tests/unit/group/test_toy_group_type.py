@@ -1,4 +1,5 @@
-"""A new group type is a folder plus rows (tests/unit/group/toy/): the shard serves its API,
+"""A new group type is a folder plus its contribution (tests/unit/group/toy/): the shard built with
+a registry that holds it serves its API,
 writes its records and replays them, fires its timers, takes its JoinGroup row over the
 classic one, and the shared APIs (ListGroups, DeleteGroups) serve it through its
 `GroupType`. Nothing in coordinator/group/classic/ or coordinator/group/modern/ knows it.
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import operations
+from coordinator.group import group_types
+from coordinator.group.builtin import builtin_registry, registry_with
 from coordinator.group.context import RequestContext
+from coordinator.group.group_types import Contribution
 from coordinator.group.kio_util import schema
 from coordinator.group.result import ScheduleTimer
 from coordinator.group.shard import GroupCoordinatorShard
@@ -32,7 +35,8 @@ class Driver:
     """A shard, its log of written records, its timers and a clock."""
 
     def __init__(self) -> None:
-        self.shard = GroupCoordinatorShard(0)
+        self.registry = registry_with(toy.CONTRIBUTION)
+        self.shard = GroupCoordinatorShard(0, registry=self.registry)
         self.log: list = []
         self.timers: dict[tuple, tuple[int, object]] = {}
         self.now_ms = NOW
@@ -60,7 +64,7 @@ class Driver:
                 self.apply(self.shard.on_timer(key, payload, self.now_ms))
 
     def reloaded(self) -> GroupCoordinatorShard:
-        fresh = GroupCoordinatorShard(0)
+        fresh = GroupCoordinatorShard(0, registry=self.registry)
         for offset, record in enumerate(self.log):
             fresh.replay(record, offset)
         return fresh
@@ -68,11 +72,10 @@ class Driver:
 
 @pytest.fixture
 def d():
-    toy.register()
     try:
         yield Driver()
     finally:
-        toy.unregister()
+        group_types.unregister(ToyGroup)     # the process-wide `group_type` table
 
 
 def test_the_shard_serves_the_toy_heartbeat_through_its_row_and_replays_its_records(d):
@@ -140,13 +143,26 @@ def test_list_and_delete_groups_serve_the_toy_through_its_group_type(d):
     assert "idle" not in d.shard.groups and "idle" not in d.reloaded().groups
 
 
-def test_the_rows_are_registered_once_and_go_away_with_the_toy(d):
-    with pytest.raises(ValueError, match="already has a handler"):
-        operations.register_operation(toy.OPERATION, lambda *a: None, ToyGroup)
-    toy.unregister()
-    assert toy.OPERATION not in operations.operations()
-    assert ToyGroup not in operations.operations()["join_group"]
-    toy.register()     # the fixture unregisters again
+def test_the_toy_operation_is_an_attribute_of_its_shard_only(d):
+    ctx = RequestContext(api_version=0)
+    assert d.apply(d.shard.toy_heartbeat(ctx, ToyHeartbeat("t", "m1"), d.now_ms)).heartbeats == 1
+    plain = GroupCoordinatorShard(0)     # the built-in registry: no toy
+    assert toy.OPERATION not in builtin_registry().operations
+    assert ToyGroup not in builtin_registry().operations["join_group"]
+    with pytest.raises(AttributeError, match="toy_heartbeat"):
+        plain.toy_heartbeat  # noqa: B018
+
+
+def test_a_row_is_contributed_once(d):
+    again = Contribution(name="toy again", operations=((toy.OPERATION, ToyGroup, lambda *a: None),))
+    with pytest.raises(ValueError, match="already has a handler for ToyGroup"):
+        registry_with(toy.CONTRIBUTION, again)
+
+
+def test_a_timer_kind_is_contributed_once(d):
+    again = Contribution(name="toy again", timers=dict(toy.CONTRIBUTION.timers))
+    with pytest.raises(ValueError, match="timer kind 'toy-session' is contributed twice"):
+        registry_with(toy.CONTRIBUTION, again)
 
 
 def test_the_classic_and_modern_folders_do_not_name_the_toy():

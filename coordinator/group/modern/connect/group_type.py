@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from ...errors import ApiError
-from ...group_types import BaseTime, register
+from ...group_types import BaseTime, PartitionCheck
 from .group import ConnectGroup
 from .record_helpers import group_tombstones
 
@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from ...image import MetadataImage
-    from ...offsets.commit_validation import PartitionCheck
-    from ...offsets.store import OffsetAndMetadata
+    from ...offset_store import OffsetAndMetadata
     from ...result import TimerOp
 
 
@@ -77,6 +76,3 @@ class ConnectGroupType:
 
     def offset_commit_timers(self, group: ConnectGroup, member_id: str, now_ms: int) -> list[TimerOp]:
         return []
-
-
-register(ConnectGroup, ConnectGroupType())

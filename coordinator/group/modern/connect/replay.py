@@ -1,7 +1,8 @@
 """Replay of the connect group's records (types 1000-1004): the only way a ConnectGroup changes.
 
 Rules (those of replay.py for consumer groups, docs/design/kafka-facts.md §2.4):
-- each key type has one rule, registered with `replay.register_replay` at import;
+- each key type has one rule, in `REPLAY_RULES`, which the connect contribution hands to the
+  shard's registry (contribution.py; nothing registers at import);
 - a record creates its group when it has a value (`Replayer.group_as`: a connect record
   also replaces a simple classic group, or, after compaction removed a conversion's
   tombstones, a group of another type); a tombstone never creates one, and a tombstone
@@ -23,10 +24,9 @@ from records.connect_records import (
     ConnectorUnits,
 )
 
-from ...replay import Replayer, register_replay
+from ...replay import Replayer
 from ..client_assignment import spec_tuple
 from ..group import MemberState
-from . import group_type as connect_group_type  # noqa: F401 (registers the group type replay names in its logs)
 from .group import EMPTY_UNITS, ConnectGroup, ConnectMember, ConnectTarget, Units
 
 log = logging.getLogger("kcoord.replay")
@@ -131,8 +131,10 @@ def _current_assignment(replayer: Replayer, key, value, offset: int, producer_id
         metadata_version=value.version, metadata=value.metadata))
 
 
-register_replay(ConnectGroupMetadataKey, _group_epoch)
-register_replay(ConnectGroupMemberMetadataKey, _member_metadata)
-register_replay(ConnectGroupTargetAssignmentMetadataKey, _target_metadata)
-register_replay(ConnectGroupTargetAssignmentMemberKey, _target_member)
-register_replay(ConnectGroupCurrentMemberAssignmentKey, _current_assignment)
+REPLAY_RULES = {
+    ConnectGroupMetadataKey: _group_epoch,
+    ConnectGroupMemberMetadataKey: _member_metadata,
+    ConnectGroupTargetAssignmentMetadataKey: _target_metadata,
+    ConnectGroupTargetAssignmentMemberKey: _target_member,
+    ConnectGroupCurrentMemberAssignmentKey: _current_assignment,
+}

@@ -1,8 +1,8 @@
 """The connect group's timers: one timer kind, "connect", whose keys name what is due.
 
 Rules (those of timers.py): a key is a tuple whose first element is its kind; scheduling
-a key replaces the pending one; the handler (connect_heartbeat.on_timer, registered for
-the kind in shard.py) re-checks that what armed it still holds.
+a key replaces the pending one; the handler (connect_heartbeat.on_timer, the connect
+contribution's handler of the kind: contribution.py) re-checks that what armed it still holds.
 
 Keys:
 - ("connect", "session", group, member): the worker's session expired: fence it;

@@ -51,7 +51,7 @@ from .group import ConsumerGroup, ConsumerGroupMember
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import ConsumerView
+    from .view import ConsumerView
 
 Lists = Mapping[str, Specs | None]
 

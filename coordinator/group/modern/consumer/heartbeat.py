@@ -42,7 +42,8 @@ from .membership import (
 from .regex_refresh import refresh_timer, remember_filter
 
 if TYPE_CHECKING:
-    from ...context import ConsumerView, RequestContext, TopicFilter
+    from ...context import RequestContext, TopicFilter
+    from .view import ConsumerView
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

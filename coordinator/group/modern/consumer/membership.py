@@ -26,7 +26,7 @@ from .group import ConsumerGroup, ConsumerGroupMember, TargetAssignment
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
-    from ...context import ConsumerView
+    from .view import ConsumerView
 
 
 

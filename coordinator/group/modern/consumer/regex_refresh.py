@@ -35,7 +35,8 @@ from .group import ConsumerGroup, ResolvedRegularExpression
 from .membership import metadata_hash
 
 if TYPE_CHECKING:
-    from ...context import ConsumerView, TopicFilter
+    from ...context import TopicFilter
+    from .view import ConsumerView
 
 # shard -> {group id -> the topic filter of the heartbeat that last asked for a refresh}; a
 # shard is listed only once its service authorizes (require_topic_filter).

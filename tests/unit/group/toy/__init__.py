@@ -7,33 +7,27 @@ A member that stops heartbeating is removed by its session timer; the empty grou
 until DeleteGroups writes its tombstones (through its `GroupType`). The toy also takes over
 JoinGroup for its groups (a per-type row on an API the classic folder serves).
 
-`register()` adds the rows to the core's tables (group type, replay rule, operations, timer
-kind); `unregister()` takes them out again, so the rest of the suite never sees the toy.
+`CONTRIBUTION` is all the toy hands the core (group_types.Contribution: group type, replay
+rules, operations rows, timer kind); a test builds a registry with it
+(`builtin.registry_with(CONTRIBUTION)`) and gives that to its shard, so the rest of the suite
+never sees the toy. Nothing registers at import.
 """
 from __future__ import annotations
 
-from coordinator.group import group_types, operations, replay, shard
+from coordinator.group.group_types import Contribution
 
 from .group import ToyGroup, ToyGroupKey, ToyGroupType, ToyMemberKey, replay_group, replay_member
 from .heartbeat import TIMER_KIND, heartbeat, join_group, on_session_timeout
 
 OPERATION = "toy_heartbeat"
 
-
-def register() -> None:
-    group_types.register(ToyGroup, ToyGroupType())
-    replay.register_replay(ToyGroupKey, replay_group)
-    replay.register_replay(ToyMemberKey, replay_member)
-    operations.register_operation(OPERATION, heartbeat)              # a new group id
-    operations.register_operation(OPERATION, heartbeat, ToyGroup)
-    operations.register_operation("join_group", join_group, ToyGroup)
-    shard.register_timer(TIMER_KIND, on_session_timeout)
-
-
-def unregister() -> None:
-    del group_types._BY_CLASS[ToyGroup]
-    del replay._HANDLERS[ToyGroupKey]
-    del replay._HANDLERS[ToyMemberKey]
-    del operations._ROWS[OPERATION]
-    del operations._ROWS["join_group"][ToyGroup]
-    del shard._TIMER_HANDLERS[TIMER_KIND]
+CONTRIBUTION = Contribution(
+    name="toy",
+    group_class=ToyGroup,
+    group_type=ToyGroupType(),
+    replay_rules={ToyGroupKey: replay_group, ToyMemberKey: replay_member},
+    operations=((OPERATION, None, heartbeat),            # a new group id
+                (OPERATION, ToyGroup, heartbeat),
+                ("join_group", ToyGroup, join_group)),   # a per-type row on an API classic/ serves
+    timers={TIMER_KIND: on_session_timeout},
+)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.offsets.commit_validation import ACCEPT_ALL
+from coordinator.group.group_types import ACCEPT_ALL
 from records import CoordinatorRecord
 
 
