@@ -95,7 +95,7 @@ def offset_commit_response(message: Any) -> bytes:
     parts = [_I32.pack(_ms(message.throttle_time)), write_uvarint(len(topics) + 1)]
     pack = _I32_I16_TAGS.pack
     for t in topics:
-        topic_id = getattr(t, "topic_id", _NAMED)
+        topic_id: Any = getattr(t, "topic_id", _NAMED)
         if topic_id is _NAMED:
             parts.append(_compact_string(t.name))
         else:

@@ -21,6 +21,11 @@ not re-authenticate (KIP-368): a broker with ``connections.max.reauth.ms`` close
 connection at its next request and aiokafka reconnects, authenticating again; a write in
 flight then is retried by the producer.
 
+The writer: ``writer="lean"`` (the default) appends through lean_writer.LeanWriter, one
+idempotent producer of the process on kcoord's own upstream links (TLS and SASL from
+``security``, coordinator/upstream/client.py), every shard's batch in one ProduceRequest per
+broker; ``writer="aiokafka"`` keeps aiokafka's producer (acks=all, not idempotent).
+
 Transactional offset commits: once ``enable_txn_offsets(open_link)`` was called,
 loads read the log raw (fenced_state_log's reader with ``take_on_load=False``: no fence,
 read_uncommitted, markers visible) through txn_log_reader.TxnLogReader, and the same links
@@ -54,6 +59,9 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.metadata import MetadataRequest
 
+from ..upstream.client import opener
+from .fenced_links import UpstreamLinks
+from .lean_writer import LeanWriter
 from .state_log import CorruptBatchError, RecordSink, StateTopicUnavailable
 
 if TYPE_CHECKING:
@@ -148,7 +156,10 @@ class StateTopic:
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, replication_factor: int = -1,
                  max_batch_bytes: int = 8 * 1024 * 1024, client_id: str = "kcoord",
-                 security: UpstreamSecurity | None = None) -> None:
+                 security: UpstreamSecurity | None = None, writer: str = "lean") -> None:
+        if writer not in ("lean", "aiokafka"):
+            raise ValueError(f"state topic writer {writer!r}: lean or aiokafka")
+        self.writer = writer
         self.bootstrap = bootstrap
         self.security = security
         # TLS/SASL for every aiokafka client of the state topic ({} for PLAINTEXT).
@@ -159,6 +170,7 @@ class StateTopic:
         self.max_batch_bytes = max_batch_bytes
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
+        self._lean: LeanWriter | None = None
         self._suspended: str | None = None
         # Called as on_write_error(partition, exception) when an append fails: the cluster
         # view counts it and checks the topic at once. No write error by itself means the
@@ -170,8 +182,7 @@ class StateTopic:
 
     def enable_txn_offsets(self, open_link: Callable[..., Any] | None = None) -> None:
         from .fenced_state_log import FencedStateLog
-        bootstrap = [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in self.bootstrap.split(","))]
-        self._raw = FencedStateLog(bootstrap, self.topic, self.partitions, open_link, take_on_load=False,
+        self._raw = FencedStateLog(self._addresses(), self.topic, self.partitions, open_link, take_on_load=False,
                                    fetch_max_bytes=max(8 * 1024 * 1024, self.max_batch_bytes))
 
     @property
@@ -213,9 +224,19 @@ class StateTopic:
         if self._suspended is not None:
             raise StateTopicUnavailable(f"{what} of state topic {self.topic} refused: {self._suspended}")
 
+    def _addresses(self) -> list[tuple[str, int]]:
+        return [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in self.bootstrap.split(","))]
+
     async def start(self) -> None:
         _no_auto_create()
         await self.ensure_topic()
+        if self.writer == "lean":
+            links = UpstreamLinks(self._addresses(), self.topic, opener(self.security, f"{self.client_id}-writer"),
+                                  request_timeout_s=30.0, fetch_max_bytes=self.max_batch_bytes)
+            lean = LeanWriter(links, self.topic)
+            await lean.start()
+            self._lean = lean
+            return
         # acks=all: a coordinator response is released only once the write is replicated,
         # as Kafka releases it at the high watermark.
         self._producer = AIOKafkaProducer(
@@ -234,6 +255,10 @@ class StateTopic:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
+        if self._lean is not None:
+            self._lean.close()
+            self._lean.links.close()
+            self._lean = None
 
     async def ensure_topic(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin",
@@ -276,17 +301,12 @@ class StateTopic:
                      timestamp_ms: int) -> int:
         """Append records as ONE batch (Kafka writes a result atomically) and return its base
         offset once the upstream acknowledged it."""
-        assert self._producer is not None, "state topic not started"
         self._check_usable(f"write to partition {partition}")
-        batch = self._producer.create_batch()
-        for key, value in records:
-            if batch.append(key=key, value=value, timestamp=timestamp_ms) is None:
-                raise ValueError(f"a coordinator write of more than {self.max_batch_bytes} bytes does "
-                                 f"not fit in one batch of partition {partition}")
-        batch.close()
         try:
-            fut = await self._producer.send_batch(batch, self.topic, partition=partition)
-            metadata = await fut
+            if self._lean is not None:
+                return await self._lean.append(partition, records if isinstance(records, (list, tuple))
+                                               else list(records), timestamp_ms)
+            return await self._aiokafka_append(partition, records, timestamp_ms)
         except Exception as e:
             if self.on_write_error is not None:
                 try:
@@ -294,7 +314,18 @@ class StateTopic:
                 except Exception:
                     log.exception("state topic %s: write-error callback failed", self.topic)
             raise
-        return metadata.offset
+
+    async def _aiokafka_append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+                               timestamp_ms: int) -> int:
+        assert self._producer is not None, "state topic not started"
+        batch = self._producer.create_batch()
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=timestamp_ms) is None:
+                raise ValueError(f"a coordinator write of more than {self.max_batch_bytes} bytes does "
+                                 f"not fit in one batch of partition {partition}")
+        batch.close()
+        fut = await self._producer.send_batch(batch, self.topic, partition=partition)
+        return (await fut).offset
 
     async def load(self, partitions: Iterable[int], sink: RecordSink,
                    on_loaded: Callable[[int, int], None],

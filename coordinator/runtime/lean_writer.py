@@ -1,0 +1,285 @@
+"""The lean state-topic writer: one idempotent producer per process, every shard's batch in
+one ProduceRequest per broker (the `PartitionWriter` port of partition_writer.py, for the
+state topic without fencing; docs/measurements/cpu-per-commit.md has why and what it saves).
+
+Rules:
+- One producer id for the process: InitProducerId without a transactional id (an idempotent
+  producer, as Kafka's with enable.idempotence and no transactional.id). Each partition
+  counts its own sequence under it; a batch takes its sequence when it is sent.
+- One batch per partition in flight (`max_inflight` 1: the shard's writer sends its next
+  batch once this one is acknowledged). Batches of different partitions led by one broker
+  that are waiting when a send runs go into one ProduceRequest (acks=all); at most
+  `MAX_REQUESTS_IN_FLIGHT` requests per broker are in flight, pipelined on one link (Kafka's
+  idempotent window is five batches per producer and partition).
+- An append completes with its batch's base offset only once the broker acknowledged it with
+  acks=all, so a response is released only after its records are replicated.
+- A retry resends the same bytes (same producer id, epoch and sequence), so a batch that
+  landed the first time is deduplicated by the broker, which answers its original offset.
+  Retried: a link that failed (outcome unknown), and a leader that moved (REFRESH answers:
+  nothing was appended), until the append's delivery deadline.
+- Anything else fails the append (the shard reloads from the log: writer.py), and the next
+  send starts a new producer id, every sequence from 0: after a failed batch the partition's
+  next sequence is in doubt (a refused batch did not take its sequences; after
+  OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, DUPLICATE_SEQUENCE_NUMBER without an
+  offset as Tansu answers it, or a deadline run out after a lost link, nobody knows).
+- TLS and SASL come with the links (fenced_links.UpstreamLinks over kcoord's one upstream
+  client, coordinator/upstream/client.py); the record batch is records/batch.py's.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka.errors import TopicAuthorizationFailedError
+from kio.schema.errors import ErrorCode
+from kio.schema.types import ProducerId, TopicName
+from kio.static.primitive import i16, i32
+
+from records.batch import build_batch
+
+from .fenced_links import (
+    INIT_PRODUCER_ID,
+    PRODUCE,
+    REFRESH,
+    StateLogError,
+    UpstreamLinks,
+    duration_ms,
+    make_request,
+    request_module,
+)
+
+log = logging.getLogger("kcoord.state_topic")
+
+MAX_REQUESTS_IN_FLIGHT = 5
+RETRY_BACKOFF_S = 0.05
+_INIT_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                             ErrorCode.not_coordinator, ErrorCode.concurrent_transactions})
+
+
+class _Append:
+    __slots__ = ("partition", "records", "timestamp_ms", "future", "deadline", "batch", "producer")
+
+    def __init__(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int,
+                 future: asyncio.Future[int], deadline: float) -> None:
+        self.partition = partition
+        self.records = records
+        self.timestamp_ms = timestamp_ms
+        self.future = future
+        self.deadline = deadline
+        self.batch: bytes | None = None       # built once, at its first send; resent as is
+        self.producer = (-1, -1)
+
+
+class LeanWriter:
+    """`PartitionWriter` of the state topic: `append(partition, records, timestamp_ms)`."""
+
+    max_inflight = 1
+
+    def __init__(self, links: UpstreamLinks, topic: str, *, delivery_timeout_s: float = 30.0) -> None:
+        self.links = links
+        self.topic = topic
+        self.delivery_timeout_s = delivery_timeout_s
+        self.producer_id = -1
+        self.epoch = -1
+        self.sequences: dict[int, int] = {}
+        self._waiting: list[_Append] = []       # not sent yet, in arrival order
+        self._sending: set[int] = set()         # partitions with a batch in flight
+        self._requests: dict[tuple[str, int], int] = defaultdict(int)   # in flight per broker
+        self._scheduled = False
+        self._preparing: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.requests_sent = 0                  # figures for benchmarks: requests and batches
+        self.batches_sent = 0
+
+    async def start(self) -> None:
+        await self._init_producer()
+
+    def close(self) -> None:
+        for task in (*self._tasks, self._preparing):
+            if task is not None:
+                task.cancel()
+        error = StateLogError(f"state topic {self.topic}: writer closed")
+        for a in self._waiting:
+            _fail(a, error)
+        self._waiting.clear()
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     timestamp_ms: int) -> int:
+        if not records:
+            raise ValueError("an append needs at least one record")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        self._waiting.append(_Append(partition, records, timestamp_ms, future,
+                                     time.monotonic() + self.delivery_timeout_s))
+        self._schedule()
+        return await future
+
+    # ------------------------------------------------------------------ sending
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            # After the operations already queued on the loop had their turn: their batches
+            # join this request.
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self._scheduled = False
+        if not self._waiting or self._preparing is not None:
+            return
+        links = self.links
+        if self.producer_id < 0 or any(links.brokers.get(links.leaders.get(a.partition, -1)) is None
+                                       for a in self._waiting):
+            self._preparing = self._spawn(self._prepare())
+            return
+        now = time.monotonic()
+        by_broker: dict[tuple[str, int], list[_Append]] = defaultdict(list)
+        keep = []
+        for a in self._waiting:
+            if a.deadline < now:
+                self._expired(a)
+                continue
+            address = links.brokers[links.leaders[a.partition]]
+            if a.partition in self._sending or self._requests[address] >= MAX_REQUESTS_IN_FLIGHT:
+                keep.append(a)
+                continue
+            self._sending.add(a.partition)
+            by_broker[address].append(a)
+        self._waiting = keep
+        for address, appends in by_broker.items():
+            self._requests[address] += 1
+            self._spawn(self._produce(address, appends))
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _prepare(self) -> None:
+        """A producer id, and the leaders of the waiting appends' partitions."""
+        try:
+            if self.producer_id < 0:
+                await self._init_producer()
+            await self.links.refresh_metadata()
+            missing = {a.partition for a in self._waiting} - {
+                p for p, leader in self.links.leaders.items() if leader in self.links.brokers}
+            if missing:
+                raise StateLogError(f"state topic {self.topic}: no leader for partitions {sorted(missing)}")
+        except Exception as e:
+            error = e if isinstance(e, StateLogError) else StateLogError(f"state topic {self.topic}: {e!r}")
+            waiting, self._waiting = self._waiting, []
+            for a in waiting:
+                self._failed(a, error)
+        finally:
+            self._preparing = None
+        self._schedule()
+
+    async def _init_producer(self) -> None:
+        """InitProducerId without a transactional id; retried while the upstream's
+        transaction coordinator loads or moves (a broker just started answers
+        COORDINATOR_LOAD_IN_PROGRESS), up to the delivery timeout."""
+        deadline = time.monotonic() + self.delivery_timeout_s
+        delay = 0.05
+        while True:
+            response = await self.links.bootstrap_call(make_request(
+                INIT_PRODUCER_ID, transactional_id=None, transaction_timeout=duration_ms(60_000),
+                producer_id=ProducerId(-1), producer_epoch=i16(-1)))
+            code = response.error_code
+            if code == ErrorCode.none:
+                break
+            if code not in _INIT_RETRIABLE or time.monotonic() + delay > deadline:
+                raise StateLogError(f"InitProducerId for the state topic {self.topic}: {code.name}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        self.producer_id, self.epoch = int(response.producer_id), int(response.producer_epoch)
+        self.sequences.clear()
+        log.info("state topic %s: writing as idempotent producer %d epoch %d", self.topic, self.producer_id,
+                 self.epoch)
+
+    def _batch(self, a: _Append) -> bytes:
+        if a.batch is None:
+            sequence = self.sequences.get(a.partition, 0)
+            a.batch = build_batch(a.records, timestamp_ms=a.timestamp_ms, producer_id=self.producer_id,
+                                  producer_epoch=self.epoch, base_sequence=sequence)
+            a.producer = (self.producer_id, self.epoch)
+            # Sequences wrap at 2^31 (Kafka's DefaultRecordBatch.incrementSequence).
+            self.sequences[a.partition] = (sequence + len(a.records)) % 2**31
+        return a.batch
+
+    async def _produce(self, address: tuple[str, int], appends: list[_Append]) -> None:
+        m = request_module(PRODUCE)
+        request = make_request(PRODUCE, transactional_id=None, acks=i16(-1),
+                               timeout=duration_ms(int(self.links.request_timeout_s * 1000)),
+                               topic_data=(m.TopicProduceData(name=TopicName(self.topic), partition_data=tuple(
+                                   m.PartitionProduceData(index=i32(a.partition), records=self._batch(a))
+                                   for a in appends)),))
+        self.requests_sent += 1
+        self.batches_sent += len(appends)
+        retry: list[_Append] = []
+        try:
+            try:
+                response = await self.links.call(address, request)
+            except StateLogError as e:
+                # Outcome unknown: the same bytes again (a batch that landed is deduplicated).
+                log.debug("state topic %s: produce to %s:%d failed (%s); retrying", self.topic, *address, e)
+                self.links.leaders.clear()
+                retry = appends
+                return
+            answers = {int(p.index): p for t in response.responses for p in t.partition_responses}
+            for a in appends:
+                self._answered(a, answers.get(a.partition), retry)
+        finally:
+            self._requests[address] -= 1
+            for a in appends:
+                self._sending.discard(a.partition)
+            if retry:
+                now = time.monotonic()
+                for a in retry:
+                    if a.deadline < now:
+                        self._expired(a)
+                    else:
+                        self._waiting.insert(0, a)
+                asyncio.get_running_loop().call_later(RETRY_BACKOFF_S, self._schedule)
+            elif self._waiting:
+                self._schedule()
+
+    def _answered(self, a: _Append, answer: Any, retry: list[_Append]) -> None:
+        if answer is None:
+            self._failed(a, StateLogError(f"produce to {self.topic}-{a.partition}: no answer for the partition"))
+            return
+        code = answer.error_code
+        base = int(answer.base_offset)
+        if code == ErrorCode.none or (code == ErrorCode.duplicate_sequence_number and base >= 0):
+            if not a.future.done():
+                a.future.set_result(base)
+        elif code in REFRESH:
+            self.links.forget_leader(a.partition)    # nothing appended: resent to the new leader
+            retry.append(a)
+        elif code == ErrorCode.topic_authorization_failed:
+            self._failed(a, TopicAuthorizationFailedError())
+        else:
+            self._failed(a, StateLogError(f"produce to {self.topic}-{a.partition}: {code.name} "
+                                          f"(producer {a.producer[0]} epoch {a.producer[1]})"))
+
+    def _expired(self, a: _Append) -> None:
+        self._failed(a, StateLogError(f"write to {self.topic}-{a.partition} not acknowledged within "
+                                      f"{self.delivery_timeout_s:.0f}s"))
+
+    def _failed(self, a: _Append, error: BaseException) -> None:
+        """An append fails. Once sent, its batch took sequences it may or may not hold: the
+        partition's sequence under this producer id is in doubt, so the next send starts a
+        new producer id (every partition from sequence 0)."""
+        if a.batch is not None and a.producer == (self.producer_id, self.epoch) and self.producer_id >= 0:
+            log.warning("state topic %s partition %d: sequence of producer %d in doubt; a new producer id "
+                        "follows", self.topic, a.partition, self.producer_id)
+            self.producer_id = -1
+        _fail(a, error)
+
+
+def _fail(a: _Append, error: BaseException) -> None:
+    if not a.future.done():
+        a.future.set_exception(error)

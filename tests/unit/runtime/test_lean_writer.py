@@ -1,0 +1,236 @@
+"""The lean state-topic writer (coordinator/runtime/lean_writer.py) against a simulated
+broker that keeps each partition's log and deduplicates by (producer id, sequence) as Kafka
+does: coalescing, sequences, retries that keep order and bytes, the in-flight bound, and a
+new producer id once a sequence is in doubt."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.runtime.fenced_links import StateLogError
+from coordinator.runtime.lean_writer import MAX_REQUESTS_IN_FLIGHT, LeanWriter
+from records.batch import iter_batches
+
+BROKER = ("127.0.0.1", 9092)
+
+
+class Broker:
+    """The `UpstreamLinks` the writer uses, over an in-memory log per partition."""
+
+    def __init__(self, partitions: int = 8) -> None:
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.leaders: dict[int, int] = {}
+        self.partitions = partitions
+        self.request_timeout_s = 1.0
+        self.logs: dict[int, list] = {p: [] for p in range(partitions)}
+        self.next_producer_id = 1000
+        self.requests: list[list[tuple[int, object]]] = []     # per Produce: (partition, batch)
+        self.script: list = []          # per Produce: "lost" (appended, link lost), "lost-before", or {p: code}
+        self.gate: asyncio.Event | None = None
+        self.inflight = 0
+        self.max_inflight_seen = 0
+        self.metadata_refreshes = 0
+        self.down = False
+
+    async def refresh_metadata(self) -> None:
+        self.metadata_refreshes += 1
+        if self.down:
+            raise StateLogError("no upstream broker answered")
+        self.brokers = {1: BROKER}
+        self.leaders = {p: 1 for p in range(self.partitions)}
+
+    def forget_leader(self, partition: int) -> None:
+        self.leaders.pop(partition, None)
+
+    def close(self) -> None: ...
+
+    async def bootstrap_call(self, request) -> SimpleNamespace:
+        assert request.transactional_id is None       # idempotent, not transactional
+        self.next_producer_id += 1
+        return SimpleNamespace(error_code=ErrorCode.none, producer_id=self.next_producer_id, producer_epoch=0)
+
+    def _append(self, partition: int, data: bytes) -> tuple[ErrorCode, int]:
+        (batch,) = list(iter_batches(data))
+        log = self.logs[partition]
+        for offset, b in log:
+            if (b.producer_id, b.base_sequence) == (batch.producer_id, batch.base_sequence):
+                return ErrorCode.none, offset        # a duplicate: its original offset
+        last = [b for _, b in log if b.producer_id == batch.producer_id]
+        expected = last[-1].base_sequence + len(last[-1].records) if last else 0
+        if batch.base_sequence != expected:
+            return ErrorCode.out_of_order_sequence_number, -1
+        offset = sum(len(b.records) for _, b in log)
+        log.append((offset, batch))
+        return ErrorCode.none, offset
+
+    async def call(self, address, request) -> SimpleNamespace:
+        assert address == BROKER and int(request.acks) == -1
+        parts = [(int(p.index), p.records) for t in request.topic_data for p in t.partition_data]
+        self.requests.append(parts)
+        step = self.script.pop(0) if self.script else {}
+        self.inflight += 1
+        self.max_inflight_seen = max(self.max_inflight_seen, self.inflight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            if step == "lost-before":
+                raise StateLogError("connection lost")
+            answers = []
+            for p, data in parts:
+                code = step.get(p) if isinstance(step, dict) else None
+                if code is None:
+                    code, offset = self._append(p, data)
+                else:
+                    offset = -1
+                answers.append(SimpleNamespace(index=p, error_code=code, base_offset=offset))
+            if step == "lost":
+                raise StateLogError("connection lost after the append")
+            return SimpleNamespace(responses=[SimpleNamespace(partition_responses=answers)])
+        finally:
+            self.inflight -= 1
+
+
+def records(n: int, tag: str = "k") -> list[tuple[bytes, bytes]]:
+    return [(f"{tag}{i}".encode(), b"v") for i in range(n)]
+
+
+async def started(broker: Broker, **kw) -> LeanWriter:
+    writer = LeanWriter(broker, "__state", **kw)   # type: ignore[arg-type]
+    await writer.start()
+    return writer
+
+
+def test_every_shards_batch_of_a_loop_turn_goes_in_one_request_with_its_own_sequence():
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        first = await asyncio.gather(*(writer.append(p, records(p + 1), 0) for p in range(4)))
+        second = await asyncio.gather(*(writer.append(p, records(2), 0) for p in range(4)))
+        return broker, writer, first, second
+
+    broker, writer, first, second = asyncio.run(run())
+    assert len(broker.requests) == 2 and [len(r) for r in broker.requests] == [4, 4]
+    assert first == [0, 0, 0, 0] and second == [1, 2, 3, 4]
+    for p in range(4):
+        batches = [b for _, b in broker.logs[p]]
+        assert [b.base_sequence for b in batches] == [0, p + 1]
+        assert {b.producer_id for b in batches} == {writer.producer_id}
+        assert not any(b.is_transactional for b in batches)
+
+
+def test_a_lost_link_resends_the_same_bytes_and_a_landed_batch_is_not_written_twice():
+    async def run():
+        broker = Broker()
+        broker.script = ["lost", "lost-before"]
+        writer = await started(broker)
+        got = await writer.append(3, records(5), 0)
+        after = await writer.append(3, records(1), 0)
+        return broker, got, after
+
+    broker, got, after = asyncio.run(run())
+    assert got == 0 and after == 5
+    assert broker.requests[0] == broker.requests[1] == broker.requests[2]      # the same bytes, three times
+    assert [(o, len(b.records)) for o, b in broker.logs[3]] == [(0, 5), (5, 1)]
+
+
+def test_a_moved_leader_is_looked_up_again_and_the_batch_resent():
+    async def run():
+        broker = Broker()
+        broker.script = [{2: ErrorCode.not_leader_or_follower}]
+        writer = await started(broker)
+        refreshes = broker.metadata_refreshes
+        got = await writer.append(2, records(3), 0)
+        return broker, got, broker.metadata_refreshes - refreshes
+
+    broker, got, refreshes = asyncio.run(run())
+    assert got == 0 and refreshes >= 1 and len(broker.logs[2]) == 1
+
+
+def test_a_sequence_in_doubt_fails_the_append_and_the_next_send_takes_a_new_producer_id():
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        await writer.append(0, records(2), 0)
+        first_id = writer.producer_id
+        broker.script = [{0: ErrorCode.out_of_order_sequence_number}]
+        with pytest.raises(StateLogError, match="out_of_order_sequence_number"):
+            await writer.append(0, records(1), 0)
+        got = await writer.append(0, records(1), 0)
+        return broker, writer, first_id, got
+
+    broker, writer, first_id, got = asyncio.run(run())
+    assert writer.producer_id != first_id and got == 2
+    assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[0]] == [(first_id, 0), (writer.producer_id, 0)]
+
+
+def test_a_refused_batch_fails_the_append_and_the_partition_writes_on_under_a_new_producer_id():
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        first_id = writer.producer_id
+        broker.script = [{1: ErrorCode.message_too_large}]
+        with pytest.raises(StateLogError, match="message_too_large"):
+            await writer.append(1, records(1), 0)
+        return broker, writer, first_id, await writer.append(1, records(1), 0)
+
+    broker, writer, first_id, got = asyncio.run(run())
+    assert got == 0 and writer.producer_id != first_id
+    assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[1]] == [(writer.producer_id, 0)]
+
+
+def test_at_most_five_requests_are_in_flight_per_broker_and_the_rest_wait_their_turn():
+    async def run():
+        broker = Broker(partitions=8)
+        writer = await started(broker)
+        broker.gate = asyncio.Event()
+        appends = []
+        for p in range(8):                  # one per loop turn: one request each while there is room
+            appends.append(asyncio.ensure_future(writer.append(p, records(1), 0)))
+            for _ in range(3):
+                await asyncio.sleep(0)
+        in_flight = broker.inflight
+        broker.gate.set()
+        offsets = await asyncio.gather(*appends)
+        return broker, in_flight, offsets
+
+    broker, in_flight, offsets = asyncio.run(run())
+    assert in_flight == MAX_REQUESTS_IN_FLIGHT == broker.max_inflight_seen
+    assert offsets == [0] * 8 and len(broker.requests) == 6 and len(broker.requests[-1]) == 3
+
+
+def test_an_append_never_acknowledged_fails_at_its_deadline_and_the_sequence_is_in_doubt():
+    async def run():
+        broker = Broker()
+        writer = await started(broker, delivery_timeout_s=0.2)
+        first_id = writer.producer_id
+        broker.script = ["lost-before"] * 1000
+        with pytest.raises(StateLogError, match="not acknowledged"):
+            await writer.append(0, records(1), 0)
+        broker.script = []
+        got = await writer.append(0, records(1), 0)
+        return writer, first_id, got
+
+    writer, first_id, got = asyncio.run(run())
+    assert got == 0 and writer.producer_id != first_id
+
+
+def test_a_batch_sent_before_the_upstream_went_away_leaves_its_sequence_in_doubt():
+    """The link is lost, the metadata cannot be read again: the append fails, and the next
+    one does not reuse a sequence the lost batch took (a new producer id)."""
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        await writer.append(1, records(1), 0)
+        first_id = writer.producer_id
+        broker.script, broker.down = ["lost-before"], True
+        with pytest.raises(StateLogError, match="no upstream broker"):
+            await writer.append(1, records(1), 0)
+        broker.down = False
+        return broker, writer, first_id, await writer.append(1, records(1), 0)
+
+    broker, writer, first_id, got = asyncio.run(run())
+    assert got == 1 and writer.producer_id != first_id
+    assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[1]] == [(first_id, 0), (writer.producer_id, 0)]
