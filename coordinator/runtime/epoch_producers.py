@@ -21,7 +21,9 @@ Rules:
 - **Refresh** (`mark_refresh`, against `transactional.id.expiration.ms`): the next append
   first re-inits the id with the KIP-360 fields (the expected producer id and epoch), so
   if another process took the shard meanwhile the answer is PRODUCER_FENCED and nothing is
-  stolen; that append is then the fence write of the new epoch (sequence 0).
+  stolen; that append is then the fence write of the new epoch (sequence 0). Tansu 0.6
+  answers those fields UNKNOWN_SERVER_ERROR: there the plain InitProducerId follows, after
+  the same lease check.
 - **Rotation**: when InitProducerId answers another producer id than the one this process
   held for the shard (the epoch was exhausted at 32,766, or the id expired), the new id
   fences nothing at the partition: a write under (old id, old epoch + 1, sequence 0) fences
@@ -40,7 +42,7 @@ from kio.schema.errors import ErrorCode
 from records.batch import build_batch
 
 from .fenced_links import REFRESH, StateLogError
-from .fenced_producers import ProducerSession, ShardProducers, produce_request
+from .fenced_producers import ProducerSession, ShardProducers, TxnCallError, produce_request
 from .state_log import ShardFenced
 
 log = logging.getLogger("kcoord.fenced_state_log")
@@ -131,7 +133,14 @@ class EpochProducers(ShardProducers):
             try:
                 if shard.refresh_due:
                     old = shard.producer_id, shard.epoch
-                    await self.init_producer_id(shard, *old, deadline)
+                    try:
+                        await self.init_producer_id(shard, *old, deadline)
+                    except TxnCallError as e:
+                        if e.code != ErrorCode.unknown_server_error:
+                            raise
+                        # Tansu 0.6 refuses the KIP-360 fields so (and expires no
+                        # transactional id): the lease check above stands in for them.
+                        await self.init_producer_id(shard, -1, -1, deadline)
                     await self._rotate(shard, *old, deadline)
                     shard.refresh_due = False
                     self.log_taken(shard, "refreshed")

@@ -52,6 +52,14 @@ _RETRY_TXN = frozenset({ErrorCode.concurrent_transactions, ErrorCode.coordinator
 _REFIND = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
 
+class TxnCallError(StateLogError):
+    """The transaction coordinator answered an error that is neither a fence nor retried."""
+
+    def __init__(self, message: str, code: ErrorCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ProducerSession:
     __slots__ = ("partition", "txn_id", "producer_id", "epoch", "sequence", "broken", "lock", "refresh_due")
 
@@ -133,7 +141,7 @@ class ShardProducers:
                 raise ShardFenced(shard.partition, f"{what}: {code.name} (transactional id {shard.txn_id}, "
                                                    f"producer {shard.producer_id} epoch {shard.epoch})")
             if code not in _RETRY_TXN and code not in _REFIND:
-                raise StateLogError(f"{what} for {shard.txn_id}: {code.name}")
+                raise TxnCallError(f"{what} for {shard.txn_id}: {code.name}", code)
             log.debug("%s for %s: %s, retrying", what, shard.txn_id, code.name)
             if code in _REFIND:
                 links.forget_coordinator(shard.txn_id)

@@ -111,10 +111,11 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
-def test_a_paused_zombie_writes_nothing_after_the_fence_and_its_acknowledged_writes_are_loaded(kafka44, names):
+def test_a_paused_zombie_writes_nothing_after_the_fence_and_its_acknowledged_writes_are_loaded(upstream, names):
     """SIGSTOP the owner while it writes, take over, SIGCONT: every write it saw acknowledged
-    is in the new owner's load, and nothing it sends afterwards is accepted."""
-    bootstrap = kafka44.bootstrap
+    is in the new owner's load, and nothing it sends afterwards is accepted (Kafka answers
+    INVALID_PRODUCER_EPOCH, Tansu PRODUCER_FENCED)."""
+    bootstrap = upstream.bootstrap
     topic = asyncio.run(_topic(bootstrap, names))
     lines: list[str] = []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

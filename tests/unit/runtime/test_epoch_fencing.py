@@ -220,3 +220,18 @@ def test_durability_warnings_name_each_weak_setting_but_not_on_one_broker():
     assert any("unclean.leader.election.enable=true" in w for w in warnings)
     assert durability_warnings("s", 3, 3, {"min.insync.replicas": "2",
                                            "unclean.leader.election.enable": "false"}) == []
+
+
+def test_a_refresh_that_the_upstream_cannot_answer_with_kip_360_fields_falls_back_to_a_plain_init():
+    """Tansu 0.6 answers InitProducerId with an expected producer id UNKNOWN_SERVER_ERROR."""
+    async def scenario():
+        links = ScriptedLinks()
+        links.init_answers = [(E.none, 9, 4), (E.unknown_server_error, -1, -1), (E.none, 9, 5)]
+        links.produce_answers = [(E.none, 0), (E.none, 1)]
+        producers = _producers(links)
+        await producers.take(0)
+        producers.mark_refresh(0)
+        await producers.append(0, [(b"b", b"2")], 1)
+        assert links.inits == [(-1, -1), (9, 4), (-1, -1)]
+        assert links.produced[-1][:3] == (9, 5, 0)
+    asyncio.run(scenario())
