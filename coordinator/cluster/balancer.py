@@ -24,7 +24,9 @@ Rules:
   owner's session expired, which outlasts its lease.
 - **One instance id, one member:** a second member with an instance id already present
   gets `error=DUPLICATE_INSTANCE` and no shards (two processes started with the same
-  `--instance-id`).
+  `--instance-id`, as dynamic members: Tansu). The refused member may be the live process
+  that served, and it answers until its own SyncGroup answer arrives (Tansu polls a held
+  SyncGroup once a second), so the shards it claimed are assigned with `hold` too.
 - **Plain serves are watchers:** a member whose metadata has `solo_since_ms` is a plain
   `kcoord serve` (one process, fencing none) that joined only to see a second kcoord on its
   state topic. It gets no shards, is in nobody's map and starts no follow-up. It gets
@@ -163,12 +165,14 @@ def _balance(generation: int, n_shards: int, members: Mapping[str, MemberMetadat
     # A fresh member may have replaced a live process whose claims are hidden from this join:
     # the shards that process held (by the previous map; all unclaimed ones without a map).
     fresh = {m.instance_id for m in members.values() if m.fresh}
+    # A refused duplicate's claims: it may be the process that served them, still answering.
+    refused = {s for member_id in duplicates for s in members[member_id].owned}
 
     def hold(shards: list[int]) -> frozenset[int]:
-        if not fresh:
+        if not fresh and not refused:
             return frozenset()
-        return frozenset(s for s in shards if s not in claim and (
-            previous_owners is None or previous_owners.get(s) in fresh))
+        return frozenset(s for s in shards if s not in claim and (s in refused or fresh and (
+            previous_owners is None or previous_owners.get(s) in fresh)))
 
     out = {by_instance[i]: Assignment(generation, frozenset(kept[i]), owners, endpoints, ids, hold=hold(kept[i]))
            for i in instances}

@@ -94,6 +94,20 @@ def test_a_duplicate_instance_id_gets_an_error_and_nothing():
     assert result.assignments["m1"].shards | result.assignments["m3"].shards == set(range(4))
 
 
+def test_the_shards_a_refused_duplicate_claimed_are_held_wherever_they_go():
+    """Dynamic members (Tansu): the live process that served kc-0 may be the member refused
+    as the duplicate; it answers until its SyncGroup answer arrives, so its claims wait a
+    session wherever they go. The newcomer's own claims (none) hold nothing."""
+    members = {"m1": meta("kc-0"), "m2": meta("kc-0", owned={0, 1, 2}, generation=4), "m3": meta("kc-1", {3}, 4)}
+    result = balance(5, 4, members)
+    assert result.assignments["m2"].error == DUPLICATE_INSTANCE
+    held = {s for m in ("m1", "m3") for s in result.assignments[m].hold}
+    given = {s for m in ("m1", "m3") for s in result.assignments[m].shards}
+    assert held == {0, 1, 2} & given and 3 not in held
+    alone = balance(6, 4, {"m1": meta("kc-0", owned={0, 1}, generation=5), "m3": meta("kc-1", {2, 3}, 5)})
+    assert not any(a.hold for a in alone.assignments.values())
+
+
 def test_node_ids_are_stable_and_pods_keep_their_ordinal():
     ids = node_ids({"x": meta("kcoord-2"), "y": meta("other"), "z": meta("kcoord-0")})
     assert ids["kcoord-2"] == NODE_ID_BASE + 2 and ids["kcoord-0"] == NODE_ID_BASE
