@@ -120,3 +120,16 @@ def test_the_error_response_names_topics_by_id_at_v6_and_maps_codes_per_version(
 class _Error:
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         self.code, self.message = code, message
+
+
+def test_without_topic_ids_the_listing_stops_below_the_first_version_naming_topics_by_id():
+    from coordinator.protocol import apis
+    from coordinator.protocol.api_table import CORE_TABLE, without_topic_ids
+    listed = {apis.TXN_OFFSET_COMMIT: (0, 6), apis.OFFSET_COMMIT: (2, 10), apis.OFFSET_FETCH: (1, 10),
+              apis.DELETE_GROUPS: (0, 3), 10_000: (10, 12)}
+    assert without_topic_ids(listed, CORE_TABLE) == {
+        apis.TXN_OFFSET_COMMIT: (0, 5), apis.OFFSET_COMMIT: (2, 9), apis.OFFSET_FETCH: (1, 9),
+        apis.DELETE_GROUPS: (0, 3), 10_000: (10, 12)}
+    # A listing that already stops below is left as it is; one made only of such versions goes.
+    assert without_topic_ids({apis.TXN_OFFSET_COMMIT: (0, 5)}, CORE_TABLE) == {apis.TXN_OFFSET_COMMIT: (0, 5)}
+    assert without_topic_ids({apis.TXN_OFFSET_COMMIT: (6, 6)}, CORE_TABLE) == {}
