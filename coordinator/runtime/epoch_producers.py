@@ -117,39 +117,25 @@ class EpochProducers(ShardProducers):
         shard.refresh_due = True
         return True
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> int:
-        """Append records as ONE idempotent batch under the shard's epoch; its base offset
-        once acknowledged (acks=all)."""
-        shard = self.sessions.get(partition)
-        if shard is None:
-            raise ShardFenced(partition, "not taken by this process (take or load it first)")
-        async with shard.lock:
-            self.check_owned(partition)
-            if shard.broken:
-                raise StateLogError(f"state partition {partition}: an earlier write failed; "
-                                    f"the shard must be taken again (reload)")
-            shard.broken = True
-            deadline = time.monotonic() + self.request_timeout_s
+    async def write(self, shard: ProducerSession, records: list[tuple[bytes, bytes | None]],
+                    timestamp_ms: int) -> int:
+        """One append (`ShardProducers.append` holds the lock and checks the lease): ONE
+        idempotent batch under the shard's epoch, after the refresh when one is due."""
+        deadline = time.monotonic() + self.request_timeout_s
+        if shard.refresh_due:
+            old = shard.producer_id, shard.epoch
             try:
-                if shard.refresh_due:
-                    old = shard.producer_id, shard.epoch
-                    try:
-                        await self.init_producer_id(shard, *old, deadline)
-                    except TxnCallError as e:
-                        if e.code != ErrorCode.unknown_server_error:
-                            raise
-                        # Tansu 0.6 refuses the KIP-360 fields so (and expires no
-                        # transactional id): the lease check above stands in for them.
-                        await self.init_producer_id(shard, -1, -1, deadline)
-                    await self._rotate(shard, *old, deadline)
-                    shard.refresh_due = False
-                    self.log_taken(shard, "refreshed")
-                base = await self._produce_as(shard, records, timestamp_ms, deadline)
-            except ShardFenced:
-                self.sessions.pop(partition, None)
-                raise
-            shard.broken = False
-            return base
+                await self.init_producer_id(shard, *old, deadline)
+            except TxnCallError as e:
+                if e.code != ErrorCode.unknown_server_error:
+                    raise
+                # Tansu 0.6 refuses the KIP-360 fields so (and expires no
+                # transactional id): the lease check above stands in for them.
+                await self.init_producer_id(shard, -1, -1, deadline)
+            await self._rotate(shard, *old, deadline)
+            shard.refresh_due = False
+            self.log_taken(shard, "refreshed")
+        return await self._produce_as(shard, records, timestamp_ms, deadline)
 
     async def _fence(self, shard: ProducerSession, deadline: float) -> None:
         await self._produce_as(shard, [fence_record(shard.partition, shard.producer_id, shard.epoch)],

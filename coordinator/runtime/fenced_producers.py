@@ -188,24 +188,29 @@ class ShardProducers:
 
     # ------------------------------------------------------------------ writing
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> int:
-        """Append records as ONE batch in ONE transaction; return its base offset once the
-        transaction is committed (EndTxn answered: the epoch was still current)."""
+        """Append records as ONE batch (`write`: here in ONE transaction); return its base
+        offset once the transaction is committed (EndTxn answered: the epoch was still current)."""
         shard = self.sessions.get(partition)
         if shard is None:
             raise ShardFenced(partition, "not taken by this process (take or load it first)")
         async with shard.lock:
             self.check_owned(partition)
             if shard.broken:
-                raise StateLogError(f"state partition {partition}: an earlier write failed half-way; "
+                raise StateLogError(f"state partition {partition}: an earlier write failed (half-way); "
                                     f"the shard must be taken again (reload)")
             shard.broken = True
             try:
-                base = await self._transaction(shard, records, timestamp_ms)
+                base = await self.write(shard, records, timestamp_ms)
             except ShardFenced:
                 self.sessions.pop(partition, None)
                 raise
             shard.broken = False
             return base
+
+    async def write(self, shard: ProducerSession, records: list[tuple[bytes, bytes | None]],
+                    timestamp_ms: int) -> int:
+        """One append of a taken, owned shard, under its lock: here one transaction."""
+        return await self._transaction(shard, records, timestamp_ms)
 
     async def _transaction(self, shard: ProducerSession, records: list[tuple[bytes, bytes | None]],
                            timestamp_ms: int) -> int:
