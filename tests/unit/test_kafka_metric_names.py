@@ -120,8 +120,9 @@ def test_kafka_dashboards_queries_read_kcoord_after_group_activity(windows):
     by_state = {name: q(query) for name, query in CONFLUENT_BY_STATE.items()}
     assert by_state == {"stable": {(): 0.0}, "preparing_rebalance": {(): 0.0}, "dead": {(): 0.0},
                         "completing_rebalance": {(): 0.0}, "empty": {(): 1.0}}
-    assert q(KAFKA_METRICS_QUERIES["groups_by_protocol"]) == {(("protocol", "classic"),): 1.0,
-                                                              (("protocol", "consumer"),): 1.0}
+    assert q(KAFKA_METRICS_QUERIES["groups_by_protocol"]) == {
+        (("protocol", "classic"),): 1.0, (("protocol", "consumer"),): 1.0,
+        (("protocol", "streams"),): 0.0, (("protocol", "share"),): 0.0}
     states = q(KAFKA_METRICS_QUERIES["consumer_groups_by_state"])
     assert set(states) == {(("state", s),) for s in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")}
     assert sum(states.values()) == 1.0 and states[(("state", "Empty"),)] == 0.0
