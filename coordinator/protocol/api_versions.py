@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,9 +36,9 @@ from .apis import (
     forwardable_range,
     intersect,
     kio_version_range,
-    response_class,
 )
 from .codec import encode_body
+from .messages import schema
 
 GROUP_VERSION_FEATURE = "group.version"
 STREAMS_VERSION_FEATURE = "streams.version"
@@ -68,6 +67,13 @@ assert 15 * len(CLIENT_FEATURES) + _DIGEST_BITS <= 62
 ERROR_NONE = 0
 ERROR_UNSUPPORTED_VERSION = 35
 ERROR_INVALID_REQUEST = 42
+ERROR_REBOOTSTRAP_REQUIRED = 129
+
+# ApiVersions v5 (KIP-1242) carries the ClusterId and NodeId the client means to reach, and a
+# broker answers REBOOTSTRAP_REQUIRED when they are not its own (``rebootstrap_required``). It
+# is listed only once the connection's handler makes that check: until then a v5 request gets
+# the KIP-511 fallback (UNSUPPORTED_VERSION listing 0-4), and the Java 4.4 client retries at v4.
+API_VERSIONS_SERVED_MAX = 4
 
 # ApiVersionsRequest.isValid (KIP-511): name and version of the client software.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -164,7 +170,7 @@ def advertised_versions(
     out[FIND_COORDINATOR] = (intersect(find_upstream, find_known) if find_upstream else None) or find_known
     api_known = kio_version_range(API_VERSIONS)
     assert api_known is not None
-    out[API_VERSIONS] = api_known
+    out[API_VERSIONS] = (api_known[0], min(api_known[1], API_VERSIONS_SERVED_MAX))
     return dict(sorted(out.items()))
 
 
@@ -197,9 +203,10 @@ def api_versions_response(
     features: Features,
     error_code: int = ERROR_NONE,
 ) -> object:
-    """The kio ApiVersionsResponse at ``version``."""
-    cls = response_class(API_VERSIONS, version)
-    module = sys.modules[cls.__module__]
+    """The kio ApiVersionsResponse at ``version`` (v5: the class generated from Kafka 4.4's
+    definitions, docs/design/messages.md)."""
+    module = schema("api_versions", version, "response")
+    cls = module.ApiVersionsResponse
     keys = tuple(module.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                  for k, (lo, hi) in sorted(api_versions.items()))
     kwargs: dict[str, object] = {"error_code": ErrorCode(error_code), "api_keys": keys}
@@ -228,6 +235,22 @@ def api_versions_body(version: int, api_versions: Mapping[int, tuple[int, int]],
 def invalid_request_body(version: int) -> bytes:
     """Kafka's answer to a v3+ request with an illegal client software name/version."""
     return api_versions_body(version, {}, Features(), ERROR_INVALID_REQUEST)
+
+
+def rebootstrap_required(version: int, request: object, cluster_id: str | None, node_id: int | None) -> bool:
+    """KIP-1242: a v5+ request whose ClusterId is set names the cluster and node the client
+    means to reach; when either is not this listener's (``node_id`` None: the bootstrap
+    listener, which is no node), Kafka answers REBOOTSTRAP_REQUIRED
+    (KafkaApis.handleApiVersionsRequest) and the client bootstraps again."""
+    wanted = getattr(request, "cluster_id", None) if version >= 5 else None
+    if wanted is None:
+        return False
+    return wanted != cluster_id or getattr(request, "node_id", -1) != node_id
+
+
+def rebootstrap_body(version: int) -> bytes:
+    """Kafka's REBOOTSTRAP_REQUIRED answer: the error, no API keys, no features."""
+    return api_versions_body(version, {}, Features(), ERROR_REBOOTSTRAP_REQUIRED)
 
 
 def unsupported_version_body(supported: tuple[int, int]) -> bytes:
