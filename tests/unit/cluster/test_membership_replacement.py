@@ -79,7 +79,13 @@ async def _run(script: dict[str, list], until, clock: Clock | None = None):
                           static=True, clock=clock or Clock(),
                           on_change=lambda a, added, revoked: changes.append((a.generation, added, revoked)))
     ref.append(m)
-    m._link = link           # the coordinator is already found
+    return m, link, changes, await drive(m, link, until)
+
+
+async def drive(m: ClusterMembership, link: ScriptedLink, until):
+    """Run `m` over `link` (its coordinator already found) until `until(m, link)` or it
+    ends, bounded; what its `run()` ended with."""
+    m._link = link
     task = asyncio.create_task(m.run())
     try:
         for _ in range(400):
@@ -90,7 +96,7 @@ async def _run(script: dict[str, list], until, clock: Clock | None = None):
         if not task.done():
             task.cancel()
         outcome = (await asyncio.gather(task, return_exceptions=True))[0]
-    return m, link, changes, outcome
+    return outcome
 
 
 def test_a_newcomer_holds_what_a_static_replacement_hands_it_and_refreshes_its_address():

@@ -22,7 +22,7 @@ from coordinator.config import CoordinatorConfig
 
 from ..runtime.fakes import FakeStateTopic, group_in
 from ..runtime.test_shard_failures import commit, commit_errors, committed, fetch, service_for
-from .test_membership_replacement import Clock, ScriptedLink, heartbeat, join, sync
+from .test_membership_replacement import Clock, ScriptedLink, drive, heartbeat, join, sync
 
 SESSION_MS = 600
 ADMITTED = sync(Assignment(5, frozenset()))
@@ -149,16 +149,7 @@ async def _watcher(script: dict, until, clock: Clock, heartbeat_ms: int):
                           lease_margin_ms=1_000, static=False, clock=clock, on_change=lambda *_: None,
                           solo_since_ms=1, on_candidate=lambda: candidates.append(m.candidate_since))
     ref.append(m)
-    m._link = link
-    task = asyncio.create_task(m.run())
-    try:
-        for _ in range(400):
-            if until(m, link) or task.done():
-                break
-            await asyncio.sleep(0.005)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await drive(m, link, until)
     return m, link, candidates
 
 
@@ -228,9 +219,9 @@ class Service:
         return True
 
 
-async def _solo(monkeypatch, script: dict, timeout_s: float = 2.0):
+async def _solo(monkeypatch, script: dict, timeout_s: float = 2.0, link_type: type = ScriptedLink):
     ref: list = []
-    link = ScriptedLink(ref, {"FindCoordinator": [FOUND, FOUND], "LeaveGroup": [LEFT], **script})
+    link = link_type(ref, {"FindCoordinator": [FOUND, FOUND], "LeaveGroup": [LEFT], **script})
 
     async def scripted_open(security, client_id, addresses):
         return link
@@ -317,19 +308,10 @@ def test_no_verdict_in_time_serves_unwatched_and_a_later_verdict_gives_the_lease
             return await super().request(request, timeout)
 
     async def run():
-        ref: list = []
-        link = Held(ref, {"FindCoordinator": [FOUND], "LeaveGroup": [LEFT], "SyncGroup": [ADMITTED, ADMITTED],
-                          "JoinGroup": [join(generation=5, leader="x"), join(generation=5, leader="x")]})
-
-        async def scripted_open(security, client_id, addresses):
-            return link
-
-        monkeypatch.setattr(clustered, "_open", scripted_open)
-        watch = clustered.SoloWatch(CONFIG, "127.0.0.1:1", None)
-        ref.append(watch)
-        service = Service()
-        assert await watch.check(GATEWAY, 0.05, service=service)
-        assert service.serving is None
+        watch, _, service, served = await _solo(monkeypatch, {
+            "SyncGroup": [ADMITTED, ADMITTED], "JoinGroup": [join(generation=5, leader="x"),
+                                                            join(generation=5, leader="x")]}, 0.05, Held)
+        assert served and service.serving is None
         held.set()
         await _until(lambda: service.serving is not None, "the lease once the verdict came")
         assert service.serving()
