@@ -275,6 +275,8 @@ def cmd_downgrade_check(args, problems: Problems) -> int:
     full = OffsetsReplay(problems, on_record=new_records.observe)
     classic = OffsetsReplay(problems, decode=downgrade.classic_only_decode)
     for lb in Source(args, problems):
+        # Raw bytes first: the value-version scan also sees records kcoord's decoder refuses.
+        new_records.value_versions.feed(lb)
         full.feed(lb)
         classic.feed(lb)
     report = downgrade.check(full, classic, new_records)

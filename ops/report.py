@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 
 from ops.describe import render_table
 from ops.recordjson import type_name
+from ops.value_versions import render_lines as render_value_versions
 from records import OffsetCommitKey, UnknownRecord
 from records.batch import RecordBatch
 from records.connect_records import CONNECT_GROUP_METADATA
@@ -132,6 +133,8 @@ def render_downgrade_text(report: dict) -> str:
         out.append(f"  missing: {d['group']} {d['topic']}-{d['partition']} offset {d['offset']}")
     for d in o["different"][:20]:
         out.append(f"  different: {d['group']} {d['topic']}-{d['partition']} {d['fields']}")
+    out.append("")
+    out.extend(render_value_versions(report["value_versions"]))
     s = report["summary"]
     out.append(f"{s['new_protocol_records']} new-protocol records, {s['live_new_protocol_keys']} "
                f"of their keys still live; skipped by the classic view: {s['skipped_by_classic_view']}")
