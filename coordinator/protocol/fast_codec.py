@@ -6,7 +6,9 @@ compare them on generated messages), so `codec.encode_body` may use it transpare
 Only flexible-version messages without tagged fields are covered; anything else goes
 through kio. The durable OffsetCommit's response (v8-v10, a topic name or id and a
 partition index + error code per partition) is the commit path's: kio's generic writer
-walks four nested entities per partition for six bytes.
+walks four nested entities per partition for six bytes. The ProduceRequest v9 is the
+state-topic writer's (coordinator/runtime/lean_writer.py): one per broker and loop turn,
+carrying every shard's batch, whose type checks in kio's writer cost more than the bytes.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from kio.schema.consumer_group_heartbeat.v1 import response as cgh_v1
 from kio.schema.offset_commit.v8 import response as oc_v8
 from kio.schema.offset_commit.v9 import response as oc_v9
 from kio.schema.offset_commit.v10 import response as oc_v10
+from kio.schema.produce.v9 import request as produce_v9
 
 from .framing import write_uvarint
 
@@ -28,6 +31,7 @@ _I32 = struct.Struct(">i")
 _I32_I16 = struct.Struct(">ih")      # throttle_time_ms, error_code
 _I32_I32 = struct.Struct(">ii")      # member_epoch, heartbeat_interval_ms
 _I32_I16_TAGS = struct.Struct(">ihB")  # partition_index, error_code, no tagged fields
+_I16_I32 = struct.Struct(">hi")      # acks, timeout_ms
 _NULL_STRING = b"\x00"
 _NULL_STRUCT = b"\xff"               # KIP-893 nullable struct: -1 marker
 _PRESENT_STRUCT = b"\x01"
@@ -111,10 +115,32 @@ def offset_commit_response(message: Any) -> bytes:
 _NAMED = object()       # a v8/v9 topic has no topic_id field
 
 
+def produce_request(message: Any) -> bytes:
+    """ProduceRequest v9 (flexible): records as compact nullable bytes."""
+    topics = message.topic_data
+    parts = [compact_nullable_string(message.transactional_id), _I16_I32.pack(message.acks, _ms(message.timeout)),
+             write_uvarint(len(topics) + 1)]
+    for t in topics:
+        partitions = t.partition_data
+        parts += (_compact_string(t.name), write_uvarint(len(partitions) + 1))
+        for p in partitions:
+            records = p.records
+            parts.append(_I32.pack(p.index))
+            if records is None:
+                parts.append(_NULL_STRING)
+            else:
+                parts += (write_uvarint(len(records) + 1), records)
+            parts.append(_NO_TAGS)             # the partition's tagged fields
+        parts.append(_NO_TAGS)                 # the topic's tagged fields
+    parts.append(_NO_TAGS)                     # the request's tagged fields
+    return b"".join(parts)
+
+
 FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
     cgh_v0.ConsumerGroupHeartbeatResponse: consumer_group_heartbeat_response,
     cgh_v1.ConsumerGroupHeartbeatResponse: consumer_group_heartbeat_response,
     oc_v8.OffsetCommitResponse: offset_commit_response,
     oc_v9.OffsetCommitResponse: offset_commit_response,
     oc_v10.OffsetCommitResponse: offset_commit_response,
+    produce_v9.ProduceRequest: produce_request,
 }

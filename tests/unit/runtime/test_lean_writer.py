@@ -234,3 +234,32 @@ def test_a_batch_sent_before_the_upstream_went_away_leaves_its_sequence_in_doubt
     broker, writer, first_id, got = asyncio.run(run())
     assert got == 1 and writer.producer_id != first_id
     assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[1]] == [(first_id, 0), (writer.producer_id, 0)]
+
+
+# --- the ProduceRequest v9 the writer sends: fast_codec's encoder writes kio's bytes ---------
+
+import io  # noqa: E402
+from datetime import timedelta  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from kio.schema.produce.v9 import request as produce_v9  # noqa: E402
+from kio.serial import entity_writer  # noqa: E402
+
+from coordinator.protocol.codec import encode_body  # noqa: E402
+from coordinator.protocol.fast_codec import FAST_ENCODERS  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(txn=st.one_of(st.none(), st.text(max_size=200)), acks=st.sampled_from([-1, 0, 1]),
+       timeout=st.integers(0, 2**31 - 1), topics=st.lists(st.tuples(st.text(max_size=200), st.lists(
+           st.tuples(st.integers(-2**31, 2**31 - 1), st.one_of(st.none(), st.binary(max_size=400))), max_size=30)),
+           max_size=5))
+def test_the_produce_request_encoder_writes_kios_bytes(txn, acks, timeout, topics):
+    msg = produce_v9.ProduceRequest(transactional_id=txn, acks=acks, timeout=timedelta(milliseconds=timeout),
+                                    topic_data=tuple(produce_v9.TopicProduceData(name=name, partition_data=tuple(
+                                        produce_v9.PartitionProduceData(index=i, records=r) for i, r in parts))
+                                        for name, parts in topics))
+    buf = io.BytesIO()
+    entity_writer(type(msg))(buf, msg)
+    assert FAST_ENCODERS[type(msg)] is not None and encode_body(msg) == buf.getvalue()
