@@ -142,7 +142,7 @@ def _merge(kind: str, tables: list[tuple[str, Mapping]]) -> dict:
     for who, table in tables:
         for key, value in table.items():
             if key in out:
-                name = getattr(key, "__name__", key)
+                name = key.__name__ if isinstance(key, type) else key
                 raise ValueError(f"{kind} {name!r} is contributed twice (again by {who!r})")
             out[key] = value
     return out

@@ -10,10 +10,10 @@ Rules:
   type: record key type -> replay rule, timer kind -> handler, (operation, group class) ->
   handler, and each type's hooks for a loaded shard and a metadata change;
 - an operation is an attribute of the shard named as the API rows' `shard_operation`
-  (`shard.offset_commit(ctx, req, now_ms)`), bound once here: an operation with one row
-  calls its handler directly; one with rows per group type first builds the request's one
-  shape, if its folder gives one (classic/requests.py), then picks the row by the class of
-  the group the request names;
+  (`shard.offset_commit(ctx, req, now_ms)`), bound once here: the request's one shape is
+  built first, if the operation's folder gives one (classic/requests.py, offsets/requests.py:
+  wire versions stop here), then an operation with one row calls its handler, one with rows
+  per group type picks the row by the class of the group the request names;
 - without a registry of its own a shard takes the built-in one (builtin.py, built once).
 """
 from __future__ import annotations
@@ -51,6 +51,12 @@ def _by_group(operation: str, rows: Rows, shape: Any, shard: GroupCoordinatorSha
     return handler(shard, ctx, req, now_ms)
 
 
+def _shaped(handler: Handler, shape: Any, shard: GroupCoordinatorShard, ctx: RequestContext, req,
+            now_ms: int) -> Result:
+    """An operation with one row whose folder gives the request's one shape."""
+    return handler(shard, ctx, shape(req), now_ms)
+
+
 class GroupCoordinatorShard:
     """The `context.ShardView` its handlers see, plus dispatch, replay and lifecycle."""
 
@@ -79,8 +85,8 @@ class GroupCoordinatorShard:
             if hasattr(self, operation):
                 raise ValueError(f"operation {operation!r} would hide the shard's own attribute")
             shape = registry.request_shapes.get(operation)
-            if shape is None and rows.keys() == {None}:
-                bound = partial(rows[None], self)
+            if rows.keys() == {None}:
+                bound = partial(rows[None], self) if shape is None else partial(_shaped, rows[None], shape, self)
             else:
                 bound = partial(_by_group, operation, rows, shape, self)
             setattr(self, operation, bound)

@@ -8,22 +8,22 @@ pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
 from ..errors import ApiError
-from ..group_types import group_type
+from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
 from ..kio_util import build, schema
 from ..result import Result, TimerOp
-from ..timeutil import from_ms, to_ms
-from .commit_validation import ACCEPT_ALL, PartitionCheck
+from ..timeutil import from_ms
+from .requests import OffsetCommit, OffsetFetch
 
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
 
-def _validate_commit(shard: OffsetsView, ctx: RequestContext, req) -> PartitionCheck:
+def _validate_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit) -> PartitionCheck:
     """A commit to an unknown group; otherwise the group type's rule (group_types.py)."""
     """`OffsetMetadataManager.validateOffsetCommit`."""
     generation = req.generation_id_or_member_epoch
@@ -34,9 +34,8 @@ def _validate_commit(shard: OffsetsView, ctx: RequestContext, req) -> PartitionC
         if ctx.api_version >= 9:
             raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         raise ApiError(ErrorCode.illegal_generation)
-    return group_type(group).validate_offset_commit(group, shard.image, req.member_id,
-                                                    getattr(req, "group_instance_id", None), generation,
-                                                    ctx.api_version)
+    return group_type(group).validate_offset_commit(group, shard.image, req.member_id, req.group_instance_id,
+                                                    generation, ctx.api_version)
 
 
 # ---------------------------------------------------------------- commit
@@ -44,18 +43,18 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, now_ms: int) -> Result:
     """Topic-level problems (unknown topic id or name, partition out of range) and oversized
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
     partition loop and answers the request with one error)."""
     mod = schema("offset_commit", ctx.api_version)
-    by_id = ctx.api_version >= 10
+    by_id, leader_epochs = req.by_id, req.leader_epochs
     image = shard.image
-    retention_ms = to_ms(getattr(req, "retention_time", -1))
+    retention_ms = req.retention_ms
     expire = now_ms + retention_ms if retention_ms != -1 else -1
     records = []
-    answers: list[tuple[object, list[tuple[int, ErrorCode]]]] = []
+    answers: list[tuple[Any, list[tuple[int, ErrorCode]]]] = []
     try:
         check = _validate_commit(shard, ctx, req)
         for t in req.topics:
@@ -74,7 +73,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> 
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
                     records.append(rh.offset_commit_record(
                         req.group_id, img.name, p.partition_index, offset=p.committed_offset,
-                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
                         metadata=p.committed_metadata or "", commit_timestamp=now_ms,
                         expire_timestamp=expire, topic_id=img.topic_id))
                 parts.append((p.partition_index, code))
@@ -87,7 +86,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> 
     if records and group is not None:
         timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
     topics_out = tuple(
-        build(mod.OffsetCommitResponseTopic, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
+        build(mod.OffsetCommitResponseTopic, name=None if by_id else t.name, topic_id=t.topic_id if by_id else None,
               partitions=tuple(build(mod.OffsetCommitResponsePartition, partition_index=i, error_code=code)
                                for i, code in parts))
         for t, parts in answers)
@@ -153,19 +152,18 @@ def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics
             name = img.name
         else:
             name = t.name
-        requested_id = getattr(t, "topic_id", None)
+        requested_id = t.topic_id if by_id else None
         out.append(build(topic_cls, name=name, topic_id=requested_id,
                          partitions=tuple(partition(name, p, requested_id) for p in t.partition_indexes)))
     return out
 
 
-def offset_fetch(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
+def offset_fetch(shard: OffsetsView, ctx: RequestContext, req: OffsetFetch, now_ms: int) -> Result:
     """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
     service, which calls `fetch_group` for each group."""
     mod = schema("offset_fetch", ctx.api_version)
     try:
-        topics = fetch_group(shard, ctx.api_version, mod, req.group_id, req.topics,
-                             getattr(req, "require_stable", False))
+        topics = fetch_group(shard, ctx.api_version, mod, req.group_id, req.topics, req.require_stable)
         code = ErrorCode.none
     except ApiError as e:
         topics, code = [], e.code
