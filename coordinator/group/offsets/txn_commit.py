@@ -14,11 +14,11 @@ Rules:
 - The records are OffsetCommit's own key and value (Kafka writes the same record for both
   APIs); a TxnOffsetCommit has no retention time, so no expire timestamp (value version 4).
 - Wire versions stop at the handler's edges; in between it reads one shape. On the way in,
-  each request topic is resolved to the metadata image's `TopicImage` (`_topic_resolver`: by
+  each request topic is resolved to the metadata image's `TopicImage` (`_topic_lookup`: by
   name below v6, by id from v6, KIP-1319, where the request names no topic), with no copy of
-  the request; on the way out, `_response` names each topic as the request did and carries
-  each code as the version knows it (coordinator/protocol/error_responses.py
-  `txn_offset_commit_code`). The checks raise the newest version's codes.
+  the request; on the way out, a refusal's code is mapped once to what the version knows
+  (coordinator/protocol/error_responses.py `txn_offset_commit_code`) and `_response` names
+  each topic as the request did. The checks raise the newest version's codes.
 - Checks, in Kafka's order:
   1. an empty group id: INVALID_GROUP_ID on every partition (GroupCoordinatorService);
   2. per partition, a topic the metadata does not know: UNKNOWN_TOPIC_OR_PARTITION by name,
@@ -51,8 +51,9 @@ Rules:
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -189,40 +190,42 @@ def _java_length(s: str) -> int:
 
 
 # ------------------------------------------------------------------ the wire's edges
-def _topic_resolver(image: MetadataImage, api_version: int) -> tuple[Callable[[Any], TopicImage | None], ErrorCode]:
-    """How a request topic is looked up at ``api_version``, and the code of a topic the image
-    does not know: by name below v6 (UNKNOWN_TOPIC_OR_PARTITION), by id from v6 (KIP-1319:
-    UNKNOWN_TOPIC_ID, as KafkaApis answers an id its metadata cache cannot name). Past this
-    point the handler reads the `TopicImage` only, whatever the version."""
+def _topic_lookup(image: MetadataImage, api_version: int) -> tuple[Mapping[Any, TopicImage],
+                                                                    Callable[[Any], Any], ErrorCode]:
+    """Where a request topic is looked up at ``api_version``, by what, and the code of a topic
+    the image does not know: by name below v6 (UNKNOWN_TOPIC_OR_PARTITION), by id from v6
+    (KIP-1319: UNKNOWN_TOPIC_ID, as KafkaApis answers an id its metadata cache cannot name).
+    Past this point the handler reads the `TopicImage` only, whatever the version."""
     if api_version >= FIRST_TOPIC_ID_VERSION:
-        by_id = image.topics_by_id
-        return (lambda t: by_id.get(t.topic_id)), ErrorCode.unknown_topic_id
-    by_name = image.topics_by_name
-    return (lambda t: by_name.get(t.name)), ErrorCode.unknown_topic_or_partition
+        return image.topics_by_id, _TOPIC_ID, ErrorCode.unknown_topic_id
+    return image.topics_by_name, _TOPIC_NAME, ErrorCode.unknown_topic_or_partition
 
 
-def _response(api_version: int, req, answers: dict[tuple[int, int], ErrorCode]) -> Any:
-    """The answer at ``api_version``: each topic named as the request named it, each code as
-    that version carries it (`txn_offset_commit_code`)."""
+_TOPIC_ID, _TOPIC_NAME = attrgetter("topic_id"), attrgetter("name")
+
+
+def _response(api_version: int, req, by_id: bool, answers: dict[tuple[int, int], ErrorCode]) -> Any:
+    """The answer at ``api_version``, each topic named as the request named it (by id from v6,
+    by name below). The codes in ``answers`` are already the version's."""
     mod = schema("txn_offset_commit", api_version)
     part_cls, topic_cls = mod.TxnOffsetCommitResponsePartition, mod.TxnOffsetCommitResponseTopic
-    topics = tuple(build(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None),
-                         partitions=tuple(build(part_cls, partition_index=p.partition_index,
-                                                error_code=txn_offset_commit_code(api_version,
-                                                                                  answers[(i, p.partition_index)]))
-                                          for p in t.partitions))
-                   for i, t in enumerate(req.topics))
-    return build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=topics)
+    topics = []
+    for i, t in enumerate(req.topics):
+        parts = tuple(build(part_cls, partition_index=p.partition_index, error_code=answers[(i, p.partition_index)])
+                      for p in t.partitions)
+        topics.append(build(topic_cls, topic_id=t.topic_id, partitions=parts) if by_id
+                      else build(topic_cls, name=t.name, partitions=parts))
+    return build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=tuple(topics))
 
 
 # ---------------------------------------------------------------------- handler
 def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
-    resolve, unknown_topic = _topic_resolver(shard.image, ctx.api_version)
+    topics, key, unknown_topic = _topic_lookup(shard.image, ctx.api_version)
     generation = _generation(req)
     answers: dict[tuple[int, int], ErrorCode] = {}     # (topic index, partition index) -> error
     known: list[tuple[int, TopicImage, Any]] = []       # (topic index, topic image, partition)
     for i, t in enumerate(req.topics):
-        img = resolve(t)
+        img = topics.get(key(t))
         for p in t.partitions:
             if not req.group_id:
                 answers[(i, p.partition_index)] = ErrorCode.invalid_group_id
@@ -256,9 +259,12 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
                            "%s %s", req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
                            e.code.name, e.message or "")
             records = []
+            # The checks raise the newest version's codes: the one place a code leaves for the
+            # wire, mapped once per request (the success path has nothing to map).
+            refused = txn_offset_commit_code(ctx.api_version, e.code)
             for i, _, p in known:
-                answers[(i, p.partition_index)] = e.code
-    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, answers), records=records),
+                answers[(i, p.partition_index)] = refused
+    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, key is _TOPIC_ID, answers), records=records),
                           req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
 
 
