@@ -76,6 +76,11 @@ class EpochUpkeeps:
         upkeep.arm(False)
         upkeep.arm(True)
 
+    def stop(self) -> None:
+        shards, self.shards = self.shards, {}
+        for upkeep in shards.values():
+            upkeep.stop()
+
     async def barrier(self, partition: int) -> None:
         upkeep = self.shards.get(partition)
         if upkeep is not None and upkeep.current():

@@ -141,6 +141,8 @@ class FencedStateLog:
             await self.fence_upkeep.read_upstream(self.links)
 
     async def stop(self) -> None:
+        if self.fence_upkeep is not None:
+            self.fence_upkeep.stop()
         self.links.close()
         self.producers.sessions.clear()
 

@@ -257,6 +257,7 @@ def test_coordinator_services_fence_by_writing_and_keep_their_epoch_alive(kafka4
             await c.start()
             services.append(c)
             assert committed(await fetch(c, group)) == {("t", 0): 7}
+            assert not c.runtimes[0].shard.unknown_record_types, "fence records never reach the shard"
         finally:
             for s in services:
                 s.close()
