@@ -32,7 +32,7 @@ from ..group.offsets.txn_features import clamp_transaction_version
 from ..protocol.api_versions import (
     Features,
     advertised_versions,
-    api_versions_body,
+    api_versions_bodies,
     merge_features,
     with_consistent_epoch,
 )
@@ -194,9 +194,7 @@ class Gateway:
             - {FIND_COORDINATOR, API_VERSIONS}
         rows = getattr(self.service, "apis", None)     # the service's rows of the API table
         self.routes = build_routes(routable, served if rows is None else {k: rows[k] for k in served})
-        low, high = self.api_versions[API_VERSIONS]
-        self.api_versions_bodies = {v: api_versions_body(v, self.api_versions, self.features)
-                                    for v in range(low, high + 1)}
+        self.api_versions_bodies = api_versions_bodies(self.api_versions, self.features)
         if self._sasl_settings is not None:
             from .sasl import enable_sasl
             enable_sasl(self, self._sasl_settings)

@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from ..group.errors import ApiError
-from ..protocol.api_versions import api_versions_body, sasl_versions
-from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, api_name
+from ..protocol.api_versions import api_versions_bodies, sasl_versions
+from ..protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE, api_name
 from ..protocol.codec import encode_body
 from ..protocol.framing import response_frame
 from .routes import API_VERSIONS_LOCAL, GROUP, SASL, Route, build_routes
@@ -105,9 +105,7 @@ def enable_sasl(gateway: Any, settings: SaslSettings) -> None:
     gateway.sasl = settings
     gateway.api_versions = dict(sorted({**gateway.api_versions, **versions}.items()))
     gateway.routes.update(build_routes(versions, ()))
-    low, high = gateway.api_versions[API_VERSIONS]
-    gateway.api_versions_bodies = {v: api_versions_body(v, gateway.api_versions, gateway.features)
-                                   for v in range(low, high + 1)}
+    gateway.api_versions_bodies = api_versions_bodies(gateway.api_versions, gateway.features)
 
 
 class SaslGate:

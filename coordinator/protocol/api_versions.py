@@ -232,6 +232,12 @@ def api_versions_body(version: int, api_versions: Mapping[int, tuple[int, int]],
     return encode_body(api_versions_response(version, api_versions, features, error_code))
 
 
+def api_versions_bodies(api_versions: Mapping[int, tuple[int, int]], features: Features) -> dict[int, bytes]:
+    """The answer to each ApiVersions version listed in ``api_versions``, encoded once."""
+    low, high = api_versions[API_VERSIONS]
+    return {v: api_versions_body(v, api_versions, features) for v in range(low, high + 1)}
+
+
 def invalid_request_body(version: int) -> bytes:
     """Kafka's answer to a v3+ request with an illegal client software name/version."""
     return api_versions_body(version, {}, Features(), ERROR_INVALID_REQUEST)
