@@ -24,7 +24,7 @@ Rules (docs/user/cluster.md, "One process refuses company" and the safety argume
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 
@@ -62,8 +62,8 @@ class SoloLease:
 
 class LeaseGatedLog:
     """The state log a plain serve's service writes through: `serving()` is asked before
-    every send (`append`, `call_leader`, `call_transaction_coordinator`); every other name
-    is the wrapped log's."""
+    every send (`append`, `call_leader`, `call_transaction_coordinator`, and a load's
+    `takeover` where the log has one); every other name is the wrapped log's."""
 
     def __init__(self, log: Any, serving: Callable[[], bool]) -> None:
         self._log = log
@@ -84,6 +84,17 @@ class LeaseGatedLog:
     async def call_leader(self, partition: int, request: Any) -> Any:
         self._check(f"a client's transactional write to partition {partition}")
         return await self._log.call_leader(partition, request)
+
+    @property
+    def takeover(self) -> Callable[[int], Awaitable[Any]] | None:
+        inner = getattr(self._log, "takeover", None)
+        if inner is None:
+            return None
+
+        async def gated(partition: int) -> Any:
+            self._check(f"the takeover of partition {partition}")
+            return await inner(partition)
+        return gated
 
     async def call_transaction_coordinator(self, transactional_id: str, request: Any) -> Any:
         self._check(f"a transaction request for {transactional_id!r}")

@@ -118,6 +118,9 @@ def test_the_gated_log_asks_before_every_send_and_passes_the_rest():
         async def call_transaction_coordinator(self, transactional_id, request):
             sent.append("txn")
 
+        async def takeover(self, partition):
+            sent.append("take")
+
     allowed = [True]
     gated = LeaseGatedLog(Log(), lambda: allowed[0])
 
@@ -125,14 +128,17 @@ def test_the_gated_log_asks_before_every_send_and_passes_the_rest():
         assert await gated.append(0, [], 0) == 7
         await gated.call_leader(0, None)
         await gated.call_transaction_coordinator("tx", None)
+        await gated.takeover(0)
         allowed[0] = False
-        for send in (gated.append(1, [], 0), gated.call_leader(1, None), gated.call_transaction_coordinator("t", None)):
+        for send in (gated.append(1, [], 0), gated.call_leader(1, None), gated.call_transaction_coordinator("t", None),
+                     gated.takeover(1)):
             with pytest.raises(LeaseLapsed, match="__kc"):
                 await send
 
     asyncio.run(run())
-    assert sent == ["append", "leader", "txn"]
+    assert sent == ["append", "leader", "txn", "take"]
     assert (gated.topic, gated.partitions) == ("__kc", 4)
+    assert LeaseGatedLog(FakeStateTopic(4), lambda: True).takeover is None    # a plain log loads without one
 
 
 # ------------------------------------------------------------------ the watcher's membership
