@@ -15,7 +15,7 @@ from . import join, ops, rebalance
 from .group import ClassicGroup
 from .group_type import ClassicGroupType
 from .replay import REPLAY_RULES
-from .requests import JoinGroup, SyncGroup
+from .requests import Heartbeat, JoinGroup, LeaveGroup, SyncGroup
 
 if TYPE_CHECKING:
     from ..context import ClassicView
@@ -58,7 +58,8 @@ CONTRIBUTION = Contribution(
                 ("sync_group", None, ops.sync_group),
                 ("heartbeat", None, ops.heartbeat),
                 ("leave_group", None, ops.leave_group)),
-    request_shapes={"join_group": JoinGroup.of, "sync_group": SyncGroup.of},
+    request_shapes={"join_group": JoinGroup.of, "sync_group": SyncGroup.of, "heartbeat": Heartbeat.of,
+                    "leave_group": LeaveGroup.of},
     timers={TimerKind.CLASSIC_JOIN.value: _on_join,
             TimerKind.CLASSIC_SYNC.value: _on_sync,
             TimerKind.CLASSIC_HEARTBEAT.value: _on_heartbeat},

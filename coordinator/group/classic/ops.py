@@ -27,6 +27,7 @@ from .rebalance import (
 
 if TYPE_CHECKING:
     from ..context import ClassicView, RequestContext
+    from .requests import Heartbeat, LeaveGroup
 
 
 # ------------------------------------------------------------------ SyncGroup
@@ -89,7 +90,7 @@ def _validate_sync(group: ClassicGroup, req) -> ErrorCode | None:
 
 
 # ------------------------------------------------------------------ Heartbeat
-def heartbeat(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
+def heartbeat(shard: ClassicView, ctx: RequestContext, req: Heartbeat, now_ms: int) -> Result:
     mod = schema("heartbeat", ctx.api_version)
 
     def reply(code: ErrorCode, fx: Effects | None = None) -> Result:
@@ -101,7 +102,7 @@ def heartbeat(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Resu
         return reply(ErrorCode.unknown_member_id)
     if group.state is ClassicGroupState.DEAD:
         return reply(ErrorCode.coordinator_not_available)
-    error = validate_member(group, req.member_id, getattr(req, "group_instance_id", None))
+    error = validate_member(group, req.member_id, req.group_instance_id)
     if error is not None:
         return reply(error)
     if req.generation_id != group.generation_id:
@@ -116,15 +117,10 @@ def heartbeat(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Resu
 
 
 # ----------------------------------------------------------------- LeaveGroup
-def leave_identities(req, version: int) -> list[tuple[str, str | None]]:
-    """(member id, instance id) of each leaving member: v3+ lists them, v0-2 name one."""
-    return [(m.member_id, m.group_instance_id) for m in req.members] if version >= 3 else [(req.member_id, None)]
-
-
-def leave_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
+def leave_group(shard: ClassicView, ctx: RequestContext, req: LeaveGroup, now_ms: int) -> Result:
     v = ctx.api_version
     mod = schema("leave_group", v)
-    identities = leave_identities(req, v)
+    identities = req.members
     group = shard.groups.get(req.group_id)
 
     def reply(top: ErrorCode, members: list[tuple[str, str | None, ErrorCode]], fx: Effects | None = None):

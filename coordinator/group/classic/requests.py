@@ -1,12 +1,18 @@
-"""JoinGroup and SyncGroup in one shape each, whatever the version: the shard builds them at
-its door (shard.py), so classic/ and migration/ read fields, never versions.
+"""JoinGroup, SyncGroup, Heartbeat and LeaveGroup in one shape each, whatever the version: the
+shard builds them at its door (the classic contribution's request shapes, shard.py), so
+classic/ and migration/ read fields, never versions, for what the request says.
 
 Rules:
 - the shape has the newest version's field names; a field an older version lacks gets what
   Kafka assumes for it (JoinGroup v0 has no rebalance timeout: the session timeout is used;
-  no group instance id before v5, no reason before v8; SyncGroup names its protocol from v5);
-- one copy per request, on APIs that run once per rebalance: the consumer group heartbeat and
-  OffsetCommit, which run all the time, read kio's request directly.
+  no group instance id before JoinGroup v5, SyncGroup v3, Heartbeat v3; no reason before
+  JoinGroup v8; SyncGroup names its protocol from v5; LeaveGroup v0-v2 name one member, v3+
+  a list of (member id, group instance id));
+- the version is read once, from the request's kio class (`__version__`, the version it was
+  decoded at), never probed field by field;
+- one small copy per request, on APIs that run once per rebalance or per heartbeat interval
+  of a classic member: the consumer group heartbeat reads kio's request directly, and
+  OffsetCommit's shape (offsets/requests.py) copies no topic.
 """
 from __future__ import annotations
 
@@ -28,9 +34,10 @@ class JoinGroup:
 
     @classmethod
     def of(cls, req: Any) -> JoinGroup:
-        return cls(req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.session_timeout,
-                   getattr(req, "rebalance_timeout", req.session_timeout), req.protocol_type, tuple(req.protocols),
-                   getattr(req, "reason", None))
+        v = req.__version__
+        return cls(req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, req.session_timeout,
+                   req.rebalance_timeout if v >= 1 else req.session_timeout, req.protocol_type, tuple(req.protocols),
+                   req.reason if v >= 8 else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,5 +52,32 @@ class SyncGroup:
 
     @classmethod
     def of(cls, req: Any) -> SyncGroup:
-        return cls(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
-                   getattr(req, "protocol_type", None), getattr(req, "protocol_name", None), tuple(req.assignments))
+        v = req.__version__
+        return cls(req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
+                   req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
+                   tuple(req.assignments))
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+    @classmethod
+    def of(cls, req: Any) -> Heartbeat:
+        return cls(req.group_id, req.generation_id, req.member_id,
+                   req.group_instance_id if req.__version__ >= 3 else None)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroup:
+    group_id: str
+    members: tuple[tuple[str, str | None], ...]    # (member id, group instance id) of each leaving member
+
+    @classmethod
+    def of(cls, req: Any) -> LeaveGroup:
+        if req.__version__ >= 3:
+            return cls(req.group_id, tuple((m.member_id, m.group_instance_id) for m in req.members))
+        return cls(req.group_id, ((req.member_id, None),))

@@ -238,7 +238,7 @@ def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: Consume
     mod = schema("heartbeat", ctx.api_version)
     gid = group.group_id
     try:
-        member = _classic_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        member = _classic_member(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.member_epoch:
             raise ApiError(ErrorCode.illegal_generation)
     except ApiError as e:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from ..classic import join as classic_join
-from ..classic import ops as classic_ops
 from ..modern.consumer import heartbeat as consumer_heartbeat
 from ..modern.consumer.group import ConsumerGroup
 from . import conversion, mixed
@@ -50,7 +49,7 @@ def heartbeat(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result
 
 
 def leave_group(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
-    identities = classic_ops.leave_identities(req, ctx.api_version)
+    identities = req.members
     return mixed.classic_leave(shard, ctx, req, identities, _group(shard, req), now_ms)
 
 
