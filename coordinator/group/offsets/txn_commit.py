@@ -14,9 +14,10 @@ Rules:
 - The records are OffsetCommit's own key and value (Kafka writes the same record for both
   APIs); a TxnOffsetCommit has no retention time, so no expire timestamp (value version 4).
 - Wire versions stop at the handler's edges; in between it reads one shape. On the way in,
-  each request topic is resolved to the metadata image's `TopicImage` (`_topic_lookup`: by
-  name below v6, by id from v6, KIP-1319, where the request names no topic), with no copy of
-  the request; on the way out, a refusal's code is mapped once to what the version knows
+  the request becomes one shape (`TxnOffsetCommit`: the newest version's meaning, its topics
+  kio's, uncopied) and each topic is resolved to the metadata image's `TopicImage`
+  (`_topic_lookup`: by name below v6, by id from v6, KIP-1319, where the request names no
+  topic); on the way out, a refusal's code is mapped once to what the version knows
   (coordinator/protocol/error_responses.py `txn_offset_commit_code`) and `_response` names
   each topic as the request did. The checks raise the newest version's codes.
 - Checks, in Kafka's order:
@@ -127,23 +128,16 @@ def validate_transactional_commit(image: MetadataImage, group, member_id: str, i
     return group_type(group).validate_offset_commit(group, image, member_id, instance_id, generation, api_version)
 
 
-def _generation(req) -> int:
-    """The request's generation (classic) or member epoch (consumer group): kio names the field
-    GenerationId (v3-5), Kafka 4.4's definitions GenerationIdOrMemberEpoch (the generated v6),
-    one field on the wire (docs/design/messages.md); v0-2 have none (-1)."""
-    generation = getattr(req, "generation_id", None)
-    return getattr(req, "generation_id_or_member_epoch", -1) if generation is None else generation
-
-
-def _check_group(shard: OffsetsView, ctx: RequestContext, req, generation: int) -> PartitionCheck:
+def _check_group(shard: OffsetsView, ctx: RequestContext, req: TxnOffsetCommit) -> PartitionCheck:
     group = shard.groups.get(req.group_id)
+    generation = req.generation_id_or_member_epoch
     if group is None:
         if generation < 0:
             return ACCEPT_ALL       # the offset record's replay creates a simple classic group
         raise ApiError(ErrorCode.group_id_not_found,
                        f"Group {req.group_id} does not exist, and generation {generation} is not -1.")
-    return validate_transactional_commit(shard.image, group, getattr(req, "member_id", ""),
-                                         getattr(req, "group_instance_id", None), generation, ctx.api_version)
+    return validate_transactional_commit(shard.image, group, req.member_id, req.group_instance_id, generation,
+                                         ctx.api_version)
 
 
 def transaction_abortable(api_version: int) -> ErrorCode:
@@ -152,7 +146,7 @@ def transaction_abortable(api_version: int) -> ErrorCode:
     return txn_offset_commit_code(api_version, ErrorCode.transaction_abortable)
 
 
-def _check_limits(shard: OffsetsView, req, partitions: list[tuple[str, int]]) -> None:
+def _check_limits(shard: OffsetsView, req: TxnOffsetCommit, partitions: list[tuple[str, int]]) -> None:
     limits = limits_of(shard.config)
     abortable = ErrorCode.transaction_abortable
     store = shard.offsets
@@ -190,13 +184,42 @@ def _java_length(s: str) -> int:
 
 
 # ------------------------------------------------------------------ the wire's edges
-def _topic_lookup(image: MetadataImage, api_version: int) -> tuple[Mapping[Any, TopicImage],
-                                                                    Callable[[Any], Any], ErrorCode]:
-    """Where a request topic is looked up at ``api_version``, by what, and the code of a topic
-    the image does not know: by name below v6 (UNKNOWN_TOPIC_OR_PARTITION), by id from v6
-    (KIP-1319: UNKNOWN_TOPIC_ID, as KafkaApis answers an id its metadata cache cannot name).
-    Past this point the handler reads the `TopicImage` only, whatever the version."""
-    if api_version >= FIRST_TOPIC_ID_VERSION:
+class TxnOffsetCommit:
+    """A TxnOffsetCommit request in one shape, whatever its version, with the newest version's
+    meaning (built at the handler's door, as offsets/requests.py builds OffsetCommit's). A
+    field an older version lacks gets what Kafka assumes for it: no generation, member or
+    instance before v3 (-1, "", None), no leader epoch before v2 (-1). kio names the
+    generation GenerationId (v3-5), Kafka 4.4's definitions GenerationIdOrMemberEpoch (the
+    generated v6): one field on the wire (docs/design/messages.md). The topics and partitions
+    stay kio's, as sent: `by_id` says how they name a topic (KIP-1319: by id from v6, by id only)."""
+
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id_or_member_epoch",
+                 "member_id", "group_instance_id", "by_id", "leader_epochs", "topics")
+
+    def __init__(self, req: Any) -> None:
+        version = req.__version__
+        self.transactional_id: str = req.transactional_id
+        self.group_id: str = req.group_id
+        self.producer_id: int = req.producer_id
+        self.producer_epoch: int = req.producer_epoch
+        if version >= 6:
+            self.generation_id_or_member_epoch: int = req.generation_id_or_member_epoch
+        else:
+            self.generation_id_or_member_epoch = req.generation_id if version >= 3 else -1
+        self.member_id: str = req.member_id if version >= 3 else ""
+        self.group_instance_id: str | None = req.group_instance_id if version >= 3 else None
+        self.by_id: bool = version >= FIRST_TOPIC_ID_VERSION
+        self.leader_epochs: bool = version >= 2
+        self.topics: Any = req.topics
+
+
+def _topic_lookup(image: MetadataImage, req: TxnOffsetCommit) -> tuple[Mapping[Any, TopicImage],
+                                                                        Callable[[Any], Any], ErrorCode]:
+    """Where a request topic is looked up, by what, and the code of a topic the image does not
+    know: by name (UNKNOWN_TOPIC_OR_PARTITION), or by id (KIP-1319: UNKNOWN_TOPIC_ID, as KafkaApis
+    answers an id its metadata cache cannot name). Past this point the handler reads the
+    `TopicImage` only."""
+    if req.by_id:
         return image.topics_by_id, _TOPIC_ID, ErrorCode.unknown_topic_id
     return image.topics_by_name, _TOPIC_NAME, ErrorCode.unknown_topic_or_partition
 
@@ -204,24 +227,24 @@ def _topic_lookup(image: MetadataImage, api_version: int) -> tuple[Mapping[Any, 
 _TOPIC_ID, _TOPIC_NAME = attrgetter("topic_id"), attrgetter("name")
 
 
-def _response(api_version: int, req, by_id: bool, answers: dict[tuple[int, int], ErrorCode]) -> Any:
-    """The answer at ``api_version``, each topic named as the request named it (by id from v6,
-    by name below). The codes in ``answers`` are already the version's."""
+def _response(api_version: int, req: TxnOffsetCommit, answers: dict[tuple[int, int], ErrorCode]) -> Any:
+    """The answer at ``api_version``, each topic named as the request named it. The codes in
+    ``answers`` are already the version's."""
     mod = schema("txn_offset_commit", api_version)
     part_cls, topic_cls = mod.TxnOffsetCommitResponsePartition, mod.TxnOffsetCommitResponseTopic
     topics = []
     for i, t in enumerate(req.topics):
         parts = tuple(build(part_cls, partition_index=p.partition_index, error_code=answers[(i, p.partition_index)])
                       for p in t.partitions)
-        topics.append(build(topic_cls, topic_id=t.topic_id, partitions=parts) if by_id
+        topics.append(build(topic_cls, topic_id=t.topic_id, partitions=parts) if req.by_id
                       else build(topic_cls, name=t.name, partitions=parts))
     return build(mod.TxnOffsetCommitResponse, throttle_time=from_ms(0), topics=tuple(topics))
 
 
 # ---------------------------------------------------------------------- handler
-def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> TxnOffsetWrite:
-    topics, key, unknown_topic = _topic_lookup(shard.image, ctx.api_version)
-    generation = _generation(req)
+def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, wire_request: Any, now_ms: int) -> TxnOffsetWrite:
+    req = TxnOffsetCommit(wire_request)
+    topics, key, unknown_topic = _topic_lookup(shard.image, req)
     answers: dict[tuple[int, int], ErrorCode] = {}     # (topic index, partition index) -> error
     known: list[tuple[int, TopicImage, Any]] = []       # (topic index, topic image, partition)
     for i, t in enumerate(req.topics):
@@ -238,8 +261,9 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
     records: list[CoordinatorRecord] = []
     if known:
         try:
-            check = _check_group(shard, ctx, req, generation)
+            check = _check_group(shard, ctx, req)
             _check_limits(shard, req, [(img.name, p.partition_index) for _, img, p in known])
+            leader_epochs = req.leader_epochs
             for i, img, p in known:
                 metadata = p.committed_metadata or ""
                 if _java_length(metadata) > shard.config.offset_metadata_max_bytes:
@@ -247,12 +271,12 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
                     continue
                 error = check(img.topic_id, img.name, p.partition_index)
                 if error is not None:
-                    raise ApiError(error, f"Partition {img.name}-{p.partition_index} is not assigned to "
-                                          f"member {getattr(req, 'member_id', '')} at epoch {generation}.")
+                    raise ApiError(error, f"Partition {img.name}-{p.partition_index} is not assigned to member "
+                                          f"{req.member_id} at epoch {req.generation_id_or_member_epoch}.")
                 answers[(i, p.partition_index)] = ErrorCode.none
                 records.append(rh.offset_commit_record(
                     req.group_id, img.name, p.partition_index, offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1), metadata=metadata,
+                    leader_epoch=p.committed_leader_epoch if leader_epochs else -1, metadata=metadata,
                     commit_timestamp=now_ms, topic_id=img.topic_id))
         except ApiError as e:
             shard.log.info("[GroupId %s] TxnOffsetCommit of transactional id %s (producer %d epoch %d) refused: "
@@ -264,7 +288,7 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, req, now_ms: int)
             refused = txn_offset_commit_code(ctx.api_version, e.code)
             for i, _, p in known:
                 answers[(i, p.partition_index)] = refused
-    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, key is _TOPIC_ID, answers), records=records),
+    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, answers), records=records),
                           req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
 
 

@@ -133,3 +133,14 @@ def test_without_topic_ids_the_listing_stops_below_the_first_version_naming_topi
     # A listing that already stops below is left as it is; one made only of such versions goes.
     assert without_topic_ids({apis.TXN_OFFSET_COMMIT: (0, 5)}, CORE_TABLE) == {apis.TXN_OFFSET_COMMIT: (0, 5)}
     assert without_topic_ids({apis.TXN_OFFSET_COMMIT: (6, 6)}, CORE_TABLE) == {}
+
+
+def test_one_shape_fields_older_versions_lack_read_as_kafka_assumes_them():
+    c = TxnShardContext(FOO)
+    # v0-1: no leader epoch (-1 in the record); v0-2: no generation, member or instance (the
+    # anonymous commit, accepted by a missing group); v2+ carry the leader epoch (7 here).
+    for version, epoch in ((0, -1), (1, -1), (2, 7), (5, 7)):
+        w = c.txn_commit(f"g{version}", {"foo": {0: 1}}, version=version)
+        assert set(errors(w).values()) == {ErrorCode.none}, version
+        assert [r.value.leader_epoch for r in w.result.records] == [epoch], version
+    assert [r.value.leader_epoch for r in commit_v6(c, "g6", {FOO.topic_id: {0: 1}}).result.records] == [7]
