@@ -13,7 +13,7 @@ import pytest
 
 from coordinator.protocol.api_versions import OWNED_FEATURES
 from coordinator.protocol.messages import schema
-from support.admin import create_topic
+from support.admin import admin_client, create_topic
 from support.kafka_tools import run_tool
 from support.kcoord import KcoordProcess
 from support.produce import produce_records
@@ -119,20 +119,42 @@ def test_update_features_of_a_group_feature_is_refused_a_no_op_passes(through: T
     _feature_tool(bootstrap, "upgrade", "--feature", "group.version=1", "--dry-run").check()
 
 
-def test_api_versions_v5_falls_back_as_kip_511_says(through: Through) -> None:
-    """The Java 4.4 client opens every connection with ApiVersions v5 (KIP-1242: ClusterId,
-    NodeId). kcoord does not check those yet, so it does not list v5: it answers UNSUPPORTED_VERSION
-    in the v0 format with its ApiVersions range, and the client retries at that version."""
-    [listed] = [k for k in _api_versions(through.kcoord.bootstrap).api_keys if k.api_key == API_VERSIONS]
+def _v5(address: tuple[str, int], cluster_id: str | None, node_id: int) -> bytes:
     m = schema("api_versions", 5, "request")
     body = m.ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="4.4.0",
-                                cluster_id="some-cluster", node_id=1)
-    with socket.create_connection(("127.0.0.1", through.kcoord.port), timeout=10) as sock:
+                                cluster_id=cluster_id, node_id=node_id)
+    with socket.create_connection(address, timeout=10) as sock:
         sock.sendall(encode_request(API_VERSIONS, 5, 9, body))
         frame = read_frame(sock)
-    assert frame is not None
-    assert frame[4:] == struct.pack(">ihihhh", 9, 35, 1, API_VERSIONS, listed.min_version, listed.max_version)
-    assert listed.max_version == 4
+    assert frame is not None, f"connection closed instead of answering ApiVersions v5 at {address}"
+    return frame
+
+
+def test_api_versions_v5(through: Through) -> None:
+    """The Java 4.4 client opens every connection with ApiVersions v5 (KIP-1242), naming the
+    ClusterId and NodeId it means to reach on connections to a known node. While kcoord lists
+    ApiVersions up to v4, v5 gets UNSUPPORTED_VERSION in the v0 format with kcoord's range
+    (KIP-511) and the client retries at that version; once it lists v5, it answers
+    REBOOTSTRAP_REQUIRED (129) where Kafka does: a cluster id or node that is not this
+    listener's."""
+    [listed] = [k for k in _api_versions(through.kcoord.bootstrap).api_keys if k.api_key == API_VERSIONS]
+    bootstrap = ("127.0.0.1", through.kcoord.port)
+    if listed.max_version < 5:
+        assert _v5(bootstrap, "some-cluster", 1)[4:] == struct.pack(
+            ">ihihhh", 9, 35, 1, API_VERSIONS, listed.min_version, listed.max_version)
+        return
+    metadata = admin_client(through.kcoord.bootstrap).list_topics(timeout=10)
+    node_id, broker = sorted(metadata.brokers.items())[0]
+    node = ("127.0.0.1", broker.port)
+
+    def error(address: tuple[str, int], cluster_id: str | None, node: int) -> int:
+        return struct.unpack_from(">h", _v5(address, cluster_id, node), 8)[0]
+
+    assert error(bootstrap, None, -1) == 0
+    assert error(node, metadata.cluster_id, node_id) == 0
+    assert error(node, "another-cluster", node_id) == 129
+    assert error(node, metadata.cluster_id, node_id + 1000) == 129
+    assert error(bootstrap, metadata.cluster_id, node_id) == 129     # the bootstrap listener is no node
 
 
 def test_consumer_protocol_works_through_kcoord_with_librdkafka(through: Through, names, drivers) -> None:  # type: ignore[no-untyped-def]
