@@ -64,6 +64,8 @@ def test_a_second_plain_serve_on_the_same_state_topic_stops_before_serving_and_t
         assert first.process.poll() is None, first.log_text()[-3000:]
         _serves(first, topic, "g-after", 5)
         assert probe.fetch(first.bootstrap, "g-before", topic) == (0, 3)
+        # Its lease held through the second's join and leave: it never had to ask again.
+        assert "checking the group again" not in first.log_text(), first.log_text()[-3000:]
         print(f"second stopped {time.monotonic() - started:.2f}s after its start, never ready")
     finally:
         _stop_all(first, second)
@@ -204,6 +206,7 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
             second.start(timeout=DETECT_S + 30)     # ready: its check found no one serving
             wait_until(lambda: probe.commit(second.bootstrap, group, topic, 2) == 0, 30, interval=0.02,
                        message="the successor acknowledges a commit")
+            woken = time.monotonic()
             fetch, commit = _on_waking(first, [(probe.OFFSET_FETCH, 8, _fetch_request(group, topic)),
                                                (probe.OFFSET_COMMIT, 8, probe.commit_request(group, topic, 7))])
         finally:
@@ -224,6 +227,7 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
             return False
 
         wait_until(read_until_stopped, DETECT_S, interval=0.05, message="the woken plain serve stops")
+        print(f"the woken plain serve stopped {time.monotonic() - woken:.2f}s after waking")
         output = first.log_text()
         assert stale == [], stale
         assert first.process.returncode == EXIT_NOT_ALONE, output[-3000:]
