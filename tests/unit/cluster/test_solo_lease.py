@@ -24,7 +24,7 @@ from ..runtime.fakes import FakeStateTopic, group_in
 from ..runtime.test_shard_failures import commit, commit_errors, committed, fetch, service_for
 from .test_membership_replacement import Clock, ScriptedLink, drive, heartbeat, join, sync
 
-SESSION_MS = 600
+SESSION_MS = 1_500     # a 1.2 s lease: a loaded machine's stalls stay inside it
 ADMITTED = sync(Assignment(5, frozenset()))
 OTHER = Endpoint("127.0.0.1", 9300)
 REFUSED = sync(Assignment(6, frozenset(), {}, {"solo-other": OTHER}, {}, error=NOT_ALONE))
@@ -204,7 +204,7 @@ def test_a_serving_watcher_the_group_dropped_drops_its_lease_and_asks_again_as_a
 
 # ------------------------------------------------------------------ SoloWatch, wired
 CONFIG = CoordinatorConfig(state_topic="t", state_topic_partitions=4, cluster_session_timeout_ms=SESSION_MS,
-                           cluster_lease_margin_ms=200, cluster_heartbeat_interval_ms=50,
+                           cluster_lease_margin_ms=300, cluster_heartbeat_interval_ms=50,
                            cluster_rebalance_timeout_ms=1_000)
 GATEWAY = SimpleNamespace(listeners=[SimpleNamespace(listener="PLAINTEXT", host="127.0.0.1", port=9092, node_id=None)])
 FOUND = SimpleNamespace(error_code=ErrorCode.none, host="127.0.0.1", port=1)
