@@ -13,9 +13,9 @@ Rules:
   `shard.replay_end_transaction` (offsets/store.py holds the ordering rule).
 - The records are OffsetCommit's own key and value (Kafka writes the same record for both
   APIs); a TxnOffsetCommit has no retention time, so no expire timestamp (value version 4).
-- Wire versions stop at the handler's edges; in between it reads one shape. On the way in,
-  the request becomes one shape (`TxnOffsetCommit`: the newest version's meaning, its topics
-  kio's, uncopied) and each topic is resolved to the metadata image's `TopicImage`
+- Wire versions stop at the handler's edges. On the way in, the request becomes one shape
+  (`TxnOffsetCommit`: the newest version's meaning, its topics kio's, uncopied) and each
+  topic is resolved to the metadata image's `TopicImage`
   (`_topic_lookup`: by name below v6, by id from v6, KIP-1319, where the request names no
   topic); on the way out, a refusal's code is mapped once to what the version knows
   (coordinator/protocol/error_responses.py `txn_offset_commit_code`) and `_response` names
@@ -43,12 +43,11 @@ Rules:
   so a hostile client (many producer ids, many groups) cannot grow a shard without bound:
   pending partitions (and open groups) per producer, open producers per group, pending
   partitions (and open producers) per shard.
-  Over a cap the whole request answers TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE below)
-  and nothing is written: the Java producer's TxnOffsetCommit
-  handler makes it an abortable error (abort, then go on with the same transactional id),
-  where an error it does not list (POLICY_VIOLATION, say) is fatal ("Unexpected error in
-  TxnOffsetCommitResponse") and a retriable one would be retried until the transaction
-  times out.
+  Over a cap the whole request answers TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE below) and
+  nothing is written: the Java producer's TxnOffsetCommit handler makes it an abortable error
+  (abort, then go on with the same transactional id), where an error it does not list
+  (POLICY_VIOLATION, say) is fatal ("Unexpected error in TxnOffsetCommitResponse") and a
+  retriable one would be retried until the transaction times out.
 """
 from __future__ import annotations
 
