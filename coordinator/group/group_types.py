@@ -47,6 +47,11 @@ PartitionCheck = Callable[[object, str, int], "ErrorCode | None"]
 ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
 
 
+def commit_time(o: OffsetAndMetadata) -> int:
+    """The `BaseTime` of a group whose offsets expire counted from their commit."""
+    return o.commit_timestamp
+
+
 class GroupType(Protocol):
     name: str                  # ListGroups' GroupType ("consumer", "classic", ...)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
-from ..group_types import ACCEPT_ALL, BaseTime, PartitionCheck
+from ..group_types import ACCEPT_ALL, BaseTime, PartitionCheck, commit_time
 from ..result import ScheduleTimer
 from ..timers import heartbeat_key
 from .commit_validation import validate_classic_commit
@@ -17,12 +17,7 @@ if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from ..image import MetadataImage
-    from ..offset_store import OffsetAndMetadata
     from ..result import TimerOp
-
-
-def _commit_time(o: OffsetAndMetadata) -> int:
-    return o.commit_timestamp
 
 
 class ClassicGroupType:
@@ -59,12 +54,12 @@ class ClassicGroupType:
 
     def offset_expiration_base(self, group: ClassicGroup) -> BaseTime | None:
         if not group.protocol_type:
-            return _commit_time  # a simple group: only commits count
+            return commit_time  # a simple group: only commits count
         if group.state is ClassicGroupState.EMPTY:
             state_ts = group.state_timestamp_ms
-            return (lambda o: state_ts) if state_ts >= 0 else _commit_time
+            return (lambda o: state_ts) if state_ts >= 0 else commit_time
         if group.protocol_type == "consumer" and group.state is ClassicGroupState.STABLE:
-            return _commit_time
+            return commit_time
         return None
 
     def metadata_expires(self, group: ClassicGroup) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from ...errors import ApiError
-from ...group_types import BaseTime, PartitionCheck
+from ...group_types import BaseTime, PartitionCheck, commit_time
 from .group import ConnectGroup
 from .record_helpers import group_tombstones
 
@@ -26,12 +26,7 @@ if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from ...image import MetadataImage
-    from ...offset_store import OffsetAndMetadata
     from ...result import TimerOp
-
-
-def _commit_time(o: OffsetAndMetadata) -> int:
-    return o.commit_timestamp
 
 
 def _not_found(group: ConnectGroup) -> ApiError:
@@ -58,7 +53,7 @@ class ConnectGroupType:
         return None if group.is_empty() else ErrorCode.non_empty_group
 
     def offset_expiration_base(self, group: ConnectGroup) -> BaseTime | None:
-        return _commit_time
+        return commit_time
 
     def metadata_expires(self, group: ConnectGroup) -> bool:
         return group.is_empty()

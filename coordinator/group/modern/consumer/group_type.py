@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from ... import record_helpers as rh
 from ...errors import ApiError
-from ...group_types import BaseTime, PartitionCheck
+from ...group_types import BaseTime, PartitionCheck, commit_time
 from .commit_validation import validate_consumer_commit
 from .group import ConsumerGroup
 
@@ -16,12 +16,7 @@ if TYPE_CHECKING:
     from records import CoordinatorRecord
 
     from ...image import MetadataImage
-    from ...offset_store import OffsetAndMetadata
     from ...result import TimerOp
-
-
-def _commit_time(o: OffsetAndMetadata) -> int:
-    return o.commit_timestamp
 
 
 class ConsumerGroupType:
@@ -56,7 +51,7 @@ class ConsumerGroupType:
         return None if group.is_empty() else ErrorCode.non_empty_group
 
     def offset_expiration_base(self, group: ConsumerGroup) -> BaseTime | None:
-        return _commit_time
+        return commit_time
 
     def metadata_expires(self, group: ConsumerGroup) -> bool:
         return group.is_empty()
