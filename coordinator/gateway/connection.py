@@ -31,13 +31,11 @@ import asyncio
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from ..protocol.apis import OFFSET_COMMIT
 from ..protocol.codec import encode_body
 from ..protocol.framing import REQUEST_PREFIX, response_frame, split_frames
 from ..protocol.service import ClientInfo
 from . import eager
 from .badinput import FRAME, HEADER, BadInput
-from .commit_fast_path import parse_offset_commit
 from .eager import Done
 from .ending import ConnectionEnd
 from .flow import INFLIGHT, UPSTREAM, FlowControl
@@ -244,10 +242,7 @@ class ClientConnection(asyncio.Protocol):
             self.forward_checked(frame, route, correlation_id)
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        # A durable OffsetCommit of the common shape is read by its template (commit_fast_path.py);
-        # anything else, and every commit it does not take, is parsed (and checked) as before.
-        parsed = (route.api_key == OFFSET_COMMIT and parse_offset_commit(frame, route)) \
-            or self.parse(frame, route, correlation_id)
+        parsed = self.parse(frame, route, correlation_id)
         if parsed is None:
             return
         client_id, request = parsed
