@@ -3,12 +3,16 @@ fencing=transactional (one transaction per append) vs none (StateTopic), same ru
 broker, rounds alternating, medians reported.
 
     python bench/bench_epoch_fencing.py [--bootstrap HOST:PORT] [--seconds 3] [--rounds 3] [--shards 1,8]
+        [--service N]
 
 An "append" is one round trip as the runtime makes it (bench_fencing.drive: one batch in
 flight per shard, --records records of ~100 bytes). Besides appends/s and p50/p99 latency it
 reports the CPU per append of this process (the writer's side: time.process_time) and of
 the Kafka broker it starts (its JVM's utime+stime from /proc; with --bootstrap the broker's
-CPU is not measured). Not a test: it prints figures.
+CPU is not measured). With --service N, N closed-loop committers send durable OffsetCommits
+(one partition, one group each) through the coordinator service instead (its runtime batches
+a shard's commits into one append): the figures are then per commit, and the CPU of this
+process includes the service. Not a test: it prints figures.
 """
 from __future__ import annotations
 
@@ -34,6 +38,40 @@ from coordinator.runtime.state_topic import StateTopic  # noqa: E402
 MODES = ("none", "transactional", "epoch")
 
 
+async def drive_service(log, connections: int, seconds: float,
+                        broker_pid: int | None) -> tuple[int, list[float], float, float]:
+    """Closed-loop durable OffsetCommits through the coordinator service (runtime and shard
+    batching included, no gateway): `connections` committers, one group each, one in flight."""
+    from unit.runtime.test_shard_failures import commit, commit_errors, service_for
+
+    service = service_for(log)
+    await service.start()                 # loads (takes) every shard: not measured
+    for c in range(connections):          # warm up: every group exists
+        await commit(service, f"bench-{c}", "t", c % 4, 0)
+    cpu0, broker0 = time.process_time(), cpu_seconds(broker_pid)
+    latencies: list[float] = []
+    count = 0
+    stop = time.perf_counter() + seconds
+
+    async def committer(c: int) -> None:
+        nonlocal count
+        i = 0
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            errors = commit_errors(await commit(service, f"bench-{c}", "t", c % 4, i))
+            if errors != {0}:
+                raise RuntimeError(f"commit answered {errors}")
+            latencies.append(time.perf_counter() - t0)
+            count += 1
+            i += 1
+
+    try:
+        await asyncio.gather(*(committer(c) for c in range(connections)))
+        return count, latencies, time.process_time() - cpu0, cpu_seconds(broker_pid) - broker0
+    finally:
+        service.close()
+
+
 def cpu_seconds(pid: int | None) -> float:
     if pid is None:
         return 0.0
@@ -42,7 +80,7 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 async def measure(bootstrap: str, broker_pid: int | None, shards_list: list[int], seconds: float,
-                  rounds: int, records: int) -> list[str]:
+                  rounds: int, records: int, service: int = 0) -> list[str]:
     partitions = max(shards_list)
     topic = f"__kcoord_bench_epoch_{int(time.time())}"
     logs = {"none": StateTopic(bootstrap, topic, partitions),
@@ -57,13 +95,16 @@ async def measure(bootstrap: str, broker_pid: int | None, shards_list: list[int]
                 for mode in MODES:
                     log = logs[mode]
                     if mode != "none":
-                        # Take every shard anew: the other fenced mode took it last round.
                         await log.start()
-                        await log.load(range(partitions), lambda *a: None, lambda *a: None)
-                    await drive(log, shards, 0.3, records)                   # warm up
-                    cpu0, broker0 = time.process_time(), cpu_seconds(broker_pid)
-                    n, latencies = await drive(log, shards, seconds, records)
-                    cpu, broker = time.process_time() - cpu0, cpu_seconds(broker_pid) - broker0
+                        if not service:   # take every shard anew: the other fenced mode took it last round
+                            await log.load(range(partitions), lambda *a: None, lambda *a: None)
+                    if service:           # the service loads (takes) the shards itself
+                        n, latencies, cpu, broker = await drive_service(log, service, seconds, broker_pid)
+                    else:
+                        await drive(log, shards, 0.3, records)                   # warm up
+                        cpu0, broker0 = time.process_time(), cpu_seconds(broker_pid)
+                        n, latencies = await drive(log, shards, seconds, records)
+                        cpu, broker = time.process_time() - cpu0, cpu_seconds(broker_pid) - broker0
                     figures[mode].append((n / seconds, pct(latencies, .5), pct(latencies, .99),
                                           cpu / max(n, 1) * 1e6, broker / max(n, 1) * 1e6))
             for mode in MODES:
@@ -83,20 +124,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shards", default="1,8")
     parser.add_argument("--records", type=int, default=1, help="records per append (batch)")
+    parser.add_argument("--service", type=int, default=0, metavar="N",
+                        help="instead of raw appends: N closed-loop committers through the coordinator service "
+                             "(--shards gives the state topic's partition count)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     shards = [int(s) for s in args.shards.split(",")]
     print(f"| shards | fencing | appends/s | p50 / p99 ms | writer CPU µs/append | broker CPU µs/append |\n"
           f"|---|---|---|---|---|---| (medians of {args.rounds} alternating rounds of {args.seconds:g} s)")
     if args.bootstrap:
-        rows = asyncio.run(measure(args.bootstrap, None, shards, args.seconds, args.rounds, args.records))
+        rows = asyncio.run(measure(args.bootstrap, None, shards, args.seconds, args.rounds, args.records,
+                                   args.service))
     else:
         from support.kafka_broker import KAFKA_44, start_kafka
 
         cluster = start_kafka(KAFKA_44, Path(tempfile.mkdtemp(prefix="bench-epoch-")))
         try:
             pid = cluster.nodes[0].process.pid if cluster.nodes[0].process is not None else None
-            rows = asyncio.run(measure(cluster.bootstrap, pid, shards, args.seconds, args.rounds, args.records))
+            rows = asyncio.run(measure(cluster.bootstrap, pid, shards, args.seconds, args.rounds, args.records,
+                                       args.service))
         finally:
             cluster.stop()
     print("\n".join(rows))

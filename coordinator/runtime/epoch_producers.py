@@ -11,7 +11,9 @@ Rules:
   the partition leader checks the epoch under its log lock, so every batch of an older
   epoch either landed before the fence (and is inside the load) or is refused after it.
 - **Appends** are idempotent batches (not transactional, no transactional id on the
-  Produce) at the session's next sequence; one at a time per shard (the session's lock).
+  Produce) at the session's next sequence; one at a time per shard (the session's lock);
+  the waiting batches of all shards led by one broker go in one ProduceRequest
+  (epoch_sender.py).
 - **Answers** (`produce_outcome`): INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, INVALID_TXN_STATE
   (and INVALID_PRODUCER_ID_MAPPING) mean a newer epoch exists: `ShardFenced`, the shard is
   unloaded. OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID and
@@ -35,14 +37,15 @@ import asyncio
 import logging
 import struct
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from kio.schema.errors import ErrorCode
 
 from records.batch import build_batch
 
+from .epoch_sender import CoalescingSender
 from .fenced_links import REFRESH, StateLogError
-from .fenced_producers import ProducerSession, ShardProducers, TxnCallError, produce_request
+from .fenced_producers import ProducerSession, ShardProducers, TxnCallError
 from .state_log import ShardFenced
 
 log = logging.getLogger("kcoord.fenced_state_log")
@@ -91,7 +94,11 @@ def produce_outcome(code: ErrorCode, base_offset: int) -> Outcome:
 
 class EpochProducers(ShardProducers):
     """`ShardProducers` with fencing by writing: one InitProducerId per takeover, then
-    idempotent batches."""
+    idempotent batches, every shard's sent together (epoch_sender.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sender = CoalescingSender(self.links, self.topic, self.request_timeout_s)
 
     async def take(self, partition: int) -> tuple[int, int]:
         """InitProducerId (a new epoch), then the fence write, acknowledged before this
@@ -162,10 +169,8 @@ class EpochProducers(ShardProducers):
                           timestamp_ms: int, deadline: float) -> int:
         batch = build_batch(records, timestamp_ms=timestamp_ms, producer_id=shard.producer_id,
                             producer_epoch=shard.epoch, base_sequence=shard.sequence)
-        request = produce_request(self.topic, shard.partition, batch, None, self.request_timeout_s)
         while True:
-            response = await self.links.call(await self.links.leader(shard.partition), request)
-            part = response.responses[0].partition_responses[0]
+            part = await self.sender.send(await self.links.leader(shard.partition), shard.partition, batch)
             code, base = part.error_code, int(part.base_offset)
             outcome = produce_outcome(code, base)
             if outcome == "ok":

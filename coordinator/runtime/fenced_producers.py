@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -254,7 +254,7 @@ class ShardProducers:
         return base
 
     async def _produce(self, shard: ProducerSession, batch: bytes, deadline: float) -> int:
-        request = produce_request(self.topic, shard.partition, batch, shard.txn_id, self.request_timeout_s)
+        request = produce_request(self.topic, [(shard.partition, batch)], shard.txn_id, self.request_timeout_s)
         while True:
             response = await self.links.call(await self.links.leader(shard.partition), request)
             part = response.responses[0].partition_responses[0]
@@ -272,12 +272,12 @@ class ShardProducers:
             raise StateLogError(f"Produce to {self.topic}-{shard.partition}: {code.name}")
 
 
-def produce_request(topic: str, partition: int, batch: bytes, transactional_id: str | None,
+def produce_request(topic: str, batches: Iterable[tuple[int, bytes]], transactional_id: str | None,
                     timeout_s: float) -> Any:
-    """A Produce (acks=all) of one batch to one partition of the state topic; a transactional
-    id only for a transactional batch (an idempotent one carries none)."""
+    """A Produce (acks=all) of one batch per partition of the state topic; a transactional
+    id only for a transactional batch (idempotent ones carry none)."""
     m = request_module(PRODUCE)
     return make_request(PRODUCE, transactional_id=None if transactional_id is None else TransactionalId(
         transactional_id), acks=i16(-1), timeout=duration_ms(int(timeout_s * 1000)),
-        topic_data=(m.TopicProduceData(name=TopicName(topic), partition_data=(
-            m.PartitionProduceData(index=i32(partition), records=batch),)),))
+        topic_data=(m.TopicProduceData(name=TopicName(topic), partition_data=tuple(
+            m.PartitionProduceData(index=i32(p), records=batch) for p, batch in batches)),))

@@ -265,3 +265,78 @@ def test_coordinator_services_fence_by_writing_and_keep_their_epoch_alive(kafka4
                 await log.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_zombie_with_a_txn_offset_commit_in_flight_answers_it_not_coordinator(kafka44, names):
+    """A client's TxnOffsetCommit is appended as the client's producer, which the shard's epoch
+    does not fence; the barrier after it does: A appends the client's batch, pauses before its
+    barrier, B takes over (its load holds the pending offset), A wakes and answers
+    NOT_COORDINATOR (its barrier refused at the partition), and the client's commit lands in
+    B's state at the COMMIT marker."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.txn_offset_commit.v3 import request as txn_v3
+
+    from coordinator.runtime.shard_runtime import ShardState
+    from integration.txn.test_txn_offsets_kafka import Client
+    from unit.runtime.fakes import group_in
+    from unit.runtime.test_shard_failures import CLIENT, committed, fetch, service_for
+
+    bootstrap = kafka44.bootstrap
+
+    async def scenario():
+        topic = await _topic(bootstrap, names)
+        logs = [_log(bootstrap, topic) for _ in range(2)]
+        services = []
+        paused, resume = asyncio.Event(), asyncio.Event()
+        barrier = logs[0].barrier
+
+        async def paused_barrier(partition: int) -> None:
+            paused.set()
+            await resume.wait()
+            await barrier(partition)
+
+        try:
+            group = group_in(0, PARTITIONS)
+            a = service_for(logs[0])
+            await a.start()
+            services.append(a)
+            client = Client(logs[0], f"app-{names.group()}")
+            await client.init()
+            assert await client.add_offsets(topic, 0) == ErrorCode.none     # transactions v1: AddOffsetsToTxn
+            logs[0].barrier = paused_barrier
+            request = txn_v3.TxnOffsetCommitRequest(
+                transactional_id=client.txn_id, group_id=group, producer_id=client.pid,
+                producer_epoch=client.epoch, generation_id=-1, member_id="", group_instance_id=None,
+                topics=(txn_v3.TxnOffsetCommitRequestTopic(name="t", partitions=(
+                    txn_v3.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                           committed_leader_epoch=-1, committed_metadata=""),)),))
+            in_flight = asyncio.create_task(a.handle(28, 3, request, CLIENT))
+            await asyncio.wait({in_flight, asyncio.ensure_future(paused.wait())}, timeout=30,
+                               return_when=asyncio.FIRST_COMPLETED)
+            assert paused.is_set(), in_flight.result() if in_flight.done() else "neither"  # the batch is in the log
+
+            b = service_for(logs[1])
+            await b.start()
+            services.append(b)
+            resume.set()
+            response = await asyncio.wait_for(in_flight, 30)
+            # Retriable either way (the client finds the coordinator again). NOT_COORDINATOR
+            # would be Kafka's word; txn_writes.barrier turns the writer's NOT_COORDINATOR into
+            # COORDINATOR_NOT_AVAILABLE today.
+            assert {p.error_code for t in response.topics for p in t.partitions} <= {
+                ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
+            assert a.runtimes[0].state is ShardState.UNLOADED
+
+            await client.end(committed=True, version=4)
+            deadline = asyncio.get_running_loop().time() + 30
+            while committed(await fetch(b, group)) != {("t", 0): 5}:
+                assert asyncio.get_running_loop().time() < deadline, "the COMMIT marker applies at B"
+                await asyncio.sleep(0.1)
+        finally:
+            resume.set()
+            for s in services:
+                s.close()
+            for log in logs:
+                await log.stop()
+
+    asyncio.run(scenario())

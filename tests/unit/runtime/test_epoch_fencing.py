@@ -81,7 +81,7 @@ class ScriptedLinks:
                               len(batch.records), data))
         code, base = self.produce_answers.pop(0)
         return SimpleNamespace(responses=[SimpleNamespace(partition_responses=[
-            SimpleNamespace(error_code=code, base_offset=base)])])
+            SimpleNamespace(index=request.topic_data[0].partition_data[0].index, error_code=code, base_offset=base)])])
 
 
 def _producers(links: ScriptedLinks, owns=None) -> EpochProducers:
@@ -234,4 +234,37 @@ def test_a_refresh_that_the_upstream_cannot_answer_with_kip_360_fields_falls_bac
         await producers.append(0, [(b"b", b"2")], 1)
         assert links.inits == [(-1, -1), (9, 4), (-1, -1)]
         assert links.produced[-1][:3] == (9, 5, 0)
+    asyncio.run(scenario())
+
+
+def test_batches_waiting_behind_a_request_in_flight_go_together_each_with_its_own_answer():
+    from coordinator.runtime.epoch_sender import CoalescingSender
+
+    class SlowLinks:
+        def __init__(self) -> None:
+            self.requests: list[list[int]] = []
+            self.release = asyncio.Event()
+
+        async def call(self, address, request):
+            parts = [int(p.index) for p in request.topic_data[0].partition_data]
+            self.requests.append(parts)
+            if len(self.requests) == 1:
+                await self.release.wait()
+            return SimpleNamespace(responses=[SimpleNamespace(partition_responses=[
+                SimpleNamespace(index=p, error_code=E.none if p != 2 else E.invalid_producer_epoch, base_offset=p * 10)
+                for p in parts])])
+
+    async def scenario():
+        links = SlowLinks()
+        sender = CoalescingSender(links, "state", 5.0)
+        first = asyncio.create_task(sender.send(("b", 1), 0, b"x"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        later = [asyncio.create_task(sender.send(("b", 1), p, b"y")) for p in (1, 2)]
+        await asyncio.sleep(0)
+        links.release.set()
+        answers = await asyncio.gather(first, *later)
+        assert links.requests == [[0], [1, 2]]
+        assert [(a.error_code, a.base_offset) for a in answers] == [
+            (E.none, 0), (E.none, 10), (E.invalid_producer_epoch, 20)]
     asyncio.run(scenario())
