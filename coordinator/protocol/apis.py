@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+
+from .messages import schema as message_module
+from .messages.index import GENERATED
 
 # --- API keys the gateway refers to by name (Kafka's ApiKeys enum) -----------------------
 PRODUCE = 0
@@ -120,7 +124,21 @@ def kio_version_range(api_key: int) -> tuple[int, int] | None:
         private = _private(api_key)
         return None if private is None else (private.min_version, private.max_version)
     versions = schema_name_map[name]
-    return min(versions), max(versions)
+    high = max(versions)
+    # The versions kio lacks, generated from Kafka's own definitions (docs/design/messages.md).
+    while (name, high + 1, "request") in GENERATED and (name, high + 1, "response") in GENERATED:
+        high += 1
+    return min(versions), high
+
+
+def _load(api_key: int, version: int, kind: str) -> type:
+    """The message class of ``api_key`` v``version``: kio's, or the generated one."""
+    name = api_key_map[api_key]
+    if (name, version, kind) not in GENERATED:
+        return load_request_schema(api_key, version) if kind == "request" else load_response_schema(api_key, version)
+    wanted = EntityType.request if kind == "request" else EntityType.response
+    module = message_module(name, version, kind)
+    return next(c for c in vars(module).values() if isinstance(c, type) and getattr(c, "__type__", None) is wanted)
 
 
 def api_name(api_key: int) -> str:
@@ -156,8 +174,8 @@ def api_schemas(api_key: int) -> ApiSchemas | None:
     if versions is None:
         return None
     low, high = versions
-    requests = {v: load_request_schema(api_key, v) for v in range(low, high + 1)}
-    responses = {v: load_response_schema(api_key, v) for v in range(low, high + 1)}
+    requests = {v: _load(api_key, v, "request") for v in range(low, high + 1)}
+    responses = {v: _load(api_key, v, "response") for v in range(low, high + 1)}
     flexible = [v for v, cls in requests.items() if cls.__flexible__]
     first = min(flexible) if flexible else None
     if first is not None and flexible != list(range(first, high + 1)):

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from datetime import timedelta
-from types import ModuleType
+
+from .messages import schema  # noqa: F401  kio's module, or the generated one (docs/design/messages.md)
 
 # Kafka's "no throttle" (ThrottleTimeMs 0), as kio's durations.
 NO_THROTTLE = timedelta(0)
-
-
-@functools.cache
-def schema(api: str, version: int, kind: str = "response") -> ModuleType:
-    """`schema("offset_commit", 9)` -> kio.schema.offset_commit.v9.response."""
-    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
 
 
 @functools.cache

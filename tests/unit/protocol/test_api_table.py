@@ -38,16 +38,16 @@ def test_a_table_is_never_changed_in_place():
     assert apis.ADD_OFFSETS_TO_TXN in table and apis.ADD_OFFSETS_TO_TXN not in fewer
     assert table.advertised() == fewer.advertised() | {apis.ADD_OFFSETS_TO_TXN: (0, 4)}
     assert apis.TXN_OFFSET_COMMIT in fewer.advertised() and apis.TXN_OFFSET_COMMIT not in quiet.advertised()
-    assert quiet.answered()[apis.TXN_OFFSET_COMMIT] == (0, 5)
+    assert quiet.answered()[apis.TXN_OFFSET_COMMIT] == (0, 6)
     with pytest.raises(TypeError):
         table[apis.HEARTBEAT] = TOY      # type: ignore[index]
 
 
-def test_the_core_rows_are_kafka_43s_group_apis_at_kafka_43s_versions():
+def test_the_core_rows_are_kafka_44s_group_apis_at_kafka_44s_versions():
     assert CORE_TABLE.advertised() == {
         apis.OFFSET_COMMIT: (2, 10), apis.OFFSET_FETCH: (1, 10), apis.JOIN_GROUP: (0, 9), apis.HEARTBEAT: (0, 4),
         apis.LEAVE_GROUP: (0, 5), apis.SYNC_GROUP: (0, 5), apis.DESCRIBE_GROUPS: (0, 6), apis.LIST_GROUPS: (0, 5),
-        apis.TXN_OFFSET_COMMIT: (0, 5), apis.ADD_OFFSETS_TO_TXN: (0, 4), apis.DELETE_GROUPS: (0, 2),
+        apis.TXN_OFFSET_COMMIT: (0, 6), apis.ADD_OFFSETS_TO_TXN: (0, 4), apis.DELETE_GROUPS: (0, 3),
         apis.OFFSET_DELETE: (0, 0), apis.CONSUMER_GROUP_HEARTBEAT: (0, 1), apis.CONSUMER_GROUP_DESCRIBE: (0, 1)}
     for spec in CORE_APIS:
         low, high = spec.versions

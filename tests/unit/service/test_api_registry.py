@@ -34,9 +34,9 @@ def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_serve
                                 **private}
     assert svc.api_versions[apis.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
     assert 25 not in svc.answered_versions      # AddOffsetsToTxn is forwarded upstream, as before
-    # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.3's versions.
-    assert core[apis.TXN_OFFSET_COMMIT] == (0, 5) and core[25] == (0, 4)
-    assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 5)
+    # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.4's versions.
+    assert core[apis.TXN_OFFSET_COMMIT] == (0, 6) and core[25] == (0, 4)
+    assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 6)
     assert set(svc.apis) == set(CORE_TABLE) - {25} | set(private)
 
 

@@ -84,7 +84,7 @@ def test_the_registry_binds_each_row_advertises_answers_and_refuses_a_second_row
     bound: list = []
     registry = ApiRegistry(rows, lambda spec: bound.append(spec) or handler)
     assert bound == list(rows) and registry.apis == {s.api_key: s for s in rows}
-    assert registry.api_versions == {apis.HEARTBEAT: (0, 4), apis.TXN_OFFSET_COMMIT: (0, 5)}
+    assert registry.api_versions == {apis.HEARTBEAT: (0, 4), apis.TXN_OFFSET_COMMIT: (0, 6)}
     assert set(registry.answered_versions) == set(registry.handlers) == {apis.HEARTBEAT, apis.TXN_OFFSET_COMMIT,
                                                                           10_000}
     assert registry.names == {apis.HEARTBEAT: "Heartbeat", apis.TXN_OFFSET_COMMIT: "TxnOffsetCommit", 10_000: "Quiet"}
