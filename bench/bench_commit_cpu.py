@@ -144,6 +144,9 @@ def main() -> None:
                 f = r.figures()
                 if r.errors:
                     raise SystemExit(f"{repo}: error responses {r.errors}")
+                if f["cpu_us_per_op"] is None:          # no answer in the window (a starved machine)
+                    print(f"run {i + 1} {repo}: no commit answered in the window", flush=True)
+                    continue
                 figures[repo].append(f)
                 print(f"run {i + 1} {repo}: {f['rate']:,.0f} commits/s, kcoord {f['cpu_us_per_op']:.1f} us CPU/commit "
                       f"({f['server_cores']:.2f} cores), p50 {f['p50_us']:,.0f} us, p99 {f['p99_us']:,.0f} us",
@@ -153,6 +156,9 @@ def main() -> None:
                     print(profile_summary(out))
         for repo in repos:
             fs = figures[repo]
+            if not fs:
+                print(f"median {repo}: no run answered")
+                continue
             each = ", ".join(f"{f['cpu_us_per_op']:.1f}" for f in fs)
             print(f"median {repo}: {statistics.median(f['rate'] for f in fs):,.0f} commits/s, "
                   f"{statistics.median(f['cpu_us_per_op'] for f in fs):.1f} us kcoord CPU/commit (runs: {each})")
