@@ -52,6 +52,7 @@ EXIT_NOT_ALONE = 4          # fencing=none and a second instance joined
 EXIT_MEMBERSHIP_FENCED = 5  # another process uses this instance id
 FENCING_MODES = ("transactional", "none")
 DRAIN_TIMEOUT_S = 10.0
+SOLO_DRAIN_TIMEOUT_S = 5.0   # inside the shutdown's 10 s step for the watch, with the LeaveGroup after it
 
 
 def fencing_mode(config: CoordinatorConfig) -> str:
@@ -417,7 +418,16 @@ class SoloWatch:
         await self.leave()
 
     async def leave(self) -> None:
-        """Leave the group (shutdown, or after stopping), so the others see it go at once."""
+        """Leave the group (shutdown, or after stopping), so the others see it go at once.
+        The group may admit a successor as soon as the LeaveGroup lands: before it, the
+        process stops answering and sending, and its writes in flight finish (bounded), so
+        none lands after the successor's."""
+        if self.lease is not None and not self.lease.stopped:
+            self.lease.stopped = True
+            self._gate()
+            if self._service is not None:
+                await asyncio.gather(*(rt.drain(SOLO_DRAIN_TIMEOUT_S) for rt in self._service.runtimes),
+                                     return_exceptions=True)
         if self.membership is not None:
             await self.membership.leave()
         task, self._task = self._task, None

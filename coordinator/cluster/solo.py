@@ -12,6 +12,8 @@ Rules (docs/user/cluster.md, "One process refuses company" and the safety argume
   plain serve may have been admitted meanwhile. It answers nothing until the group admits
   it again, and then only once every shard was reloaded from the log (`reloading`), since
   another kcoord may have written it meanwhile.
+- Leaving (shutdown, or a stop beside another kcoord): nothing more is answered or sent
+  before the LeaveGroup, watched or not, since the group admits a successor at once.
 - Unwatched (the watch could not run: no rights on the group, no verdict in time, or it
   stopped): no lease, the process serves as a plain serve always did. A candidate again
   that gets no verdict in the same time (or whose watch stops) also serves unwatched, once
@@ -45,9 +47,10 @@ class SoloLease:
         self.membership = membership
         self.watched = False      # the group admitted this process: it holds the watch's lease
         self.reloading = False    # admitted again after a lapse: its shards reload from the log first
+        self.stopped = False      # leaving the group: nothing more is answered or sent
 
     def serving(self) -> bool:
-        if self.reloading:
+        if self.reloading or self.stopped:
             return False
         if not self.watched:
             return True
@@ -57,7 +60,7 @@ class SoloLease:
     def gate(self) -> Callable[[], bool] | None:
         """The service's response gate (`GroupCoordinatorService.serving`): None while it
         answers whatever happens (unwatched, nothing to check per request), else `serving`."""
-        return self.serving if self.watched or self.reloading else None
+        return self.serving if self.watched or self.reloading or self.stopped else None
 
 
 class LeaseGatedLog:

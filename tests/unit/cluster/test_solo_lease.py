@@ -64,6 +64,8 @@ def test_the_gate_is_the_lease_once_watched_and_none_while_unwatched():
     assert not lease.serving() and lease.gate() == lease.serving    # unwatched, but still reloading
     lease.reloading = False
     assert lease.serving() and lease.gate() is None
+    lease.stopped = True                                     # leaving the group, watched or not
+    assert not lease.serving() and lease.gate() == lease.serving
 
 
 def test_a_paused_plain_serve_answers_not_coordinator_and_sends_no_write():
@@ -216,6 +218,7 @@ class Service:
 
     def __init__(self) -> None:
         self.serving = None
+        self.runtimes: list = []
         self.reloads = 0
         self.reloaded = asyncio.Event()
 
@@ -290,6 +293,32 @@ def test_a_plain_serve_admitted_again_reloads_before_it_answers(monkeypatch):
         assert [j.solo_candidate for j in _joins(link)] == [True, False, True, False]
         await watch.leave()
 
+    asyncio.run(run())
+
+
+def test_a_plain_serve_stops_answering_and_drains_before_its_leave_group(monkeypatch):
+    """The group admits a successor once the LeaveGroup lands: nothing is answered or sent
+    from before it, and the writes in flight finish first."""
+    script = {"JoinGroup": [join(generation=5, leader="x"), join(generation=5, leader="x")],
+              "SyncGroup": [ADMITTED, ADMITTED], "Heartbeat": [heartbeat() for _ in range(400)]}
+    drained: list[bool] = []
+
+    class Runtime:
+        async def drain(self, timeout_s: float) -> bool:
+            drained.append(service.serving())
+            return True
+
+    async def run():
+        nonlocal service
+        watch, link, service, _ = await _solo(monkeypatch, script)
+        service.runtimes = [Runtime(), Runtime()]
+        await _until(lambda: len(_joins(link)) == 2, "it tells the group it serves")
+        assert service.serving()
+        await watch.leave()
+        leaves = [serving for api, _, serving in link.sent if api == "LeaveGroup"]
+        assert leaves == [False] and drained == [False, False] and not service.serving()
+
+    service = None
     asyncio.run(run())
 
 
