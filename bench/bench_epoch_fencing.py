@@ -130,7 +130,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     shards = [int(s) for s in args.shards.split(",")]
-    print(f"| shards | fencing | appends/s | p50 / p99 ms | writer CPU µs/append | broker CPU µs/append |\n"
+    what = "commit" if args.service else "append"
+    print(f"| shards | fencing | {what}s/s | p50 / p99 ms | kcoord CPU µs/{what} | broker CPU µs/{what} |\n"
           f"|---|---|---|---|---|---| (medians of {args.rounds} alternating rounds of {args.seconds:g} s)")
     if args.bootstrap:
         rows = asyncio.run(measure(args.bootstrap, None, shards, args.seconds, args.rounds, args.records,
