@@ -85,6 +85,7 @@ class ClusterSnapshot:
     topics: Mapping[str, TopicImage]
     leaders: Mapping[str, Mapping[int, int]]      # topic -> partition -> leader (only live leaders)
     errors: Mapping[str, int] = dataclasses.field(default_factory=dict)   # listed with an error: name -> code
+    cluster_id: str | None = None                 # the upstream's, as its Metadata says (v2+)
 
 
 def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
@@ -104,7 +105,7 @@ def snapshot_from_metadata(response: Any) -> ClusterSnapshot:
         topic_id = getattr(t, "topic_id", None) or ZERO_UUID
         topics[t.name] = TopicImage(topic_id, t.name, len(partitions), racks)
         leaders[t.name] = {int(p.partition_index): int(p.leader_id) for p in partitions if p.leader_id >= 0}
-    return ClusterSnapshot(brokers, topics, leaders, errors)
+    return ClusterSnapshot(brokers, topics, leaders, errors, getattr(response, "cluster_id", None))
 
 
 def _build(cls: type, **wanted: Any) -> Any:
@@ -152,6 +153,11 @@ class ClusterView:
     def snapshot(self) -> ClusterSnapshot:
         """What the latest Metadata answer said."""
         return self._snapshot
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The upstream's cluster id (kcoord's Metadata answers pass it on to clients)."""
+        return self._snapshot.cluster_id
 
     @property
     def brokers(self) -> Mapping[int, Broker]:

@@ -29,6 +29,7 @@ from typing import Any
 from ..authz import ForwardGate
 from ..config import CoordinatorConfig
 from ..group.offsets.txn_features import clamp_transaction_version
+from ..protocol.api_table import without_topic_ids
 from ..protocol.api_versions import (
     Features,
     advertised_versions,
@@ -36,7 +37,7 @@ from ..protocol.api_versions import (
     merge_features,
     with_consistent_epoch,
 )
-from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, PRODUCE, TXN_OFFSET_COMMIT
+from ..protocol.apis import API_VERSIONS, FIND_COORDINATOR, METADATA, PRODUCE, TXN_OFFSET_COMMIT
 from ..protocol.find_coordinator import Node
 from ..protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from ..protocol.service import GroupService
@@ -172,8 +173,15 @@ class Gateway:
         await self.cluster.start()
         # Produce v10+ and Fetch v16+ are forwarded: their KIP-951 NodeEndpoints are rewritten
         # to gateway addresses on the way back (leader_endpoints.py).
+        rows = getattr(self.service, "apis", None)     # the service's rows of the API table
+        service_versions = self.service.api_versions
+        metadata = self.cluster.upstream_api_versions.get(METADATA)
+        if rows is not None and (metadata is None or metadata[1] < 10):
+            # Metadata names topic ids from v10 (KIP-516): without them, the group APIs that
+            # name topics by id (OffsetCommit/OffsetFetch v10, TxnOffsetCommit v6) stop below.
+            service_versions = without_topic_ids(service_versions, rows)
         self.api_versions = forwarded_versions(
-            advertised_versions(self.cluster.upstream_api_versions, self.service.api_versions),
+            advertised_versions(self.cluster.upstream_api_versions, service_versions),
             self.cluster.upstream_api_versions)
         # transaction.version 2 (KIP-890) makes Java >= 4.0 producers rely on Produce v12's
         # implicit AddPartitionsToTxn and send TxnOffsetCommit v5: the level is forwarded
@@ -192,7 +200,6 @@ class Gateway:
         routable = {**self.api_versions, **answered}
         served = ((set(self.service.api_versions) & set(self.api_versions)) | set(answered)) \
             - {FIND_COORDINATOR, API_VERSIONS}
-        rows = getattr(self.service, "apis", None)     # the service's rows of the API table
         self.routes = build_routes(routable, served if rows is None else {k: rows[k] for k in served})
         self.api_versions_bodies = api_versions_bodies(self.api_versions, self.features)
         if self._sasl_settings is not None:

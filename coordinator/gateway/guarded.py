@@ -19,13 +19,14 @@ from .. import metrics
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
+from . import feature_updates
 from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
 from .produce_check import UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
-from .state_guard import METRIC_API, SIZED_APIS, Allowed, Close, Local, Split
+from .state_guard import METRIC_API, SIZED_APIS, UPDATE_FEATURES, Allowed, Close, Local, Split
 from .upstream_facts import cluster_facts
 
 if TYPE_CHECKING:
@@ -127,7 +128,10 @@ class GuardStage:
         except BodyError as e:
             self._client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
-        if route.api_key in SIZED_APIS:
+        decision: Local | Split | Allowed | None
+        if route.api_key == UPDATE_FEATURES:
+            decision = feature_updates.decide(route.api_version, request, frame, offset)
+        elif route.api_key in SIZED_APIS:
             decision = self._guard.admin(route.api_key, route.api_version, request, frame, offset,
                                          cluster_facts(self._gateway), self._policy())
         else:

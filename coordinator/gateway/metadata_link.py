@@ -51,12 +51,16 @@ class MetadataLink:
         self._connect_lock = asyncio.Lock()
 
     async def read_api_versions(self) -> None:
-        """The upstream's ApiVersions (v3, or its highest for a broker older than v3)."""
-        response = await self.call(build(request_class(API_VERSIONS, 3),
-                                         client_software_name="kcoord", client_software_version="0.1.0"))
-        if response.error_code == 35:   # broker older than ApiVersions v3: retry at its highest
+        """The upstream's ApiVersions at v4, whose answer lists every supported feature (v3 leaves
+        out those whose minimum is 0, KAFKA-17492); a broker older than v4 answers
+        UNSUPPORTED_VERSION with its range (KIP-511) and is asked again at its highest."""
+        software = {"client_software_name": "kcoord", "client_software_version": "0.1.0"}
+        response = await self.call(build(request_class(API_VERSIONS, 4), **software))
+        if response.error_code == 35:
             highest = max((k.max_version for k in response.api_keys if k.api_key == API_VERSIONS), default=0)
-            response = await self.call(build(request_class(API_VERSIONS, min(highest, 2))))
+            version = min(highest, 3)
+            response = await self.call(build(request_class(API_VERSIONS, version),
+                                             **(software if version >= 3 else {})))
         if response.error_code != 0:
             raise UpstreamError(f"upstream ApiVersions failed with error {int(response.error_code)}")
         self.upstream_api_versions, self.upstream_features = parse_upstream_api_versions(response)

@@ -26,7 +26,12 @@ from ..authz import (
     refuse_coordinator_keys,
 )
 from ..authz import GROUP as GROUP_RESOURCE
-from ..protocol.api_versions import invalid_request_body, valid_client_software
+from ..protocol.api_versions import (
+    invalid_request_body,
+    rebootstrap_body,
+    rebootstrap_required,
+    valid_client_software,
+)
 from ..protocol.codec import decode_response_frame, encode_body, encode_response_frame
 from ..protocol.find_coordinator import (
     KEY_TYPE_GROUP,
@@ -58,6 +63,10 @@ class LocalClient(Protocol):
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
     @property
+    def listener(self) -> Any:
+        """Its ListenerInfo (listeners.py): ``node_id`` None on the bootstrap listener."""
+
+    @property
     def forward_gate(self) -> Any:
         """The gateway's forward gate as the connection took it (None: none)."""
 
@@ -82,6 +91,9 @@ def serve_api_versions(client: LocalClient, frame: bytes, route: Route, correlat
     version = route.api_version
     if version >= 3 and not valid_client_software(request.client_software_name, request.client_software_version):
         body = invalid_request_body(version)
+    elif rebootstrap_required(version, request, getattr(client.gateway.cluster, "cluster_id", None),
+                              client.listener.node_id):
+        body = rebootstrap_body(version)
     else:
         body = client.gateway.api_versions_bodies[version]
     client.answer(response_frame(correlation_id, body, 0))

@@ -65,10 +65,12 @@ from .produce_check import LARGE_PRODUCE_PARTITIONS, RULE_RECORDS, UNDECIDED, Re
 from .safeguards import Safeguards
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
+UPDATE_FEATURES = 57
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
 WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
-GUARDED_APIS = REFUSING_APIS | WATCHED_APIS | CAPPED_APIS
+# UpdateFeatures: kcoord's group-type features are refused or taken out (feature_updates.py).
+GUARDED_APIS = REFUSING_APIS | WATCHED_APIS | CAPPED_APIS | {UPDATE_FEATURES}
 # Judged by admin_policy.py too (Kafka's limits, the safeguards), given the metadata view.
 SIZED_APIS = frozenset({CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS})
 
@@ -77,7 +79,7 @@ METRIC_API = {PRODUCE: "produce", DELETE_RECORDS: "delete_records", DELETE_TOPIC
               CREATE_PARTITIONS: "create_partitions", CREATE_TOPICS: "create_topics",
               ALTER_CONFIGS: "alter_configs", INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
               ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments", 30: "create_acls",
-              49: "alter_client_quotas"}
+              49: "alter_client_quotas", UPDATE_FEATURES: "update_features"}
 
 _ZERO = timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)

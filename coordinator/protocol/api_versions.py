@@ -73,7 +73,7 @@ ERROR_REBOOTSTRAP_REQUIRED = 129
 # broker answers REBOOTSTRAP_REQUIRED when they are not its own (``rebootstrap_required``). It
 # is listed only once the connection's handler makes that check: until then a v5 request gets
 # the KIP-511 fallback (UNSUPPORTED_VERSION listing 0-4), and the Java 4.4 client retries at v4.
-API_VERSIONS_SERVED_MAX = 4
+API_VERSIONS_SERVED_MAX = 5
 
 # ApiVersionsRequest.isValid (KIP-511): name and version of the client software.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
@@ -131,7 +132,7 @@ def kio_version_range(api_key: int) -> tuple[int, int] | None:
     return min(versions), high
 
 
-def _load(api_key: int, version: int, kind: str) -> type:
+def _load(api_key: int, version: int, kind: str) -> Any:
     """The message class of ``api_key`` v``version``: kio's, or the generated one."""
     name = api_key_map[api_key]
     if (name, version, kind) not in GENERATED:

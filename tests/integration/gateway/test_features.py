@@ -106,9 +106,6 @@ def test_update_features_of_a_group_feature_is_refused_a_no_op_passes(through: T
     if through.kind == "tansu":
         assert UPDATE_FEATURES not in advertised      # Tansu 0.6 has no UpdateFeatures: nothing to decide
         return
-    request.node.add_marker(pytest.mark.xfail(strict=True, reason=(
-        "UpdateFeatures is still forwarded unchanged: coordinator/gateway/feature_updates.decide is not "
-        "called by the guard stage yet")))
     bootstrap = through.kcoord.bootstrap
     refused = _feature_tool(bootstrap, "upgrade", "--feature", "streams.version=1", "--dry-run")
     assert refused.rc != 0 and "Invalid update version 1 for feature streams.version. kcoord serves" in \

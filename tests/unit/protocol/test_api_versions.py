@@ -50,7 +50,7 @@ def test_sasl_and_internal_apis_are_not_advertised() -> None:
 
 def test_local_apis_always_advertised() -> None:
     adv = advertised_versions({apis.PRODUCE: (0, 11)}, {})
-    assert adv[apis.API_VERSIONS] == (0, 4)
+    assert adv[apis.API_VERSIONS] == (0, 5)
     assert adv[apis.FIND_COORDINATOR] == (0, 6)
     adv = advertised_versions({apis.FIND_COORDINATOR: (0, 3)}, {})
     assert adv[apis.FIND_COORDINATOR] == (0, 3)
