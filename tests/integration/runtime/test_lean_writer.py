@@ -43,7 +43,8 @@ def test_concurrent_shard_batches_land_whole_and_a_reload_reads_what_was_acknowl
         return answered, loaded, ends, sent
 
     answered, loaded, ends, (requests, batches) = asyncio.run(asyncio.wait_for(run(), 120))
-    assert batches == 5 * PARTITIONS + 1 and requests <= batches
+    # Batches sent, resends included (a new topic's leaders may still be moving on Kafka).
+    assert batches >= 5 * PARTITIONS + 1 and requests <= batches
     for p in range(PARTITIONS):
         expected = [(base + i, k, v) for base, records in answered[p] for i, (k, v) in enumerate(records)]
         assert loaded[p] == expected, f"partition {p}"
