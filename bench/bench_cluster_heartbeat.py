@@ -1,5 +1,5 @@
 """Heartbeats and durable commits through a kcoord cluster (issue 14 point 6), in front of
-Apache Kafka 4.3, on this 2-core machine.
+Apache Kafka 4.4, on this 2-core machine.
 
     .venv/bin/python bench/bench_cluster_heartbeat.py [--parts heartbeat,commits]
         [--setups single,one,two] [--members 1000] [--groups 10] [--seconds 5] [--runs 3]
@@ -64,7 +64,7 @@ from cluster.common import (  # noqa: E402
     find,
     median,
     start_instances,
-    start_kafka43,
+    start_kafka44,
     stop_all,
     use_ports,
     wait_settled,
@@ -334,7 +334,7 @@ def main() -> None:
     parts = args.parts.split(",")
     from support.admin import create_topic
 
-    kafka = start_kafka43("bench-cluster-heartbeat-")
+    kafka = start_kafka44("bench-cluster-heartbeat-")
     out = []
     try:
         if "heartbeat" in parts:

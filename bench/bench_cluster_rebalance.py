@@ -1,11 +1,11 @@
 """Seed 003's rebalance benchmark through a kcoord cluster (issue 14 point 6): 10, 50 and 100
 real librdkafka consumers (confluent-kafka, group.protocol=consumer) form one group while
-bootstrapping across three `kcoord serve --instance-id` processes in front of Apache Kafka 4.3.
+bootstrapping across three `kcoord serve --instance-id` processes in front of Apache Kafka 4.4.
 
     .venv/bin/python bench/bench_cluster_rebalance.py [--sizes 10,50,100] [--runs 3]
         [--partitions 200] [--instances 3] [--plain | --compare] [--config KEY=VALUE]...
 
-Set-up: one Kafka 4.3 node (tests/support), three instances kc-0..2 on a fresh state topic
+Set-up: one Kafka 4.4 node (tests/support), three instances kc-0..2 on a fresh state topic
 (12 shards, kcoord's default group settings: adaptive heartbeat policy), a topic of
 ``--partitions`` partitions on Kafka. Per run a new group: ``size`` consumers, all in this
 process (one thread each; the issue allows several per process), member i bootstrapping
@@ -36,7 +36,7 @@ from cluster.common import (  # noqa: E402
     find,
     median,
     start_instances,
-    start_kafka43,
+    start_kafka44,
     stop_all,
     use_ports,
     wait_settled,
@@ -138,7 +138,7 @@ def main() -> None:
     # Targets: the cluster, and (--compare) a plain process beside it, runs alternating so
     # both see the same machine load; --plain alone measures only the plain process.
     names = ["plain"] if args.plain else ["cluster", "plain"] if args.compare else ["cluster"]
-    kafka = start_kafka43("bench-cluster-rebalance-")
+    kafka = start_kafka44("bench-cluster-rebalance-")
     targets: dict[str, list] = {}
     rows = []
     try:

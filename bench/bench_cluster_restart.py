@@ -1,10 +1,10 @@
 """Start-up and restart of `kcoord serve` against a real upstream, by checkout.
 
     KCOORD_TEST_PORTS=31600-31799 .venv/bin/python bench/bench_cluster_restart.py [--base REV]
-        [--parts plain,restart] [--sessions 3000,10000] [--runs 3] [--upstreams tansu,kafka43]
+        [--parts plain,restart] [--sessions 3000,10000] [--runs 3] [--upstreams tansu,kafka44]
 
-Per upstream (tests/support's Tansu; Kafka 4.3 with the fixture's settings, whose
-group.initial.rebalance.delay.ms is 0; ``kafka43-delay3000`` sets Kafka's default) and
+Per upstream (tests/support's Tansu; Kafka 4.4 with the fixture's settings, whose
+group.initial.rebalance.delay.ms is 0; ``kafka44-delay3000`` sets Kafka's default) and
 membership session (``--sessions``, ms):
 - plain: process start -> "kcoord ready" of a plain serve on a new state topic, with the
   single-process check (``cluster.solo.check``) off and on;
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support import group_probe as probe  # noqa: E402
 from support.admin import create_topic  # noqa: E402
-from support.kafka_broker import KAFKA_43, start_kafka  # noqa: E402
+from support.kafka_broker import KAFKA_44, start_kafka  # noqa: E402
 from support.kcoord import CLUSTER, KcoordProcess, free_port_block, launch_serve  # noqa: E402
 from support.tansu import start_tansu  # noqa: E402
 
@@ -98,10 +98,10 @@ def restart(upstream: str, code: Path, session: int) -> tuple[float, float]:
 def start_upstream(name: str, work: Path):
     if name == "tansu":
         return start_tansu(log_dir=work)
-    m = re.fullmatch(r"kafka43(?:-delay(\d+))?", name)
+    m = re.fullmatch(r"kafka44(?:-delay(\d+))?", name)
     if not m:
-        raise SystemExit(f"unknown upstream {name!r} (tansu, kafka43, kafka43-delayMS)")
-    return start_kafka(KAFKA_43, work / name, overrides={"group.initial.rebalance.delay.ms": m[1]} if m[1] else None)
+        raise SystemExit(f"unknown upstream {name!r} (tansu, kafka44, kafka44-delayMS)")
+    return start_kafka(KAFKA_44, work / name, overrides={"group.initial.rebalance.delay.ms": m[1]} if m[1] else None)
 
 
 def main() -> None:
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--parts", default="plain,restart")
     parser.add_argument("--sessions", default="3000,10000")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--upstreams", default="tansu,kafka43")
+    parser.add_argument("--upstreams", default="tansu,kafka44")
     args = parser.parse_args()
     results: dict[tuple, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:

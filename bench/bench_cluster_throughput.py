@@ -1,6 +1,6 @@
 """Consume throughput through one kcoord process vs a two-process kcoord cluster (issue 14
 §4: an upstream broker is fronted by one deterministic instance, which caps forwarding for
-that broker at one process), in front of Apache Kafka 4.3 on this 2-core machine.
+that broker at one process), in front of Apache Kafka 4.4 on this 2-core machine.
 
     .venv/bin/python bench/bench_cluster_throughput.py [--records 300000] [--size 100]
         [--partitions 6] [--consumers 1] [--runs 3] [--setups single,two]
@@ -30,7 +30,7 @@ from cluster.common import (  # noqa: E402
     cpu_seconds,
     median,
     start_instances,
-    start_kafka43,
+    start_kafka44,
     stop_all,
     use_ports,
     wait_settled,
@@ -118,7 +118,7 @@ def main() -> None:
     use_ports()
     from support.admin import create_topic
 
-    kafka = start_kafka43("bench-cluster-throughput-")
+    kafka = start_kafka44("bench-cluster-throughput-")
     procs_by_setup: dict[str, list] = {}
     try:
         topic = "bench-cluster-throughput"

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_commit_cpu.py [--runs 3] [--seconds 4] [--python PATH]
         [--repo PATH ...] [--profile DIR] [--kcoord-cpus 0] [--other-cpus 1] [--config NAME=VALUE ...]
 
-One Kafka 4.3.1 KRaft node (bench_vs_kafka.start_broker, Kafka's group defaults) stores
+One Kafka 4.4.0 KRaft node (bench_vs_kafka.start_broker, Kafka's group defaults) stores
 kcoord's state topic; `kcoord serve` (its defaults: fencing off) runs in front of it. kcoord
 is pinned to ``--kcoord-cpus``; the broker and the load generator share ``--other-cpus``
 (sched_setaffinity, as `taskset`). The load is bench_side_by_side's closed loop: durable

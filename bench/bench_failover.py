@@ -1,11 +1,11 @@
 """Failover of a kcoord cluster (issue 14 point 6): kill -9 one of three `kcoord serve
---instance-id` processes in front of Apache Kafka 4.3 while groups commit, and time until
+--instance-id` processes in front of Apache Kafka 4.4 while groups commit, and time until
 every group of its shards is answered again by a survivor.
 
     .venv/bin/python bench/bench_failover.py [--sessions 2000,6000] [--runs 3] [--groups 48]
         [--shards 12] [--committers 12] [--consumers 6] [--warmup 5] [--log-level INFO] [--verbose]
 
-Set-up: one Kafka 4.3 node started from tests/support (the fixture's settings: its
+Set-up: one Kafka 4.4 node started from tests/support (the fixture's settings: its
 group.min.session.timeout.ms is lowered to 1 s, so a 2 s membership session is accepted; 6 s
 is Kafka's default minimum). For each membership session (``--sessions``, ms) and run, a
 fresh state topic and three instances kc-0..2 (`--log-format json`); heartbeat a tenth of the
@@ -58,7 +58,7 @@ from cluster.common import (  # noqa: E402
     kcoord_log,
     median,
     start_instances,
-    start_kafka43,
+    start_kafka44,
     stop_all,
     use_ports,
     wait_settled,
@@ -332,7 +332,7 @@ def main() -> None:
     args = parser.parse_args()
     use_ports()
     sessions = [int(s) for s in args.sessions.split(",")]
-    kafka = start_kafka43("bench-failover-")
+    kafka = start_kafka44("bench-failover-")
     rows = []
     try:
         for session_ms in sessions:

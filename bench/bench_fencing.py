@@ -1,7 +1,7 @@
 """Durable commits per second with fencing (FencedStateLog: one transaction per append) vs
 without (StateTopic, fencing=none), same run, same broker (issue 14 point 6).
 
-    python bench/bench_fencing.py [--upstream tansu|kafka43|both] [--seconds 5] [--shards 1,8]
+    python bench/bench_fencing.py [--upstream tansu|kafka44|both] [--seconds 5] [--shards 1,8]
 
 A "commit" is one append round trip as ShardRuntime makes it: one batch in flight per shard,
 each holding --records records of ~100 bytes (an OffsetCommit result), the next sent when
@@ -81,7 +81,7 @@ async def measure(bootstrap: str, name: str, shards_list: list[int], seconds: fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--upstream", default="both", choices=["tansu", "kafka43", "both"])
+    parser.add_argument("--upstream", default="both", choices=["tansu", "kafka44", "both"])
     parser.add_argument("--bootstrap", help="an already running upstream instead of starting one")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--shards", default="1,8")
@@ -96,16 +96,16 @@ def main() -> None:
     if args.bootstrap:
         rows += asyncio.run(measure(args.bootstrap, "given", shards, args.seconds, args.records))
     else:
-        from support.kafka_broker import KAFKA_43, start_kafka
+        from support.kafka_broker import KAFKA_44, start_kafka
         from support.tansu import start_tansu
 
         if args.upstream in ("tansu", "both"):
             with start_tansu() as broker:
                 rows += asyncio.run(measure(broker.bootstrap, "Tansu 0.6", shards, args.seconds, args.records))
-        if args.upstream in ("kafka43", "both"):
-            cluster = start_kafka(KAFKA_43, Path(tempfile.mkdtemp(prefix="bench-fencing-")))
+        if args.upstream in ("kafka44", "both"):
+            cluster = start_kafka(KAFKA_44, Path(tempfile.mkdtemp(prefix="bench-fencing-")))
             try:
-                rows += asyncio.run(measure(cluster.bootstrap, "Kafka 4.3", shards, args.seconds, args.records))
+                rows += asyncio.run(measure(cluster.bootstrap, "Kafka 4.4", shards, args.seconds, args.records))
             finally:
                 cluster.stop()
     print(header)

@@ -10,7 +10,7 @@ stay under their RSS bounds, no traceback in kcoord's log, both alive); see fuzz
 A broker that dies, outgrows its bound or stops answering is a FINDING, printed with the
 requests sent just before and the seed; with --confirm those are replayed through a fresh
 kcoord and embedded Tansu and bisected down to the request(s) that do it (fuzz/confirm.py).
-`--upstream kafka` runs in front of Apache Kafka 4.3 with a 512 MiB heap instead
+`--upstream kafka` runs in front of Apache Kafka 4.4 with a 512 MiB heap instead
 (tests/support/kafka_broker.py). `--exclude` leaves API keys out of the structured mode, as
 the CI run in front of Tansu leaves out an open finding's API. Prints progress per batch and a JSON summary per mode;
 exits 1 if any mode failed a check.
@@ -80,11 +80,11 @@ def serve_embedded(memory_max: str) -> Served:
 
 
 def serve_kafka(work: Path) -> Served:
-    from support.kafka_broker import KAFKA_43, start_kafka
-    cluster = start_kafka(KAFKA_43, work, heap="512m")
+    from support.kafka_broker import KAFKA_44, start_kafka
+    cluster = start_kafka(KAFKA_44, work, heap="512m")
     node = cluster.nodes[0]
     kcoord = procs.Kcoord(cluster.bootstrap, config=FUZZ_CONFIG, state_partitions=4).start()
-    watch = UpstreamWatch(f"Kafka {KAFKA_43} (-Xmx512m)", "127.0.0.1", int(cluster.bootstrap.rsplit(":", 1)[1]),
+    watch = UpstreamWatch(f"Kafka {KAFKA_44} (-Xmx512m)", "127.0.0.1", int(cluster.bootstrap.rsplit(":", 1)[1]),
                           node.process.pid, rss_limit_mb=KAFKA_RSS_LIMIT_MB, timeout_s=10)
     return Served(kcoord.process, kcoord.log_path, kcoord.port, watch, stop_broker=cluster.stop)
 

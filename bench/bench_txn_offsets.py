@@ -1,5 +1,5 @@
 """Transactional offset commits per second through kcoord vs Apache Kafka's own group coordinator,
-same run, same Kafka 4.3 broker (issue 16 point 6).
+same run, same Kafka 4.4 broker (issue 16 point 6).
 
     python bench/bench_txn_offsets.py [--seconds 10] [--producers 1,4] [--runs 3]
 
@@ -77,10 +77,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from support.admin import create_topic
-    from support.kafka_broker import KAFKA_43, start_kafka
+    from support.kafka_broker import KAFKA_44, start_kafka
     from support.kcoord import FAST, KcoordProcess
 
-    cluster = start_kafka(KAFKA_43, Path(tempfile.mkdtemp(prefix="bench-txn-")))
+    cluster = start_kafka(KAFKA_44, Path(tempfile.mkdtemp(prefix="bench-txn-")))
     kcoord = None
     try:
         kcoord = KcoordProcess(upstream=cluster.bootstrap, state_topic=f"__kcoord_bench_txn_{int(time.time())}",
@@ -106,7 +106,7 @@ def main() -> None:
         if kcoord is not None:
             kcoord.stop()
         cluster.stop()
-    print(f"Kafka 4.3, librdkafka (transactions v1), {args.seconds:.0f} s per side, median of {args.runs} runs")
+    print(f"Kafka 4.4, librdkafka (transactions v1), {args.seconds:.0f} s per side, median of {args.runs} runs")
     print("| producers | Kafka's coordinator: commits/s | p50 / p99 ms | through kcoord: commits/s | "
           "p50 / p99 ms | kcoord / Kafka |\n|---|---|---|---|---|---|")
     print("\n".join(rows))

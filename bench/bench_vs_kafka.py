@@ -1,18 +1,18 @@
-"""kcoord vs Apache Kafka 4.3's own group coordinator: same machine, same clients, same load, one run.
+"""kcoord vs Apache Kafka 4.4's own group coordinator: same machine, same clients, same load, one run.
 
     .venv/bin/python bench/bench_vs_kafka.py [--quick] [--sections heartbeat,storm,commit,consume,join,formation]
         [--members 1000] [--groups 10] [--storm-members 1000] [--storm-partitions 2000]
         [--seconds 4] [--runs 1] [--classic] [--hb-on-500] [--skip-500] [--out-dir DIR] [--kafka-c1]
 
 Why: the README's Kafka figures were estimates (intervals times rounds); this measures
-Kafka 4.3.1's coordinator itself next to kcoord, so the comparison is one run's ratios.
+Kafka 4.4.0's coordinator itself next to kcoord, so the comparison is one run's ratios.
 
 What runs, one broker at a time (tests/support/kafka_broker.py, single KRaft node, jars in
 .cache/kafka):
-1. Kafka 4.3.1 with its group defaults ("kafka-default"), and `kcoord serve --upstream`
+1. Kafka 4.4.0 with its group defaults ("kafka-default"), and `kcoord serve --upstream`
    in front of that same broker ("kcoord", kcoord's defaults: adaptive heartbeat interval,
    500 ms stable);
-2. Kafka 4.3.1 again with group.consumer.heartbeat.interval.ms and
+2. Kafka 4.4.0 again with group.consumer.heartbeat.interval.ms and
    group.consumer.min.heartbeat.interval.ms = 500 ("kafka-500", kcoord's stable interval).
 Group-timing figures (join storm, 11th member, formation) run on all three; throughput
 figures (heartbeats/s, commits/s, consume) on the first broker only (the interval does not
@@ -64,7 +64,7 @@ from coordinator.config import CoordinatorConfig  # noqa: E402
 from support.admin import create_topic  # noqa: E402
 from support.kafka_broker import ENV_JVM_OPTS, KafkaCluster, start_kafka  # noqa: E402
 
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = "4.4.0"  # the reference line (scripts/fetch_kafka.py KAFKA_44)
 # Kafka's own defaults for what the fixture lowers and what matters here.
 KAFKA_DEFAULTS = {
     "group.consumer.heartbeat.interval.ms": "5000",

@@ -1,5 +1,5 @@
 """The cluster run of bench/dashboard_load.py (`--cluster`): three `kcoord serve
---instance-id` processes in front of Apache Kafka 4.3, with real clients and failures.
+--instance-id` processes in front of Apache Kafka 4.4, with real clients and failures.
 
 Rules: everything started here is stopped here (try/finally), every wait is bounded and
 says what it waited for; the timeline is fixed so two runs draw comparable pictures.
@@ -53,14 +53,14 @@ def run_cluster(seconds: float, interval: float, scraper_class, producer) -> tup
     """(scraper with the run's samples, a sentence describing the run); ``producer`` starts
     the producer thread (bench/dashboard_load.py's)."""
     from support.admin import create_topic
-    from support.kafka_broker import KAFKA_43, start_kafka
+    from support.kafka_broker import KAFKA_44, start_kafka
     from support.kcoord import KcoordProcess
     from support.ports import free_port
     from support.wait import wait_until
 
     work = Path(tempfile.mkdtemp(prefix="kcoord-dash-kafka-"))
-    print(f"starting Apache Kafka {KAFKA_43} (logs in {work})", flush=True)
-    kafka = start_kafka(KAFKA_43, work)
+    print(f"starting Apache Kafka {KAFKA_44} (logs in {work})", flush=True)
+    kafka = start_kafka(KAFKA_44, work)
     procs: list = []
     stop, threads = threading.Event(), []
     try:
@@ -111,7 +111,7 @@ def run_cluster(seconds: float, interval: float, scraper_class, producer) -> tup
         kafka.stop()
     shutil.rmtree(work, ignore_errors=True)     # kept above when the run fails: its logs say why
     note = (f"Three kcoord processes (--instance-id kcoord-0..2, {SHARDS} state partitions, --config "
-            f"{' '.join(CONFIG)}) in front of Apache Kafka {KAFKA_43}; 9 librdkafka KIP-848 consumers in 3 "
+            f"{' '.join(CONFIG)}) in front of Apache Kafka {KAFKA_44}; 9 librdkafka KIP-848 consumers in 3 "
             f"groups and a producer; kcoord-1 killed (SIGKILL) at {0.3 * seconds:.0f}s and restarted at "
             f"{0.5 * seconds:.0f}s, kcoord-2 stopped (SIGTERM) at {0.7 * seconds:.0f}s and restarted at "
             f"{0.85 * seconds:.0f}s. Scraped every {interval:g}s for {seconds:g}s.")

@@ -12,7 +12,7 @@ it. The load, over `--seconds` (fractions of the run):
 - 0.45 and 0.55: two classic consumers (librdkafka, group.protocol=classic) join one group;
 - 2/3: the second wave stops heartbeating and is expired by the 10 s session timeout;
 - 0.8: one classic consumer leaves (LeaveGroup).
-`--cluster` runs three instances in front of Apache Kafka 4.3 instead, with real consumers,
+`--cluster` runs three instances in front of Apache Kafka 4.4 instead, with real consumers,
 a kill -9 and a scale-down (bench/dashboard_cluster.py).
 Progress is printed every 5 s. Ports come from KCOORD_BENCH_PORTS (bench/loadgen/procs.py)
 and KCOORD_TEST_PORTS (tests/support/ports.py).
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=1.0, help="scrape interval in seconds (default 1)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "dashboard")
     p.add_argument("--cluster", action="store_true",
-                   help="three `kcoord serve --instance-id` processes in front of Apache Kafka 4.3, with "
+                   help="three `kcoord serve --instance-id` processes in front of Apache Kafka 4.4, with "
                         "real consumers, a kill -9 and a scale-down (bench/dashboard_cluster.py)")
     args = p.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from coordinator.protocol import apis  # noqa: E402
-from support.kafka_broker import KAFKA_43, start_kafka  # noqa: E402
+from support.kafka_broker import KAFKA_44, start_kafka  # noqa: E402
 from support.raw_client import call, create_topics_request, partition_count, request_types  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--heap", default="1g")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafka-probe-") as work:
-        cluster = start_kafka(KAFKA_43, Path(work), heap=args.heap)
+        cluster = start_kafka(KAFKA_44, Path(work), heap=args.heap)
         try:
             bootstrap = cluster.bootstrap
             for label, topics in [("replication factor 3 on one broker", [("rf3", 1, 3)]),

@@ -1,5 +1,5 @@
 """Shared parts of the issue 14 cluster benchmarks (bench_failover, bench_cluster_rebalance,
-bench_cluster_heartbeat): Apache Kafka 4.3 from tests/support (its fixture settings lower
+bench_cluster_heartbeat): Apache Kafka 4.4 from tests/support (its fixture settings lower
 group.min.session.timeout.ms to 1 s, so a 2 s membership session is accepted), `kcoord serve
 --instance-id` processes logging JSON, the raw FindCoordinator / OffsetCommit / OffsetFetch
 calls of tests/integration/cluster/test_kcoord_cluster.py, and log parsing.
@@ -41,13 +41,13 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def start_kafka43(prefix: str):
-    """Apache Kafka 4.3, one KRaft node, with the test fixture's settings (kafka_broker.SETTINGS:
+def start_kafka44(prefix: str):
+    """Apache Kafka 4.4, one KRaft node, with the test fixture's settings (kafka_broker.SETTINGS:
     group.min.session.timeout.ms=1000 among them)."""
-    from support.kafka_broker import KAFKA_43, start_kafka
+    from support.kafka_broker import KAFKA_44, start_kafka
 
-    print("starting Apache Kafka 4.3 ...", flush=True)
-    return start_kafka(KAFKA_43, Path(tempfile.mkdtemp(prefix=prefix)))
+    print("starting Apache Kafka 4.4 ...", flush=True)
+    return start_kafka(KAFKA_44, Path(tempfile.mkdtemp(prefix=prefix)))
 
 
 def cluster_config(session_ms: int, *, heartbeat_ms: int | None = None, margin_ms: int | None = None,

@@ -1,7 +1,7 @@
 """Group members as OS processes, read into the test harness's event log.
 
 Both clients print the harness's JSON-line events on stdout: librdkafka through
-migration/rehearse/rdkafka_member.py, the Java 4.3 client through ConsumerDriver
+migration/rehearse/rdkafka_member.py, the Java 4.4 client through ConsumerDriver
 (migration/rehearse/java). ProcessMember feeds them into a support.consumer_events
 log (and so an OwnershipLedger, if given), keeps the client's stderr (librdkafka's
 ``debug=cgrp`` log) in a file, and stops a member cleanly through stdin.

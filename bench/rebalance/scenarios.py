@@ -2,7 +2,7 @@
 
 A Target says where the group lives and how its members speak: kcoord (a gateway in front
 of Tansu) or Tansu itself, classic (eager range / cooperative-sticky) or the consumer
-protocol, librdkafka or the Java 4.3 client.
+protocol, librdkafka or the Java 4.4 client.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers of bench/bench_side_by_side.py: Kafka 4.3's own group coordinator against kcoord
+"""Helpers of bench/bench_side_by_side.py: Kafka 4.4's own group coordinator against kcoord
 in front of the same Kafka, the whole server side on one set of cores and the load
 generators on another.
 

@@ -17,7 +17,7 @@ from typing import Any
 from ops.svg import bar_chart
 
 SIDES = ("kafka", "kcoord")
-SIDE_TITLES = {"kafka": "Kafka 4.3 alone (its own coordinator)", "kcoord": "kcoord in front of the same Kafka"}
+SIDE_TITLES = {"kafka": "Kafka 4.4 alone (its own coordinator)", "kcoord": "kcoord in front of the same Kafka"}
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def write_html(path: Path, results: dict[str, Any], text: str) -> None:
                                                  "(lower is better)"))
     meta = html.escape(json.dumps(results["meta"], indent=1, default=str))
     path.write_text(
-        "<!doctype html><meta charset='utf-8'><title>kcoord and Kafka 4.3 side by side</title>"
-        "<body style='font-family:sans-serif'><h1>kcoord and Kafka 4.3's coordinator, side by side</h1>"
+        "<!doctype html><meta charset='utf-8'><title>kcoord and Kafka 4.4 side by side</title>"
+        "<body style='font-family:sans-serif'><h1>kcoord and Kafka 4.4's coordinator, side by side</h1>"
         f"<pre>{html.escape(text)}</pre>" + "".join(f"<div>{c}</div>" for c in charts)
         + f"<h2>Run</h2><pre>{meta}</pre></body>")

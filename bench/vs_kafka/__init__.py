@@ -1,4 +1,4 @@
-"""Helpers of bench/bench_vs_kafka.py: Apache Kafka 4.3's own group coordinator and kcoord
+"""Helpers of bench/bench_vs_kafka.py: Apache Kafka 4.4's own group coordinator and kcoord
 measured side by side in one run, with the same load generators and the same clients.
 
 - ``wire``: raw-protocol loads (steady ConsumerGroupHeartbeat rate, the 1,000-member join

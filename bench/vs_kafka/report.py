@@ -12,8 +12,8 @@ from typing import Any
 from ops.svg import bar_chart
 
 COLUMNS = ("kafka-default", "kafka-500", "kcoord")
-TITLES = {"kafka-default": "Kafka 4.3, defaults (5 s interval)",
-          "kafka-500": "Kafka 4.3, 500 ms interval",
+TITLES = {"kafka-default": "Kafka 4.4, defaults (5 s interval)",
+          "kafka-500": "Kafka 4.4, 500 ms interval",
           "kcoord": "kcoord (defaults) in front of the same Kafka"}
 
 
@@ -118,7 +118,7 @@ def write_html(path: Path, results: dict[str, Any], text_table: str) -> None:
                                           f"({row.unit}, {better})"))
     meta = html.escape(json.dumps(results["meta"], indent=1, default=str))
     path.write_text(
-        "<!doctype html><meta charset='utf-8'><title>kcoord vs Apache Kafka 4.3, same run</title>"
-        "<body style='font-family:sans-serif'><h1>kcoord vs Apache Kafka 4.3's group coordinator</h1>"
+        "<!doctype html><meta charset='utf-8'><title>kcoord vs Apache Kafka 4.4, same run</title>"
+        "<body style='font-family:sans-serif'><h1>kcoord vs Apache Kafka 4.4's group coordinator</h1>"
         f"<pre>{html.escape(text_table)}</pre>" + "".join(f"<div>{c}</div>" for c in charts)
         + f"<h2>Run</h2><pre>{meta}</pre></body>")
