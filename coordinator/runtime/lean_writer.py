@@ -88,6 +88,7 @@ class LeanWriter:
         self.sequences: dict[int, int] = {}
         self._waiting: list[_Append] = []       # not sent yet, in arrival order
         self._sending: set[int] = set()         # partitions with a batch in flight
+        self._sent: set[_Append] = set()        # the appends in flight
         self._requests: dict[tuple[str, int], int] = defaultdict(int)   # in flight per broker
         self._scheduled = False
         self._preparing: asyncio.Task | None = None
@@ -103,8 +104,9 @@ class LeanWriter:
             if task is not None:
                 task.cancel()
         error = StateLogError(f"state topic {self.topic}: writer closed")
-        for a in self._waiting:
+        for a in (*self._sent, *self._waiting):     # nobody will hear their requests' answers
             _fail(a, error)
+        self._sent.clear()
         self._waiting.clear()
 
     async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
@@ -147,6 +149,7 @@ class LeanWriter:
                 keep.append(a)
                 continue
             self._sending.add(a.partition)
+            self._sent.add(a)
             by_broker[address].append(a)
         self._waiting = keep
         for address, appends in by_broker.items():
@@ -236,6 +239,7 @@ class LeanWriter:
             self._requests[address] -= 1
             for a in appends:
                 self._sending.discard(a.partition)
+                self._sent.discard(a)
             if retry:
                 now = time.monotonic()
                 for a in retry:

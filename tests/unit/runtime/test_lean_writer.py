@@ -236,6 +236,23 @@ def test_a_batch_sent_before_the_upstream_went_away_leaves_its_sequence_in_doubt
     assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[1]] == [(first_id, 0), (writer.producer_id, 0)]
 
 
+def test_closing_the_writer_answers_every_append_in_flight_or_waiting():
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        broker.gate = asyncio.Event()              # the request never comes back
+        sent = asyncio.ensure_future(writer.append(0, records(1), 0))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        waiting = asyncio.ensure_future(writer.append(0, records(1), 0))   # behind the one in flight
+        await asyncio.sleep(0)
+        writer.close()
+        return await asyncio.gather(sent, waiting, return_exceptions=True)
+
+    results = asyncio.run(asyncio.wait_for(run(), 10))
+    assert all(isinstance(r, StateLogError) and "closed" in str(r) for r in results), results
+
+
 # --- the ProduceRequest v9 the writer sends: fast_codec's encoder writes kio's bytes ---------
 
 import io  # noqa: E402
