@@ -22,14 +22,13 @@ from the same run.
 
 ``--python PATH`` runs `kcoord serve` under another interpreter (a venv with kcoord's
 dependencies, e.g. one made from CPython 3.12 or 3.13), the load generator staying here.
-``--profile DIR`` samples kcoord with py-spy (``py-spy record --format raw``, 250 Hz) during
-the last blast and prints the self-time shares by file (bench/loadgen/profiling.py has the
-plain py-spy driver; here the summary is grouped by module).
+``--profile DIR`` samples each kcoord with py-spy during its last blast
+(bench/loadgen/profiling.py: a flame graph, the collapsed stacks and the top functions).
 """
 from __future__ import annotations
 
 import argparse
-import collections
+import contextlib
 import os
 import statistics
 import subprocess
@@ -45,6 +44,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 import bench_vs_kafka as vsk  # noqa: E402
 from bench_side_by_side import commit_frames  # noqa: E402
 from loadgen import procs  # noqa: E402
+from loadgen.profiling import Profile  # noqa: E402
 from side_by_side import load, pinning  # noqa: E402
 from vs_kafka import wire  # noqa: E402
 
@@ -61,27 +61,6 @@ def start_kcoord(bootstrap: str, python: str, config: list[str], state_partition
         args += ["--config", item]
     process, _ = launch_serve(args, repo, f"kcoord-cpu-{port}", [], 90.0, env={"PYTHONPATH": str(repo)})
     return process, port
-
-
-def profile_summary(raw: Path) -> str:
-    """py-spy's raw (collapsed) stacks -> self-time share per source file, largest first."""
-    by_file: collections.Counter[str] = collections.Counter()
-    total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        n = int(count)
-        total += n
-        leaf = stack.split(";")[-1]
-        where = leaf.partition("(")[2].rstrip(")").rpartition(":")[0] or leaf
-        for marker in ("site-packages/", "/lib/python3", "/work/main/"):
-            if marker in where:
-                where = where.split(marker, 1)[1]
-                break
-        by_file[where] += n
-    rows = [f"{100 * n / total:5.1f} %  {where}" for where, n in by_file.most_common(30)]
-    return f"{total} samples\n" + "\n".join(rows)
 
 
 def main() -> None:
@@ -131,16 +110,13 @@ def main() -> None:
         figures: dict[Path, list] = {repo: [] for repo in repos}
         for i in range(a.runs):
             for repo, kc, port in started:
-                spy = None
+                spy: contextlib.AbstractContextManager = contextlib.nullcontext()
                 if a.profile is not None and i == a.runs - 1:
-                    out = a.profile / f"kcoord-{repos.index(repo)}.raw"
                     a.profile.mkdir(parents=True, exist_ok=True)
-                    py_spy = str(Path(sys.executable).parent / "py-spy")
-                    spy = subprocess.Popen([py_spy, "record", "--pid", str(kc.pid), "--rate", "250", "--format", "raw",
-                                            "--duration", str(int(a.seconds + a.warmup)), "--nonblocking",
-                                            "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-                r = load.run(port, frames, offset, connections=a.connections, depth=a.depth, server_pids=[kc.pid],
-                             load_cpus=other_cpus, seconds=a.seconds, warmup=a.warmup)
+                    spy = Profile(kc.pid, str(a.profile / f"kcoord-{repos.index(repo)}"), a.seconds + a.warmup)
+                with spy:
+                    r = load.run(port, frames, offset, connections=a.connections, depth=a.depth,
+                                 server_pids=[kc.pid], load_cpus=other_cpus, seconds=a.seconds, warmup=a.warmup)
                 f = r.figures()
                 if r.errors:
                     raise SystemExit(f"{repo}: error responses {r.errors}")
@@ -151,9 +127,6 @@ def main() -> None:
                 print(f"run {i + 1} {repo}: {f['rate']:,.0f} commits/s, kcoord {f['cpu_us_per_op']:.1f} us CPU/commit "
                       f"({f['server_cores']:.2f} cores), p50 {f['p50_us']:,.0f} us, p99 {f['p99_us']:,.0f} us",
                       flush=True)
-                if spy is not None:
-                    spy.wait(60)
-                    print(profile_summary(out))
         for repo in repos:
             fs = figures[repo]
             if not fs:
