@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 
+from coordinator.group.hashing import partition_for
 from support import group_probe as probe
 from support import processes, raw_client
 from support.admin import create_topic
@@ -192,6 +193,9 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
     below the successor's commit; its watch, a candidate again, yields to the successor and
     it stops (exit 4). The successor serves on, its log free of any foreign write."""
     topic, group = names.topic(), names.group()
+    # The queued commit goes to another group of the same shard: the read of `group` shows
+    # what the woken process still holds, and a write it sent would land in that shard.
+    other = next(g for i in range(1000) if partition_for(g := f"{group}-w{i}", SHARDS) == partition_for(group, SHARDS))
     state = f"__kc_{topic}"
     create_topic(kafka44.bootstrap, topic, 1)
     first = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
@@ -208,7 +212,7 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
                        message="the successor acknowledges a commit")
             woken = time.monotonic()
             fetch, commit = _on_waking(first, [(probe.OFFSET_FETCH, 8, _fetch_request(group, topic)),
-                                               (probe.OFFSET_COMMIT, 8, probe.commit_request(group, topic, 7))])
+                                               (probe.OFFSET_COMMIT, 8, probe.commit_request(other, topic, 7))])
         finally:
             first.process.send_signal(signal.SIGCONT)
         assert fetch is None or _fetched(fetch)[0] == NOT_COORDINATOR or _fetched(fetch)[1] >= 2, fetch
