@@ -409,7 +409,7 @@ class ClusterMembership:
         """A watcher whose process served: it no longer knows that no other plain serve was
         admitted meanwhile, so it asks the group again as a candidate (solo.py)."""
         log.warning("cluster membership %s: %s; checking the group again before serving (its process answers "
-                    "NOT_COORDINATOR meanwhile)", self.instance_id, why)
+                    "NOT_COORDINATOR meanwhile, if the group had admitted it)", self.instance_id, why)
         self.solo_candidate = True
         self.candidate_since = self._clock()
         if self._on_candidate is not None:
