@@ -19,6 +19,7 @@ from records import _assignment as asg
 from records import _classic as cl
 from records import _consumer as cg
 from records import connect_records as cr
+from records import group_config_records as gcr
 from records._trailing import TRAILING_BYTES
 from records._wire import (
     LOW_LEVEL,
@@ -81,6 +82,7 @@ _KEY_LAYOUTS: dict[int, tuple[type, tuple[str, ...], str]] = {
     8: (ConsumerGroupCurrentMemberAssignmentKey, ("GroupId", "MemberId"), "ss"),
     16: (ConsumerGroupRegularExpressionKey, ("GroupId", "RegularExpression"), "ss"),
     **cr.KEY_LAYOUTS,   # kcoord's connect group (docs/design/connect-groups-spec.md): private types 1000-1004
+    **gcr.KEY_LAYOUTS,  # kcoord's per-group configuration (docs/user/group-configs.md): private type 1200
 }
 _KEY_ATTRS = {cls: (rtype, tuple(f.name for f in dataclasses.fields(cls)), layout)
               for rtype, (cls, _, layout) in _KEY_LAYOUTS.items()}
@@ -241,6 +243,7 @@ _VALUE_DECODERS: dict[int, dict[int, Callable[[bytes], Any]]] = {
     8: {0: asg.decode_current_member_assignment},
     16: {0: cg.decode_regular_expression},
     **cr.VALUE_DECODERS,
+    **gcr.VALUE_DECODERS,
 }
 
 _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
@@ -258,6 +261,7 @@ _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
                                                 range(0, 1)),
     ConsumerGroupRegularExpressionValue: (cg.encode_regular_expression, range(0, 1)),
     **cr.VALUE_ENCODERS,
+    **gcr.VALUE_ENCODERS,
 }
 
 # GroupMetadataManager / GroupCoordinatorRecordHelpers: group metadata is written

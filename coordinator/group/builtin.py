@@ -3,7 +3,7 @@ builds the shard's registry from their contributions (group_types.build_registry
 
 Rules:
 - the folders only declare a `Contribution` (classic/, modern/consumer/, modern/connect/,
-  offsets/, migration/); the APIs every group type answers (group_admin.py) are the
+  offsets/, migration/, configs/); the APIs every group type answers (group_admin.py) are the
   `ADMIN` contribution below;
 - `builtin_registry()` builds the registry once per process, where a shard is built
   (shard.py, when it is given no registry of its own); every timer kind of timers.py must
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import group_admin
 from .classic.contribution import CONTRIBUTION as CLASSIC
+from .configs.contribution import CONTRIBUTION as CONFIGS
 from .group_types import Contribution, Registry, build_registry
 from .migration.contribution import CONTRIBUTION as MIGRATION
 from .modern.connect.contribution import CONTRIBUTION as CONNECT
@@ -51,7 +52,7 @@ ADMIN = Contribution(
 )
 
 # The order is the order of the timers a loaded shard arms (the retention check first).
-CONTRIBUTIONS: tuple[Contribution, ...] = (OFFSETS, CLASSIC, CONSUMER, MIGRATION, CONNECT, ADMIN)
+CONTRIBUTIONS: tuple[Contribution, ...] = (OFFSETS, CLASSIC, CONSUMER, MIGRATION, CONNECT, ADMIN, CONFIGS)
 
 
 def registry_with(*extra: Contribution) -> Registry:

@@ -1,0 +1,58 @@
+"""The per-group configs a shard holds: group id -> the keys set on it, as text.
+
+Rules of this module:
+- Changed only by replay of the group-config record (ops.py `replay_group_config`); a
+  tombstone empties a group's set. Nothing else (DeleteGroups, offset expiry, a group's
+  conversion) touches it: Kafka keeps group configs in the cluster metadata, independent
+  of the group's lifecycle.
+- The running groups ask `value(group_id, name, default)`: the parsed value set on the group,
+  else the default they pass (the broker's). Parsed values are kept beside the text so a
+  heartbeat pays one dict look-up; a value stored by another version that no longer parses
+  falls back to the default.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ApiError
+from .keys import KEYS, parse
+
+
+class GroupConfigStore:
+    __slots__ = ("_text", "_parsed")
+
+    def __init__(self) -> None:
+        self._text: dict[str, dict[str, str]] = {}
+        self._parsed: dict[str, dict[str, Any]] = {}
+
+    def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
+        if not configs:
+            self._text.pop(group_id, None)
+            self._parsed.pop(group_id, None)
+            return
+        self._text[group_id] = dict(configs)
+        parsed: dict[str, Any] = {}
+        for name, text in configs.items():
+            key = KEYS.get(name)
+            if key is None:
+                continue
+            try:
+                parsed[name] = parse(key, text)
+            except ApiError:
+                continue
+        self._parsed[group_id] = parsed
+
+    def configs(self, group_id: str) -> dict[str, str]:
+        """The keys set on the group (a copy)."""
+        return dict(self._text.get(group_id, ()))
+
+    def groups(self) -> list[str]:
+        """Every group with at least one key set (ListConfigResources)."""
+        return list(self._text)
+
+    def value(self, group_id: str, name: str, default: Any) -> Any:
+        parsed = self._parsed.get(group_id)
+        if parsed is None:
+            return default
+        return parsed.get(name, default)

@@ -1,0 +1,142 @@
+"""Per-group configuration in the pure core: Kafka 4.4's GroupConfig validation, the
+IncrementalAlterConfigs / AlterConfigs set arithmetic, the record (type 1200) replayed on a
+reload, and the configs' lifetime apart from the group's (DeleteGroups leaves them)."""
+from __future__ import annotations
+
+import pytest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.errors import ErrorCode
+
+from coordinator.config import CoordinatorConfig
+from coordinator.group.configs.keys import KEYS, validate
+from coordinator.group.configs.ops import APPEND, DELETE, SET, SUBTRACT, AlterGroupConfigs, ReadGroupConfigs
+from coordinator.group.errors import ApiError
+from records import UnknownRecord, decode_record, encode_record
+from records.group_config_records import GROUP_CONFIG
+from tests.unit.group.context import ShardContext
+
+CONFIG = CoordinatorConfig()
+
+
+def refusal(configs: dict[str, str]) -> tuple[ErrorCode, str]:
+    with pytest.raises(ApiError) as e:
+        validate(configs, CONFIG)
+    return e.value.code, e.value.message
+
+
+@pytest.mark.parametrize("configs, message", [
+    ({"consumer.foo": "1"}, "Unknown group config name: consumer.foo"),
+    ({"consumer.session.timeout.ms": "abc"},
+     "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT"),
+    ({"consumer.session.timeout.ms": "0"},
+     "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1"),
+    ({"consumer.session.timeout.ms": "44999"},
+     "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    ({"consumer.heartbeat.interval.ms": "15001"},
+     "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive."),
+    ({"consumer.assignment.interval.ms": "15001"},
+     "consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive."),
+    ({"streams.num.standby.replicas": "3"}, "streams.num.standby.replicas must be less than or equal to 2"),
+    ({"consumer.assignor.offload.enable": "yes"},
+     "Invalid value yes for configuration consumer.assignor.offload.enable: Expected value to be either true or false"),
+    ({"share.isolation.level": "dirty"},
+     "Invalid value dirty for configuration share.isolation.level: String must be one of: read_committed, "
+     "read_uncommitted"),
+    ({"streams.rack.aware.assignment.tags": "zone,zone"},
+     "streams.rack.aware.assignment.tags must not contain duplicate tag keys."),
+    ({"errors.deadletterqueue.topic.name": "__dlq"},
+     "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+])
+def test_validation_refuses_as_kafka(configs, message):
+    assert refusal(configs) == (ErrorCode.invalid_config, message)
+
+
+def test_session_must_exceed_heartbeat_with_the_broker_value_standing_in():
+    config = CoordinatorConfig(consumer_max_heartbeat_interval_ms=60_000)
+    with pytest.raises(ApiError, match="consumer.session.timeout.ms must be greater than "
+                                       "consumer.heartbeat.interval.ms"):
+        validate({"consumer.heartbeat.interval.ms": "45000"}, config)   # session: the broker's 45000
+    assert validate({"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"},
+                    config) == {"consumer.session.timeout.ms": 50000, "consumer.heartbeat.interval.ms": 6000}
+
+
+def test_bounds_are_kcoords_own_configuration():
+    config = CoordinatorConfig(consumer_min_session_timeout_ms=10_000)
+    assert validate({"consumer.session.timeout.ms": "10000"}, config) == {"consumer.session.timeout.ms": 10000}
+    assert KEYS["consumer.session.timeout.ms"].default_text(config) == "45000"
+
+
+def alter(ctx: ShardContext, group: str, *changes, incremental=True, validate_only=False):
+    req = AlterGroupConfigs(group, tuple(changes), incremental, validate_only)
+    return ctx.apply(ctx.shard.alter_group_configs(ctx.ctx(), req, ctx.now_ms))
+
+
+def read(shard, *groups):
+    return shard.read_group_configs(None, ReadGroupConfigs(tuple(groups)), 0).response
+
+
+def test_set_delete_append_subtract_and_reload():
+    ctx = ShardContext()
+    assert alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"),
+                 ("streams.rack.aware.assignment.tags", APPEND, "zone,rack")).response == (ErrorCode.none, None)
+    assert alter(ctx, "g", ("streams.rack.aware.assignment.tags", SUBTRACT, "zone")).response[0] == ErrorCode.none
+    assert read(ctx.shard, "g", "h") == {"g": {"consumer.session.timeout.ms": "50000",
+                                               "streams.rack.aware.assignment.tags": "rack"}, "h": {}}
+    assert read(ctx.reload(), "g")["g"] == read(ctx.shard, "g")["g"]
+    assert ctx.shard.group_configs.value("g", "consumer.session.timeout.ms", 45000) == 50000
+    alter(ctx, "g", ("consumer.session.timeout.ms", DELETE, None), ("streams.rack.aware.assignment.tags", DELETE, None))
+    assert ctx.log[-1][2] is None           # the emptied set is a tombstone
+    assert read(ctx.reload(), "g") == {"g": {}}
+    assert ctx.shard.group_configs.groups() == []
+
+
+def test_refusals_write_nothing():
+    ctx = ShardContext()
+    cases = [
+        (("", ("consumer.session.timeout.ms", SET, "50000")),
+         (ErrorCode.invalid_request, "Default group resources are not allowed.")),
+        (("g", ("consumer.session.timeout.ms", SET, "1"), ("consumer.session.timeout.ms", DELETE, None)),
+         (ErrorCode.invalid_request, "Error due to duplicate config keys")),
+        (("g", ("consumer.session.timeout.ms", APPEND, "1")),
+         (ErrorCode.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is not LIST.")),
+        (("g", ("consumer.session.timeout.ms", SET, None)),
+         (ErrorCode.invalid_request, "Null value not supported for : consumer.session.timeout.ms")),
+        (("g", ("bogus", SET, "1")), (ErrorCode.invalid_config, "Unknown group config name: bogus")),
+        (("g", ("errors.deadletterqueue.topic.name", SET, "x" * 40_000)),
+         (ErrorCode.invalid_config, "The value of errors.deadletterqueue.topic.name is longer than 32767 bytes")),
+    ]
+    for (group, *changes), expected in cases:
+        assert alter(ctx, group, *changes).response == expected
+    assert alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"), validate_only=True).response[0] == 0
+    assert ctx.log == []
+
+
+def test_legacy_alter_configs_replaces_the_whole_set():
+    ctx = ShardContext()
+    alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"), ("consumer.heartbeat.interval.ms", SET, "6000"))
+    alter(ctx, "g", ("consumer.assignment.interval.ms", SET, "0"), incremental=False)
+    assert read(ctx.shard, "g")["g"] == {"consumer.assignment.interval.ms": "0"}
+
+
+def test_configs_outlive_delete_groups():
+    ctx = ShardContext()
+    alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"))
+    assert ctx.heartbeat("g", "m1", 0, topics=("t",)).error_code == ErrorCode.none
+    ctx.heartbeat("g", "m1", -1)
+    response = ctx.apply(ctx.shard.delete_groups(ctx.ctx(2), DeleteGroupsRequest(groups_names=("g",)),
+                                                 ctx.now_ms)).response
+    assert response.results[0].error_code == ErrorCode.none
+    assert "g" not in ctx.reload().groups
+    assert read(ctx.reload(), "g")["g"] == {"consumer.session.timeout.ms": "50000"}
+
+
+def test_the_record_is_skipped_as_unknown_by_a_codec_without_it():
+    ctx = ShardContext()
+    alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"))
+    _, key, value = ctx.log[0]
+    assert int.from_bytes(key[:2], "big") == GROUP_CONFIG
+    unknown = UnknownRecord(GROUP_CONFIG, key, value)
+    shard = ShardContext().shard
+    shard.replay(unknown, 0)
+    assert shard.unknown_record_types[GROUP_CONFIG] == 1
+    assert encode_record(decode_record(key, value)) == (key, value)
