@@ -29,7 +29,9 @@ Rules:
 - **Rotation**: when InitProducerId answers another producer id than the one this process
   held for the shard (the epoch was exhausted at 32,766, or the id expired), the new id
   fences nothing at the partition: a write under (old id, old epoch + 1, sequence 0) fences
-  the old id first.
+  the old id first. A takeover that gets epoch 0 (a new producer id) did not hold the old
+  one: it reads the partition for the last idempotent batch of another producer
+  (`last_writer`) and fences that one the same way, before its own fence.
 """
 from __future__ import annotations
 
@@ -41,11 +43,12 @@ from typing import Any, Literal
 
 from kio.schema.errors import ErrorCode
 
-from records.batch import build_batch
+from records.batch import build_batch, iter_batches
 
 from .epoch_sender import CoalescingSender
 from .fenced_links import REFRESH, StateLogError
 from .fenced_producers import ProducerSession, ShardProducers, TxnCallError
+from .fenced_reads import LogReads
 from .state_log import ShardFenced
 
 log = logging.getLogger("kcoord.fenced_state_log")
@@ -111,10 +114,36 @@ class EpochProducers(ShardProducers):
         async with shard.lock:
             if previous is not None:
                 await self._rotate(shard, previous.producer_id, previous.epoch, deadline)
+            elif shard.epoch == 0:
+                # A new producer id (a new transactional id, or the old one expired or its
+                # epoch ran out): the id kcoord wrote with before is in the log, not here.
+                last = await self.last_writer(partition, shard.producer_id)
+                if last is not None:
+                    await self._rotate(shard, *last, deadline)
             await self._fence(shard, deadline)
         self.sessions[partition] = shard
         self.log_taken(shard)
         return shard.producer_id, shard.epoch
+
+    async def last_writer(self, partition: int, exclude: int) -> tuple[int, int] | None:
+        """(producer id, epoch) of the partition's last idempotent, non-transactional batch
+        of another producer than `exclude`: kcoord's own writer before this one (clients'
+        TxnOffsetCommit batches are transactional). One read of the whole partition."""
+        reads = LogReads(self.links, self.topic)
+        offset = await self.links.log_start(partition)
+        last = None
+        while True:
+            data, high_watermark = await reads.read_partition(partition, offset)
+            start = offset
+            for b in iter_batches(data, allow_partial_tail=True):
+                if b.last_offset < offset:
+                    continue
+                if not b.is_control_batch and not b.is_transactional and b.producer_id >= 0 \
+                        and b.producer_id != exclude:
+                    last = b.producer_id, b.producer_epoch
+                offset = b.next_offset
+            if offset >= high_watermark or offset == start:
+                return last
 
     def mark_refresh(self, partition: int) -> bool:
         """Re-init the shard's id (KIP-360) before its next append; False if not taken."""

@@ -14,6 +14,7 @@ Rules:
 """
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -205,12 +206,20 @@ class UpstreamLinks:
         return response.responses[0].partitions[0]
 
     async def log_start(self, partition: int) -> int:
+        """The partition's log start offset; a leader that moved (or is not known yet, on a
+        topic created a moment ago) is looked up again, a bounded number of times."""
         m = request_module(LIST_OFFSETS)
-        response = await self.call(await self.leader(partition), make_request(
+        request = make_request(
             LIST_OFFSETS, replica_id=BrokerId(-1), isolation_level=i8(0), topics=(m.ListOffsetsTopic(
                 name=TopicName(self.topic), partitions=(m.ListOffsetsPartition(
-                    partition_index=i32(partition), current_leader_epoch=i32(-1), timestamp=i64(-2)),)),)))
-        part = response.topics[0].partitions[0]
+                    partition_index=i32(partition), current_leader_epoch=i32(-1), timestamp=i64(-2)),)),))
+        for _ in range(50):
+            response = await self.call(await self.leader(partition), request)
+            part = response.topics[0].partitions[0]
+            if part.error_code not in REFRESH:
+                break
+            self.forget_leader(partition)
+            await asyncio.sleep(0.05)
         if part.error_code != ErrorCode.none:
             raise StateLogError(f"ListOffsets {self.topic}-{partition}: {part.error_code.name}")
         return int(part.offset)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from coordinator.runtime.epoch_producers import is_fence_record
-from coordinator.runtime.fenced_state_log import FencedStateLog
+from coordinator.runtime.fenced_state_log import FencedStateLog, StateLogError
 from coordinator.runtime.state_log import ShardFenced
 from coordinator.runtime.state_topic import StateTopic
 from support.raw_client import call_with, request_types
@@ -25,9 +25,22 @@ DESCRIBE_PRODUCERS = 61
 
 
 async def _topic(bootstrap: str, names) -> str:
+    """A new state topic, once the upstream's metadata lists it (bounded)."""
     name = f"__kcoord_{names.topic()}"
     await StateTopic(bootstrap, name, PARTITIONS).ensure_topic()
-    return name
+    log = _log(bootstrap, name)
+    deadline = asyncio.get_running_loop().time() + 30
+    try:
+        while True:
+            try:
+                await log.start()
+                return name
+            except StateLogError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+    finally:
+        await log.stop()
 
 
 def _log(bootstrap: str, topic: str, fencing: str = "epoch", **kwargs) -> FencedStateLog:
@@ -86,9 +99,37 @@ def test_a_takeover_writes_its_fence_before_loading_and_the_partition_holds_the_
     asyncio.run(scenario())
 
 
+def test_a_takeover_that_gets_a_new_producer_id_fences_the_old_one_at_its_next_epoch(kafka44, names):
+    """A new producer id (here a new transactional id, as after its expiry) fences nothing by
+    itself: the takeover reads the last writer's id from the log and writes under its next
+    epoch too, so the old owner is refused."""
+    bootstrap = kafka44.bootstrap
+
+    async def scenario():
+        topic = await _topic(bootstrap, names)
+        old, new = _log(bootstrap, topic, transactional_id_prefix="before"), \
+            _log(bootstrap, topic, transactional_id_prefix="after")
+        try:
+            await _load(old, 0)
+            old_pid, old_epoch = old.producer(0)
+            await old.append(0, [(b"k1", b"1")], 1)
+            keys, _ = await _load(new, 0)
+            new_pid, new_epoch = new.producer(0)
+            assert keys == [b"k1"] and new_pid != old_pid and new_epoch == 0
+            state = producers(bootstrap, topic, 0)
+            assert state[old_pid][0] == old_epoch + 1 and state[new_pid][0] == 0, state
+            with pytest.raises(ShardFenced):
+                await old.append(0, [(b"zombie", b"z")], 2)
+        finally:
+            await old.stop()
+            await new.stop()
+
+    asyncio.run(scenario())
+
+
 ZOMBIE = r"""
 import asyncio, sys
-from coordinator.runtime.fenced_state_log import FencedStateLog
+from coordinator.runtime.fenced_state_log import FencedStateLog, StateLogError
 from coordinator.runtime.state_log import ShardFenced
 
 async def main(bootstrap, topic):
