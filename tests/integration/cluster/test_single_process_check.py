@@ -244,6 +244,48 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
         _stop_all(first, second)
 
 
+def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_again(kafka44, names):
+    """Paused past its session; a second plain serve starts, acknowledges a commit and stops
+    (SIGTERM: it leaves the group). The woken one asks the group again, is admitted (alone),
+    reloads its shards and serves on: every read it answers shows the successor's commit,
+    never its own older one."""
+    topic, group = names.topic(), names.group()
+    state = f"__kc_{topic}"
+    create_topic(kafka44.bootstrap, topic, 1)
+    first = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    second = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    try:
+        first.start(timeout=60)
+        _serves(first, topic, group, 1)
+        assert first.process is not None
+        first.process.send_signal(signal.SIGSTOP)
+        try:
+            second.port = free_port_block(2)
+            second.start(timeout=DETECT_S + 30)
+            _serves(second, topic, group, 2)
+            assert second.stop() == 0
+        finally:
+            first.process.send_signal(signal.SIGCONT)
+        answers: list[int] = []
+
+        def answered() -> bool:
+            try:
+                code, offset = probe.fetch(first.bootstrap, group, topic)
+            except (OSError, AssertionError):
+                return False
+            if code == 0:
+                answers.append(offset)
+            return code == 0
+
+        wait_until(answered, DETECT_S, interval=0.05, message="the woken plain serve answers again")
+        assert answers == [2], answers
+        assert first.process.poll() is None, first.log_text()[-3000:]
+        assert "reloading every shard" in first.log_text(), first.log_text()[-3000:]
+        _serves(first, topic, group, 3)
+    finally:
+        _stop_all(first, second)
+
+
 def _fetch_request(group: str, topic: str):
     t = raw_client.request_types(probe.OFFSET_FETCH, 8)
     return t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
