@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable, Collection
 from typing import Any
@@ -127,13 +128,9 @@ class ShardLifecycle:
             rt.cancel_reload()
             rt.begin_load()
         by_partition = {rt.partition: rt for rt in served}
-
-        def progress(records: int, done: int) -> None:
-            log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
-                     self.state_topic.topic, records, done, len(served))
-
         if not served:
             return
+        progress = LoadProgress(self.state_topic.topic, len(served), started)
 
         # A shard whose record fails to load (or whose batch cannot be read) turns FAILED
         # and its partition is no longer read; the load of the others goes on.
@@ -144,13 +141,16 @@ class ShardLifecycle:
         fence = served[0].loader.fence      # one state log, one fence step for every shard
         if fence is not None:
             extra["fence"] = fence
-        await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
-                                    lambda p, leo: by_partition[p].finish_load(leo), progress,
-                                    on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),
-                                    abandoned=lambda p: by_partition[p].load_abandoned(p), **extra)
+        try:
+            await self.state_topic.load(by_partition, lambda p, o, k, v: by_partition[p].replay_raw(o, k, v),
+                                        lambda p, leo: by_partition[p].finish_load(leo), progress,
+                                        on_corrupt=lambda p, e: by_partition[p].batch_unreadable(p, e),
+                                        abandoned=lambda p: by_partition[p].load_abandoned(p), **extra)
+        finally:
+            progress.close()
         failed = [rt for rt in served if rt.state is ShardState.FAILED]
-        log.info("loaded %d state partitions in %.2fs", len(served) - len(failed),
-                 time.monotonic() - started)
+        log.info("loaded %d state partitions of %s in %.2fs: %d records replayed", len(served) - len(failed),
+                 self.state_topic.topic, time.monotonic() - started, progress.records)
         if failed:
             self._report_failed(failed)
 
@@ -254,3 +254,44 @@ class ShardLifecycle:
 def _with_timers(timers: list) -> Callable[[GroupCoordinatorShard, int], Result]:
     """An operation that only applies timer changes (a metadata update's)."""
     return lambda shard, now: Result(timers=timers)
+
+
+class LoadProgress:
+    """The progress of one load, for a person reading the start-up: the summary line at the
+    end says it all for a short load; a load still running after ``LONG_LOAD_S`` gets a
+    progress bar on a terminal (tqdm on stderr), or an INFO line every ``LONG_LOAD_S``
+    elsewhere (a log file, a journal); each step is at DEBUG."""
+
+    LONG_LOAD_S = 2.0
+
+    def __init__(self, topic: str, partitions: int, started: float) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.started = started
+        self.records = 0
+        self.done = 0
+        self._bar: Any = None
+        self._next_line = started + self.LONG_LOAD_S
+
+    def __call__(self, records: int, done: int) -> None:
+        self.records, self.done = records, done
+        log.debug("loading state topic %s: %d records replayed, %d/%d partitions loaded",
+                  self.topic, records, done, self.partitions)
+        now = time.monotonic()
+        if now - self.started < self.LONG_LOAD_S:
+            return
+        if self._bar is None and sys.stderr.isatty():
+            from tqdm import tqdm
+            self._bar = tqdm(total=self.partitions, unit="partition", desc=f"loading {self.topic}", leave=False)
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+            self._bar.set_postfix(records=records, refresh=False)
+        elif now >= self._next_line:
+            self._next_line = now + self.LONG_LOAD_S
+            log.info("loading state topic %s: %d records replayed, %d/%d partitions loaded",
+                     self.topic, records, done, self.partitions)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

