@@ -102,6 +102,7 @@ class EpochProducers(ShardProducers):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sender = CoalescingSender(self.links, self.topic, self.request_timeout_s)
+        self.unrotated: set[int] = set()     # partitions whose old producer id is not fenced yet
 
     async def take(self, partition: int) -> tuple[int, int]:
         """InitProducerId (a new epoch), then the fence write, acknowledged before this
@@ -114,12 +115,15 @@ class EpochProducers(ShardProducers):
         async with shard.lock:
             if previous is not None:
                 await self._rotate(shard, previous.producer_id, previous.epoch, deadline)
-            elif shard.epoch == 0:
+            elif shard.epoch == 0 or partition in self.unrotated:
                 # A new producer id (a new transactional id, or the old one expired or its
                 # epoch ran out): the id kcoord wrote with before is in the log, not here.
+                # Until that write succeeded, later takes (epoch 1, 2, ...) look again.
+                self.unrotated.add(partition)
                 last = await self.last_writer(partition, shard.producer_id)
                 if last is not None:
                     await self._rotate(shard, *last, deadline)
+                self.unrotated.discard(partition)
             await self._fence(shard, deadline)
         self.sessions[partition] = shard
         self.log_taken(shard)

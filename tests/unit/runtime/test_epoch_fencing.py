@@ -268,3 +268,24 @@ def test_batches_waiting_behind_a_request_in_flight_go_together_each_with_its_ow
         assert [(a.error_code, a.base_offset) for a in answers] == [
             (E.none, 0), (E.none, 10), (E.invalid_producer_epoch, 20)]
     asyncio.run(scenario())
+
+
+def test_a_new_producer_id_at_takeover_fences_the_logs_last_writer_even_after_a_failed_try():
+    async def scenario():
+        links = ScriptedLinks()
+        links.init_answers = [(E.none, 12, 0), (E.none, 12, 1)]
+        links.produce_answers = [(E.record_list_too_large, -1), (E.none, 5), (E.none, 6)]
+        producers = _producers(links)
+        scans: list[int] = []
+
+        async def last_writer(partition, exclude):
+            scans.append(exclude)
+            return (9, 7)
+
+        producers.last_writer = last_writer          # the log's last idempotent writer: pid 9, epoch 7
+        with pytest.raises(StateLogError):
+            await producers.take(0)                  # the old id's fence write failed
+        assert await producers.take(0) == (12, 1)    # epoch 1 now, but the old id is still unfenced
+        assert scans == [12, 12]
+        assert [p[:3] for p in links.produced] == [(9, 8, 0), (9, 8, 0), (12, 1, 0)]
+    asyncio.run(scenario())
