@@ -381,3 +381,56 @@ def test_a_zombie_with_a_txn_offset_commit_in_flight_answers_it_not_coordinator(
                 await log.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.fixture(scope="module")
+def kafka44_expiring(tmp_path_factory: pytest.TempPathFactory):
+    """Kafka 4.4 that forgets an idle producer after 3 s (checked every 0.5 s)."""
+    import shutil
+
+    from support.kafka_broker import KAFKA_44, start_kafka
+
+    if shutil.which("java") is None:
+        pytest.skip("java not on PATH: a JDK >= 17 runs the Apache Kafka broker")
+    cluster = start_kafka(KAFKA_44, tmp_path_factory.mktemp("kafka44-expiring"), overrides={
+        "producer.id.expiration.ms": "3000", "producer.id.expiration.check.interval.ms": "500"})
+    yield cluster
+    cluster.stop()
+
+
+def test_the_keep_alive_keeps_a_loaded_shards_producer_known_where_an_idle_one_expires(kafka44_expiring, names):
+    """The expiry is read from the broker (no kcoord setting); a loaded shard writes its
+    keep-alive within it, so the partition still knows its epoch after several expiries,
+    while a producer that only fenced (no upkeep) is forgotten."""
+    from unit.runtime.test_shard_failures import service_for
+
+    bootstrap = kafka44_expiring.bootstrap
+
+    async def scenario():
+        topic = await _topic(bootstrap, names)
+        log, idle = _log(bootstrap, topic), _log(bootstrap, topic)
+        service = service_for(log)
+        try:
+            await log.start()
+            assert log.fence_upkeep.producer_id_expiration_ms == 3000
+            await service.start()                      # loads (takes) both shards, arms the upkeep
+            pid, epoch = log.producer(0)
+            await idle.take(1)                         # only fences partition 1: no keep-alive
+            idle_pid = idle.producer(1)[0]
+            # Forgotten on partition 1 after the expiry (the check shows the broker expires)...
+            deadline = asyncio.get_running_loop().time() + 30
+            while idle_pid in producers(bootstrap, topic, 1):
+                assert asyncio.get_running_loop().time() < deadline, "the idle producer never expired"
+                await asyncio.sleep(0.2)
+            # ...while partition 0's owner is still known after more than two expiries.
+            upkeep = log.fence_upkeep.shards[0]
+            while upkeep.writes < 8:
+                assert asyncio.get_running_loop().time() < deadline + 30, upkeep.writes
+                await asyncio.sleep(0.2)
+            assert producers(bootstrap, topic, 0)[pid][0] == epoch
+        finally:
+            service.close()
+            await log.stop()
+            await idle.stop()
+
+    asyncio.run(scenario())
