@@ -11,6 +11,11 @@ Idempotent and offline once fetched: with the marker present (same pom, every ja
 nothing runs, not even Maven. Maven's own repository (~/.m2) keeps the downloads too, so a
 removed cache directory refills without the network (`mvn -o` is tried first).
 
+Without Maven, the reference line (KAFKA_44) comes the way `kcoord serve --embedded kafka`
+fetches it (coordinator/upstream/kafka_dist.py: the same jars, listed with their SHA-256,
+straight from Maven Central into the same layout); the cache layout and its variable are
+that module's too.
+
 Usage: fetch_kafka.py [VERSION ...] [--cache DIR] [--force]
 Default versions: KAFKA_VERSIONS below (the reference line and the older line).
 """
@@ -26,15 +31,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from coordinator.upstream import kafka_dist
+from coordinator.upstream.kafka_jars import KAFKA_VERSION
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POM = REPO_ROOT / "maven" / "broker" / "pom.xml"
-ENV_CACHE = "KCOORD_KAFKA_CACHE"
+ENV_CACHE = kafka_dist.ENV_CACHE
 
-KAFKA_44 = "4.4.0"   # the reference: the newest release Maven Central serves (2026-11-25)
+KAFKA_44 = KAFKA_VERSION   # the reference (4.4.0): the newest release Maven Central serves (2026-11-25)
 KAFKA_43 = "4.3.1"   # the previous line, for a marked subset: newest 4.3 patch
 KAFKA_39 = "3.9.1"   # the older line: no KIP-848 on the broker (3.9.2 is served too)
 KAFKA_VERSIONS = (KAFKA_44, KAFKA_43, KAFKA_39)
-MARKER = ".complete"
+MARKER = kafka_dist.MARKER
 
 
 class FetchError(RuntimeError):
@@ -88,6 +96,8 @@ def fetch(version: str, cache: Path | None = None, force: bool = False) -> Path:
     libs = libs_dir(version, cache)
     if not force and is_complete(version, cache):
         return libs
+    if shutil.which("mvn") is None and version == KAFKA_VERSION:
+        return kafka_dist.fetch(cache)
     libs.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=libs.parent, prefix=".fetch-") as tmp:

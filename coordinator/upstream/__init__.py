@@ -5,9 +5,12 @@ broker it starts when there is none.
                  by correlation id; TLS, SASL and KIP-368 (reconnect before the session
                  lifetime ends) from security/upstream.py's UpstreamSecurity; `opener` is the
                  one connection factory (an ``OpenLink``) every caller gets its links from
-    embedded     the embedded broker (Tansu) `kcoord serve` starts without ``--upstream``,
-                 and its supervision
-    memory_cap   the embedded broker's memory cap (cgroup v2 or an address-space limit)
+    embedded     the embedded broker `kcoord serve` starts without ``--upstream``, its
+                 supervision (EmbeddedBroker), and Tansu (EmbeddedTansu)
+    embedded_kafka  `--embedded kafka`: one Apache Kafka KRaft node with a kept data directory
+    kafka_dist   that broker's jars (Maven Central, cached; kafka_jars lists them) and its Java
+    memory_cap   the embedded broker's memory cap (cgroup v2, an address-space limit, or JVM
+                 heap and direct-memory bounds)
 
 Rules:
 - One client serves kcoord's own traffic: the gateway's metadata link and admin requests
