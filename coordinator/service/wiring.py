@@ -44,6 +44,7 @@ from ..runtime.partition_writer import LogWriter
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
 from ..security.audit import AuditLog
+from . import group_configs
 from .apis import ApiRegistry, Handler
 from .authorization import AuthorizationStage
 from .group_apis import GroupApis
@@ -173,6 +174,16 @@ class GroupCoordinatorService:
                 "find the coordinator again."), request)
         if self.audit is not None:
             self.audit.record(api_key, request, response, client)
+        return response
+
+    async def serve_group_configs(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
+        """The GROUP resources of DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and
+        ListConfigResources (service/group_configs.py; the gateway splits them out). The
+        lease rule of `handle` holds: nothing read from a shard is released without it."""
+        response = await group_configs.serve(self, api_key, api_version, request, client)
+        serving = self.serving
+        if serving is not None and not serving():
+            raise ApiError(ErrorCode.not_coordinator, "This kcoord instance's cluster membership lease ran out")
         return response
 
     def on_metadata_update(self, image: MetadataImage) -> None:
