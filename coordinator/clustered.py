@@ -50,7 +50,7 @@ log = logging.getLogger("kcoord.cluster")
 
 EXIT_NOT_ALONE = 4          # fencing=none and a second instance joined
 EXIT_MEMBERSHIP_FENCED = 5  # another process uses this instance id
-FENCING_MODES = ("transactional", "none")
+FENCING_MODES = ("transactional", "epoch", "none")
 DRAIN_TIMEOUT_S = 10.0
 SOLO_DRAIN_TIMEOUT_S = 5.0   # inside the shutdown's 10 s step for the watch, with the LeaveGroup after it
 
@@ -103,14 +103,14 @@ class ClusterProcess:
         self._service: Any = None
 
     def state_log(self, plain_writer: Any) -> Any:
-        """The StateLog the service writes through: a fenced one (transactional), or the
-        plain writer (fencing=none)."""
+        """The StateLog the service writes through: a fenced one (transactional, or epoch:
+        docs/design/fencing.md), or the plain writer (fencing=none)."""
         if self.fencing == "none":
             return plain_writer
         from .runtime.fenced_state_log import FencedStateLog
         return FencedStateLog(self.upstream, self.config.state_topic, self.config.state_topic_partitions,
                               functools.partial(_open, self.security, f"kcoord-state-{self.instance_id}"),
-                              owns=lambda p: self.node is not None and self.node.owns(p))
+                              owns=lambda p: self.node is not None and self.node.owns(p), fencing=self.fencing)
 
     async def start(self, service: Any, gateway: Any, first_assignment_timeout_s: float) -> None:
         """Join the membership group; returns once the first assignment was applied (its

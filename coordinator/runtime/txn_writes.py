@@ -247,6 +247,8 @@ class TxnWrites:
         except ShardFenced as e:
             rt.fenced_by(e)
             raise ApiError(ErrorCode.not_coordinator, str(e)) from None
+        except ApiError:
+            raise           # the fenced log's own answer: NOT_COORDINATOR for a zombie, as Kafka answers it
         except Exception as e:
             raise ApiError(ErrorCode.coordinator_not_available,
                            f"State partition {rt.partition}: the ownership check after the append failed: "
