@@ -1,0 +1,132 @@
+"""The built-in `sticky` streams task assignor (Kafka: `streams/assignor/StickyTaskAssignor`),
+written from its guarantees, not its code.
+
+Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness):
+- every task is active on exactly one member;
+- stickiness: a task stays with the member that had it active, then goes to a member that
+  had it as a standby (its state is warm), as long as that member stays within its quota
+  (ceil(tasks / members)); the rest go to the least loaded member, the least loaded process
+  first, so the load is balanced across processes by their number of members;
+- a standby is never placed on a process that holds the same task (active or standby);
+  standbys that find no such process stay unassigned, with a warning, as in Kafka;
+- deterministic: tasks, members and processes are walked in sorted order.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .model import NO_TASKS, Task, Tasks, TaskSet
+
+log = logging.getLogger("kcoord.streams.assignor")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    process_id: str
+    previous: Tasks      # the member's assignment so far (its target), for stickiness
+
+
+class _Load:
+    def __init__(self, members: Mapping[str, MemberSpec]) -> None:
+        self.process_of = {m: s.process_id for m, s in members.items()}
+        self.capacity: dict[str, int] = {}
+        for pid in self.process_of.values():
+            self.capacity[pid] = self.capacity.get(pid, 0) + 1
+        self.member = dict.fromkeys(members, 0)
+        self.process = dict.fromkeys(self.capacity, 0)
+
+    def add(self, member_id: str) -> None:
+        self.member[member_id] += 1
+        self.process[self.process_of[member_id]] += 1
+
+    def least_loaded(self, candidates: Iterable[str]) -> str | None:
+        return min(candidates, default=None, key=lambda m: (
+            self.process[self.process_of[m]] / self.capacity[self.process_of[m]], self.member[m],
+            self.process_of[m], m))
+
+
+def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int) -> dict[str, Tasks]:
+    """Each member's new target assignment."""
+    all_tasks = sorted(tasks)
+    if not members:
+        return {}
+    active = _assign_active(members, all_tasks)
+    standby = _assign_standby(members, all_tasks, active, num_standby)
+    return {m: Tasks(frozenset(active[m]), frozenset(standby[m]), NO_TASKS) for m in sorted(members)}
+
+
+def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict[str, set[Task]]:
+    out: dict[str, set[Task]] = {m: set() for m in members}
+    load = _Load(members)
+    quota = math.ceil(len(tasks) / len(members))
+    prev_active = _owners(members, lambda s: s.previous.active)
+    prev_standby = _owners(members, lambda s: s.previous.standby)
+    unassigned = []
+    for t in tasks:
+        owner = next((m for m in sorted(prev_active.get(t, ())) if load.member[m] < quota), None)
+        if owner is None:
+            unassigned.append(t)
+        else:
+            out[owner].add(t)
+            load.add(owner)
+    rest = []
+    for t in unassigned:
+        warm = load.least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota)
+        if warm is None:
+            rest.append(t)
+        else:
+            out[warm].add(t)
+            load.add(warm)
+    for t in rest:
+        m = load.least_loaded(members)
+        assert m is not None
+        out[m].add(t)
+        load.add(m)
+    return out
+
+
+def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active: dict[str, set[Task]],
+                    num_standby: int) -> dict[str, set[Task]]:
+    out: dict[str, set[Task]] = {m: set() for m in members}
+    if num_standby <= 0:
+        return out
+    load = _Load(members)
+    for m, ts in active.items():
+        for _ in ts:
+            load.add(m)
+    holders: dict[Task, set[str]] = {}
+    for m, ts in active.items():
+        for t in ts:
+            holders.setdefault(t, set()).add(members[m].process_id)
+    quota = math.ceil(len(tasks) * (num_standby + 1) / len(members))
+    prev_standby = _owners(members, lambda s: s.previous.standby)
+    unplaced = 0
+    for t in tasks:
+        placed = holders.setdefault(t, set())
+        for _ in range(num_standby):
+            free = [m for m in members if members[m].process_id not in placed]
+            sticky = [m for m in free if m in prev_standby.get(t, ()) and load.member[m] < quota]
+            chosen = load.least_loaded(sticky) or load.least_loaded(free)
+            if chosen is None:
+                unplaced += 1
+                continue
+            out[chosen].add(t)
+            load.add(chosen)
+            placed.add(members[chosen].process_id)
+    if unplaced:
+        log.warning("Unable to assign %d of %d standby tasks: there is not enough available capacity. You should "
+                    "increase the number of application instances to maintain the requested number of standby "
+                    "replicas.", unplaced, len(tasks) * num_standby)
+    return out
+
+
+def _owners(members: Mapping[str, MemberSpec], pick) -> dict[Task, set[str]]:
+    owners: dict[Task, set[str]] = {}
+    for m, spec in members.items():
+        tasks: TaskSet = pick(spec)
+        for t in tasks:
+            owners.setdefault(t, set()).add(m)
+    return owners

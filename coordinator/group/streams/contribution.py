@@ -1,0 +1,37 @@
+"""What the streams group type hands the core (group_types.Contribution): its group class and
+`GroupType`, the replay rules of records 17 and 19-23, its heartbeat row, its timer kind and
+its soft state on the shard.
+
+The row is a shard operation only: no API row serves it yet (protocol/api_table.py), so no
+client reaches it until the streams APIs are advertised (docs/design/streams-groups.md).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..group_types import Contribution
+from .group_type import StreamsGroupType
+from .heartbeat import streams_group_heartbeat
+from .membership import KIND
+from .model import StreamsGroup
+from .replay import RULES
+from .timers import on_timer
+
+OPERATION = "streams_group_heartbeat"
+
+
+def attach(shard: Any) -> None:
+    """The groups' soft state (model.Soft), by group id."""
+    shard.streams_soft = {}
+
+
+CONTRIBUTION = Contribution(
+    name="streams",
+    group_class=StreamsGroup,
+    group_type=StreamsGroupType(),
+    replay_rules=RULES,
+    operations=((OPERATION, None, streams_group_heartbeat),
+                (OPERATION, StreamsGroup, streams_group_heartbeat)),
+    timers={KIND: on_timer},
+    attach=attach,
+)

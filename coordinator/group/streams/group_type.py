@@ -1,0 +1,114 @@
+"""What the shared group APIs know of a streams group (group_types.GroupType; Kafka: the `Group`
+methods of `StreamsGroup`).
+
+Rules:
+- offsets are committed per partition of a source or repartition-source topic; the task that
+  reads it is (the subtopology reading the topic, the partition), and KIP-1251's relaxed epoch
+  rule applies per task: an older member epoch is accepted for a task given at or before it;
+- OffsetCommit below v9 is refused to a streams member (UNSUPPORTED_VERSION), and OffsetFetch
+  needs the member's exact epoch, as for a consumer-group member;
+- DeleteGroups needs the group EMPTY; its tombstones follow Kafka's order (current
+  assignments, target assignments, target epoch, members, group epoch, topology).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..errors import ApiError, unknown_member
+from ..group_types import ACCEPT_ALL, BaseTime, PartitionCheck, commit_time
+from . import records as rh
+from .model import StreamsGroup
+
+if TYPE_CHECKING:
+    from records import CoordinatorRecord
+
+    from ..image import MetadataImage
+    from ..result import TimerOp
+
+
+def validate_streams_commit(group: StreamsGroup, member_id: str, epoch: int, api_version: int) -> PartitionCheck:
+    """`StreamsGroup.validateOffsetCommit`, with KIP-1251's assignment epochs per task."""
+    if epoch < 0 and not group.members:
+        return ACCEPT_ALL
+    member = group.members.get(member_id)
+    if member is None:
+        raise unknown_member(group.group_id, member_id)
+    if api_version < 9:
+        raise ApiError(ErrorCode.unsupported_version,
+                       "OffsetCommit version 9 or above must be used by members using the streams group protocol.")
+    if epoch == member.member_epoch:
+        return ACCEPT_ALL
+    if epoch > member.member_epoch:
+        raise ApiError(ErrorCode.stale_member_epoch, f"The received member epoch {epoch} is larger than "
+                                                     f"the member epoch {member.member_epoch}.")
+    readers: dict[str, str] = {}
+    if group.topology is not None:
+        for s in group.topology.subtopologies:
+            for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
+                readers[t] = s.subtopology_id
+
+    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
+        sub = readers.get(topic)
+        given = None if sub is None else member.active_epochs.get((sub, partition))
+        if given is None or epoch < given:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    return check
+
+
+class StreamsGroupType:
+    name = "streams"
+
+    def state(self, group: StreamsGroup) -> str:
+        return group.state().value
+
+    def protocol_type(self, group: StreamsGroup) -> str:
+        return "streams"
+
+    def subscribed_topics(self, group: StreamsGroup) -> set[str]:
+        if group.topology is None:
+            return set()
+        return {t for s in group.topology.subtopologies
+                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
+
+    def tombstones(self, group: StreamsGroup) -> list[CoordinatorRecord]:
+        gid = group.group_id
+        records = [rh.current_assignment_tombstone(gid, m) for m in group.members]
+        records += [rh.target_member_tombstone(gid, m) for m in group.target]
+        records.append(rh.target_metadata_tombstone(gid))
+        records += [rh.member_tombstone(gid, m) for m in group.members]
+        records.append(rh.group_tombstone(gid))
+        records.append(rh.topology_tombstone(gid))
+        return records
+
+    def delete_error(self, group: StreamsGroup) -> ErrorCode | None:
+        return None if group.is_empty() else ErrorCode.non_empty_group
+
+    def offset_expiration_base(self, group: StreamsGroup) -> BaseTime | None:
+        return commit_time
+
+    def metadata_expires(self, group: StreamsGroup) -> bool:
+        return group.is_empty()
+
+    def validate_offset_fetch(self, group: StreamsGroup, member_id: str | None, member_epoch: int) -> None:
+        if member_id is None and member_epoch < 0:
+            return
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise unknown_member(group.group_id, member_id or "")
+        if member_epoch != member.member_epoch:
+            raise ApiError(ErrorCode.stale_member_epoch, f"The received member epoch {member_epoch} does not "
+                                                         f"match the member epoch {member.member_epoch}.")
+
+    def offset_delete_error(self, group: StreamsGroup) -> ErrorCode | None:
+        return None
+
+    def validate_offset_commit(self, group: StreamsGroup, image: MetadataImage, member_id: str,
+                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
+        return validate_streams_commit(group, member_id, generation, api_version)
+
+    def offset_commit_timers(self, group: StreamsGroup, member_id: str, now_ms: int) -> list[TimerOp]:
+        return []   # the heartbeat alone keeps a streams member's session

@@ -1,0 +1,210 @@
+"""StreamsGroupHeartbeat (API 88) on the shard (Kafka: `GroupMetadataManager.streamsGroupHeartbeat`).
+
+Rules:
+- the request is checked first (responses.validate); a refusal is an error response and
+  writes nothing;
+- the group: a streams group, a new one on a join (epoch 0), or, on a join, an empty classic
+  group converted offline (its tombstones first; committed offsets stay). Any other group is
+  GROUP_ID_NOT_FOUND "Group X is not a streams group.";
+- the member: epoch 0 joins (the id is the client's, KIP-1082), -1/-2 leave, any other epoch
+  must be the member's, or its previous one with exactly its tasks in hand, else
+  FENCED_MEMBER_EPOCH (Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`); an unknown member
+  is UNKNOWN_MEMBER_ID;
+- the topology: the first join stores it; a join at a lower topology epoch is served with
+  STALE_TOPOLOGY; a different topology is INVALID_REQUEST "Topology updates are not supported yet.";
+- the group epoch moves when the topology is stored, a member's metadata changes, or the
+  metadata hash of the topology's topics changes; the target follows, paced (membership.py);
+- statuses: the topology's configuration (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS,
+  INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
+  for it (until the group is empty), ASSIGNMENT_DELAYED while the target is held back;
+- tasks are in the response when the member joins, when its tasks changed, or when what it
+  reports holding differs from what it has.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..errors import ApiError, group_not_found, invalid_request, unknown_member
+from ..group_types import group_type
+from ..result import CancelTimer, Result, ScheduleTimer
+from . import records as rh
+from .membership import (
+    assignment_timer,
+    can_compute,
+    compute_target,
+    configured_for,
+    group_epoch_record,
+    rebalance_key,
+    removal_records,
+    removal_timers,
+    session_key,
+    soft_of,
+)
+from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, settings_of
+from .reconciliation import reconcile
+from .records import tasks_from, topology_from
+from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, validate
+from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
+
+
+def streams_group_heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
+    try:
+        validate(req)
+        return _heartbeat(shard, ctx, req, now_ms)
+    except ApiError as e:
+        return Result(response=error_response(ctx.api_version, e.code, e.message))
+
+
+def _group(shard: Any, req: Any) -> tuple[StreamsGroup, list]:
+    group = shard.groups.get(req.group_id)
+    if isinstance(group, StreamsGroup):
+        return group, []
+    if group is None:
+        if req.member_epoch != 0:
+            raise group_not_found(req.group_id)
+        return new_group(req.group_id), []
+    gtype = group_type(group)
+    if req.member_epoch == 0 and gtype.name == "classic" and gtype.state(group) == "Empty":
+        return new_group(req.group_id), list(gtype.tombstones(group))
+    raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group.")
+
+
+def new_group(group_id: str) -> StreamsGroup:
+    """A group before its first record: epoch 1 and target epoch 1, as Kafka 4.3's modern groups
+    start (KAFKA-20268), so the first join is epoch 2 and a held-back first target still
+    gives the member a non-zero epoch."""
+    group = StreamsGroup(group_id)
+    group.group_epoch = group.target_assignment_epoch = 1
+    return group
+
+
+def _owned(req: Any) -> Tasks | None:
+    if req.active_tasks is None:
+        return None
+    return Tasks(tasks_from(req.active_tasks), tasks_from(req.standby_tasks), tasks_from(req.warmup_tasks))
+
+
+def _check_epoch(member: StreamsMember, received: int, owned: Tasks | None) -> None:
+    if received > member.member_epoch:
+        raise ApiError(ErrorCode.fenced_member_epoch,
+                       f"The streams group member has a greater member epoch ({received}) than the one known by "
+                       f"the group coordinator ({member.member_epoch}). The member must abandon all its tasks and "
+                       "rejoin.")
+    if received < member.member_epoch and (received != member.previous_member_epoch or owned != member.assigned):
+        raise ApiError(ErrorCode.fenced_member_epoch,
+                       f"The streams group member has a smaller member epoch ({received}) than the one known by "
+                       f"the group coordinator ({member.member_epoch}). The member must abandon all its tasks and "
+                       "rejoin.")
+
+
+def _updated(member: StreamsMember, ctx: Any, req: Any, topology_epoch: int) -> StreamsMember:
+    timeout = req.rebalance_timeout
+    timeout_ms = timeout if isinstance(timeout, int) else int(timeout.total_seconds() * 1000)
+    ep = req.user_endpoint
+    return replace(
+        member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        client_id=ctx.client_id or "", client_host=ctx.client_host or "",
+        rebalance_timeout_ms=timeout_ms if timeout_ms != -1 else member.rebalance_timeout_ms,
+        topology_epoch=topology_epoch,
+        process_id=req.process_id if req.process_id is not None else member.process_id,
+        user_endpoint=(ep.host, int(ep.port)) if ep is not None else member.user_endpoint,
+        client_tags=(tuple(sorted((kv.key, kv.value) for kv in req.client_tags)) if req.client_tags is not None
+                     else member.client_tags))
+
+
+def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
+    settings = settings_of(shard.config)
+    group, records = _group(shard, req)
+    gid, mid, epoch = req.group_id, req.member_id, req.member_epoch
+    soft = soft_of(shard, gid)
+    member = group.members.get(mid)
+    owned = _owned(req)
+    if epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+        if member is None:
+            raise unknown_member(gid, mid)
+        if len(group.members) == 1:
+            soft.shutdown_requester = soft.initial_delay_until_ms = None
+        return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),
+                      response=response(ctx.api_version, member_id=mid, member_epoch=epoch, heartbeat_ms=0,
+                                        task_offset_ms=0, recovery_lag=0, statuses=[], tasks=None,
+                                        endpoint_epoch=0))
+    joining = member is None
+    if epoch != 0:
+        if member is None:
+            raise unknown_member(gid, mid)
+        _check_epoch(member, epoch, owned)
+    member = member or StreamsMember(mid)
+    bump = False
+    topology = group.topology
+    topology_epoch = member.topology_epoch
+    if epoch == 0:
+        requested = topology_from(req.topology)
+        topology_epoch = requested.epoch
+        if topology is None:
+            topology = requested
+            records.append(rh.topology(gid, requested))
+            bump = True
+        elif requested.epoch >= topology.epoch and requested != topology:
+            raise invalid_request("Topology updates are not supported yet.")
+    updated = _updated(member, ctx, req, topology_epoch)
+    if joining or updated != member:     # _updated changes only the metadata of record 19
+        records.append(rh.member_metadata(gid, updated))
+        bump = True
+    assert topology is not None
+    configured = configured_for(soft, topology, shard.image)
+    validated = topology.epoch if configured.is_ready() else -1
+    bump = bump or configured.metadata_hash != group.metadata_hash
+    group_epoch = group.group_epoch + 1 if bump else group.group_epoch
+    if bump or validated != group.validated_topology_epoch:
+        records.append(group_epoch_record(group, group_epoch, configured.metadata_hash, validated, settings))
+    if joining and not group.members and settings.initial_rebalance_delay_ms > 0:
+        soft.initial_delay_until_ms = now_ms + settings.initial_rebalance_delay_ms
+    if req.shutdown_application:
+        soft.shutdown_requester = mid
+
+    statuses: list[tuple[int, str]] = []
+    timers: list = [ScheduleTimer(session_key(gid, mid), now_ms + settings.session_timeout_ms)]
+    members = {**group.members, mid: updated}
+    target_epoch, target = group.target_assignment_epoch, group.target
+    if group_epoch > target_epoch:
+        when = can_compute(group, soft, settings, now_ms)
+        if when is None:
+            assigned, target = compute_target(group, members, configured, group_epoch, settings, now_ms)
+            records += assigned
+            target_epoch = group_epoch
+        else:
+            timers.append(assignment_timer(gid, when))
+            statuses.append((ASSIGNMENT_DELAYED, f"The assignment is delayed for {when - now_ms} ms (the "
+                                                 "initial rebalance delay or the assignment interval)."))
+    active_owner = {t: m.member_id for m in members.values() for t in m.assigned.active | m.pending_revocation.active}
+    process_of = {m.member_id: m.process_id for m in members.values()}
+    after = reconcile(updated, target_epoch, target.get(mid, EMPTY_TASKS), owned, active_owner, process_of)
+    if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
+                   after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
+                                                 member.assigned, member.pending_revocation):
+        records.append(rh.current_assignment(gid, after))
+    if after.state is MemberState.UNREVOKED_TASKS:
+        if member.state is not MemberState.UNREVOKED_TASKS or joining:
+            timers.append(ScheduleTimer(rebalance_key(gid, mid), now_ms + after.rebalance_timeout_ms,
+                                        after.member_epoch))
+    else:
+        timers.append(CancelTimer(rebalance_key(gid, mid)))
+
+    if configured.status is not None:
+        statuses.insert(0, configured.status)
+    if after.topology_epoch < topology.epoch:
+        statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {after.topology_epoch} is behind the "
+                                         f"group's topology epoch {topology.epoch}."))
+    if soft.shutdown_requester is not None:
+        statuses.append((SHUTDOWN_APPLICATION, "The application is requested to shutdown by member "
+                                               f"{soft.shutdown_requester}."))
+    send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned
+    return Result(records=records, timers=timers, response=response(
+        ctx.api_version, member_id=mid, member_epoch=after.member_epoch, heartbeat_ms=settings.heartbeat_interval_ms,
+        task_offset_ms=settings.task_offset_interval_ms, recovery_lag=settings.acceptable_recovery_lag,
+        statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=0))

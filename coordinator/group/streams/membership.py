@@ -1,0 +1,104 @@
+"""What the heartbeat and the timers share: the shard's soft state of a group, the configured
+topology, the target assignment, a member's removal, and the timers' keys.
+
+Rules:
+- timers are one kind, `streams`, whose keys name what is due: ("streams", "session", group,
+  member), ("streams", "rebalance", group, member) with the epoch the member had to leave as
+  payload, ("streams", "assignment", group);
+- a member leaves (or is fenced) by the tombstones of its current assignment, its target and
+  its metadata, and a group epoch bump (Kafka's `removeStreamsMember` + `bumpGroupEpoch`);
+- the target is computed by the built-in sticky assignor over the configured topology's tasks;
+  a topology that is not ready has no tasks (every member's target is empty);
+- pacing: a group's first target waits out the initial rebalance delay after a member joined
+  the empty group; later ones wait `assignment_interval_ms` after the last (KIP-1263); a
+  held-back target is computed by the assignment timer.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..image import MetadataImage
+from ..result import CancelTimer, ScheduleTimer
+from . import records as rh
+from .assignor import MemberSpec, assign
+from .model import EMPTY_TASKS, Soft, StreamsGroup, StreamsMember, StreamsSettings, Tasks, Topology
+from .topology import ConfiguredTopology, configure, metadata_hash
+
+KIND = "streams"
+
+
+def session_key(group_id: str, member_id: str) -> tuple:
+    return (KIND, "session", group_id, member_id)
+
+
+def rebalance_key(group_id: str, member_id: str) -> tuple:
+    return (KIND, "rebalance", group_id, member_id)
+
+
+def assignment_key(group_id: str) -> tuple:
+    return (KIND, "assignment", group_id)
+
+
+def soft_of(shard: Any, group_id: str) -> Soft:
+    """The group's soft state on the shard (contribution.attach creates the table)."""
+    table: dict[str, Soft] = shard.streams_soft
+    soft = table.get(group_id)
+    if soft is None:
+        soft = table[group_id] = Soft()
+    return soft
+
+
+def configured_for(soft: Soft, topology: Topology, image: MetadataImage) -> ConfiguredTopology:
+    """The topology configured against `image`, cached for (topology epoch, metadata hash)."""
+    hash_ = metadata_hash(topology, image)
+    cached = soft.configured
+    if cached is None or cached.topology_epoch != topology.epoch or cached.metadata_hash != hash_:
+        cached = soft.configured = configure(topology, image, hash_)
+    return cached
+
+
+def group_epoch_record(group: StreamsGroup, epoch: int, hash_: int, validated: int, settings: StreamsSettings):
+    """Record 17 at `epoch`, keeping the 4.4 description epochs the group has."""
+    return rh.group_metadata(group.group_id, epoch, hash_, validated,
+                             (("num.standby.replicas", str(settings.num_standby_replicas)),),
+                             group.stored_description_topology_epoch, group.failed_description_topology_epoch)
+
+
+def removal_records(group: StreamsGroup, member_id: str, settings: StreamsSettings) -> list:
+    gid = group.group_id
+    return [rh.current_assignment_tombstone(gid, member_id), rh.target_member_tombstone(gid, member_id),
+            rh.member_tombstone(gid, member_id),
+            group_epoch_record(group, group.group_epoch + 1, group.metadata_hash, group.validated_topology_epoch,
+                               settings)]
+
+
+def removal_timers(group_id: str, member_id: str) -> list:
+    return [CancelTimer(session_key(group_id, member_id)), CancelTimer(rebalance_key(group_id, member_id))]
+
+
+def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_ms: int) -> int | None:
+    """None if the target may be computed now, else when it may."""
+    if soft.initial_delay_until_ms is not None:
+        if now_ms < soft.initial_delay_until_ms:
+            return soft.initial_delay_until_ms
+        soft.initial_delay_until_ms = None
+    ts, interval = group.assignment_timestamp_ms, settings.assignment_interval_ms
+    if ts == 0 or interval == 0 or now_ms >= ts + interval:
+        return None
+    return ts + interval
+
+
+def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
+                   epoch: int, settings: StreamsSettings, now_ms: int) -> tuple[list, dict[str, Tasks]]:
+    """Records 21 (members whose target changed) and 20, and the new target of every member."""
+    tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
+    specs = {mid: MemberSpec(m.process_id, group.target.get(mid, EMPTY_TASKS)) for mid, m in members.items()}
+    target = assign(specs, tasks, settings.num_standby_replicas)
+    records = [rh.target_member(group.group_id, mid, t) for mid, t in sorted(target.items())
+               if group.target.get(mid) != t]
+    records.append(rh.target_metadata(group.group_id, epoch, now_ms))
+    return records, target
+
+
+def assignment_timer(group_id: str, deadline_ms: int) -> ScheduleTimer:
+    return ScheduleTimer(assignment_key(group_id), deadline_ms)

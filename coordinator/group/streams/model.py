@@ -1,0 +1,246 @@
+"""The streams group's model (Kafka: `StreamsGroup`, `StreamsGroupMember`, `TasksTuple`,
+streams `MemberState`): tasks instead of partitions, process ids, a topology.
+
+Rules:
+- a task is (subtopology id, partition); a set of tasks is a frozenset of them, and a
+  member's tasks are a `Tasks` triple (active, standby, warm-up);
+- members are immutable values (`dataclasses.replace`); only replay (replay.py) puts or
+  removes them, and only replay sets the group's epochs, topology and target assignment;
+- what is not in the log is soft state, kept on the shard by group id (`Soft`, attached by
+  contribution.py, so a group that only exists once its first records replay has it too):
+  the configured topology (recomputed from the topology and the metadata image), the member
+  that asked for the application's shutdown, the initial rebalance delay's deadline;
+- the state is derived (`StreamsGroup.state`), as Kafka's `StreamsGroup.state()` is:
+  EMPTY without members, NOT_READY until the topology's topics are validated against the
+  metadata (record 17's ValidatedTopologyEpoch equals the topology's epoch), then
+  ASSIGNING, RECONCILING or STABLE.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+Task = tuple[str, int]
+TaskSet = frozenset[Task]
+NO_TASKS: TaskSet = frozenset()
+NO_EPOCHS: Mapping[Task, int] = MappingProxyType({})
+
+
+class Tasks(NamedTuple):
+    """Kafka's `TasksTuple`."""
+    active: TaskSet = NO_TASKS
+    standby: TaskSet = NO_TASKS
+    warmup: TaskSet = NO_TASKS
+
+    def is_empty(self) -> bool:
+        return not (self.active or self.standby or self.warmup)
+
+    def union(self, other: Tasks) -> Tasks:
+        return Tasks(self.active | other.active, self.standby | other.standby, self.warmup | other.warmup)
+
+    def minus(self, other: Tasks) -> Tasks:
+        return Tasks(self.active - other.active, self.standby - other.standby, self.warmup - other.warmup)
+
+
+EMPTY_TASKS = Tasks()
+
+
+def task_set(pairs: Iterable[tuple[str, Iterable[int]]]) -> TaskSet:
+    """(subtopology id, partitions) pairs, as TaskIds carry them, to a set of tasks."""
+    return frozenset((sub, p) for sub, parts in pairs for p in parts)
+
+
+def by_subtopology(tasks: TaskSet) -> list[tuple[str, list[int]]]:
+    """A set of tasks as sorted (subtopology id, sorted partitions) pairs, as Kafka writes them."""
+    out: dict[str, list[int]] = {}
+    for sub, p in tasks:
+        out.setdefault(sub, []).append(p)
+    return [(sub, sorted(out[sub])) for sub in sorted(out)]
+
+
+class MemberState(enum.IntEnum):
+    """Streams `MemberState`: the byte written in StreamsGroupCurrentMemberAssignmentValue.State."""
+    STABLE = 0
+    UNREVOKED_TASKS = 1
+    UNRELEASED_TASKS = 2
+    UNKNOWN = 127
+
+    @classmethod
+    def from_byte(cls, value: int) -> MemberState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class StreamsGroupState(enum.Enum):
+    """`StreamsGroup.StreamsGroupState` (the names ListGroups and the describe show)."""
+    EMPTY = "Empty"
+    NOT_READY = "NotReady"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsMember:
+    """`StreamsGroupMember`: its metadata (record 19) and its current assignment (record 22)."""
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = -1
+    topology_epoch: int = -1
+    process_id: str = ""
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] = ()
+    assigned: Tasks = EMPTY_TASKS
+    pending_revocation: Tasks = EMPTY_TASKS
+    # the epoch at which each active task was given (KIP-1251's assignment epochs, record 22)
+    active_epochs: Mapping[Task, int] = field(default_factory=lambda: NO_EPOCHS)
+
+    def is_reconciled_to(self, target_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """An internal topic of a subtopology (a repartition source or a changelog)."""
+    name: str
+    partitions: int = 0
+    replication_factor: int = 0
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Subtopology:
+    """One subtopology of StreamsGroupTopologyValue (copartition groups hold indexes, as there)."""
+    subtopology_id: str
+    source_topics: tuple[str, ...] = ()
+    source_topic_regex: tuple[str, ...] = ()
+    state_changelog_topics: tuple[TopicInfo, ...] = ()
+    repartition_sink_topics: tuple[str, ...] = ()
+    repartition_source_topics: tuple[TopicInfo, ...] = ()
+    # (source topic indexes, regex indexes, repartition source topic indexes)
+    copartition_groups: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
+
+    def copartitioned_topic_sets(self) -> list[set[str]]:
+        """The copartition groups as sets of topic names (regexes are not supported yet)."""
+        return [{self.source_topics[i] for i in src if 0 <= i < len(self.source_topics)}
+                | {self.repartition_source_topics[i].name for i in rep
+                   if 0 <= i < len(self.repartition_source_topics)}
+                for src, _regex, rep in self.copartition_groups]
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """`StreamsTopology`: the epoch and the subtopologies, in a canonical order (by id), so
+    two topologies compare equal exactly when Kafka's would."""
+    epoch: int
+    subtopologies: tuple[Subtopology, ...]
+
+    @classmethod
+    def of(cls, epoch: int, subtopologies: Iterable[Subtopology]) -> Topology:
+        return cls(epoch, tuple(sorted(subtopologies, key=lambda s: s.subtopology_id)))
+
+    def by_id(self) -> dict[str, Subtopology]:
+        return {s.subtopology_id: s for s in self.subtopologies}
+
+    def required_topics(self) -> set[str]:
+        """Every topic the topology reads or creates (Kafka's `requiredTopics`)."""
+        out: set[str] = set()
+        for s in self.subtopologies:
+            out.update(s.source_topics)
+            out.update(t.name for t in s.repartition_source_topics)
+            out.update(t.name for t in s.state_changelog_topics)
+        return out
+
+
+@dataclass(slots=True)
+class Soft:
+    """What the log does not hold (rebuilt from it and the image, or lost on a reload as in Kafka)."""
+    configured: Any = None                  # topology.ConfiguredTopology, for (topology epoch, hash)
+    shutdown_requester: str | None = None   # Kafka's `shutdownRequestMemberId`
+    initial_delay_until_ms: int | None = None   # the first assignment waits until then
+
+
+class StreamsGroup:
+    """`StreamsGroup`: implements the group interface directly, as in Kafka (not `ModernGroup`)."""
+
+    group_type = "streams"
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.validated_topology_epoch = -1
+        self.last_assignment_configs: tuple[tuple[str, str], ...] = ()
+        self.stored_description_topology_epoch = -1
+        self.failed_description_topology_epoch = -1
+        self.topology: Topology | None = None
+        self.members: dict[str, StreamsMember] = {}
+        self.target: dict[str, Tasks] = {}
+        self.target_assignment_epoch = 0
+        self.assignment_timestamp_ms = 0
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def is_ready(self) -> bool:
+        return self.topology is not None and self.validated_topology_epoch == self.topology.epoch
+
+    def state(self) -> StreamsGroupState:
+        if not self.members:
+            return StreamsGroupState.EMPTY
+        if not self.is_ready():
+            return StreamsGroupState.NOT_READY
+        if self.group_epoch > self.target_assignment_epoch:
+            return StreamsGroupState.ASSIGNING
+        if any(not m.is_reconciled_to(self.target_assignment_epoch) for m in self.members.values()):
+            return StreamsGroupState.RECONCILING
+        return StreamsGroupState.STABLE
+
+    def owners(self) -> tuple[dict[Task, str], dict[Task, set[str]]]:
+        """Who holds each task now: active task -> member (assigned or pending revocation),
+        and task -> the process ids holding it as standby or warm-up."""
+        active: dict[Task, str] = {}
+        others: dict[Task, set[str]] = {}
+        for m in self.members.values():
+            for t in m.assigned.active | m.pending_revocation.active:
+                active[t] = m.member_id
+            for t in (m.assigned.standby | m.assigned.warmup
+                      | m.pending_revocation.standby | m.pending_revocation.warmup):
+                others.setdefault(t, set()).add(m.process_id)
+        return active, others
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsSettings:
+    """The group's settings, Kafka 4.4's defaults (GroupCoordinatorConfig, GroupConfig);
+    `settings_of` reads overrides from the coordinator's configuration."""
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    num_standby_replicas: int = 0
+    initial_rebalance_delay_ms: int = 3_000
+    assignment_interval_ms: int = 1_000
+    acceptable_recovery_lag: int = 10_000
+    task_offset_interval_ms: int = 60_000
+
+
+def settings_of(config: Any) -> StreamsSettings:
+    """The streams settings from a `CoordinatorConfig` that may or may not carry `streams_*`
+    fields yet (per-group configuration is layered on this later)."""
+    base = StreamsSettings()
+    values = {name: getattr(config, f"streams_{name}", getattr(base, name))
+              for name in ("session_timeout_ms", "heartbeat_interval_ms", "num_standby_replicas",
+                           "initial_rebalance_delay_ms", "assignment_interval_ms",
+                           "acceptable_recovery_lag", "task_offset_interval_ms")}
+    return StreamsSettings(**values)

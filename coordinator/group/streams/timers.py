@@ -1,0 +1,56 @@
+"""The streams group's timers (one kind, `streams`; membership.py names the keys).
+
+Rules (each handler re-checks what armed it, timers.py of the kernel):
+- session: the member did not heartbeat within the session timeout; it is fenced (removed);
+- rebalance: the member still holds tasks pending revocation at the epoch it had to leave
+  them by; it is fenced;
+- assignment: the target the pacing held back is computed now, if the group still needs one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..result import Result
+from .membership import (
+    assignment_timer,
+    can_compute,
+    compute_target,
+    configured_for,
+    removal_records,
+    removal_timers,
+    soft_of,
+)
+from .model import MemberState, StreamsGroup, settings_of
+
+
+def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
+    what, group_id = key[1], key[2]
+    group = shard.groups.get(group_id)
+    if not isinstance(group, StreamsGroup):
+        return Result()
+    if what == "assignment":
+        return _assignment(shard, group, now_ms)
+    member = group.members.get(key[3])
+    if member is None:
+        return Result()
+    if what == "rebalance" and not (member.state is MemberState.UNREVOKED_TASKS and member.member_epoch == payload):
+        return Result()
+    shard.log.info("streams group %s: member %s fenced (%s timeout)", group_id, member.member_id, what)
+    if len(group.members) == 1:
+        soft = soft_of(shard, group_id)
+        soft.shutdown_requester = soft.initial_delay_until_ms = None
+    return Result(records=removal_records(group, member.member_id, settings_of(shard.config)),
+                  timers=removal_timers(group_id, member.member_id))
+
+
+def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
+    if group.group_epoch <= group.target_assignment_epoch or not group.members:
+        return Result()
+    settings = settings_of(shard.config)
+    soft = soft_of(shard, group.group_id)
+    when = can_compute(group, soft, settings, now_ms)
+    if when is not None:
+        return Result(timers=[assignment_timer(group.group_id, when)])
+    configured = None if group.topology is None else configured_for(soft, group.topology, shard.image)
+    records, _ = compute_target(group, dict(group.members), configured, group.group_epoch, settings, now_ms)
+    return Result(records=records)
