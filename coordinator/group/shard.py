@@ -22,7 +22,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from records import CoordinatorRecord, UnknownRecord
 
@@ -122,10 +122,11 @@ class GroupCoordinatorShard:
             if contribution.attach is not None:
                 contribution.attach(self)
 
-    def __getattr__(self, name: str) -> Any:
-        """Only for names the registry has no operation of (its operations are methods of the
-        shard's class, `_shard_class`, found before this is asked)."""
-        raise AttributeError(f"the group coordinator shard has no operation or attribute {name!r}")
+    if TYPE_CHECKING:
+        # For mypy only: the operations are methods of the shard's class (`_shard_class`). At
+        # run time a class with __getattr__ takes every attribute read through a slower slot
+        # and loses CPython's specialised attribute reads (callgrind: +2 % of an OffsetCommit).
+        def __getattr__(self, name: str) -> Callable[..., Result]: ...
 
     def next_token(self) -> int:
         """A token for a parked request (the runtime maps it to the client's response)."""
