@@ -16,10 +16,12 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metrics
-from ..protocol.apis import api_name
+from ..protocol.apis import api_name, response_class
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import HeaderError, body_offset, response_frame
-from . import feature_updates
+from . import feature_updates, group_configs
+from .admin_limits import CAPPED_APIS, record_cap
+from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
@@ -128,6 +130,10 @@ class GuardStage:
         except BodyError as e:
             self._client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
             return
+        if route.api_key in group_configs.GROUP_CONFIG_APIS and group_configs.takes(route.api_key, route.api_version,
+                                                                                     request):
+            self._group_configs(frame, route, correlation_id, request, offset)
+            return
         decision: Local | Split | Allowed | None
         if route.api_key == UPDATE_FEATURES:
             decision = feature_updates.decide(route.api_version, request, frame, offset)
@@ -140,6 +146,29 @@ class GuardStage:
             self._client.forward(frame, Pending(correlation_id, route, len(frame)))
             return
         self.apply(decision, frame, route, correlation_id)
+
+    def _group_configs(self, frame: bytes, route: Route, correlation_id: int, request: Any, offset: int) -> None:
+        """GROUP resources are kcoord's (group_configs.py): served here, the rest through the
+        guard's rules below; Kafka's cap on the whole request's records comes first."""
+        if route.api_key in CAPPED_APIS:
+            capped = record_cap(route.api_key, response_class(route.api_key, route.api_version), request)
+            if capped is not None:
+                self.apply(Local(capped[0], capped[1], RULE_ADMIN_RECORDS), frame, route, correlation_id)
+                return
+
+        def rest_decision(rest: Any, rest_frame: bytes) -> tuple:
+            at = body_offset(rest_frame, route.request_header_version)
+            decision = (self._guard.admin(route.api_key, route.api_version, rest, rest_frame, at,
+                                          cluster_facts(self._gateway), self._policy())
+                        if route.api_key in SIZED_APIS else
+                        self._guard.admin(route.api_key, route.api_version, rest, rest_frame, at))
+            if decision.__class__ is Local:
+                return ("local", decision.response)   # type: ignore[union-attr]
+            if decision.__class__ is Split:
+                return ("forward", decision.frame, decision.merge)   # type: ignore[union-attr]
+            return ("forward", rest_frame, None)
+        group_configs.serve(self._client, self._gateway.service, frame, route, correlation_id, request, offset,
+                            rest_decision)
 
     def apply(self, decision: Local | Split | Close | Allowed, frame: bytes, route: Route,
                      correlation_id: int) -> None:

@@ -66,11 +66,15 @@ from .safeguards import Safeguards
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
 UPDATE_FEATURES = 57
+DESCRIBE_CONFIGS, LIST_CONFIG_RESOURCES = 32, 74
 
 REFUSING_APIS = frozenset({DELETE_RECORDS, DELETE_TOPICS, CREATE_PARTITIONS, CREATE_TOPICS})
 WATCHED_APIS = frozenset({ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS})
 # UpdateFeatures: kcoord's group-type features are refused or taken out (feature_updates.py).
 GUARDED_APIS = REFUSING_APIS | WATCHED_APIS | CAPPED_APIS | {UPDATE_FEATURES}
+# DescribeConfigs and ListConfigResources: decoded for their GROUP resources, which kcoord serves
+# (group_configs.py); AlterConfigs and IncrementalAlterConfigs are decoded already.
+GUARDED_APIS = GUARDED_APIS | {DESCRIBE_CONFIGS, LIST_CONFIG_RESOURCES}
 # Judged by admin_policy.py too (Kafka's limits, the safeguards), given the metadata view.
 SIZED_APIS = frozenset({CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS})
 

@@ -1,0 +1,128 @@
+"""Per-group configuration through kcoord on Kafka 4.4 (docs/user/group-configs.md): set,
+describe, list and the validation errors with raw requests and with Kafka 4.4's own
+`kafka-configs --entity-type groups`; a request mixing GROUP and TOPIC resources split and
+joined; the configs' lifetime across DeleteGroups; and a librdkafka consumer-protocol member
+whose session timeout and heartbeat interval follow the group's config on the fly."""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.admin import create_topic
+from support.kafka_broker import libs_dir
+from support.kcoord import KcoordProcess
+from support.raw_client import call_with, request_types
+from support.rdkafka import RdkafkaConsumer
+
+pytestmark = pytest.mark.integration
+
+GROUP, TOPIC = 32, 2
+DESCRIBE, INCREMENTAL, LIST = 32, 44, 74
+SET, DELETE = 0, 1
+TOOLS_4_4 = Path.home() / ".m2/repository/org/apache/kafka/kafka-tools/4.4.0/kafka-tools-4.4.0.jar"
+
+
+@pytest.fixture(scope="module")
+def kcoord(kafka44) -> Iterator[KcoordProcess]:  # type: ignore[no-untyped-def]
+    process = KcoordProcess(upstream=kafka44.bootstrap, state_topic="__kcoord_group_configs").start()
+    yield process
+    process.stop()
+
+
+def alter(bootstrap: str, *resources, validate_only: bool = False):  # type: ignore[no-untyped-def]
+    mod = request_types(INCREMENTAL, 1)
+    return call_with(bootstrap, INCREMENTAL, 1, validate_only=validate_only, resources=tuple(
+        mod.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=tuple(
+            mod.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in changes))
+        for rtype, name, changes in resources)).responses
+
+
+def describe(bootstrap: str, *resources):  # type: ignore[no-untyped-def]
+    mod = request_types(DESCRIBE, 4)
+    return call_with(bootstrap, DESCRIBE, 4, include_synonyms=False, include_documentation=False, resources=tuple(
+        mod.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=keys)
+        for rtype, name, keys in resources)).results
+
+
+def listed(bootstrap: str, *types: int) -> set[tuple[int, str]]:
+    return {(int(r.resource_type), r.resource_name)
+            for r in call_with(bootstrap, LIST, 1, resource_types=types).config_resources}
+
+
+def group_configs(bootstrap: str, group: str) -> dict[str, tuple[str | None, int]]:
+    (result,) = describe(bootstrap, (GROUP, group, None))
+    assert result.error_code == 0, result
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def test_set_describe_list_and_refusals(kcoord, kafka44) -> None:  # type: ignore[no-untyped-def]
+    b = kcoord.bootstrap
+    answers = alter(b, (GROUP, "cfg-a", [("consumer.session.timeout.ms", SET, "50000")]),
+                    (GROUP, "cfg-a2", [("consumer.session.timeout.ms", SET, "1")]),
+                    (GROUP, "cfg-a3", [("consumer.no.such.key", SET, "1")]),
+                    (GROUP, "", [("consumer.session.timeout.ms", SET, "50000")]))
+    assert [(a.resource_name, int(a.error_code), a.error_message) for a in answers] == [
+        ("cfg-a", 0, None),
+        ("cfg-a2", 40, "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        ("cfg-a3", 40, "Unknown group config name: consumer.no.such.key"),
+        ("", 42, "Default group resources are not allowed.")]
+    configs = group_configs(b, "cfg-a")
+    assert configs["consumer.session.timeout.ms"] == ("50000", 8)
+    assert configs["consumer.heartbeat.interval.ms"][1] == 5          # DEFAULT_CONFIG
+    assert group_configs(b, "cfg-never-set")["consumer.session.timeout.ms"][1] == 5
+    assert (GROUP, "cfg-a") in listed(b, GROUP)
+    assert (GROUP, "cfg-a") in listed(b)                              # v1, empty: every type
+    # kcoord's configs are not Kafka's: the upstream never saw them.
+    assert (GROUP, "cfg-a") not in listed(kafka44.bootstrap, GROUP)
+
+
+def test_a_mixed_request_is_split_and_joined_in_order(kcoord) -> None:  # type: ignore[no-untyped-def]
+    b = kcoord.bootstrap
+    create_topic(b, "cfg-topic", 1)
+    answers = alter(b, (TOPIC, "cfg-topic", [("retention.ms", SET, "3600000")]),
+                    (GROUP, "cfg-mixed", [("consumer.heartbeat.interval.ms", SET, "6000")]),
+                    (TOPIC, "cfg-topic-missing", [("retention.ms", SET, "3600000")]))
+    assert [(a.resource_name, int(a.resource_type), int(a.error_code)) for a in answers] == [
+        ("cfg-topic", TOPIC, 0), ("cfg-mixed", GROUP, 0), ("cfg-topic-missing", TOPIC, 3)]
+    topic, group = describe(b, (TOPIC, "cfg-topic", ("retention.ms",)), (GROUP, "cfg-mixed", None))
+    assert [(c.name, c.value) for c in topic.configs] == [("retention.ms", "3600000")]
+    assert {c.name: c.value for c in group.configs}["consumer.heartbeat.interval.ms"] == "6000"
+
+
+def test_configs_outlive_delete_groups(kcoord) -> None:  # type: ignore[no-untyped-def]
+    b = kcoord.bootstrap
+    create_topic(b, "cfg-life", 1)
+    alter(b, (GROUP, "cfg-life", [("consumer.session.timeout.ms", SET, "55000")]))
+    consumer = RdkafkaConsumer(b, "cfg-life", "cfg-life", group_protocol="consumer").start()
+    consumer.wait_for_assignment(lambda a: len(a) == 1, timeout=30)
+    consumer.close()
+    (deleted,) = call_with(b, 42, 2, groups_names=("cfg-life",)).results
+    assert int(deleted.error_code) == 0
+    assert group_configs(b, "cfg-life")["consumer.session.timeout.ms"] == ("55000", 8)
+
+
+def kafka_configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    """Kafka 4.4's kafka-configs (org.apache.kafka.tools.ConfigCommand)."""
+    classpath = f"{TOOLS_4_4}:{libs_dir('4.4.0')}/*"
+    return subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+                           "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap,
+                           "--entity-type", "groups", *args],
+                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not TOOLS_4_4.exists(), reason="kafka-tools 4.4.0 is not in the Maven cache")
+def test_kafka_configs_tool(kcoord) -> None:  # type: ignore[no-untyped-def]
+    b = kcoord.bootstrap
+    done = kafka_configs(b, "--entity-name", "cfg-tool", "--alter", "--add-config",
+                         "consumer.session.timeout.ms=52000,consumer.heartbeat.interval.ms=7000")
+    assert done.returncode == 0, done.stderr
+    shown = kafka_configs(b, "--entity-name", "cfg-tool", "--describe")
+    assert shown.returncode == 0, shown.stderr
+    assert "consumer.session.timeout.ms=52000" in shown.stdout and "consumer.heartbeat.interval.ms=7000" in shown.stdout
+    refused = kafka_configs(b, "--entity-name", "cfg-tool", "--alter", "--add-config", "consumer.bogus=1")
+    assert refused.returncode != 0 and "Unknown group config name: consumer.bogus" in refused.stdout + refused.stderr
+    everything = kafka_configs(b, "--describe")
+    assert "cfg-tool" in everything.stdout, everything.stdout + everything.stderr
