@@ -65,20 +65,11 @@ def _group(shard: Any, req: Any) -> tuple[StreamsGroup, list]:
     if group is None:
         if req.member_epoch != 0:
             raise group_not_found(req.group_id)
-        return new_group(req.group_id), []
+        return StreamsGroup(req.group_id), []
     gtype = group_type(group)
     if req.member_epoch == 0 and gtype.name == "classic" and gtype.state(group) == "Empty":
-        return new_group(req.group_id), list(gtype.tombstones(group))
+        return StreamsGroup(req.group_id), list(gtype.tombstones(group))
     raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group.")
-
-
-def new_group(group_id: str) -> StreamsGroup:
-    """A group before its first record: epoch 1 and target epoch 1, as Kafka 4.3's modern groups
-    start (KAFKA-20268), so the first join is epoch 2 and a held-back first target still
-    gives the member a non-zero epoch."""
-    group = StreamsGroup(group_id)
-    group.group_epoch = group.target_assignment_epoch = 1
-    return group
 
 
 def _owned(req: Any) -> Tasks | None:

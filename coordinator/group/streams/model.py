@@ -179,7 +179,10 @@ class StreamsGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # Epoch 1 and target epoch 1 before any record, as Kafka 4.3's modern groups start
+        # (KAFKA-20268): the first join is epoch 2, and a member that joins while the first
+        # target is held back (the initial rebalance delay) still gets a non-zero epoch.
+        self.group_epoch = 1
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.last_assignment_configs: tuple[tuple[str, str], ...] = ()
@@ -188,7 +191,7 @@ class StreamsGroup:
         self.topology: Topology | None = None
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, Tasks] = {}
-        self.target_assignment_epoch = 0
+        self.target_assignment_epoch = 1
         self.assignment_timestamp_ms = 0
 
     def is_empty(self) -> bool:
