@@ -34,7 +34,14 @@ def subtopology(sid: str, sources=(), changelogs=(), sinks=(), repartition=(), c
                            repartition_sink_topics=tuple(sinks),
                            repartition_source_topics=tuple(r if not isinstance(r, str) else topic_info(r)
                                                            for r in repartition),
-                           copartition_groups=tuple(REQ.CopartitionGroup(source_topics=c) for c in copartition))
+                           copartition_groups=tuple(_copartition(c) for c in copartition))
+
+
+def _copartition(c):
+    """(source indexes) or ((source indexes), (repartition source indexes))."""
+    if c and isinstance(c[0], tuple):
+        return REQ.CopartitionGroup(source_topics=c[0], repartition_source_topics=c[1])
+    return REQ.CopartitionGroup(source_topics=tuple(c))
 
 
 def topology(*subs, epoch: int = 1):

@@ -282,5 +282,6 @@ def test_an_empty_classic_group_becomes_a_streams_group_and_keeps_its_offsets():
     assert a.error_code == ErrorCode.none and a.tasks() == ALL
     assert d.group().group_type == "streams"
     assert d.shard.offsets.offsets["app"]["input"][0].offset == 42
-    assert type(d.log[0].key).__name__ == "GroupMetadataKey" and d.log[0].value is None   # the classic group's tombstone
+    tombstone = d.log[0]                 # the classic group's, first
+    assert type(tombstone.key).__name__ == "GroupMetadataKey" and tombstone.value is None
     assert d.reloaded().groups["app"].group_type == "streams"
