@@ -1,8 +1,8 @@
 """What the streams group type hands the core (group_types.Contribution): its group class and
-`GroupType`, the replay rules of records 17 and 19-23, its heartbeat row, its timer kind and
+`GroupType`, the replay rules of records 17 and 19-23, its heartbeat and describe rows, its timer kind and
 its soft state on the shard.
 
-The row is a shard operation only: no API row serves it yet (protocol/api_table.py), so no
+The rows are shard operations only: no API row serves it yet (protocol/api_table.py), so no
 client reaches it until the streams APIs are advertised (docs/design/streams-groups.md).
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..group_types import Contribution
+from .describe import streams_group_describe
 from .group_type import StreamsGroupType
 from .heartbeat import streams_group_heartbeat
 from .membership import KIND
@@ -18,6 +19,7 @@ from .replay import RULES
 from .timers import on_timer
 
 OPERATION = "streams_group_heartbeat"
+DESCRIBE = "streams_group_describe"
 
 
 def attach(shard: Any) -> None:
@@ -31,7 +33,8 @@ CONTRIBUTION = Contribution(
     group_type=StreamsGroupType(),
     replay_rules=RULES,
     operations=((OPERATION, None, streams_group_heartbeat),
-                (OPERATION, StreamsGroup, streams_group_heartbeat)),
+                (OPERATION, StreamsGroup, streams_group_heartbeat),
+                (DESCRIBE, None, streams_group_describe)),
     timers={KIND: on_timer},
     attach=attach,
 )

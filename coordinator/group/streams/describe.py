@@ -1,0 +1,82 @@
+"""StreamsGroupDescribe (API 89) from the shard's state (Kafka: `GroupMetadataManager.streamsGroupDescribe`,
+`StreamsGroup.asDescribedGroup`).
+
+Rules:
+- a group that does not exist is GROUP_ID_NOT_FOUND "Group X not found."; a group of another
+  type is GROUP_ID_NOT_FOUND "Group X is not a streams group.";
+- a member's assignment is its current one, its target assignment the group's target for it;
+  the topology is the stored one (the describe does not resolve internal topics' counts yet);
+- v1's AssignorName is the built-in `sticky`; the topology description needs Kafka's plugin,
+  which kcoord does not have: none is sent (TopologyDescriptionStatus 0);
+- task offsets are kept by Kafka in memory from the heartbeats; kcoord does not keep them yet
+  (empty lists). Authorization and filtering of unauthorized topics is the service's work.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...protocol.kio_build import NO_THROTTLE
+from ..kio_util import build, schema
+from ..result import Result
+from .model import StreamsGroup, StreamsMember, Tasks, TaskSet, Topology, by_subtopology
+
+API = "streams_group_describe"
+
+
+def streams_group_describe(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
+    mod = schema(API, ctx.api_version, "response")
+    groups = tuple(_described(mod, shard.groups.get(gid), gid) for gid in req.group_ids)
+    return Result(response=build(mod.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups))
+
+
+def _failed(mod, gid: str, message: str):
+    return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=message, group_id=gid,
+                 group_state="Dead", group_epoch=-1, assignment_epoch=-1, topology=None, members=())
+
+
+def _described(mod, group: Any, gid: str):
+    if group is None:
+        return _failed(mod, gid, f"Group {gid} not found.")
+    if not isinstance(group, StreamsGroup):
+        return _failed(mod, gid, f"Group {gid} is not a streams group.")
+    return build(mod.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=gid,
+                 group_state=group.state().value, group_epoch=group.group_epoch,
+                 assignment_epoch=group.target_assignment_epoch,
+                 topology=None if group.topology is None else _topology(mod, group.topology),
+                 members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()))
+                               for m in sorted(group.members.values(), key=lambda m: m.member_id)),
+                 assignor_name="sticky")
+
+
+def _ids(mod, tasks: TaskSet) -> tuple:
+    return tuple(build(mod.TaskIds, subtopology_id=s, partitions=tuple(ps)) for s, ps in by_subtopology(tasks))
+
+
+def _assignment(mod, tasks: Tasks):
+    return build(mod.Assignment, active_tasks=_ids(mod, tasks.active), standby_tasks=_ids(mod, tasks.standby),
+                 warmup_tasks=_ids(mod, tasks.warmup))
+
+
+def _member(mod, m: StreamsMember, target: Tasks):
+    endpoint = None if m.user_endpoint is None else build(mod.Endpoint, host=m.user_endpoint[0],
+                                                          port=m.user_endpoint[1])
+    return build(mod.Member, member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
+                 rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                 topology_epoch=m.topology_epoch, process_id=m.process_id, user_endpoint=endpoint,
+                 client_tags=tuple(build(mod.KeyValue, key=k, value=v) for k, v in m.client_tags),
+                 task_offsets=(), task_end_offsets=(), assignment=_assignment(mod, m.assigned),
+                 target_assignment=_assignment(mod, target), is_classic=False)
+
+
+def _topology(mod, top: Topology):
+    def info(t):
+        return build(mod.TopicInfo, name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                     topic_configs=tuple(build(mod.KeyValue, key=k, value=v) for k, v in t.configs))
+    return build(mod.Topology, epoch=top.epoch, subtopologies=tuple(
+        build(mod.Subtopology, subtopology_id=s.subtopology_id, source_topics=s.source_topics,
+              repartition_sink_topics=s.repartition_sink_topics,
+              state_changelog_topics=tuple(info(t) for t in s.state_changelog_topics),
+              repartition_source_topics=tuple(info(t) for t in s.repartition_source_topics))
+        for s in top.subtopologies))
