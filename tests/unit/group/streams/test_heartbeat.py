@@ -285,3 +285,25 @@ def test_an_empty_classic_group_becomes_a_streams_group_and_keeps_its_offsets():
     tombstone = d.log[0]                 # the classic group's, first
     assert type(tombstone.key).__name__ == "GroupMetadataKey" and tombstone.value is None
     assert d.reloaded().groups["app"].group_type == "streams"
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced_by_its_rebalance_timeout():
+    d = _fast()
+    app = App(d)
+    app.join("m1", "p1")
+    app.join("m2", "p2")
+    app.beat("m1")                       # told to revoke half
+    assert d.group().members["m1"].state is MemberState.UNREVOKED_TASKS
+    d.advance(10_000)
+    d.hb(beat("m1", app.epoch["m1"], (ALL, set(), set())))    # still holding everything
+    d.advance(25_000)                    # 35 s > its 30 s rebalance timeout, < its session
+    assert set(d.group().members) == {"m2"}
+    app.epoch.pop("m1")
+    app.settle()
+    assert d.group().members["m2"].assigned.active == ALL
+
+
+def test_a_v0_member_gets_a_v0_response():
+    d = _fast()
+    a = d.hb(join("m1", "p1", TOP), version=0)
+    assert a.error_code == ErrorCode.none and a.raw.__version__ == 0 and a.acceptable_recovery_lag == 10_000
