@@ -215,7 +215,7 @@ def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
     version = _subscription_version(member)
     timers: list[TimerOp] = [
         CancelTimer(sync_timer(gid, member.member_id)),
-        ScheduleTimer(session_timer(gid, member.member_id), now_ms + session_timeout_ms(shard.config, member))]
+        ScheduleTimer(session_timer(gid, member.member_id), now_ms + session_timeout_ms(shard, gid, member))]
     return Result(response=sync_response(v, protocol_type="consumer",
                                          protocol_name=protocol_name or _classic_protocol_names(member)[0],
                                          assignment=encode_assignment(names, version)), timers=timers)
@@ -244,7 +244,7 @@ def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: Consume
     except ApiError as e:
         return Result(response=build(mod.HeartbeatResponse, throttle_time=from_ms(0), error_code=e.code))
     timers: list = [ScheduleTimer(session_timer(gid, member.member_id),
-                                  now_ms + session_timeout_ms(shard.config, member))]
+                                  now_ms + session_timeout_ms(shard, gid, member))]
     error = ErrorCode.none
     if _needs_rejoin(group, member):
         error = ErrorCode.rebalance_in_progress

@@ -11,7 +11,7 @@ from coordinator.gateway.cluster import ClusterSnapshot, ClusterView, snapshot_f
 from coordinator.gateway.listeners import initial_broker_ports, parse_address, parse_addresses
 from coordinator.gateway.routes import (
     API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, FORWARD_REFRESH, FORWARD_REWRITE,
-    GROUP, build_routes, route_key,
+    GROUP, GUARD, build_routes, route_key,
 )
 from coordinator.protocol import apis
 from coordinator.protocol.api_versions import advertised_versions
@@ -23,8 +23,9 @@ def test_route_kinds() -> None:
                               {apis.HEARTBEAT: (0, 4)})
     routes = build_routes(adv, {apis.HEARTBEAT})
     kind = {k: routes[route_key(k, adv[k][1])].kind for k in adv}
+    # DescribeConfigs (32) is decoded for its GROUP resources, which kcoord serves (gateway/group_configs.py).
     assert kind == {0: FORWARD_PRODUCE, 1: FORWARD, 3: FORWARD_REWRITE, 10: FIND_COORDINATOR_LOCAL,
-                    12: GROUP, 18: API_VERSIONS_LOCAL, 19: FORWARD_REFRESH, 32: FORWARD, 60: FORWARD_REWRITE}
+                    12: GROUP, 18: API_VERSIONS_LOCAL, 19: FORWARD_REFRESH, 32: GUARD, 60: FORWARD_REWRITE}
     heartbeat = routes[route_key(12, 4)]
     assert heartbeat.flexible and heartbeat.request_header_version == 2 and heartbeat.response_header_version == 1
     assert heartbeat.request_class is not None and heartbeat.request_class.__version__ == 4

@@ -44,6 +44,7 @@ from ..client_assignment import (
     select_assignor,
     validate_request,
 )
+from . import assignment_pacing
 from .assignment_pacing import can_compute_assignment
 from .client_round import prepare_view
 from .group import ConsumerGroup, ConsumerGroupMember
@@ -189,7 +190,7 @@ def maybe_ask(shard: ConsumerView, group: ConsumerGroup, updated: ConsumerGroupM
     if ca.in_flight is not None or group.assignment_epoch >= group_epoch:
         return []           # the O(n) lists below only when a round may start
     lists = lists_of(group, updated)
-    behind = can_compute_assignment(shard.config, group, now_ms)
+    behind = can_compute_assignment(shard, group, now_ms)
     timeouts = {m: mm.rebalance_timeout_ms for m, mm in group.members.items()}
     if updated is not None:
         timeouts[updated.member_id] = updated.rebalance_timeout_ms
@@ -344,7 +345,7 @@ def install_assignment(shard: ConsumerView, req, now_ms: int) -> Result:
     timers: list = [CancelTimer(client_assignment_key(gid))]
     if group.group_epoch > done.epoch:
         # Still behind: the next round starts once KIP-1263's interval has passed (§1.5).
-        timers.append(ScheduleTimer(assignment_key(gid), now_ms + shard.config.consumer_assignment_interval_ms))
+        timers.append(ScheduleTimer(assignment_key(gid), now_ms + assignment_pacing.interval_ms(shard, group)))
     return Result(response=InstallAnswer(), records=records, timers=timers)
 
 

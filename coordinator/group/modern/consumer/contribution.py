@@ -18,7 +18,7 @@ from . import client_mode, regex_refresh
 from .assignment_pacing import assignment_timer
 from .group import ConsumerGroup, MemberState
 from .group_type import ConsumerGroupType
-from .heartbeat_policy import HeartbeatIntervalPolicy, session_timeout_ms
+from .heartbeat_policy import HeartbeatIntervalPolicy, group_value, session_timeout_ms
 from .membership import compute_target_assignment, rebalance_timer, session_timer, subscribed_topic_names
 from .replay import REPLAY_RULES
 
@@ -77,12 +77,12 @@ def on_loaded(shard: ConsumerView, now_ms: int) -> list[TimerOp]:
         group.metadata_refresh_requested = True
         for member in group.members.values():
             timers.append(ScheduleTimer(session_timer(group.group_id, member.member_id),
-                                        now_ms + session_timeout_ms(shard.config, member)))
+                                        now_ms + session_timeout_ms(shard, group.group_id, member)))
             if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic_protocol:
                 timers.append(ScheduleTimer(rebalance_timer(group.group_id, member.member_id),
                                             now_ms + member.rebalance_timeout_ms, member.member_epoch))
         if group.members and group.assignment_epoch < group.group_epoch:
-            timers.append(assignment_timer(shard.config, group))
+            timers.append(assignment_timer(shard, group))
     return timers
 
 
@@ -106,7 +106,8 @@ def attach(shard: Any) -> None:
     """The heartbeat interval policy, counting every member of the shard's groups (the
     service replaces the count with its process-wide one)."""
     shard.heartbeat_policy = HeartbeatIntervalPolicy(
-        shard.config, lambda: sum(len(g.members) for g in shard.groups.values()))
+        shard.config, lambda: sum(len(g.members) for g in shard.groups.values()),
+        lambda group_id, name, default: group_value(shard, group_id, name, default))
 
 
 CONTRIBUTION = Contribution(

@@ -262,7 +262,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
             member_epoch=member.member_epoch,
             heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, member)), assignment=None),
         timers=[ScheduleTimer(session_timer(group.group_id, member_id),
-                              now_ms + session_timeout_ms(shard.config, member))])
+                              now_ms + session_timeout_ms(shard, group.group_id, member))])
 
 
 # ------------------------------------------------------------------ regular
@@ -309,7 +309,7 @@ def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bo
         shard, group, member, updated, owned, now_ms, fx,
         ctx.topic_filter if ctx.__class__ is AuthorizedRequestContext else None)
     fx.timers.append(ScheduleTimer(session_timer(gid, member_id),
-                                now_ms + session_timeout_ms(shard.config, reconciled)))
+                                now_ms + session_timeout_ms(shard, gid, reconciled)))
 
     full_request = (rebalance_timeout_ms != -1
                     and (req.subscribed_topic_names is not None or regex is not None)
@@ -472,9 +472,9 @@ def _target_for(shard: ConsumerView, group: ConsumerGroup, group_epoch: int,
         # The group left client mode, if it was in it (A12). A shard without client-mode
         # groups (every real Kafka client) pays only this check.
         client_mode.server_mode(shard, group.group_id)
-    if client or group.assignment_epoch >= group_epoch or not can_compute_assignment(shard.config, group, now_ms):
+    if client or group.assignment_epoch >= group_epoch or not can_compute_assignment(shard, group, now_ms):
         if group.assignment_epoch < group_epoch and not client:
-            fx.timers.append(assignment_timer(shard.config, group))
+            fx.timers.append(assignment_timer(shard, group))
         target = group.target_assignment.get(updated.member_id)
         if target is None and updated.instance_id is not None:
             # A static member that rejoined under a new id keeps the target of its old id.

@@ -17,6 +17,12 @@ partitions revoked from others waits up to about two intervals.
 
 `fixed`: Kafka's behaviour, `consumer_heartbeat_interval_ms` for everyone.
 
+A group's own configuration (`kafka-configs --entity-type groups`, coordinator/group/configs/)
+comes before the broker's: `consumer.session.timeout.ms` is the session its members are held
+to; `consumer.heartbeat.interval.ms` is what `fixed` hands out, and under `adaptive` the
+member's floor: the operator asked members of that group not to heartbeat more often, so
+neither the pending nor the stable interval goes below it (docs/user/group-configs.md).
+
 This module also owns the session timeout a member is held to (`session_timeout_ms`):
 the stretch above is capped by it, and every session timer is armed with it.
 
@@ -30,7 +36,7 @@ at no cost to `interval_ms`, which is left exactly as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ....config import CoordinatorConfig
 from .group import MemberState
@@ -39,12 +45,24 @@ if TYPE_CHECKING:
     from .group import ConsumerGroup, ConsumerGroupMember
 
 
-def session_timeout_ms(config: CoordinatorConfig, member: ConsumerGroupMember) -> int:
+SESSION_TIMEOUT, HEARTBEAT_INTERVAL = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+
+
+def group_value(shard: Any, group_id: str, name: str, default: int) -> int:
+    """The group's own value of a `consumer.*` key (coordinator/group/configs/ keeps the
+    store on the shard), else ``default``, the broker's. A shard built without the configs
+    contribution (a test's own registry) has no store."""
+    store = getattr(shard, "group_configs", None)
+    return default if store is None else store.value(group_id, name, default)
+
+
+def session_timeout_ms(shard: Any, group_id: str, member: ConsumerGroupMember) -> int:
     """A classic member of a consumer group keeps the session timeout it joined with
-    (KIP-848 migration); a consumer-protocol member gets the group's."""
+    (KIP-848 migration); a consumer-protocol member gets the group's: its own config, else
+    the broker's."""
     if member.classic_member_metadata is not None:
         return member.classic_member_metadata.session_timeout_ms
-    return config.consumer_session_timeout_ms
+    return group_value(shard, group_id, SESSION_TIMEOUT, shard.config.consumer_session_timeout_ms)
 
 
 def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
@@ -54,8 +72,11 @@ def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
 
 
 class HeartbeatIntervalPolicy:
-    def __init__(self, config: CoordinatorConfig, member_count: Callable[[], int]) -> None:
+    def __init__(self, config: CoordinatorConfig, member_count: Callable[[], int],
+                 group_value: Callable[[str, str, int], int] | None = None) -> None:
         self.config = config
+        # (group id, key, broker's value) -> the group's own value (`group_value` above)
+        self.group_value = group_value or (lambda group_id, name, default: default)
         # Members heartbeating into this process (all shards; the service sets it). A shard
         # alone counts its own.
         self.member_count = member_count
@@ -64,13 +85,16 @@ class HeartbeatIntervalPolicy:
         """`target_behind`: this very heartbeat started a new group epoch whose target is
         not computed yet (the group state seen here predates the heartbeat's records)."""
         c = self.config
+        floor = self.group_value(group.group_id, HEARTBEAT_INTERVAL, 0)
         if c.consumer_heartbeat_policy == "fixed":
-            return c.consumer_heartbeat_interval_ms
+            return floor or c.consumer_heartbeat_interval_ms
         if target_behind or has_pending_work(group, member):
-            return c.consumer_heartbeat_pending_interval_ms
+            return max(c.consumer_heartbeat_pending_interval_ms, floor)
         stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
-        ceiling = max(c.consumer_heartbeat_stable_interval_ms, session_timeout_ms(c, member) // 3)
-        return min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling)
+        session = (member.classic_member_metadata.session_timeout_ms if member.classic_member_metadata is not None
+                   else self.group_value(group.group_id, SESSION_TIMEOUT, c.consumer_session_timeout_ms))
+        ceiling = max(c.consumer_heartbeat_stable_interval_ms, session // 3)
+        return max(min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling), floor)
 
     def handed_out_ms(self) -> dict[str, int]:
         """{"stable": ..., "pending": ...}: what `interval_ms` answers now a consumer-protocol

@@ -11,9 +11,10 @@ from coordinator.config import CoordinatorConfig
 from coordinator.group.configs.keys import KEYS, validate
 from coordinator.group.configs.ops import APPEND, DELETE, SET, SUBTRACT, AlterGroupConfigs, ReadGroupConfigs
 from coordinator.group.errors import ApiError
+from coordinator.group.timers import assignment_key, session_timer
 from records import UnknownRecord, decode_record, encode_record
 from records.group_config_records import GROUP_CONFIG
-from tests.unit.group.context import ShardContext
+from tests.unit.group.context import ShardContext, topic
 
 CONFIG = CoordinatorConfig()
 
@@ -140,3 +141,34 @@ def test_the_record_is_skipped_as_unknown_by_a_codec_without_it():
     shard.replay(unknown, 0)
     assert shard.unknown_record_types[GROUP_CONFIG] == 1
     assert encode_record(decode_record(key, value)) == (key, value)
+
+
+def session_deadline(ctx: ShardContext, group: str, member: str) -> int:
+    return ctx.timers[session_timer(group, member)][0]
+
+
+def test_running_groups_take_the_session_timeout_and_heartbeat_floor_at_once():
+    ctx = ShardContext(topic("t", 2))
+    joined = ctx.heartbeat("g", "m1", 0, topics=("t",))
+    assert session_deadline(ctx, "g", "m1") == ctx.now_ms + CONFIG.consumer_session_timeout_ms
+    alter(ctx, "g", ("consumer.session.timeout.ms", SET, "55000"), ("consumer.heartbeat.interval.ms", SET, "7000"))
+    answer = ctx.heartbeat("g", "m1", joined.member_epoch)
+    assert session_deadline(ctx, "g", "m1") == ctx.now_ms + 55_000
+    assert answer.heartbeat_interval.total_seconds() * 1000 == 7000    # adaptive, floored by the group's
+    other = ctx.heartbeat("h", "m2", 0, topics=("t",))                 # another group: the broker's
+    assert other.heartbeat_interval.total_seconds() * 1000 in (CONFIG.consumer_heartbeat_pending_interval_ms,
+                                                             CONFIG.consumer_heartbeat_stable_interval_ms)
+    assert session_deadline(ctx, "h", "m2") == ctx.now_ms + CONFIG.consumer_session_timeout_ms
+    fixed = ShardContext(topic("t", 2), config=CoordinatorConfig(consumer_heartbeat_policy="fixed"))
+    alter(fixed, "g", ("consumer.heartbeat.interval.ms", SET, "6000"))
+    assert fixed.heartbeat("g", "m1", 0, topics=("t",)).heartbeat_interval.total_seconds() == 6.0
+
+
+def test_the_assignment_interval_paces_the_group():
+    ctx = ShardContext(topic("t", 4))
+    alter(ctx, "g", ("consumer.assignment.interval.ms", SET, "15000"))
+    computed_at = ctx.now_ms
+    ctx.heartbeat("g", "m1", 0, topics=("t",))                          # the first target: at once
+    ctx.now_ms += 1000
+    ctx.heartbeat("g", "m2", 0, topics=("t",))                          # a new epoch within the interval
+    assert ctx.timers[assignment_key("g")][0] == computed_at + 15_000    # the broker's would be 100 ms
