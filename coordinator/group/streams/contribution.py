@@ -16,7 +16,7 @@ from .heartbeat import streams_group_heartbeat
 from .membership import KIND
 from .model import StreamsGroup
 from .replay import RULES
-from .timers import on_timer
+from .timers import on_loaded, on_timer
 
 OPERATION = "streams_group_heartbeat"
 DESCRIBE = "streams_group_describe"
@@ -36,5 +36,6 @@ CONTRIBUTION = Contribution(
                 (OPERATION, StreamsGroup, streams_group_heartbeat),
                 (DESCRIBE, None, streams_group_describe)),
     timers={KIND: on_timer},
+    on_loaded=on_loaded,
     attach=attach,
 )

@@ -4,20 +4,23 @@ Rules (each handler re-checks what armed it, timers.py of the kernel):
 - session: the member did not heartbeat within the session timeout; it is fenced (removed);
 - rebalance: the member still holds tasks pending revocation at the epoch it had to leave
   them by; it is fenced;
-- assignment: the target the pacing held back is computed now, if the group still needs one.
+- assignment: the target the pacing held back is computed now, if the group still needs one;
+- a loaded shard arms them again for its streams groups (`on_loaded`, Kafka's `onLoaded`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..result import Result
+from ..result import Result, ScheduleTimer
 from .membership import (
     assignment_timer,
     can_compute,
     compute_target,
     configured_for,
+    rebalance_key,
     removal_records,
     removal_timers,
+    session_key,
     soft_of,
 )
 from .model import MemberState, StreamsGroup, settings_of
@@ -54,3 +57,22 @@ def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
     configured = None if group.topology is None else configured_for(soft, group.topology, shard.image)
     records, _ = compute_target(group, dict(group.members), configured, group.group_epoch, settings, now_ms)
     return Result(records=records)
+
+
+def on_loaded(shard: Any, now_ms: int) -> list:
+    """Kafka's `onLoaded` for streams groups: a session timer for every member, a rebalance
+    timer for every member still revoking, and the assignment timer of a group whose target is
+    behind its epoch."""
+    settings = settings_of(shard.config)
+    timers: list = []
+    for group in shard.groups.values():
+        if not isinstance(group, StreamsGroup):
+            continue
+        for m in group.members.values():
+            timers.append(ScheduleTimer(session_key(group.group_id, m.member_id), now_ms + settings.session_timeout_ms))
+            if m.state is MemberState.UNREVOKED_TASKS:
+                timers.append(ScheduleTimer(rebalance_key(group.group_id, m.member_id),
+                                            now_ms + m.rebalance_timeout_ms, m.member_epoch))
+        if group.members and group.group_epoch > group.target_assignment_epoch:
+            timers.append(assignment_timer(group.group_id, now_ms))
+    return timers

@@ -307,3 +307,17 @@ def test_a_v0_member_gets_a_v0_response():
     d = _fast()
     a = d.hb(join("m1", "p1", TOP), version=0)
     assert a.error_code == ErrorCode.none and a.raw.__version__ == 0 and a.acceptable_recovery_lag == 10_000
+
+
+def test_a_loaded_shard_arms_its_members_timers_again():
+    d = _fast()
+    app = App(d)
+    app.join("m1", "p1")
+    app.join("m2", "p2")
+    app.beat("m1")                       # m1 revoking
+    loaded = d.reloaded()
+    timers = {t.key: t for t in loaded.on_loaded(d.now_ms)}
+    assert ("streams", "session", "app", "m1") in timers and ("streams", "session", "app", "m2") in timers
+    rebalance = timers[("streams", "rebalance", "app", "m1")]
+    assert rebalance.payload == d.group().members["m1"].member_epoch
+    assert ("streams", "assignment", "app") not in timers          # the target is current
