@@ -1,6 +1,6 @@
 """kcoord's CPU per durable OffsetCommit, kcoord alone on its own core.
 
-    .venv/bin/python bench/bench_commit_cpu.py [--runs 3] [--seconds 4] [--python PATH]
+    .venv/bin/python bench/bench_commit_cpu.py [--runs 3] [--seconds 4] [--python PATH ...]
         [--repo PATH ...] [--profile DIR] [--kcoord-cpus 0] [--other-cpus 1] [--config NAME=VALUE ...]
 
 One Kafka 4.4.0 KRaft node (bench_vs_kafka.start_broker, Kafka's group defaults) stores
@@ -20,8 +20,9 @@ each with its own state topic on the same broker, all started before the first b
 the blasts alternate between them (checkout A, B, A, B, ...) so that before and after come
 from the same run.
 
-``--python PATH`` runs `kcoord serve` under another interpreter (a venv with kcoord's
-dependencies, e.g. one made from CPython 3.12 or 3.13), the load generator staying here.
+``--python PATH`` (repeatable) runs `kcoord serve` under that interpreter (a venv with
+kcoord's dependencies, e.g. one made from CPython 3.12 or 3.13), the load generator staying
+here; every checkout runs under every interpreter named, the blasts alternating.
 ``--profile DIR`` samples each kcoord with py-spy during its last blast
 (bench/loadgen/profiling.py: a flame graph, the collapsed stacks and the top functions).
 """
@@ -73,7 +74,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=100)
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--state-partitions", type=int, default=50)
-    ap.add_argument("--python", default=sys.executable, help="the interpreter that runs `kcoord serve`")
+    ap.add_argument("--python", action="append", default=[], help="interpreters that run `kcoord serve`, alternating")
     ap.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--repo", action="append", type=Path, default=[], help="checkouts measured, alternating")
     ap.add_argument("--kcoord-cpus", default="0")
@@ -84,21 +85,25 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="commit-cpu-"))
     with pinning.running_on(other_cpus):
         kafka = vsk.start_broker("kafka-commit-cpu", vsk.KAFKA_DEFAULTS, work)
-    repos = [r.resolve() for r in a.repo] or [REPO]
-    started: list[tuple[Path, subprocess.Popen, int]] = []
+    pythons = [os.path.abspath(p) for p in a.python] or [sys.executable]
+    targets = [(repo, python) for repo in ([r.resolve() for r in a.repo] or [REPO]) for python in pythons]
+    names: dict[tuple[Path, str], str] = {}
+    for repo, python in targets:
+        version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        names[(repo, python)] = f"{repo} (Python {version})"
+    started: list[tuple[tuple[Path, str], subprocess.Popen, int]] = []
     try:
         vsk.create_topics(kafka.bootstrap, argparse.Namespace(hb_partitions=0, storm_partitions=0,
                                                               commit_partitions=a.partitions), {"commit"})
-        for repo in repos:
+        for target in targets:
             with pinning.running_on(kcoord_cpus):
-                kc, port = start_kcoord(kafka.bootstrap, a.python, a.config, a.state_partitions, repo)
-            started.append((repo, kc, port))
+                kc, port = start_kcoord(kafka.bootstrap, target[1], a.config, a.state_partitions, target[0])
+            started.append((target, kc, port))
             pinning.pin_process(kc.pid, kcoord_cpus)
         pinning.pin_process(kafka.nodes[0].process.pid, other_cpus)
         pinning.pin_process(os.getpid(), other_cpus)
-        version = subprocess.run([a.python, "-c", "import sys; print(sys.version.split()[0])"],
-                                 capture_output=True, text=True).stdout.strip()
-        print(f"kcoord (Python {version}) on CPUs {sorted(kcoord_cpus)}; Kafka and the load on {sorted(other_cpus)}; "
+        print(f"kcoord on CPUs {sorted(kcoord_cpus)}; Kafka and the load on {sorted(other_cpus)}; "
               f"load average {os.getloadavg()[0]:.2f}", flush=True)
         time.sleep(1.5)
         offset = wire.commit_error_offset(vsk.COMMIT_TOPIC)
@@ -107,33 +112,34 @@ def main() -> None:
             wire.check_commit(port, "cpu", vsk.COMMIT_TOPIC)
             load.run(port, frames, offset, connections=a.connections, depth=a.depth, server_pids=[kc.pid],
                      load_cpus=other_cpus, seconds=3.0, warmup=0.5)          # warm-up, not recorded
-        figures: dict[Path, list] = {repo: [] for repo in repos}
+        figures: dict[tuple[Path, str], list] = {target: [] for target in targets}
         for i in range(a.runs):
-            for repo, kc, port in started:
+            for target, kc, port in started:
+                name = names[target]
                 spy: contextlib.AbstractContextManager = contextlib.nullcontext()
                 if a.profile is not None and i == a.runs - 1:
                     a.profile.mkdir(parents=True, exist_ok=True)
-                    spy = Profile(kc.pid, str(a.profile / f"kcoord-{repos.index(repo)}"), a.seconds + a.warmup)
+                    spy = Profile(kc.pid, str(a.profile / f"kcoord-{targets.index(target)}"), a.seconds + a.warmup)
                 with spy:
                     r = load.run(port, frames, offset, connections=a.connections, depth=a.depth,
                                  server_pids=[kc.pid], load_cpus=other_cpus, seconds=a.seconds, warmup=a.warmup)
                 f = r.figures()
                 if r.errors:
-                    raise SystemExit(f"{repo}: error responses {r.errors}")
+                    raise SystemExit(f"{name}: error responses {r.errors}")
                 if f["cpu_us_per_op"] is None:          # no answer in the window (a starved machine)
-                    print(f"run {i + 1} {repo}: no commit answered in the window", flush=True)
+                    print(f"run {i + 1} {name}: no commit answered in the window", flush=True)
                     continue
-                figures[repo].append(f)
-                print(f"run {i + 1} {repo}: {f['rate']:,.0f} commits/s, kcoord {f['cpu_us_per_op']:.1f} us CPU/commit "
+                figures[target].append(f)
+                print(f"run {i + 1} {name}: {f['rate']:,.0f} commits/s, kcoord {f['cpu_us_per_op']:.1f} us CPU/commit "
                       f"({f['server_cores']:.2f} cores), p50 {f['p50_us']:,.0f} us, p99 {f['p99_us']:,.0f} us",
                       flush=True)
-        for repo in repos:
-            fs = figures[repo]
+        for target in targets:
+            fs, name = figures[target], names[target]
             if not fs:
-                print(f"median {repo}: no run answered")
+                print(f"median {name}: no run answered")
                 continue
             each = ", ".join(f"{f['cpu_us_per_op']:.1f}" for f in fs)
-            print(f"median {repo}: {statistics.median(f['rate'] for f in fs):,.0f} commits/s, "
+            print(f"median {name}: {statistics.median(f['rate'] for f in fs):,.0f} commits/s, "
                   f"{statistics.median(f['cpu_us_per_op'] for f in fs):.1f} us kcoord CPU/commit (runs: {each})")
         print(f"load average {os.getloadavg()[0]:.2f}")
     finally:
