@@ -18,7 +18,8 @@ Rules:
   INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
   for it (until the group is empty), ASSIGNMENT_DELAYED while the target is held back;
 - tasks are in the response when the member joins, when its tasks changed, or when what it
-  reports holding differs from what it has.
+  reports holding differs from what it has; the interactive-query map when the member's
+  endpoint-information epoch is not the group's (endpoints.py).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from ..errors import ApiError, group_not_found, invalid_request, unknown_member
 from ..group_types import group_type
 from ..result import CancelTimer, Result, ScheduleTimer
 from . import records as rh
+from .endpoints import partitions_by_endpoint
 from .membership import (
     assignment_timer,
     can_compute,
@@ -46,7 +48,7 @@ from .membership import (
 from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, settings_of
 from .reconciliation import reconcile
 from .records import tasks_from, topology_from
-from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, validate
+from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
 
 
@@ -120,6 +122,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             raise unknown_member(gid, mid)
         if len(group.members) == 1:
             soft.shutdown_requester = soft.initial_delay_until_ms = None
+        soft.endpoint_epoch += 1
         return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),
                       response=response(ctx.api_version, member_id=mid, member_epoch=epoch, heartbeat_ms=0,
                                         task_offset_ms=0, recovery_lag=0, statuses=[], tasks=None,
@@ -179,6 +182,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                    after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
                                                  member.assigned, member.pending_revocation):
         records.append(rh.current_assignment(gid, after))
+        if joining or after.assigned != member.assigned:
+            soft.endpoint_epoch += 1
     if after.state is MemberState.UNREVOKED_TASKS:
         if member.state is not MemberState.UNREVOKED_TASKS or joining:
             timers.append(ScheduleTimer(rebalance_key(gid, mid), now_ms + after.rebalance_timeout_ms,
@@ -195,7 +200,12 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         statuses.append((SHUTDOWN_APPLICATION, "The application is requested to shutdown by member "
                                                f"{soft.shutdown_requester}."))
     send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned
+    endpoints = None
+    if req.endpoint_information_epoch != soft.endpoint_epoch and configured.is_ready():
+        endpoints = partitions_by_endpoint(response_schema(ctx.api_version), {**members, mid: after}.values(),
+                                           topology, shard.image)
     return Result(records=records, timers=timers, response=response(
         ctx.api_version, member_id=mid, member_epoch=after.member_epoch, heartbeat_ms=settings.heartbeat_interval_ms,
         task_offset_ms=settings.task_offset_interval_ms, recovery_lag=settings.acceptable_recovery_lag,
-        statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=0))
+        statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=soft.endpoint_epoch,
+        endpoints=endpoints))

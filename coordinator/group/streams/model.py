@@ -9,7 +9,8 @@ Rules:
 - what is not in the log is soft state, kept on the shard by group id (`Soft`, attached by
   contribution.py, so a group that only exists once its first records replay has it too):
   the configured topology (recomputed from the topology and the metadata image), the member
-  that asked for the application's shutdown, the initial rebalance delay's deadline;
+  that asked for the application's shutdown, the initial rebalance delay's deadline, the
+  endpoint-information epoch;
 - the state is derived (`StreamsGroup.state`), as Kafka's `StreamsGroup.state()` is:
   EMPTY without members, NOT_READY until the topology's topics are validated against the
   metadata (record 17's ValidatedTopologyEpoch equals the topology's epoch), then
@@ -170,6 +171,7 @@ class Soft:
     configured: Any = None                  # topology.ConfiguredTopology, for (topology epoch, hash)
     shutdown_requester: str | None = None   # Kafka's `shutdownRequestMemberId`
     initial_delay_until_ms: int | None = None   # the first assignment waits until then
+    endpoint_epoch: int = 0                 # Kafka's `endpointInformationEpoch` (endpoints.py)
 
 
 class StreamsGroup:

@@ -32,9 +32,14 @@ def error_response(version: int, code: ErrorCode, message: str | None):
                  partitions_by_user_endpoint=None)
 
 
+def response_schema(version: int):
+    return schema(API, version, "response")
+
+
 def response(version: int, *, member_id: str, member_epoch: int, heartbeat_ms: int, task_offset_ms: int,
-             recovery_lag: int, statuses: list[tuple[int, str]], tasks: Tasks | None, endpoint_epoch: int):
-    mod = schema(API, version, "response")
+             recovery_lag: int, statuses: list[tuple[int, str]], tasks: Tasks | None, endpoint_epoch: int,
+             endpoints: tuple | None = None):
+    mod = response_schema(version)
 
     def ids(ts: TaskSet):
         return tuple(mod.TaskIds(subtopology_id=s, partitions=tuple(ps)) for s, ps in by_subtopology(ts))
@@ -49,7 +54,7 @@ def response(version: int, *, member_id: str, member_epoch: int, heartbeat_ms: i
                  active_tasks=None if tasks is None else ids(tasks.active),
                  standby_tasks=None if tasks is None else ids(tasks.standby),
                  warmup_tasks=None if tasks is None else ids(tasks.warmup),
-                 endpoint_information_epoch=endpoint_epoch, partitions_by_user_endpoint=None)
+                 endpoint_information_epoch=endpoint_epoch, partitions_by_user_endpoint=endpoints)
 
 
 def _empty(value: str | None, message: str) -> None:

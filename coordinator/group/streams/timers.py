@@ -39,8 +39,9 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
     if what == "rebalance" and not (member.state is MemberState.UNREVOKED_TASKS and member.member_epoch == payload):
         return Result()
     shard.log.info("streams group %s: member %s fenced (%s timeout)", group_id, member.member_id, what)
+    soft = soft_of(shard, group_id)
+    soft.endpoint_epoch += 1
     if len(group.members) == 1:
-        soft = soft_of(shard, group_id)
         soft.shutdown_requester = soft.initial_delay_until_ms = None
     return Result(records=removal_records(group, member.member_id, settings_of(shard.config)),
                   timers=removal_timers(group_id, member.member_id))

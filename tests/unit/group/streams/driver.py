@@ -60,11 +60,11 @@ def join(member: str, process: str, top, group: str = "app", **kw):
         warmup_tasks=None, process_id=process, client_tags=(), task_offsets=None, task_end_offsets=None, **kw)
 
 
-def beat(member: str, epoch: int, owned=None, group: str = "app", **kw):
+def beat(member: str, epoch: int, owned=None, group: str = "app", endpoint_epoch: int = 0, **kw):
     """A heartbeat; `owned` is (active, standby, warmup) sets of tasks, or None."""
     a, s, w = owned if owned is not None else (None, None, None)
     return REQ.StreamsGroupHeartbeatRequest(
-        group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=0,
+        group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=endpoint_epoch,
         active_tasks=None if a is None else ids(a), standby_tasks=None if s is None else ids(s),
         warmup_tasks=None if w is None else ids(w), client_tags=None, task_offsets=None, task_end_offsets=None,
         **kw)

@@ -321,3 +321,25 @@ def test_a_loaded_shard_arms_its_members_timers_again():
     rebalance = timers[("streams", "rebalance", "app", "m1")]
     assert rebalance.payload == d.group().members["m1"].member_epoch
     assert ("streams", "assignment", "app") not in timers          # the target is current
+
+
+def test_interactive_query_endpoints_map_each_instance_to_its_partitions():
+    from .driver import REQ
+    d = _fast(streams_num_standby_replicas=1)
+    app = App(d)
+    for m, p, port in (("m1", "p1", 7001), ("m2", "p2", 7002)):
+        a = d.hb(join(m, p, TOP, user_endpoint=REQ.Endpoint(host=f"{p}.local", port=port)))
+        app._take(m, a)
+    app.settle()
+    a = d.hb(beat("m1", app.epoch["m1"], app.held["m1"]))      # its epoch 0 is not the group's
+    by_host = {e.user_endpoint.host: e for e in a.partitions_by_user_endpoint}
+    assert set(by_host) == {"p1.local", "p2.local"} and a.endpoint_information_epoch > 0
+    active = {(tp.topic, p) for e in by_host.values() for tp in e.active_partitions for p in tp.partitions}
+    assert active == {("input", p) for p in range(6)}
+    for host, member in (("p1.local", "m1"), ("p2.local", "m2")):
+        mine = {p for tp in by_host[host].active_partitions for p in tp.partitions}
+        assert mine == {p for _, p in d.group().members[member].assigned.active}
+        standby = {p for tp in by_host[host].standby_partitions for p in tp.partitions}
+        assert standby == {p for _, p in d.group().members[member].assigned.standby} and standby
+    current = d.hb(beat("m1", app.epoch["m1"], app.held["m1"], endpoint_epoch=a.endpoint_information_epoch))
+    assert current.partitions_by_user_endpoint is None          # it has the group's map already
