@@ -45,7 +45,7 @@ from .membership import (
     session_key,
     soft_of,
 )
-from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, settings_of
+from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, Topology, settings_of
 from .reconciliation import reconcile
 from .records import tasks_from, topology_from
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
@@ -110,6 +110,38 @@ def _updated(member: StreamsMember, ctx: Any, req: Any, topology_epoch: int) -> 
                      else member.client_tags))
 
 
+def _reconcile(gid: str, member: StreamsMember, updated: StreamsMember, members: dict, target_epoch: int,
+               target: dict, owned: Tasks | None, joining: bool, now_ms: int, records: list,
+               timers: list) -> StreamsMember:
+    """The member's next assignment (reconciliation.py), its record 22 if it changed, and its
+    rebalance timer: armed when it starts revoking, cancelled once it is not."""
+    active_owner = {t: m.member_id for m in members.values() for t in m.assigned.active | m.pending_revocation.active}
+    process_of = {m.member_id: m.process_id for m in members.values()}
+    after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned, active_owner,
+                      process_of)
+    if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
+                   after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
+                                                 member.assigned, member.pending_revocation):
+        records.append(rh.current_assignment(gid, after))
+    key = rebalance_key(gid, updated.member_id)
+    if after.state is not MemberState.UNREVOKED_TASKS:
+        timers.append(CancelTimer(key))
+    elif member.state is not MemberState.UNREVOKED_TASKS or joining:
+        timers.append(ScheduleTimer(key, now_ms + after.rebalance_timeout_ms, after.member_epoch))
+    return after
+
+
+def _statuses(configuration: tuple[int, str] | None, member: StreamsMember, topology: Topology,
+              shutdown_requester: str | None) -> list[tuple[int, str]]:
+    out = [] if configuration is None else [configuration]
+    if member.topology_epoch < topology.epoch:
+        out.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind the "
+                                    f"group's topology epoch {topology.epoch}."))
+    if shutdown_requester is not None:
+        out.append((SHUTDOWN_APPLICATION, f"The application is requested to shutdown by member {shutdown_requester}."))
+    return out
+
+
 def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     settings = settings_of(shard.config)
     group, records = _group(shard, req)
@@ -149,7 +181,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     if joining or updated != member:     # _updated changes only the metadata of record 19
         records.append(rh.member_metadata(gid, updated))
         bump = True
-    assert topology is not None
+    if topology is None:     # a log with members but no topology: make the member rejoin with it
+        raise ApiError(ErrorCode.fenced_member_epoch, f"Group {gid} has no topology; the member must rejoin.")
     configured = configured_for(soft, topology, shard.image)
     validated = topology.epoch if configured.is_ready() else -1
     bump = bump or configured.metadata_hash != group.metadata_hash
@@ -175,30 +208,10 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             timers.append(assignment_timer(gid, when))
             statuses.append((ASSIGNMENT_DELAYED, f"The assignment is delayed for {when - now_ms} ms (the "
                                                  "initial rebalance delay or the assignment interval)."))
-    active_owner = {t: m.member_id for m in members.values() for t in m.assigned.active | m.pending_revocation.active}
-    process_of = {m.member_id: m.process_id for m in members.values()}
-    after = reconcile(updated, target_epoch, target.get(mid, EMPTY_TASKS), owned, active_owner, process_of)
-    if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
-                   after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
-                                                 member.assigned, member.pending_revocation):
-        records.append(rh.current_assignment(gid, after))
-        if joining or after.assigned != member.assigned:
-            soft.endpoint_epoch += 1
-    if after.state is MemberState.UNREVOKED_TASKS:
-        if member.state is not MemberState.UNREVOKED_TASKS or joining:
-            timers.append(ScheduleTimer(rebalance_key(gid, mid), now_ms + after.rebalance_timeout_ms,
-                                        after.member_epoch))
-    else:
-        timers.append(CancelTimer(rebalance_key(gid, mid)))
-
-    if configured.status is not None:
-        statuses.insert(0, configured.status)
-    if after.topology_epoch < topology.epoch:
-        statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {after.topology_epoch} is behind the "
-                                         f"group's topology epoch {topology.epoch}."))
-    if soft.shutdown_requester is not None:
-        statuses.append((SHUTDOWN_APPLICATION, "The application is requested to shutdown by member "
-                                               f"{soft.shutdown_requester}."))
+    after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
+    if joining or after.assigned != member.assigned:
+        soft.endpoint_epoch += 1
+    statuses = _statuses(configured.status, after, topology, soft.shutdown_requester) + statuses
     send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned
     endpoints = None
     if req.endpoint_information_epoch != soft.endpoint_epoch and configured.is_ready():

@@ -40,10 +40,16 @@ def assignment_key(group_id: str) -> tuple:
 
 
 def soft_of(shard: Any, group_id: str) -> Soft:
-    """The group's soft state on the shard (contribution.attach creates the table)."""
+    """The group's soft state on the shard (contribution.attach creates the table). Groups are
+    deleted elsewhere (DeleteGroups, expiry, a conversion), so the table drops the entries of
+    groups that are gone whenever it has grown past twice the shard's groups: bounded memory."""
     table: dict[str, Soft] = shard.streams_soft
     soft = table.get(group_id)
     if soft is None:
+        if len(table) >= 2 * len(shard.groups) + 1_000:
+            groups = shard.groups
+            for gone in [g for g in table if not isinstance(groups.get(g), StreamsGroup)]:
+                del table[gone]
         soft = table[group_id] = Soft()
     return soft
 

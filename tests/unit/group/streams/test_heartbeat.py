@@ -343,3 +343,11 @@ def test_interactive_query_endpoints_map_each_instance_to_its_partitions():
         assert standby == {p for _, p in d.group().members[member].assigned.standby} and standby
     current = d.hb(beat("m1", app.epoch["m1"], app.held["m1"], endpoint_epoch=a.endpoint_information_epoch))
     assert current.partitions_by_user_endpoint is None          # it has the group's map already
+
+
+def test_the_soft_state_of_groups_that_are_gone_is_dropped():
+    d = _fast()
+    for i in range(1_200):
+        d.hb(join("m", "p", TOP, group=f"g{i}"))
+        d.shard.groups.pop(f"g{i}")      # deleted elsewhere (DeleteGroups, expiry)
+    assert len(d.shard.streams_soft) <= 1_001
