@@ -13,9 +13,10 @@ Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness)
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .model import NO_TASKS, Task, Tasks, TaskSet
@@ -30,22 +31,51 @@ class MemberSpec:
 
 
 class _Load:
+    """Tasks per member and per process, and the least loaded member in O(log members): a heap
+    of (process load / capacity, member load, process, member) whose stale entries (a load
+    moved since) are skipped when popped."""
+
     def __init__(self, members: Mapping[str, MemberSpec]) -> None:
         self.process_of = {m: s.process_id for m, s in members.items()}
         self.capacity: dict[str, int] = {}
-        for pid in self.process_of.values():
+        self.members_of: dict[str, list[str]] = {}
+        for m, pid in sorted(self.process_of.items()):
             self.capacity[pid] = self.capacity.get(pid, 0) + 1
+            self.members_of.setdefault(pid, []).append(m)
         self.member = dict.fromkeys(members, 0)
         self.process = dict.fromkeys(self.capacity, 0)
+        self.heap = [self.key(m) for m in members]
+        heapq.heapify(self.heap)
+
+    def key(self, m: str) -> tuple[float, int, str, str]:
+        pid = self.process_of[m]
+        return (self.process[pid] / self.capacity[pid], self.member[m], pid, m)
 
     def add(self, member_id: str) -> None:
+        pid = self.process_of[member_id]
         self.member[member_id] += 1
-        self.process[self.process_of[member_id]] += 1
+        self.process[pid] += 1
+        for m in self.members_of[pid]:        # their process's load moved: new keys
+            heapq.heappush(self.heap, self.key(m))
 
     def least_loaded(self, candidates: Iterable[str]) -> str | None:
-        return min(candidates, default=None, key=lambda m: (
-            self.process[self.process_of[m]] / self.capacity[self.process_of[m]], self.member[m],
-            self.process_of[m], m))
+        """The least loaded of a few candidates (a linear scan)."""
+        return min(candidates, default=None, key=self.key)
+
+    def pop_least(self, eligible: Callable[[str], bool]) -> str | None:
+        """The least loaded eligible member; the ineligible ones it passes stay in the heap."""
+        passed, found = [], None
+        while self.heap:
+            entry = heapq.heappop(self.heap)
+            if entry != self.key(entry[3]):
+                continue                      # stale
+            passed.append(entry)
+            if eligible(entry[3]):
+                found = entry[3]
+                break
+        for entry in passed:
+            heapq.heappush(self.heap, entry)
+        return found
 
 
 def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int) -> dict[str, Tasks]:
@@ -81,7 +111,7 @@ def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict
             out[warm].add(t)
             load.add(warm)
     for t in rest:
-        m = load.least_loaded(members)
+        m = load.pop_least(lambda _m: True)
         assert m is not None
         out[m].add(t)
         load.add(m)
@@ -107,9 +137,9 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
     for t in tasks:
         placed = holders.setdefault(t, set())
         for _ in range(num_standby):
-            free = [m for m in members if members[m].process_id not in placed]
-            sticky = [m for m in free if m in prev_standby.get(t, ()) and load.member[m] < quota]
-            chosen = load.least_loaded(sticky) or load.least_loaded(free)
+            sticky = [m for m in prev_standby.get(t, ())
+                      if members[m].process_id not in placed and load.member[m] < quota]
+            chosen = load.least_loaded(sticky) or load.pop_least(lambda m, held=placed: members[m].process_id not in held)
             if chosen is None:
                 unplaced += 1
                 continue
