@@ -7,6 +7,7 @@ On Tansu the processes join as dynamic members (Tansu 0.6 cannot carry static on
 coordinator/cluster/membership.py static_membership_works), so a restart rebalances."""
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -107,14 +108,64 @@ def shared_trio(upstream):
                 p.stop()
 
 
+def _fencing(process: KcoordProcess) -> str:
+    return next((item.split("=", 1)[1] for item in process.config if item.startswith("fencing=")), "transactional")
+
+
+def _with_fencing(procs: list[KcoordProcess], fencing: str) -> list[KcoordProcess]:
+    """The three processes running with `fencing`, settled. To epoch: a rolling restart, one
+    process at a time (a rolling upgrade). Back to transactional: all stopped first (a
+    transactional take writes nothing to the partition, so it fences no epoch owner:
+    docs/design/fencing.md)."""
+    config = CLUSTER if fencing == "transactional" else (*CLUSTER, f"fencing={fencing}")
+    if fencing == "transactional" and any(_fencing(p) != fencing for p in procs):
+        for p in procs:
+            if p.running():
+                p.stop()
+    for p in procs:
+        if _fencing(p) != fencing:
+            if p.running():
+                assert p.stop() == 0
+            p.config = config
+            p.restart(timeout=120)
+            wait_until(lambda: coordinators(procs, [f"g-{i}" for i in range(40)]) is not None, 60,
+                       message=f"the cluster settles after a restart with fencing={fencing}")
+    start_all([p for p in procs if not p.running()], timeout=120)
+    wait_until(lambda: _settled(procs), 60, message="the cluster settles")
+    return procs
+
+
 @pytest.fixture
 def trio(shared_trio):
-    """The module's three processes, settled; each test uses its own topics and groups. A
-    process an earlier test killed or stopped is started again under its instance id (a
-    paused one was woken by its test), so every test begins with three settled instances."""
-    start_all([p for p in shared_trio if not p.running()], timeout=120)
-    wait_until(lambda: _settled(shared_trio), 60, message="the cluster settles")
-    return shared_trio
+    """The module's three processes (fencing=transactional), settled; each test uses its own
+    topics and groups. A process an earlier test killed or stopped is started again under its
+    instance id (a paused one was woken by its test), so every test begins with three settled
+    instances."""
+    return _with_fencing(shared_trio, "transactional")
+
+
+def _kafka44_only(request: pytest.FixtureRequest) -> None:
+    """fencing=epoch with real processes runs on Kafka 4.4 only: the runtime-level tests cover
+    Tansu (tests/integration/runtime/test_epoch_fencing.py), and a trio restarted per upstream
+    costs CI a minute."""
+    if request.node.callspec.params.get("upstream") != "kafka44":
+        pytest.skip("fencing=epoch with real processes runs on Kafka 4.4 only")
+
+
+@pytest.fixture
+def epoch_trio(shared_trio, request):
+    """The module's three processes with fencing=epoch (a rolling restart if they ran another
+    mode)."""
+    _kafka44_only(request)
+    return _with_fencing(shared_trio, "epoch")
+
+
+@pytest.fixture
+def epoch_trio_upgrade(trio, request):
+    """The module's three processes fencing=transactional, and the rolling upgrade to
+    fencing=epoch the test runs when it likes."""
+    _kafka44_only(request)
+    return trio, lambda: _with_fencing(trio, "epoch")
 
 
 def test_three_processes_share_the_shards_and_agree_on_addresses(trio):
@@ -235,11 +286,55 @@ def owned_group(owner: KcoordProcess, processes, prefix: str) -> str:
     raise AssertionError(f"no group of 500 lands on {owner.port}")
 
 
-def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names, ask_on_waking):
-    """SIGSTOP past the membership session: the others take its shards (fencing its
-    producer epochs); on SIGCONT, a commit that waited in its socket is refused, never
-    applied, and the process steps down and rejoins."""
+class Committer:
+    """One connection to `process`, one commit of `group` in flight at a time, offsets 2, 3,
+    ...: (offset, error code or None when the connection failed) of each, in order."""
+
+    def __init__(self, process: KcoordProcess, group: str, topic: str) -> None:
+        self.process, self.group, self.topic = process, group, topic
+        self.answers: list[tuple[int, int | None]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import socket
+
+        offset = 1
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.process.port), timeout=60)
+        except OSError:
+            return
+        with sock:
+            while not self.stopping.is_set():
+                offset += 1
+                try:
+                    self.answers.append((offset, probe.commit(sock, self.group, self.topic, offset)))
+                except (OSError, AssertionError):    # closed or timed out: no answer
+                    self.answers.append((offset, None))
+                    return
+
+    def acked(self) -> list[int]:
+        return [offset for offset, code in self.answers if code == 0]
+
+    def start(self) -> Committer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(90)
+        assert not self.thread.is_alive(), "the committer's last commit got no answer in 90 s"
+
+
+def _pause_take_over_and_wake(trio, upstream, names, ask_on_waking, fencing: str) -> None:
+    """SIGSTOP past the membership session while commits are in flight: the others take its
+    shards (fencing its producer epoch: a transactional take, or an epoch take and its fence
+    write); on SIGCONT it answers nothing as the owner, nothing it sends is accepted, and
+    everything it landed before the fence is in the new owner's state (the log says so)."""
     import signal
+
+    from coordinator.group.hashing import partition_for
+    from support.state_partition import read_state_log
 
     topic = names.topic()
     create_topic(upstream.bootstrap, topic, 1)
@@ -247,29 +342,57 @@ def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, nam
     survivors = [trio[0], trio[2]]
     group = owned_group(victim, trio, names.group())
     # The new topic reaches kcoord's metadata within its refresh (UNKNOWN_TOPIC_OR_PARTITION before).
-    wait_until(lambda: commit(victim, group, topic, 5) == 0, 30, message="the first commit")
-    assert fetch(victim, group, topic) == (0, 5)
+    wait_until(lambda: commit(victim, group, topic, 1) == 0, 30, message="the first commit")
+    committer = Committer(victim, group, topic).start()
+    wait_until(lambda: len(committer.acked()) >= 20, 30, message="20 commits acknowledged")
 
     victim.process.send_signal(signal.SIGSTOP)
     try:
+        acked_before = max(committer.acked())      # its in-flight commit is answered only on waking
+        committer.stopping.set()
         # The others see the session expire and take its shards.
         wait_until(lambda: (c := coordinators(survivors, [group])) is not None and c[group][2] != victim.port,
                    60, message="a survivor owns the paused process's shard")
         new_owner = next(p for p in survivors if p.port == find(survivors[0], group)[3])
-        assert fetch_loaded(new_owner, group, topic) == (0, 5)
+        code, loaded = fetch_loaded(new_owner, group, topic)
+        assert code == 0 and loaded >= acked_before, (code, loaded, acked_before)
         # A commit that reaches the zombie while it sleeps (the kernel accepts the bytes).
         answer = ask_on_waking(victim, OFFSET_COMMIT, 8, _commit_request(group, topic, 999))
     finally:
         victim.process.send_signal(signal.SIGCONT)
-    # NOT_COORDINATOR (16): the lease ran out while it slept.
+    committer.stop()
+    # It answers nothing as the owner after its lease: NOT_COORDINATOR (16) to what waited
+    # in its socket; the commit in flight over the pause is refused too, or was answered
+    # before the pause took hold, and then it landed before the fence.
     assert answer.topics[0].partitions[0].error_code == 16, answer
-    # Nothing it did after waking is applied: the new owner still has offset 5.
-    assert fetch_loaded(new_owner, group, topic) == (0, 5)
+    last_offset, last_code = committer.answers[-1]
+    assert last_code != 0 or last_offset <= loaded, committer.answers[-3:]
+    # Nothing it did after waking is applied: the new owner still has what it loaded.
+    assert fetch_loaded(new_owner, group, topic) == (0, loaded)
+    # The log: the new owner's state is what the partition holds (everything landed before
+    # the fence is in the load), and no batch under an older epoch of a producer id landed
+    # after a newer one (nothing accepted after the fence).
+    log = read_state_log(upstream.bootstrap, victim.state_topic, partition_for(group, SHARDS))
+    assert log.offsets.get((group, topic, 0)) == loaded, (log.offsets.get((group, topic, 0)), loaded)
+    assert log.epoch_regressions() == []
+    if fencing == "epoch":
+        # The take's fence record is under a newer epoch than every earlier batch of its id.
+        at, pid, epoch = log.fences[-1]
+        older = [b.producer_epoch for b in log.batches if b.producer_id == pid and b.base_offset < at]
+        assert older and max(older) < epoch, (older, epoch)
+    else:
+        assert log.fences == []
     # It steps down and rejoins: all three agree again, and its answers come from the map.
     wait_until(lambda: coordinators(trio, [group, *(f"g-{i}" for i in range(40))]) is not None, 60,
                message="the woken process rejoins and agrees with the others")
     owner = next(p for p in trio if p.port == find(trio[0], group)[3])
-    assert fetch_loaded(owner, group, topic) == (0, 5)
+    assert fetch_loaded(owner, group, topic) == (0, loaded)
+
+
+def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names, ask_on_waking):
+    """fencing=transactional (the default): a paused process past its session is fenced by
+    its successor's take; what waited for it is refused, never applied."""
+    _pause_take_over_and_wake(trio, upstream, names, ask_on_waking, "transactional")
 
 
 def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(upstream, names):
@@ -457,3 +580,65 @@ def test_groups_list_through_one_instance_shows_every_instances_groups(trio, ups
     assert out.returncode == 0, out.stderr
     listed = set(out.stdout.split())
     assert set(groups) <= listed, sorted(set(groups) - listed)
+
+
+# fencing=epoch with real processes (docs/design/fencing.md "fencing=epoch"). Last in the
+# module: the rolling upgrade leaves the trio fencing by writing, and the paused-process test
+# then runs on it; the `trio` fixture stops all three before going back to transactional.
+
+
+def test_a_rolling_upgrade_to_fencing_epoch_keeps_every_commit(epoch_trio_upgrade, upstream, names):
+    """Each process in turn stopped (SIGTERM) and started again with fencing=epoch while
+    commits go on: the shards pass from transactional owners to epoch owners and back
+    (a stopped epoch owner's shards go to a transactional one mid-upgrade), without a stop of
+    the cluster; every acknowledged commit is kept, and the shards end fenced by writing."""
+    from coordinator.group.hashing import partition_for
+    from support.state_partition import read_state_log
+
+    procs, upgrade = epoch_trio_upgrade
+    topic = names.topic()
+    create_topic(upstream.bootstrap, topic, 1)
+    groups = [f"{names.group()}-{i}" for i in range(6)]
+    acked: dict[str, list[tuple[int, float]]] = {g: [] for g in groups}
+    stop = threading.Event()
+
+    def commits() -> None:
+        offset = 0
+        while not stop.is_set():
+            offset += 1
+            for g in groups:
+                try:
+                    port = find(procs[offset % 3], g)[3]
+                    owner = next(p for p in procs if p.port == port)
+                    if commit(owner, g, topic, offset) == 0:
+                        acked[g].append((offset, time.monotonic()))
+                except (OSError, StopIteration, AssertionError):
+                    pass       # a process stopping or starting: the next round asks again
+
+    t = threading.Thread(target=commits, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: all(acked.values()), 60, message="every group commits before the upgrade")
+        upgrade()
+        upgraded = time.monotonic()
+        wait_until(lambda: all(a and a[-1][1] > upgraded for a in acked.values()), 60,
+                   message="every group commits after the upgrade")
+    finally:
+        stop.set()
+        t.join(60)
+    assert all(p.running() for p in procs)
+    for g in groups:
+        owner = next(p for p in procs if p.port == find(procs[0], g)[3])
+        code, offset = fetch_loaded(owner, g, topic)
+        assert code == 0 and offset >= max(o for o, _ in acked[g]), (g, offset, acked[g][-3:])
+    for partition in {partition_for(g, SHARDS) for g in groups}:
+        log = read_state_log(upstream.bootstrap, procs[0].state_topic, partition)
+        assert log.fences, f"state partition {partition} was not fenced by writing"
+        assert log.epoch_regressions() == []
+
+
+def test_a_paused_process_fencing_by_writing_answers_nothing_and_writes_nothing(epoch_trio, upstream, names,
+                                                                              ask_on_waking):
+    """fencing=epoch: the successor's take bumps the shard's epoch and writes its fence
+    before loading; the woken process's writes are refused at the partition."""
+    _pause_take_over_and_wake(epoch_trio, upstream, names, ask_on_waking, "epoch")
