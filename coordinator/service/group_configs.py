@@ -110,12 +110,12 @@ async def describe(service: GroupConfigService, info: ClientInfo, m: Any, reques
     results = []
     for r in resources:
         name = r.resource_name
-        code, message, configs = ErrorCode.none, None, ()
+        code, message, configs = ErrorCode.none, "", ()     # Kafka's success message is "", not null
         answer = stored.get(name, {})
         if not name:
             code, message = ErrorCode.invalid_request, "Group name must not be empty"
         elif name in denied:
-            code = ErrorCode.group_authorization_failed
+            code, message = ErrorCode.group_authorization_failed, None
         elif isinstance(answer, ApiError):
             code, message = answer.code, answer.message
         else:

@@ -52,6 +52,9 @@ STREAMS_HEARTBEAT_BOUNDS = (5_000, 15_000)
 STREAMS_MAX_STANDBY_REPLICAS = 2
 STREAMS_MAX_WARMUP_REPLICAS = 20
 INT_MAX = 2**31 - 1
+# Kafka 4.4's `group.streams.assignors` (KIP-1357): the names a group may pick; the first is
+# the default of `streams.assignor.name`.
+STREAMS_ASSIGNORS = ("sticky",)
 
 Bounds = Callable[[CoordinatorConfig], "tuple[int, int]"]
 
@@ -128,7 +131,7 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("streams.rack.aware.assignment.tags", _LIST, _const(()), synonym="group.streams.rack.aware.assignment.tags"),
     Key("streams.acceptable.recovery.lag", _L, _const(10_000), 0, internal=True,
         synonym="group.streams.acceptable.recovery.lag"),
-    Key("streams.assignor.name", _S, _const(None)),
+    Key("streams.assignor.name", _S, _const(STREAMS_ASSIGNORS[0])),
     Key("errors.deadletterqueue.topic.name", _S, _const("")),
     Key("errors.deadletterqueue.copy.record.enable", _B, _const(False)),
 )}
@@ -204,9 +207,8 @@ def _share_reset(key: Key, value: str) -> None:
         duration = value[len("by_duration:"):]
         if _DURATION.match(duration) and not duration.startswith("-"):
             return
-        raise _bad(key.name, value, "Invalid duration or duration is negative")
-    raise _bad(key.name, value, "Invalid value for share.auto.offset.reset; should be one of "
-                                "earliest, latest or by_duration:<duration>")
+    raise _bad(key.name, value, f"Invalid value `{value}` for configuration {key.name}. The value must be either "
+                                "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
 def validate(configs: Mapping[str, str], config: CoordinatorConfig) -> dict[str, Any]:
@@ -233,6 +235,10 @@ def validate(configs: Mapping[str, str], config: CoordinatorConfig) -> dict[str,
             heartbeat = parsed.get(heartbeat_key, KEYS[heartbeat_key].default(config))
             if session <= heartbeat:
                 raise invalid(f"{session_key} must be greater than {heartbeat_key}")
+    assignor = parsed.get("streams.assignor.name")
+    if assignor is not None and assignor not in STREAMS_ASSIGNORS:
+        raise invalid(f"streams.assignor.name '{assignor}' is not a registered task assignor. "
+                      f"Registered assignors are: [{', '.join(STREAMS_ASSIGNORS)}].")
     dlq = parsed.get("errors.deadletterqueue.topic.name")
     if dlq and dlq.startswith("__"):
         raise invalid("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")

@@ -174,7 +174,8 @@ def test_regex_subscription(sides, names):
 
 
 def group_config(t: Transcript, group: str, topic: str, ids: list[str]) -> Transcript:
-    """A per-group setting (KIP-848 GroupConfig) sent through each side's own address."""
+    """A per-group setting (KIP-848 GroupConfig) sent through each side's own address: kcoord
+    serves it itself (docs/user/group-configs.md)."""
     wait_for_coordinator(t.side, group)
     set_kafka_group_config(t.side, group, {"consumer.heartbeat.interval.ms": "2000"})
     a = RawMember(t.side, group, ids[0], topics=(topic,))
@@ -183,9 +184,6 @@ def group_config(t: Transcript, group: str, topic: str, ids: list[str]) -> Trans
     return t
 
 
-@pytest.mark.xfail(strict=True, reason="kcoord has no per-group configuration: IncrementalAlterConfigs on a "
-                   "GROUP resource is forwarded to the upstream, which stores it, and kcoord keeps its "
-                   "process-wide consumer.heartbeat.interval.ms (docs/design/differential.md)")
 def test_per_group_heartbeat_interval(sides, names, topic):
     group, ids = names.group(), member_ids(1)
     kafka, kcoord = (group_config(Transcript(side), group, topic, ids) for side in sides)
