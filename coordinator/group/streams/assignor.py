@@ -18,6 +18,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from .model import NO_TASKS, Task, Tasks, TaskSet
 
@@ -139,7 +140,7 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
         for _ in range(num_standby):
             sticky = [m for m in prev_standby.get(t, ())
                       if members[m].process_id not in placed and load.member[m] < quota]
-            chosen = load.least_loaded(sticky) or load.pop_least(lambda m, held=placed: members[m].process_id not in held)
+            chosen = load.least_loaded(sticky) or load.pop_least(partial(_elsewhere, members, placed))
             if chosen is None:
                 unplaced += 1
                 continue
@@ -151,6 +152,10 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
                     "increase the number of application instances to maintain the requested number of standby "
                     "replicas.", unplaced, len(tasks) * num_standby)
     return out
+
+
+def _elsewhere(members: Mapping[str, MemberSpec], held: set[str], member_id: str) -> bool:
+    return members[member_id].process_id not in held
 
 
 def _owners(members: Mapping[str, MemberSpec], pick) -> dict[Task, set[str]]:
