@@ -110,7 +110,8 @@ async def describe(service: GroupConfigService, info: ClientInfo, m: Any, reques
     results = []
     for r in resources:
         name = r.resource_name
-        code, message, configs = ErrorCode.none, "", ()     # Kafka's success message is "", not null
+        code, configs = ErrorCode.none, ()
+        message: str | None = ""        # Kafka's success message is "", not null
         answer = stored.get(name, {})
         if not name:
             code, message = ErrorCode.invalid_request, "Group name must not be empty"
