@@ -13,9 +13,11 @@ import pytest
 
 from support.admin import create_topic
 from support.kafka_broker import libs_dir
-from support.kcoord import KcoordProcess
+from support.java import JavaConsumer
+from support.kcoord import FAST, KcoordProcess
 from support.raw_client import call_with, request_types
 from support.rdkafka import RdkafkaConsumer
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +27,14 @@ SET, DELETE = 0, 1
 TOOLS_4_4 = Path.home() / ".m2/repository/org/apache/kafka/kafka-tools/4.4.0/kafka-tools-4.4.0.jar"
 
 
+# The broker's session timeout is 60 s (the maximum), its floor 6 s: a member whose group sets
+# 6 s can only be gone within the tests' 30 s bound because the group's value applies.
+BROKER = (*FAST, "consumer_session_timeout_ms=60000", "consumer_min_session_timeout_ms=6000")
+
+
 @pytest.fixture(scope="module")
 def kcoord(kafka44) -> Iterator[KcoordProcess]:  # type: ignore[no-untyped-def]
-    process = KcoordProcess(upstream=kafka44.bootstrap, state_topic="__kcoord_group_configs").start()
+    process = KcoordProcess(upstream=kafka44.bootstrap, state_topic="__kcoord_group_configs", config=BROKER).start()
     yield process
     process.stop()
 
@@ -66,7 +73,7 @@ def test_set_describe_list_and_refusals(kcoord, kafka44) -> None:  # type: ignor
                     (GROUP, "", [("consumer.session.timeout.ms", SET, "50000")]))
     assert [(a.resource_name, int(a.error_code), a.error_message) for a in answers] == [
         ("cfg-a", 0, None),
-        ("cfg-a2", 40, "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        ("cfg-a2", 40, "consumer.session.timeout.ms must be in the range 6000 to 60000 inclusive."),
         ("cfg-a3", 40, "Unknown group config name: consumer.no.such.key"),
         ("", 42, "Default group resources are not allowed.")]
     configs = group_configs(b, "cfg-a")
@@ -126,3 +133,26 @@ def test_kafka_configs_tool(kcoord) -> None:  # type: ignore[no-untyped-def]
     assert refused.returncode != 0 and "Unknown group config name: consumer.bogus" in refused.stdout + refused.stderr
     everything = kafka_configs(b, "--describe")
     assert "cfg-tool" in everything.stdout, everything.stdout + everything.stderr
+
+
+def test_a_running_members_session_timeout_changes_on_the_fly(kcoord) -> None:  # type: ignore[no-untyped-def]
+    """A Java consumer-protocol member joins under the broker's 60 s session; the group's
+    session is then set to 6 s while it runs; a librdkafka member joins, so the Java member
+    heartbeats to give up a partition (its session timer re-armed with the group's value);
+    the Java member is killed (-9, no leave) and the librdkafka member gets both partitions
+    well within 30 s, which the broker's 60 s would not allow."""
+    b = kcoord.bootstrap
+    create_topic(b, "cfg-fly", 2)
+    java = JavaConsumer(b, "cfg-fly", "cfg-fly", group_protocol="consumer").start()
+    rd = RdkafkaConsumer(b, "cfg-fly", "cfg-fly", group_protocol="consumer")
+    try:
+        java.wait_for_assignment(lambda a: len(a) == 2, timeout=30)
+        assert alter(b, (GROUP, "cfg-fly", [("consumer.session.timeout.ms", SET, "6000")]))[0].error_code == 0
+        rd.start()
+        wait_until(lambda: len(java.assignment()) == 1 and len(rd.assignment()) == 1, 30,
+                   message="the Java member gave a partition to the librdkafka member")
+        java.kill()
+        rd.wait_for_assignment(lambda a: len(a) == 2, timeout=30)
+    finally:
+        rd.close()
+        java.shutdown()
