@@ -91,8 +91,9 @@ SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because ano
 # answer. A single process always may; a kcoord cluster member only while its membership
 # lease is valid (coordinator/cluster/lease.py): clustered.py gives the gauge a function
 # read at scrape time, so nothing is set per heartbeat.
-SERVING = Gauge("kcoord_serving", "1 while this process may answer: always for a single process; "
-                "in a kcoord cluster, while its membership lease is valid")
+SERVING = Gauge("kcoord_serving", "1 while this process may answer: while its membership lease is valid "
+                "(a kcoord cluster member, or a plain serve its membership group admitted); always for an "
+                "unwatched plain serve")
 SERVING.set(1)
 # Kafka's coordinator-runtime event metrics (event-queue-time-ms, event-processing-time-ms),
 # sampled: one operation in EVENT_SAMPLE is timed, so the heartbeat path pays a counter
