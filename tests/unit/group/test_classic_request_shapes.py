@@ -1,13 +1,13 @@
 """Every version of JoinGroup (v0-9), SyncGroup (v0-5) and Heartbeat (v0-4) forms and keeps a
-classic group: the shard reads JoinGroup and SyncGroup through one shape each
-(coordinator/group/classic/requests.py), with Kafka's default for a field an old version lacks."""
+classic group: the shard reads JoinGroup, SyncGroup, Heartbeat and LeaveGroup through one shape
+each (coordinator/group/classic/requests.py), with Kafka's default for a field an old version lacks."""
 from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.classic.group import ClassicGroupState
-from coordinator.group.classic.requests import JoinGroup, SyncGroup
+from coordinator.group.classic.requests import Heartbeat, JoinGroup, LeaveGroup, SyncGroup
 from coordinator.group.kio_util import schema
 
 from .context import Pending, ShardContext, topic
@@ -40,3 +40,19 @@ def test_the_shapes_take_kafkas_defaults_for_fields_old_versions_lack():
     s0 = schema("sync_group", 0, "request").SyncGroupRequest(group_id="g", generation_id=1, member_id="m",
                                                              assignments=())
     assert SyncGroup.of(s0).protocol_name is None and SyncGroup.of(s0).group_instance_id is None
+
+
+def test_heartbeat_and_leavegroup_shapes_take_kafkas_defaults():
+    h2 = schema("heartbeat", 2, "request").HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    assert Heartbeat.of(h2).group_instance_id is None
+    h3 = schema("heartbeat", 3, "request").HeartbeatRequest(group_id="g", generation_id=1, member_id="m",
+                                                            group_instance_id="i")
+    assert Heartbeat.of(h3).group_instance_id == "i"
+    l2 = schema("leave_group", 2, "request").LeaveGroupRequest(group_id="g", member_id="m")
+    assert LeaveGroup.of(l2).members == (("m", None),)       # v0-2 name one member, no instance id
+    mod = schema("leave_group", 5, "request")
+    l5 = mod.LeaveGroupRequest(group_id="g", members=(mod.MemberIdentity(member_id="", group_instance_id="i",
+                                                                         reason="bye"),
+                                                      mod.MemberIdentity(member_id="m2", group_instance_id=None,
+                                                                         reason=None)))
+    assert LeaveGroup.of(l5).members == (("", "i"), ("m2", None))
