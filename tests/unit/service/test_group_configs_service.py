@@ -105,3 +105,32 @@ def test_legacy_alter_configs_replaces_the_set():
         sources = {c.name: c.config_source for c in described.results[0].configs}
         assert sources["consumer.session.timeout.ms"] == 5 and sources["consumer.assignment.interval.ms"] == 8
     asyncio.run(main())
+
+
+def test_every_version_is_answered():
+    async def main():
+        service = await service_with(DenyGroups())
+        for version in range(0, 2):
+            mod = schema("incremental_alter_configs", version, "request")
+            req = mod.IncrementalAlterConfigsRequest(validate_only=False, resources=(mod.AlterConfigsResource(
+                resource_type=GROUP, resource_name="g", configs=(mod.AlterableConfig(
+                    name="consumer.session.timeout.ms", config_operation=0, value="50000"),)),))
+            assert answers(await service.serve_group_configs(44, version, req, CLIENT)) == [("g", ErrorCode.none, None)]
+        for version in range(0, 3):
+            mod = schema("alter_configs", version, "request")
+            req = mod.AlterConfigsRequest(validate_only=True, resources=(mod.AlterConfigsResource(
+                resource_type=GROUP, resource_name="g", configs=(mod.AlterableConfig(
+                    name="consumer.session.timeout.ms", value="50000"),)),))
+            assert answers(await service.serve_group_configs(33, version, req, CLIENT)) == [("g", ErrorCode.none, None)]
+        for version in range(1, 5):
+            mod = schema("describe_configs", version, "request")
+            fields = {"include_synonyms": True}
+            if version >= 3:
+                fields["include_documentation"] = False
+            req = mod.DescribeConfigsRequest(resources=(mod.DescribeConfigsResource(
+                resource_type=GROUP, resource_name="g", configuration_keys=None),), **fields)
+            (result,) = (await service.serve_group_configs(32, version, req, CLIENT)).results
+            entry = {c.name: c for c in result.configs}["consumer.session.timeout.ms"]
+            assert (entry.value, entry.config_source) == ("50000", 8)
+            assert [(s.name, s.value, s.source) for s in entry.synonyms] == [("consumer.session.timeout.ms", "50000", 8)]
+    asyncio.run(main())
