@@ -13,7 +13,8 @@ partitions) with a new data directory:
 - RSS of kcoord and of the broker at ready and after ``--records`` 1 KB records produced
   and consumed (VmRSS from /proc), and their CPU seconds (utime + stime) up to ready;
 - restart (kafka only): SIGTERM, then a new process on the same data directory -> ready;
-- disk: the data directory's size after the load (kafka; Tansu keeps it in memory).
+- disk: the data directory's blocks used (and apparent size: sparse index files) after the
+  load (kafka; Tansu keeps it in memory).
 The jars are fetched before the runs (KCOORD_KAFKA_CACHE: the tests' cache); the first-ever
 fetch is timed apart as ``fetch`` when the cache is empty. Runs print as they end, then
 medians. Nothing is asserted.
@@ -56,8 +57,10 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def du_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+def du_mb(path: Path) -> tuple[float, float]:
+    """(MB of disk blocks used, MB apparent): Kafka's index files are preallocated sparse."""
+    stats = [f.stat() for f in path.rglob("*") if f.is_file()]
+    return sum(st.st_blocks * 512 for st in stats) / 1e6, sum(st.st_size for st in stats) / 1e6
 
 
 def start(upstream: str, data_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, int, float]:
@@ -132,7 +135,7 @@ def one_run(upstream: str, records: int, env: dict[str, str], work: Path) -> dic
         load(bootstrap, topic, records)
         out["kcoord_rss_loaded_mb"], out["broker_rss_loaded_mb"] = rss_mb(process.pid), rss_mb(broker)
         if upstream == "kafka":
-            out["disk_mb"] = du_mb(data_dir)
+            out["disk_mb"], out["disk_apparent_mb"] = du_mb(data_dir)
     finally:
         processes.stop(process, timeout=30)
     if upstream == "kafka":
