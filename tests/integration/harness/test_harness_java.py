@@ -1,4 +1,6 @@
-"""Java kafka-clients 4.3 through JavaConsumer, and the shared clock it relies on."""
+"""Java kafka-clients through JavaConsumer, and the shared clock it relies on. The consumers here
+run straight against Tansu 0.6, so they use the 4.3.1 client (support.java's TANSU_BASELINE_JARS:
+Tansu drops the 4.4 client's ApiVersions v5, test_harness_tansu.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +10,7 @@ import pytest
 
 from support import processes
 from support.admin import committed_offsets, create_topic
-from support.java import JavaConsumer, java_command
+from support.java import TANSU_BASELINE_JARS, JavaConsumer, java_command
 from support.produce import produce_records
 
 pytestmark = pytest.mark.java
@@ -44,7 +46,8 @@ def test_java_classic_consumer_consumes_commits_and_closes(tansu, names, ledger,
     topic, group = names.topic(), names.group()
     create_topic(tansu.bootstrap, topic, 3)
     produced = produce_records(tansu.bootstrap, topic, 60)
-    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, group, ledger=ledger, session_timeout_ms=6000))
+    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, group, ledger=ledger, session_timeout_ms=6000,
+                                        jars=TANSU_BASELINE_JARS))
     consumer.start()
 
     ready = consumer.events("ready")[0]
@@ -72,7 +75,8 @@ def test_java_classic_consumer_consumes_commits_and_closes(tansu, names, ledger,
 def test_java_kill_ends_ownership_in_the_ledger(tansu, names, ledger, drivers, java_classes) -> None:
     topic, group = names.topic(), names.group()
     create_topic(tansu.bootstrap, topic, 2)
-    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, group, ledger=ledger, session_timeout_ms=6000))
+    consumer = drivers.add(JavaConsumer(tansu.bootstrap, topic, group, ledger=ledger, session_timeout_ms=6000,
+                                        jars=TANSU_BASELINE_JARS))
     consumer.start()
     consumer.wait_for_assignment(lambda a: len(a) == 2, 20)
     assert consumer.kill() == -9

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from support.admin import create_topic
-from support.java import JavaConsumer
+from support.java import TANSU_BASELINE_JARS, JavaConsumer
 from support.produce import produce_records
 from support.rdkafka import RdkafkaConsumer
 from support.wait import wait_until
@@ -24,7 +24,7 @@ def test_java_and_rdkafka_share_a_group_and_kill_9_hands_over(tansu, names, ledg
     rd = drivers.add(RdkafkaConsumer(tansu.bootstrap, topic, group, member="rd", ledger=ledger,
                                      assignment_strategy="range", session_timeout_ms=SESSION_MS))
     java = drivers.add(JavaConsumer(tansu.bootstrap, topic, group, member="java", ledger=ledger, assignor="range",
-                                        session_timeout_ms=SESSION_MS))
+                                        session_timeout_ms=SESSION_MS, jars=TANSU_BASELINE_JARS))
     rd.start()
     java.start()
     wait_until(lambda: len(rd.assignment()) == 2 and len(java.assignment()) == 2, 20,
