@@ -13,9 +13,10 @@ Rules of this module:
   write) answers its own error for that resource only.
 - DescribeConfigs answers for any group name, existing or not: every key of Kafka 4.4's
   `GroupConfig` (the internal ones only when named), the value set on the group with source
-  GROUP_CONFIG, else the broker's default with source DEFAULT_CONFIG (Kafka's
-  `ConfigHelper.createGroupConfigEntry`); read-only false, never sensitive; synonyms and
-  documentation only when asked. An empty group name is INVALID_REQUEST.
+  GROUP_CONFIG, else the broker's with source DEFAULT_CONFIG (STATIC_BROKER_CONFIG where
+  kcoord's configuration changed it; Kafka's `ConfigHelper.createGroupConfigEntry`);
+  read-only false, never sensitive; synonyms and documentation only when asked. An empty
+  group name is INVALID_REQUEST.
 - Legacy AlterConfigs on a GROUP replaces the group's whole set, as Kafka 4.4's controller
   does (it authorizes GROUP in `ControllerApis.authorizeAlterResource`).
 """
@@ -30,6 +31,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..authz import ALLOW_ALL, GROUP, Action
+from ..config import CoordinatorConfig
+from ..group.configs.docs import DOCUMENTATION
 from ..group.configs.keys import KEYS
 from ..group.configs.ops import AlterGroupConfigs, ReadGroupConfigs
 from ..group.errors import ApiError
@@ -40,9 +43,11 @@ from ..protocol.service import ClientInfo
 GROUP_RESOURCE = 32
 GROUP_CONFIG_SOURCE = 8        # DescribeConfigs' ConfigSource.GROUP_CONFIG
 DEFAULT_CONFIG_SOURCE = 5
+STATIC_BROKER_CONFIG_SOURCE = 4
 DESCRIBE_CONFIGS, ALTER_CONFIGS = "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
 
 _ZERO = timedelta(0)
+_DEFAULTS = CoordinatorConfig()
 GroupConfigService = Any       # the GroupCoordinatorService (this module is below it)
 
 
@@ -77,16 +82,34 @@ def _read(shard: Any, gids: list[str], now: int) -> Any:
 
 # --- DescribeConfigs ------------------------------------------------------------------------
 
-def _entry(m: Any, name: str, stored: dict[str, str], config: Any, synonyms: bool, docs: bool) -> Any:
+def _synonyms(name: str, stored: dict[str, str], config: Any) -> list[tuple[str, str | None, int]]:
+    """Kafka's synonyms of a group config, most specific first: the group's own value
+    (GROUP_CONFIG), then the broker's setting of the same meaning (DEFAULT_CONFIG, or
+    STATIC_BROKER_CONFIG where kcoord's configuration departs from its default); a key with no
+    broker setting and no value of its own has its default as its only synonym."""
     key = KEYS[name]
-    is_set = name in stored
-    value = stored[name] if is_set else key.default_text(config)
-    source = GROUP_CONFIG_SOURCE if is_set else DEFAULT_CONFIG_SOURCE
-    found = ((m.DescribeConfigsSynonym(name=name, value=value, source=GROUP_CONFIG_SOURCE),)
-             if synonyms and is_set and hasattr(m, "DescribeConfigsSynonym") else ())
-    fields = {"name": name, "value": value, "read_only": False, "is_default": not is_set,
-              "config_source": source, "is_sensitive": False, "synonyms": found,
-              "config_type": int(key.type), "documentation": None if not docs else ""}
+    found: list[tuple[str, str | None, int]] = []
+    if name in stored:
+        found.append((name, stored[name], GROUP_CONFIG_SOURCE))
+    if key.synonym is not None:
+        broker = key.default_text(config)
+        source = DEFAULT_CONFIG_SOURCE if broker == key.default_text(_DEFAULTS) else STATIC_BROKER_CONFIG_SOURCE
+        found.append((key.synonym, broker, source))
+    elif not found:
+        found.append((name, key.default_text(config), DEFAULT_CONFIG_SOURCE))
+    return found
+
+
+def _entry(m: Any, name: str, stored: dict[str, str], config: Any, synonyms: bool, docs: bool) -> Any:
+    """Kafka's `ConfigHelper.createGroupConfigEntry`: the value and source of the most
+    specific synonym; never read-only, never sensitive."""
+    found = _synonyms(name, stored, config)
+    _, value, source = found[0]
+    listed = tuple(m.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in found) \
+        if synonyms and hasattr(m, "DescribeConfigsSynonym") else ()
+    fields = {"name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG_SOURCE,
+              "config_source": source, "is_sensitive": False, "synonyms": listed,
+              "config_type": int(KEYS[name].type), "documentation": DOCUMENTATION.get(name) if docs else None}
     return _make(m.DescribeConfigsResourceResult, fields)
 
 

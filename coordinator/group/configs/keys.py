@@ -131,7 +131,7 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("streams.rack.aware.assignment.tags", _LIST, _const(()), synonym="group.streams.rack.aware.assignment.tags"),
     Key("streams.acceptable.recovery.lag", _L, _const(10_000), 0, internal=True,
         synonym="group.streams.acceptable.recovery.lag"),
-    Key("streams.assignor.name", _S, _const(STREAMS_ASSIGNORS[0])),
+    Key("streams.assignor.name", _S, _const(STREAMS_ASSIGNORS[0]), synonym="group.streams.assignors"),
     Key("errors.deadletterqueue.topic.name", _S, _const("")),
     Key("errors.deadletterqueue.copy.record.enable", _B, _const(False)),
 )}

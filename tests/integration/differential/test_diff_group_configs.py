@@ -21,13 +21,15 @@ def alter(side, group: str, changes, validate_only: bool = False) -> tuple:  # t
     return int(answer.error_code), answer.error_message
 
 
-def described(side, group: str, keys=None) -> dict:  # type: ignore[no-untyped-def]
+def described(side, group: str, keys=None, full: bool = False) -> dict:  # type: ignore[no-untyped-def]
+    """DescribeConfigs v4 of a GROUP; ``full``: with synonyms and documentation."""
     t = side.types(DESCRIBE_CONFIGS, 4)
     resource = t.DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=keys)
-    (result,) = side.call(DESCRIBE_CONFIGS, 4, resources=(resource,), include_synonyms=False,
-                          include_documentation=False).results
+    (result,) = side.call(DESCRIBE_CONFIGS, 4, resources=(resource,), include_synonyms=full,
+                          include_documentation=full).results
     return {"error": (int(result.error_code), result.error_message),
-            "configs": {c.name: (c.value, int(c.config_source), int(c.config_type), c.read_only, c.is_sensitive)
+            "configs": {c.name: (c.value, int(c.config_source), int(c.config_type), c.read_only, c.is_sensitive,
+                                 tuple((s.name, s.value, int(s.source)) for s in c.synonyms), c.documentation)
                         for c in result.configs}}
 
 
@@ -43,11 +45,16 @@ CONSUMER_KEYS = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 def test_describe_of_a_group_never_configured(sides, names) -> None:  # type: ignore[no-untyped-def]
     kafka, kcoord = sides
     group = names.group()
-    theirs, ours = described(kafka, group), described(kcoord, group)
+    theirs, ours = described(kafka, group, full=True), described(kcoord, group, full=True)
     assert theirs["error"] == ours["error"] == (0, "")
     assert set(ours["configs"]) == set(theirs["configs"])
-    for key in CONSUMER_KEYS:   # the values are each side's broker defaults (the fixtures differ)
-        assert ours["configs"][key][1:] == theirs["configs"][key][1:], key
+    # The consumer values are each side's broker settings (the fixtures differ: kcoord's
+    # heartbeat and assignment intervals are set, so its synonyms say STATIC_BROKER_CONFIG).
+    key = "consumer.session.timeout.ms"
+    assert ours["configs"][key] == theirs["configs"][key]
+    for key in CONSUMER_KEYS:
+        assert ours["configs"][key][2:5] + ours["configs"][key][6:] == \
+            theirs["configs"][key][2:5] + theirs["configs"][key][6:], key
     for key in set(theirs["configs"]) - set(CONSUMER_KEYS):
         assert ours["configs"][key] == theirs["configs"][key], key
 
@@ -89,9 +96,11 @@ def test_set_describe_delete_and_lifetime(sides, names) -> None:  # type: ignore
     change = [("consumer.session.timeout.ms", SET, "50000"), ("consumer.assignment.interval.ms", SET, "2000")]
     assert alter(kcoord, group, change) == alter(kafka, group, change) == (0, None)
     settled(kafka, group, "consumer.session.timeout.ms", "50000")
-    theirs, ours = described(kafka, group, CONSUMER_KEYS[:1] + CONSUMER_KEYS[2:]), \
-        described(kcoord, group, CONSUMER_KEYS[:1] + CONSUMER_KEYS[2:])
-    assert ours == theirs
+    theirs, ours = described(kafka, group, CONSUMER_KEYS, full=True), described(kcoord, group, CONSUMER_KEYS, full=True)
+    for key in CONSUMER_KEYS[:1] + CONSUMER_KEYS[2:]:     # set on the group: the same on both
+        assert ours["configs"][key][:5] == theirs["configs"][key][:5], key
+        assert ours["configs"][key][5][0] == theirs["configs"][key][5][0], key
+    assert ours["configs"]["consumer.session.timeout.ms"] == theirs["configs"]["consumer.session.timeout.ms"]
     # DeleteGroups of a group that never had members: both answer alike, and the configs stay.
     deleted = [[(r.group_id, int(r.error_code)) for r in side.call(DELETE_GROUPS, 2, groups_names=(group,)).results]
                for side in sides]

@@ -132,5 +132,9 @@ def test_every_version_is_answered():
             (result,) = (await service.serve_group_configs(32, version, req, CLIENT)).results
             entry = {c.name: c for c in result.configs}["consumer.session.timeout.ms"]
             assert (entry.value, entry.config_source) == ("50000", 8)
-            assert [(s.name, s.value, s.source) for s in entry.synonyms] == [("consumer.session.timeout.ms", "50000", 8)]
+            assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+                ("consumer.session.timeout.ms", "50000", 8), ("group.consumer.session.timeout.ms", "45000", 5)]
+            heartbeat = {c.name: c for c in result.configs}["consumer.heartbeat.interval.ms"]
+            assert [(s.name, s.value, s.source) for s in heartbeat.synonyms] == [
+                ("group.consumer.heartbeat.interval.ms", "5000", 5)]
     asyncio.run(main())
