@@ -109,8 +109,11 @@ def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics
         _validate_fetch(group, member_id, member_epoch)
     by_id = api_version >= 10
     committed = shard.offsets.group(group_id)
-    part_cls = getattr(mod, "OffsetFetchResponsePartitions", None) or mod.OffsetFetchResponsePartition
-    topic_cls = getattr(mod, "OffsetFetchResponseTopics", None) or mod.OffsetFetchResponseTopic
+    # kio names the answer's entities after Kafka's JSON, which renamed them with the v8 groups
+    if api_version >= 8:
+        part_cls, topic_cls = mod.OffsetFetchResponsePartitions, mod.OffsetFetchResponseTopics
+    else:
+        part_cls, topic_cls = mod.OffsetFetchResponsePartition, mod.OffsetFetchResponseTopic
     image = shard.image
 
     def partition(topic: str, p: int, requested_id=None):
