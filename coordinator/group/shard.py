@@ -10,10 +10,11 @@ Rules:
   type: record key type -> replay rule, timer kind -> handler, (operation, group class) ->
   handler, and each type's hooks for a loaded shard and a metadata change;
 - an operation is a method of the shard named as the API rows' `shard_operation`
-  (`shard.offset_commit(ctx, req, now_ms)`), made once per registry here (`_shard_class`): the request's one shape is
-  built first, if the operation's folder gives one (classic/requests.py, offsets/requests.py:
-  wire versions stop here), then an operation with one row calls its handler, one with rows
-  per group type picks the row by the class of the group the request names;
+  (`shard.offset_commit(ctx, req, now_ms)`), made once per registry here (`_shard_class`):
+  the request's one shape is built first, if the operation's folder gives one
+  (classic/requests.py, offsets/requests.py: wire versions stop here), then an operation
+  with one row calls its handler, one with rows per group type picks the row by the class
+  of the group the request names;
 - without a registry of its own a shard takes the built-in one (builtin.py, built once).
 """
 from __future__ import annotations
