@@ -78,8 +78,10 @@ def test_set_describe_list_and_refusals(kcoord, kafka44) -> None:  # type: ignor
         ("", 42, "Default group resources are not allowed.")]
     configs = group_configs(b, "cfg-a")
     assert configs["consumer.session.timeout.ms"] == ("50000", 8)
-    assert configs["consumer.heartbeat.interval.ms"][1] == 5          # DEFAULT_CONFIG
-    assert group_configs(b, "cfg-never-set")["consumer.session.timeout.ms"][1] == 5
+    # Not set on the group: the broker's, which kcoord's --config changed (STATIC_BROKER_CONFIG).
+    assert configs["consumer.heartbeat.interval.ms"] == ("500", 4)
+    assert group_configs(b, "cfg-never-set")["consumer.session.timeout.ms"] == ("60000", 4)
+    assert group_configs(b, "cfg-never-set")["share.isolation.level"] == ("read_uncommitted", 5)
     assert (GROUP, "cfg-a") in listed(b, GROUP)
     assert (GROUP, "cfg-a") in listed(b)                              # v1, empty: every type
     # kcoord's configs are not Kafka's: the upstream never saw them.
