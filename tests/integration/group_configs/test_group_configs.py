@@ -158,3 +158,17 @@ def test_a_running_members_session_timeout_changes_on_the_fly(kcoord) -> None:  
     finally:
         rd.close()
         java.shutdown()
+
+
+def test_on_tansu_which_has_no_group_configs(tansu) -> None:  # type: ignore[no-untyped-def]
+    """Tansu 0.6 knows DescribeConfigs and IncrementalAlterConfigs but no GROUP resource:
+    kcoord serves them all the same (ListConfigResources is not advertised: Tansu lacks it)."""
+    process = KcoordProcess(upstream=tansu.bootstrap, state_topic="__kcoord_group_configs_tansu").start()
+    try:
+        b = process.bootstrap
+        assert [int(a.error_code) for a in alter(
+            b, (GROUP, "cfg-tansu", [("consumer.assignment.interval.ms", SET, "0")]),
+            (GROUP, "cfg-tansu2", [("consumer.heartbeat.interval.ms", SET, "100000")]))] == [0, 40]
+        assert group_configs(b, "cfg-tansu")["consumer.assignment.interval.ms"] == ("0", 8)
+    finally:
+        process.stop()
