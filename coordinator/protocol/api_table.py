@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import error_responses as er
-from .apis import (
+from .api_keys import (
     ADD_OFFSETS_TO_TXN,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,

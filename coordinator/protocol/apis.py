@@ -16,56 +16,56 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
+from .api_keys import (  # noqa: F401 (the keys are read as apis.<NAME> across the code)
+    ADD_OFFSETS_TO_TXN,
+    ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    API_VERSIONS,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    CONTROLLED_SHUTDOWN,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_GROUPS,
+    DESCRIBE_QUORUM,
+    DESCRIBE_TOPIC_PARTITIONS,
+    FETCH,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    STREAMS_GROUP_DESCRIBE,
+    STREAMS_GROUP_HEARTBEAT,
+    SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
+)
+from .api_table import CORE_APIS
 from .messages import schema as message_module
 from .messages.index import GENERATED
 
-# --- API keys the gateway refers to by name (Kafka's ApiKeys enum) -----------------------
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-CONTROLLED_SHUTDOWN = 7
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-SASL_HANDSHAKE = 17
-API_VERSIONS = 18
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DELETE_RECORDS = 21
-ADD_OFFSETS_TO_TXN = 25
-TXN_OFFSET_COMMIT = 28
-ALTER_CONFIGS = 33
-SASL_AUTHENTICATE = 36
-CREATE_PARTITIONS = 37
-DELETE_GROUPS = 42
-INCREMENTAL_ALTER_CONFIGS = 44
-ALTER_PARTITION_REASSIGNMENTS = 45
-OFFSET_DELETE = 47
-DESCRIBE_QUORUM = 55
-DESCRIBE_CLUSTER = 60
-CONSUMER_GROUP_HEARTBEAT = 68
-CONSUMER_GROUP_DESCRIBE = 69
-DESCRIBE_TOPIC_PARTITIONS = 75
-STREAMS_GROUP_HEARTBEAT = 88
-STREAMS_GROUP_DESCRIBE = 89
-
-# APIs whose state lives in the group coordinator. They are served by the GroupService
-# and never forwarded: upstream's coordinator must not see a group we own, even when the
-# service does not serve that API (then it is simply not advertised, and a request for it
-# closes the connection like any API the listener does not enable).
-GROUP_APIS = frozenset({
-    OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-    DESCRIBE_GROUPS, LIST_GROUPS, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE,
-    CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
-    STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE,
-}) | frozenset(range(32700, 32768))   # kcoord's private block (private_apis.py): never forwarded
+# APIs whose state lives in the group coordinator: never forwarded, because upstream's
+# coordinator must not see a group we own, even when the service does not serve that API (then
+# it is simply not advertised, and a request for it closes the connection like any API the
+# listener does not enable). Derived from the API rows (`ApiSpec.owned`: AddOffsetsToTxn is
+# forwarded when not served), plus the group APIs kcoord has no row for and kcoord's private
+# block (private_apis.py).
+UNSERVED_GROUP_APIS = frozenset({STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE})
+PRIVATE_BLOCK = range(32700, 32768)
+GROUP_APIS = frozenset(s.api_key for s in CORE_APIS if s.owned) | UNSERVED_GROUP_APIS | frozenset(PRIVATE_BLOCK)
 
 # APIs never advertised nor forwarded, whatever upstream supports.
 NOT_THROUGH_GATEWAY: dict[int, str] = {

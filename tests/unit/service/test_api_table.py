@@ -71,7 +71,7 @@ def test_the_gateway_routes_every_row_to_the_service_with_its_error_response():
 def test_every_rows_shard_operation_is_served_by_the_shard():
     operations = {s.name: s.shard_operation for s in EVERY_ROW.values() if s.shard_operation is not None}
     assert set(operations) == {s.name for s in EVERY_ROW.values()} - {"TxnOffsetCommit", "AddOffsetsToTxn"}
-    assert all(callable(getattr(GroupCoordinatorShard, op, None)) for op in operations.values()), operations
+    assert all(callable(getattr(GroupCoordinatorShard(0), op, None)) for op in operations.values()), operations
 
 
 def test_the_fuzzer_targets_every_row_in_the_tables_order():
