@@ -9,6 +9,8 @@ them, against kcoord or Apache Kafka alike (it speaks only the Kafka protocol).
                            (--dry-run | --execute) [--json]
     kcoord groups delete-offsets  --bootstrap-server ... --group G --topic T[:P,P] ...
     kcoord groups delete          --bootstrap-server ... (--group G ... | --all-groups)
+    kcoord groups configs         --bootstrap-server ... (--group G ... | --all-groups)
+                           [--set KEY=VALUE ...] [--delete KEY ...] [--json]
 
 `--command-config FILE` holds client properties for a secured cluster (security.protocol,
 sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...: librdkafka's names, as
@@ -29,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ops import groups_configs
 from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
 
 # Reset is an admin commit: Kafka refuses it for a group with members, so check first
@@ -87,6 +90,8 @@ def register(subparsers) -> None:
     common(q)
     _groups_arg(q)
     q.set_defaults(func=_run(_delete))
+
+    groups_configs.register(sub, common, _run, _out)   # `kcoord groups configs` (ops/groups_configs.py)
 
 
 def _groups_arg(q: argparse.ArgumentParser) -> None:

@@ -5,7 +5,9 @@ joined; the configs' lifetime across DeleteGroups; and a librdkafka consumer-pro
 whose session timeout and heartbeat interval follow the group's config on the fly."""
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,3 +174,27 @@ def test_on_tansu_which_has_no_group_configs(tansu) -> None:  # type: ignore[no-
         assert group_configs(b, "cfg-tansu")["consumer.assignment.interval.ms"] == ("0", 8)
     finally:
         process.stop()
+
+
+def kcoord_groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "configs", "--bootstrap-server",
+                           bootstrap, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_kcoord_groups_configs(kcoord) -> None:  # type: ignore[no-untyped-def]
+    b = kcoord.bootstrap
+    done = kcoord_groups(b, "--group", "cfg-cli", "--set", "consumer.heartbeat.interval.ms=8000",
+                         "--set", "consumer.assignment.interval.ms=0")
+    assert done.returncode == 0 and "Completed updating config for group cfg-cli." in done.stdout, done.stderr
+    shown = kcoord_groups(b, "--group", "cfg-cli", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert {(r["key"], r["value"]) for r in json.loads(shown.stdout)} == {
+        ("consumer.heartbeat.interval.ms", "8000"), ("consumer.assignment.interval.ms", "0")}
+    refused = kcoord_groups(b, "--group", "cfg-cli", "--set", "consumer.heartbeat.interval.ms=1")
+    assert refused.returncode == 1 and "consumer.heartbeat.interval.ms must be in the range" in refused.stderr
+    assert kcoord_groups(b, "--group", "cfg-cli", "--delete", "consumer.assignment.interval.ms").returncode == 0
+    listed = kcoord_groups(b, "--all-groups", "--json")
+    assert ("cfg-cli", "consumer.heartbeat.interval.ms", "8000") in {
+        (r["group"], r["key"], r["value"]) for r in json.loads(listed.stdout)}
+    assert ("cfg-cli", "consumer.assignment.interval.ms", "0") not in {
+        (r["group"], r["key"], r["value"]) for r in json.loads(listed.stdout)}
