@@ -26,10 +26,10 @@ from support.java import ensure_java_jars
 FOO = uuid.uuid5(uuid.NAMESPACE_DNS, "foo")
 
 
-def _jars(pattern: str) -> list[Path]:
-    libs = ensure_java_jars() / "libs"
-    found = sorted(libs.glob(pattern))
-    assert found, f"no {pattern} in {libs}"
+def _jars(pattern: str, dirs: tuple[str, ...] = ("libs",)) -> list[Path]:
+    cache = ensure_java_jars()
+    found = sorted(jar for d in dirs for jar in (cache / d).glob(pattern))
+    assert found, f"no {pattern} in {[str(cache / d) for d in dirs]}"
     return found
 
 
@@ -45,9 +45,9 @@ def _message_jsons(jar: Path) -> list[dict]:
 
 
 def _kafka_jars() -> list[Path]:
-    """kafka-clients 4.3 (and 4.4 when the cache holds it)."""
-    jars = _jars("kafka-clients-4.[34]*.jar")
-    assert any("kafka-clients-4.3" in j.name for j in jars)
+    """kafka-clients 4.4 (libs/) and 4.3 (jars-4.3/, the client of the driver baselines on Tansu)."""
+    jars = _jars("kafka-clients-4.[34]*.jar", ("libs", "jars-4.3"))
+    assert {j.name[:len("kafka-clients-4.3")] for j in jars} == {"kafka-clients-4.3", "kafka-clients-4.4"}
     return jars
 
 
