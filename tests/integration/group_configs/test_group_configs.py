@@ -198,3 +198,14 @@ def test_kcoord_groups_configs(kcoord) -> None:  # type: ignore[no-untyped-def]
         (r["group"], r["key"], r["value"]) for r in json.loads(listed.stdout)}
     assert ("cfg-cli", "consumer.assignment.interval.ms", "0") not in {
         (r["group"], r["key"], r["value"]) for r in json.loads(listed.stdout)}
+
+
+def test_configs_survive_a_kill_and_restart(kcoord) -> None:  # type: ignore[no-untyped-def]
+    """Last in the module: kcoord is killed (-9) and started again on the same state topic;
+    the configs are replayed from it."""
+    b = kcoord.bootstrap
+    assert alter(b, (GROUP, "cfg-restart", [("consumer.session.timeout.ms", SET, "58000")]))[0].error_code == 0
+    kcoord.kill()
+    kcoord.restart()
+    assert group_configs(kcoord.bootstrap, "cfg-restart")["consumer.session.timeout.ms"] == ("58000", 8)
+    assert (GROUP, "cfg-restart") in listed(kcoord.bootstrap, GROUP)
