@@ -46,11 +46,18 @@ class GroupConfigKey:
     group_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class GroupConfigEntry:
+    """One key set on the group; kcoord never writes a null value (a deleted key is left out)."""
+    name: str
+    value: str | None = None
+    unknown_tagged_fields: TaggedFields = ()
+
+
 @dataclass(slots=True)
 class GroupConfigValue:
     record_type: ClassVar[int] = GROUP_CONFIG
-    # (name, value) in the order they were set; a value is never None when written by kcoord
-    configs: tuple[tuple[str, str | None], ...] = ()
+    configs: tuple[GroupConfigEntry, ...] = ()      # in the order they were first set
     unknown_tagged_fields: TaggedFields = ()
 
 
@@ -65,8 +72,8 @@ def decode_group_config(b: bytes) -> GroupConfigValue:
             field = f"Configs[{i}].Value"
             value, pos = cnstring(b, pos)
             field = f"Configs[{i}].(tagged fields)"
-            _, pos = unknown_tags(b, pos)
-            entries.append((name, value))
+            entry_tags, pos = unknown_tags(b, pos)
+            entries.append(GroupConfigEntry(name, value, entry_tags))
         field = "(tagged fields)"
         tags, pos = unknown_tags(b, pos)
     except LOW_LEVEL as e:
@@ -78,10 +85,10 @@ def decode_group_config(b: bytes) -> GroupConfigValue:
 def encode_group_config(v: GroupConfigValue, version: int) -> bytes:
     out = bytearray(b"\x00\x00")
     w_array_len(out, len(v.configs), True)
-    for name, value in v.configs:
-        w_cstring(out, name)
-        w_cnstring(out, value)
-        w_tags(out, [], ())
+    for entry in v.configs:
+        w_cstring(out, entry.name)
+        w_cnstring(out, entry.value)
+        w_tags(out, [], entry.unknown_tagged_fields)
     w_tags(out, [], v.unknown_tagged_fields)
     return bytes(out)
 

@@ -20,7 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from records import CoordinatorRecord
-from records.group_config_records import GroupConfigKey, GroupConfigValue
+from records.group_config_records import GroupConfigEntry, GroupConfigKey, GroupConfigValue
 
 from ..errors import ApiError
 from ..result import Result
@@ -53,7 +53,7 @@ def store_of(view: Any) -> GroupConfigStore:
 
 def replay_group_config(replayer: Any, key: GroupConfigKey, value: GroupConfigValue | None,
                         offset: int, producer_id: int) -> None:
-    configs = {} if value is None else {name: text for name, text in value.configs if text is not None}
+    configs = {} if value is None else {e.name: e.value for e in value.configs if e.value is not None}
     replayer.group_configs.replace(key.group_id, configs)
 
 
@@ -111,6 +111,6 @@ def alter_group_configs(shard: Any, ctx: Any, req: AlterGroupConfigs, now_ms: in
     if req.validate_only or new == current:
         return Result(response=(ErrorCode.none, None))
     key = GroupConfigKey(req.group_id)
-    record = (CoordinatorRecord(key, GroupConfigValue(tuple(new.items()))) if new
+    record = (CoordinatorRecord(key, GroupConfigValue(tuple(GroupConfigEntry(k, v) for k, v in new.items()))) if new
               else CoordinatorRecord(key, None))
     return Result(response=(ErrorCode.none, None), records=[record])
