@@ -49,14 +49,22 @@ MODES = ("none", "transactional", "epoch")
 def start_member(bootstrap: str, mode: str, state_partitions: int) -> tuple:
     """`kcoord serve --instance-id kc-<mode> --config fencing=<mode>` with its own state topic
     (and so its own membership group); (process, bootstrap port)."""
-    port = procs.free_ports(2)
-    args = [sys.executable, "-m", "coordinator.cli", "--log-level", "WARNING", "serve",
-            "--listen", f"127.0.0.1:{port}", "--upstream", bootstrap,
-            "--state-topic", f"__kcoord_fencing_{mode}_{port}_{os.getpid()}",
-            "--state-partitions", str(state_partitions), "--instance-id", f"kc-{mode}",
-            "--config", f"fencing={mode}"]
-    process, _ = launch_serve(args, REPO, f"kcoord-fencing-{mode}-{port}", [], 90.0)
-    return process, port
+    for attempt in range(3):
+        port = procs.free_ports(2)
+        args = [sys.executable, "-m", "coordinator.cli", "--log-level", "WARNING", "serve",
+                "--listen", f"127.0.0.1:{port}", "--upstream", bootstrap,
+                "--state-topic", f"__kcoord_fencing_{mode}_{port}_{os.getpid()}",
+                "--state-partitions", str(state_partitions), "--instance-id", f"kc-{mode}",
+                "--config", f"fencing={mode}"]
+        try:
+            process, _ = launch_serve(args, REPO, f"kcoord-fencing-{mode}-{port}", [], 90.0)
+            return process, port
+        except RuntimeError as e:
+            # A port of the range taken meanwhile (the machine's ephemeral ports overlap
+            # it): another block.
+            if attempt == 2 or "Address already in use" not in str(e):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _commits(port: int) -> bool:
