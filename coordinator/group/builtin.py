@@ -3,7 +3,7 @@ builds the shard's registry from their contributions (group_types.build_registry
 
 Rules:
 - the folders only declare a `Contribution` (classic/, modern/consumer/, modern/connect/,
-  offsets/, migration/, configs/); the APIs every group type answers (group_admin.py) are the
+  offsets/, migration/, configs/, streams/); the APIs every group type answers (group_admin.py) are the
   `ADMIN` contribution below;
 - `builtin_registry()` builds the registry once per process, where a shard is built
   (shard.py, when it is given no registry of its own); every timer kind of timers.py must
@@ -24,6 +24,7 @@ from .migration.contribution import CONTRIBUTION as MIGRATION
 from .modern.connect.contribution import CONTRIBUTION as CONNECT
 from .modern.consumer.contribution import CONTRIBUTION as CONSUMER
 from .offsets.contribution import CONTRIBUTION as OFFSETS
+from .streams.contribution import CONTRIBUTION as STREAMS
 from .timers import TimerKind
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ ADMIN = Contribution(
 )
 
 # The order is the order of the timers a loaded shard arms (the retention check first).
-CONTRIBUTIONS: tuple[Contribution, ...] = (OFFSETS, CLASSIC, CONSUMER, MIGRATION, CONNECT, ADMIN, CONFIGS)
+CONTRIBUTIONS: tuple[Contribution, ...] = (OFFSETS, CLASSIC, CONSUMER, MIGRATION, CONNECT, ADMIN, CONFIGS, STREAMS)
 
 
 def registry_with(*extra: Contribution) -> Registry:

@@ -45,6 +45,7 @@ class TimerKind(enum.StrEnum):
     TOPICS_DELETED = "topics-deleted"
     CONNECT = "connect"
     CLIENT_ASSIGNMENT = "client-assignment"
+    STREAMS = "streams"
 
 
 # The string values are the keys' first elements (plain str, so keys stay hashable tuples of

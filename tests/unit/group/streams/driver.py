@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group.builtin import registry_with
+from coordinator.group.builtin import builtin_registry
 from coordinator.group.context import RequestContext
 from coordinator.group.image import MetadataImage, TopicImage
 from coordinator.group.kio_util import schema
@@ -92,7 +92,7 @@ class StreamsConfig(CoordinatorConfig):
 
 class Driver:
     def __init__(self, img: MetadataImage, **config) -> None:
-        self.registry = registry_with(contribution.CONTRIBUTION)
+        self.registry = builtin_registry()
         self.config = StreamsConfig()
         for k, v in config.items():
             setattr(self.config, k, v)
