@@ -110,3 +110,35 @@ def test_set_describe_delete_and_lifetime(sides, names) -> None:  # type: ignore
     assert alter(kcoord, group, delete) == alter(kafka, group, delete) == (0, None)
     settled(kafka, group, "consumer.session.timeout.ms", "45000")
     assert described(kcoord, group, CONSUMER_KEYS[:1]) == described(kafka, group, CONSUMER_KEYS[:1])
+
+
+ALTER_CONFIGS = 33
+
+
+def legacy_alter(side, group: str, configs: dict[str, str]) -> tuple:  # type: ignore[no-untyped-def]
+    t = side.types(ALTER_CONFIGS, 2)
+    resource = t.AlterConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
+        t.AlterableConfig(name=k, value=v) for k, v in configs.items()))
+    (answer,) = side.call(ALTER_CONFIGS, 2, resources=(resource,), validate_only=False).responses
+    return int(answer.error_code), answer.error_message
+
+
+def test_legacy_alter_configs_replaces_the_set(sides, names) -> None:  # type: ignore[no-untyped-def]
+    """Kafka 4.4 serves the legacy AlterConfigs on a GROUP (its controller authorizes it): the
+    whole set is replaced, so a key left out goes back to the broker's value."""
+    kafka, kcoord = sides
+    group = names.group()
+    first = [("consumer.session.timeout.ms", SET, "50000"), ("consumer.assignment.interval.ms", SET, "2000")]
+    assert alter(kcoord, group, first) == alter(kafka, group, first) == (0, None)
+    settled(kafka, group, "consumer.assignment.interval.ms", "2000")
+    replaced = {"consumer.session.timeout.ms": "55000"}
+    assert legacy_alter(kcoord, group, replaced) == legacy_alter(kafka, group, replaced)
+    settled(kafka, group, "consumer.session.timeout.ms", "55000")
+    keys = ("consumer.session.timeout.ms", "consumer.assignment.interval.ms")
+    ours, theirs = described(kcoord, group, keys), described(kafka, group, keys)
+    assert ours["configs"]["consumer.session.timeout.ms"] == theirs["configs"]["consumer.session.timeout.ms"]
+    # The assignment interval went back to each side's broker value (they differ: kcoord's is set).
+    assert ours["configs"]["consumer.assignment.interval.ms"][1] in (4, 5)
+    assert theirs["configs"]["consumer.assignment.interval.ms"][1] in (4, 5)
+    bad = {"consumer.bogus": "1"}
+    assert legacy_alter(kcoord, group, bad) == legacy_alter(kafka, group, bad)
