@@ -85,6 +85,9 @@ LOAD_SECONDS = RecentObservations(Histogram(
 REBALANCES = Counter("kcoord_group_rebalances_total", "Group rebalances by group type: a new group epoch "
                      "(consumer) or generation (classic) (Kafka: consumer-group-rebalance-count, "
                      "group-completed-rebalance-count)", ["type"])
+# Kafka: offset-commit-count/-rate, one per offset record written (OffsetCommit and TxnOffsetCommit).
+OFFSET_COMMITS = Counter("kcoord_offset_commits_total", "Committed offsets written by OffsetCommit and "
+                         "TxnOffsetCommit (Kafka: offset-commit-count)")
 SHARD_FENCED = Counter("kcoord_shard_fenced_total", "Shards unloaded because another process took them "
                        "(a fencing error on write)")
 # Readiness (ops/deploy/probe.py, the Kubernetes readinessProbe): 1 while this process may
@@ -203,7 +206,7 @@ def kafka_sources() -> Sources:
     """This process's series the Kafka-named metrics are computed from."""
     return Sources(shard_states=lambda: dict(_shard_states), rebalances=REBALANCES, loads=LOAD_SECONDS,
                    event_queue=EVENT_QUEUE_SECONDS, event_processing=EVENT_PROCESSING_SECONDS,
-                   event_sample=EVENT_SAMPLE)
+                   event_sample=EVENT_SAMPLE, offset_commits=OFFSET_COMMITS)
 
 
 # --- Gateway: bad input, limits, state-topic protection. Label values come from

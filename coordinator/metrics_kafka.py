@@ -50,7 +50,6 @@ STATES = {
 }
 # Kafka 4.4's group coordinator metrics kcoord does not export (name prefixes), and why.
 NOT_EXPORTED = {
-    "offset-commit-": "kcoord does not count committed offsets yet (offset-count, those retained, is exported)",
     "offset-expiration-": "kcoord does not count expired offsets yet",
     "offset-deletion-": "kcoord does not count deleted offsets yet",
     "streams-group-rebalance-": "kcoord's rebalance count has no streams groups yet",
@@ -109,6 +108,13 @@ def _counter_values(counter, label: str) -> dict[str, float]:
     return out
 
 
+def _total(counter) -> float:
+    """An unlabelled Counter's total (0 for None)."""
+    if counter is None:
+        return 0.0
+    return sum(s.value for family in counter.collect() for s in family.samples if s.name.endswith("_total"))
+
+
 @dataclass(frozen=True)
 class Sources:
     """What coordinator/metrics.py counts that the Kafka names are computed from (handed in,
@@ -119,6 +125,7 @@ class Sources:
     event_queue: Any                # ... of operations' queue time, seconds (sampled)
     event_processing: Any           # ... of operations' processing time, seconds (sampled)
     event_sample: int               # one operation in event_sample is timed
+    offset_commits: Any = None      # the kcoord_offset_commits_total Counter (None: not counted)
 
 
 class KafkaNamesCollector:
@@ -132,12 +139,14 @@ class KafkaNamesCollector:
         now = clock()
         counts = _counter_values(sources.rebalances, "type")
         self._rates = {kind: WindowedRate(now, counts.get(kind, 0.0)) for kind in REBALANCE_NAMES}
+        self._commits = WindowedRate(now, _total(sources.offset_commits))
 
     def collect(self):
         now = self._clock()
         yield from self._groups()
         yield from self._partitions()
         yield from self._rebalances(now)
+        yield from self._offset_commits(now)
         yield from self._event_times(now)
 
     def _groups(self):
@@ -195,6 +204,14 @@ class KafkaNamesCollector:
             yield self._gauge(f"{KAFKA}{name}_count", f"{kind} group rebalances (Kafka: {name}-count)", n)
             yield self._gauge(f"{KAFKA}{name}_rate", f"{kind} group rebalances per second (Kafka: {name}-rate)",
                               self._rates[kind].rate(now, n))
+
+    def _offset_commits(self, now: float):
+        if self._sources.offset_commits is None:
+            return
+        n = _total(self._sources.offset_commits)
+        yield self._gauge(KAFKA + "offset_commit_count", "Committed offsets written (Kafka: offset-commit-count)", n)
+        yield self._gauge(KAFKA + "offset_commit_rate", "Committed offsets written per second (Kafka: "
+                          "offset-commit-rate)", self._commits.rate(now, n))
 
     def _event_times(self, now: float):
         start, src = now - WINDOW_S, self._sources

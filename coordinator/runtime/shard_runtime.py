@@ -24,6 +24,7 @@ from typing import Any
 from records import (
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
+    OffsetCommitKey,
     RecordDecodeError,
     UnknownRecordVersionError,
     encode_key,
@@ -55,18 +56,25 @@ Operation = Callable[[GroupCoordinatorShard, int], Result]
 
 _CONSUMER_REBALANCES = metrics.REBALANCES.labels(type="consumer")
 _CLASSIC_REBALANCES = metrics.REBALANCES.labels(type="classic")
+_OFFSET_COMMITS = metrics.OFFSET_COMMITS
 
 
-def _count_rebalances(records: Sequence[Any]) -> None:
-    """A new group epoch (ConsumerGroupMetadata) or a classic generation with members
-    (GroupMetadata): what Kafka's rebalance counts count. Only results with records get here,
-    so a steady heartbeat pays nothing."""
+def _count_records(records: Sequence[Any]) -> None:
+    """What Kafka's coordinator metrics count in the records written: a new group epoch
+    (ConsumerGroupMetadata) or a classic generation with members (GroupMetadata) is a
+    rebalance; an offset commit record is a committed offset (offset-commit-count, counted
+    once per batch). Only results with records get here, so a steady heartbeat pays nothing."""
+    commits = 0
     for r in records:
         key = r.key.__class__
-        if key is ConsumerGroupMetadataKey and r.value is not None:
+        if key is OffsetCommitKey:
+            commits += r.value is not None
+        elif key is ConsumerGroupMetadataKey and r.value is not None:
             _CONSUMER_REBALANCES.inc()
         elif key is GroupMetadataKey and r.value is not None and r.value.members:
             _CLASSIC_REBALANCES.inc()
+    if commits:
+        _OFFSET_COMMITS.inc(commits)
 
 
 def serialize_records(records: Sequence[Any]) -> list[tuple[bytes, bytes | None]]:
@@ -79,6 +87,7 @@ def _new_load(shard: GroupCoordinatorShard, topic: str, partition: int, on_error
 
 def _replay_transactional(shard: GroupCoordinatorShard, write: TxnOffsetWrite, base_offset: int) -> int:
     replay_pending(shard, write, base_offset)
+    _count_records(write.result.records)
     return len(write.result.records)
 
 
@@ -88,7 +97,7 @@ def group_shards(make_shard: Callable[[int], GroupCoordinatorShard]) -> ShardPro
         make_shard=make_shard,
         new_load=_new_load,
         serialize=serialize_records,
-        records_written=_count_rebalances,
+        records_written=_count_records,
         decode_errors=(RecordDecodeError, UnknownRecordVersionError, IllegalStateError),
         replay_transactional=_replay_transactional,
         open_transactions=lambda shard: bool(shard.offsets.open_transactions),

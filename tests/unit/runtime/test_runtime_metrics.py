@@ -1,12 +1,12 @@
-"""The runtime's Kafka-named metrics: rebalances counted by group type from the records a
-result writes (a steady heartbeat writes none, so it is never counted)."""
+"""The runtime's Kafka-named metrics: rebalances counted by group type, and committed offsets,
+from the records a result writes (a steady heartbeat writes none, so it is never counted)."""
 from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
 from coordinator.group import record_helpers as rh
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from coordinator.runtime.shard_runtime import _count_rebalances
+from coordinator.runtime.shard_runtime import _count_records
 
 
 def rebalances(kind: str) -> float:
@@ -20,7 +20,20 @@ def test_a_new_group_epoch_and_a_classic_generation_with_members_count_as_rebala
     group.add(ClassicGroupMember(member_id="m", group_instance_id=None, client_id="c", client_host="h",
                                  rebalance_timeout_ms=1000, session_timeout_ms=1000, protocol_type="consumer",
                                  supported_protocols=[("range", b"")]))
-    _count_rebalances([rh.group_epoch_record("g", 4, 0), rh.group_metadata_record(group, {"m": b""})])
+    _count_records([rh.group_epoch_record("g", 4, 0), rh.group_metadata_record(group, {"m": b""})])
     assert (rebalances("consumer"), rebalances("classic")) == (consumer + 1, classic + 1)
-    _count_rebalances([rh.group_epoch_tombstone("g"), rh.group_metadata_tombstone("g")])   # deletions
+    _count_records([rh.group_epoch_tombstone("g"), rh.group_metadata_tombstone("g")])   # deletions
     assert (rebalances("consumer"), rebalances("classic")) == (consumer + 1, classic + 1)
+
+
+def commits() -> float:
+    return REGISTRY.get_sample_value("kcoord_offset_commits_total") or 0.0
+
+
+def test_each_offset_commit_record_counts_once_and_tombstones_do_not():
+    before = commits()
+    _count_records([rh.offset_commit_record("g", "t", p, offset=5, leader_epoch=-1, metadata="", commit_timestamp=1)
+                    for p in range(4)])
+    assert commits() == before + 4
+    _count_records([rh.offset_tombstone("g", "t", 0), rh.group_epoch_tombstone("g")])  # expiry, deletion
+    assert commits() == before + 4
