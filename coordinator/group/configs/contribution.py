@@ -15,7 +15,7 @@ from .store import GroupConfigStore
 
 
 def _attach(shard: Any) -> None:
-    store = GroupConfigStore()
+    store = GroupConfigStore(shard.config)
     shard.group_configs = store
     # The replay rule's only way to the store: rules get the replayer (group_types.ReplayRule).
     shard._replayer.group_configs = store

@@ -9,22 +9,30 @@ Rules of this module:
   else the default they pass (the broker's). Parsed values are kept beside the text so a
   heartbeat pays one dict look-up; a value stored by another version that no longer parses
   falls back to the default.
+- A stored value outside the broker's bounds of now (set under other bounds, before a
+  restart with a new configuration) is used clamped to them, with a warning, as Kafka 4.4's
+  `GroupConfig.evaluate` does; describe still shows what was set.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ...config import CoordinatorConfig
 from ..errors import ApiError
 from .keys import KEYS, parse
 
+log = logging.getLogger("kcoord.group_configs")
+
 
 class GroupConfigStore:
-    __slots__ = ("_text", "_parsed")
+    __slots__ = ("_text", "_parsed", "_config")
 
-    def __init__(self) -> None:
+    def __init__(self, config: CoordinatorConfig | None = None) -> None:
         self._text: dict[str, dict[str, str]] = {}
         self._parsed: dict[str, dict[str, Any]] = {}
+        self._config = config or CoordinatorConfig()
 
     def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
         if not configs:
@@ -38,9 +46,17 @@ class GroupConfigStore:
             if key is None:
                 continue
             try:
-                parsed[name] = parse(key, text)
+                value = parse(key, text)
             except ApiError:
                 continue
+            if key.bounds is not None:
+                lo, hi = key.bounds(self._config)
+                if not lo <= value <= hi:
+                    clamped = min(max(value, lo), hi)
+                    log.warning("the group config %r for group %r has value %d outside the broker's bounds "
+                                "[%d, %d]: the effective value is %d", name, group_id, value, lo, hi, clamped)
+                    value = clamped
+            parsed[name] = value
         self._parsed[group_id] = parsed
 
     def configs(self, group_id: str) -> dict[str, str]:

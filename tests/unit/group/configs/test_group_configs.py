@@ -172,3 +172,14 @@ def test_the_assignment_interval_paces_the_group():
     ctx.now_ms += 1000
     ctx.heartbeat("g", "m2", 0, topics=("t",))                          # a new epoch within the interval
     assert ctx.timers[assignment_key("g")][0] == computed_at + 15_000    # the broker's would be 100 ms
+
+
+def test_a_stored_value_outside_todays_bounds_is_used_clamped():
+    ctx = ShardContext()
+    alter(ctx, "g", ("consumer.session.timeout.ms", SET, "60000"))
+    narrower = CoordinatorConfig(consumer_max_session_timeout_ms=50_000)
+    shard = ShardContext(config=narrower).shard
+    for offset, key, value in ctx.log:          # a restart under narrower bounds
+        shard.replay(decode_record(key, value), offset)
+    assert shard.group_configs.value("g", "consumer.session.timeout.ms", 45_000) == 50_000
+    assert read(shard, "g")["g"] == {"consumer.session.timeout.ms": "60000"}   # describe shows what was set
