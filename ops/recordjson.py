@@ -23,6 +23,7 @@ from typing import Any
 from records import RecordType
 from records import connect_records as CR
 from records import schemas as S
+from records.group_config_records import GROUP_CONFIG
 
 # Record type id -> (key class, value class).
 RECORD_CLASSES: dict[int, tuple[type, type]] = {
@@ -54,12 +55,13 @@ RECORD_CLASSES: dict[int, tuple[type, type]] = {
                                                  CR.ConnectGroupCurrentMemberAssignmentValue),
 }
 # Names of the private types, which records.RecordType (Kafka's types) does not list.
-CONNECT_TYPE_NAMES: dict[int, str] = {
+PRIVATE_TYPE_NAMES: dict[int, str] = {
     CR.CONNECT_GROUP_METADATA: "CONNECT_GROUP_METADATA",
     CR.CONNECT_GROUP_MEMBER_METADATA: "CONNECT_GROUP_MEMBER_METADATA",
     CR.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: "CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA",
     CR.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER",
     CR.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT",
+    GROUP_CONFIG: "GROUP_CONFIG",      # per-group configuration (docs/user/group-configs.md)
 }
 
 
@@ -182,8 +184,8 @@ def from_dict(cls: type, d: Any, where: str = "") -> Any:
 
 
 def type_name(record_type: int) -> str:
-    if record_type in CONNECT_TYPE_NAMES:
-        return CONNECT_TYPE_NAMES[record_type]
+    if record_type in PRIVATE_TYPE_NAMES:
+        return PRIVATE_TYPE_NAMES[record_type]
     try:
         return RecordType(record_type).name
     except ValueError:

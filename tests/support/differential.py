@@ -139,9 +139,8 @@ def wait_for_coordinator(side: Coordinator, group: str, timeout: float = 20.0) -
 
 
 def set_kafka_group_config(side: Coordinator, group: str, configs: dict[str, str]) -> None:
-    """IncrementalAlterConfigs on a GROUP resource (KIP-848 per-group settings) sent to ``side``.
-    The scenarios send it to Kafka only: kcoord gets the same values as its own process-wide
-    settings (KAFKA_EQUIVALENT), having no per-group configuration."""
+    """IncrementalAlterConfigs on a GROUP resource (KIP-848 per-group settings) sent to ``side``:
+    Kafka keeps it in its metadata, kcoord in its state topic (docs/user/group-configs.md)."""
     t = side.types(INCREMENTAL_ALTER_CONFIGS, 1)
     resource = t.AlterConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
         t.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()))
