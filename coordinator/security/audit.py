@@ -1,7 +1,9 @@
 """The audit log of group mutations.
 
-One JSON object per line (orjson) for each join, leave, offset commit, group deletion and
-offset deletion kcoord serves, whatever its outcome::
+One JSON object per line (orjson) for each join, leave, offset commit, group deletion, offset
+deletion and group config change (AlterConfigs, IncrementalAlterConfigs on a GROUP resource,
+one line per group, with the names of the keys it changes) kcoord serves, whatever its
+outcome::
 
     {"ts":"2026-11-25T15:20:01.123Z","principal":"User:alice","client":"10.0.0.7:53122",
      "listener":"PLAINTEXT","client_id":"app-1","api":"OffsetCommit","action":"commit",
@@ -30,11 +32,15 @@ logger = logging.getLogger("kcoord.audit")
 # api_key -> (Kafka's request name, audit action)
 JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 11, 13, 8, 28
 DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT = 42, 47, 68
+ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
+GROUP_RESOURCE = 32      # ConfigResource.Type.GROUP: the only config resources kcoord serves
 AUDITED: dict[int, tuple[str, str]] = {
     JOIN_GROUP: ("JoinGroup", "join"), LEAVE_GROUP: ("LeaveGroup", "leave"),
     OFFSET_COMMIT: ("OffsetCommit", "commit"), TXN_OFFSET_COMMIT: ("TxnOffsetCommit", "commit"),
     DELETE_GROUPS: ("DeleteGroups", "delete"), OFFSET_DELETE: ("OffsetDelete", "offset_delete"),
     CONSUMER_GROUP_HEARTBEAT: ("ConsumerGroupHeartbeat", "join"),
+    ALTER_CONFIGS: ("AlterConfigs", "alter_configs"),
+    INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", "alter_configs"),
 }
 
 
@@ -95,4 +101,21 @@ class AuditLog:
             for r in response.results:
                 self.write({**base, "group": r.group_id, "outcome": r.error_code.name.upper()})
             return
+        if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+            self._configs(base, request, response)
+            return
         self.write({**base, "group": request.group_id, "outcome": _first_error(response)})
+
+    def _configs(self, base: dict[str, Any], request: Any, response: Any) -> None:
+        """One line per GROUP resource answered: the group, the keys named (a group named
+        twice is answered once, INVALID_REQUEST, and listed with every key of its entries),
+        validate_only when set (nothing was changed)."""
+        keys: dict[str, list[str]] = {}
+        for r in request.resources:
+            if int(r.resource_type) == GROUP_RESOURCE:
+                keys.setdefault(r.resource_name, []).extend(c.name for c in r.configs)
+        extra = {"validate_only": True} if request.validate_only else {}
+        for r in response.responses:
+            if int(r.resource_type) == GROUP_RESOURCE:
+                self.write({**base, "group": r.resource_name, "configs": keys.get(r.resource_name, []), **extra,
+                            "outcome": r.error_code.name.upper()})

@@ -17,6 +17,8 @@ Rules of this module:
   kcoord's configuration changed it; Kafka's `ConfigHelper.createGroupConfigEntry`);
   read-only false, never sensitive; synonyms and documentation only when asked. An empty
   group name is INVALID_REQUEST.
+- A change (AlterConfigs, IncrementalAlterConfigs) is a group mutation: written to the
+  audit log, one line per group, whatever its outcome (security/audit.py).
 - Legacy AlterConfigs on a GROUP replaces the group's whole set, as Kafka 4.4's controller
   does (it authorizes GROUP in `ControllerApis.authorizeAlterResource`).
 """
@@ -214,8 +216,12 @@ async def serve(service: GroupConfigService, api_key: int, version: int, request
     if api_key == DESCRIBE_CONFIGS_KEY:
         return cls(throttle_time=_ZERO, results=tuple(await describe(service, info, m, request, request.resources)))
     if api_key in (ALTER_CONFIGS_KEY, INCREMENTAL_ALTER_CONFIGS_KEY):
-        return cls(throttle_time=_ZERO, responses=tuple(await alter(
+        response = cls(throttle_time=_ZERO, responses=tuple(await alter(
             service, info, m, request, request.resources, api_key == INCREMENTAL_ALTER_CONFIGS_KEY)))
+        # A config change is a group mutation: audited as the others (security/audit.py).
+        if service.audit is not None:
+            service.audit.record(api_key, request, response, info)
+        return response
     if api_key == LIST_CONFIG_RESOURCES_KEY:
         names = await list_groups(service, info)
         return cls(throttle_time=_ZERO, error_code=ErrorCode.none, config_resources=tuple(
