@@ -23,6 +23,11 @@ where real Kafka differs.)
 converted to classic (`createGroupTombstoneRecords`), plus tombstones for live keys of
 record types the classic coordinator cannot read.
 
+Per-group configuration (private type 1200, docs/user/group-configs.md) is never read by Kafka:
+every group with a live config record is reported as losing it, with the keys to set again
+with `kafka-configs --entity-type groups` on Kafka (Kafka keeps group configs in its cluster
+metadata, not in this log).
+
 kcoord's `connect` groups (private types 1000-1004, docs/design/connect-groups-spec.md) always lose their state:
 Kafka skips those types but never deletes them and has no connect group type. Empty ones
 get their deletion tombstones; ones with workers are left alone until the workers stop.
@@ -44,6 +49,7 @@ from ops.recordjson import type_name
 from ops.value_versions import ValueVersionScan, group_of_raw_key, value_version
 from records import UnknownRecord, decode_record, encode_key
 from records.batch import RecordBatch
+from records.group_config_records import GROUP_CONFIG, GroupConfigValue
 
 CLASSIC_TYPES = (0, 1, 2)
 # The highest value versions a classic coordinator with KIP-915 knows (both flexible).
@@ -83,6 +89,8 @@ class NewProtocolRecords:
     partition_of: dict[str, int] = field(default_factory=dict)
     # Every record's value version against what each Kafka line reads (ops/value_versions.py).
     value_versions: ValueVersionScan = field(default_factory=ValueVersionScan)
+    # group -> the config keys its last GROUP_CONFIG record sets (kcoord-private type 1200).
+    configs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def observe(self, partition: int, record, offset: int, timestamp: int) -> None:
         if isinstance(record, RecordBatch):      # a transaction marker
@@ -98,6 +106,8 @@ class NewProtocolRecords:
             self.value_versions.observe(partition, offset, rtype, version, group)
         if rtype in CLASSIC_TYPES:
             return
+        if rtype == GROUP_CONFIG and group is not None:
+            self._config(group, record.value)
         if group is not None:
             self.partition_of[group] = partition
         self.counts[group or "(no group id)"][type_name(rtype) if rtype >= 0 else "unknown"] += 1
@@ -106,6 +116,14 @@ class NewProtocolRecords:
             self.live[k] = (group, rtype)
         else:
             self.live.pop(k, None)
+
+    def _config(self, group: str, value) -> None:
+        if value is None:                                   # a tombstone: the set was emptied
+            self.configs.pop(group, None)
+        elif isinstance(value, GroupConfigValue):
+            self.configs[group] = tuple(e.name for e in value.configs)
+        else:                                               # a value this kcoord cannot decode
+            self.configs[group] = ()
 
     def live_keys_of(self, group: str) -> list[tuple[int, bytes, int]]:
         return [(p, k, t) for (p, k), (g, t) in self.live.items() if g == group]
@@ -281,6 +299,10 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
             loses, reasons = rule.reasons(g, v)
         elif v is not None:
             reasons = ["the group exists only in the classic-only view"]
+        keys = new_records.configs.get(gid)
+        if keys is not None:
+            loses = True
+            reasons.append(_config_reason(gid, keys))
         live = new_records.live_keys_of(gid)
         unreadable = new_records.value_versions.unreadable_lines(gid)
         if unreadable:
@@ -325,6 +347,7 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
                     "skips them, Kafka's loader would apply them; strip them before moving this log to Kafka"
                     if aborted else ""},
         "groups": groups,
+        "group_configs": [{"group": g, "keys": list(k)} for g, k in sorted(new_records.configs.items())],
         "value_versions": new_records.value_versions.report(),
         "offsets": {"compared": len(fo), "missing": missing, "different": different,
                     "only_in_classic_view": extra},
@@ -335,6 +358,14 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
                                                 sorted(classic.unknown_record_types().items())},
                     "problems": [p.as_dict() for p in full.problems.items]},
     }
+
+
+def _config_reason(group: str, keys: tuple[str, ...]) -> str:
+    named = ", ".join(keys) if keys else "a value this kcoord cannot decode"
+    return (f"per-group configuration ({named}) lives only in kcoord's private record type 1200 "
+            "(GROUP_CONFIG), which Kafka never reads (it skips the type, KIP-915): on Kafka the group runs "
+            "with the broker's defaults; set the configs again there with `kafka-configs --bootstrap-server "
+            f"KAFKA --entity-type groups --entity-name {group} --alter --add-config KEY=VALUE`")
 
 
 def _offset_differs(a, b) -> bool:

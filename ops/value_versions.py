@@ -7,6 +7,8 @@ Rules:
   jar (tests/unit/ops/test_downgrade_value_versions.py holds the two equal).
 - A record type a line does not list is unknown there and its loader skips it (KIP-915): not
   a failure, the downgrade check's group report covers what is lost that way.
+  kcoord's private types (connect groups 1000-1004, group configs 1200) are in no line:
+  Kafka skips them, and the downgrade check's group report says what is lost.
 - A listed type at a value version above the line's highest fails the partition's load:
   Kafka 4.0.0 and later check it on every record (KAFKA-18672, `CoordinatorRecordSerde`:
   UnknownRecordVersionException); 3.9's classic coordinator, its default, throws for types 0-2
