@@ -202,7 +202,32 @@ def _decode_key(data: bytes, topic: str | None, partition: int | None,
                                 offset=offset) from None
 
 
+# The offset commit keys a shard writes repeat on every commit of the same partitions:
+# their bytes are cached by (group, topic, partition). Group and topic names come from
+# clients, so the cache is bounded twice: by entries (cleared when full, like the decode
+# cache below) and by size (a key longer than _ENCODED_KEY_CACHE_MAX_BYTES is never
+# cached), which caps it at a few megabytes whatever the names.
+_ENCODED_KEY_CACHE: dict[tuple[str, str, int], bytes] = {}
+_ENCODED_KEY_CACHE_MAX = 8192
+_ENCODED_KEY_CACHE_MAX_BYTES = 256
+
+
 def encode_key(key: Any) -> bytes:
+    if key.__class__ is OffsetCommitKey:
+        cache_key = (key.group, key.topic, key.partition)
+        encoded = _ENCODED_KEY_CACHE.get(cache_key)
+        if encoded is not None:
+            return encoded
+        encoded = _encode_key(key)
+        if len(encoded) <= _ENCODED_KEY_CACHE_MAX_BYTES:
+            if len(_ENCODED_KEY_CACHE) >= _ENCODED_KEY_CACHE_MAX:
+                _ENCODED_KEY_CACHE.clear()
+            _ENCODED_KEY_CACHE[cache_key] = encoded
+        return encoded
+    return _encode_key(key)
+
+
+def _encode_key(key: Any) -> bytes:
     try:
         rtype, attrs, layout = _KEY_ATTRS[type(key)]
     except KeyError:
