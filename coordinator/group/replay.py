@@ -34,7 +34,9 @@ from .errors import IllegalStateError
 from .group_types import group_type, group_type_of
 from .offset_store import OffsetAndMetadata, OffsetStore
 
-_new_offset = OffsetAndMetadata._make
+# `OffsetAndMetadata._make` without its Python frame (and without its length check: every
+# caller here passes all seven fields).
+_new_entry = tuple.__new__
 
 log = logging.getLogger("kcoord.replay")
 
@@ -77,6 +79,12 @@ class Replayer:
     # ------------------------------------------------------------ dispatch
     def replay(self, record: CoordinatorRecord | UnknownRecord, offset: int = -1,
                producer_id: int = -1) -> None:
+        # The rule is looked up first: an UnknownRecord's key is bytes, which has no rule.
+        key = record.key
+        handler = self._rules.get(key.__class__)
+        if handler is not None:
+            handler(self, key, record.value, offset, producer_id)
+            return
         if isinstance(record, UnknownRecord):
             # KIP-915: skip unknown types (a downgrade leaves records of newer features behind).
             if record.record_type not in self.unknown_record_types:
@@ -84,10 +92,7 @@ class Replayer:
                             "over from an aborted upgrade (KIP-915)", record.record_type, offset)
             self.unknown_record_types[record.record_type] += 1
             return
-        handler = self._rules.get(type(record.key))
-        if handler is None:
-            raise IllegalStateError(f"no replay rule for record key {type(record.key).__name__}")
-        handler(self, record.key, record.value, offset, producer_id)
+        raise IllegalStateError(f"no replay rule for record key {type(key).__name__}")
 
     def replay_end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
         self.offsets.end_transaction(producer_id, committed, marker_offset)
@@ -120,12 +125,12 @@ class Replayer:
 
     # ------------------------------------------------------------- offsets
     def _offset_commit(self, key, value, offset, producer_id) -> None:
-        if value is None:
+        if value.__class__ is OffsetCommitValue:    # the common case, without a fields tuple
+            self._put_offset(key, _new_entry(OffsetAndMetadata, (
+                value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
+                value.expire_timestamp, value.topic_id, offset)), producer_id)
+        elif value is None:
             self.replay_offset_commit(key, None, offset, producer_id)
-        elif type(value) is OffsetCommitValue:
-            self.replay_offset_commit(key, (value.offset, value.leader_epoch, value.metadata or "",
-                                            value.commit_timestamp, value.expire_timestamp,
-                                            value.topic_id), offset, producer_id)
         else:  # LegacyOffsetCommitValue (type 0): no leader epoch, no expiry, no topic id
             self.replay_offset_commit(key, (value.offset, -1, value.metadata or "",
                                             value.commit_timestamp, -1, None), offset, producer_id)
@@ -137,11 +142,13 @@ class Replayer:
         if fields is None:
             self.offsets.delete(key.group, key.topic, key.partition)
             return
+        self._put_offset(key, _new_entry(OffsetAndMetadata, (*fields, offset)), producer_id)
+
+    def _put_offset(self, key, entry: OffsetAndMetadata, producer_id: int) -> None:
         group = key.group
         if group not in self.groups:
             # An offset commit for an unknown group creates a simple (offsets-only) group.
             self.groups[group] = self._simple(group)
-        entry = _new_offset((*fields, offset))
         if producer_id != -1:
             self.offsets.put(group, key.topic, key.partition, entry, producer_id)
             return
