@@ -110,7 +110,14 @@ class ClusterProcess:
         from .runtime.fenced_state_log import FencedStateLog
         return FencedStateLog(self.upstream, self.config.state_topic, self.config.state_topic_partitions,
                               functools.partial(_open, self.security, f"kcoord-state-{self.instance_id}"),
-                              owns=lambda p: self.node is not None and self.node.owns(p), fencing=self.fencing)
+                              owns=self._may_write, fencing=self.fencing)
+
+    def _may_write(self, partition: int) -> bool:
+        """Checked before every send to the state log (take, append, fence, keep-alive): the
+        shard is assigned here AND the membership lease holds. A process paused past its
+        lease sends nothing when it wakes, not only answers nothing (docs/design/fencing.md)."""
+        return (self.node is not None and self.node.owns(partition)
+                and self.membership is not None and self.membership.serving())
 
     async def start(self, service: Any, gateway: Any, first_assignment_timeout_s: float) -> None:
         """Join the membership group; returns once the first assignment was applied (its
@@ -191,9 +198,10 @@ class ClusterProcess:
             asyncio.get_running_loop().call_later(max(0.0, wake - now) + 0.005, self._serve_held, waiting)
 
     def _fenced(self, partition: int, error: Exception) -> None:
-        """Another process took a shard assigned here (its write was fenced): the runtime
-        unloaded it; the membership stops claiming it and rejoins."""
-        log.warning("kcoord instance %s: shard %d was taken by another process (%s); rejoining",
+        """A write of a shard assigned here was refused: another process took it (fenced),
+        or this process's lease ran out before the send. The runtime unloaded it; the
+        membership stops claiming it and rejoins."""
+        log.warning("kcoord instance %s: shard %d unloaded, its write was refused (%s); rejoining",
                     self.instance_id, partition, error)
         if self.membership is not None:
             self.membership.shard_lost(partition)

@@ -103,7 +103,8 @@ class ShardProducers:
     def check_owned(self, partition: int) -> None:
         if self.owns is not None and not self.owns(partition):
             self.sessions.pop(partition, None)
-            raise ShardFenced(partition, "the shard is not assigned to this process")
+            raise ShardFenced(partition, "this process may not write the shard (not assigned here, "
+                                          "or its membership lease ran out)")
 
     async def txn_call(self, shard: ProducerSession, make: Callable[[], Any],
                        error_of: Callable[[Any], ErrorCode], what: str, deadline: float,
