@@ -44,15 +44,22 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
+# Accepted partitions' answers kept per version (kio's messages are frozen, so one object
+# serves every answer); a partition index is checked against its topic before it gets here,
+# and the bound holds whatever the topics.
+_ACCEPTED_MAX = 4096
+
+
 @functools.cache
-def _commit_answer(version: int) -> tuple[Any, Any, Any, bool]:
-    """The answer's kio classes at `version`, and whether it has a throttle time (v3+).
-    The commit path builds them directly: `build`'s filtering of a superset of fields
-    cost a sixth of a 10-partition commit (docs/measurements/cpu-per-commit.md)."""
+def _commit_answer(version: int) -> tuple[Any, Any, Any, bool, dict[int, Any]]:
+    """The answer's kio classes at `version`, whether it has a throttle time (v3+), and its
+    accepted partitions by index. The commit path builds them directly: `build`'s filtering
+    of a superset of fields cost a sixth of a 10-partition commit
+    (docs/measurements/cpu-per-commit.md)."""
     mod = schema("offset_commit", version)
     response = mod.OffsetCommitResponse
     has_throttle = "throttle_time" in response.__dataclass_fields__
-    return response, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, has_throttle
+    return response, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, has_throttle, {}
 
 
 def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, now_ms: int) -> Result:
@@ -60,52 +67,56 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
     partition loop and answers the request with one error)."""
-    response_cls, topic_cls, partition_cls, has_throttle = _commit_answer(ctx.api_version)
+    response_cls, topic_cls, partition_cls, has_throttle, accepted_parts = _commit_answer(ctx.api_version)
     by_id, leader_epochs = req.by_id, req.leader_epochs
     max_metadata = shard.config.offset_metadata_max_bytes
     image = shard.image
     retention_ms = req.retention_ms
     expire = now_ms + retention_ms if retention_ms != -1 else -1
     records = []
-    answers: list[tuple[Any, list[tuple[int, ErrorCode]]]] = []
+    answers: list[tuple[Any, list[Any]]] = []
     try:
         check = _validate_commit(shard, ctx, req)
         for t in req.topics:
             img = image.topics_by_id.get(t.topic_id) if by_id else image.topics_by_name.get(t.name)
             parts = []
             for p in t.partitions:
-                if img is None or not 0 <= p.partition_index < img.num_partitions:
+                index = p.partition_index
+                if img is None or not 0 <= index < img.num_partitions:
                     code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
                 # A UTF-16 length is at most twice the code points: only a long one is counted.
                 elif 2 * len(p.committed_metadata or "") > max_metadata \
                         and _java_length(p.committed_metadata or "") > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
-                    error = check(img.topic_id, img.name, p.partition_index)
+                    error = check(img.topic_id, img.name, index)
                     if error is not None:
                         raise ApiError(error)
-                    code = ErrorCode.none
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
                     records.append(rh.offset_commit_record(
-                        req.group_id, img.name, p.partition_index, offset=p.committed_offset,
+                        req.group_id, img.name, index, offset=p.committed_offset,
                         leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
                         metadata=p.committed_metadata or "", commit_timestamp=now_ms,
                         expire_timestamp=expire, topic_id=img.topic_id))
-                parts.append((p.partition_index, code))
+                    accepted = accepted_parts.get(index)
+                    if accepted is None:
+                        accepted = partition_cls(partition_index=index, error_code=ErrorCode.none)
+                        if len(accepted_parts) < _ACCEPTED_MAX:
+                            accepted_parts[index] = accepted
+                    parts.append(accepted)
+                    continue
+                parts.append(partition_cls(partition_index=index, error_code=code))
             answers.append((t, parts))
     except ApiError as e:
         records = []
-        answers = [(t, [(p.partition_index, e.code) for p in t.partitions]) for t in req.topics]
+        answers = [(t, [partition_cls(partition_index=p.partition_index, error_code=e.code) for p in t.partitions])
+                   for t in req.topics]
     timers: list[TimerOp] = []
     group = shard.groups.get(req.group_id)
     if records and group is not None:
         timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
-    topics_out = tuple(
-        topic_cls(topic_id=t.topic_id, partitions=tuple(partition_cls(partition_index=i, error_code=code)
-                                                        for i, code in parts)) if by_id else
-        topic_cls(name=t.name, partitions=tuple(partition_cls(partition_index=i, error_code=code)
-                                                for i, code in parts))
-        for t, parts in answers)
+    topics_out = tuple(topic_cls(topic_id=t.topic_id, partitions=tuple(parts)) if by_id else
+                       topic_cls(name=t.name, partitions=tuple(parts)) for t, parts in answers)
     response = response_cls(throttle_time=_NO_THROTTLE, topics=topics_out) if has_throttle \
         else response_cls(topics=topics_out)
     return Result(response=response, records=records, timers=timers)
