@@ -324,11 +324,11 @@ def encode_value(value: Any, version: int | None = None) -> bytes | None:
                 and value.expire_timestamp == -1 and not value.metadata \
                 and not value.unknown_tagged_fields:
             # Fast path: what the coordinator writes for nearly every commit.
-            tid = value.topic_id
+            # UUID.bytes is a Python property over .int: the int's own to_bytes is cheaper.
+            tid = value.topic_id.int
             head = _OFFSET_COMMIT_V4_EMPTY_METADATA.pack(
-                4, value.offset, value.leader_epoch, 1, value.commit_timestamp,
-                0 if tid.int == 0 else 1)
-            return head if tid.int == 0 else head + b"\x00\x10" + tid.bytes
+                4, value.offset, value.leader_epoch, 1, value.commit_timestamp, 0 if tid == 0 else 1)
+            return head if tid == 0 else head + b"\x00\x10" + tid.to_bytes(16, "big")
         entry = _VALUE_ENCODERS.get(t)
         if entry is None:
             raise RecordEncodeError(f"{t.__name__} is not a record value")
