@@ -8,7 +8,7 @@ above the coordinator (`ops/`, `migration/`): it imports them directly, each add
 sub-command (`register(subparsers)`); nothing below it imports it (the import contracts in
 pyproject.toml say so).
 
-Without --upstream an embedded Tansu broker is started on loopback.
+Without --upstream an embedded broker is started on loopback: Tansu, or Apache Kafka with `--embedded kafka`.
 
 `--config NAME=VALUE` takes coordinator settings (config.py) and security settings
 (coordinator/security/settings.py: `ssl.*`, `sasl.*`, `listener.*`, `upstream.*`,
@@ -194,7 +194,6 @@ SHUTDOWN_STEP_TIMEOUT = 10.0   # seconds; a dead upstream must not hold up the e
 
 async def serve(args: argparse.Namespace) -> int:
     from .security.settings import SecurityConfigError, redacted
-    from .upstream.embedded import EmbeddedTansu
 
     # Settings and listeners first: a configuration kcoord refuses stops it before anything starts.
     try:
@@ -233,8 +232,7 @@ async def serve(args: argparse.Namespace) -> int:
     embedded = None
     upstream = args.upstream
     if upstream is None:
-        embedded = EmbeddedTansu(storage=args.embedded_storage, log_path=args.embedded_log,
-                                 memory_max=args.embedded_memory_max)
+        embedded = _embedded_broker(args)
         try:
             await embedded.start()
         except RuntimeError as e:   # it exited or never listened; the message quotes its output
@@ -273,6 +271,17 @@ async def serve(args: argparse.Namespace) -> int:
         await _shutdown(parts, embedded)
 
 
+def _embedded_broker(args: argparse.Namespace):
+    """The broker `kcoord serve` starts when no --upstream is given (--embedded)."""
+    if getattr(args, "embedded", "tansu") == "kafka":
+        from .upstream.embedded_kafka import EmbeddedKafka
+        return EmbeddedKafka(data_dir=args.embedded_data_dir, log_path=args.embedded_log,
+                             memory_max=args.embedded_memory_max)
+    from .upstream.embedded import EmbeddedTansu
+    return EmbeddedTansu(storage=args.embedded_storage, log_path=args.embedded_log,
+                         memory_max=args.embedded_memory_max)
+
+
 async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: dict,
                       stop: asyncio.Event) -> int:
     from .gateway.gateway import Gateway
@@ -286,7 +295,9 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     upstream_security = getattr(args, "upstream_security", None)
     state_topic = parts["state_topic"] = StateTopic(
         upstream.split(",")[0], config.state_topic, config.state_topic_partitions,
-        replication_factor=config.state_topic_replication_factor, max_batch_bytes=config.max_write_batch_bytes,
+        # An embedded broker is one node: one replica, without asking it (Tansu cannot say).
+        replication_factor=config.state_topic_replication_factor if embedded is None or
+        config.state_topic_replication_factor > 0 else 1, max_batch_bytes=config.max_write_batch_bytes,
         security=upstream_security)
     # Several processes (coordinator/clustered.py): --instance-id joins the kcoord
     # cluster of this state topic; the shards then write through the fenced log.
@@ -475,7 +486,7 @@ async def _shutdown(parts: dict, embedded) -> None:
 
 def _print_listeners(gateway, upstream: str, embedded, args) -> None:
     if embedded is not None:
-        print(f"kcoord gateway, upstream {upstream} (embedded Tansu pid {embedded.pid}, storage "
+        print(f"kcoord gateway, upstream {upstream} (embedded {embedded.name} pid {embedded.pid}, storage "
               f"{embedded.storage_description}; broker output: {embedded.log_path})", flush=True)
     else:
         print(f"kcoord gateway, upstream {upstream}", flush=True)
@@ -528,14 +539,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--advertised-host", default=None,
                    help="host name clients are told (default: the listen host); NAME=host,... per listener")
     s.add_argument("--upstream", default=None,
-                   help="upstream bootstrap host:port[,host:port]; default: start an embedded Tansu broker")
+                   help="upstream bootstrap host:port[,host:port]; default: start an embedded broker (--embedded)")
+    s.add_argument("--embedded", choices=("tansu", "kafka"), default="tansu",
+                   help="the broker started without --upstream: tansu (in memory, lost at exit) or kafka (Apache "
+                        "Kafka, one KRaft node, data kept in --embedded-data-dir); docs/user/deploy.md compares them")
     s.add_argument("--embedded-storage", default=None, help="Tansu --storage-engine URL (default memory)")
+    s.add_argument("--embedded-data-dir", default=None, metavar="DIR",
+                   help="--embedded kafka: the broker's data directory, kept across restarts (default: "
+                        "kcoord/kafka in the user's data directory, ~/.local/share/kcoord/kafka on Linux)")
     s.add_argument("--embedded-log", default=None,
-                   help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR)")
+                   help="file for the embedded broker's output (default: kcoord-tansu-PORT-PID.log in $TMPDIR; "
+                        "server.log in the data directory for kafka)")
     from .upstream.memory_cap import DEFAULT_MEMORY_MAX, format_size, parse_size
     s.add_argument("--embedded-memory-max", type=parse_size, default=DEFAULT_MEMORY_MAX, metavar="SIZE",
                    help=f"memory cap of the embedded broker, e.g. 512m, 4g, none: a delegated cgroup v2 "
-                        f"memory.max, else an address-space limit (default {format_size(DEFAULT_MEMORY_MAX)})")
+                        f"memory.max, else an address-space limit (Tansu) or half as JVM heap and a quarter as "
+                        f"direct memory (Kafka) (default {format_size(DEFAULT_MEMORY_MAX)})")
     s.add_argument("--no-state-topic-recreate", action="store_true",
                    help="report a missing state topic but do not recreate it (kcoord stops serving groups "
                         "until an operator creates it)")
