@@ -152,7 +152,21 @@ def offset_commit_record(group_id: str, topic: str, partition: int, *, offset: i
     value = OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
                               commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp,
                               topic_id=topic_id if (topic_id is not None and version >= 4) else uuid.UUID(int=0))
-    return _record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), value, version)
+    cache_key = (group_id, topic, partition)
+    key = _OFFSET_KEYS.get(cache_key)
+    if key is None:
+        key = OffsetCommitKey(group=group_id, topic=topic, partition=partition)
+        if len(group_id) + len(topic) <= 256:
+            if len(_OFFSET_KEYS) >= _OFFSET_KEYS_MAX:
+                _OFFSET_KEYS.clear()
+            _OFFSET_KEYS[cache_key] = key
+    return CoordinatorRecord(key, value, version)
+
+
+# A memo of frozen keys (immutable values, so no shard state is shared through it); bounded in
+# entries and in the names' length because the names are the client's.
+_OFFSET_KEYS: dict[tuple[str, str, int], OffsetCommitKey] = {}
+_OFFSET_KEYS_MAX = 8192
 
 
 def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:
