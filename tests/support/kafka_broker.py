@@ -21,16 +21,16 @@ THREE_NODE_SETTINGS below, each with its reason; they are the fixture's spec (RE
 """
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from coordinator.upstream.embedded_kafka import LOG4J2, new_cluster_id  # the embedded broker's, shared
 
 from . import ports, processes
 
@@ -89,16 +89,6 @@ SCRAM_MECHANISM = "SCRAM-SHA-512"
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"      # super user
 USER, USER_PASSWORD = "alice", "alice-secret"             # a plain user, for ACL tests
 
-LOG4J2 = """\
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-logger.state.name = state.change.logger
-logger.state.level = WARN
-"""
 LOG4J1 = """\
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -136,15 +126,6 @@ KAFKA_39 = _fetch_kafka().KAFKA_39    # the older line, no KIP-848 on the broker
 def libs_dir(version: str) -> Path:
     """The jars of ``version``, fetched (Maven) first if the cache lacks them."""
     return _fetch_kafka().fetch(version)
-
-
-def new_cluster_id() -> str:
-    """A random KRaft cluster id (Kafka's Uuid.randomUuid in URL-safe base64). Like Kafka's own,
-    never one starting with '-': StorageTool's `-t <id>` would read it as an option (1 in 64)."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
 
 
 @dataclass
