@@ -6,9 +6,10 @@ Rules of this module:
   conversion) touches it: Kafka keeps group configs in the cluster metadata, independent
   of the group's lifecycle.
 - The running groups ask `value(group_id, name, default)`: the parsed value set on the group,
-  else the default they pass (the broker's). Parsed values are kept beside the text so a
-  heartbeat pays one dict look-up; a value stored by another version that no longer parses
-  falls back to the default.
+  else the default they pass (the broker's); the heartbeat asks `overrides(group_id)` once
+  (the group's parsed keys, or None). Parsed values are kept beside the text so a heartbeat
+  pays one dict look-up; a value stored by another version that no longer parses falls back
+  to the default.
 - A stored value outside the broker's bounds of now (set under other bounds, before a
   restart with a new configuration) is used clamped to them, with a warning, as Kafka 4.4's
   `GroupConfig.evaluate` does; describe still shows what was set.
@@ -27,12 +28,15 @@ log = logging.getLogger("kcoord.group_configs")
 
 
 class GroupConfigStore:
-    __slots__ = ("_text", "_parsed", "_config")
+    __slots__ = ("_text", "_parsed", "_config", "overrides")
 
     def __init__(self, config: CoordinatorConfig | None = None) -> None:
         self._text: dict[str, dict[str, str]] = {}
         self._parsed: dict[str, dict[str, Any]] = {}
         self._config = config or CoordinatorConfig()
+        # group id -> its parsed keys, or None: the heartbeat's one look-up (a bound dict.get,
+        # no Python frame; `_parsed` is only ever changed in place)
+        self.overrides = self._parsed.get
 
     def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
         if not configs:

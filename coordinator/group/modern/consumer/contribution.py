@@ -18,7 +18,7 @@ from . import client_mode, regex_refresh
 from .assignment_pacing import assignment_timer
 from .group import ConsumerGroup, MemberState
 from .group_type import ConsumerGroupType
-from .heartbeat_policy import HeartbeatIntervalPolicy, group_value, session_timeout_ms
+from .heartbeat_policy import HeartbeatIntervalPolicy, group_overrides, session_timeout_ms
 from .membership import compute_target_assignment, rebalance_timer, session_timer, subscribed_topic_names
 from .replay import REPLAY_RULES
 
@@ -107,7 +107,7 @@ def attach(shard: Any) -> None:
     service replaces the count with its process-wide one)."""
     shard.heartbeat_policy = HeartbeatIntervalPolicy(
         shard.config, lambda: sum(len(g.members) for g in shard.groups.values()),
-        lambda group_id, name, default: group_value(shard, group_id, name, default))
+        lambda group_id: group_overrides(shard, group_id))
 
 
 CONTRIBUTION = Contribution(

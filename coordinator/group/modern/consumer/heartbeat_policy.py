@@ -35,7 +35,7 @@ at no cost to `interval_ms`, which is left exactly as it was.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ....config import CoordinatorConfig
@@ -48,12 +48,18 @@ if TYPE_CHECKING:
 SESSION_TIMEOUT, HEARTBEAT_INTERVAL = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 
 
-def group_value(shard: Any, group_id: str, name: str, default: int) -> int:
-    """The group's own value of a `consumer.*` key (coordinator/group/configs/ keeps the
-    store on the shard), else ``default``, the broker's. A shard built without the configs
-    contribution (a test's own registry) has no store."""
+def group_overrides(shard: Any, group_id: str) -> Mapping[str, Any] | None:
+    """The keys set on the group (coordinator/group/configs/ keeps the store on the shard),
+    or None: nothing set, or a shard built without the configs contribution (a test's own
+    registry)."""
     store = getattr(shard, "group_configs", None)
-    return default if store is None else store.value(group_id, name, default)
+    return None if store is None else store.overrides(group_id)
+
+
+def group_value(shard: Any, group_id: str, name: str, default: int) -> int:
+    """The group's own value of a `consumer.*` key, else ``default``, the broker's."""
+    overrides = group_overrides(shard, group_id)
+    return default if overrides is None else overrides.get(name, default)
 
 
 def session_timeout_ms(shard: Any, group_id: str, member: ConsumerGroupMember) -> int:
@@ -62,7 +68,10 @@ def session_timeout_ms(shard: Any, group_id: str, member: ConsumerGroupMember) -
     the broker's."""
     if member.classic_member_metadata is not None:
         return member.classic_member_metadata.session_timeout_ms
-    return group_value(shard, group_id, SESSION_TIMEOUT, shard.config.consumer_session_timeout_ms)
+    store = getattr(shard, "group_configs", None)      # group_overrides, inlined: every heartbeat
+    own = None if store is None else store.overrides(group_id)
+    default = shard.config.consumer_session_timeout_ms
+    return default if own is None else own.get(SESSION_TIMEOUT, default)
 
 
 def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
@@ -71,12 +80,17 @@ def has_pending_work(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
             or group.assignment_epoch < group.group_epoch)
 
 
+def _no_overrides(group_id: str) -> None:
+    return None
+
+
 class HeartbeatIntervalPolicy:
     def __init__(self, config: CoordinatorConfig, member_count: Callable[[], int],
-                 group_value: Callable[[str, str, int], int] | None = None) -> None:
+                 overrides: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
         self.config = config
-        # (group id, key, broker's value) -> the group's own value (`group_value` above)
-        self.group_value = group_value or (lambda group_id, name, default: default)
+        # group id -> the keys set on the group, or None (`group_overrides` above): one call
+        # per heartbeat, whatever the number of keys read
+        self.overrides = overrides or _no_overrides
         # Members heartbeating into this process (all shards; the service sets it). A shard
         # alone counts its own.
         self.member_count = member_count
@@ -85,14 +99,16 @@ class HeartbeatIntervalPolicy:
         """`target_behind`: this very heartbeat started a new group epoch whose target is
         not computed yet (the group state seen here predates the heartbeat's records)."""
         c = self.config
-        floor = self.group_value(group.group_id, HEARTBEAT_INTERVAL, 0)
+        own = self.overrides(group.group_id)
+        floor = 0 if own is None else own.get(HEARTBEAT_INTERVAL, 0)
         if c.consumer_heartbeat_policy == "fixed":
             return floor or c.consumer_heartbeat_interval_ms
         if target_behind or has_pending_work(group, member):
             return max(c.consumer_heartbeat_pending_interval_ms, floor)
         stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
         session = (member.classic_member_metadata.session_timeout_ms if member.classic_member_metadata is not None
-                   else self.group_value(group.group_id, SESSION_TIMEOUT, c.consumer_session_timeout_ms))
+                   else c.consumer_session_timeout_ms if own is None
+                   else own.get(SESSION_TIMEOUT, c.consumer_session_timeout_ms))
         ceiling = max(c.consumer_heartbeat_stable_interval_ms, session // 3)
         return max(min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling), floor)
 
