@@ -92,11 +92,24 @@ def serve_api_versions(client: LocalClient, frame: bytes, route: Route, correlat
     if version >= 3 and not valid_client_software(request.client_software_name, request.client_software_version):
         body = invalid_request_body(version)
     elif rebootstrap_required(version, request, getattr(client.gateway.cluster, "cluster_id", None),
-                              client.listener.node_id):
+                              _node_id_here(client)):
         body = rebootstrap_body(version)
     else:
         body = client.gateway.api_versions_bodies[version]
     client.answer(response_frame(correlation_id, body, 0))
+
+
+def _node_id_here(client: LocalClient) -> int | None:
+    """The node id a client may name when it reaches this listener (KIP-1242): a broker
+    listener's node; on the bootstrap listener, this instance's synthetic coordinator node in a
+    kcoord cluster (FindCoordinator and Metadata name it at the bootstrap port,
+    coordinator/cluster/node.py), else none (only the cluster id is checked)."""
+    node_id = client.listener.node_id
+    if node_id is not None:
+        return node_id
+    peers = getattr(client.gateway, "peers", None)
+    own = peers.node_id() if peers is not None else -1
+    return None if own < 0 else own
 
 
 def serve_find_coordinator(client: LocalClient, frame: bytes, route: Route, correlation_id: int) -> None:

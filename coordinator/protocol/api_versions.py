@@ -245,13 +245,16 @@ def invalid_request_body(version: int) -> bytes:
 
 def rebootstrap_required(version: int, request: object, cluster_id: str | None, node_id: int | None) -> bool:
     """KIP-1242: a v5+ request whose ClusterId is set names the cluster and node the client
-    means to reach; when either is not this listener's (``node_id`` None: the bootstrap
-    listener, which is no node), Kafka answers REBOOTSTRAP_REQUIRED
-    (KafkaApis.handleApiVersionsRequest) and the client bootstraps again."""
+    means to reach; when either is not this listener's, Kafka answers REBOOTSTRAP_REQUIRED
+    (KafkaApis.handleApiVersionsRequest) and the client bootstraps again. ``node_id`` None: a
+    listener that is no one node (a single process's bootstrap listener): only the cluster id
+    is checked."""
     wanted = getattr(request, "cluster_id", None) if version >= 5 else None
     if wanted is None:
         return False
-    return wanted != cluster_id or getattr(request, "node_id", -1) != node_id
+    if wanted != cluster_id:
+        return True
+    return node_id is not None and getattr(request, "node_id", -1) != node_id
 
 
 def rebootstrap_body(version: int) -> bytes:

@@ -49,7 +49,8 @@ def test_rebootstrap_when_the_client_meant_another_cluster_or_node() -> None:
     assert not rebootstrap_required(5, _v5("c1", 1), "c1", 1)
     assert rebootstrap_required(5, _v5("c2", 1), "c1", 1)
     assert rebootstrap_required(5, _v5("c1", 2), "c1", 1)
-    assert rebootstrap_required(5, _v5("c1", 1), "c1", None)            # kcoord's bootstrap listener is no node
+    assert not rebootstrap_required(5, _v5("c1", 1), "c1", None)        # a listener that is no node: the cluster only
+    assert rebootstrap_required(5, _v5("c2", 1), "c1", None)
     assert not rebootstrap_required(4, _v5("c2", 2), "c1", 1)           # before v5 there is nothing to check
 
 
