@@ -124,7 +124,7 @@ def test_api_versions_v99_gets_unsupported_version_in_v0_format(serving: Running
         assert frame is not None
         correlation_id, response = decode_response(apis.API_VERSIONS, 0, frame)
         assert correlation_id == 5 and response.error_code == 35
-        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 4)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 5)]
         # The client retries at v3 on the same connection.
         retry = call(sock, apis.API_VERSIONS, 3, request(apis.API_VERSIONS, 3, client_software_name="new",
                                                           client_software_version="1"), correlation_id=6)

@@ -100,5 +100,7 @@ def test_a_bad_crc_batch_fails_only_its_shard(tansu, names, caplog):
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "shard 1 FAILED to load" in r.getMessage()]
     assert len(errors) == 1, errors
     assert f"topic {state_topic}, partition {BAD}, offset" in errors[0] and "CorruptRecordException" in errors[0]
-    summary = [r.getMessage() for r in caplog.records if "state partitions of" in r.getMessage()]
-    assert summary and "skip.corrupt.offsets" not in summary[0] and "cannot be read" in summary[0], summary
+    # The load's problem summary (beside the one-line "loaded N state partitions" summary).
+    summary = [r.getMessage() for r in caplog.records
+               if "state partitions of" in r.getMessage() and "hold a record batch" in r.getMessage()]
+    assert len(summary) == 1 and "skip.corrupt.offsets" not in summary[0] and "cannot be read" in summary[0], summary
