@@ -8,6 +8,7 @@ successor (docs/user/cluster.md, the safety argument). Runs on Tansu and Kafka 4
 `upstream` fixture); the pause on Kafka 4.4."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,6 +47,31 @@ def _never_served(process: KcoordProcess, run) -> None:
     assert run.returncode == EXIT_NOT_ALONE, run.stderr[-3000:]
     assert "kcoord ready" not in run.stdout, run.stdout
     assert "would serve state topic" in run.stderr, run.stderr[-3000:]
+
+
+@contextlib.contextmanager
+def _paused_with_successor(upstream, state: str, topic: str, group: str, successor_commits: bool):
+    """`first` serves (a commit of offset 1), is paused (SIGSTOP) past its membership session
+    and a second plain serve starts beside it; with `successor_commits` the second one
+    acknowledges a commit of offset 2. Yields (first, second) with `first` still paused;
+    `first` is woken (SIGCONT) on leaving the block, and both are stopped after the test."""
+    first = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    try:
+        first.start(timeout=60)
+        _serves(first, topic, group, 1)
+        assert first.process is not None
+        first.process.send_signal(signal.SIGSTOP)
+        try:
+            second.port = free_port_block(2)
+            second.start(timeout=DETECT_S + 30)     # ready: its check found no one serving
+            if successor_commits:
+                _serves(second, topic, group, 2)
+            yield first, second
+        finally:
+            first.process.send_signal(signal.SIGCONT)
+    finally:
+        _stop_all(first, second)
 
 
 def test_a_second_plain_serve_on_the_same_state_topic_stops_before_serving_and_the_first_serves_on(upstream, names):
@@ -198,23 +224,10 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
     other = next(g for i in range(1000) if partition_for(g := f"{group}-w{i}", SHARDS) == partition_for(group, SHARDS))
     state = f"__kc_{topic}"
     create_topic(kafka44.bootstrap, topic, 1)
-    first = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
-    second = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
-    try:
-        first.start(timeout=60)
-        _serves(first, topic, group, 1)
-        assert first.process is not None
-        first.process.send_signal(signal.SIGSTOP)
-        try:
-            second.port = free_port_block(2)
-            second.start(timeout=DETECT_S + 30)     # ready: its check found no one serving
-            wait_until(lambda: probe.commit(second.bootstrap, group, topic, 2) == 0, 30, interval=0.02,
-                       message="the successor acknowledges a commit")
-            woken = time.monotonic()
-            fetch, commit = _on_waking(first, [(probe.OFFSET_FETCH, 8, _fetch_request(group, topic)),
-                                               (probe.OFFSET_COMMIT, 8, probe.commit_request(other, topic, 7))])
-        finally:
-            first.process.send_signal(signal.SIGCONT)
+    with _paused_with_successor(kafka44, state, topic, group, successor_commits=True) as (first, second):
+        woken = time.monotonic()
+        fetch, commit = _on_waking(first, [(probe.OFFSET_FETCH, 8, _fetch_request(group, topic)),
+                                           (probe.OFFSET_COMMIT, 8, probe.commit_request(other, topic, 7))])
         assert fetch is None or _fetched(fetch)[0] == NOT_COORDINATOR or _fetched(fetch)[1] >= 2, fetch
         assert commit is None or commit.topics[0].partitions[0].error_code == NOT_COORDINATOR, commit
         stale: list[int] = []
@@ -240,8 +253,6 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
         assert second.process is not None and second.process.poll() is None, second.log_text()[-3000:]
         _serves(second, topic, group, 3)
         assert "someone else wrote" not in second.log_text() and "landed at offset" not in second.log_text()
-    finally:
-        _stop_all(first, second)
 
 
 def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_again(kafka44, names):
@@ -252,20 +263,9 @@ def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_aga
     topic, group = names.topic(), names.group()
     state = f"__kc_{topic}"
     create_topic(kafka44.bootstrap, topic, 1)
-    first = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
-    second = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
-    try:
-        first.start(timeout=60)
-        _serves(first, topic, group, 1)
-        assert first.process is not None
-        first.process.send_signal(signal.SIGSTOP)
-        try:
-            second.port = free_port_block(2)
-            second.start(timeout=DETECT_S + 30)
-            _serves(second, topic, group, 2)
-            assert second.stop() == 0
-        finally:
-            first.process.send_signal(signal.SIGCONT)
+    with _paused_with_successor(kafka44, state, topic, group, successor_commits=True) as (first, second):
+        assert second.stop() == 0
+        first.process.send_signal(signal.SIGCONT)
         answers: list[int] = []
 
         def answered() -> bool:
@@ -282,8 +282,6 @@ def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_aga
         assert first.process.poll() is None, first.log_text()[-3000:]
         assert "reloading every shard" in first.log_text(), first.log_text()[-3000:]
         _serves(first, topic, group, 3)
-    finally:
-        _stop_all(first, second)
 
 
 def _fetch_request(group: str, topic: str):
