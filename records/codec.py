@@ -20,6 +20,7 @@ from records import _classic as cl
 from records import _consumer as cg
 from records import connect_records as cr
 from records import group_config_records as gcr
+from records import streams_records as sr
 from records._trailing import TRAILING_BYTES
 from records._wire import (
     LOW_LEVEL,
@@ -81,6 +82,7 @@ _KEY_LAYOUTS: dict[int, tuple[type, tuple[str, ...], str]] = {
     7: (ConsumerGroupTargetAssignmentMemberKey, ("GroupId", "MemberId"), "ss"),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ("GroupId", "MemberId"), "ss"),
     16: (ConsumerGroupRegularExpressionKey, ("GroupId", "RegularExpression"), "ss"),
+    **sr.KEY_LAYOUTS,   # the streams group (KIP-1071): 17, 19-23 as Kafka 4.4 writes them
     **cr.KEY_LAYOUTS,   # kcoord's connect group (docs/design/connect-groups-spec.md): private types 1000-1004
     **gcr.KEY_LAYOUTS,  # kcoord's per-group configuration (docs/user/group-configs.md): private type 1200
 }
@@ -88,8 +90,19 @@ _KEY_ATTRS = {cls: (rtype, tuple(f.name for f in dataclasses.fields(cls)), layou
               for rtype, (cls, _, layout) in _KEY_LAYOUTS.items()}
 
 
-def _key_decoder(cls: type, names: tuple[str, ...], layout: str) -> Callable[[bytes], Any]:
+def _positional(key_cls: Any) -> Callable[..., Any]:
+    """`key_cls` built from its fields in order: the classes generated from Kafka's jar
+    (streams_records.py) take keywords only."""
+    fields = dataclasses.fields(key_cls)
+    if not fields or not fields[0].kw_only:
+        return key_cls
+    names = tuple(f.name for f in fields)
+    return lambda *values: key_cls(**dict(zip(names, values)))
+
+
+def _key_decoder(key_cls: type, names: tuple[str, ...], layout: str) -> Callable[[bytes], Any]:
     """A decoder unrolled for one key layout (keys are classic encoding, version 0)."""
+    cls = _positional(key_cls)
     if layout == "s":
         def decode(b: bytes) -> Any:
             pos = 2
@@ -267,6 +280,7 @@ _VALUE_DECODERS: dict[int, dict[int, Callable[[bytes], Any]]] = {
     7: {0: asg.decode_target_assignment_member},
     8: {0: asg.decode_current_member_assignment},
     16: {0: cg.decode_regular_expression},
+    **sr.VALUE_DECODERS,
     **cr.VALUE_DECODERS,
     **gcr.VALUE_DECODERS,
 }
@@ -285,6 +299,7 @@ _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
     ConsumerGroupCurrentMemberAssignmentValue: (asg.encode_current_member_assignment,
                                                 range(0, 1)),
     ConsumerGroupRegularExpressionValue: (cg.encode_regular_expression, range(0, 1)),
+    **sr.VALUE_ENCODERS,
     **cr.VALUE_ENCODERS,
     **gcr.VALUE_ENCODERS,
 }

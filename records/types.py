@@ -13,11 +13,12 @@ from typing import Any
 
 
 class RecordType(IntEnum):
-    """The record types a Kafka 4.3 group coordinator writes or reads.
+    """The record types a Kafka 4.3 group coordinator writes or reads, and Kafka 4.4's
+    streams group types (KIP-1071, records/streams_records.py).
 
-    Share (10-15) and streams (17+) types, and the removed ids 9 and 18, are not
-    members: they decode to `UnknownRecord`, as KIP-915 asks of a coordinator
-    that meets a type it does not know.
+    Share types (10-15) and the removed ids 9 and 18 (KIP-1101) are not members: they
+    decode to `UnknownRecord`, as KIP-915 asks of a coordinator that meets a type it does
+    not know.
     """
 
     LEGACY_OFFSET_COMMIT = 0
@@ -30,6 +31,12 @@ class RecordType(IntEnum):
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
     CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+    STREAMS_GROUP_METADATA = 17
+    STREAMS_GROUP_MEMBER_METADATA = 19
+    STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+    STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+    STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+    STREAMS_GROUP_TOPOLOGY = 23
 
 
 def _type_label(record_type: int) -> str:

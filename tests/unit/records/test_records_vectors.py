@@ -354,7 +354,7 @@ def test_tombstones():
         assert record.key == k and record.value is None
 
 
-@pytest.mark.parametrize("record_type", [9, 10, 15, 17, 18, 23, 24, 1005, -1])   # 1000-1004: connect
+@pytest.mark.parametrize("record_type", [9, 10, 15, 18, 24, 1005, -1])   # 1000-1004: connect; 17, 19-23: streams
 def test_unknown_record_types_decode_to_unknown_record(record_type):
     key = (record_type & 0xFFFF).to_bytes(2, "big") + hx("0001 67")
     value = hx("0000 01 00")

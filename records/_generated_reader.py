@@ -1,0 +1,198 @@
+"""Bounded reader of the value classes generated from Kafka's jar (records/generated/).
+
+Rules of this module:
+- The generated classes are kio dataclasses; kio's own (native) reader trusts the lengths it
+  reads and allocates whatever a hostile length claims (docs/design/messages.md), so values of
+  these classes are read here, field by field, with records/_wire.py's bounded primitives:
+  every length and count is checked against the bytes left before anything is allocated.
+- Flexible versions only (every record value Kafka added since KIP-848 is flexible from v0):
+  compact strings and arrays, a nullable struct behind an int8 marker (negative: null, as
+  Kafka's generated readers test it), and a tag section per struct. A known tagged field must
+  fill exactly the size its header declares; unknown tags are skipped (kio's classes have no
+  room to keep them).
+- A value is built exactly as kio's reader builds it (ints, str, tuples, `timedelta` for
+  `timedelta_i32`), so a value decoded here equals the one kio decodes from the same bytes
+  (tests/unit/records/test_generated_records.py checks both ways).
+- Errors are `FieldError` with the dotted field path and the byte where the field starts;
+  codec.py adds the record type and the log position.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+
+from records._wire import (
+    LOW_LEVEL,
+    FieldError,
+    Malformed,
+    cnstring,
+    cstring,
+    expect_end,
+    reason_of,
+    tag_count,
+    tagged_field,
+    unpack_b,
+    unpack_h,
+    unpack_i,
+    unpack_q,
+    uvarint,
+)
+
+# (buffer, position) -> (value, position after it); raises LOW_LEVEL errors or FieldError.
+Read = Callable[[bytes, int], tuple[Any, int]]
+
+_unpack_u16 = struct.Struct(">H").unpack_from
+
+
+def _within(name: str, e: FieldError) -> FieldError:
+    """`e` one level down: `name.field`, or `name[i]...` for an array element."""
+    sep = "" if e.field.startswith("[") else "."
+    return FieldError(f"{name}{sep}{e.field}", e.position, e.reason)
+
+
+def _fixed(unpack: Callable[[bytes, int], tuple[int, ...]], size: int) -> Read:
+    def read(b: bytes, pos: int) -> tuple[Any, int]:
+        return unpack(b, pos)[0], pos + size
+    return read
+
+
+def _timedelta_i32(b: bytes, pos: int) -> tuple[Any, int]:
+    return datetime.timedelta(milliseconds=unpack_i(b, pos)[0]), pos + 4
+
+
+_PRIMITIVES: dict[str, tuple[Read, int]] = {   # kafka type -> (reader, smallest encoding)
+    "int8": (_fixed(unpack_b, 1), 1),
+    "int16": (_fixed(unpack_h, 2), 2),
+    "int32": (_fixed(unpack_i, 4), 4),
+    "int64": (_fixed(unpack_q, 8), 8),
+    "uint16": (_fixed(_unpack_u16, 2), 2),
+    "timedelta_i32": (_timedelta_i32, 4),
+    "string": (cstring, 1),
+}
+
+
+def _count(b: bytes, pos: int, nullable: bool, min_item: int) -> tuple[int | None, int]:
+    """A compact array's element count (None: null), bounded by the bytes left."""
+    n, pos = uvarint(b, pos)
+    if n == 0:
+        if nullable:
+            return None, pos
+        raise Malformed("non-nullable array is null")
+    n -= 1
+    if n * min_item > len(b) - pos:
+        raise Malformed(f"array of {n} elements cannot fit in the {len(b) - pos} bytes left")
+    return n, pos
+
+
+def _array(element: Read, min_item: int, nullable: bool) -> Read:
+    def read(b: bytes, pos: int) -> tuple[Any, int]:
+        n, pos = _count(b, pos, nullable, min_item)
+        if n is None:
+            return None, pos
+        out = []
+        for i in range(n):
+            try:
+                v, pos = element(b, pos)
+            except FieldError as e:
+                raise _within(f"[{i}]", e) from None
+            out.append(v)
+        return tuple(out), pos
+    return read
+
+
+def _nullable_struct(inner: Read) -> Read:
+    def read(b: bytes, pos: int) -> tuple[Any, int]:
+        if unpack_b(b, pos)[0] < 0:
+            return None, pos + 1
+        return inner(b, pos + 1)
+    return read
+
+
+def _field_reader(field: dataclasses.Field[Any], tagged: bool) -> Read:
+    nullable = is_optional(field)
+    kind = classify_field(field)
+    if isinstance(kind, PrimitiveField):
+        kafka_type = get_schema_field_type(field)
+        if kafka_type == "string":
+            return cnstring if nullable else cstring
+        return _PRIMITIVES[kafka_type][0]
+    if isinstance(kind, PrimitiveTupleField):
+        element, size = _PRIMITIVES[get_schema_field_type(field)]
+        return _array(element, size, nullable)
+    if isinstance(kind, EntityField):
+        inner = struct_reader(kind.type_)
+        return _nullable_struct(inner) if nullable and not tagged else inner
+    assert isinstance(kind, EntityTupleField)
+    return _array(struct_reader(kind.type_), 1, nullable)   # a struct takes its tag section at least
+
+
+_READERS: dict[type, Read] = {}
+
+
+def struct_reader(cls: type) -> Read:
+    """The compiled bounded reader of one generated class (cached)."""
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = _compile(cls)
+    return reader
+
+
+def _compile(cls: Any) -> Read:
+    if not cls.__flexible__:
+        raise TypeError(f"{cls.__name__}: only flexible versions are read here")
+    plan: list[tuple[str, Read]] = []
+    tags: dict[int, tuple[str, Read]] = {}
+    for field in dataclasses.fields(cls):
+        tag = get_field_tag(field)
+        reader = _field_reader(field, tag is not None)
+        if tag is None:
+            plan.append((field.name, reader))
+        else:
+            tags[int(tag)] = (field.name, reader)
+
+    def read(b: bytes, pos: int) -> tuple[Any, int]:
+        values: dict[str, Any] = {}
+        for name, reader in plan:
+            try:
+                values[name], pos = reader(b, pos)
+            except FieldError as e:
+                raise _within(name, e) from None
+            except LOW_LEVEL as e:
+                raise FieldError(name, pos, reason_of(e, b)) from None
+        start = pos
+        try:
+            n, pos = tag_count(b, pos)
+            for _ in range(n):
+                start = pos
+                tag, data, end = tagged_field(b, pos)
+                pos = end
+                known = tags.get(tag)
+                if known is None:
+                    continue        # a later version's field: Kafka keeps it raw, kio cannot
+                name, reader = known
+                try:
+                    # Read within the declared size: the prefix up to its end bounds the reader.
+                    values[name], at = reader(b[:end], data)
+                    expect_end(at, end, f"tagged field {tag}")
+                except FieldError as e:
+                    raise _within(name, e) from None
+                except LOW_LEVEL as e:
+                    raise FieldError(name, data, reason_of(e, b)) from None
+        except LOW_LEVEL as e:
+            raise FieldError("(tagged fields)", start, reason_of(e, b)) from None
+        return cls(**values), pos
+    return read
