@@ -9,7 +9,11 @@ The wiring only; the parts live elsewhere:
 - the service serves only the shards assigned here (`GroupCoordinatorService.take/release`)
   and releases no response once the membership lease ran out;
 - the gateway names shard owners in FindCoordinator and every instance's synthetic node in
-  Metadata, and sends each upstream broker's traffic through one instance (node.py).
+  Metadata, and sends each upstream broker's traffic through one instance (node.py);
+- the per-group config requests Kafka's Admin sends to any instance reach the owner of each
+  group's shard over the instances' links to each other (cluster/peers.py), opened to the
+  peer's first listener as a client would: PLAINTEXT when this instance's first listener is,
+  else with the upstream's TLS and SASL settings (docs/user/cluster.md).
 
 Rules:
 - `fencing=transactional` (the default here) is what makes several processes safe.
@@ -42,6 +46,7 @@ from typing import Any
 from . import metrics
 from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
+from .cluster.peers import PEER_CLIENT_ID, Peers
 from .cluster.protocol import Assignment
 from .cluster.solo import LeaseGatedLog, SoloLease
 from .config import CoordinatorConfig
@@ -101,6 +106,7 @@ class ClusterProcess:
         self.stop = asyncio.Event()           # set when this process must stop (fenced, not alone)
         self._task: asyncio.Task | None = None
         self._service: Any = None
+        self.peers: Peers | None = None
 
     def state_log(self, plain_writer: Any) -> Any:
         """The StateLog the service writes through: a fenced one (transactional, or epoch:
@@ -133,6 +139,11 @@ class ClusterProcess:
             heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
             static=self.static)
         node = self.node = ClusterNode(self.instance_id, service, membership.serving)
+        first = next((i for i in gateway.listeners if i.node_id is None), None)
+        peer_security = None if first is None or first.security_protocol == "PLAINTEXT" else self.security
+        self.peers = service.group_config_peers = Peers(
+            self.instance_id, node, functools.partial(_open, peer_security, PEER_CLIENT_ID),
+            timeout_s=c.offsets_commit_timeout_ms / 1000 + c.cluster_session_timeout_ms / 1000)
         metrics.CLUSTER_LEASE_REMAINING.set_function(
             lambda: membership.lease.remaining_ms(time.monotonic() * 1000) / 1000)
         # The readiness gauge (ops/deploy/probe.py): 0 once the lease ran out.
@@ -166,6 +177,8 @@ class ClusterProcess:
         hold_until = self.membership.ownership.hold_until
         held = frozenset(s for s in added if s in hold_until)
         self.node.on_change(assignment, added, revoked, held)
+        if self.peers is not None:
+            self.peers.on_map(assignment)
         if held:
             # The previous owner may still answer these (a static replacement, or this
             # process's first session): serve them once its lease has certainly run out.
@@ -235,6 +248,8 @@ class ClusterProcess:
             await self.membership.leave()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.peers is not None:
+            self.peers.close()
 
 
 

@@ -44,7 +44,8 @@ Kafka, like Connect's `connect` and Schema Registry's `sr` groups):
 
 Parts, each an object or function of its own: the shards held and their holds
 (ownership.py), the leader's balance of a JoinGroup answer (leader.py), the heartbeat timer
-and the side heartbeats (heartbeat.py), the lease (lease.py).
+and the side heartbeats (heartbeat.py), the lease (lease.py), finding the group's coordinator
+(finding.py).
 
 `on_change(assignment, added, revoked)` is called with each applied assignment; the lease
 (lease.py) is renewed by each successful JoinGroup/SyncGroup/Heartbeat, timed from when
@@ -57,16 +58,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v3 import request as find_v3
 from kio.schema.heartbeat.v3 import request as heartbeat_v3
 from kio.schema.join_group.v5 import request as join_v5
 from kio.schema.leave_group.v3 import request as leave_v3
 from kio.schema.sync_group.v3 import request as sync_v3
 from kio.schema.types import GroupId
-from kio.static.primitive import i8, i32
+from kio.static.primitive import i32
 
+from .finding import find_coordinator
 from .heartbeat import Heartbeat, side_heartbeats
 from .leader import lead
 from .lease import Lease
@@ -81,12 +81,16 @@ from .protocol import (
 )
 from .upstream import (
     Link,
+    Lost,
     MembershipFenced,
     MembershipRefused,
     NotAlone,
     OpenLink,
+    Refind,
+    Rejoin,
     group_name,
     ms_field,
+    raise_for,
     static_membership_works,
 )
 
@@ -96,15 +100,6 @@ __all__ = ["ClusterMembership", "MembershipFenced", "MembershipRefused", "NotAlo
 log = logging.getLogger("kcoord.cluster")
 
 
-class _Rejoin(Exception):
-    """Join again (a rebalance, a revoke, a lost membership)."""
-
-
-class _Refind(Exception):
-    """Find the group's coordinator again (NOT_COORDINATOR and the like)."""
-
-_REFIND = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress}
-_LOST = {ErrorCode.unknown_member_id, ErrorCode.illegal_generation}
 _BACKOFF_S = 0.2
 _MAX_BACKOFF_S = 5.0
 
@@ -160,9 +155,9 @@ class ClusterMembership:
                 await self._join_and_sync()
                 backoff = _BACKOFF_S
                 await self._heartbeat_until_rebalance()
-            except _Rejoin:
+            except Rejoin:
                 continue
-            except _Refind:
+            except Refind:
                 self._drop_link()
             except MembershipFenced:
                 self._lose("fenced: another process joined with instance id " + self.instance_id)
@@ -240,32 +235,16 @@ class ClusterMembership:
 
     # ------------------------------------------------------------- protocol
     async def _find_coordinator(self) -> Link:
-        bootstrap = await self._open_link(self._bootstrap)
-        try:
-            if self._static_auto:
-                await self._choose_membership(bootstrap)
-            resp = await bootstrap.request(find_v3.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)),
-                                           self._timeout)
-        finally:
-            bootstrap.close()
-        if resp.error_code != ErrorCode.none:
-            raise RuntimeError(f"FindCoordinator({self.group_id}) answered {resp.error_code.name}")
-        self._coordinator = (resp.host, resp.port)
-        return await self._open_link([self._coordinator])
-
-    async def _choose_membership(self, link: Link) -> None:
-        resp = await link.request(api_versions_v3.ApiVersionsRequest(
-            client_software_name="kcoord", client_software_version="0.1.0"), self._timeout)
-        if resp.error_code != ErrorCode.none:
-            raise RuntimeError(f"ApiVersions answered {resp.error_code.name}: cannot tell whether the upstream "
-                               "carries static members")
-        self.static = static_membership_works({int(k.api_key) for k in resp.api_keys})
-        self.tansu = not self.static
-        self._static_auto = False
-        log.info("cluster membership %s: joining %s as a %s member%s", self.instance_id, self.group_id,
-                 "static" if self.static else "dynamic", "" if self.static else
-                 " (the upstream does not list OffsetForLeaderEpoch: Tansu, whose group coordinator cannot "
-                 "carry static members; a restart rebalances)")
+        found = await find_coordinator(self._open_link, self._bootstrap, self.group_id, self._timeout,
+                                       self._static_auto)
+        if found.static is not None:
+            self.static, self.tansu, self._static_auto = found.static, not found.static, False
+            log.info("cluster membership %s: joining %s as a %s member%s", self.instance_id, self.group_id,
+                     "static" if self.static else "dynamic", "" if self.static else
+                     " (the upstream does not list OffsetForLeaderEpoch: Tansu, whose group coordinator cannot "
+                     "carry static members; a restart rebalances)")
+        self._coordinator = found.address
+        return found.link
 
     def _metadata(self) -> bytes:
         return self.ownership.metadata(solo_candidate=self.solo_candidate, static=self.static, now_ms=self._ms())
@@ -335,7 +314,7 @@ class ClusterMembership:
             log.error("cluster membership %s: the leader's assignment is unreadable (%s); rejoining",
                       self.instance_id, e)
             await asyncio.sleep(_BACKOFF_S)
-            raise _Rejoin() from None
+            raise Rejoin() from None
         self._apply(assignment)
 
     def _lead(self, generation: int, members) -> tuple:
@@ -348,7 +327,7 @@ class ClusterMembership:
         # Cooperative: revoked shards are placed in the next generation, which this member
         # starts by rejoining now that it no longer serves them.
         if revoked or self.ownership.names_another_endpoint(assignment):
-            raise _Rejoin()
+            raise Rejoin()
         self.stable.set()
 
     async def _heartbeat_until_rebalance(self) -> None:
@@ -358,7 +337,7 @@ class ClusterMembership:
             if self._stopping:
                 return
             if rejoin:
-                raise _Rejoin()
+                raise Rejoin()
             sent = self._ms()
             resp = await self._link.request(heartbeat_v3.HeartbeatRequest(
                 group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
@@ -367,28 +346,18 @@ class ClusterMembership:
                 self.lease.renew(sent)      # still a member: keep serving through the rebalance
                 log.info("cluster membership %s: generation %d rebalancing (Heartbeat: REBALANCE_IN_PROGRESS)",
                          self.instance_id, self.generation)
-                raise _Rejoin()
+                raise Rejoin()
             self._check(resp.error_code, "Heartbeat")
             self.lease.renew(sent)
 
     def _check(self, code: ErrorCode, api: str) -> None:
-        if code == ErrorCode.none:
-            return
-        if code == ErrorCode.fenced_instance_id:
-            raise MembershipFenced(f"{api}: FENCED_INSTANCE_ID for {self.instance_id}")
-        if code == ErrorCode.group_authorization_failed:
-            raise MembershipRefused(f"{api} of group {self.group_id} answered GROUP_AUTHORIZATION_FAILED: grant "
-                                    f"kcoord's principal Group READ on {self.group_id}")
-        if code in _REFIND:
-            raise _Refind()
-        if code in _LOST:
+        try:
+            raise_for(code, api, self.group_id, self.instance_id)
+        except Lost:
             self._lose(f"{api} answered {code.name}")
             if code == ErrorCode.unknown_member_id:
                 self.member_id = ""      # join as new (a static member is recognised by its instance id)
-            raise _Rejoin()
-        if code == ErrorCode.rebalance_in_progress:
-            raise _Rejoin()
-        raise RuntimeError(f"{api} answered {code.name}")
+            raise
 
     # --------------------------------------------------------------- helpers
     def _lose(self, why: str) -> None:

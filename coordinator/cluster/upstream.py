@@ -1,6 +1,7 @@
 """What the membership shell (membership.py) needs to know about its upstream group, apart
 from the join/sync/heartbeat loop itself: the link it talks through, the group's name, how
-the loop ends (its exceptions), and whether the upstream's group coordinator carries static
+the loop ends or starts over (its exceptions, and which error codes raise which:
+`raise_for`), and whether the upstream's group coordinator carries static
 members (KIP-345), which decides between a static and a dynamic member.
 
 Rules: no I/O here; `static_membership_works` judges only from the API keys the upstream's
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
 from .protocol import Endpoint
@@ -43,6 +45,42 @@ class NotAlone(Exception):
         self.others = dict(others)
         super().__init__(", ".join(f"{i} at {e.host}:{e.port}" for i, e in sorted(self.others.items()))
                          or "another member")
+
+
+class Rejoin(Exception):
+    """Join again (a rebalance, a revoke, a lost membership)."""
+
+
+class Lost(Rejoin):
+    """The group no longer knows this member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION): its
+    shards are dropped before it joins again (Kafka's `onPartitionsLost`)."""
+
+
+class Refind(Exception):
+    """Find the group's coordinator again (NOT_COORDINATOR and the like)."""
+
+
+_REFIND = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                     ErrorCode.coordinator_load_in_progress})
+_LOST = frozenset({ErrorCode.unknown_member_id, ErrorCode.illegal_generation})
+
+
+def raise_for(code: ErrorCode, api: str, group_id: str, instance_id: str) -> None:
+    """Nothing for NONE; else the exception that says what the membership does next."""
+    if code == ErrorCode.none:
+        return
+    if code == ErrorCode.fenced_instance_id:
+        raise MembershipFenced(f"{api}: FENCED_INSTANCE_ID for {instance_id}")
+    if code == ErrorCode.group_authorization_failed:
+        raise MembershipRefused(f"{api} of group {group_id} answered GROUP_AUTHORIZATION_FAILED: grant "
+                                f"kcoord's principal Group READ on {group_id}")
+    if code in _REFIND:
+        raise Refind()
+    if code in _LOST:
+        raise Lost(code.name)
+    if code == ErrorCode.rebalance_in_progress:
+        raise Rejoin()
+    raise RuntimeError(f"{api} answered {code.name}")
 
 
 def ms_field(ms: int) -> i32Timedelta:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..protocol.apis import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from ..protocol.codec import decode_response_frame, encode_body, encode_response_frame
-from ..protocol.framing import SIZE
+from ..protocol.framing import SIZE, read_client_id
 from . import eager
 from .forward import Pending
 
@@ -142,8 +142,10 @@ def serve(client: Any, service: Any, frame: bytes, route: Any, correlation_id: i
     guard's own refusals, then joined with ours; or answered by the guard, then joined here."""
     api_key, version = route.api_key, route.api_version
     groups, rest = split(api_key, request)
-    call = eager.start(service.serve_group_configs(api_key, version, groups, client.request_info(None)),
-                       client.loop)
+    # The client id is the service's to see: another kcoord instance's requests carry its own
+    # (cluster/peers.py), and are served from this instance's shards only.
+    info = client.request_info(read_client_id(frame, 12)[0])
+    call = eager.start(service.serve_group_configs(api_key, version, groups, info), client.loop)
     if rest is None:
         client.serve_outcome(call, route, correlation_id, len(frame))
         return

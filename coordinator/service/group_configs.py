@@ -10,7 +10,9 @@ Rules of this module:
   not read. ListConfigResources lists only the groups the client may DESCRIBE_CONFIGS.
 - Each group's configs live on the shard that owns the group (service/routing.py): a read
   or a change runs there; a shard that cannot serve (loading, not the coordinator, a failed
-  write) answers its own error for that resource only.
+  write) answers its own error for that resource only. In a kcoord cluster, the groups of
+  another instance's shards are asked of that instance (service/group_config_peers.py), and
+  ListConfigResources lists every instance's groups.
 - DescribeConfigs answers for any group name, existing or not: every key of Kafka 4.4's
   `GroupConfig` (the internal ones only when named), the value set on the group with source
   GROUP_CONFIG, else the broker's with source DEFAULT_CONFIG (STATIC_BROKER_CONFIG where
@@ -24,7 +26,9 @@ Rules of this module:
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -41,6 +45,7 @@ from ..group.errors import ApiError
 from ..group.shard import RequestContext
 from ..protocol.apis import response_class
 from ..protocol.service import ClientInfo
+from . import group_config_peers as peering
 
 GROUP_RESOURCE = 32
 GROUP_CONFIG_SOURCE = 8        # DescribeConfigs' ConfigSource.GROUP_CONFIG
@@ -51,6 +56,7 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS = "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
 _ZERO = timedelta(0)
 _DEFAULTS = CoordinatorConfig()
 GroupConfigService = Any       # the GroupCoordinatorService (this module is below it)
+log = logging.getLogger("kcoord.service")
 
 
 async def _denied(service: GroupConfigService, info: ClientInfo, operation: str, names: Sequence[str]) -> set[str]:
@@ -131,9 +137,19 @@ async def describe(service: GroupConfigService, info: ClientInfo, m: Any, reques
     """The DescribeConfigsResult of each GROUP resource, in order (``m``: the response's module)."""
     names = [r.resource_name for r in resources if r.resource_name]
     denied = await _denied(service, info, DESCRIBE_CONFIGS, names)
-    stored = await _per_shard(service, [n for n in names if n not in denied], _read)
+    peers = peering.peers_for(service, info)
+    here, remote, moving = peering.place(service, peers, list(dict.fromkeys(n for n in names if n not in denied)))
+    stored: dict[str, Any] = dict(moving)
+    elsewhere, (entries, failed) = await asyncio.gather(
+        _per_shard(service, here, _read),
+        peering.ask_resources(peers, request, resources, remote, "results", by_name=False) if remote else _no_entries())
+    stored.update(elsewhere)
+    stored.update(failed)
     results = []
-    for r in resources:
+    for i, r in enumerate(resources):
+        if i in entries:        # the owning instance's answer
+            results.append(entries[i])
+            continue
         name = r.resource_name
         code, configs = ErrorCode.none, ()
         message: str | None = ""        # Kafka's success message is "", not null
@@ -166,12 +182,23 @@ async def alter(service: GroupConfigService, info: ClientInfo, m: Any, request: 
     denied = await _denied(service, info, ALTER_CONFIGS, [n for n in distinct if n and n not in duplicated])
     ctx = RequestContext(api_version=0, client_id=info.client_id or "", client_host=info.host)
     by_name = {r.resource_name: r for r in resources}
+    peers = peering.peers_for(service, info)
+    _, remote, failed = peering.place(service, peers, [n for n in distinct if n and n not in duplicated | denied])
+    ask = peering.ask_resources(peers, request, [by_name[n] for n in distinct], remote, "responses", by_name=True) \
+        if remote else _no_entries()
+    entries, unavailable = await ask
+    failed.update(unavailable)
     answers = []
-    for name in distinct:
+    for i, name in enumerate(distinct):
+        if i in entries:        # the owning instance's answer
+            answers.append(entries[i])
+            continue
         if name in duplicated:
             code, message = ErrorCode.invalid_request, "Duplicate resource."
         elif name in denied:
             code, message = ErrorCode.group_authorization_failed, None
+        elif name in failed:
+            code, message = failed[name].code, failed[name].message
         else:
             changes = tuple((c.name, int(getattr(c, "config_operation", 0)), c.value) for c in by_name[name].configs)
             req = AlterGroupConfigs(name, changes, incremental, bool(request.validate_only))
@@ -187,15 +214,26 @@ async def alter(service: GroupConfigService, info: ClientInfo, m: Any, request: 
 
 # --- ListConfigResources ------------------------------------------------------------------
 
-async def list_groups(service: GroupConfigService, info: ClientInfo) -> list[str]:
-    """Every group with a config set, on the shards this process serves, that the client
+async def list_groups(service: GroupConfigService, info: ClientInfo, request: Any) -> list[str]:
+    """Every group with a config set, on the shards this process serves and, in a kcoord
+    cluster, on the other instances' (raises ApiError when one cannot say), that the client
     may DESCRIBE_CONFIGS (sorted, for a stable answer)."""
-    answers, _ = await service.router.every_shard(
+    peers = peering.peers_for(service, info)
+    (answers, _), elsewhere = await asyncio.gather(service.router.every_shard(
         lambda shard, now: shard.read_group_configs(None, ReadGroupConfigs(()), now)._replace(
-            response=shard.group_configs.groups()))
-    names = sorted({g for groups in answers for g in groups})
+            response=shard.group_configs.groups())),
+        peering.listed_elsewhere(service, peers, request) if peers is not None else _no_names())
+    names = sorted({g for groups in answers for g in groups} | set(elsewhere))
     denied = await _denied(service, info, DESCRIBE_CONFIGS, names)
     return [n for n in names if n not in denied]
+
+
+async def _no_entries() -> tuple[dict[int, Any], dict[str, ApiError]]:
+    return {}, {}
+
+
+async def _no_names() -> list[str]:
+    return []
 
 
 def is_group(resource: Any) -> bool:
@@ -223,7 +261,11 @@ async def serve(service: GroupConfigService, api_key: int, version: int, request
             service.audit.record(api_key, request, response, info)
         return response
     if api_key == LIST_CONFIG_RESOURCES_KEY:
-        names = await list_groups(service, info)
+        try:
+            names = await list_groups(service, info, request)
+        except ApiError as e:   # the response has no message: the log says which instance or shard
+            log.warning("ListConfigResources of groups answers %s: %s", e.code.name, e.message)
+            return cls(throttle_time=_ZERO, error_code=e.code, config_resources=())
         return cls(throttle_time=_ZERO, error_code=ErrorCode.none, config_resources=tuple(
             m.ConfigResource(resource_name=n, resource_type=GROUP_RESOURCE) for n in names))
     raise ValueError(f"API {api_key} has no GROUP resources")

@@ -1,12 +1,8 @@
 """Per-group configuration across a kcoord cluster (docs/user/group-configs.md, "Several
 processes"), on Kafka 4.4: Kafka's Admin sends DescribeConfigs and IncrementalAlterConfigs for
 GROUP resources to any node (the least loaded) and ListConfigResources to one, so whichever
-instance a request reaches must answer for every group, whoever owns its shard.
-
-Not served yet: a config request for a group whose shard another instance owns answers
-NOT_COORDINATOR for that resource (kcoord has no path from one instance to another's
-shards; docs/user/group-configs.md). The test is the acceptance test of that routing and
-is a strict xfail until it lands."""
+instance a request reaches must answer for every group, whoever owns its shard: it asks the
+owner over the instances' links to each other (docs/user/cluster.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -76,9 +72,6 @@ def described(process: KcoordProcess, groups: list[str]) -> dict[str, tuple[int,
     return {r.resource_name: (int(r.error_code), next((c.value for c in r.configs), None)) for r in results}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="config requests are not yet routed between instances: NOT_COORDINATOR for a "
-                          "group another instance owns (docs/user/group-configs.md)")
 def test_configs_set_through_one_instance_are_described_and_listed_through_the_others(trio, names) -> None:  # type: ignore[no-untyped-def]
     groups = owned_groups(trio, names.group())
     for owner, g in zip(trio, groups):    # a shard just taken may still be loading (COORDINATOR_LOAD_IN_PROGRESS)

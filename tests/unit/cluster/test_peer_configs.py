@@ -1,0 +1,145 @@
+"""Per-group config requests routed between kcoord instances (coordinator/cluster/peers.py,
+coordinator/service/group_config_peers.py): two real services stand for two instances, each
+owning one of the two shards in the map; the link from one to the other is a stand-in for the
+other's gateway (it hands the request to the other service with kcoord's peer client id)."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.cluster.peers import PEER_CLIENT_ID, Peers
+from coordinator.cluster.protocol import Assignment, Endpoint
+from coordinator.group.kio_util import schema
+
+from ..runtime.test_shard_failures import CLIENT
+from ..service.test_authz import DenyGroups, service_with
+from ..service.test_group_configs_service import describe, incremental
+
+KEY = "consumer.session.timeout.ms"
+PEER = dataclasses.replace(CLIENT, client_id=PEER_CLIENT_ID)
+
+
+class Node:
+    def __init__(self, owners: dict[int, str]) -> None:
+        self.assignment = Assignment(1, frozenset(), owners, {i: Endpoint("127.0.0.1", 9000 + n) for n, i in
+                                                              enumerate(("a", "b"))})
+
+
+class Link:
+    """The other instance's gateway, in miniature; `answer` may rewrite its response."""
+
+    def __init__(self, service, asked: list, answer=None) -> None:
+        self.service, self.asked, self.answer, self.closed = service, asked, answer, False
+
+    async def request(self, request, timeout=10.0):
+        self.asked.append(request)
+        response = await self.service.serve_group_configs(int(request.__api_key__), int(request.__version__),
+                                                          request, PEER)
+        return response if self.answer is None else self.answer(response)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def pair(authorizer=None, owners=None, answer=None):
+    """Instance a (owns partition 0) with its Peers, instance b's service, and what b was asked."""
+    a = await service_with(authorizer or DenyGroups())
+    b = await service_with(DenyGroups())
+    asked: list = []
+    links: list[Link] = []
+
+    async def open_link(addresses):
+        links.append(Link(b, asked, answer))
+        return links[-1]
+    a.group_config_peers = Peers("a", Node(owners if owners is not None else {0: "a", 1: "b"}), open_link, 5.0)
+    return a, b, asked, links
+
+
+def groups_on(service, partition: int, n: int, prefix: str = "g") -> list[str]:
+    return [g for g in (f"{prefix}{i}" for i in range(100)) if service.partition_for(g) == partition][:n]
+
+
+def values(response) -> dict[str, tuple[int, str | None]]:
+    return {r.resource_name: (int(r.error_code), next((c.value for c in r.configs), None)) for r in response.results}
+
+
+def test_a_group_of_the_other_instance_is_set_described_and_listed_there():
+    async def main():
+        a, b, asked, _ = await pair()
+        mine, theirs = groups_on(a, 0, 1)[0], groups_on(a, 1, 1)[0]
+        altered = await a.serve_group_configs(44, 1, incremental((mine, [(KEY, 0, "50000")]),
+                                                                  (theirs, [(KEY, 0, "51000")])), CLIENT)
+        assert [(r.resource_name, r.error_code) for r in altered.responses] == [(mine, 0), (theirs, 0)]
+        assert [r.resource_name for q in asked for r in q.resources] == [theirs]    # only b's group travelled
+        # Stored on the owner only: b's own shard has it, a's copy of that shard does not.
+        assert values(await b.serve_group_configs(32, 4, describe((theirs, (KEY,))), PEER))[theirs] == (0, "51000")
+        assert values(await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), PEER))[theirs] == (0, "45000")
+        both = await a.serve_group_configs(32, 4, describe((theirs, (KEY,)), (mine, (KEY,)), (theirs, None)), CLIENT)
+        assert [(r.resource_name, r.configs[0].value) for r in both.results] == [
+            (theirs, "51000"), (mine, "50000"), (theirs, "51000")]
+        listed = await a.serve_group_configs(74, 1, schema("list_config_resources", 1, "request")
+                                             .ListConfigResourcesRequest(resource_types=(32,)), CLIENT)
+        assert listed.error_code == 0
+        assert sorted(r.resource_name for r in listed.config_resources) == sorted([mine, theirs])
+    asyncio.run(main())
+
+
+def test_the_client_is_authorized_here_and_a_denied_group_never_travels():
+    async def main():
+        a, _, asked, _ = await pair(DenyGroups())
+        theirs = groups_on(a, 1, 2)
+        a.authorizer.denied.add(theirs[0])
+        altered = await a.serve_group_configs(44, 1, incremental(*((g, [(KEY, 0, "50000")]) for g in theirs)), CLIENT)
+        assert [(r.resource_name, r.error_code) for r in altered.responses] == [
+            (theirs[0], ErrorCode.group_authorization_failed), (theirs[1], 0)]
+        assert [r.resource_name for q in asked for r in q.resources] == [theirs[1]]
+    asyncio.run(main())
+
+
+def test_a_request_from_another_instance_is_never_routed_on():
+    async def main():
+        a, _, asked, links = await pair()
+        theirs = groups_on(a, 1, 1)[0]
+        await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), PEER)
+        await a.serve_group_configs(74, 1, schema("list_config_resources", 1, "request")
+                                    .ListConfigResourcesRequest(resource_types=(32,)), PEER)
+        assert asked == [] and links == []
+    asyncio.run(main())
+
+
+def test_a_moving_shard_or_a_silent_owner_answers_coordinator_not_available():
+    async def main():
+        a, _, asked, _ = await pair(owners={0: "a"})         # partition 1 has no owner: moving
+        theirs = groups_on(a, 1, 1)[0]
+        answer = values(await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), CLIENT))
+        assert answer[theirs][0] == ErrorCode.coordinator_not_available and asked == []
+        listed = await a.serve_group_configs(74, 1, schema("list_config_resources", 1, "request")
+                                             .ListConfigResourcesRequest(resource_types=(32,)), CLIENT)
+        assert (listed.error_code, listed.config_resources) == (ErrorCode.coordinator_not_available, ())
+
+        a, _, _, _ = await pair(answer=lambda r: dataclasses.replace(r, results=r.results * 2))
+        described = await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), CLIENT)
+        (result,) = described.results          # the owner's odd answer is not merged
+        assert result.error_code == ErrorCode.coordinator_not_available and "instance b" in result.error_message
+
+        async def unreachable(addresses):
+            raise OSError(f"connection refused by {addresses}")
+        a.group_config_peers = Peers("a", Node({0: "a", 1: "b"}), unreachable, 5.0)
+        altered = await a.serve_group_configs(44, 1, incremental((theirs, [(KEY, 0, "50000")])), CLIENT)
+        assert altered.responses[0].error_code == ErrorCode.coordinator_not_available
+        assert "cannot be reached" in altered.responses[0].error_message
+    asyncio.run(main())
+
+
+def test_links_are_reused_and_closed_when_their_instance_leaves_the_map():
+    async def main():
+        a, _, asked, links = await pair()
+        theirs = groups_on(a, 1, 1)[0]
+        for _ in range(2):
+            await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), CLIENT)
+        assert len(asked) == 2 and len(links) == 1
+        peers = a.group_config_peers
+        peers.on_map(Assignment(2, frozenset(), {0: "a", 1: "a"}, {"a": Endpoint("127.0.0.1", 9000)}))
+    asyncio.run(main())
