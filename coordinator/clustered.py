@@ -139,10 +139,8 @@ class ClusterProcess:
             heartbeat_ms=c.cluster_heartbeat_interval_ms, lease_margin_ms=c.cluster_lease_margin_ms,
             static=self.static)
         node = self.node = ClusterNode(self.instance_id, service, membership.serving)
-        first = next((i for i in gateway.listeners if i.node_id is None), None)
-        peer_security = None if first is None or first.security_protocol == "PLAINTEXT" else self.security
         self.peers = service.group_config_peers = Peers(
-            self.instance_id, node, functools.partial(_open, peer_security, PEER_CLIENT_ID),
+            self.instance_id, node, functools.partial(_open, self._peer_security(gateway.listeners), PEER_CLIENT_ID),
             timeout_s=c.offsets_commit_timeout_ms / 1000 + c.cluster_session_timeout_ms / 1000)
         metrics.CLUSTER_LEASE_REMAINING.set_function(
             lambda: membership.lease.remaining_ms(time.monotonic() * 1000) / 1000)
@@ -159,6 +157,21 @@ class ClusterProcess:
             log.warning("kcoord instance %s: no assignment from membership group %s after %.0fs; serving "
                         "no shard until one arrives", self.instance_id, membership.group_id,
                         first_assignment_timeout_s)
+
+    def _peer_security(self, listeners: Any) -> Any:
+        """How this instance reaches the others' first listener (cluster/peers.py): in the clear
+        when its own first listener is PLAINTEXT (the instances share one configuration), else
+        with the upstream's TLS and SASL settings, which that listener must then accept."""
+        first = next((i for i in listeners if i.node_id is None), None)
+        if first is None or first.security_protocol == "PLAINTEXT":
+            return None
+        upstream = getattr(self.security, "protocol", "PLAINTEXT")
+        if upstream != first.security_protocol:
+            log.warning("kcoord instance %s: its first listener is %s and the upstream %s: config requests for "
+                        "other instances' groups reach them with the upstream's settings and will fail; give the "
+                        "first listener the upstream's security protocol (docs/user/cluster.md)", self.instance_id,
+                        first.security_protocol, upstream)
+        return self.security
 
     def _on_change(self, assignment: Assignment, added: frozenset[int], revoked: frozenset[int]) -> None:
         if self.fencing == "none" and len(assignment.endpoints) > 1 and self.exit_code is None:
