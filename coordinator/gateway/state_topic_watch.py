@@ -140,13 +140,13 @@ class StateTopicWatch:
         """A state-topic append failed (called by the StateTopic). Counted, logged (rate-
         limited) and the topic checked at once; nothing is dropped here.
 
-        No write error proves the topic is gone. aiokafka marks UnknownTopicOrPartition
-        retriable (a batch expires with it during a slow leader move), and an authorization
+        No write error proves the topic is gone. Kafka's clients treat UnknownTopicOrPartition
+        as retriable (a batch expires with it during a slow leader move), and an authorization
         failure concerns kcoord's principal, not the log. Only the metadata decides
         (`track`: missing, new topic id); the shard whose write failed answers
         NOT_COORDINATOR and reloads with its own backoff, as Kafka fails only the
         coordinator partition whose append failed."""
-        from ..runtime.state_topic import StateTopicUnavailable
+        from ..runtime.state_log import StateTopicUnavailable
         if isinstance(error, StateTopicUnavailable):
             return          # refused here on purpose; the reason was logged when suspended
         STATE_TOPIC_INCIDENTS.labels(kind="write_failed").inc()

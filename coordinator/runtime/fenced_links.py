@@ -6,9 +6,16 @@ Rules:
 - A link is opened on first use with the caller's `open_link` (TLS, SASL) and dropped on any
   failure of a request on it; the next request opens a new one.
 - A request whose link fails raises `StateLogError`: its outcome is unknown.
+- KIP-368: a link whose SASL session nears its end (`reauthentication_due`) is retired (its
+  requests in flight finish) and the next request opens a new, freshly authenticated one.
 - Leaders and coordinators are cached; a not-leader answer (`call_leader`, `fetch` callers)
   or NOT_COORDINATOR (`forget_coordinator`) forgets the cached one, and the next request
   finds it again from the metadata or FindCoordinator.
+- Metadata never asks for auto-creation. A topic created a moment ago may be missing from a
+  broker's metadata, or its partitions leaderless, for a moment (Kafka answers CreateTopics
+  once the controller committed the topic; brokers learn it after):
+  UNKNOWN_TOPIC_OR_PARTITION and LEADER_NOT_AVAILABLE are asked again with backoff for
+  `metadata_wait_s`, then fail naming the topic.
 - Requests are kcoord's own Kafka protocol at fixed versions (`VERSIONS`): transactions v1
   (Produce <= v11, EndTxn <= v4), which Kafka 4.x and Tansu both serve.
 """
@@ -28,14 +35,17 @@ from ..protocol.apis import request_class
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 10, 22, 24, 26
-DESCRIBE_CONFIGS = 32
+CREATE_TOPICS, DESCRIBE_CONFIGS = 19, 32
 VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, METADATA: 9, FIND_COORDINATOR: 4,
-            INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 3, END_TXN: 3, DESCRIBE_CONFIGS: 4}
+            INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 3, END_TXN: 3, CREATE_TOPICS: 5, DESCRIBE_CONFIGS: 4}
 
 # Answers after which the partition's leader is looked up again.
 REFRESH = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
                      ErrorCode.unknown_topic_or_partition, ErrorCode.fenced_leader_epoch,
                      ErrorCode.unknown_leader_epoch})
+# Metadata answers for a topic its brokers do not know yet (created a moment ago), asked again.
+NOT_YET_LISTED = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available})
+METADATA_WAIT_S = 5.0
 
 
 class Link(Protocol):
@@ -87,6 +97,7 @@ class UpstreamLinks:
         self.leaders: dict[int, int] = {}
         self.replicas: dict[int, int] = {}      # partition -> replication factor
         self.coordinators: dict[str, tuple[str, int]] = {}
+        self.metadata_wait_s = METADATA_WAIT_S
 
     def close(self) -> None:
         links, self.links = self.links, {}
@@ -95,6 +106,9 @@ class UpstreamLinks:
 
     async def link(self, address: tuple[str, int]) -> Link:
         link = self.links.get(address)
+        if link is not None and not link.closed and getattr(link, "reauthentication_due", False):
+            link.retire()       # type: ignore[attr-defined]  # KIP-368: in-flight requests finish on it
+            link = None
         if link is None or link.closed:
             link = self.links[address] = await self.open([address])
         return link
@@ -122,7 +136,24 @@ class UpstreamLinks:
                 errors.append(str(e))
         raise StateLogError("no upstream broker answered: " + "; ".join(errors[-3:]))
 
-    async def refresh_metadata(self) -> None:
+    async def refresh_metadata(self, partition: int | None = None) -> None:
+        """Brokers, leaders and replication of the topic; a topic not listed yet (or
+        `partition` without a leader) is asked again until `metadata_wait_s` (module rules)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.metadata_wait_s
+        delay = 0.05
+        while True:
+            missing = await self._read_metadata(partition)
+            if missing is None:
+                return
+            if loop.time() + delay > deadline:
+                raise StateLogError(f"state topic {self.topic} not ready in the upstream's metadata after "
+                                    f"{self.metadata_wait_s:g}s: {missing}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _read_metadata(self, partition: int | None) -> str | None:
+        """One Metadata answer applied; what is not there yet (NOT_YET_LISTED), or None."""
         m = request_module(METADATA)
         response = await self.bootstrap_call(make_request(
             METADATA, topics=(m.MetadataRequestTopic(name=TopicName(self.topic)),),
@@ -132,15 +163,23 @@ class UpstreamLinks:
         for t in response.topics:
             if t.name != self.topic:
                 continue
+            if t.error_code in NOT_YET_LISTED:
+                return t.error_code.name.upper()
             if t.error_code != ErrorCode.none:
                 raise StateLogError(f"state topic {self.topic}: metadata error {t.error_code.name}")
             self.leaders = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
             self.replicas = {int(p.partition_index): len(p.replica_nodes) for p in t.partitions}
+            if not t.partitions:
+                return "no partitions listed"
+            if partition is not None and self.leaders.get(partition, -1) < 0:
+                return f"no leader for partition {partition}"
+            return None
+        return "UNKNOWN_TOPIC_OR_PARTITION (not in the answer)"
 
     async def leader(self, partition: int) -> tuple[str, int]:
         leader = self.leaders.get(partition, -1)
         if leader < 0 or leader not in self.brokers:
-            await self.refresh_metadata()
+            await self.refresh_metadata(partition)
             leader = self.leaders.get(partition, -1)
             if leader not in self.brokers:
                 raise StateLogError(f"state topic {self.topic} partition {partition} has no leader")

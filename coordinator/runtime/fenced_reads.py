@@ -8,10 +8,15 @@ Rules:
   once it returned, so everything a previous owner landed before the fence is inside the
   load. A partition whose fence or replay fails does not stop the others; the first error is
   raised at the end.
-- Fetches are read_uncommitted with control batches visible (kcoord's own Fetch: aiokafka's
+- Fetches are read_uncommitted with control batches visible (kcoord's own Fetch: a
   read_committed consumer stops at the last stable offset behind any open client
   transaction). Transactional data batches are held per producer id until their marker:
   COMMIT hands their records to the sink at the marker, ABORT drops them.
+- A batch that does not read (records/batch.py: CRC, codec, bounds) stops its partition
+  only: `on_corrupt` gets the offset where that batch starts (the records before it were
+  replayed), or the load raises CorruptBatchError once the other partitions are done.
+- The fence step is optional: the single-process state topic (state_topic.py) loads
+  without one through the same reads.
 - With `readers`, a partition is read by the marker-aware `TxnLogReader` instead (client
   offsets pending with their producer id, markers ending them).
 """
@@ -36,8 +41,7 @@ log = logging.getLogger("kcoord.fenced_state_log")
 
 class CorruptRecordException(Exception):
     """A batch that fails its CRC or does not decode: Kafka's clients name this error so
-    (org.apache.kafka.common.errors.CorruptRecordException), as aiokafka does; operators
-    search logs for it."""
+    (org.apache.kafka.common.errors.CorruptRecordException); operators search logs for it."""
 
 
 class LogReads:
@@ -132,7 +136,8 @@ class LogReads:
             try:
                 offset = reader.feed(part.records or b"", offset)
             except _BatchError as e:
-                error = CorruptBatchError(self.topic, partition, offset, CorruptRecordException(str(e)))
+                # The records before the bad batch in this answer were replayed already.
+                error = CorruptBatchError(self.topic, partition, reader.position, CorruptRecordException(str(e)))
                 if on_corrupt is None:
                     raise error from e
                 on_corrupt(partition, error)
@@ -185,6 +190,10 @@ class _TxnReaderAdapter:
     def aborted(self) -> int:
         return self.reader.aborted
 
+    @property
+    def position(self) -> int:
+        return self.reader.position
+
     def feed(self, data: bytes, offset: int) -> int:
         return self.reader.feed(data, offset)
 
@@ -198,10 +207,12 @@ class _Reader:
         self.held: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
         self.aborted = 0
         self.delivered = 0
+        self.position = 0       # the next offset to replay, as feed goes (a bad batch starts there)
 
     def feed(self, data: bytes, offset: int) -> int:
         """Consume a fetch response's records from `offset`; returns the next offset."""
         p, sink = self.partition, self.sink
+        self.position = offset
         for batch in iter_batches(data, allow_partial_tail=True):
             if batch.last_offset < offset:
                 continue
@@ -222,5 +233,5 @@ class _Reader:
                     if r.offset >= offset:
                         sink(p, r.offset, r.key, r.value)
                         self.delivered += 1
-            offset = batch.next_offset
+            offset = self.position = batch.next_offset
         return offset

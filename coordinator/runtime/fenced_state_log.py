@@ -21,8 +21,8 @@ Each shard (state-topic partition p) writes through its own transactional id,
 - **Loading** fences first: the caller's ``fence`` step (the runtime's loader), or else the
   take (unless ``take_on_load=False``, a read-only reader),
   then fetches read_uncommitted from the log start to the high watermark with control
-  batches visible (kcoord's own Fetch, not aiokafka's read_committed consumer, whose
-  position stops at the last stable offset behind any open client transaction).
+  batches visible (kcoord's own Fetch; a read_committed consumer's position stops at the
+  last stable offset behind any open client transaction).
   Transactional data batches are held per producer id until their marker: COMMIT hands
   their records to ``sink`` (at the marker), ABORT drops them (``aborted_transactions``).
   After the fence every kcoord transaction is complete, so a transaction still open at the
@@ -44,9 +44,10 @@ The class is made of three parts, each stating its own rules: `links` (fenced_li
 link per broker, leaders, transaction coordinators), `producers` (fenced_producers.py: the
 producer sessions, the take and the transaction per append) and `reads` (fenced_reads.py:
 fence then load, the tail's raw reads).
-aiokafka's transactional producer is not used: it defines InitProducerId v0 only
-(aiokafka/protocol/transaction.py), which Tansu 0.6 refuses (UNKNOWN_SERVER_ERROR), and it
-hides the pid/epoch and the per-step errors the fencing argument is made of.
+kcoord speaks the transaction protocol itself rather than through a library's
+transactional producer: the fencing argument is made of the pid/epoch and the per-step
+errors such a producer hides, and InitProducerId must be v4 or later (Tansu 0.6 refuses v0
+with UNKNOWN_SERVER_ERROR).
 """
 from __future__ import annotations
 

@@ -34,7 +34,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from aiokafka.errors import TopicAuthorizationFailedError
 from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName
 from kio.static.primitive import i16, i32
@@ -51,6 +50,7 @@ from .fenced_links import (
     make_request,
     request_module,
 )
+from .state_log import TopicAuthorizationFailed
 
 log = logging.getLogger("kcoord.state_topic")
 
@@ -264,7 +264,8 @@ class LeanWriter:
             self.links.forget_leader(a.partition)    # nothing appended: resent to the new leader
             retry.append(a)
         elif code == ErrorCode.topic_authorization_failed:
-            self._failed(a, TopicAuthorizationFailedError())
+            self._failed(a, TopicAuthorizationFailed(
+                f"produce to {self.topic}-{a.partition}: TOPIC_AUTHORIZATION_FAILED"))
         else:
             self._failed(a, StateLogError(f"produce to {self.topic}-{a.partition}: {code.name} "
                                           f"(producer {a.producer[0]} epoch {a.producer[1]})"))

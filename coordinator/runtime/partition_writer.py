@@ -12,7 +12,7 @@ Rules:
 - A write fails by raising, as `StateLog.append` does (state_log.py); `ShardFenced` means
   another process owns the shard.
 - `LogWriter` is today's writer: each batch is one `StateLog.append`, one batch in flight per
-  shard. Where a log coalesces several shards' batches into one request (aiokafka's producer:
+  shard. Where a log coalesces several shards' batches into one request (lean_writer.py:
   one ProduceRequest per broker), that happens below this port.
 """
 from __future__ import annotations

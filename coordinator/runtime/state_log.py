@@ -1,6 +1,6 @@
 """The state-topic port: what the runtime needs of the log that backs its shards.
 
-`ShardRuntime` and `GroupCoordinatorService` depend on this Protocol, never on aiokafka.
+`ShardRuntime` and `GroupCoordinatorService` depend on this Protocol, never on a Kafka client.
 `state_topic.StateTopic` implements it on the upstream cluster; tests use an in-memory log
 (tests/unit/runtime/fakes.py). A replacement implements the same four operations:
 
@@ -64,6 +64,11 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
 class StateTopicUnavailable(Exception):
     """The state log is not to be written or read now: missing, or suspended while the
     cluster view cannot vouch for it (``StateTopic.suspend``)."""
+
+
+class TopicAuthorizationFailed(Exception):
+    """The upstream refuses kcoord's principal Write on the state topic
+    (TOPIC_AUTHORIZATION_FAILED): an operator's grant is missing, not a passing failure."""
 
 
 class ShardFenced(Exception):

@@ -58,11 +58,13 @@ class TxnLogReader:
         self.producers: dict[int, ProducerState] = {}
         self.markers = 0
         self.aborted = 0
+        self.position = 0       # the next offset to replay, as feed goes (a bad batch starts there)
 
     def feed(self, data: bytes, offset: int, until: int | None = None) -> int:
         """Consume a Fetch response's records from `offset`, and none at or after `until`
         (when given); returns the next offset."""
         target = self.target
+        self.position = offset
         for batch in iter_batches(data, allow_partial_tail=True):
             if batch.last_offset < offset:
                 continue
@@ -91,7 +93,7 @@ class TxnLogReader:
                         target.record(r.offset, r.key, r.value, batch.producer_id)
                 else:
                     self.held.setdefault(batch.producer_id, []).extend((r.offset, r.key, r.value) for r in records)
-            offset = batch.next_offset
+            offset = self.position = batch.next_offset
         return offset
 
     def next_sequence(self, producer_id: int, epoch: int) -> int:

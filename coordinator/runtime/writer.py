@@ -34,13 +34,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from aiokafka.errors import TopicAuthorizationFailedError
-
 from records.batch import iter_batches
 
 from .. import metrics
 from .partition_writer import PartitionWriter
-from .state_log import ShardFenced, StateLog
+from .state_log import ShardFenced, StateLog, TopicAuthorizationFailed
 
 log = logging.getLogger("kcoord.runtime")
 
@@ -258,7 +256,7 @@ class ShardWriter:
         rt = self.rt
         topic = rt.state_topic.topic
         hint = ""
-        if isinstance(error, TopicAuthorizationFailedError):
+        if isinstance(error, TopicAuthorizationFailed):
             hint = (f"; the upstream refuses kcoord's principal Write on {topic}: "
                     f"grant it (docs/user/reliability.md, 'The state topic belongs to kcoord')")
         log.error("shard %d: write of %d records to topic %s partition %d failed: %r (%d failed writes in "

@@ -14,14 +14,18 @@ broker it starts when there is none.
 
 Rules:
 - One client serves kcoord's own traffic: the gateway's metadata link and admin requests
-  (gateway/metadata_link.py), the fenced state log's produce and fetch
-  (runtime/fenced_links.py), the transactional offset appends (service/transactions.py),
+  (gateway/metadata_link.py); the state log, fenced or not, over runtime/fenced_links.py
+  (the state topic's creation, Metadata without auto-creation, its writer
+  runtime/lean_writer.py, its loads, tail and markers reads runtime/fenced_reads.py, the
+  fenced log's transactions); the transactional offset appends (service/transactions.py);
   the kcoord cluster's membership group (cluster/membership.py) and the `kcoord groups` /
   `kcoord cluster` tools. Forwarded client requests never go through it: they are relayed
   as bytes (gateway/forward.py).
 - This package sits under the runtime and the gateway and above security/ and protocol/:
   it knows the wire and the upstream's credentials, never a group, a shard or a client.
-- The state topic's aiokafka producer and consumer (runtime/state_topic.py) are the one
-  other way kcoord talks to the upstream; docs/design/architecture.md says what folding
-  them in takes.
+- The owner of a link retires it when its KIP-368 session nears its end
+  (``reauthentication_due``) and opens a new one; the link itself refuses a request once
+  the session expired.
+- aiokafka is not a client of kcoord's here: records/ uses its record-batch codecs, and the
+  upstream ACL source (security/acl_sources.py) still sends DescribeAcls through it.
 """

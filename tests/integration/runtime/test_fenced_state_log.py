@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 
-from coordinator.runtime.fenced_links import StateLogError
 from coordinator.runtime.fenced_state_log import FencedStateLog
 from coordinator.runtime.state_log import ShardFenced
 from coordinator.runtime.state_topic import StateTopic
@@ -17,24 +16,16 @@ PARTITIONS = 2
 
 
 async def _topic(upstream, names) -> str:
-    """A new state topic, once the upstream's Metadata lists it: Kafka answers CreateTopics when
-    its controller committed the topic, and a broker's metadata may lag behind by a moment
-    (UNKNOWN_TOPIC_OR_PARTITION), which a load right after would meet."""
+    """A new state topic, used at once: Kafka answers CreateTopics when its controller
+    committed the topic and a broker's metadata may lag behind by a moment
+    (UNKNOWN_TOPIC_OR_PARTITION); the fenced log's Metadata read waits for it (fenced_links.py)."""
     name = f"__kcoord_{names.topic()}"
-    await StateTopic(upstream.bootstrap, name, PARTITIONS).ensure_topic()
-    probe = _log(upstream, name)
-    deadline = asyncio.get_running_loop().time() + 30
+    creator = StateTopic(upstream.bootstrap, name, PARTITIONS)
     try:
-        while True:
-            try:
-                await probe.links.refresh_metadata()
-                return name
-            except StateLogError:
-                if asyncio.get_running_loop().time() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
+        await creator.ensure_topic()
     finally:
-        await probe.stop()
+        await creator.stop()
+    return name
 
 
 def _log(upstream, topic: str, **kwargs) -> FencedStateLog:

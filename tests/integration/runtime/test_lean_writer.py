@@ -18,7 +18,7 @@ def test_concurrent_shard_batches_land_whole_and_a_reload_reads_what_was_acknowl
     name = f"__kcoord_{names.topic()}"
 
     async def run():
-        topic = StateTopic(upstream.bootstrap, name, PARTITIONS, writer="lean")
+        topic = StateTopic(upstream.bootstrap, name, PARTITIONS)
         await topic.start()
         answered: dict[int, list[tuple[int, list]]] = {p: [] for p in range(PARTITIONS)}
         try:
@@ -35,7 +35,7 @@ def test_concurrent_shard_batches_land_whole_and_a_reload_reads_what_was_acknowl
         finally:
             await topic.stop()
         # Another process: the same state topic read from its start (restart = reload).
-        reader = StateTopic(upstream.bootstrap, name, PARTITIONS, writer="lean")
+        reader = StateTopic(upstream.bootstrap, name, PARTITIONS)
         loaded: dict[int, list[tuple[int, bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
         ends: dict[int, int] = {}
         await reader.load(range(PARTITIONS), lambda p, o, k, v: loaded[p].append((o, k, v)),
@@ -60,7 +60,7 @@ def test_a_write_to_a_missing_state_topic_fails_and_creates_nothing(upstream, na
     present, missing = f"__kcoord_{names.topic()}", f"__kcoord_{names.topic()}"
 
     async def run():
-        topic = StateTopic(upstream.bootstrap, present, 1, writer="lean")
+        topic = StateTopic(upstream.bootstrap, present, 1)
         await topic.start()
         topic.topic = topic._lean.topic = topic._lean.links.topic = missing    # type: ignore[union-attr]
         topic._lean.delivery_timeout_s = 3.0                                    # type: ignore[union-attr]

@@ -49,8 +49,8 @@ async def fetch(service, group: str):
 
 
 def kcoord_tasks() -> int:
-    """Tasks running kcoord's code. aiokafka's own (its sender, a connection's reader) come and
-    go with its connections, more of them once the broker is back: not kcoord's to bound."""
+    """Tasks running kcoord's code. A library's own (a connection's reader) would come and go
+    with its connections, more of them once the broker is back: not kcoord's to bound."""
     return sum(1 for t in asyncio.all_tasks()
                if "/coordinator/" in getattr(getattr(t.get_coro(), "cr_code", None), "co_filename", ""))
 

@@ -15,8 +15,9 @@ from support.tansu import start_tansu
 from support.wait import wait_until
 
 
-def test_a_write_larger_than_aiokafkas_default_batch_lands_as_one_batch(tansu, names):
-    """Coordinator results are appended atomically; a join storm writes hundreds of KB."""
+def test_a_write_of_a_megabyte_lands_as_one_batch(tansu, names):
+    """Coordinator results are appended atomically; a join storm writes hundreds of KB (more
+    than a Kafka producer's default 16 KiB batch)."""
     async def run():
         topic = StateTopic(tansu.bootstrap, f"__kcoord_{names.topic()}", 2, max_batch_bytes=4 * 1024 * 1024)
         await topic.start()
@@ -66,36 +67,29 @@ def test_tail_follows_a_partition_from_an_offset_and_sees_later_appends(upstream
     assert seen == [(0, 1, b"k1"), (0, 2, b"k2"), (0, 3, b"k3")], seen
 
 
-def test_loading_a_missing_state_topic_fails_at_once_and_creates_nothing(tansu, names):
-    """aiokafka asks for auto-creation in its Metadata requests and Tansu would create a
-    4-partition, uncompacted topic: kcoord's loader and writer must not, or a reload after a
-    fresh cluster would build the wrong state topic before kcoord recreates it."""
+def test_loading_a_missing_state_topic_fails_and_creates_nothing(upstream, names):
+    """kcoord's Metadata requests never ask for auto-creation (Tansu would create a
+    4-partition, uncompacted topic): a load of a missing topic fails, naming it, after the
+    bounded wait for a topic just created (fenced_links.py), or a reload after a fresh
+    cluster would build the wrong state topic before kcoord recreates it. The writer's side
+    is test_lean_writer.py's."""
     missing = f"__kcoord_{names.topic()}"
 
     async def run():
-        topic = StateTopic(tansu.bootstrap, missing, 8)
+        topic = StateTopic(upstream.bootstrap, missing, 8)
+        topic.reads.links.metadata_wait_s = 1.0
         try:
             await topic.load([0, 1], lambda *a: None, lambda *a: None)
         except Exception as e:
-            error = e
-        else:
-            error = None
-        # The writer's client asks Metadata for every topic it writes to (aiokafka's own
-        # refresh, forced here for a topic that does not exist).
-        # aiokafka's producer: the lean writer asks Metadata for named topics only
-        # (tests/integration/runtime/test_lean_writer.py covers it).
-        writer = StateTopic(tansu.bootstrap, f"__kcoord_{names.topic()}", 1, writer="aiokafka")
-        await writer.start()
-        try:
-            writer._producer.client.add_topic(missing)
-            await writer._producer.client.force_metadata_update()
+            return e
         finally:
-            await writer.stop()
-        return error
+            await topic.stop()
+        return None
 
     error = asyncio.run(asyncio.wait_for(run(), 30))
     assert type(error).__name__ == "StateTopicUnavailable" and missing in str(error), repr(error)
-    listed = admin_client(tansu.bootstrap).list_topics(timeout=10).topics
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in str(error), repr(error)
+    listed = admin_client(upstream.bootstrap).list_topics(timeout=10).topics
     assert missing not in listed, f"loading created {missing} upstream: {listed[missing]}"
 
 

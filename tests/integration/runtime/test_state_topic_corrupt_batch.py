@@ -2,9 +2,8 @@
 stores what it is sent): only that partition's shard fails, naming topic, partition and
 offset; every other shard loads all its records and serves (review 10).
 
-The service runs in-process over the real StateTopic and aiokafka's fetcher, which raises
-CorruptRecordException from getmany() naming no offset, and drops the records it had
-drained from the other partitions in that call.
+The service runs in-process over the real StateTopic, whose loads read through kcoord's own
+Fetch (fenced_reads.py): the bad batch fails its partition at the offset where it starts.
 """
 from __future__ import annotations
 
@@ -97,9 +96,11 @@ def test_a_bad_crc_batch_fails_only_its_shard(tansu, names, caplog):
             await topic.stop()
 
     asyncio.run(run())
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "shard 1 FAILED to load" in r.getMessage()]
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR and "shard 1 FAILED to load" in r.getMessage()]
     assert len(errors) == 1, errors
-    assert f"topic {state_topic}, partition {BAD}, offset" in errors[0] and "CorruptRecordException" in errors[0]
+    # Three good batches before it: the bad one starts at offset 3.
+    assert f"topic {state_topic}, partition {BAD}, offset 3" in errors[0] and "CorruptRecordException" in errors[0]
     # The load's problem summary (beside the one-line "loaded N state partitions" summary).
     summary = [r.getMessage() for r in caplog.records
                if "state partitions of" in r.getMessage() and "hold a record batch" in r.getMessage()]

@@ -3,7 +3,7 @@ records, an upstream that can be taken down, and writes that can be held.
 
 `load` and `append` behave like `coordinator.runtime.state_topic.StateTopic`'s: load
 replays each partition from offset 0 and reports its end offset; append writes one batch
-and returns its base offset. With `down` set both raise, as aiokafka does when it cannot
+and returns its base offset. With `down` set both raise, as StateTopic does when it cannot
 reach the cluster.
 """
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from aiokafka.errors import CorruptRecordException
-
 from coordinator.group.hashing import partition_for
+from coordinator.runtime.fenced_reads import CorruptRecordException
 from coordinator.runtime.state_topic import CorruptBatchError
 from records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 

@@ -1,24 +1,35 @@
-"""StateTopic.load when one partition holds a batch aiokafka cannot read, and when a shard
-gave up on its partition (review 10). The real load loop runs over a stand-in for
-AIOKafkaConsumer that behaves as aiokafka 0.14's does where it matters:
+"""StateTopic.load over kcoord's own Fetch (fenced_reads.LogReads, the fenced log's reads
+without the fence), fed by a stand-in for the upstream links that answers each Fetch with
+the partition's record batches from the fetch offset, a few batches per answer:
 
-- getmany(*tps) drains the partitions in turn, moving each one's position as it goes; a
-  bad batch raises CorruptRecordException out of getmany, naming no partition, and the
-  records already drained from other partitions in that call are lost with it;
-- pause(tp) stops a partition from being returned.
+- a batch that does not read (a CRC, a codec) fails its own partition only, at the offset
+  where it starts; the records before it in the same answer and every other partition load;
+- a partition whose shard gave up is not read to its end;
+- compressed batches (records/batch.py's codecs) and transactions (COMMIT replayed at the
+  marker, ABORT never) load as Kafka's read_committed consumer would see them.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from types import SimpleNamespace
 
-from aiokafka import TopicPartition
-from aiokafka.errors import CorruptRecordException
+import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.runtime import state_topic as state_topic_module
+from coordinator.runtime.fenced_reads import CorruptRecordException
 from coordinator.runtime.shard_runtime import ShardState
 from coordinator.runtime.state_topic import CorruptBatchError, StateTopic
+from records.batch import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    ControlMarker,
+    build_batch,
+    build_control_batch,
+)
 
 from .fakes import FakeStateTopic, group_in
 from .test_shard_failures import PARTITIONS, committed, fetch, service_for
@@ -26,120 +37,132 @@ from .test_shard_failures import PARTITIONS, committed, fetch, service_for
 TOPIC = "__kcoord_load"
 
 
-class Record:
-    def __init__(self, offset: int) -> None:
-        self.offset, self.key, self.value = offset, b"k%d" % offset, b"v"
+class FakeLinks:
+    """The part of fenced_links.UpstreamLinks LogReads uses, over batches in memory."""
 
+    per_fetch = 2          # batches per Fetch answer
 
-class FakeConsumer:
-    logs: dict[int, int] = {}          # partition -> number of records
-    corrupt: dict[int, int] = {}       # partition -> offset of a batch that cannot be read
-    batch = 3                          # records per partition per getmany (a fetch's worth)
-    fetched: list[int] = []            # partitions returned by getmany, in order
+    def __init__(self, logs: dict[int, list[bytes]]) -> None:
+        self.logs = logs                     # partition -> batches in offset order
+        self.brokers = {1: ("127.0.0.1", 1)}
+        self.fetched: list[int] = []         # partitions fetched, in order
 
-    def __init__(self, **kwargs) -> None:
-        self.positions: dict[TopicPartition, int] = {}
-        self.paused: set[TopicPartition] = set()
-
-    async def start(self) -> None:
+    async def refresh_metadata(self, partition: int | None = None) -> None:
         pass
 
-    async def stop(self) -> None:
+    def forget_leader(self, partition: int) -> None:
         pass
 
-    async def topics(self) -> set[str]:
-        return {TOPIC}
+    async def log_start(self, partition: int) -> int:
+        return 0
 
-    def assign(self, tps) -> None:
-        self.positions = {tp: 0 for tp in tps}
+    def close(self) -> None:
+        pass
 
-    async def seek_to_beginning(self, *tps) -> None:
-        for tp in tps:
-            self.positions[tp] = 0
+    def end(self, partition: int) -> int:
+        return sum(_count(b) for b in self.logs[partition])
 
-    def seek(self, tp, offset: int) -> None:
-        self.positions[tp] = offset
-
-    def pause(self, tp) -> None:
-        self.paused.add(tp)
-
-    async def position(self, tp) -> int:
-        return self.positions[tp]
-
-    def highwater(self, tp) -> int:
-        return self.logs[tp.partition]
-
-    async def getmany(self, *tps, timeout_ms: int = 0, max_records: int | None = None):
+    async def fetch(self, partition: int, offset: int, max_wait_ms: int):
         await asyncio.sleep(0)
-        drained = {}
-        for tp in sorted(tps or self.positions, key=lambda t: t.partition):
-            if tp in self.paused:
-                continue
-            start = self.positions[tp]
-            end = min(start + self.batch, self.logs[tp.partition])
-            bad = self.corrupt.get(tp.partition)
-            if bad is not None and start <= bad < end:
-                raise CorruptRecordException(f"Invalid CRC - {tp}")   # drained records are lost
-            if end > start:
-                drained[tp] = [Record(o) for o in range(start, end)]
-                self.positions[tp] = end
-                FakeConsumer.fetched.append(tp.partition)
-        return drained
+        self.fetched.append(partition)
+        first, out, position = None, [], 0
+        for batch in self.logs[partition]:
+            if position + _count(batch) > offset and first is None:
+                first = len(out)
+            if first is not None and len(out) - first < self.per_fetch:
+                out.append(batch)
+            elif first is None:
+                out.append(None)
+            position += _count(batch)
+        data = b"".join(b for b in out if b is not None)
+        return SimpleNamespace(error_code=ErrorCode.none, high_watermark=self.end(partition), records=data)
 
 
-def load_with(monkeypatch, logs: dict[int, int], corrupt: dict[int, int], abandoned=None):
-    monkeypatch.setattr(FakeConsumer, "logs", logs)
-    monkeypatch.setattr(FakeConsumer, "corrupt", corrupt)
-    monkeypatch.setattr(FakeConsumer, "fetched", [])
-    monkeypatch.setattr(state_topic_module, "AIOKafkaConsumer", FakeConsumer)
-    seen: dict[int, list[int]] = {p: [] for p in logs}
+def _count(batch: bytes) -> int:
+    return int.from_bytes(batch[23:27], "big") + 1     # last offset delta + 1
+
+
+def log_of(records: int, *, start: int = 0, per_batch: int = 3, compression: int = COMPRESSION_NONE) -> list[bytes]:
+    return [build_batch([(b"k%d" % o, b"v") for o in range(base, min(base + per_batch, start + records))],
+                        base_offset=base, timestamp_ms=1, compression=compression)
+            for base in range(start, start + records, per_batch)]
+
+
+def corrupted(batch: bytes) -> bytes:
+    bad = bytearray(batch)
+    bad[-1] ^= 0xFF          # inside the records, which the CRC covers
+    return bytes(bad)
+
+
+def load_with(logs: dict[int, list[bytes]], *, abandoned=None, on_corrupt=True):
+    links = FakeLinks(logs)
+    seen: dict[int, list[tuple[int, bytes]]] = {p: [] for p in logs}
     loaded: dict[int, int] = {}
     bad: dict[int, CorruptBatchError] = {}
 
     async def run():
         topic = StateTopic("127.0.0.1:1", TOPIC, len(logs))
-        await topic.load(logs, lambda p, o, k, v: seen[p].append(o), loaded.__setitem__,
-                         on_corrupt=bad.__setitem__, abandoned=abandoned)
+        topic.reads.links = links    # type: ignore[assignment]
+        await topic.load(logs, lambda p, o, k, v: seen[p].append((o, k)), loaded.__setitem__,
+                         on_corrupt=bad.__setitem__ if on_corrupt else None,
+                         abandoned=abandoned and (lambda p: abandoned(p, links)))
 
     asyncio.run(asyncio.wait_for(run(), 10))
-    return seen, loaded, bad
+    return seen, loaded, bad, links
 
 
-def test_a_corrupt_batch_fails_its_partition_and_the_others_load_every_record(monkeypatch):
-    logs = {0: 10, 1: 10, 2: 10, 3: 10}
-    seen, loaded, bad = load_with(monkeypatch, logs, corrupt={2: 7})
+def offsets(seen: list[tuple[int, bytes]]) -> list[int]:
+    return [o for o, _ in seen]
+
+
+def test_a_corrupt_batch_fails_its_partition_at_its_offset_and_the_others_load_every_record():
+    logs = {p: log_of(12) for p in range(4)}
+    logs[2][3] = corrupted(logs[2][3])               # offsets 9-11, fetched with 6-8 before it
+    seen, loaded, bad, _ = load_with(logs)
     assert set(bad) == {2}
-    assert (bad[2].partition, bad[2].offset) == (2, 6)         # replayed up to 5; the bad batch is after
+    assert (bad[2].partition, bad[2].offset) == (2, 9)      # the records before it were replayed
     assert isinstance(bad[2].error, CorruptRecordException)
-    assert f"state topic {TOPIC} partition 2 at or after offset 6" in str(bad[2])
-    assert loaded == {0: 10, 1: 10, 3: 10}
-    for p in (0, 1, 3):   # none lost with the exception, none replayed twice
-        assert seen[p] == list(range(10)), (p, seen[p])
-    assert seen[2] == list(range(6))
+    assert f"state topic {TOPIC} partition 2 at or after offset 9" in str(bad[2])
+    assert loaded == {0: 12, 1: 12, 3: 12}
+    for p in (0, 1, 3):   # none lost, none replayed twice
+        assert offsets(seen[p]) == list(range(12)), (p, seen[p])
+    assert offsets(seen[2]) == list(range(9))
 
 
-def test_an_abandoned_partition_is_paused_not_read_to_its_end(monkeypatch):
-    logs = {0: 30, 1: 30}
-    seen, loaded, bad = load_with(monkeypatch, logs, corrupt={},
-                                  abandoned=lambda p: p == 1 and FakeConsumer.fetched.count(1) >= 1)
+def test_an_abandoned_partition_is_not_read_to_its_end():
+    logs = {0: log_of(30), 1: log_of(30)}
+    seen, loaded, bad, links = load_with(logs, abandoned=lambda p, links: p == 1 and links.fetched.count(1) >= 1)
     assert loaded == {0: 30} and not bad
-    assert FakeConsumer.fetched.count(1) == 1, FakeConsumer.fetched
+    assert links.fetched.count(1) == 1, links.fetched
+    assert offsets(seen[1]) == list(range(6))
 
 
-def test_without_on_corrupt_the_error_is_raised(monkeypatch):
-    monkeypatch.setattr(FakeConsumer, "logs", {0: 5})
-    monkeypatch.setattr(FakeConsumer, "corrupt", {0: 1})
-    monkeypatch.setattr(state_topic_module, "AIOKafkaConsumer", FakeConsumer)
+def test_without_on_corrupt_the_error_is_raised_once_the_others_loaded():
+    logs = {0: log_of(5), 1: log_of(5)}
+    logs[0][1] = corrupted(logs[0][1])
+    with pytest.raises(CorruptBatchError, match="partition 0 at or after offset 3"):
+        load_with(logs, on_corrupt=False)
 
-    async def run():
-        await StateTopic("127.0.0.1:1", TOPIC, 1).load([0], lambda *a: None, lambda *a: None)
 
-    try:
-        asyncio.run(run())
-    except CorruptRecordException:
-        pass
-    else:
-        raise AssertionError("the corrupt batch was ignored")
+@pytest.mark.parametrize("compression", [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD],
+                         ids=["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_load(compression):
+    seen, loaded, bad, _ = load_with({0: log_of(10, compression=compression)})
+    assert not bad and loaded == {0: 10}
+    assert seen[0] == [(o, b"k%d" % o) for o in range(10)]
+
+
+def test_committed_transactions_load_at_their_marker_and_aborted_ones_never():
+    def txn(base: int, key: bytes, pid: int) -> bytes:
+        return build_batch([(key, b"v")], base_offset=base, timestamp_ms=1, producer_id=pid, producer_epoch=0,
+                           base_sequence=0, transactional=True)
+
+    log = [txn(0, b"committed", 7), txn(1, b"aborted", 8),
+           build_batch([(b"plain", b"v")], base_offset=2, timestamp_ms=1),
+           build_control_batch(ControlMarker.ABORT, base_offset=3, timestamp_ms=1, producer_id=8, producer_epoch=0),
+           build_control_batch(ControlMarker.COMMIT, base_offset=4, timestamp_ms=1, producer_id=7, producer_epoch=0)]
+    seen, loaded, bad, _ = load_with({0: log})
+    assert seen[0] == [(2, b"plain"), (0, b"committed")] and loaded == {0: 5} and not bad
 
 
 def test_a_corrupt_batch_fails_only_its_shard_and_kcoord_starts(caplog):
@@ -167,6 +190,7 @@ def test_a_corrupt_batch_fails_only_its_shard_and_kcoord_starts(caplog):
             service.close()
 
     asyncio.run(run())
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "FAILED to load" in r.getMessage()]
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR and "FAILED to load" in r.getMessage()]
     assert errors and f"topic {topic.topic}, partition 2, offset 3" in errors[0], errors
     assert "cannot be skipped" in errors[0] and "CorruptRecordException" in errors[0]

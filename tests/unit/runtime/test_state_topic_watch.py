@@ -14,7 +14,6 @@ import asyncio
 import logging
 import uuid
 
-from aiokafka.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from kio.schema.errors import ErrorCode
 
 from coordinator.gateway.cluster import ClusterSnapshot, ClusterView
@@ -22,7 +21,9 @@ from coordinator.group.image import TopicImage
 from coordinator.group.kio_util import schema
 from coordinator.protocol.codec import encode_body
 from coordinator.runtime import shard_runtime
+from coordinator.runtime.fenced_links import StateLogError
 from coordinator.runtime.shard_runtime import ShardState
+from coordinator.runtime.state_log import TopicAuthorizationFailed
 
 from .fakes import FakeStateTopic, group_in
 from .test_shard_failures import (CLIENT, PARTITIONS, commit, commit_errors, committed, fetch, group_api_requests,
@@ -60,8 +61,8 @@ async def no_sleep(seconds: float) -> None:
 
 # ------------------------------------------------------------------ review 7
 def test_a_write_failing_with_unknown_topic_fails_only_its_shard_and_asks_the_metadata(caplog):
-    """aiokafka marks UnknownTopicOrPartition retriable (a batch expiring during a leader
-    move): it must not drop every shard's state. The shard whose write failed answers
+    """Kafka's clients treat UnknownTopicOrPartition as retriable (a batch expiring during a
+    leader move): it must not drop every shard's state. The shard whose write failed answers
     NOT_COORDINATOR and reloads; the watcher refreshes at once and decides from the metadata."""
     topic = FakeStateTopic(PARTITIONS)
     group = group_in(1, PARTITIONS, "g")
@@ -74,7 +75,7 @@ def test_a_write_failing_with_unknown_topic_fails_only_its_shard_and_asks_the_me
         await service.start()
         view = watched(topic, service, uuid.uuid4())
         try:
-            topic.fail_writes = UnknownTopicOrPartitionError()
+            topic.fail_writes = StateLogError("produce to t-1: UNKNOWN_TOPIC_OR_PARTITION")
             with caplog.at_level(logging.INFO, logger="kcoord"):
                 assert commit_errors(await commit(service, group, "t", 0, 4)) == {ErrorCode.not_coordinator}
             assert view._refresh_wanted.is_set(), "the watcher should check the topic at once"
@@ -114,7 +115,7 @@ def test_a_lasting_authorization_failure_fails_its_shard_with_backoff_and_a_rate
         await service.start()
         view = watched(topic, service, uuid.uuid4())
         try:
-            topic.fail_writes = TopicAuthorizationFailedError()
+            topic.fail_writes = TopicAuthorizationFailed("produce to t-3: TOPIC_AUTHORIZATION_FAILED")
             with caplog.at_level(logging.INFO, logger="kcoord"):
                 for i in range(8):
                     await until(lambda: rt.state is ShardState.ACTIVE, f"shard 3 reloaded before commit {i}")

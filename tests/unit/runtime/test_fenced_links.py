@@ -1,0 +1,91 @@
+"""The fenced log's links (coordinator/runtime/fenced_links.py): a Metadata read right after
+CreateTopics waits, bounded, for the topic to be listed and its partition led (Kafka's
+brokers learn a new topic a moment after the controller committed it), never asks for
+auto-creation, and fails naming the topic; a link due for KIP-368 re-authentication is
+retired and replaced before the next request."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.runtime.fenced_links import StateLogError, UpstreamLinks
+
+TOPIC = "__kcoord_links"
+BROKER = ("127.0.0.1", 1)
+
+
+def _answer(code: ErrorCode, leader: int = 1):
+    partitions = () if code != ErrorCode.none else (SimpleNamespace(
+        error_code=ErrorCode.none, partition_index=0, leader_id=leader, replica_nodes=(1,)),)
+    return SimpleNamespace(brokers=(SimpleNamespace(node_id=1, host=BROKER[0], port=BROKER[1]),),
+                           topics=(SimpleNamespace(name=TOPIC, error_code=code, partitions=partitions),))
+
+
+class Link:
+    def __init__(self, answers: list) -> None:
+        self.answers = answers
+        self.requests: list = []
+        self.closed = False
+        self.reauthentication_due = False
+        self.retired = False
+
+    async def request(self, request, timeout: float = 0):
+        self.requests.append(request)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def retire(self) -> None:
+        self.retired = self.closed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _links(link: Link, opened: list | None = None) -> UpstreamLinks:
+    async def open_link(addresses):
+        if opened is not None:
+            opened.append(addresses)
+        return link
+    return UpstreamLinks([BROKER], TOPIC, open_link, request_timeout_s=1.0, fetch_max_bytes=1024)
+
+
+def test_a_topic_not_listed_yet_is_asked_again_until_its_partition_has_a_leader():
+    link = Link([_answer(ErrorCode.unknown_topic_or_partition), _answer(ErrorCode.leader_not_available),
+                 _answer(ErrorCode.none, leader=-1), _answer(ErrorCode.none)])
+    links = _links(link)
+    assert asyncio.run(links.leader(0)) == BROKER
+    assert len(link.requests) == 4
+    assert all(r.allow_auto_topic_creation is False for r in link.requests)
+
+
+def test_a_topic_that_never_appears_fails_within_the_bound_naming_it():
+    link = Link([_answer(ErrorCode.unknown_topic_or_partition)])
+    links = _links(link)
+    links.metadata_wait_s = 0.3
+    with pytest.raises(StateLogError, match=f"state topic {TOPIC} not ready in the upstream's metadata "
+                                            f"after 0.3s: UNKNOWN_TOPIC_OR_PARTITION"):
+        asyncio.run(links.refresh_metadata())
+    assert 2 <= len(link.requests) <= 10
+
+
+def test_a_link_due_for_reauthentication_is_retired_and_a_new_one_opened():
+    link = Link([_answer(ErrorCode.none)])
+    opened: list = []
+    links = _links(link, opened)
+
+    async def run():
+        await links.refresh_metadata()
+        link.reauthentication_due = True
+        fresh = Link([_answer(ErrorCode.none)])
+
+        async def open_fresh(addresses):
+            opened.append(addresses)
+            return fresh
+        links.open = open_fresh
+        await links.refresh_metadata()
+        return fresh
+
+    fresh = asyncio.run(run())
+    assert link.retired and len(opened) == 2 and len(fresh.requests) == 1
