@@ -28,6 +28,7 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -68,7 +69,10 @@ class ClientConnection(asyncio.Protocol):
         self.listener = listener
         self.listener_name = listener.name
         self._routes = gateway.routes
-        self._service = gateway.service
+        self._service = service = gateway.service
+        # The service's calls without a coroutine, by API key (GroupCoordinatorService.starters);
+        # a service without them is called through ``handle``.
+        self._starters: Mapping[int, Any] = getattr(service, "starters", None) or {}
         self._max_frame_size = gateway.max_frame_size
         self._transport: asyncio.Transport | None = None
         self.unread = bytearray()          # read, not handled yet: a partial frame, or frames kept back
@@ -250,22 +254,35 @@ class ClientConnection(asyncio.Protocol):
         if client_id != self._info_client_id or info is None:
             self._info_client_id = client_id
             info = self.info = self.request_info(client_id)
-        # Run the service at once: most answers need no wait (see eager.py), and those go
-        # straight into the queue, written by the flush at the end of this read.
-        outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info), self.loop)
-        if outcome.__class__ is Done and outcome.error is None:   # type: ignore[union-attr]
-            # GroupCalls.outcome inlined (the heartbeat's path): frame the answer, queue it.
-            response = outcome.value   # type: ignore[union-attr]
+        start = self._starters.get(route.api_key)
+        if start is not None:
+            # The service starts the operation at once and hands back its answer, or the
+            # future of it when it waits (its write): then no Task, no coroutine.
             try:
-                body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+                response = start(route.api_version, request, info)
             except Exception as e:
                 self._calls.failed(route, correlation_id, e)
                 return
-            data = response_frame(correlation_id, bytes(body), route.response_header_version)
-            self._queue.append(data)
-            self.held += len(data)
+            if isinstance(response, asyncio.Future):
+                self._calls.waiting(response, route, correlation_id, len(frame))
+                return
+        else:
+            # Run the service at once: most answers need no wait (see eager.py), and those go
+            # straight into the queue, written by the flush at the end of this read.
+            outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info), self.loop)
+            if outcome.__class__ is not Done or outcome.error is not None:   # type: ignore[union-attr]
+                self.serve_outcome(outcome, route, correlation_id, len(frame))
+                return
+            response = outcome.value   # type: ignore[union-attr]
+        # GroupCalls.outcome inlined (the heartbeat's path): frame the answer, queue it.
+        try:
+            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+        except Exception as e:
+            self._calls.failed(route, correlation_id, e)
             return
-        self.serve_outcome(outcome, route, correlation_id, len(frame))
+        data = response_frame(correlation_id, bytes(body), route.response_header_version)
+        self._queue.append(data)
+        self.held += len(data)
 
     # --- answers ----------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """Calls a client connection hands to the GroupService (or an authorizer) that do not finish
 at once, and calls that fail.
 
-Rules: a call is started with eager.start (most finish without waiting; the connection
-queues those answers itself, on the heartbeat's path). One that waits takes its place in
+Rules: a call is started with the service's starter or eager.start (most finish without
+waiting; the connection queues those answers itself, on the heartbeat's path). One that
+waits (a Task, or a future the service completes from a callback) takes its place in
 the ordered answers and counts in the process-wide queue until it finishes; calls finishing
 in the same loop iteration share one flush (one write). A call that fails, or an answer
 that cannot be encoded, closes the connection with one log line naming the API (Kafka
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any, Protocol
 
 from ..protocol.apis import api_name
@@ -80,10 +82,15 @@ class GroupCalls:
             else:
                 self.failed(route, correlation_id, outcome.error)  # type: ignore[union-attr, arg-type]
             return
+        self.waiting(outcome, route, correlation_id, size)  # type: ignore[arg-type]
+
+    def waiting(self, answer: asyncio.Future, route: Route, correlation_id: int, size: int) -> None:
+        """Queue the answer ``answer`` will hold (a Task's, or a future the service completes
+        from a callback) in its request's place, written when it is done."""
         pending = Pending(correlation_id, route, size)
-        pending.task = outcome   # type: ignore[assignment]
+        pending.task = answer   # type: ignore[assignment]
         self._client.wait_for(pending)
-        outcome.add_done_callback(lambda task: self._done(pending, task))  # type: ignore[union-attr]
+        answer.add_done_callback(partial(self._done, pending))
 
     def failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
         client = self._client
@@ -97,7 +104,7 @@ class GroupCalls:
                   exc_info=(type(error), error, error.__traceback__))
         client.close()
 
-    def _done(self, pending: Pending, task: asyncio.Task[Any]) -> None:
+    def _done(self, pending: Pending, task: asyncio.Future[Any]) -> None:
         """A call that had to wait (e.g. for its state-topic write) has finished."""
         client = self._client
         if client.transport is None:

@@ -195,28 +195,36 @@ class CoordinatorRuntime:
             return await durable(fut, response, self.write_timeout_s, self.partition)
         return response
 
-    def schedule(self, op: Operation) -> asyncio.Future:
-        """`run` without a coroutine: the future of the operation's response, completed
-        once it is durable (by a callback on its batch, with the same write timeout), so a
-        caller that completes an ordered response queue from a callback needs no Task per
-        operation. Errors complete the future exceptionally."""
-        loop = asyncio.get_running_loop()
+    def start(self, op: Operation) -> Any:
+        """`run` without a coroutine: the operation's response when it may be released at
+        once, else the future of it (completed once it is durable, by a callback on its
+        batch, with the same write timeout; a parked request's own future). A caller that
+        completes an ordered response queue from a callback thus needs no Task per
+        operation. Raises ApiError when the shard cannot run it; the future fails so later."""
         if not self._txn_free.is_set():
-            return loop.create_task(self.run(op))   # waits its turn behind a client's append
+            return asyncio.get_running_loop().create_task(self.run(op))   # waits behind a client's append
         self._ops += 1
-        try:
-            response, fut, parked = self._run_now(
-                op, time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0)
-        except ApiError as e:
-            failed = loop.create_future()
-            failed.set_exception(e)
-            return failed
+        response, fut, parked = self._run_now(
+            op, time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0)
         if parked is not None:
             return parked
         if fut is not None:
             return durable(fut, response, self.write_timeout_s, self.partition)
+        return response
+
+    def schedule(self, op: Operation) -> asyncio.Future:
+        """`start` whose answer is always a future (errors complete it exceptionally)."""
+        loop = asyncio.get_running_loop()
+        try:
+            answer = self.start(op)
+        except ApiError as e:
+            answer = loop.create_future()
+            answer.set_exception(e)
+            return answer
+        if isinstance(answer, asyncio.Future):
+            return answer
         answered = loop.create_future()
-        answered.set_result(response)
+        answered.set_result(answer)
         return answered
 
     def _run_now(self, op: Operation, queued: float) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:

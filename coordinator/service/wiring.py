@@ -11,18 +11,22 @@ Rules of this module:
   explicit argument (`extensions`; by default the ones the configuration enables,
   `enabled_extensions`). No module adds to another's table at import.
 - `handle` is the one door: the handler from the API table (apis.py), run directly under
-  ALLOW_ALL or through the authorization stage (authorization.py); then the request metrics,
-  the cluster lease check and the audit log. Nothing computed from a shard's state is
-  released once the membership lease ran out (docs/user/cluster.md, the safety argument).
+  ALLOW_ALL or through the authorization stage (authorization.py); then (`_release`) the
+  request metrics, the cluster lease check and the audit log. `starters` are the same door
+  without a coroutine for the single-group APIs under ALLOW_ALL: the shard operation is
+  started at once (the runtime's `start`) and `_release` runs when its answer may leave.
+  Nothing computed from a shard's state is released once the membership lease ran out
+  (docs/user/cluster.md, the safety argument).
 - The steady heartbeat passes here on every request: no extra call, attribute hop or
-  allocation may be added to `handle` without measuring it (docs/measurements/benchmarks.md).
+  allocation may be added to `handle` or `starters` without measuring it (docs/measurements/benchmarks.md).
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -38,6 +42,7 @@ from ..group.shard import GroupCoordinatorShard, RequestContext
 from ..private_apis import CLIENT_ASSIGNOR_ROWS
 from ..protocol.api_table import CORE_APIS, ApiSpec, ApiTable, build_table
 from ..protocol.apis import ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT
+from ..protocol.error_responses import ErrorResponse
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
 from ..runtime.partition_writer import LogWriter
@@ -54,6 +59,11 @@ from .skip_list import parse_skip_offsets
 from .transactions import Transactions
 
 log = logging.getLogger("kcoord.service")
+
+# The rows `starters` serves without a coroutine: the single-group handler (no handler named)
+# and the ConsumerGroupHeartbeat's, which is the same written out (group_apis.py).
+_STARTED_HANDLERS = (None, "consumer_group_heartbeat")
+Starter = Callable[[int, Any, ClientInfo], Any]
 
 
 def enabled_extensions(config: CoordinatorConfig) -> tuple[tuple[ApiSpec, ...], ...]:
@@ -113,6 +123,9 @@ class GroupCoordinatorService:
         self._handlers, self._names = registry.handlers, registry.names
         self._authorization = AuthorizationStage(authorizer, registry.apis, config, lambda: self.image,
                                                  self.runtime_for)
+        self._starters: dict[int, Starter] = {
+            spec.api_key: self._starter(spec) for spec in table.values()
+            if spec.shard_operation is not None and spec.handler in _STARTED_HANDLERS}
         self._latency: dict[int, Any] = {}
         self._counted: dict[tuple[int, Any], Any] = {}
         # The membership lease, checked before any response is released: a cluster member's
@@ -134,6 +147,7 @@ class GroupCoordinatorService:
         `api_versions` and `answered_versions` once)."""
         self.registry.register(spec)
         self.table = build_table(self.table.values(), (spec,))
+        self._starters.pop(spec.api_key, None)
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         shard = self._make_shard(partition)
@@ -153,6 +167,12 @@ class GroupCoordinatorService:
             response = await handler(ctx, request)
         else:
             response = await self._authorization.authorized(handler, api_key, api_version, request, client)
+        return self._release(api_key, api_version, request, client, response, started)
+
+    def _release(self, api_key: int, api_version: int, request: Any, client: ClientInfo, response: Any,
+                 started: float) -> Any:
+        """What every answer passes before it leaves: the request metrics, the membership
+        lease and the audit log."""
         # labels() takes a lock and builds a key on every call: keep the children.
         seconds = self._latency.get(api_key)
         if seconds is None:
@@ -175,6 +195,60 @@ class GroupCoordinatorService:
         if self.audit is not None:
             self.audit.record(api_key, request, response, client)
         return response
+
+    # ------------------------------------------------- requests without a coroutine
+    @property
+    def starters(self) -> Mapping[int, Starter]:
+        """`handle` without a coroutine, by API key, for the single-group APIs that run one
+        shard operation: ``start(api_version, request, client)`` returns the answer, or a
+        future of it when it waits (for its write, or a parked JoinGroup/SyncGroup). The
+        gateway completes its ordered answers from that future's callback: no Task per
+        operation. Only under ALLOW_ALL (the authorization stage is a coroutine); an API
+        not listed goes through `handle`."""
+        return self._starters if self.authorizer is ALLOW_ALL else {}
+
+    def _starter(self, spec: ApiSpec) -> Starter:
+        """The single-group handler (group_apis.py ``one_group``) with `handle`'s tail."""
+        operation, respond, api_key = spec.shard_operation or "", spec.error_response, spec.api_key
+        runtime_for, release, finish = self.router.runtime_for, self._release, self._finish
+
+        def start(api_version: int, req: Any, client: ClientInfo) -> Any:
+            started = time.perf_counter()
+            ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
+                                 client_host=f"/{client.host}")
+            try:
+                answer = runtime_for(req.group_id).start(lambda shard, now: getattr(shard, operation)(ctx, req, now))
+            except ApiError as e:
+                answer = respond(api_version, e, req)
+            else:
+                if isinstance(answer, asyncio.Future):
+                    released = answer.get_loop().create_future()
+                    answer.add_done_callback(functools.partial(finish, released, respond, api_key, api_version,
+                                                               req, client, started))
+                    return released
+            return release(api_key, api_version, req, client, answer, started)
+        return start
+
+    def _finish(self, released: asyncio.Future, respond: ErrorResponse, api_key: int, api_version: int, request: Any,
+                client: ClientInfo, started: float, answer: asyncio.Future) -> None:
+        """A started request's operation is durable (or failed): release its answer."""
+        if released.done():
+            return
+        if answer.cancelled():
+            released.cancel()
+            return
+        error = answer.exception()
+        if error is None:
+            response = answer.result()
+        elif isinstance(error, ApiError):
+            response = respond(api_version, error, request)
+        else:
+            released.set_exception(error)
+            return
+        try:
+            released.set_result(self._release(api_key, api_version, request, client, response, started))
+        except Exception as e:  # noqa: BLE001 - the caller closes the connection, as when `handle` raises
+            released.set_exception(e)
 
     async def serve_group_configs(self, api_key: int, api_version: int, request: Any, client: ClientInfo) -> Any:
         """The GROUP resources of DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and
