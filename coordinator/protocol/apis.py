@@ -57,13 +57,20 @@ from .api_table import CORE_APIS
 from .messages import schema as message_module
 from .messages.index import GENERATED
 
+STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
+# APIs kio does not know at all: every version is generated (coordinator/protocol/messages,
+# docs/design/messages.md).
+GENERATED_APIS: dict[int, str] = {
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: "streams_group_topology_description_update"}
+
 # APIs whose state lives in the group coordinator: never forwarded, because upstream's
 # coordinator must not see a group we own, even when the service does not serve that API (then
 # it is simply not advertised, and a request for it closes the connection like any API the
 # listener does not enable). Derived from the API rows (`ApiSpec.owned`: AddOffsetsToTxn is
-# forwarded when not served), plus the group APIs kcoord has no row for and kcoord's private
-# block (private_apis.py).
-UNSERVED_GROUP_APIS = frozenset({STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE})
+# forwarded when not served), plus the group APIs served by an extension's rows (the streams
+# group APIs, coordinator/service/streams_apis.py) and kcoord's private block (private_apis.py).
+UNSERVED_GROUP_APIS = frozenset({STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE,
+                                 STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE})
 PRIVATE_BLOCK = range(32700, 32768)
 GROUP_APIS = frozenset(s.api_key for s in CORE_APIS if s.owned) | UNSERVED_GROUP_APIS | frozenset(PRIVATE_BLOCK)
 
@@ -120,11 +127,11 @@ def _private(api_key: int) -> ApiSchemas | None:
 def kio_version_range(api_key: int) -> tuple[int, int] | None:
     """Versions kio has schemas for (Kafka 4.x dropped the oldest ones, KIP-896), or
     kcoord's private APIs have."""
-    name = api_key_map.get(api_key)
+    name = _known_name(api_key)
     if name is None:
         private = _private(api_key)
         return None if private is None else (private.min_version, private.max_version)
-    versions = schema_name_map[name]
+    versions = schema_name_map.get(name) or [min(v for n, v, _ in GENERATED if n == name)]
     high = max(versions)
     # The versions kio lacks, generated from Kafka's own definitions (docs/design/messages.md).
     while (name, high + 1, "request") in GENERATED and (name, high + 1, "response") in GENERATED:
@@ -132,9 +139,15 @@ def kio_version_range(api_key: int) -> tuple[int, int] | None:
     return min(versions), high
 
 
+def _known_name(api_key: int) -> str | None:
+    """The message name of an API kio knows, or whose messages are all generated."""
+    name = api_key_map.get(api_key)
+    return name if name is not None else GENERATED_APIS.get(api_key)
+
+
 def _load(api_key: int, version: int, kind: str) -> Any:
     """The message class of ``api_key`` v``version``: kio's, or the generated one."""
-    name = api_key_map[api_key]
+    name = _known_name(api_key)
     if (name, version, kind) not in GENERATED:
         return load_request_schema(api_key, version) if kind == "request" else load_response_schema(api_key, version)
     wanted = EntityType.request if kind == "request" else EntityType.response
@@ -143,7 +156,7 @@ def _load(api_key: int, version: int, kind: str) -> Any:
 
 
 def api_name(api_key: int) -> str:
-    name = api_key_map.get(api_key)
+    name = _known_name(api_key)
     if name is None and api_key >= 32700:
         from .private_apis import private_name
         name = private_name(api_key)

@@ -6,8 +6,9 @@ Rules:
   type is GROUP_ID_NOT_FOUND "Group X is not a streams group.";
 - a member's assignment is its current one, its target assignment the group's target for it;
   the topology is the stored one (the describe does not resolve internal topics' counts yet);
-- v1's AssignorName is the built-in `sticky`; the topology description needs Kafka's plugin,
-  which kcoord does not have: none is sent (TopologyDescriptionStatus 0);
+- v1's AssignorName is the group's `streams.assignor.name` (the built-in `sticky` by default);
+  the topology description needs Kafka's plugin, which kcoord does not have: none is sent
+  (TopologyDescriptionStatus NOT_REQUESTED, or NOT_STORED when the request asks for it);
 - task offsets are kept by Kafka in memory from the heartbeats; kcoord does not keep them yet
   (empty lists). Authorization and filtering of unauthorized topics is the service's work.
 """
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from ...protocol.kio_build import NO_THROTTLE
 from ..kio_util import build, schema
 from ..result import Result
+from .membership import group_settings
 from .model import StreamsGroup, StreamsMember, Tasks, TaskSet, Topology, by_subtopology
 
 API = "streams_group_describe"
@@ -27,7 +29,9 @@ API = "streams_group_describe"
 
 def streams_group_describe(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     mod = schema(API, ctx.api_version, "response")
-    groups = tuple(_described(mod, shard.groups.get(gid), gid) for gid in req.group_ids)
+    # Without Kafka's description plugin none is ever stored: NOT_STORED (1) when asked for.
+    status = 1 if getattr(req, "include_topology_description", False) else 0
+    groups = tuple(_described(shard, mod, shard.groups.get(gid), gid, status) for gid in req.group_ids)
     return Result(response=build(mod.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups))
 
 
@@ -36,7 +40,7 @@ def _failed(mod, gid: str, message: str):
                  group_state="Dead", group_epoch=-1, assignment_epoch=-1, topology=None, members=())
 
 
-def _described(mod, group: Any, gid: str):
+def _described(shard: Any, mod, group: Any, gid: str, description_status: int):
     if group is None:
         return _failed(mod, gid, f"Group {gid} not found.")
     if not isinstance(group, StreamsGroup):
@@ -47,7 +51,8 @@ def _described(mod, group: Any, gid: str):
                  topology=None if group.topology is None else _topology(mod, group.topology),
                  members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()))
                                for m in sorted(group.members.values(), key=lambda m: m.member_id)),
-                 assignor_name="sticky")
+                 assignor_name=group_settings(shard, gid).assignor_name,
+                 topology_description_status=description_status)
 
 
 def _ids(mod, tasks: TaskSet) -> tuple:

@@ -39,13 +39,14 @@ from .membership import (
     compute_target,
     configured_for,
     group_epoch_record,
+    group_settings,
     rebalance_key,
     removal_records,
     removal_timers,
     session_key,
     soft_of,
 )
-from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, Topology, settings_of
+from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
 from .reconciliation import reconcile
 from .records import tasks_from, topology_from
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
@@ -143,7 +144,7 @@ def _statuses(configuration: tuple[int, str] | None, member: StreamsMember, topo
 
 
 def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
-    settings = settings_of(shard.config)
+    settings = group_settings(shard, req.group_id)
     group, records = _group(shard, req)
     gid, mid, epoch = req.group_id, req.member_id, req.member_epoch
     soft = soft_of(shard, gid)

@@ -21,7 +21,7 @@ from ..image import MetadataImage
 from ..result import CancelTimer, ScheduleTimer
 from . import records as rh
 from .assignor import MemberSpec, assign
-from .model import EMPTY_TASKS, Soft, StreamsGroup, StreamsMember, StreamsSettings, Tasks, Topology
+from .model import EMPTY_TASKS, Soft, StreamsGroup, StreamsMember, StreamsSettings, Tasks, Topology, settings_of
 from .topology import ConfiguredTopology, configure, metadata_hash
 
 KIND = "streams"
@@ -52,6 +52,13 @@ def soft_of(shard: Any, group_id: str) -> Soft:
                 del table[gone]
         soft = table[group_id] = Soft()
     return soft
+
+
+def group_settings(shard: Any, group_id: str) -> StreamsSettings:
+    """The group's settings: its per-group configuration (the configs contribution keeps the
+    store on the shard; a shard built without it has none), over the coordinator's."""
+    store = getattr(shard, "group_configs", None)
+    return settings_of(shard.config, None if store is None else store.overrides(group_id))
 
 
 def configured_for(soft: Soft, topology: Topology, image: MetadataImage) -> ConfiguredTopology:

@@ -238,14 +238,26 @@ class StreamsSettings:
     assignment_interval_ms: int = 1_000
     acceptable_recovery_lag: int = 10_000
     task_offset_interval_ms: int = 60_000
+    assignor_name: str = "sticky"             # Kafka 4.4's first `group.streams.assignors`
 
 
-def settings_of(config: Any) -> StreamsSettings:
-    """The streams settings from a `CoordinatorConfig` that may or may not carry `streams_*`
-    fields yet (per-group configuration is layered on this later)."""
+# The per-group configuration keys (coordinator/group/configs/keys.py) of the settings.
+GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
+              "heartbeat_interval_ms": "streams.heartbeat.interval.ms",
+              "num_standby_replicas": "streams.num.standby.replicas",
+              "initial_rebalance_delay_ms": "streams.initial.rebalance.delay.ms",
+              "assignment_interval_ms": "streams.assignment.interval.ms",
+              "acceptable_recovery_lag": "streams.acceptable.recovery.lag",
+              "task_offset_interval_ms": "streams.task.offset.interval.ms",
+              "assignor_name": "streams.assignor.name"}
+
+
+def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:
+    """The streams settings: the group's own keys (``overrides``, the parsed per-group
+    configuration, coordinator/group/configs/store.py), else the coordinator's `streams_*`
+    fields where it has them, else Kafka's defaults."""
     base = StreamsSettings()
-    values = {name: getattr(config, f"streams_{name}", getattr(base, name))
-              for name in ("session_timeout_ms", "heartbeat_interval_ms", "num_standby_replicas",
-                           "initial_rebalance_delay_ms", "assignment_interval_ms",
-                           "acceptable_recovery_lag", "task_offset_interval_ms")}
+    values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in GROUP_KEYS}
+    if overrides:
+        values.update((name, overrides[key]) for name, key in GROUP_KEYS.items() if key in overrides)
     return StreamsSettings(**values)

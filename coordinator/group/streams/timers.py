@@ -17,13 +17,14 @@ from .membership import (
     can_compute,
     compute_target,
     configured_for,
+    group_settings,
     rebalance_key,
     removal_records,
     removal_timers,
     session_key,
     soft_of,
 )
-from .model import MemberState, StreamsGroup, settings_of
+from .model import MemberState, StreamsGroup
 
 
 def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
@@ -43,14 +44,14 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
     soft.endpoint_epoch += 1
     if len(group.members) == 1:
         soft.shutdown_requester = soft.initial_delay_until_ms = None
-    return Result(records=removal_records(group, member.member_id, settings_of(shard.config)),
+    return Result(records=removal_records(group, member.member_id, group_settings(shard, group_id)),
                   timers=removal_timers(group_id, member.member_id))
 
 
 def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
     if group.group_epoch <= group.target_assignment_epoch or not group.members:
         return Result()
-    settings = settings_of(shard.config)
+    settings = group_settings(shard, group.group_id)
     soft = soft_of(shard, group.group_id)
     when = can_compute(group, soft, settings, now_ms)
     if when is not None:
@@ -64,11 +65,11 @@ def on_loaded(shard: Any, now_ms: int) -> list:
     """Kafka's `onLoaded` for streams groups: a session timer for every member, a rebalance
     timer for every member still revoking, and the assignment timer of a group whose target is
     behind its epoch."""
-    settings = settings_of(shard.config)
     timers: list = []
     for group in shard.groups.values():
         if not isinstance(group, StreamsGroup):
             continue
+        settings = group_settings(shard, group.group_id)
         for m in group.members.values():
             timers.append(ScheduleTimer(session_key(group.group_id, m.member_id), now_ms + settings.session_timeout_ms))
             if m.state is MemberState.UNREVOKED_TASKS:

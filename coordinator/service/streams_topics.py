@@ -1,0 +1,145 @@
+"""Creating a streams group's internal topics (repartition, changelog) on the heartbeat path,
+as Kafka 4.4's KafkaApis does after `streamsGroupHeartbeat` (`AutoTopicCreationManager
+.createStreamsInternalTopics`), through kcoord's own link to the upstream.
+
+Rules of this module:
+- kcoord creates only what the member's principal may create: the caller checks CREATE on the
+  CLUSTER, else on each TOPIC, before it asks (streams_apis.py); a refused topic is never
+  sent, the member's MISSING_INTERNAL_TOPICS status says "Unauthorized to CREATE on topics …".
+- The CreateTopics request runs in the background: the heartbeat is answered at once (Kafka
+  sends it to the controller and does not wait either). A topic already being created is not
+  asked again; at most `MAX_IN_FLIGHT` topics are in flight, the others wait for a later
+  heartbeat.
+- A creation that fails (an error code other than TOPIC_ALREADY_EXISTS, or no answer) is
+  remembered per topic until its deadline, twice the group's heartbeat interval (Kafka's
+  `timeoutMs`), and appended to the MISSING_INTERNAL_TOPICS status as "; Creation failed:
+  topic (message)." by the caller. The cache is bounded (`MAX_ERRORS`, oldest dropped).
+- The link is opened with kcoord's upstream credentials (the state log's bootstrap and
+  TLS/SASL) on first use and again after it was lost; kcoord's principal needs CREATE on the
+  internal topics it creates (docs/user/streams-groups.md).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..group.streams.topic_names import CreatableTopic
+from ..protocol.messages import schema
+
+log = logging.getLogger("kcoord.streams")
+
+MAX_IN_FLIGHT = 1_000
+MAX_ERRORS = 10_000
+CREATE_TOPICS_VERSION = 5      # the first with the cluster's default replication factor (-1, KIP-464) and configs
+REQUEST_TIMEOUT_S = 30.0
+
+# () -> a connected link with `request(kio_request, timeout)` and `closed`
+OpenLink = Callable[[], Awaitable[Any]]
+
+
+class InternalTopicCreator:
+    """The internal topics of streams groups, created through one upstream link (module rules)."""
+
+    def __init__(self, open_link: OpenLink | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._open = open_link
+        self._clock = clock
+        self._link: Any = None
+        self._connecting: asyncio.Lock | None = None
+        self.in_flight: set[str] = set()
+        self.errors: dict[str, tuple[str, float]] = {}      # topic -> (message, deadline in seconds)
+        self._tasks: set[asyncio.Task] = set()
+
+    def create(self, topics: Iterable[CreatableTopic], timeout_ms: int) -> None:
+        """Ask for ``topics`` in the background; what fails is remembered for ``timeout_ms``."""
+        wanted = [t for t in topics if t.name not in self.in_flight][:max(0, MAX_IN_FLIGHT - len(self.in_flight))]
+        if not wanted:
+            return
+        self.in_flight.update(t.name for t in wanted)
+        task = asyncio.get_running_loop().create_task(self._create(wanted, timeout_ms))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def failures(self, names: Collection[str]) -> list[tuple[str, str]]:
+        """(topic, message) of the remembered failures of ``names`` that have not expired."""
+        now = self._clock()
+        out = []
+        for name in sorted(names):
+            found = self.errors.get(name)
+            if found is not None:
+                if found[1] > now:
+                    out.append((name, found[0]))
+                else:
+                    del self.errors[name]
+        return out
+
+    async def _create(self, topics: Sequence[CreatableTopic], timeout_ms: int) -> None:
+        try:
+            answers = await self._request(topics)
+        except Exception as e:  # noqa: BLE001 - any failure of the link is a failed creation, remembered
+            log.warning("streams internal topics %s not created: %s", ", ".join(t.name for t in topics), e)
+            answers = {t.name: (ErrorCode.unknown_server_error, str(e) or type(e).__name__) for t in topics}
+        finally:
+            self.in_flight.difference_update(t.name for t in topics)
+        deadline = self._clock() + timeout_ms / 1000
+        for name, (code, message) in answers.items():
+            if code in (ErrorCode.none, ErrorCode.topic_already_exists):
+                self.errors.pop(name, None)
+                continue
+            if len(self.errors) >= MAX_ERRORS:
+                self.errors.pop(next(iter(self.errors)))
+            self.errors[name] = (message or code.name, deadline)
+
+    async def _request(self, topics: Sequence[CreatableTopic]) -> dict[str, tuple[ErrorCode, str | None]]:
+        link = await self._connected()
+        module = schema("create_topics", CREATE_TOPICS_VERSION, "request")
+        request = module.CreateTopicsRequest(topics=tuple(module.CreatableTopic(
+            name=t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, assignments=(),
+            configs=tuple(module.CreatableTopicConfig(name=k, value=v) for k, v in t.configs)) for t in topics),
+            timeout=timedelta(seconds=REQUEST_TIMEOUT_S), validate_only=False)
+        response = await link.request(request, REQUEST_TIMEOUT_S + 5)
+        answers = {t.name: (ErrorCode(int(t.error_code)), t.error_message) for t in response.topics}
+        for t in topics:
+            answers.setdefault(t.name, (ErrorCode.unknown_server_error, "no answer for the topic"))
+        return answers
+
+    async def _connected(self) -> Any:
+        if self._open is None:
+            raise RuntimeError("kcoord has no upstream link to create topics with (its state log is not on a cluster)")
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._link is None or self._link.closed:
+                self._link = await self._open()
+            return self._link
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+
+
+def link_opener(state_log: Any) -> OpenLink | None:
+    """kcoord's upstream link, from its state log's bootstrap and TLS/SASL; None for a log
+    that is not on a cluster (tests' in-memory logs)."""
+    bootstrap = getattr(state_log, "bootstrap", None)
+    if bootstrap is None:
+        links = getattr(state_log, "links", None)
+        bootstrap = getattr(links, "bootstrap", None)
+    if not bootstrap:
+        return None
+    addresses = ([(h, int(p)) for h, _, p in (a.strip().rpartition(":") for a in bootstrap.split(","))]
+                 if isinstance(bootstrap, str) else list(bootstrap))
+    security = getattr(state_log, "security", None)
+
+    async def open_link() -> Any:
+        from ..upstream.client import UpstreamClient
+        return await UpstreamClient.connect(addresses, client_id="kcoord-streams", security=security)
+    return open_link
