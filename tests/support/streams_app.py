@@ -1,0 +1,232 @@
+"""Kafka Streams 4.4 applications (tests/clients/java/streams/CountStreamsApp.java) as JVM
+subprocesses, and the checks the streams-group tests make on what they print.
+
+- StreamsApp: one instance. Its JSON lines (each with "event" and "t", CLOCK_MONOTONIC ns,
+  the same clock as time.monotonic_ns()) are kept in order; ``ask`` sends a stdin command
+  and returns its answer line; ``kill`` is kill -9.
+- active_overlaps: the instants where two instances held the same active task, from the
+  instances' own "tasks" lines. A line is printed when a poll of the local threads sees a
+  change, so an instance surely held a task from the line that shows it to the poll before
+  the line that drops it (``prev_t``); an overlap of those intervals is a real one, never an
+  artefact of the polling. A killed instance holds its tasks until the kill.
+- set_group_configs: IncrementalAlterConfigs on the GROUP resource (raw, through whatever
+  answers group APIs at the address: Kafka's coordinator or kcoord).
+- counts_on: the latest count per word on the output topic.
+
+Rules: every wait is bounded and a failure shows the instance's stderr tail; every JVM is
+reaped by shutdown() (fixtures call it); nothing here sleeps in place of a condition.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from migration.rehearse.member import read_events, read_lines
+
+from . import processes
+from .java import libs_java_command
+from .raw_client import call_with, request_types
+from .wait import wait_until
+
+Event = dict[str, Any]
+GROUP_RESOURCE, INCREMENTAL_ALTER_CONFIGS, SET = 32, 44, 0
+
+
+class StreamsApp:
+    """One CountStreamsApp JVM: start() → events / ask() → close() or kill()."""
+
+    def __init__(self, bootstrap: str, *, app_id: str, input: str, output: str, state_dir: str, name: str,
+                 guarantee: str = "at_least_once", instance_id: str | None = None,
+                 app_server: str | None = None, protocol: str = "streams") -> None:
+        self.name, self.app_server = name, app_server
+        args = ["--bootstrap", bootstrap, "--app-id", app_id, "--input", input, "--output", output,
+                "--state-dir", state_dir, "--name", name, "--guarantee", guarantee, "--protocol", protocol]
+        if instance_id is not None:
+            args += ["--instance-id", instance_id]
+        if app_server is not None:
+            args += ["--app-server", app_server]
+        self.argv = libs_java_command("CountStreamsApp", args)
+        self.process: subprocess.Popen | None = None
+        self.killed_at: int | None = None
+        self._events: list[Event] = []
+        self._cond = threading.Condition()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=300)
+        self._noise: list[str] = []
+        self._readers: list[threading.Thread] = []
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> StreamsApp:
+        process = self.process = processes.track(subprocess.Popen(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            encoding="utf-8", errors="replace", bufsize=1))
+        self._readers = [threading.Thread(target=self._pump_out, daemon=True, name=f"{self.name}-out"),
+                         threading.Thread(target=read_lines, args=(process.stderr, self._stderr),
+                                          daemon=True, name=f"{self.name}-err")]
+        for reader in self._readers:
+            reader.start()
+        self.wait_event(lambda e: e["event"] == "ready", timeout, "ready")
+        return self
+
+    def _pump_out(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        read_events(self.process.stdout, self._add, self._noise)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _add(self, event: Event) -> None:
+        with self._cond:
+            self._events.append(event)
+            self._cond.notify_all()
+
+    def kill(self) -> None:
+        """kill -9: no commit, no leave; the group notices at the session's end."""
+        assert self.process is not None
+        self.killed_at = time.monotonic_ns()
+        processes.kill(self.process)
+        for reader in self._readers:
+            reader.join(5)
+
+    def shutdown(self, timeout: float = 40.0) -> int | None:
+        """Close (stdin "close"; Streams' own 30 s bound), kill -9 past ``timeout``."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write("close\n")  # type: ignore[union-attr]
+                self.process.stdin.close()  # type: ignore[union-attr]
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                processes.kill(self.process)
+        processes.untrack(self.process)
+        return self.process.returncode
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    # --- what it printed -----------------------------------------------------------------
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        with self._cond:
+            return [e for e in self._events if kind is None or e["event"] == kind]
+
+    def wait_event(self, match: Callable[[Event], bool], timeout: float, what: str, after: int = 0) -> Event:
+        """The first event from index ``after`` on that ``match``es; fails on "fatal" or exit."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in itertools.islice(self._events, after, None):
+                    if event["event"] == "fatal":
+                        raise AssertionError(f"{self.name}: {event}; stderr:\n{self.stderr_tail()}")
+                    if match(event):
+                        return event
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.process is not None and self.process.poll() is not None
+                                 and not self._readers[0].is_alive()):
+                    state = "exited" if left > 0 else f"not within {timeout:.0f} s"
+                    raise AssertionError(f"{self.name}: {what} ({state}); last events "
+                                         f"{self._events[-5:]}; stderr:\n{self.stderr_tail()}")
+                self._cond.wait(min(left, 0.5))
+
+    def ask(self, command: str, timeout: float = 30.0) -> Event:
+        """Send a stdin command; its answer (an "error" answer fails)."""
+        assert self.process is not None and self.process.stdin is not None
+        kind = command.split()[0]
+        with self._cond:
+            mark = len(self._events)
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        answer = self.wait_event(lambda e: e["event"] in (kind, "error"), timeout, f"answer to {command!r}", mark)
+        assert answer["event"] == kind, f"{self.name}: {command!r} -> {answer}"
+        return answer
+
+    def state(self) -> str | None:
+        states = self.events("state")
+        return states[-1]["state"] if states else None
+
+    def tasks(self) -> tuple[set[str], set[str]]:
+        """(active, standby) task ids as the last "tasks" line says."""
+        lines = self.events("tasks")
+        return (set(lines[-1]["active"]), set(lines[-1]["standby"])) if lines else (set(), set())
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        return "\n".join(list(self._stderr)[-lines:])
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+def held_intervals(app: StreamsApp) -> list[tuple[str, int, int]]:
+    """(task, from, to): the spans in which ``app`` surely held each task as active."""
+    spans: list[tuple[str, int, int]] = []
+    since: dict[str, int] = {}
+    for line in app.events("tasks"):
+        now = set(line["active"])
+        for task in [t for t in since if t not in now]:
+            spans.append((task, since.pop(task), int(line["prev_t"])))
+        for task in now - since.keys():
+            since[task] = int(line["t"])
+    end = app.killed_at if app.killed_at is not None else time.monotonic_ns()
+    spans += [(task, start, end) for task, start in since.items()]
+    return spans
+
+
+def active_overlaps(apps: Iterable[StreamsApp]) -> list[str]:
+    """Every pair of instances that held one active task at the same instant."""
+    by_task: dict[str, list[tuple[int, int, str]]] = collections.defaultdict(list)
+    for app in apps:
+        for task, start, end in held_intervals(app):
+            by_task[task].append((start, end, app.name))
+    found = []
+    for task, spans in by_task.items():
+        spans.sort()
+        for (s1, e1, a1), (s2, e2, a2) in itertools.combinations(spans, 2):
+            if a1 != a2 and s2 <= e1 and s1 <= e2:
+                found.append(f"task {task}: {a1} [{s1}, {e1}] and {a2} [{s2}, {e2}]")
+    return found
+
+
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs v1 SET on the GROUP resource; fails on any error."""
+    mod = request_types(INCREMENTAL_ALTER_CONFIGS, 1)
+    answers = call_with(bootstrap, INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=(
+        mod.AlterConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
+            mod.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in configs.items())),)).responses
+    assert [(int(a.error_code), a.error_message) for a in answers] == [(0, None)], \
+        f"group configs {configs} of {group} at {bootstrap}: {answers}"
+
+
+def counts_on(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[str, int]:
+    """The latest value per key of ``topic`` (read to its end offsets), as ints."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    latest: dict[str, int] = {}
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        seen = {p: 0 for p in range(partitions)}
+
+        def read_all() -> bool:
+            for m in consumer.consume(1000, 0.2):
+                key, value, partition, offset = m.key(), m.value(), m.partition(), m.offset()
+                if m.error() is None and key is not None and value is not None and partition is not None \
+                        and offset is not None:
+                    latest[key.decode()] = int(value.decode())
+                    seen[partition] = offset + 1
+            return all(seen[p] >= ends[p] for p in ends)
+
+        wait_until(read_all, timeout, 0, lambda: f"{topic} read to its end offsets {ends} (at {seen})")
+    finally:
+        consumer.close()
+    return latest
