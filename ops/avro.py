@@ -37,6 +37,8 @@ class _Builder:
             return "bytes"
         if k == "uuid":
             return "string"
+        if k == "ms":
+            return "long"
         if k == "opt":
             return ["null", self.kind(kind[1])]
         if k == "tuple":
@@ -53,7 +55,7 @@ class _Builder:
         return {"type": "record", "name": name, "namespace": NAMESPACE, "fields": fields}
 
     def struct(self, cls: type):
-        name = cls.__name__
+        name = avro_name(cls)
         if name in self.defined:
             return f"{NAMESPACE}.{name}"
         self.defined.add(name)
@@ -109,8 +111,18 @@ def parsed_schema():
     return fastavro.parse_schema(shipped_schema())
 
 
+def avro_name(cls: type) -> str:
+    """The Avro name of a records class: its own, except for the nested structs generated from
+    Kafka's jar, which take their record's module as a prefix (two records have a `TaskIds`)."""
+    module = cls.__module__
+    if module.startswith("records.generated."):
+        record = module.split(".")[2]
+        return "".join(p.capitalize() for p in record.split("_")) + cls.__name__
+    return cls.__name__
+
+
 def full_name(cls: type) -> str:
-    return f"{NAMESPACE}.{cls.__name__}"
+    return f"{NAMESPACE}.{avro_name(cls)}"
 
 
 if __name__ == "__main__":  # regenerate the shipped file: python -m ops.avro

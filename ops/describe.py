@@ -10,6 +10,11 @@ kcoord's `connect` groups (docs/design/connect-groups-spec.md) are described as 
 (32706) shows them: group and assignment epochs, the client assignor, and per worker its
 epoch, state and units as {connector: tasks}, task -1 being the connector itself (the
 `connector:tasks` text of the tables). They own no partitions and commit no offsets.
+
+Streams groups (KIP-1071) are described as StreamsGroupDescribe (89) shows them: group and
+target-assignment epochs, the topology (epoch and subtopologies), and per member its epochs,
+process, endpoint and tasks as {subtopology id: partitions}: `assignment` holds the active
+tasks (the `subtopology:partitions` text of the tables), standby and warm-up tasks beside them.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from coordinator.group.group_admin import group_state_name, group_type_name, pro
 from coordinator.group.image import MetadataImage
 from coordinator.group.modern.connect.group import ConnectGroup
 from coordinator.group.modern.consumer.group import ConsumerGroup
+from coordinator.group.streams.model import StreamsGroup, Tasks, by_subtopology
 from ops.materialise import OffsetsReplay
 
 
@@ -112,6 +118,44 @@ def _connect_group(group: ConnectGroup) -> dict:
             "assignor": group.assignor_name, "members": members}
 
 
+def _tasks(tasks) -> dict[str, list[int]]:
+    """{subtopology id: sorted partitions} of a set of tasks."""
+    return dict(by_subtopology(tasks))
+
+
+def _task_kinds(tasks: Tasks) -> dict[str, dict[str, list[int]]]:
+    return {"active": _tasks(tasks.active), "standby": _tasks(tasks.standby), "warmup": _tasks(tasks.warmup)}
+
+
+def _streams_group(group: StreamsGroup) -> dict:
+    members = []
+    for m in sorted(group.members.values(), key=lambda m: m.member_id):
+        target = group.target.get(m.member_id, Tasks())
+        members.append({
+            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "client_id": m.client_id, "client_host": m.client_host, "member_type": "streams",
+            "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
+            "state": m.state.name, "topology_epoch": m.topology_epoch, "process_id": m.process_id,
+            "user_endpoint": None if m.user_endpoint is None else f"{m.user_endpoint[0]}:{m.user_endpoint[1]}",
+            "client_tags": dict(sorted(m.client_tags)), "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "assignment": _tasks(m.assigned.active), "standby_tasks": _tasks(m.assigned.standby),
+            "warmup_tasks": _tasks(m.assigned.warmup), "pending_revocation": _task_kinds(m.pending_revocation),
+            "target_assignment": _tasks(target.active), "target_standby_tasks": _tasks(target.standby),
+            "target_warmup_tasks": _tasks(target.warmup),
+        })
+    top = group.topology
+    topology = None if top is None else {"epoch": top.epoch, "subtopologies": [
+        {"subtopology_id": s.subtopology_id, "source_topics": sorted(s.source_topics),
+         "source_topic_regex": sorted(s.source_topic_regex),
+         "repartition_sink_topics": sorted(s.repartition_sink_topics),
+         "repartition_source_topics": sorted(t.name for t in s.repartition_source_topics),
+         "state_changelog_topics": sorted(t.name for t in s.state_changelog_topics)}
+        for s in sorted(top.subtopologies, key=lambda s: s.subtopology_id)]}
+    return {"group_epoch": group.group_epoch, "assignment_epoch": group.target_assignment_epoch,
+            "metadata_hash": group.metadata_hash, "validated_topology_epoch": group.validated_topology_epoch,
+            "topology": topology, "members": members}
+
+
 def group_model(gid: str, partition: int, group, shard, name: TopicNamer) -> dict:
     out = {"group": gid, "partition": partition, "type": group_type_name(group),
            "protocol_type": protocol_type_of(group), "state": group_state_name(group)}
@@ -119,6 +163,8 @@ def group_model(gid: str, partition: int, group, shard, name: TopicNamer) -> dic
         out.update(_consumer_group(group, name, shard.config.default_assignor))
     elif isinstance(group, ConnectGroup):
         out.update(_connect_group(group))
+    elif isinstance(group, StreamsGroup):
+        out.update(_streams_group(group))
     else:
         out.update(_classic_group(group))
     offsets = []
@@ -193,8 +239,8 @@ def described_assignment(m: dict) -> dict:
     return {t: sorted(set(ps)) for t, ps in sorted(merged.items())}
 
 
-# Group types with group and assignment epochs (KIP-848's model; connect groups share it).
-_EPOCH_TYPES = ("consumer", "connect")
+# Group types with group and assignment epochs (KIP-848's model; connect and streams groups share it).
+_EPOCH_TYPES = ("consumer", "connect", "streams")
 
 
 def _epoch(g: dict, consumer_key: str, classic_key: str = "generation"):
@@ -222,7 +268,8 @@ def render_text(model: dict) -> str:
             a = described_assignment(m) if g["type"] == "consumer" else m["assignment"]
             n = sum(len(ps) for t, ps in a.items() if t != "raw") if isinstance(a, dict) else 0
             if g["type"] in _EPOCH_TYPES:
-                # A connect worker's units read `connector:tasks` (task -1: the connector).
+                # A connect worker's units read `connector:tasks` (task -1: the connector), a
+                # streams member's active tasks `subtopology:partitions`.
                 epochs = (m["member_epoch"], assignment_text(a), g["assignment_epoch"],
                           assignment_text(m["target_assignment"]))
             else:
@@ -236,7 +283,7 @@ def render_text(model: dict) -> str:
     offset_rows = []
     for g in groups:
         owner = {}
-        for m in g["members"]:
+        for m in g["members"] if g["type"] != "streams" else ():   # streams tasks name subtopologies
             if isinstance(m["assignment"], dict):
                 owned = described_assignment(m) if g["type"] == "consumer" else m["assignment"]
                 for t, ps in owned.items():

@@ -28,6 +28,13 @@ every group with a live config record is reported as losing it, with the keys to
 with `kafka-configs --entity-type groups` on Kafka (Kafka keeps group configs in its cluster
 metadata, not in this log).
 
+Streams groups (KIP-1071, Kafka's types 17 and 19-23) live only in records a classic-only
+coordinator skips, and in Kafka before 4.1, which has no streams group type: their members,
+epochs, assignments and topology are forgotten there, committed offsets are kept. Kafka 4.4
+converts an empty streams group to classic on its first JoinGroup (offline migration), so an
+empty one gets Kafka's deletion tombstones (its offsets stay); one with members is left alone
+until its application stops (the Streams instances with `group.protocol=classic`).
+
 kcoord's `connect` groups (private types 1000-1004, docs/design/connect-groups-spec.md) always lose their state:
 Kafka skips those types but never deletes them and has no connect group type. Empty ones
 get their deletion tombstones; ones with workers are left alone until the workers stop.
@@ -251,6 +258,29 @@ def _connect_tombstones(g) -> tuple[list, str | None]:
     return connect_group_tombstones(g), None
 
 
+def _streams_summary(g) -> dict:
+    return {"type": "streams", "state": g.state().value, "members": len(g.members), "group_epoch": g.group_epoch,
+            "topology_epoch": None if g.topology is None else g.topology.epoch}
+
+
+def _streams_reasons(g, view=None) -> tuple[bool, list[str]]:
+    if not g.members:
+        return True, [f"empty streams group: its group epoch {g.group_epoch} and topology live only in record "
+                      "types 17 and 19-23 and are forgotten; committed offsets are kept"]
+    return True, [f"{len(g.members)} streams member(s) (group epoch {g.group_epoch}, target assignment epoch "
+                  f"{g.target_assignment_epoch}): their tasks and the topology exist only in record types 17 "
+                  "and 19-23, which a classic-only coordinator (and Kafka before 4.1) skips",
+                  "stop the application, then restart it with group.protocol=classic: migration is offline "
+                  "only (Kafka 4.4 converts an empty streams group to classic on JoinGroup), offsets are kept"]
+
+
+def _streams_tombstones(g) -> tuple[list, str | None]:
+    if g.members:
+        return [], (f"streams group with {len(g.members)} member(s): stop the application first (migration "
+                    "is offline only); tombstoning a running group would fence its members")
+    return group_tombstones(g), None
+
+
 @dataclass(frozen=True)
 class DowngradeRule:
     """What the downgrade check says about one group type (registered by its type name,
@@ -267,8 +297,10 @@ DOWNGRADE_RULES: dict[str, DowngradeRule] = {
     "consumer": DowngradeRule(False, _consumer_summary, _consumer_reasons, _consumer_tombstones),
     "classic": DowngradeRule(True, _classic_group_summary, _classic_reasons),
     "connect": DowngradeRule(False, _connect_summary, _connect_reasons, _connect_tombstones),
+    "streams": DowngradeRule(False, _streams_summary, _streams_reasons, _streams_tombstones),
 }
 _TOMBSTONE_WHY = {"consumer": "empty consumer group converted to classic (createGroupTombstoneRecords)",
+                  "streams": "empty streams group deleted (createGroupTombstoneRecords); its offsets are kept",
                   "connect": "empty connect group deleted (kcoord-private types 1000-1004: Kafka never "
                              "deletes them)"}
 

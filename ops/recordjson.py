@@ -7,12 +7,15 @@ like the log it came from.
 
 Conventions: field names are the dataclass names (snake_case); UUIDs are strings;
 bytes are base64 strings in JSON (raw bytes in Avro, see `ops.avro`); unknown tagged
-fields are lists of {"tag": n, "data": bytes}.
+fields are lists of {"tag": n, "data": bytes}. The streams group records (17, 19-23) are
+the classes generated from Kafka's jar (records/streams_records.py): their kio integer
+types are integers and a `timedelta_i32` is its milliseconds.
 """
 from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import functools
 import sys
 import types
@@ -23,6 +26,7 @@ from typing import Any
 from records import RecordType
 from records import connect_records as CR
 from records import schemas as S
+from records import streams_records as SR
 from records.group_config_records import GROUP_CONFIG
 
 # Record type id -> (key class, value class).
@@ -43,6 +47,8 @@ RECORD_CLASSES: dict[int, tuple[type, type]] = {
         S.ConsumerGroupCurrentMemberAssignmentKey, S.ConsumerGroupCurrentMemberAssignmentValue),
     RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION: (S.ConsumerGroupRegularExpressionKey,
                                                    S.ConsumerGroupRegularExpressionValue),
+    # Kafka 4.4's streams group types (KIP-1071).
+    **{rtype: classes for rtype, classes in SR.TYPES.items()},
     # kcoord's private connect-group types (docs/design/connect-groups-spec.md): decoded like the
     # others, not as unknown.
     CR.CONNECT_GROUP_METADATA: (CR.ConnectGroupMetadataKey, CR.ConnectGroupMetadataValue),
@@ -70,8 +76,8 @@ class DumpFormatError(ValueError):
 
 
 # ----------------------------------------------------------------- field kinds
-# A kind is a small tree: ("int",) ("str",) ("bytes",) ("uuid",) ("opt", kind)
-# ("tuple", kind) ("struct", cls) ("tags",)
+# A kind is a small tree: ("int",) ("str",) ("bytes",) ("uuid",) ("ms",) ("opt", kind)
+# ("tuple", kind) ("struct", cls) ("tags",); ("ms",) is a timedelta written as milliseconds.
 Kind = tuple
 
 
@@ -86,8 +92,10 @@ def _kind_of(hint: Any) -> Kind:
         return ("opt", _kind_of(args[0]))
     if origin is tuple:
         return ("tuple", _kind_of(typing.get_args(hint)[0]))
-    if hint is int:
+    if hint is int or (isinstance(hint, type) and issubclass(hint, int)):   # kio's i8 ... i64, u16
         return ("int",)
+    if isinstance(hint, type) and issubclass(hint, datetime.timedelta):     # kio's i32Timedelta
+        return ("ms",)
     if hint is str:
         return ("str",)
     if hint is bytes:
@@ -108,6 +116,9 @@ def fields_of(cls: type) -> tuple[tuple[str, Kind], ...]:
 
 
 # ------------------------------------------------------------------ to JSON
+_MS = datetime.timedelta(milliseconds=1)
+
+
 def _b64(b: bytes) -> str:
     return base64.b64encode(b).decode("ascii")
 
@@ -120,6 +131,8 @@ def _out(kind: Kind, v: Any, raw_bytes: bool) -> Any:
         return v
     if k == "uuid":
         return str(v)
+    if k == "ms":
+        return v // _MS
     if k == "bytes":
         return v if raw_bytes else _b64(v)
     if k == "opt":
@@ -156,6 +169,10 @@ def _in(kind: Kind, v: Any, where: str) -> Any:
             return v
         if k == "uuid":
             return uuid.UUID(v) if isinstance(v, str) else uuid.UUID(bytes=bytes(v))
+        if k == "ms":
+            if type(v) is not int:
+                raise DumpFormatError(f"{where} is not an integer of milliseconds: {v!r}")
+            return datetime.timedelta(milliseconds=v)
         if k == "bytes":
             return base64.b64decode(v, validate=True) if isinstance(v, str) else bytes(v)
         if k == "tuple":

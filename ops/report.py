@@ -11,6 +11,7 @@ from ops.value_versions import render_lines as render_value_versions
 from records import OffsetCommitKey, UnknownRecord
 from records.batch import RecordBatch
 from records.connect_records import CONNECT_GROUP_METADATA
+from records.streams_records import STREAMS_GROUP_METADATA
 
 MINUTE_MS = 60_000
 TOP_GROUPS = 6
@@ -46,8 +47,8 @@ class ReportCollector:
             self.epochs[key.group_id].append((timestamp, value.epoch))
         elif value is not None and key.record_type == 2:         # classic generation
             self.epochs[key.group].append((timestamp, value.generation))
-        elif value is not None and key.record_type == CONNECT_GROUP_METADATA:   # connect group epoch
-            self.epochs[key.group_id].append((timestamp, value.epoch))
+        elif value is not None and key.record_type in (CONNECT_GROUP_METADATA, STREAMS_GROUP_METADATA):
+            self.epochs[key.group_id].append((timestamp, value.epoch))   # connect and streams group epochs
 
 
 def _page(title: str, body: list[str]) -> str:

@@ -9,7 +9,8 @@ Tables (rows are tuples in the column order of `COLUMNS`):
 - final_offsets: the committed offsets after the whole log (tombstones, markers applied).
 - membership_history: one row per member event (join, assignment, leave), consumer,
   classic and connect groups alike; `epoch` is the member epoch or the classic generation.
-  A connect worker's assignment reads `connector:tasks`, task -1 being the connector itself.
+  A connect worker's assignment reads `connector:tasks`, task -1 being the connector itself;
+  a streams member's its active tasks, `subtopology:partitions` (KIP-1071).
 - record_type_counts: records and tombstones per group and record type.
 - commit_rate: offset commits per group per minute (record timestamps).
 """
@@ -33,6 +34,7 @@ from records import (
 )
 from records.batch import RecordBatch
 from records.connect_records import ConnectGroupCurrentMemberAssignmentKey, ConnectGroupMemberMetadataKey
+from records.streams_records import StreamsGroupCurrentMemberAssignmentKey, StreamsGroupMemberMetadataKey
 
 MINUTE_MS = 60_000
 
@@ -50,6 +52,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     "commit_rate": [("group", "string"), ("minute", "long"), ("commits", "long")],
 }
 _STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS"}
+_STREAMS_STATES = {0: "STABLE", 1: "UNREVOKED_TASKS", 2: "UNRELEASED_TASKS"}   # streams MemberState
 
 
 def assignment_text(a: dict[str, list[int]] | None) -> str:
@@ -131,6 +134,17 @@ class HistoryCollector:
                 self.history.append((row[0], key.member_id, *row[1:], "connect", "assignment",
                                      value.member_epoch, _STATES.get(value.state, "UNKNOWN"),
                                      assignment_text({u.connector: list(u.tasks) for u in value.assigned})))
+        elif kc is StreamsGroupMemberMetadataKey:
+            self.history.append((row[0], key.member_id, *row[1:], "streams",
+                                 "leave" if value is None else "join_or_update", None, None, None))
+        elif kc is StreamsGroupCurrentMemberAssignmentKey:
+            if value is None:
+                self.history.append((row[0], key.member_id, *row[1:], "streams", "fenced", -1, None, ""))
+            else:
+                self.history.append((row[0], key.member_id, *row[1:], "streams", "assignment",
+                                     value.member_epoch, _STREAMS_STATES.get(value.state, "UNKNOWN"),
+                                     assignment_text({t.subtopology_id: list(t.partitions)
+                                                      for t in value.active_tasks})))
 
     def _classic(self, row: tuple, value) -> None:
         group = row[0]

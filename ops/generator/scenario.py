@@ -33,9 +33,9 @@ from records.batch import COMPRESSION_NONE, ControlMarker, build_batch, build_co
 TOPIC_WORDS = ["orders", "payments", "clicks", "inventory", "shipments", "audit", "users",
                "sessions", "invoices", "alerts", "metrics", "refunds"]
 APPS = ["billing", "search", "fraud", "analytics", "mailer", "warehouse", "ledger", "notify"]
-# Keys of record types a 4.3 coordinator does not know: share groups (10, 11), streams
-# groups (17), and one from the future (42). Each: (type, has member id).
-UNKNOWN_TYPES = [(11, False), (10, True), (17, False), (42, False)]
+# Keys of record types this coordinator does not know: share groups (10, 11), the streams
+# partition metadata KIP-1101 removed (18), and one from the future (42). Each: (type, has member id).
+UNKNOWN_TYPES = [(11, False), (10, True), (18, False), (42, False)]
 
 
 @dataclass
@@ -337,7 +337,7 @@ class Scenario:
     # ------------------------------------------------------- unknown types
     def _unknown_records(self) -> None:
         rtype, with_member = self.rng.choice(UNKNOWN_TYPES)
-        gid = f"{'share' if rtype in (10, 11) else 'streams' if rtype == 17 else 'future'}-app-" \
+        gid = f"{'share' if rtype in (10, 11) else 'streams' if rtype == 18 else 'future'}-app-" \
               f"{self.rng.randint(0, 5)}"
         key = rtype.to_bytes(2, "big") + _kstring(gid)
         if with_member:

@@ -38,7 +38,7 @@ def test_the_log_holds_every_kind_of_record():
             tombstones += r.value is None
             if rtype == 1 and r.value is not None:
                 versions[rec.value_version] += 1
-    assert set(types) >= {1, 2, 3, 4, 5, 6, 7, 8, 16, 10, 11, 17, 42}
+    assert set(types) >= {1, 2, 3, 4, 5, 6, 7, 8, 16, 10, 11, 18, 42}
     assert markers[0] > 0 and markers[1] > 0                  # ABORT and COMMIT
     assert tombstones > 0 and set(versions) == {1, 4}
     assert {p for p, _ in batches} == {0, 1, 2, 3}

@@ -123,7 +123,7 @@ def test_generated_log_replays_cleanly_with_both_protocols(generated):
     assert kinds == {ClassicGroup, ConsumerGroup}
     assert replay.stats.commit_markers > 0 and replay.stats.abort_markers > 0
     assert replay.stats.tombstones > 0
-    assert set(replay.unknown_record_types()) >= {10, 11, 17, 42}
+    assert set(replay.unknown_record_types()) >= {10, 11, 18, 42}
     assert not replay.problems
 
 
