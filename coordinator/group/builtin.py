@@ -3,8 +3,8 @@ builds the shard's registry from their contributions (group_types.build_registry
 
 Rules:
 - the folders only declare a `Contribution` (classic/, modern/consumer/, modern/connect/,
-  offsets/, migration/, configs/, streams/); the APIs every group type answers (group_admin.py) are the
-  `ADMIN` contribution below;
+  offsets/, migration/, configs/, streams/); the APIs every group type answers (group_admin.py,
+  their request shapes in admin_requests.py) are the `ADMIN` contribution below;
 - `builtin_registry()` builds the registry once per process, where a shard is built
   (shard.py, when it is given no registry of its own); every timer kind of timers.py must
   have its handler then, or the build fails;
@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from . import group_admin
+from .admin_requests import ConsumerGroupDescribe, DeleteGroups, DescribeGroups, ListGroups
 from .classic.contribution import CONTRIBUTION as CLASSIC
 from .configs.contribution import CONTRIBUTION as CONFIGS
 from .group_types import Contribution, Registry, build_registry
@@ -50,6 +51,8 @@ ADMIN = Contribution(
                 ("describe_groups", None, _describe_groups),
                 ("list_groups", None, _list_groups),
                 ("delete_groups", None, group_admin.delete_groups)),
+    request_shapes={"consumer_group_describe": ConsumerGroupDescribe, "describe_groups": DescribeGroups,
+                    "list_groups": ListGroups, "delete_groups": DeleteGroups},
 )
 
 # The order is the order of the timers a loaded shard arms (the retention check first).

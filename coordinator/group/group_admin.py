@@ -1,8 +1,10 @@
 """Group admin APIs served per shard: ConsumerGroupDescribe, DescribeGroups, ListGroups,
 DeleteGroups. The service splits multi-group requests by shard and merges answers.
 
-Message classes come from `coordinator.protocol.messages`: kio's, or the versions generated
-from Kafka 4.4's definitions where kio has none (DeleteGroups v3).
+Each handler reads its request in one shape, whatever the version (admin_requests.py, built
+at the shard's door, or by the service for a request it fans out), and builds its answer
+with the response classes that shape names: kio's, or the versions generated from Kafka
+4.4's definitions where kio has none (DeleteGroups v3). No handler reads a version.
 """
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol.messages import schema
 from . import record_helpers as rh
 from .classic.group import ClassicGroup, ClassicGroupState
 from .group_types import group_type
@@ -23,6 +24,7 @@ from .timeutil import from_ms
 if TYPE_CHECKING:
     from records import CoordinatorRecord
 
+    from .admin_requests import ConsumerGroupDescribe, DeleteGroups, DescribeGroups, ListGroups
     from .context import RequestContext, ShardView
 
 # Kafka's default when authorized operations were not requested (Integer.MIN_VALUE).
@@ -107,25 +109,27 @@ def describe_consumer_group(shard: ShardView, mod, group_id: str, include_ops: b
                  members=tuple(members), authorized_operations=ops)
 
 
-def consumer_group_describe(shard: ShardView, ctx: RequestContext, req) -> Result:
-    mod = schema("consumer_group_describe", ctx.api_version)
+def consumer_group_describe(shard: ShardView, ctx: RequestContext, req: ConsumerGroupDescribe) -> Result:
+    mod = req.response_schema
     groups = tuple(describe_consumer_group(shard, mod, gid, req.include_authorized_operations)
                    for gid in req.group_ids)
     return Result(response=mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=groups))
 
 
 # ----------------------------------------------------------- DescribeGroups
-def describe_group(shard: ShardView, mod, api_version: int, group_id: str, include_ops: bool):
+def describe_group(shard: ShardView, mod, group_id: str, include_ops: bool, not_found_error: bool):
     """DescribeGroups (API 15) only describes classic groups (`GroupMetadataManager.describeGroups`
     looks groups up as classic ones): a consumer group, like a missing one, is "Dead", with
-    GROUP_ID_NOT_FOUND from v6 (KIP-1043). Tools must use ConsumerGroupDescribe for those."""
+    GROUP_ID_NOT_FOUND where the version has it (`not_found_error`: v6+, KIP-1043).
+    Tools must use ConsumerGroupDescribe for those."""
     ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
     group = shard.groups.get(group_id)
     if not isinstance(group, ClassicGroup) or group.state is ClassicGroupState.DEAD:
-        why = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
-        code = ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none
-        return build(mod.DescribedGroup, error_code=code,
-                     error_message=why if api_version >= 6 else None, group_id=group_id, group_state="Dead",
+        code, why = ErrorCode.none, None
+        if not_found_error:
+            code = ErrorCode.group_id_not_found
+            why = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
+        return build(mod.DescribedGroup, error_code=code, error_message=why, group_id=group_id, group_state="Dead",
                      protocol_type="", protocol_data="", members=(), authorized_operations=ops)
     stable = group.state is ClassicGroupState.STABLE
     # Outside Stable Kafka describes members without their metadata but with their
@@ -141,18 +145,18 @@ def describe_group(shard: ShardView, mod, api_version: int, group_id: str, inclu
                  authorized_operations=ops)
 
 
-def describe_groups(shard: ShardView, ctx: RequestContext, req) -> Result:
-    mod = schema("describe_groups", ctx.api_version)
-    include_ops = getattr(req, "include_authorized_operations", False)
-    groups = tuple(describe_group(shard, mod, ctx.api_version, gid, include_ops) for gid in req.groups)
+def describe_groups(shard: ShardView, ctx: RequestContext, req: DescribeGroups) -> Result:
+    mod = req.response_schema
+    groups = tuple(describe_group(shard, mod, gid, req.include_authorized_operations, req.not_found_error)
+                   for gid in req.groups)
     return Result(response=build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=groups))
 
 
 # -------------------------------------------------------------- ListGroups
-def list_groups(shard: ShardView, ctx: RequestContext, req) -> Result:
-    mod = schema("list_groups", ctx.api_version)
-    states = {s.strip().lower() for s in getattr(req, "states_filter", ())}
-    types = {t.strip().lower() for t in getattr(req, "types_filter", ())}
+def list_groups(shard: ShardView, ctx: RequestContext, req: ListGroups) -> Result:
+    mod = req.response_schema
+    states = {s.strip().lower() for s in req.states_filter}
+    types = {t.strip().lower() for t in req.types_filter}
     out = []
     for group in shard.groups.values():
         state = group_state_name(group)
@@ -173,11 +177,11 @@ def group_tombstones(group) -> list:
     return group_type(group).tombstones(group)
 
 
-def delete_groups(shard: ShardView, ctx: RequestContext, req, now_ms: int) -> Result:
+def delete_groups(shard: ShardView, ctx: RequestContext, req: DeleteGroups, now_ms: int) -> Result:
     """Kafka's `GroupCoordinatorShard.deleteGroups`. v3's ErrorMessage (KIP-1331) stays null:
     Kafka 4.4 sets it only when its streams topology-description plugin fails to delete
     (GROUP_DELETION_FAILED), and the shard answers every other refusal by its code alone."""
-    mod = schema("delete_groups", ctx.api_version)
+    mod = req.response_schema
     records: list[CoordinatorRecord] = []
     results = []
     for gid in req.groups_names:

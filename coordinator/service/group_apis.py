@@ -24,6 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..group import group_admin
+from ..group.admin_requests import ConsumerGroupDescribe, DescribeGroups
 from ..group.errors import ApiError
 from ..group.kio_util import build
 from ..group.offsets import ops as offset_ops
@@ -82,19 +83,19 @@ class GroupApis:
 
     # ------------------------------------------------------------ multi-group
     async def consumer_group_describe(self, ctx: RequestContext, req):
-        mod = schema("consumer_group_describe", ctx.api_version)
-        include = req.include_authorized_operations
+        shape = ConsumerGroupDescribe(req)
+        mod, include = shape.response_schema, shape.include_authorized_operations
         described = await self.router.per_group(
-            req.group_ids, lambda shard, gid: group_admin.describe_consumer_group(shard, mod, gid, include),
+            shape.group_ids, lambda shard, gid: group_admin.describe_consumer_group(shard, mod, gid, include),
             lambda gid, e: error_responses.described_consumer_group_error(mod, gid, e), ctx.denied_groups)
         return mod.ConsumerGroupDescribeResponse(throttle_time=from_ms(0), groups=tuple(described))
 
     async def describe_groups(self, ctx: RequestContext, req):
-        mod = schema("describe_groups", ctx.api_version)
-        include = getattr(req, "include_authorized_operations", False)
-        described = await self.router.per_group(req.groups, lambda shard, gid: group_admin.describe_group(
-            shard, mod, ctx.api_version, gid, include), lambda gid, e: error_responses.described_group_error(
-            mod, gid, e), ctx.denied_groups)
+        shape = DescribeGroups(req)
+        mod, include, not_found = shape.response_schema, shape.include_authorized_operations, shape.not_found_error
+        described = await self.router.per_group(
+            shape.groups, lambda shard, gid: group_admin.describe_group(shard, mod, gid, include, not_found),
+            lambda gid, e: error_responses.described_group_error(mod, gid, e), ctx.denied_groups)
         return build(mod.DescribeGroupsResponse, throttle_time=from_ms(0), groups=tuple(described))
 
     async def list_groups(self, ctx: RequestContext, req):
@@ -128,12 +129,15 @@ class GroupApis:
             return await self.router.one_group(error_responses.offset_fetch, ctx, req,
                                                lambda shard, now: shard.offset_fetch(ctx, req, now))
 
+        # MemberId and MemberEpoch exist from v9 (KIP-848); v8 is multi-group without them:
+        # their defaults, no member id and epoch -1, as Kafka reads a v8 request.
+        by_member = ctx.api_version >= 9
+
         def one(shard, g):
             try:
-                # MemberId and MemberEpoch exist from v9 (KIP-848); v8 is multi-group without them.
                 topics = offset_ops.fetch_group(shard, ctx.api_version, mod, g.group_id, g.topics,
-                                                req.require_stable, getattr(g, "member_id", None),
-                                                getattr(g, "member_epoch", -1))
+                                                req.require_stable, g.member_id if by_member else None,
+                                                g.member_epoch if by_member else -1)
                 return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
                              error_code=ErrorCode.none)
             except ApiError as e:
