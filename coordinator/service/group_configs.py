@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from ..authz import ALLOW_ALL, GROUP, Action
 from ..config import CoordinatorConfig
+from ..gateway.ratelog import RateLimitedLog
 from ..group.configs.docs import DOCUMENTATION
 from ..group.configs.keys import KEYS
 from ..group.configs.ops import AlterGroupConfigs, ReadGroupConfigs
@@ -56,7 +57,9 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS = "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
 _ZERO = timedelta(0)
 _DEFAULTS = CoordinatorConfig()
 GroupConfigService = Any       # the GroupCoordinatorService (this module is below it)
-log = logging.getLogger("kcoord.service")
+# A client may ask ListConfigResources at will while a shard moves: its failures are logged
+# at a bounded rate (gateway/ratelog.py).
+_LIST_FAILURES = RateLimitedLog(logging.getLogger("kcoord.service"), 1.0)
 
 
 async def _denied(service: GroupConfigService, info: ClientInfo, operation: str, names: Sequence[str]) -> set[str]:
@@ -264,7 +267,7 @@ async def serve(service: GroupConfigService, api_key: int, version: int, request
         try:
             names = await list_groups(service, info, request)
         except ApiError as e:   # the response has no message: the log says which instance or shard
-            log.warning("ListConfigResources of groups answers %s: %s", e.code.name, e.message)
+            _LIST_FAILURES.log(logging.WARNING, "ListConfigResources of groups answers %s: %s", e.code.name, e.message)
             return cls(throttle_time=_ZERO, error_code=e.code, config_resources=())
         return cls(throttle_time=_ZERO, error_code=ErrorCode.none, config_resources=tuple(
             m.ConfigResource(resource_name=n, resource_type=GROUP_RESOURCE) for n in names))

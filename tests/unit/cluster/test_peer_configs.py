@@ -109,7 +109,7 @@ def test_a_request_from_another_instance_is_never_routed_on():
     asyncio.run(main())
 
 
-def test_a_moving_shard_or_a_silent_owner_answers_coordinator_not_available():
+def test_a_moving_shard_an_odd_answer_or_a_silent_owner_answers_coordinator_not_available():
     async def main():
         a, _, asked, _ = await pair(owners={0: "a"})         # partition 1 has no owner: moving
         theirs = groups_on(a, 1, 1)[0]
@@ -123,6 +123,12 @@ def test_a_moving_shard_or_a_silent_owner_answers_coordinator_not_available():
         described = await a.serve_group_configs(32, 4, describe((theirs, (KEY,))), CLIENT)
         (result,) = described.results          # the owner's odd answer is not merged
         assert result.error_code == ErrorCode.coordinator_not_available and "instance b" in result.error_message
+
+        a, _, _, _ = await pair(answer=lambda r: dataclasses.replace(r, responses=tuple(
+            dataclasses.replace(e, resource_name="another") for e in r.responses)))
+        altered = await a.serve_group_configs(44, 1, incremental((theirs, [(KEY, 0, "50000")])), CLIENT)
+        assert [(r.resource_name, r.error_code) for r in altered.responses] == [
+            (theirs, ErrorCode.coordinator_not_available)]
 
         async def unreachable(addresses):
             raise OSError(f"connection refused by {addresses}")
