@@ -45,7 +45,10 @@ class StreamsApp:
     def __init__(self, bootstrap: str, *, app_id: str, input: str, output: str, state_dir: str, name: str,
                  guarantee: str = "at_least_once", instance_id: str | None = None,
                  app_server: str | None = None, protocol: str = "streams") -> None:
-        self.name, self.app_server = name, app_server
+        self._settings = ((bootstrap,), dict(app_id=app_id, input=input, output=output, state_dir=state_dir, name=name,
+                                             guarantee=guarantee, instance_id=instance_id, app_server=app_server,
+                                             protocol=protocol))
+        self.name, self.app_server, self.instance_id = name, app_server, instance_id
         args = ["--bootstrap", bootstrap, "--app-id", app_id, "--input", input, "--output", output,
                 "--state-dir", state_dir, "--name", name, "--guarantee", guarantee, "--protocol", protocol]
         if instance_id is not None:
@@ -62,6 +65,11 @@ class StreamsApp:
         self._readers: list[threading.Thread] = []
 
     # --- lifecycle -------------------------------------------------------------------------
+
+    def again(self) -> StreamsApp:
+        """A new, unstarted instance with this one's settings: its state directory, group
+        instance id and endpoint (a restart)."""
+        return StreamsApp(*self._settings[0], **self._settings[1])
 
     def start(self, timeout: float = 60.0) -> StreamsApp:
         process = self.process = processes.track(subprocess.Popen(
@@ -94,13 +102,14 @@ class StreamsApp:
         for reader in self._readers:
             reader.join(5)
 
-    def shutdown(self, timeout: float = 40.0) -> int | None:
-        """Close (stdin "close"; Streams' own 30 s bound), kill -9 past ``timeout``."""
+    def shutdown(self, timeout: float = 40.0, how: str = "") -> int | None:
+        """Close (stdin "close", "close leave" or "close remain" with ``how`` "leave"/"remain";
+        Streams' own 30 s bound), kill -9 past ``timeout``."""
         if self.process is None:
             return None
         if self.process.poll() is None:
             try:
-                self.process.stdin.write("close\n")  # type: ignore[union-attr]
+                self.process.stdin.write(f"close {how}".strip() + "\n")  # type: ignore[union-attr]
                 self.process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, OSError):
                 pass

@@ -80,14 +80,24 @@ class Deployment:
     words: collections.Counter = field(default_factory=collections.Counter)
     batches: int = 0
 
-    def start(self, count: int) -> list[StreamsApp]:
-        new = [StreamsApp(self.bootstrap, app_id=self.app_id, input=self.input, output=self.output,
-                          state_dir=str(self.state_root / f"i{len(self.apps) + i}"), name=f"i{len(self.apps) + i}",
-                          app_server=f"127.0.0.1:{ports.free_port()}") for i in range(count)]
+    def start(self, count: int, *, static: bool = False) -> list[StreamsApp]:
+        """``count`` new instances (static: group.instance.id = the instance's name), started at once."""
+        names = [f"i{len(self.apps) + i}" for i in range(count)]
+        return self.launch([StreamsApp(self.bootstrap, app_id=self.app_id, input=self.input, output=self.output,
+                                       state_dir=str(self.state_root / name), name=name,
+                                       instance_id=name if static else None,
+                                       app_server=f"127.0.0.1:{ports.free_port()}") for name in names])
+
+    def launch(self, new: list[StreamsApp]) -> list[StreamsApp]:
         self.apps += new
-        with concurrent.futures.ThreadPoolExecutor(count) as pool:   # JVM starts overlap
+        with concurrent.futures.ThreadPoolExecutor(len(new)) as pool:   # JVM starts overlap
             list(pool.map(lambda app: app.start(90), new))
         return new
+
+    def stop(self, apps: list[StreamsApp], how: str = "") -> None:
+        with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:
+            codes = list(pool.map(lambda app: app.shutdown(how=how), apps))
+        assert codes == [0] * len(apps), f"clean closes: {codes}"
 
     @property
     def alive(self) -> list[StreamsApp]:
@@ -131,15 +141,17 @@ def _member_of(describe: dict, app: StreamsApp) -> dict:
     return member
 
 
-def check_describe(d: dict, apps: list[StreamsApp]) -> None:
+def check_describe(d: dict, apps: list[StreamsApp], standbys_everywhere: bool = True) -> None:
     """One member per instance at its endpoint; each task active once; a standby never on the
-    process that runs the task."""
+    process that runs the task; standbys of stateful tasks only (on every member unless there
+    are more members than standbys)."""
     assert sorted(m["endpoint"] for m in d["members"]) == sorted(a.app_server for a in apps), d
     active = collections.Counter(itertools.chain.from_iterable(m["active"] for m in d["members"]))
     assert set(active) == TASKS and set(active.values()) == {1}, f"each task active exactly once: {active}"
     for m in d["members"]:
         assert not set(m["active"]) & set(m["standby"]), f"standby beside its active task: {m}"
-        assert m["standby"] and set(m["standby"]) <= STATEFUL, f"standbys of stateful tasks only: {m}"
+        assert set(m["standby"]) <= STATEFUL, f"standbys of stateful tasks only: {m}"
+        assert m["standby"] or not standbys_everywhere, f"no standby on {m}"
 
 
 def expected_metadata(d: dict, dep: Deployment) -> list[dict]:
@@ -222,6 +234,47 @@ def test_kill9_survivors_take_over_with_standbys(dep: Deployment) -> None:
     after = dep.wait_stable(60)
     check_describe(after, dep.alive)
     assert lost <= set(itertools.chain.from_iterable(m["active"] for m in after["members"]))
+    dep.produce()
+    dep.wait_counts()
+    assert active_overlaps(dep.apps) == []
+
+
+def test_scale_out_to_six_and_in_to_two(dep: Deployment) -> None:
+    dep.wait_stable()
+    if len(dep.alive) < 3:
+        dep.start(3 - len(dep.alive))
+    dep.start(3)
+    check_describe(dep.wait_stable(90), dep.alive, standbys_everywhere=False)
+    dep.produce()
+    dep.wait_counts()
+    dep.stop(dep.alive[2:], how="leave")
+    check_describe(dep.wait_stable(60), dep.alive)
+    dep.produce()
+    dep.wait_counts()
+    assert active_overlaps(dep.apps) == []
+
+
+def test_static_member_restarts_within_its_session_without_rebalance(dep: Deployment) -> None:
+    """A static member closed with REMAIN_IN_GROUP and started again on its state directory
+    within its session takes its tasks back: the group epoch does not move and no other
+    instance's tasks change. (Streams names the member "<group.instance.id>-<thread>".)"""
+    (static,) = dep.start(1, static=True)
+    before = dep.wait_stable(60)
+    mine = _member_of(before, static)
+    others = {a.name: len(a.events("tasks")) for a in dep.alive if a is not static}
+    set_group_configs(dep.bootstrap, dep.app_id, {"streams.session.timeout.ms": "45000"})
+    try:
+        dep.stop([static], how="remain")
+        again = dep.launch([static.again()])[0]
+        after = dep.wait_stable(40)
+    finally:
+        set_group_configs(dep.bootstrap, dep.app_id, {"streams.session.timeout.ms": GROUP_CONFIGS[
+            "streams.session.timeout.ms"]})
+    back = _member_of(after, again)
+    assert (after["epoch"], back["instance"], back["active"], back["standby"]) == \
+        (before["epoch"], f"{static.name}-1", mine["active"], mine["standby"]), (before, after)
+    assert {a.name: len(a.events("tasks")) for a in dep.alive if a is not again} == others, \
+        "another instance's tasks changed while the static member was away"
     dep.produce()
     dep.wait_counts()
     assert active_overlaps(dep.apps) == []

@@ -17,6 +17,7 @@ import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
 import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyQueryMetadata;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -47,8 +48,9 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  *   calls (start: the offsets the restore starts and ends at; end: records restored).
  * - stdin commands, one per line, each answered by one line: "metadata" (every client's
  *   interactive-query metadata, metadataForAllStreamsClients()), "key K" (queryMetadataForKey of
- *   the counts store), "describe" (Admin.describeStreamsGroups of the application id),
- *   "close" or EOF (close, 30 s bound, then "closed" and exit 0).
+ *   the counts store), "describe" (Admin.describeStreamsGroups of the application id);
+ *   "close", "close leave", "close remain" or EOF close the client (CloseOptions' DEFAULT,
+ *   LEAVE_GROUP, REMAIN_IN_GROUP; 30 s bound), then print "closed" and exit 0.
  * - An uncaught exception in a stream thread prints "fatal" and shuts the client down.
  *
  * Usage: CountStreamsApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
@@ -116,11 +118,17 @@ public class CountStreamsApp {
         try (Admin admin = Admin.create(ap)) {
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             String line;
-            while ((line = in.readLine()) != null && !line.trim().equals("close")) {
+            while ((line = in.readLine()) != null && !line.trim().startsWith("close")) {
                 answer(line.trim(), streams, admin, appId);
             }
+            String how = line == null ? "close" : line.trim();
+            CloseOptions.GroupMembershipOperation op = how.equals("close leave")
+                ? CloseOptions.GroupMembershipOperation.LEAVE_GROUP
+                : how.equals("close remain") ? CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP
+                : CloseOptions.GroupMembershipOperation.DEFAULT;
+            streams.close(CloseOptions.groupMembershipOperation(op).withTimeout(Duration.ofSeconds(30)));
         }
-        streams.close(Duration.ofSeconds(30));
+        closedTasks();
         say("closed", "\"state\":" + q(streams.state().name()));
     }
 
@@ -152,11 +160,9 @@ public class CountStreamsApp {
 
     /** Print a "tasks" line whenever the local threads' active or standby task sets change. */
     static void pollTasks(KafkaStreams streams, long everyMs) {
-        String last = null;
-        long previousPoll = System.nanoTime();
         while (true) {
+            long pollStart = System.nanoTime();
             try {
-                long pollStart = System.nanoTime();
                 TreeSet<String> active = new TreeSet<>();
                 TreeSet<String> standby = new TreeSet<>();
                 for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
@@ -167,24 +173,41 @@ public class CountStreamsApp {
                         standby.add(task.taskId().toString());
                     }
                 }
-                String now = "\"active\":" + strings(active) + ",\"standby\":" + strings(standby);
-                if (!now.equals(last)) {
-                    say("tasks", now + ",\"prev_t\":" + previousPoll);
-                    last = now;
-                }
-                previousPoll = pollStart;
+                observed("\"active\":" + strings(active) + ",\"standby\":" + strings(standby), pollStart);
+            } catch (RuntimeException e) {
+                // metadataForLocalThreads() throws once the client is neither running nor
+                // rebalancing (closing, failed): it holds no task the harness could count on.
+                observed(NO_TASKS, pollStart);
+            }
+            try {
                 Thread.sleep(everyMs);
             } catch (InterruptedException e) {
                 return;
-            } catch (RuntimeException e) {
-                // metadataForLocalThreads() throws while the client is not running (closing).
-                try {
-                    Thread.sleep(everyMs);
-                } catch (InterruptedException ie) {
-                    return;
-                }
             }
         }
+    }
+
+    static final String NO_TASKS = "\"active\":[],\"standby\":[]";
+    static String lastTasks = NO_TASKS;
+    static long lastPoll = System.nanoTime();
+    static boolean closed;
+
+    /** The client is closed: its last poll was the last sight of its tasks; no poll counts after. */
+    static synchronized void closedTasks() {
+        observed(NO_TASKS, System.nanoTime());
+        closed = true;
+    }
+
+    /** One poll's sets: a "tasks" line if they changed; prev_t is the previous poll's start. */
+    static synchronized void observed(String tasks, long pollStart) {
+        if (closed) {
+            return;
+        }
+        if (!tasks.equals(lastTasks)) {
+            say("tasks", tasks + ",\"prev_t\":" + lastPoll);
+            lastTasks = tasks;
+        }
+        lastPoll = pollStart;
     }
 
     static String clients(Collection<StreamsMetadata> all) {
