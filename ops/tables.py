@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from coordinator.group.streams.model import MemberState as StreamsMemberState
 from ops.describe import classic_assignment
 from ops.downgrade import group_of_key
 from ops.logsource import LogBatch
@@ -52,7 +53,6 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     "commit_rate": [("group", "string"), ("minute", "long"), ("commits", "long")],
 }
 _STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS"}
-_STREAMS_STATES = {0: "STABLE", 1: "UNREVOKED_TASKS", 2: "UNRELEASED_TASKS"}   # streams MemberState
 
 
 def assignment_text(a: dict[str, list[int]] | None) -> str:
@@ -142,7 +142,7 @@ class HistoryCollector:
                 self.history.append((row[0], key.member_id, *row[1:], "streams", "fenced", -1, None, ""))
             else:
                 self.history.append((row[0], key.member_id, *row[1:], "streams", "assignment",
-                                     value.member_epoch, _STREAMS_STATES.get(value.state, "UNKNOWN"),
+                                     value.member_epoch, StreamsMemberState.from_byte(value.state).name,
                                      assignment_text({t.subtopology_id: list(t.partitions)
                                                       for t in value.active_tasks})))
 

@@ -86,18 +86,24 @@ def test_type_18_removed_by_kip_1101_stays_unknown_and_is_skipped():
 
 def test_kafka_4_4_bytes_of_a_current_assignment():
     # Kafka's framing (kafka-coordinator.md §2.1): key int16 type, classic strings; value int16
-    # version 0, then flexible fields. Active task 0/[0, 1] with its KIP-1251 epochs as tag 0.
-    key, value = encode_record(rh.current_assignment("g", MEMBER))
+    # version 0, then flexible fields. State 1 is Kafka's streams MemberState.STABLE (a consumer
+    # member's STABLE is 0). Active task 0/[0, 1] with its KIP-1251 epochs as tag 0.
+    value_struct = sr.StreamsGroupCurrentMemberAssignmentValue(
+        member_epoch=3, previous_member_epoch=2, state=1,
+        active_tasks=(sr.CurrentTaskIds(subtopology_id="0", partitions=(0, 1), assignment_epochs=(3, 2)),),
+        standby_tasks=(), warmup_tasks=(), active_tasks_pending_revocation=(),
+        standby_tasks_pending_revocation=(), warmup_tasks_pending_revocation=())
+    record = CoordinatorRecord(sr.StreamsGroupCurrentMemberAssignmentKey(group_id="g", member_id="m1"),
+                               value_struct, 0)
+    key, value = encode_record(record)
     assert key == b"\x00\x16" + b"\x00\x01g" + b"\x00\x02m1"
     assert value == bytes.fromhex(
-        "0000" "00000003" "00000002" "00"      # version 0, MemberEpoch, PreviousMemberEpoch, State
+        "0000" "00000003" "00000002" "01"      # version 0, MemberEpoch, PreviousMemberEpoch, State
         "02" "0230" "03 00000000 00000001"     # ActiveTasks: 1 entry, subtopology "0", partitions
         "01" "00 09 03 00000003 00000002"      # its tags: AssignmentEpochs (tag 0, 9 bytes)
         "01 01 01 01 01"                       # the other five arrays are empty
         "00".replace(" ", ""))                 # the value's own tag section
-    record = decode_record(key, value)
-    assert isinstance(record, CoordinatorRecord) and record.key.member_id == "m1"
-    assert record.value.active_tasks[0].assignment_epochs == (3, 2)
+    assert decode_record(key, value) == record
 
 
 @pytest.mark.parametrize("rtype", sorted(sr.TYPES))
