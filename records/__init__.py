@@ -1,6 +1,7 @@
 """Apache Kafka's `__consumer_offsets` records, byte for byte.
 
-Keys/values of record types 0-8 and 16 as Kafka 4.3 writes and reads them, and
+Keys/values of record types 0-8 and 16 as Kafka 4.3 writes and reads them, the streams
+group types 17 and 19-23 as Kafka 4.4 writes them (records/streams_records.py, KIP-1071), and
 kcoord's private connect-group types 1000-1004 (records/connect_records.py, docs/design/connect-groups-spec.md)
 (kafka-coordinator.md §2); other types decode to `UnknownRecord` (KIP-915).
 Record batches: see `records.batch` (thin helpers over aiokafka.record).
