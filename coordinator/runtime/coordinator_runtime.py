@@ -41,9 +41,10 @@ from kio.schema.errors import ErrorCode
 from .. import metrics
 from ..group.errors import ApiError
 from .loader import ShardLoader
-from .parked import ParkedRequests, durable, release_when_durable
+from .parked import ParkedRequests, release_when_durable
 from .partition_writer import PartitionWriter
 from .parts import Forward
+from .releases import Releases
 from .shard_protocol import ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, ShardFenced, StateLog
@@ -86,6 +87,7 @@ class CoordinatorRuntime:
         metrics.set_shard_state(partition, self.state.value)
         self.shard = protocol.make_shard(partition)
         self.parked = ParkedRequests()
+        self._releases = Releases(partition)     # answers waiting for their write (releases.py)
         self.timers = TimerTable(lambda: self.clock(), self._timer_due)   # the clock may be replaced
         self._timers = self.timers.table    # the same dict, for tools that read the timer keys
         # Offsets an append takes beyond its records (1 for a transactional log: the COMMIT
@@ -192,7 +194,7 @@ class CoordinatorRuntime:
             # expect that to take up to a rebalance timeout, so no write timeout applies.
             return await parked
         if fut is not None:
-            return await durable(fut, response, self.write_timeout_s, self.partition)
+            return await self._releases.when_durable(fut, response, self.write_timeout_s)
         return response
 
     def start(self, op: Operation) -> Any:
@@ -209,7 +211,7 @@ class CoordinatorRuntime:
         if parked is not None:
             return parked
         if fut is not None:
-            return durable(fut, response, self.write_timeout_s, self.partition)
+            return self._releases.when_durable(fut, response, self.write_timeout_s)
         return response
 
     def schedule(self, op: Operation) -> asyncio.Future:
@@ -255,7 +257,9 @@ class CoordinatorRuntime:
         writer = self.writer
         if result.records:
             encoded = self._serialize(result.records)
-            size = sum(len(k) + (len(v) if v else 0) for k, v in encoded)
+            size = 0
+            for k, v in encoded:    # a loop: no generator to resume per record
+                size += len(k) + len(v) if v is not None else len(k)
             batch = writer.batch_for(size)
             try:
                 self.shard.apply(result, writer.next_offset)

@@ -56,7 +56,7 @@ Operation = Callable[[GroupCoordinatorShard, int], Result]
 
 _CONSUMER_REBALANCES = metrics.REBALANCES.labels(type="consumer")
 _CLASSIC_REBALANCES = metrics.REBALANCES.labels(type="classic")
-_OFFSET_COMMITS = metrics.OFFSET_COMMITS
+_OFFSET_COMMITS = metrics.OFFSET_COMMITS.labels()
 
 
 def _count_records(records: Sequence[Any]) -> None:
