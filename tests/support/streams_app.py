@@ -11,7 +11,7 @@ subprocesses, and the checks the streams-group tests make on what they print.
   artefact of the polling. A killed instance holds its tasks until the kill.
 - set_group_configs: IncrementalAlterConfigs on the GROUP resource (raw, through whatever
   answers group APIs at the address: Kafka's coordinator or kcoord).
-- counts_on: the latest count per word on the output topic.
+- counts_on: the latest count per word on the output topic (read_committed under EOS).
 
 Rules: every wait is bounded and a failure shows the instance's stderr tail; every JVM is
 reaped by shutdown() (fixtures call it); nothing here sleeps in place of a condition.
@@ -26,11 +26,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from migration.rehearse.member import read_events, read_lines
 
 from . import processes
+from .admin import admin_client
 from .java import libs_java_command
 from .raw_client import call_with, request_types
 from .wait import wait_until
@@ -45,9 +47,9 @@ class StreamsApp:
     def __init__(self, bootstrap: str, *, app_id: str, input: str, output: str, state_dir: str, name: str,
                  guarantee: str = "at_least_once", instance_id: str | None = None,
                  app_server: str | None = None, protocol: str = "streams") -> None:
-        self._settings = ((bootstrap,), dict(app_id=app_id, input=input, output=output, state_dir=state_dir, name=name,
-                                             guarantee=guarantee, instance_id=instance_id, app_server=app_server,
-                                             protocol=protocol))
+        self._settings: dict[str, Any] = dict(
+            bootstrap=bootstrap, app_id=app_id, input=input, output=output, state_dir=state_dir, name=name,
+            guarantee=guarantee, instance_id=instance_id, app_server=app_server, protocol=protocol)
         self.name, self.app_server, self.instance_id = name, app_server, instance_id
         args = ["--bootstrap", bootstrap, "--app-id", app_id, "--input", input, "--output", output,
                 "--state-dir", state_dir, "--name", name, "--guarantee", guarantee, "--protocol", protocol]
@@ -69,7 +71,7 @@ class StreamsApp:
     def again(self) -> StreamsApp:
         """A new, unstarted instance with this one's settings: its state directory, group
         instance id and endpoint (a restart)."""
-        return StreamsApp(*self._settings[0], **self._settings[1])
+        return StreamsApp(**self._settings)
 
     def start(self, timeout: float = 60.0) -> StreamsApp:
         process = self.process = processes.track(subprocess.Popen(
@@ -215,27 +217,41 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
         f"group configs {configs} of {group} at {bootstrap}: {answers}"
 
 
-def counts_on(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[str, int]:
-    """The latest value per key of ``topic`` (read to its end offsets), as ints."""
+def counts_on(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0,
+              read_committed: bool = False) -> dict[str, int]:
+    """The latest value per key of ``topic`` (read to its end offsets, or to its last stable
+    offsets with ``read_committed``), as ints."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
     latest: dict[str, int] = {}
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        ends = _end_offsets(bootstrap, topic, partitions, read_committed, timeout)
+        assigned = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        consumer.assign(assigned)
         seen = {p: 0 for p in range(partitions)}
 
         def read_all() -> bool:
             for m in consumer.consume(1000, 0.2):
-                key, value, partition, offset = m.key(), m.value(), m.partition(), m.offset()
-                if m.error() is None and key is not None and value is not None and partition is not None \
-                        and offset is not None:
+                key, value = m.key(), m.value()
+                if m.error() is None and key is not None and value is not None:
                     latest[key.decode()] = int(value.decode())
-                    seen[partition] = offset + 1
+            # The position, not the last record's offset: it moves past transaction markers.
+            seen.update((tp.partition, tp.offset) for tp in consumer.position(assigned))
             return all(seen[p] >= ends[p] for p in ends)
 
-        wait_until(read_all, timeout, 0, lambda: f"{topic} read to its end offsets {ends} (at {seen})")
+        wait_until(read_all, timeout, 0, lambda: f"{topic} read to {ends} (at {seen})")
     finally:
         consumer.close()
     return latest
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int, read_committed: bool,
+                 timeout: float) -> dict[int, int]:
+    """ListOffsets LATEST per partition: the high watermarks, or with ``read_committed`` the
+    last stable offsets (a transaction still open, a killed producer's, stays unread)."""
+    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    admin = admin_client(bootstrap)   # held until the answers are in: its futures die with it
+    answers = admin.list_offsets(asked, isolation_level=level, request_timeout=timeout)
+    return {tp.partition: future.result(timeout).offset for tp, future in answers.items()}

@@ -1,0 +1,171 @@
+"""A deployment of the counting Streams application (support.streams_app) on one route, for the
+streams-group test modules to share per module.
+
+Routes (``ROUTES``): "kafka44-direct", the instances talk to Kafka 4.4 itself, the oracle, on a
+broker of the deployment's own whose streams floors are lowered (the shared fixture keeps
+Kafka's 45 s session floor, which a kill -9 would wait out); "kafka44" and "tansu", the
+instances talk to a `kcoord serve` of the deployment's own in front of the session's upstream.
+KCOORD_UPSTREAMS narrows the routes by their upstream (support.upstreams).
+
+The application counts words of a 6-partition input topic: 12 tasks, 0_0..0_5 stateless (the
+input to the repartition topic), 1_0..1_5 stateful (the counts store and its changelog).
+
+Rules: ``deploy`` stops everything it started (instances first, then kcoord, then the oracle's
+broker); every wait is bounded and names what it awaited.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import ports
+from .admin import create_topic
+from .kcoord import FAST, KcoordProcess
+from .names import unique_name
+from .produce import make_producer
+from .streams_app import StreamsApp, counts_on, set_group_configs
+from .upstreams import FIXTURES, upstream_ids
+from .wait import wait_until
+
+PARTITIONS, WORDS, BATCH = 6, 17, 300
+TASKS = frozenset(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
+STATEFUL = frozenset(t for t in TASKS if t.startswith("1_"))
+# route id -> (upstream id, through kcoord)
+ROUTES = {"kafka44-direct": ("kafka44", False)}
+# The oracle's broker: Kafka's defaults but the streams floors (45 s session, 5 s heartbeat),
+# which no group could go below, and the 3 s initial delay of a new group.
+ORACLE_BROKER = {"group.streams.min.session.timeout.ms": "6000", "group.streams.min.heartbeat.interval.ms": "500",
+                 "group.streams.initial.rebalance.delay.ms": "0"}
+GROUP_CONFIGS = {"streams.num.standby.replicas": "1", "streams.session.timeout.ms": "6000",
+                 "streams.heartbeat.interval.ms": "500"}
+# kcoord's streams groups with the same timings as the oracle's.
+KCOORD_CONFIG = FAST
+
+
+def routes(*only: str) -> list[str]:
+    """The routes KCOORD_UPSTREAMS allows (of ``only``, if given)."""
+    allowed = set(upstream_ids(in_subset=False))
+    return [r for r, (up, _) in ROUTES.items() if up in allowed and (not only or r in only)]
+
+
+@dataclass
+class Deployment:
+    route: str
+    bootstrap: str          # what the instances talk to
+    upstream: str           # the cluster itself (topics, reading the output)
+    app_id: str
+    input: str
+    output: str
+    state_root: Path
+    guarantee: str = "at_least_once"
+    apps: list[StreamsApp] = field(default_factory=list)
+    words: collections.Counter = field(default_factory=collections.Counter)
+    batches: int = 0
+
+    def start(self, count: int, *, static: bool = False) -> list[StreamsApp]:
+        """``count`` new instances (static: group.instance.id = the instance's name), started at once."""
+        names = [f"i{len(self.apps) + i}" for i in range(count)]
+        return self.launch([StreamsApp(self.bootstrap, app_id=self.app_id, input=self.input, output=self.output,
+                                       state_dir=str(self.state_root / name), name=name, guarantee=self.guarantee,
+                                       instance_id=name if static else None,
+                                       app_server=f"127.0.0.1:{ports.free_port()}") for name in names])
+
+    def launch(self, new: list[StreamsApp]) -> list[StreamsApp]:
+        self.apps += new
+        with concurrent.futures.ThreadPoolExecutor(len(new)) as pool:   # JVM starts overlap
+            list(pool.map(lambda app: app.start(90), new))
+        return new
+
+    def stop(self, apps: list[StreamsApp], how: str = "") -> None:
+        with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:
+            codes = list(pool.map(lambda app: app.shutdown(how=how), apps))
+        assert codes == [0] * len(apps), f"clean closes: {codes}"
+
+    @property
+    def alive(self) -> list[StreamsApp]:
+        return [a for a in self.apps if a.alive]
+
+    def produce(self, count: int = BATCH) -> None:
+        """``count`` input records (one per batch: Tansu's end offsets stay true), words in turn."""
+        producer = make_producer(self.upstream)
+        for i in range(count):
+            word = f"w{(self.batches * BATCH + i) % WORDS}"
+            self.words[word] += 1
+            producer.produce(self.input, key=f"k{i}", value=word)
+        assert producer.flush(30) == 0, "input not all delivered"
+        self.batches += 1
+
+    def describe(self) -> dict[str, Any]:
+        return self.alive[0].ask("describe")
+
+    def stable(self) -> dict[str, Any] | None:
+        """The describe once the group is STABLE with one member per live instance, each at its
+        target, every task active somewhere and every instance RUNNING those tasks; else None."""
+        d = self.describe()
+        members = d["members"]
+        ok = (d["state"] == "STABLE" and len(members) == len(self.alive)
+              and all(m["active"] == m["target_active"] and m["standby"] == m["target_standby"] for m in members)
+              and set(itertools.chain.from_iterable(m["active"] for m in members)) == TASKS
+              and all(a.state() == "RUNNING" and a.tasks()[0] == set(member_of(d, a)["active"]) for a in self.alive))
+        return d if ok else None
+
+    def wait_stable(self, timeout: float = 60.0) -> dict[str, Any]:
+        found: dict[str, Any] | None = wait_until(
+            self.stable, timeout, 0.3, lambda: f"{self.app_id} stable over {len(self.alive)} instances "
+                                               f"(describe: {self.describe()})")
+        assert found is not None
+        return found
+
+    def wait_counts(self, timeout: float = 60.0) -> None:
+        """The output's latest count per word equals the input's (read_committed under EOS)."""
+        expected = dict(self.words)
+        committed = self.guarantee.startswith("exactly_once")
+
+        def now() -> dict[str, int]:
+            return counts_on(self.upstream, self.output, 1, read_committed=committed)
+        wait_until(lambda: now() == expected, timeout, 0.5, lambda: f"counts {expected}, got {now()}")
+
+
+def member_of(describe: dict[str, Any], app: StreamsApp) -> dict[str, Any]:
+    """The describe's member of ``app`` (by its application.server endpoint)."""
+    (member,) = [m for m in describe["members"] if m["endpoint"] == app.app_server]
+    return member
+
+
+@contextlib.contextmanager
+def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at_least_once") -> Iterator[Deployment]:
+    """Topics, group configs and the route's broker or kcoord; no instance yet."""
+    upstream_id, via_kcoord = ROUTES[route]
+    broker = gateway = None
+    if via_kcoord:
+        upstream = request.getfixturevalue(FIXTURES[upstream_id])
+    else:
+        from .kafka_broker import KAFKA_44, start_kafka
+
+        upstream = broker = start_kafka(KAFKA_44, tmp_path_factory.mktemp("oracle"), overrides=ORACLE_BROKER)
+    try:
+        if via_kcoord:
+            gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=unique_name("__kcoord_streams"),
+                                    config=KCOORD_CONFIG).start()
+        name = unique_name(f"count-{route}")
+        d = Deployment(route, gateway.bootstrap if gateway else upstream.bootstrap, upstream.bootstrap,
+                       name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee)
+        create_topic(upstream.bootstrap, d.input, PARTITIONS)
+        create_topic(upstream.bootstrap, d.output, 1)
+        set_group_configs(d.bootstrap, d.app_id, GROUP_CONFIGS)
+        try:
+            yield d
+        finally:
+            for app in d.apps:
+                app.shutdown()
+    finally:
+        if gateway is not None and gateway.process is not None and gateway.process.poll() is None:
+            gateway.stop()
+        if broker is not None:
+            broker.stop()
