@@ -1,6 +1,7 @@
-"""The fenced state log's reads: a shard's load (fence, then replay to the high watermark),
-the raw reads of the transactional tail, and a standby's tail (part of fenced_state_log.py's
-`FencedStateLog`, which states the protocol).
+"""The state log's reads: a shard's load (fence, then replay to the high watermark), the raw
+reads of the transactional tail, and a standby's tail. Part of fenced_state_log.py's
+`FencedStateLog` (which states the protocol) and, without the fence, of the single-process
+state_topic.py's `StateTopic`.
 
 Rules:
 - A load is "fence, then load", per partition: the caller's `fence` step runs first (today
@@ -15,8 +16,8 @@ Rules:
 - A batch that does not read (records/batch.py: CRC, codec, bounds) stops its partition
   only: `on_corrupt` gets the offset where that batch starts (the records before it were
   replayed), or the load raises CorruptBatchError once the other partitions are done.
-- The fence step is optional: the single-process state topic (state_topic.py) loads
-  without one through the same reads.
+- A tail follows until cancelled: a failed link is retried with backoff (0.2 s doubling to
+  5 s), as a consumer reconnects; an error answer for the partition ends it.
 - With `readers`, a partition is read by the marker-aware `TxnLogReader` instead (client
   offsets pending with their producer id, markers ending them).
 """
@@ -160,8 +161,18 @@ class LogReads:
         is not seen whole: start the tail where a load ended."""
         reader = _Reader(partition, sink)
         offset = from_offset
+        backoff = 0.2
         while True:
-            part = await self.links.fetch(partition, offset, poll_ms)
+            try:
+                part = await self.links.fetch(partition, offset, poll_ms)
+            except StateLogError as e:
+                # A link that failed (the broker restarting, a leader moving): a follower
+                # keeps following, as a consumer reconnects, until it is cancelled.
+                log.debug("tail of %s-%d at %d: %s; retrying in %.1fs", self.topic, partition, offset, e, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.2
             if part is None:
                 continue
             if part.error_code in REFRESH:

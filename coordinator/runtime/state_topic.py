@@ -177,11 +177,13 @@ class StateTopic:
             assignments=(), configs=tuple(m.CreatableTopicConfig(name=k, value=v)
                                           for k, v in sorted(TOPIC_CONFIGS.items()))),),
             timeout=timedelta(seconds=30), validate_only=False)
-        links = self.reads.links
+        links = self._links("admin")      # closed at once: tools call this without start/stop
         try:
             response = await links.bootstrap_call(request)
         except StateLogError as e:
             raise StateTopicUnavailable(f"cannot create state topic {self.topic}: {e}") from e
+        finally:
+            links.close()
         for result in response.topics:
             if result.error_code not in (ErrorCode.none, _TOPIC_ALREADY_EXISTS):
                 raise RuntimeError(f"cannot create state topic {self.topic}: {result.error_code.name.upper()} "

@@ -107,7 +107,9 @@ class UpstreamClient(asyncio.Protocol):
                         lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
                         ssl_handshake_timeout=timeout), timeout)
             except ssl.SSLCertVerificationError as e:
-                errors.append(f"{host}:{port}: TLS certificate verification failed: {e.verify_message or e}")
+                # OpenSSL's reason code too (CERTIFICATE_VERIFY_FAILED): what operators search for.
+                reason = f" ({e.reason})" if e.reason else ""
+                errors.append(f"{host}:{port}: TLS certificate verification failed: {e.verify_message or e}{reason}")
                 continue
             except ssl.SSLError as e:
                 errors.append(f"{host}:{port}: TLS handshake failed: {e.reason or e}")
