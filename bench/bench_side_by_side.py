@@ -71,6 +71,7 @@ from side_by_side import load, pinning, report  # noqa: E402
 from vs_kafka import clients, wire  # noqa: E402
 
 from support.kafka_broker import ENV_JVM_OPTS  # noqa: E402
+from support.tansu import start_tansu  # noqa: E402
 
 CONFIGS = {
     "default": (f"Kafka {vsk.KAFKA_VERSION} at its group defaults", vsk.KAFKA_DEFAULTS),
@@ -82,6 +83,14 @@ CONFIGS = {
         "group.consumer.min.session.timeout.ms": "6000",
     }),
 }
+# Tansu is the other upstream kcoord's tests run on; it is started with its defaults
+# (memory storage), and its own coordinator is measured only on what it serves.
+TANSU = "tansu"
+TANSU_TITLE = "Tansu 0.6 (memory storage), its own coordinator where it serves the API"
+CONSUMER_GROUP_HEARTBEAT = 68     # KIP-848: the heartbeat, storm and 11th-member workloads need it
+NEEDS_API = {"heartbeat_closed": CONSUMER_GROUP_HEARTBEAT, "heartbeat_pipelined": CONSUMER_GROUP_HEARTBEAT,
+             "storm": CONSUMER_GROUP_HEARTBEAT, "join": CONSUMER_GROUP_HEARTBEAT, "commit_closed": 8,
+             "commit_pipelined": 8}
 WORKLOADS = ("commit_closed", "commit_pipelined", "heartbeat_closed", "heartbeat_pipelined", "storm", "join")
 log = vsk.log
 
@@ -92,6 +101,7 @@ class Bench:
         self.work = work
         self.figures: dict[str, dict[str, dict[str, list[dict[str, Any] | None]]]] = {}
         self.failures: list[str] = []
+        self.not_served: dict[str, dict[str, str]] = {}    # config -> workload -> why the upstream has no figure
 
     def record(self, config: str, workload: str, side: str, what: str,
                fn: Callable[..., dict[str, Any] | None], *args: Any) -> dict[str, Any] | None:
@@ -116,10 +126,15 @@ def commit_frames(prefix: str, groups: int, topic: str, partitions: int) -> list
     """One pre-encoded OffsetCommit v8 per group, of ``partitions`` partitions each; names of
     equal length, so every response's first error code is at one offset
     (wire.commit_error_offset)."""
+    return commit_frames_for([f"{prefix}-{g:04d}" for g in range(groups)], topic, partitions)
+
+
+def commit_frames_for(groups: list[str], topic: str, partitions: int) -> list[bytes]:
+    """commit_frames of the named groups."""
     frames = []
-    for g in range(groups):
+    for group in groups:
         request = OffsetCommitRequest(
-            group_id=f"{prefix}-{g:04d}", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
             topics=(OffsetCommitRequestTopic(name=topic, partitions=tuple(
                 OffsetCommitRequestPartition(partition_index=p, committed_offset=1000 + p, committed_leader_epoch=-1,
                                              committed_metadata="") for p in range(partitions))),))
@@ -239,33 +254,72 @@ def joins(b: Bench, config: str, sides: dict[str, tuple[int, list[int]]], bootst
 
 
 # ------------------------------------------------------------------ one broker configuration
+class _Upstream:
+    """The broker of one configuration: Kafka (its pid, port, log) or Tansu, alike."""
+
+    def __init__(self, b: Bench, config: str) -> None:
+        if config == TANSU:
+            self.tansu = start_tansu(log_dir=b.work)
+            self.pid, self.port, self.bootstrap = self.tansu.process.pid, self.tansu.port, self.tansu.bootstrap
+            self.log_path, self.stop = str(self.tansu.log_path), self.tansu.stop
+            log(f"Tansu at {self.bootstrap} pid {self.pid}")
+        else:
+            kafka = vsk.start_broker(f"kafka-{config}", CONFIGS[config][1], b.work)
+            self.pid, self.port, self.bootstrap = kafka.nodes[0].process.pid, kafka.port, kafka.bootstrap
+            self.log_path, self.stop = str(kafka.nodes[0].log_path), kafka.stop
+
+
+def api_keys(port: int) -> set[int]:
+    """The API keys the broker's ApiVersions lists."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from loadgen.client import KafkaConnection
+
+    async def go() -> set[int]:
+        conn = await KafkaConnection.open("127.0.0.1", port)
+        try:
+            r = await conn.call(18, 3, ApiVersionsRequest(client_software_name="bench", client_software_version="1"))
+        finally:
+            conn.close()
+        return {int(k.api_key) for k in r.api_keys}
+
+    return procs.run(go())
+
+
 def phase(b: Bench, config: str) -> dict[str, Any]:
     a = b.args
     sections = {"commit" if w.startswith("commit") else "heartbeat" if w.startswith("heartbeat") else w
                 for w in a.workload_set}
     with pinning.running_on(a.server_set):
-        kafka = vsk.start_broker(f"kafka-{config}", CONFIGS[config][1], b.work)
+        kafka = _Upstream(b, config)
     kc = None
     try:
         vsk.create_topics(kafka.bootstrap, a, sections)
         with pinning.running_on(a.server_set):
             kc = vsk.start_kcoord(kafka.bootstrap, a)
-        kpid = kafka.nodes[0].process.pid
+        kpid = kafka.pid
         threads = pinning.pin_process(kpid, a.server_set) + pinning.pin_process(kc.pid, a.server_set)
         pinning.pin_process(os.getpid(), a.load_set)
         log(f"{config}: Kafka pid {kpid} and kcoord pid {kc.pid} ({threads} threads) on CPUs "
             f"{sorted(a.server_set)}; load generators on {sorted(a.load_set)}")
         time.sleep(1.5)       # the gateway's metadata view has the topics (refresh: 1 s)
-        sides = {"kafka": (kafka.port, [kpid]), "kcoord": (kc.port, [kc.pid, kpid])}
+        listed = api_keys(kafka.port)
+        refused = {w: NEEDS_API[w] for w in a.workload_set if NEEDS_API[w] not in listed}
+        b.not_served[config] = {w: f"not served: its ApiVersions lists no API {k}" for w, k in refused.items()}
+        both = {"kafka": (kafka.port, [kpid]), "kcoord": (kc.port, [kc.pid, kpid])}
+
+        def sides(*workloads: str) -> dict[str, tuple[int, list[int]]]:
+            """Kafka's side only where the upstream serves the workloads' API."""
+            return both if not set(workloads) & set(refused) else {"kcoord": both["kcoord"]}
+
         if {"commit_closed", "commit_pipelined"} & a.workload_set:
-            commits(b, config, sides)
+            commits(b, config, sides("commit_closed", "commit_pipelined"))
         if {"heartbeat_closed", "heartbeat_pipelined"} & a.workload_set:
-            heartbeats(b, config, sides)
+            heartbeats(b, config, sides("heartbeat_closed"))
         if "storm" in a.workload_set:
-            storms(b, config, sides)
+            storms(b, config, sides("storm"))
         if "join" in a.workload_set:
-            joins(b, config, sides, {"kafka": kafka.bootstrap, "kcoord": f"127.0.0.1:{kc.port}"})
-        return {"kafka_log": str(kafka.nodes[0].log_path), "kcoord_log": str(kc.log_path),
+            joins(b, config, sides("join"), {"kafka": kafka.bootstrap, "kcoord": f"127.0.0.1:{kc.port}"})
+        return {"kafka_log": kafka.log_path, "kcoord_log": str(kc.log_path),
                 "kafka_rss_mib": procs.rss_kib(kpid) / 1024, "kcoord_rss_mib": procs.rss_kib(kc.pid) / 1024}
     finally:
         if kc is not None:
@@ -281,7 +335,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
     ap.add_argument("--runs", type=int, default=3, help="alternating runs of every measurement (medians)")
-    ap.add_argument("--configs", default="default,tuned", help=f"broker configurations: {', '.join(CONFIGS)}")
+    ap.add_argument("--configs", default="default,tuned",
+                    help=f"broker configurations: {', '.join((*CONFIGS, TANSU))}")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--server-cpus", default="0", help="the whole server side (Kafka; Kafka + kcoord)")
     ap.add_argument("--load-cpus", default="1", help="every load generator")
@@ -317,8 +372,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.server_set & args.load_set:
         raise SystemExit("--server-cpus and --load-cpus overlap")
     args.workload_set = {w.strip() for w in args.workloads.split(",") if w.strip()}
-    if args.workload_set - set(WORKLOADS) or any(c not in CONFIGS for c in args.configs.split(",")):
-        raise SystemExit(f"workloads: {WORKLOADS}; configs: {tuple(CONFIGS)}")
+    if args.workload_set - set(WORKLOADS) or any(c not in (*CONFIGS, TANSU) for c in args.configs.split(",")):
+        raise SystemExit(f"workloads: {WORKLOADS}; configs: {(*CONFIGS, TANSU)}")
     return args
 
 
@@ -355,7 +410,8 @@ def write_doc(path: Path, results: dict[str, Any], text: str) -> None:
         elapsed=f"{m['elapsed_s'] / 60:.0f} min")
     failures = ("\n## Failed measurements\n\n" + "\n".join(f"- {f}" for f in m["failures"]) + "\n"
                 if m["failures"] else "")
-    configs = "\n".join(f"- **{CONFIGS[c][0]}**: `{CONFIGS[c][1]}`" for c in m["config_titles"])
+    configs = "\n".join(f"- **{CONFIGS[c][0]}**: `{CONFIGS[c][1]}`" if c in CONFIGS else f"- **{TANSU_TITLE}**"
+                        for c in m["config_titles"])
     path.write_text(f"{head}\n## Brokers\n\n{configs}\n\n## Results\n\n{text}\n{failures}")
 
 
@@ -387,9 +443,11 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, librdkafka "
                        f"{confluent_kafka.libversion()[0]}, Kafka {vsk.KAFKA_VERSION} (1 KRaft node, heap 1g, "
                        "tiered JIT)",
-            "config_titles": {c: CONFIGS[c][0] for c in args.configs.split(",")},
-            "configs": {c: CONFIGS[c][1] for c in args.configs.split(",")},
-            "phases": phases, "failures": b.failures,
+            "config_titles": {c: CONFIGS[c][0] if c in CONFIGS else TANSU_TITLE for c in args.configs.split(",")},
+            "configs": {c: CONFIGS[c][1] if c in CONFIGS else {} for c in args.configs.split(",")},
+            "side_titles": {TANSU: {"kafka": "Tansu 0.6 alone (its own coordinator)",
+                                    "kcoord": "kcoord in front of the same Tansu"}},
+            "phases": phases, "failures": b.failures, "not_served": b.not_served,
         },
         "figures": b.figures,
     }

@@ -10,6 +10,10 @@ bounds the measured window); the sockets are opened first, a few handshakes at a
 (bench/vs_kafka/wire.py ``_connect_all``: Kafka's listen backlog is 50), and the window
 starts only when every worker is connected.
 
+Several targets (``run_targets``): a kcoord cluster serves each group at the instance that
+owns its shard, so each group's requests go to its coordinator's port; every target gets
+its own worker processes and its share of the connections, all in one measured window.
+
 Latency: the send time of every request is kept per socket in a FIFO (Kafka answers a
 connection's requests in order, so the n-th response answers the n-th request); a response
 completed inside the window records ``now - sent``. The server side's CPU (every server
@@ -42,6 +46,8 @@ class LoadResult:
     server_cpu_s: float          # all server processes, inside the window
     generator_cpu_s: float
     window_s: float
+    server_cpu_by_pid: dict[int, float] | None = None   # each server process, inside the window
+    responses_by_port: dict[int, int] | None = None     # each target's responses, inside the window
 
     @property
     def cpu_us_per_op(self) -> float | None:
@@ -51,7 +57,9 @@ class LoadResult:
         return {"rate": self.rate, "p50_us": self.p50_us, "p99_us": self.p99_us,
                 "cpu_us_per_op": self.cpu_us_per_op, "server_cores": self.server_cpu_s / self.window_s,
                 "generator_cores": self.generator_cpu_s / self.window_s, "responses": self.responses,
-                "errors": {str(k): v for k, v in self.errors.items()}}
+                "errors": {str(k): v for k, v in self.errors.items()},
+                "server_cpu_by_pid": {str(k): v for k, v in (self.server_cpu_by_pid or {}).items()},
+                "responses_by_port": {str(k): v for k, v in (self.responses_by_port or {}).items()}}
 
 
 def _worker(port: int, error_offset: int, frames: Sequence[bytes], connections: int, depth: int,
@@ -111,18 +119,30 @@ def _worker(port: int, error_offset: int, frames: Sequence[bytes], connections: 
                 in_flight -= n
     for s in socks:
         s.close()
-    out.put((win.result(), latencies))
+    out.put((port, win.result(), latencies))
 
 
 def run(port: int, frames: Sequence[bytes], error_offset: int, *, connections: int, depth: int,
         server_pids: Sequence[int], load_cpus: set[int], workers: int = 1, seconds: float = 4.0,
         warmup: float = 1.0) -> LoadResult:
     """``workers`` processes share ``connections`` sockets and ``frames`` evenly."""
+    return run_targets([(port, frames)], error_offset, connections=connections, depth=depth,
+                       server_pids=server_pids, load_cpus=load_cpus, workers=workers, seconds=seconds,
+                       warmup=warmup)
+
+
+def run_targets(targets: Sequence[tuple[int, Sequence[bytes]]], error_offset: int, *, connections: int,
+                depth: int, server_pids: Sequence[int], load_cpus: set[int], workers: int = 1,
+                seconds: float = 4.0, warmup: float = 1.0) -> LoadResult:
+    """Every (port, frames) target gets ``connections`` / len(targets) sockets over
+    max(1, ``workers`` / len(targets)) processes; one window for all."""
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    per = max(1, connections // workers)
-    ps = [ctx.Process(target=_worker, args=(port, error_offset, frames[i::workers], per, depth, warmup, seconds,
-                                            load_cpus, ready, go, out)) for i in range(workers)]
+    per_target = max(1, workers // len(targets))
+    per = max(1, connections // (len(targets) * per_target))
+    ps = [ctx.Process(target=_worker, args=(port, error_offset, frames[i::per_target], per, depth, warmup,
+                                            seconds, load_cpus, ready, go, out))
+          for port, frames in targets for i in range(per_target)]
     for p in ps:
         p.start()
     try:
@@ -132,9 +152,9 @@ def run(port: int, frames: Sequence[bytes], error_offset: int, *, connections: i
         for _ in ps:
             go.put(start_at)
         time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-        before = sum(procs.cpu_seconds(pid) for pid in server_pids)
+        before = {pid: procs.cpu_seconds(pid) for pid in server_pids}
         time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
-        after = sum(procs.cpu_seconds(pid) for pid in server_pids)
+        by_pid = {pid: procs.cpu_seconds(pid) - before[pid] for pid in server_pids}
         results = [out.get(timeout=seconds + warmup + 60) for _ in ps]
     finally:
         for p in ps:
@@ -142,16 +162,18 @@ def run(port: int, frames: Sequence[bytes], error_offset: int, *, connections: i
             if p.is_alive():
                 p.kill()
     errors: dict[int, int] = {}
+    by_port: dict[int, int] = {}
     lat = array("d")
-    for r, ls in results:
+    for port, r, ls in results:
         lat.extend(ls)
+        by_port[port] = by_port.get(port, 0) + r.responses
         for code, n in r.errors.items():
             errors[code] = errors.get(code, 0) + n
-    responses = sum(r.responses for r, _ in results)
+    responses = sum(by_port.values())
     p50 = p99 = None
     if len(lat) >= 100:
         q = statistics.quantiles(lat, n=100, method="inclusive")
         p50, p99 = q[49] * 1e6, q[98] * 1e6
     return LoadResult(rate=responses / seconds, responses=responses, errors=errors, p50_us=p50, p99_us=p99,
-                      server_cpu_s=after - before, generator_cpu_s=sum(r.cpu_seconds for r, _ in results),
-                      window_s=seconds)
+                      server_cpu_s=sum(by_pid.values()), generator_cpu_s=sum(r.cpu_seconds for _, r, _ in results),
+                      window_s=seconds, server_cpu_by_pid=by_pid, responses_by_port=by_port)

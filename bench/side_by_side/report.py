@@ -66,9 +66,9 @@ def _spread(values: list[float | None], fmt: str) -> str:
     return f" ({fmt.format(min(present))}–{fmt.format(max(present))})"
 
 
-def cell(row: Row, runs: list[dict[str, Any] | None] | None) -> str:
+def cell(row: Row, runs: list[dict[str, Any] | None] | None, missing: str = "—") -> str:
     if not runs:
-        return "—"
+        return missing
     n = _n(runs)
     failed = len(runs) - n
     if not n:
@@ -107,13 +107,17 @@ def tables(results: dict[str, Any]) -> str:
         per = results["figures"].get(config)
         if not per:
             continue
-        head = ["workload", *(SIDE_TITLES[s] for s in SIDES), "CPU, kcoord side / Kafka"]
+        titles = {**SIDE_TITLES, **results["meta"].get("side_titles", {}).get(config, {})}
+        not_served = results["meta"].get("not_served", {}).get(config, {})
+        head = ["workload", *(titles[s] for s in SIDES), "CPU, kcoord side / upstream alone"]
         lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         for row in ROWS:
             if row.workload not in per:
                 continue
             runs = per[row.workload]
-            lines.append("| " + " | ".join([row.label.format(**args), *(cell(row, runs.get(s)) for s in SIDES),
+            missing = {"kafka": not_served.get(row.workload, "—")}
+            lines.append("| " + " | ".join([row.label.format(**args),
+                                             *(cell(row, runs.get(s), missing.get(s, "—")) for s in SIDES),
                                              ratio(row, runs.get("kafka"), runs.get("kcoord"))]) + " |")
         out.append("\n".join(lines))
     return "\n\n".join(out)

@@ -81,13 +81,14 @@ def group_sizes(members: int, groups: int, prefix: str) -> dict[str, int]:
     return {f"{prefix}-{i:04d}": base + (1 if i < extra else 0) for i in range(groups)}
 
 
-def form_heartbeat_groups(port: int, prefix: str, members: int, groups: int, topic: str,
-                          partitions: int) -> tuple[list[bytes], float, list[ConsumerMember]]:
+def form_heartbeat_groups(port: int, prefix: str, members: int, groups: int, topic: str, partitions: int,
+                          sizes: dict[str, int] | None = None) -> tuple[list[bytes], float, list[ConsumerMember]]:
     """Join the members and wait until every group is Stable; their steady frames, the
-    seconds the formation took, and the members (to leave afterwards)."""
+    seconds the formation took, and the members (to leave afterwards). ``sizes`` (group id
+    -> members) names the groups instead of ``prefix``, ``members`` and ``groups``."""
 
     async def go() -> tuple[list[bytes], list[ConsumerMember]]:
-        driver, conns, by_group = await form_groups("127.0.0.1", port, group_sizes(members, groups, prefix),
+        driver, conns, by_group = await form_groups("127.0.0.1", port, sizes or group_sizes(members, groups, prefix),
                                                     (topic,), partitions, timeout=180)
         driver.stop()
         await asyncio.sleep(0.3)
