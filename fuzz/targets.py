@@ -35,12 +35,13 @@ from coordinator.protocol.apis import (
 )
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader
+from coordinator.service.streams_apis import STREAMS_ROWS
 
 from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
 from .samples import sample
 
-# Every API kcoord can serve: the core rows and both extensions' (each on by default).
-SERVED_TABLE: ApiTable = build_table(CORE_APIS, CLIENT_ASSIGNOR_ROWS, CONNECT_ROWS)
+# Every API kcoord can serve: the core rows and the extensions' (each on by default).
+SERVED_TABLE: ApiTable = build_table(CORE_APIS, CLIENT_ASSIGNOR_ROWS, CONNECT_ROWS, STREAMS_ROWS)
 
 SERVED = "served"        # decoded and answered by kcoord
 INSPECTED = "inspected"  # decoded (in part) by kcoord's guard, then refused or forwarded

@@ -56,6 +56,7 @@ from .group_apis import GroupApis
 from .lifecycle import ShardLifecycle
 from .routing import ShardRouter
 from .skip_list import parse_skip_offsets
+from .streams_apis import STREAMS_ROWS
 from .transactions import Transactions
 
 log = logging.getLogger("kcoord.service")
@@ -69,9 +70,11 @@ Starter = Callable[[int, Any, ClientInfo], Any]
 def enabled_extensions(config: CoordinatorConfig) -> tuple[tuple[ApiSpec, ...], ...]:
     """The extensions' rows the configuration enables: kcoord's private client-assignor APIs
     32700-32702 (docs/design/client-assignors.md) and the connect group APIs 32703-32706
-    (docs/design/connect-groups.md). Off, their keys are neither advertised nor routed."""
+    (docs/design/connect-groups.md). Off, their keys are neither advertised nor routed. The
+    streams group APIs 88, 89 and 93 are always on, as in Kafka 4.4 (streams_apis.py)."""
     return tuple(rows for enabled, rows in ((config.consumer_client_assignors_enabled, CLIENT_ASSIGNOR_ROWS),
-                                            (config.connect_groups_enabled, CONNECT_ROWS)) if enabled)
+                                            (config.connect_groups_enabled, CONNECT_ROWS),
+                                            (True, STREAMS_ROWS)) if enabled)
 
 
 class GroupCoordinatorService:

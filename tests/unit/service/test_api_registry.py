@@ -14,6 +14,7 @@ from coordinator.protocol import apis
 from coordinator.protocol.api_table import CORE_TABLE, ApiSpec
 from coordinator.protocol.error_responses import heartbeat
 from coordinator.service import GroupCoordinatorService
+from coordinator.service.streams_apis import STREAMS_ROWS
 
 from ..runtime.fakes import FakeStateTopic
 from ..runtime.test_shard_failures import CLIENT
@@ -27,8 +28,9 @@ def service() -> GroupCoordinatorService:
 
 def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_served():
     svc = service()      # a log without the raw marker-aware reader: TxnOffsetCommit not served
-    # plus kcoord's private client-assignor APIs and the connect group APIs, both on by default
-    private = {s.api_key: s.versions for s in (*CLIENT_ASSIGNOR_ROWS, *CONNECT_ROWS)}
+    # plus kcoord's private client-assignor APIs and the connect group APIs, both on by default,
+    # and the streams group APIs (always on)
+    private = {s.api_key: s.versions for s in (*CLIENT_ASSIGNOR_ROWS, *CONNECT_ROWS, *STREAMS_ROWS)}
     core = CORE_TABLE.advertised()
     assert svc.api_versions == {**{k: v for k, v in core.items() if k not in (apis.TXN_OFFSET_COMMIT, 25)},
                                 **private}

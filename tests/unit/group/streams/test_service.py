@@ -19,10 +19,11 @@ from coordinator.group.kio_util import build
 from coordinator.protocol import apis
 from coordinator.protocol.api_versions import advertised_versions
 from coordinator.protocol.service import ClientInfo
-from coordinator.service import GroupCoordinatorService, enabled_extensions
-from coordinator.service.streams_apis import NO_PLUGIN, STREAMS_ROWS, creator_of
+from coordinator.service import GroupCoordinatorService
+from coordinator.service.streams_apis import NO_PLUGIN, creator_of
 from coordinator.service.streams_topics import InternalTopicCreator
 from fuzz.samples import sample
+from fuzz.targets import SERVED, TARGETS
 
 from ...runtime.fakes import FakeStateTopic
 from .driver import beat, image, join, schema, subtopology, topology
@@ -70,7 +71,7 @@ class Link:
 async def service(authorizer=None, **images) -> GroupCoordinatorService:
     extra = {"authorizer": authorizer} if authorizer is not None else {}
     svc = GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=PARTITIONS), FakeStateTopic(PARTITIONS),  # type: ignore[arg-type]
-                                  extensions=(*enabled_extensions(CoordinatorConfig()), STREAMS_ROWS), **extra)
+                                  **extra)
     svc.on_metadata_update(image(**images))
     await svc.start()
     return svc
@@ -92,7 +93,7 @@ def statuses(resp) -> dict[int, str]:
     return {s.status_code: s.status_detail for s in resp.status or ()}
 
 
-def test_the_rows_are_advertised_and_routed():
+def test_the_rows_are_advertised_routed_and_in_the_fuzzers_table():
     async def main():
         svc = await service(input=4)
         listed = advertised_versions({}, svc.api_versions)
@@ -101,6 +102,7 @@ def test_the_rows_are_advertised_and_routed():
         assert all(routes[route_key(k, v)].kind == GROUP for k, v in ((88, 0), (88, 1), (89, 1), (93, 0)))
         assert {88, 89, 93} <= apis.GROUP_APIS      # never forwarded, served or not
     asyncio.run(main())
+    assert {t.api_key for t in TARGETS if t.handling == SERVED} >= {88, 89, 93}
 
 
 def test_a_join_is_served_by_the_shard_and_the_describe_shows_it():
