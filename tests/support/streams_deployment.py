@@ -19,7 +19,7 @@ import collections
 import concurrent.futures
 import contextlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ GROUP_CONFIGS = {"streams.num.standby.replicas": "1", "streams.session.timeout.m
                  "streams.heartbeat.interval.ms": "500"}
 # kcoord's streams groups with the same timings as the oracle's.
 KCOORD_CONFIG = FAST
+KCOORD_GROUP_CONFIGS = {"streams.num.standby.replicas": "1"}
 
 
 def routes(*only: str) -> list[str]:
@@ -91,15 +92,24 @@ class Deployment:
     def alive(self) -> list[StreamsApp]:
         return [a for a in self.apps if a.alive]
 
-    def produce(self, count: int = BATCH) -> None:
-        """``count`` input records (one per batch: Tansu's end offsets stay true), words in turn."""
+    def produce(self, count: int = BATCH, chunk: int | None = None,
+                halfway: Callable[[], None] | None = None) -> None:
+        """``count`` input records (one per batch: Tansu's end offsets stay true), words in turn,
+        flushed every ``chunk`` records (records keep arriving while the instances work);
+        ``halfway`` runs once half of them are delivered."""
         producer = make_producer(self.upstream)
+        first = self.batches * BATCH
+        self.batches += 1
         for i in range(count):
-            word = f"w{(self.batches * BATCH + i) % WORDS}"
+            word = f"w{(first + i) % WORDS}"
             self.words[word] += 1
             producer.produce(self.input, key=f"k{i}", value=word)
+            if chunk and (i + 1) % chunk == 0:
+                assert producer.flush(30) == 0, "input not all delivered"
+            if halfway is not None and i + 1 == count // 2:
+                assert producer.flush(30) == 0, "input not all delivered"
+                halfway()
         assert producer.flush(30) == 0, "input not all delivered"
-        self.batches += 1
 
     def describe(self) -> dict[str, Any]:
         return self.alive[0].ask("describe")
@@ -158,7 +168,7 @@ def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at
                        name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee)
         create_topic(upstream.bootstrap, d.input, PARTITIONS)
         create_topic(upstream.bootstrap, d.output, 1)
-        set_group_configs(d.bootstrap, d.app_id, GROUP_CONFIGS)
+        set_group_configs(d.bootstrap, d.app_id, GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS)
         try:
             yield d
         finally:

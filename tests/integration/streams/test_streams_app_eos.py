@@ -9,8 +9,10 @@ killed producer (its transactional.id is per process and thread in EOS v2, so th
 coordinator aborts it at its timeout) and resumes from the committed offsets and changelog.
 
 What is checked: the counts read with read_committed equal the input's exactly (any record
-counted twice or lost would show), the group is stable over the survivors, and no task was
-active on two instances at once.
+counted twice or lost would show: the same run with at_least_once over-counted 14 of 17 words
+by 1 to 14 on Kafka 4.4, as the input records the killed instance had sent on to the
+repartition topic but not committed were read again), the group is stable over the survivors,
+and no task was active on two instances at once.
 Tansu is not a route: a read_committed consumer on Tansu 0.6 also reads aborted records
 (tests/integration/txn), so no exactly-once check can hold there.
 """
@@ -39,9 +41,8 @@ def test_exactly_once_v2_counts_survive_kill9_mid_flow(dep: Deployment) -> None:
     dep.produce()
     dep.wait_stable(90)
     dep.wait_counts()
-    # Enough input that the instances are mid-transaction when one dies (commits every 200 ms).
-    dep.produce(1500)
-    dep.alive[0].kill()
+    # The kill comes while input arrives, so the instances are mid-transaction when one dies.
+    dep.produce(3000, chunk=50, halfway=dep.alive[0].kill)
     dep.wait_stable(60)
     dep.wait_counts(90)
     assert active_overlaps(dep.apps) == []
