@@ -8,7 +8,8 @@ Rules:
   the takeover's InitProducerId; fence-by-writing later), and the partition is replayed only
   once it returned, so everything a previous owner landed before the fence is inside the
   load. A partition whose fence or replay fails does not stop the others; the first error is
-  raised at the end.
+  raised at the end. At most `MAX_REPLAYS` partitions replay at once (a bound on the Fetch
+  answers held in memory); every fence runs at once.
 - Fetches are read_uncommitted with control batches visible (kcoord's own Fetch: a
   read_committed consumer stops at the last stable offset behind any open client
   transaction). Transactional data batches are held per producer id until their marker:
@@ -39,6 +40,12 @@ from .txn_log_reader import TxnLogReader
 
 log = logging.getLogger("kcoord.fenced_state_log")
 
+# Partitions replayed at once by one load: each has one Fetch answer (up to the links'
+# fetch_max_bytes) in memory at a time, so this bounds a load's buffers (16 x 8 MiB by
+# default) however many shards it loads; a broker serves one connection's requests in
+# order, so more in flight would not load faster.
+MAX_REPLAYS = 16
+
 
 class CorruptRecordException(Exception):
     """A batch that fails its CRC or does not decode: Kafka's clients name this error so
@@ -68,12 +75,14 @@ class LogReads:
             await self.links.refresh_metadata()
         records = [0]
         done = [0]
+        replaying = asyncio.Semaphore(MAX_REPLAYS)
 
         async def one(p: int) -> None:
             if fence is not None:
                 await fence(p)
-            end = await self._replay(p, sink, on_corrupt, abandoned, records,
-                                     readers(p) if readers is not None else None)
+            async with replaying:
+                end = await self._replay(p, sink, on_corrupt, abandoned, records,
+                                         readers(p) if readers is not None else None)
             done[0] += 1
             if end is not None:
                 on_loaded(p, end)

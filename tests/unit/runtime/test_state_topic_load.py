@@ -5,6 +5,7 @@ the partition's record batches from the fetch offset, a few batches per answer:
 - a batch that does not read (a CRC, a codec) fails its own partition only, at the offset
   where it starts; the records before it in the same answer and every other partition load;
 - a partition whose shard gave up is not read to its end;
+- however many partitions a load has, at most MAX_REPLAYS are fetched at once;
 - compressed batches (records/batch.py's codecs) and transactions (COMMIT replayed at the
   marker, ABORT never) load as Kafka's read_committed consumer would see them.
 """
@@ -17,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.runtime.fenced_reads import CorruptRecordException
+from coordinator.runtime.fenced_reads import MAX_REPLAYS, CorruptRecordException
 from coordinator.runtime.shard_runtime import ShardState
 from coordinator.runtime.state_topic import CorruptBatchError, StateTopic
 from records.batch import (
@@ -46,6 +47,7 @@ class FakeLinks:
         self.logs = logs                     # partition -> batches in offset order
         self.brokers = {1: ("127.0.0.1", 1)}
         self.fetched: list[int] = []         # partitions fetched, in order
+        self.in_flight = self.most_in_flight = 0
 
     async def refresh_metadata(self, partition: int | None = None) -> None:
         pass
@@ -63,7 +65,10 @@ class FakeLinks:
         return sum(_count(b) for b in self.logs[partition])
 
     async def fetch(self, partition: int, offset: int, max_wait_ms: int):
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
         await asyncio.sleep(0)
+        self.in_flight -= 1
         self.fetched.append(partition)
         first, out, position = None, [], 0
         for batch in self.logs[partition]:
@@ -142,6 +147,13 @@ def test_without_on_corrupt_the_error_is_raised_once_the_others_loaded():
     logs[0][1] = corrupted(logs[0][1])
     with pytest.raises(CorruptBatchError, match="partition 0 at or after offset 3"):
         load_with(logs, on_corrupt=False)
+
+
+def test_a_load_of_many_partitions_replays_a_bounded_number_at_once():
+    logs = {p: log_of(9) for p in range(MAX_REPLAYS + 8)}
+    seen, loaded, bad, links = load_with(logs)
+    assert loaded == {p: 9 for p in logs} and not bad
+    assert links.most_in_flight == MAX_REPLAYS
 
 
 @pytest.mark.parametrize("compression", [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD],
