@@ -114,6 +114,26 @@ def _array(element: Read, min_item: int, nullable: bool) -> Read:
     return read
 
 
+def _fixed_array(code: str, size: int, nullable: bool) -> Read:
+    """An array of fixed-size integers, unpacked at once (partition lists are most of a record)."""
+    structs: dict[int, struct.Struct] = {}
+
+    def read(b: bytes, pos: int) -> tuple[Any, int]:
+        n, pos = _count(b, pos, nullable, size)
+        if n is None:
+            return None, pos
+        unpack = structs.get(n)
+        if unpack is None:
+            unpack = struct.Struct(f">{n}{code}")
+            if len(structs) < 64:
+                structs[n] = unpack
+        return unpack.unpack_from(b, pos), pos + size * n
+    return read
+
+
+_FIXED_ARRAYS = {"int8": ("b", 1), "int16": ("h", 2), "int32": ("i", 4), "int64": ("q", 8), "uint16": ("H", 2)}
+
+
 def _nullable_struct(inner: Read) -> Read:
     def read(b: bytes, pos: int) -> tuple[Any, int]:
         if unpack_b(b, pos)[0] < 0:
@@ -131,7 +151,10 @@ def _field_reader(field: dataclasses.Field[Any], tagged: bool) -> Read:
             return cnstring if nullable else cstring
         return _PRIMITIVES[kafka_type][0]
     if isinstance(kind, PrimitiveTupleField):
-        element, size = _PRIMITIVES[get_schema_field_type(field)]
+        kafka_type = get_schema_field_type(field)
+        if kafka_type in _FIXED_ARRAYS:
+            return _fixed_array(*_FIXED_ARRAYS[kafka_type], nullable)
+        element, size = _PRIMITIVES[kafka_type]
         return _array(element, size, nullable)
     if isinstance(kind, EntityField):
         inner = struct_reader(kind.type_)
@@ -173,6 +196,8 @@ def _compile(cls: Any) -> Read:
                 raise _within(name, e) from None
             except LOW_LEVEL as e:
                 raise FieldError(name, pos, reason_of(e, b)) from None
+        if pos < len(b) and b[pos] == 0:       # no tagged field: the usual case
+            return cls(**values), pos + 1
         start = pos
         try:
             n, pos = tag_count(b, pos)
