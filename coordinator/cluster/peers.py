@@ -8,10 +8,12 @@ Rules of this module:
   names; a shard it names no owner for is *moving*, and nothing is guessed for it.
 - An instance is reached at the bootstrap address it put in the map (its first listener), as
   a client reaches it, over a link opened by ``open_link`` (TLS and SASL as the caller set it
-  up: clustered.py), with the client id `PEER_CLIENT_ID`. The owner serves a request with that
-  client id from its own shards only and routes nothing on, so two instances whose maps
-  differ for a moment cannot bounce a request between them; a client that sends that client
-  id itself only loses the routing (its groups on other instances answer NOT_COORDINATOR).
+  up: clustered.py; its client id `PEER_CLIENT_ID` only names the link in logs). A request
+  travels in an Envelope (API 58, KIP-590; protocol/envelope.py) carrying the client's
+  principal, client id and address: the owner checks that the link's principal has Cluster
+  CLUSTER_ACTION, authorizes the request as the client, and serves it from its own shards
+  only, so two instances whose maps differ for a moment cannot bounce a request between them
+  (service/envelope.py).
 - One link per instance, opened on first use and pipelined; a failed request closes it (the
   next one opens a new link), and a link whose instance left the map or moved is closed
   when the map changes (`on_map`). A request is bounded by `timeout_s`.
@@ -25,6 +27,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from ..protocol import envelope
+from ..protocol.service import ClientInfo
 from .protocol import Assignment, Endpoint
 from .upstream import Link, OpenLink
 
@@ -63,21 +69,30 @@ class Peers:
         """The partitions of ``partitions`` that no instance owns now."""
         return [p for p in partitions if self.owner(p) is None]
 
-    async def ask(self, instance: str, request: Any) -> Any:
-        """``request`` (a kio request, sent at its class's version) answered by ``instance``."""
+    async def ask(self, instance: str, request: Any, client: ClientInfo) -> Any:
+        """``request`` (a kio request, sent at its class's version) answered by ``instance``
+        for ``client``, in an Envelope; an Envelope the owner refuses is PeerUnavailable."""
         a = self._map()
         endpoint = a.endpoints.get(instance) if a is not None else None
         if endpoint is None:
             raise PeerUnavailable(f"kcoord instance {instance} is not in this instance's cluster map")
         link = await self._link(instance, endpoint)
+        wrapped = envelope.wrap(request, client.client_id, client.principal, client.host)
         try:
-            return await link.request(request, self.timeout_s)
+            answer = await link.request(wrapped, self.timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as e:
             self._close(instance)
             raise PeerUnavailable(f"kcoord instance {instance} at {endpoint.host}:{endpoint.port} did not "
                                   f"answer: {e}") from None
+        try:
+            return envelope.opened(int(request.__api_key__), int(request.__version__), answer)
+        except envelope.EnvelopeError as e:
+            hint = " (grant the kcoord instances' principal Cluster CLUSTER_ACTION)" \
+                if e.code == ErrorCode.cluster_authorization_failed else ""
+            raise PeerUnavailable(f"kcoord instance {instance} at {endpoint.host}:{endpoint.port} refused: "
+                                  f"{e}{hint}") from None
 
     async def _link(self, instance: str, endpoint: Endpoint) -> Link:
         lock = self._opening.setdefault(instance, asyncio.Lock())

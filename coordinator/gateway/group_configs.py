@@ -142,8 +142,8 @@ def serve(client: Any, service: Any, frame: bytes, route: Any, correlation_id: i
     guard's own refusals, then joined with ours; or answered by the guard, then joined here."""
     api_key, version = route.api_key, route.api_version
     groups, rest = split(api_key, request)
-    # The client id is the service's to see: another kcoord instance's requests carry its own
-    # (cluster/peers.py), and are served from this instance's shards only.
+    # The client id is the service's to see: the audit log names it, and an Envelope to the
+    # owner of another instance's groups carries it (protocol/envelope.py).
     info = client.request_info(read_client_id(frame, 12)[0])
     call = eager.start(service.serve_group_configs(api_key, version, groups, info), client.loop)
     if rest is None:

@@ -6,10 +6,12 @@ broker (the least loaded node), not to the group's coordinator (docs/user/cluste
 
 Rules of this module:
 - Only the client's allowed resources travel: the receiving instance authorizes them as the
-  client first (service/group_configs.py), and the owner serves the rest under the peer
-  link's principal (docs/user/group-configs.md, "Several processes", names the ACLs).
-- A request from another instance (`PEER_CLIENT_ID`) is served from this instance's shards
-  only, never routed on (cluster/peers.py).
+  client first (service/group_configs.py). They travel in an Envelope carrying the client's
+  principal and address (KIP-590, protocol/envelope.py), and the owner authorizes them again
+  as that client (service/envelope.py): the instances' own principal needs only Cluster
+  CLUSTER_ACTION (docs/user/group-configs.md, "Several processes", names the ACLs).
+- A request that came in an Envelope is served from this instance's shards only, never
+  routed on (`peers_for`).
 - Each owner is asked once per request, for all its groups, concurrently with the others
   and with this instance's own shards, at the client's request version, so the owner's
   answer entries are the client's; an answer that does not match what was asked (another
@@ -28,20 +30,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..cluster.peers import PEER_CLIENT_ID, Peers, PeerUnavailable
+from ..cluster.peers import Peers, PeerUnavailable
 from ..group.errors import ApiError
 from ..protocol.service import ClientInfo
 
 LIST_GROUP_TYPES = (32,)       # ConfigResource.Type.GROUP
 
 
-def peers_for(service: Any, info: ClientInfo) -> Peers | None:
+def peers_for(service: Any, forwarded: bool) -> Peers | None:
     """The cluster's other instances to route to: None in a single process, and for a
-    request that came from another instance."""
-    peers = getattr(service, "group_config_peers", None)
-    if peers is None or info.client_id == PEER_CLIENT_ID:
-        return None
-    return peers
+    request that came from another instance (``forwarded``, in an Envelope)."""
+    return None if forwarded else service.group_config_peers
 
 
 def place(service: Any, peers: Peers | None, names: Sequence[str]) -> tuple[list[str], dict[str, list[str]],
@@ -64,10 +63,11 @@ def place(service: Any, peers: Peers | None, names: Sequence[str]) -> tuple[list
     return here, remote, moving
 
 
-async def _ask_all(peers: Peers, asks: dict[str, Any]) -> dict[str, Any]:
-    """Each instance's answer to its request, or the PeerUnavailable it failed with."""
+async def _ask_all(peers: Peers, info: ClientInfo, asks: dict[str, Any]) -> dict[str, Any]:
+    """Each instance's answer to its request for the client ``info``, or the PeerUnavailable
+    it failed with."""
     instances = list(asks)
-    answers = await asyncio.gather(*(peers.ask(i, asks[i]) for i in instances), return_exceptions=True)
+    answers = await asyncio.gather(*(peers.ask(i, asks[i], info) for i in instances), return_exceptions=True)
     out: dict[str, Any] = {}
     for instance, answer in zip(instances, answers):
         if isinstance(answer, BaseException) and not isinstance(answer, Exception):
@@ -81,8 +81,9 @@ def _unavailable(name: str, instance: str, why: object) -> ApiError:
                     f"Group {name}'s kcoord instance {instance} could not answer ({why}); retry")
 
 
-async def ask_resources(peers: Peers | None, request: Any, resources: Sequence[Any], remote: dict[str, list[str]],
-                        answers_field: str, by_name: bool) -> tuple[dict[int, Any], dict[str, ApiError]]:
+async def ask_resources(peers: Peers | None, info: ClientInfo, request: Any, resources: Sequence[Any],
+                        remote: dict[str, list[str]], answers_field: str,
+                        by_name: bool) -> tuple[dict[int, Any], dict[str, ApiError]]:
     """Ask each owner for its groups' resources of ``request`` (their order kept): the owners'
     entries by the index of the resource in ``resources`` (``by_name``: one answer per
     distinct name, matched by name; else one per resource, in order), and the errors of
@@ -97,7 +98,7 @@ async def ask_resources(peers: Peers | None, request: Any, resources: Sequence[A
     asks = {i: dataclasses.replace(request, resources=tuple(resources[x] for x in xs)) for i, xs in picked.items()}
     entries: dict[int, Any] = {}
     errors: dict[str, ApiError] = {}
-    for instance, answer in (await _ask_all(peers, asks) if peers is not None else {}).items():
+    for instance, answer in (await _ask_all(peers, info, asks) if peers is not None else {}).items():
         indices = picked[instance]
         got = answer if isinstance(answer, Exception) else _match(answer, answers_field, resources, indices, by_name)
         if isinstance(got, Exception):
@@ -122,7 +123,7 @@ def _match(answer: Any, field: str, resources: Sequence[Any], indices: list[int]
     return dict(zip(indices, got))
 
 
-async def listed_elsewhere(service: Any, peers: Peers, request: Any) -> list[str]:
+async def listed_elsewhere(service: Any, peers: Peers, info: ClientInfo, request: Any) -> list[str]:
     """Every group with configs on the other instances' shards (ListConfigResources).
     Raises ApiError(COORDINATOR_NOT_AVAILABLE) when a shard is moving or an instance cannot
     answer: a list without some shards' groups would be a wrong answer."""
@@ -132,7 +133,7 @@ async def listed_elsewhere(service: Any, peers: Peers, request: Any) -> list[str
                        f"State-topic partitions {moving[:8]} are moving between kcoord instances; retry")
     ask = dataclasses.replace(request, resource_types=LIST_GROUP_TYPES)
     names: list[str] = []
-    for instance, answer in (await _ask_all(peers, {i: ask for i in peers.others()})).items():
+    for instance, answer in (await _ask_all(peers, info, {i: ask for i in peers.others()})).items():
         code = ErrorCode.unknown_server_error if isinstance(answer, Exception) else answer.error_code
         if code != ErrorCode.none:
             raise ApiError(ErrorCode.coordinator_not_available, f"kcoord instance {instance} could not list its "

@@ -11,8 +11,10 @@ Rules of this module:
 - Each group's configs live on the shard that owns the group (service/routing.py): a read
   or a change runs there; a shard that cannot serve (loading, not the coordinator, a failed
   write) answers its own error for that resource only. In a kcoord cluster, the groups of
-  another instance's shards are asked of that instance (service/group_config_peers.py), and
-  ListConfigResources lists every instance's groups.
+  another instance's shards are asked of that instance in an Envelope carrying the client
+  (service/group_config_peers.py), and ListConfigResources lists every instance's groups; a
+  request that came in an Envelope (`forwarded`) is served from this instance's shards only
+  (service/envelope.py).
 - DescribeConfigs answers for any group name, existing or not: every key of Kafka 4.4's
   `GroupConfig` (the internal ones only when named), the value set on the group with source
   GROUP_CONFIG, else the broker's with source DEFAULT_CONFIG (STATIC_BROKER_CONFIG where
@@ -136,16 +138,17 @@ def _names(keys: Sequence[str] | None) -> list[str]:
 
 
 async def describe(service: GroupConfigService, info: ClientInfo, m: Any, request: Any,
-                   resources: Sequence[Any]) -> list[Any]:
+                   resources: Sequence[Any], forwarded: bool = False) -> list[Any]:
     """The DescribeConfigsResult of each GROUP resource, in order (``m``: the response's module)."""
     names = [r.resource_name for r in resources if r.resource_name]
     denied = await _denied(service, info, DESCRIBE_CONFIGS, names)
-    peers = peering.peers_for(service, info)
+    peers = peering.peers_for(service, forwarded)
     here, remote, moving = peering.place(service, peers, list(dict.fromkeys(n for n in names if n not in denied)))
     stored: dict[str, Any] = dict(moving)
     elsewhere, (entries, failed) = await asyncio.gather(
         _per_shard(service, here, _read),
-        peering.ask_resources(peers, request, resources, remote, "results", by_name=False) if remote else _no_entries())
+        peering.ask_resources(peers, info, request, resources, remote, "results", by_name=False)
+        if remote else _no_entries())
     stored.update(elsewhere)
     stored.update(failed)
     results = []
@@ -175,7 +178,7 @@ async def describe(service: GroupConfigService, info: ClientInfo, m: Any, reques
 # --- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------
 
 async def alter(service: GroupConfigService, info: ClientInfo, m: Any, request: Any, resources: Sequence[Any],
-                incremental: bool) -> list[Any]:
+                incremental: bool, forwarded: bool = False) -> list[Any]:
     """The AlterConfigsResourceResponse of each distinct GROUP resource, in the request's
     order; a group named twice answers once, INVALID_REQUEST "Duplicate resource." (Kafka's
     `ControllerApis`), and is not changed."""
@@ -185,10 +188,10 @@ async def alter(service: GroupConfigService, info: ClientInfo, m: Any, request: 
     denied = await _denied(service, info, ALTER_CONFIGS, [n for n in distinct if n and n not in duplicated])
     ctx = RequestContext(api_version=0, client_id=info.client_id or "", client_host=info.host)
     by_name = {r.resource_name: r for r in resources}
-    peers = peering.peers_for(service, info)
+    peers = peering.peers_for(service, forwarded)
     _, remote, failed = peering.place(service, peers, [n for n in distinct if n and n not in duplicated | denied])
-    ask = peering.ask_resources(peers, request, [by_name[n] for n in distinct], remote, "responses", by_name=True) \
-        if remote else _no_entries()
+    ask = peering.ask_resources(peers, info, request, [by_name[n] for n in distinct], remote, "responses",
+                                by_name=True) if remote else _no_entries()
     entries, unavailable = await ask
     failed.update(unavailable)
     answers = []
@@ -217,15 +220,16 @@ async def alter(service: GroupConfigService, info: ClientInfo, m: Any, request: 
 
 # --- ListConfigResources ------------------------------------------------------------------
 
-async def list_groups(service: GroupConfigService, info: ClientInfo, request: Any) -> list[str]:
+async def list_groups(service: GroupConfigService, info: ClientInfo, request: Any,
+                      forwarded: bool = False) -> list[str]:
     """Every group with a config set, on the shards this process serves and, in a kcoord
     cluster, on the other instances' (raises ApiError when one cannot say), that the client
     may DESCRIBE_CONFIGS (sorted, for a stable answer)."""
-    peers = peering.peers_for(service, info)
+    peers = peering.peers_for(service, forwarded)
     (answers, _), elsewhere = await asyncio.gather(service.router.every_shard(
         lambda shard, now: shard.read_group_configs(None, ReadGroupConfigs(()), now)._replace(
             response=shard.group_configs.groups())),
-        peering.listed_elsewhere(service, peers, request) if peers is not None else _no_names())
+        peering.listed_elsewhere(service, peers, info, request) if peers is not None else _no_names())
     names = sorted({g for groups in answers for g in groups} | set(elsewhere))
     denied = await _denied(service, info, DESCRIBE_CONFIGS, names)
     return [n for n in names if n not in denied]
@@ -249,23 +253,26 @@ def is_group(resource: Any) -> bool:
 DESCRIBE_CONFIGS_KEY, ALTER_CONFIGS_KEY, INCREMENTAL_ALTER_CONFIGS_KEY, LIST_CONFIG_RESOURCES_KEY = 32, 33, 44, 74
 
 
-async def serve(service: GroupConfigService, api_key: int, version: int, request: Any, info: ClientInfo) -> Any:
+async def serve(service: GroupConfigService, api_key: int, version: int, request: Any, info: ClientInfo,
+                forwarded: bool = False) -> Any:
     """The whole response to a request naming only GROUP resources (the gateway has taken the
-    others out, coordinator/gateway/group_configs.py)."""
+    others out, coordinator/gateway/group_configs.py); ``forwarded``: it came from another
+    instance in an Envelope (service/envelope.py), and is served from this one's shards only."""
     cls = response_class(api_key, version)
     m = sys.modules[cls.__module__]
     if api_key == DESCRIBE_CONFIGS_KEY:
-        return cls(throttle_time=_ZERO, results=tuple(await describe(service, info, m, request, request.resources)))
+        return cls(throttle_time=_ZERO, results=tuple(await describe(service, info, m, request, request.resources,
+                                                                     forwarded)))
     if api_key in (ALTER_CONFIGS_KEY, INCREMENTAL_ALTER_CONFIGS_KEY):
         response = cls(throttle_time=_ZERO, responses=tuple(await alter(
-            service, info, m, request, request.resources, api_key == INCREMENTAL_ALTER_CONFIGS_KEY)))
+            service, info, m, request, request.resources, api_key == INCREMENTAL_ALTER_CONFIGS_KEY, forwarded)))
         # A config change is a group mutation: audited as the others (security/audit.py).
         if service.audit is not None:
             service.audit.record(api_key, request, response, info)
         return response
     if api_key == LIST_CONFIG_RESOURCES_KEY:
         try:
-            names = await list_groups(service, info, request)
+            names = await list_groups(service, info, request, forwarded)
         except ApiError as e:   # the response has no message: the log says which instance or shard
             _LIST_FAILURES.log(logging.WARNING, "ListConfigResources of groups answers %s: %s", e.code.name, e.message)
             return cls(throttle_time=_ZERO, error_code=e.code, config_resources=())
