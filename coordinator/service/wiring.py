@@ -52,6 +52,7 @@ from ..security.audit import AuditLog
 from . import group_configs
 from .apis import ApiRegistry, Handler
 from .authorization import AuthorizationStage
+from .envelope import ENVELOPE_ROWS
 from .group_apis import GroupApis
 from .lifecycle import ShardLifecycle
 from .routing import ShardRouter
@@ -71,10 +72,11 @@ def enabled_extensions(config: CoordinatorConfig) -> tuple[tuple[ApiSpec, ...], 
     """The extensions' rows the configuration enables: kcoord's private client-assignor APIs
     32700-32702 (docs/design/client-assignors.md) and the connect group APIs 32703-32706
     (docs/design/connect-groups.md). Off, their keys are neither advertised nor routed. The
-    streams group APIs 88, 89 and 93 are always on, as in Kafka 4.4 (streams_apis.py)."""
+    streams group APIs 88, 89 and 93 are always on, as in Kafka 4.4 (streams_apis.py), and so
+    is the Envelope 58 another kcoord instance sends (answered, never advertised: envelope.py)."""
     return tuple(rows for enabled, rows in ((config.consumer_client_assignors_enabled, CLIENT_ASSIGNOR_ROWS),
                                             (config.connect_groups_enabled, CONNECT_ROWS),
-                                            (True, STREAMS_ROWS)) if enabled)
+                                            (True, STREAMS_ROWS), (True, ENVELOPE_ROWS)) if enabled)
 
 
 class GroupCoordinatorService:
@@ -135,6 +137,10 @@ class GroupCoordinatorService:
         # (coordinator/cluster/node.py) or a watched plain serve's (coordinator/cluster/solo.py).
         # None: no lease (an unwatched plain serve, the embedded broker's own process).
         self.serving: Callable[[], bool] | None = None
+        # The other kcoord instances that own some groups' shards (cluster/peers.py Peers),
+        # set by the cluster wiring (clustered.py); None in a single process. The per-group
+        # config requests ask them (group_config_peers.py).
+        self.group_config_peers: Any = None
 
     def _bind(self, spec: ApiSpec) -> Handler:
         handler = spec.handler
