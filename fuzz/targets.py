@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator.connect_apis import CONNECT_ROWS
 from coordinator.private_apis import CLIENT_ASSIGNOR_ROWS
+from coordinator.protocol import envelope
 from coordinator.protocol.api_table import CORE_APIS, ApiTable, build_table
 from coordinator.protocol.apis import (
     API_VERSIONS,
@@ -30,18 +31,20 @@ from coordinator.protocol.apis import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    kio_version_range,
     request_class,
     request_header_version,
 )
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader
+from coordinator.service.envelope import ENVELOPE_ROWS
 from coordinator.service.streams_apis import STREAMS_ROWS
 
 from .mutations import FORWARD_MUTATIONS, MUTATIONS, reframe
 from .samples import sample
 
 # Every API kcoord can serve: the core rows and the extensions' (each on by default).
-SERVED_TABLE: ApiTable = build_table(CORE_APIS, CLIENT_ASSIGNOR_ROWS, CONNECT_ROWS, STREAMS_ROWS)
+SERVED_TABLE: ApiTable = build_table(CORE_APIS, CLIENT_ASSIGNOR_ROWS, CONNECT_ROWS, STREAMS_ROWS, ENVELOPE_ROWS)
 
 SERVED = "served"        # decoded and answered by kcoord
 INSPECTED = "inspected"  # decoded (in part) by kcoord's guard, then refused or forwarded
@@ -135,12 +138,33 @@ def _sasl_token(cls: type, rng: random.Random, state_topic: str) -> Any:
     return cls(auth_bytes=sasl_token(rng))
 
 
+def _envelope(cls: type, rng: random.Random, state_topic: str) -> Any:
+    """An Envelope carrying a valid config request of GROUP resources, so that mutations reach
+    the inner request, principal and address (a random sample's RequestData is noise)."""
+    inner_key = rng.choice(sorted(envelope.FORWARDABLE))
+    low, high = kio_version_range(inner_key) or (0, 0)
+    inner = _as_groups(inner_key, sample(request_class(inner_key, rng.randint(max(low, 1), high)), rng))
+    return envelope.wrap(inner, rng.choice(("fuzz", None)), rng.choice(("User:a", "User:", ":", "Group:x:y")),
+                         rng.choice(("127.0.0.1", "::1", "not-an-ip")))
+
+
+def _as_groups(api_key: int, request: Any) -> Any:
+    import dataclasses
+    if api_key == envelope.LIST_CONFIG_RESOURCES:       # ListConfigResources
+        return dataclasses.replace(request, resource_types=(32,))
+    return dataclasses.replace(request, resources=tuple(dataclasses.replace(r, resource_type=32)
+                                                        for r in request.resources))
+
+
+# Row-served APIs whose valid body is not a random sample of their class.
+_ROW_BODIES: dict[int, Callable[[type, random.Random, str], Any]] = {envelope.ENVELOPE: _envelope}
+
 TARGETS: tuple[Target, ...] = (
     Target(API_VERSIONS, SERVED),
     Target(FIND_COORDINATOR, SERVED),
     # The served APIs, row by row (fuzz/atheris_private.py and fuzz/atheris_connect.py also
     # fuzz the private APIs' responses, which the member and worker libraries decode).
-    *(Target(api_key, SERVED) for api_key in SERVED_TABLE),
+    *(Target(api_key, SERVED, _ROW_BODIES.get(api_key)) for api_key in SERVED_TABLE),
     Target(PRODUCE, INSPECTED, _naming_state_topic),
     Target(DELETE_RECORDS, INSPECTED, _naming_state_topic),
     Target(DELETE_TOPICS, INSPECTED, _naming_state_topic),
