@@ -63,10 +63,14 @@ def by_subtopology(tasks: TaskSet) -> list[tuple[str, list[int]]]:
 
 
 class MemberState(enum.IntEnum):
-    """Streams `MemberState`: the byte written in StreamsGroupCurrentMemberAssignmentValue.State."""
-    STABLE = 0
-    UNREVOKED_TASKS = 1
-    UNRELEASED_TASKS = 2
+    """Streams `MemberState`: the byte written in StreamsGroupCurrentMemberAssignmentValue.State.
+    Kafka's streams bytes start at 1 (org.apache.kafka.coordinator.group.streams.MemberState:
+    STABLE 1, UNREVOKED_TASKS 2, UNRELEASED_TASKS 3), unlike the consumer group's 0-2: a
+    log Kafka wrote replays to the same states, and Kafka reads kcoord's log the same way
+    (tests/integration/streams/test_streams_log_replay.py)."""
+    STABLE = 1
+    UNREVOKED_TASKS = 2
+    UNRELEASED_TASKS = 3
     UNKNOWN = 127
 
     @classmethod
