@@ -55,7 +55,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..upstream.client import open_plain_link
+from ..upstream.client import open_plain_link, parse_bootstrap
 from .epoch_producers import EpochProducers
 from .epoch_upkeep import EpochUpkeeps
 from .fenced_links import Link, OpenLink, StateLogError, UpstreamLinks
@@ -90,7 +90,7 @@ class FencedStateLog:
         if fencing not in FENCING:
             raise ValueError(f"fencing={fencing!r}: expected one of {', '.join(FENCING)}")
         if isinstance(bootstrap, str):
-            bootstrap = [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
+            bootstrap = parse_bootstrap(bootstrap)
         self.topic = topic
         self.partitions = partitions
         self.take_on_load = take_on_load

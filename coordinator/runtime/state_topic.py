@@ -43,7 +43,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32
 
-from ..upstream.client import opener
+from ..upstream.client import opener, parse_bootstrap
 from .fenced_links import CREATE_TOPICS, StateLogError, UpstreamLinks, make_request, request_module
 from .fenced_reads import LogReads
 from .lean_writer import LeanWriter
@@ -94,11 +94,9 @@ class StateTopic:
     def _links(self, role: str) -> UpstreamLinks:
         """Links of their own for one role: a long Fetch on a link delays whatever follows it
         there (a broker answers one connection's requests in order)."""
-        return UpstreamLinks(self._addresses(), self.topic, opener(self.security, f"{self.client_id}-{role}"),
+        return UpstreamLinks(parse_bootstrap(self.bootstrap), self.topic,
+                             opener(self.security, f"{self.client_id}-{role}"),
                              request_timeout_s=30.0, fetch_max_bytes=self.fetch_max_bytes)
-
-    def _addresses(self) -> list[tuple[str, int]]:
-        return [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in self.bootstrap.split(","))]
 
     # --- exactly-once offsets: the raw links (module rules) ------------------------------------
 

@@ -295,6 +295,11 @@ def _decode(frame: bytes, api_key: int, api_version: int) -> Any:
 OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[UpstreamClient]]
 
 
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """'host:port,host:port' -> [(host, port), ...]: an upstream's bootstrap list."""
+    return [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
+
+
 def opener(security: UpstreamSecurity | None, client_id: str) -> OpenLink:
     """The one connection factory: links to the first reachable address, with kcoord's TLS
     and SASL when ``security`` asks for them."""
