@@ -11,8 +11,8 @@ Rules:
   observation ahead of its buckets, as prometheus_client's own per-value locks allow too.
 - The exposition is prometheus_client's Counter and Histogram's: the same samples, labels,
   `le` strings and `_created` series (left out where prometheus_client is told to leave them
-  out). Children are made by `labels(...)` (an unlabelled family's by `labels()`) and kept;
-  callers cache them.
+  out). Children are made by `labels(...)` and kept; callers cache them. An unlabelled
+  family is counted into as prometheus_client's is (`inc`, `observe` on the family).
 """
 from __future__ import annotations
 
@@ -100,6 +100,10 @@ class UnlockedCounter(_Family):
             child = self.children[key] = CounterChild()
         return child  # type: ignore[return-value]
 
+    def inc(self, amount: float = 1) -> None:
+        """An unlabelled counter's increment (as prometheus_client's family takes it)."""
+        self.children[()].inc(amount)  # type: ignore[union-attr]
+
     def collect(self) -> Iterator[Metric]:
         metric = Metric(self.name, self.documentation, self.kind)
         created = _created_series()
@@ -128,6 +132,10 @@ class UnlockedHistogram(_Family):
         if child is None:
             child = self.children[key] = HistogramChild(self.bounds)
         return child  # type: ignore[return-value]
+
+    def observe(self, amount: float) -> None:
+        """An unlabelled histogram's observation (as prometheus_client's family takes it)."""
+        self.children[()].observe(amount)  # type: ignore[union-attr]
 
     def collect(self) -> Iterator[Metric]:
         metric = Metric(self.name, self.documentation, self.kind)

@@ -28,7 +28,13 @@ def test_the_exposition_is_prometheus_client_s():
     unlabelled = (Counter("kcoord_v_total", "commits", registry=theirs),
                   UnlockedCounter("kcoord_v_total", "commits", [], registry=ours))
     unlabelled[0].inc(3)
-    unlabelled[1].labels().inc(3)
+    unlabelled[1].labels().inc(2)
+    unlabelled[1].inc()
+    plain = (Histogram("kcoord_u_seconds", "writes", buckets=BUCKETS, registry=theirs),
+             UnlockedHistogram("kcoord_u_seconds", "writes", [], buckets=BUCKETS, registry=ours))
+    for histogram in plain:
+        for value in VALUES:
+            histogram.observe(value)
     for counter in counters:
         counter.labels(api="OffsetCommit", error="none").inc()
         counter.labels(api="OffsetCommit", error="none").inc(2)
