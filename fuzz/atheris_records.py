@@ -45,6 +45,12 @@ _KEY_BODIES = {
     7: (b"\x00\x01g\x00\x01m", 0),
     8: (b"\x00\x01g\x00\x01m", 0),
     16: (b"\x00\x01g\x00\x02t.", 0),
+    17: (b"\x00\x01g", 0),  # streams group records (records/streams_records.py)
+    19: (b"\x00\x01g\x00\x01m", 0),
+    20: (b"\x00\x01g", 0),
+    21: (b"\x00\x01g\x00\x01m", 0),
+    22: (b"\x00\x01g\x00\x01m", 0),
+    23: (b"\x00\x01g", 0),
 }
 _TYPES = sorted(_KEY_BODIES)
 
