@@ -66,6 +66,7 @@ log = logging.getLogger("kcoord.service")
 # and the ConsumerGroupHeartbeat's, which is the same written out (group_apis.py).
 _STARTED_HANDLERS = (None, "consumer_group_heartbeat")
 Starter = Callable[[int, Any, ClientInfo], Any]
+_CONTEXTS_KEPT = 4096     # request contexts the starters keep (one per connection), cleared when full
 
 
 def enabled_extensions(config: CoordinatorConfig) -> tuple[tuple[ApiSpec, ...], ...]:
@@ -128,6 +129,7 @@ class GroupCoordinatorService:
         self._handlers, self._names = registry.handlers, registry.names
         self._authorization = AuthorizationStage(authorizer, registry.apis, config, lambda: self.image,
                                                  self.runtime_for)
+        self._contexts: dict[int, tuple[ClientInfo, RequestContext]] = {}   # the starters', by id(client)
         self._starters: dict[int, Starter] = {
             spec.api_key: self._starter(spec) for spec in table.values()
             if spec.shard_operation is not None and spec.handler in _STARTED_HANDLERS}
@@ -219,12 +221,22 @@ class GroupCoordinatorService:
     def _starter(self, spec: ApiSpec) -> Starter:
         """The single-group handler (group_apis.py ``one_group``) with `handle`'s tail."""
         operation, respond, api_key = spec.shard_operation or "", spec.error_response, spec.api_key
-        runtime_for, release, finish = self.router.runtime_for, self._release, self._finish
+        runtime_for, release, finish, contexts = self.router.runtime_for, self._release, self._finish, self._contexts
 
         def start(api_version: int, req: Any, client: ClientInfo) -> Any:
             started = time.perf_counter()
-            ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
-                                 client_host=f"/{client.host}")
+            # The context is frozen and the gateway keeps one ClientInfo per connection: build
+            # it once per client and version (a frozen dataclass's fields cost a setattr each).
+            # The entry holds the client, so its id names no other object while it is kept.
+            entry = contexts.get(id(client))
+            if entry is not None and entry[0] is client and entry[1].api_version == api_version:
+                ctx = entry[1]
+            else:
+                ctx = RequestContext(api_version=api_version, client_id=client.client_id or "",
+                                     client_host=f"/{client.host}")
+                if len(contexts) >= _CONTEXTS_KEPT:
+                    contexts.clear()
+                contexts[id(client)] = (client, ctx)
             try:
                 answer = runtime_for(req.group_id).start(lambda shard, now: getattr(shard, operation)(ctx, req, now))
             except ApiError as e:
