@@ -99,3 +99,25 @@ def test_no_starters_under_an_authorizer():
         assert not svc.starters, "the authorization stage is a coroutine: every API goes through handle"
         svc.close()
     asyncio.run(main())
+
+
+
+def test_request_contexts_are_kept_per_client_and_version_and_bounded():
+    from coordinator.protocol.service import ClientInfo
+    from coordinator.service import wiring
+
+    async def main():
+        svc = await _service(FakeStateTopic(2))
+        start = svc.starters[apis.OFFSET_COMMIT]
+        start(VERSION, _commit("g", 1), CLIENT)
+        client, ctx = svc._contexts[id(CLIENT)]
+        start(VERSION, _commit("g", 2), CLIENT)
+        assert client is CLIENT and svc._contexts[id(CLIENT)][1] is ctx, "one context per client and version"
+        assert (ctx.api_version, ctx.client_id, ctx.client_host) == (VERSION, CLIENT.client_id, f"/{CLIENT.host}")
+        start(VERSION - 1, _commit("g", 3), CLIENT)
+        assert svc._contexts[id(CLIENT)][1].api_version == VERSION - 1
+        for i in range(wiring._CONTEXTS_KEPT + 10):
+            start(VERSION, _commit("g", 1), ClientInfo(f"c{i}", "10.0.0.1", i, "test"))
+        assert 0 < len(svc._contexts) <= wiring._CONTEXTS_KEPT
+        svc.close()
+    asyncio.run(main())
