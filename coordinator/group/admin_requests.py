@@ -1,7 +1,8 @@
 """ConsumerGroupDescribe, DescribeGroups, ListGroups and DeleteGroups in one shape each,
 whatever the version: the shard builds them at its door (the admin contribution's request
-shapes, builtin.py) and the service builds the same shapes for the requests it fans out to
-several shards (service/group_apis.py), so group_admin.py reads fields, never versions.
+shapes, builtin.py), and the service builds the two it answers group by group on each
+group's shard (DescribeGroups, ConsumerGroupDescribe: service/group_apis.py), so
+group_admin.py reads fields, never versions.
 
 Rules:
 - the shape has the newest version's field names; a field an older version lacks gets what
