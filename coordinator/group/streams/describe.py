@@ -5,7 +5,8 @@ Rules:
 - a group that does not exist is GROUP_ID_NOT_FOUND "Group X not found."; a group of another
   type is GROUP_ID_NOT_FOUND "Group X is not a streams group.";
 - a member's assignment is its current one, its target assignment the group's target for it;
-  the topology is the stored one (the describe does not resolve internal topics' counts yet);
+  the topology is the stored one, its internal topics with the partition counts it was last
+  configured with (as Kafka's describe shows the configured topology);
 - v1's AssignorName is the group's `streams.assignor.name` (the built-in `sticky` by default);
   the topology description needs Kafka's plugin, which kcoord does not have: none is sent
   (TopologyDescriptionStatus NOT_REQUESTED, or NOT_STORED when the request asks for it);
@@ -21,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from ...protocol.kio_build import NO_THROTTLE
 from ..kio_util import build, schema
 from ..result import Result
-from .membership import group_settings
+from .membership import group_settings, soft_of
 from .model import StreamsGroup, StreamsMember, Tasks, TaskSet, Topology, by_subtopology
 
 API = "streams_group_describe"
@@ -37,7 +38,7 @@ def streams_group_describe(shard: Any, ctx: Any, req: Any, now_ms: int) -> Resul
 
 def _failed(mod, gid: str, message: str):
     return build(mod.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=message, group_id=gid,
-                 group_state="Dead", group_epoch=-1, assignment_epoch=-1, topology=None, members=())
+                 group_state="", group_epoch=0, assignment_epoch=0, topology=None, members=())
 
 
 def _described(shard: Any, mod, group: Any, gid: str, description_status: int):
@@ -48,7 +49,7 @@ def _described(shard: Any, mod, group: Any, gid: str, description_status: int):
     return build(mod.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=gid,
                  group_state=group.state().value, group_epoch=group.group_epoch,
                  assignment_epoch=group.target_assignment_epoch,
-                 topology=None if group.topology is None else _topology(mod, group.topology),
+                 topology=None if group.topology is None else _topology(mod, group.topology, _resolved(shard, group)),
                  members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()))
                                for m in sorted(group.members.values(), key=lambda m: m.member_id)),
                  assignor_name=group_settings(shard, gid).assignor_name,
@@ -75,9 +76,19 @@ def _member(mod, m: StreamsMember, target: Tasks):
                  target_assignment=_assignment(mod, target), is_classic=False)
 
 
-def _topology(mod, top: Topology):
+def _resolved(shard: Any, group: StreamsGroup) -> dict[str, int]:
+    """The internal topics' partition counts the topology was configured with (Kafka's describe
+    shows the configured topology), or none if it was not configured for this epoch."""
+    configured = soft_of(shard, group.group_id).configured
+    if configured is None or group.topology is None or configured.topology_epoch != group.topology.epoch:
+        return {}
+    return configured.internal_partitions
+
+
+def _topology(mod, top: Topology, resolved: dict[str, int]):
     def info(t):
-        return build(mod.TopicInfo, name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+        return build(mod.TopicInfo, name=t.name, partitions=resolved.get(t.name, t.partitions),
+                     replication_factor=t.replication_factor,
                      topic_configs=tuple(build(mod.KeyValue, key=k, value=v) for k, v in t.configs))
     return build(mod.Topology, epoch=top.epoch, subtopologies=tuple(
         build(mod.Subtopology, subtopology_id=s.subtopology_id, source_topics=s.source_topics,

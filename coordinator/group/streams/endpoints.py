@@ -3,8 +3,9 @@
 application instance serves, so `KafkaStreams.metadataForAllStreamsClients()` can route queries.
 
 Rules:
-- the group's endpoint-information epoch is soft state (model.Soft) and moves whenever a
-  member's tasks change or a member leaves;
+- the group's endpoint-information epoch is soft state (model.Soft) and moves when a member
+  joins or leaves with an endpoint, changes its endpoint, or a member with an endpoint gets
+  other tasks (membership.endpoint_changed; a group without endpoints stays at 0, as Kafka 4.4);
 - a heartbeat whose EndpointInformationEpoch differs from the group's gets the map (differs,
   not only lower: a new coordinator starts again at 0, and the member adopts the epoch it is
   sent, so it is refreshed once);

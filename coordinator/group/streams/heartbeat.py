@@ -16,7 +16,8 @@ Rules:
   metadata hash of the topology's topics changes; the target follows, paced (membership.py);
 - statuses: the topology's configuration (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS,
   INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
-  for it (until the group is empty), ASSIGNMENT_DELAYED while the target is held back;
+  for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
+  delayed due to the configured initial rebalance delay.") while the target is held back;
 - tasks are in the response when the member joins, when its tasks changed, or when what it
   reports holding differs from what it has; the interactive-query map when the member's
   endpoint-information epoch is not the group's (endpoints.py).
@@ -38,6 +39,7 @@ from .membership import (
     can_compute,
     compute_target,
     configured_for,
+    endpoint_changed,
     group_epoch_record,
     group_settings,
     rebalance_key,
@@ -155,10 +157,10 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             raise unknown_member(gid, mid)
         if len(group.members) == 1:
             soft.shutdown_requester = soft.initial_delay_until_ms = None
-        soft.endpoint_epoch += 1
+        endpoint_changed(soft, member, None)
         return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),
                       response=response(ctx.api_version, member_id=mid, member_epoch=epoch, heartbeat_ms=0,
-                                        task_offset_ms=0, recovery_lag=0, statuses=[], tasks=None,
+                                        task_offset_ms=0, recovery_lag=-1, statuses=[], tasks=None,
                                         endpoint_epoch=0))
     joining = member is None
     if epoch != 0:
@@ -207,12 +209,12 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             target_epoch = group_epoch
         else:
             timers.append(assignment_timer(gid, when))
-            statuses.append((ASSIGNMENT_DELAYED, f"The assignment is delayed for {when - now_ms} ms (the "
-                                                 "initial rebalance delay or the assignment interval)."))
+            cause = "initial rebalance delay" if when == soft.initial_delay_until_ms else "assignment interval"
+            statuses.append((ASSIGNMENT_DELAYED, f"Assignment delayed due to the configured {cause}."))
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
-    if joining or after.assigned != member.assigned:
-        soft.endpoint_epoch += 1
-    statuses = _statuses(configured.status, after, topology, soft.shutdown_requester) + statuses
+    endpoint_changed(soft, None if joining else member, after)
+    # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
+    statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)
     send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned
     endpoints = None
     if req.endpoint_information_epoch != soft.endpoint_epoch and configured.is_ready():

@@ -79,10 +79,26 @@ def group_epoch_record(group: StreamsGroup, epoch: int, hash_: int, validated: i
 
 def removal_records(group: StreamsGroup, member_id: str, settings: StreamsSettings) -> list:
     gid = group.group_id
-    return [rh.current_assignment_tombstone(gid, member_id), rh.target_member_tombstone(gid, member_id),
-            rh.member_tombstone(gid, member_id),
-            group_epoch_record(group, group.group_epoch + 1, group.metadata_hash, group.validated_topology_epoch,
-                               settings)]
+    epoch = group.group_epoch + 1
+    records = [rh.current_assignment_tombstone(gid, member_id), rh.target_member_tombstone(gid, member_id),
+               rh.member_tombstone(gid, member_id),
+               group_epoch_record(group, epoch, group.metadata_hash, group.validated_topology_epoch, settings)]
+    if set(group.members) <= {member_id}:
+        # KAFKA-20442 (Kafka 4.4): with the last member gone, the target is (epoch, 0), so the
+        # empty group's assignment epoch follows its group epoch (as StreamsGroupDescribe shows).
+        records.append(rh.target_metadata(gid, epoch, 0))
+    return records
+
+
+def endpoint_changed(soft: Soft, before: StreamsMember | None, after: StreamsMember | None) -> None:
+    """Move the endpoint-information epoch when the interactive-query map can change: a
+    member's endpoint changed (it joined or left with one), or the tasks of a member with an
+    endpoint changed (Kafka 4.4 keeps the epoch of a group without endpoints at 0)."""
+    old = before.user_endpoint if before is not None else None
+    new = after.user_endpoint if after is not None else None
+    if old != new or (new is not None and before is not None and after is not None
+                      and before.assigned != after.assigned):
+        soft.endpoint_epoch += 1
 
 
 def removal_timers(group_id: str, member_id: str) -> list:

@@ -27,7 +27,7 @@ def error_response(version: int, code: ErrorCode, message: str | None):
     mod = schema(API, version, "response")
     return build(mod.StreamsGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code,
                  error_message=message, member_id="", member_epoch=0, heartbeat_interval=timedelta(0),
-                 task_offset_interval=timedelta(0), acceptable_recovery_lag=0, status=None, active_tasks=None,
+                 task_offset_interval=timedelta(0), acceptable_recovery_lag=-1, status=(), active_tasks=None,
                  standby_tasks=None, warmup_tasks=None, endpoint_information_epoch=0,
                  partitions_by_user_endpoint=None)
 
@@ -81,7 +81,7 @@ def validate(req) -> None:
         if _ms(req.rebalance_timeout) == -1:
             raise invalid_request("RebalanceTimeoutMs must be provided in first request.")
         for tasks, name in zip(owned, ("ActiveTasks", "StandbyTasks", "WarmupTasks"), strict=True):
-            if tasks:
+            if tasks is None or tasks:      # Kafka 4.4: null is not empty either
                 raise invalid_request(f"{name} must be empty when (re-)joining.")
         if req.topology is None:
             raise invalid_request("Topology must be non-null when (re-)joining.")

@@ -17,6 +17,7 @@ from .membership import (
     can_compute,
     compute_target,
     configured_for,
+    endpoint_changed,
     group_settings,
     rebalance_key,
     removal_records,
@@ -41,7 +42,7 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
         return Result()
     shard.log.info("streams group %s: member %s fenced (%s timeout)", group_id, member.member_id, what)
     soft = soft_of(shard, group_id)
-    soft.endpoint_epoch += 1
+    endpoint_changed(soft, member, None)
     if len(group.members) == 1:
         soft.shutdown_requester = soft.initial_delay_until_ms = None
     return Result(records=removal_records(group, member.member_id, group_settings(shard, group_id)),

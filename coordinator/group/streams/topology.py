@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..hashing import group_metadata_hash
+from ..hashing import group_metadata_hash, java_string_hash
 from ..image import MetadataImage, cached_topic_hash
 from .model import Topology
 
@@ -51,6 +51,8 @@ class ConfiguredTopology:
     # internal topic -> partitions it must be created with
     to_create: dict[str, int] = field(default_factory=dict)
     status: tuple[int, str] | None = None
+    # internal topic (repartition or changelog) -> its decided partition count (the describe shows it)
+    internal_partitions: dict[str, int] = field(default_factory=dict)
 
     def is_ready(self) -> bool:
         return self.status is None and self.task_counts is not None
@@ -67,12 +69,23 @@ def metadata_hash(topology: Topology, image: MetadataImage) -> int:
 
 
 def summarize(topics) -> str:
-    return ", ".join(sorted(topics))
+    """Topic names as Kafka joins them: in the iteration order of a Java HashMap/HashSet of
+    them (default capacity 16, doubled past 0.75 load; bucket = spread String.hashCode),
+    insertion order within a bucket. Kafka's status details list them so."""
+    names = list(dict.fromkeys(topics))
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return ", ".join(sorted(names, key=bucket))      # sorted() is stable: insertion order kept
 
 
 def configure(topology: Topology, image: MetadataImage, hash_: int) -> ConfiguredTopology:
     try:
-        missing = {t for s in topology.subtopologies for t in s.source_topics if t not in image.topics_by_name}
+        missing = [t for s in topology.subtopologies for t in s.source_topics if t not in image.topics_by_name]
         if missing:
             raise TopicConfigurationError(MISSING_SOURCE_TOPICS, f"Source topics {summarize(missing)} are missing.")
         decided = _decide_partition_counts(topology, image)
@@ -96,7 +109,9 @@ def configure(topology: Topology, image: MetadataImage, hash_: int) -> Configure
                         f"partitions: expected {expected}, found {existing.num_partitions}")
         status = None if not to_create else (
             MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {summarize(to_create)}")
-        return ConfiguredTopology(topology.epoch, hash_, counts, to_create, status)
+        internal = {t.name: decided[t.name] for s in topology.subtopologies
+                    for t in (*s.repartition_source_topics, *s.state_changelog_topics)}
+        return ConfiguredTopology(topology.epoch, hash_, counts, to_create, status, internal)
     except TopicConfigurationError as e:
         return ConfiguredTopology(topology.epoch, hash_, None, {}, (e.status, e.detail))
 

@@ -56,8 +56,8 @@ def ids(tasks):
 def join(member: str, process: str, top, group: str = "app", **kw):
     return REQ.StreamsGroupHeartbeatRequest(
         group_id=group, member_id=member, member_epoch=0, endpoint_information_epoch=0,
-        rebalance_timeout=timedelta(seconds=30), topology=top, active_tasks=None, standby_tasks=None,
-        warmup_tasks=None, process_id=process, client_tags=(), task_offsets=None, task_end_offsets=None, **kw)
+        rebalance_timeout=timedelta(seconds=30), topology=top, active_tasks=(), standby_tasks=(),
+        warmup_tasks=(), process_id=process, client_tags=(), task_offsets=None, task_end_offsets=None, **kw)
 
 
 def beat(member: str, epoch: int, owned=None, group: str = "app", endpoint_epoch: int = 0, **kw):

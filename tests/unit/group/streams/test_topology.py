@@ -9,6 +9,7 @@ from coordinator.group.streams.topology import (
     MISSING_SOURCE_TOPICS,
     configure,
     metadata_hash,
+    summarize,
 )
 
 from .driver import image, subtopology, topic_info, topology
@@ -26,7 +27,8 @@ def test_a_chain_of_repartition_topics_takes_its_source_count_and_lists_what_to_
     c = configure(CHAIN, img, metadata_hash(CHAIN, img))
     assert c.task_counts == {"0": 8, "1": 8, "2": 8}
     assert c.to_create == {"rep1": 8, "rep2": 8, "s0-changelog": 8, "s2-changelog": 8}
-    assert c.status == (MISSING_INTERNAL_TOPICS, "Internal topics are missing: rep1, rep2, s0-changelog, "
+    # In the iteration order of Kafka's HashMap of the names (topology.summarize)
+    assert c.status == (MISSING_INTERNAL_TOPICS, "Internal topics are missing: rep2, s0-changelog, rep1, "
                                                  "s2-changelog")
     assert not c.is_ready()
 
@@ -73,3 +75,16 @@ def test_copartitioned_sources_must_agree_and_their_repartition_topics_follow():
 def test_the_metadata_hash_covers_the_topologys_topics_only():
     assert metadata_hash(CHAIN, image(a=8)) == metadata_hash(CHAIN, image(a=8, unrelated=3))
     assert metadata_hash(CHAIN, image(a=8)) != metadata_hash(CHAIN, image(a=9))
+
+
+# Kafka 4.4's broker answered these application ids' MISSING_INTERNAL_TOPICS details with the
+# repartition topic first (True) or the changelog first (False): its HashMap's order.
+KAFKA_LISTED_REPARTITION_FIRST = {"98e226": True, "7f583f": True, "8e51d4": False, "d8da1c": True,
+                                  "15c816": False, "a44ffc": True, "1e0450": False, "6315f5": True}
+
+
+def test_topic_names_are_listed_in_the_order_kafka_lists_them():
+    for suffix, repartition_first in KAFKA_LISTED_REPARTITION_FIRST.items():
+        app = f"probe-app-{suffix}"
+        listed = summarize([f"{app}-repartition", f"{app}-store-changelog"])
+        assert listed.startswith(f"{app}-repartition") is repartition_first, listed

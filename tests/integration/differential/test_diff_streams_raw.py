@@ -1,0 +1,249 @@
+"""Streams groups (KIP-1071), scripted with raw StreamsGroupHeartbeat / StreamsGroupDescribe
+requests, on Kafka 4.4's own streams coordinator and on kcoord in front of Kafka 4.4 and in front
+of Tansu (which has no streams groups at all): every response must be the same, field by field
+(support.differential), the error messages word for word.
+
+Each side runs its own application id (the internal topics are named after it, and the first
+side to create them would change what the next one sees); the transcripts name it "<app>". The
+scenario: a member joins with a topology that has a repartition topic and a changelog, which the
+coordinator creates (Kafka itself; kcoord through its own link), heartbeats until its tasks
+are assigned and the statuses are clear, is described (v0 and v1); a member of another group
+joins within the initial rebalance delay (ASSIGNMENT_DELAYED); then the refusals: another
+topology (INVALID_REQUEST), a Kafka internal topic and an invalid name (STREAMS_INVALID_TOPOLOGY),
+a StreamsGroupHeartbeat to a consumer group (GROUP_ID_NOT_FOUND), API 93 without a plugin
+(UNSUPPORTED_VERSION); then the member leaves.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from coordinator.group.streams.topology import summarize
+from support.admin import create_topic
+from support.differential import (
+    KAFKA_EQUIVALENT,
+    Coordinator,
+    RawMember,
+    Transcript,
+    assert_same,
+    member_ids,
+    plain,
+    set_kafka_group_config,
+    wait_for_coordinator,
+    wait_knows_topic,
+)
+from support.kcoord import KcoordProcess
+from support.wait import wait_until
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE = 88, 89, 93
+INPUT_PARTITIONS = 4
+MISSING_INTERNAL_TOPICS = 3
+
+
+@pytest.fixture(scope="module")
+def kcoord_tansu(tansu) -> Iterator[KcoordProcess]:
+    """kcoord in Kafka-equivalent mode in front of Tansu, for this module."""
+    gateway = KcoordProcess(upstream=tansu.bootstrap, state_topic=f"__kcoord_streams_{uuid.uuid4().hex[:8]}",
+                            config=KAFKA_EQUIVALENT).start()
+    yield gateway
+    if gateway.process is not None and gateway.process.poll() is None:
+        gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def input_topic(kafka44, tansu) -> str:
+    """One input topic, on Kafka (seen by Kafka and by kcoord in front of it) and on Tansu."""
+    name = f"streams-input-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka44.bootstrap, name, INPUT_PARTITIONS)
+    create_topic(tansu.bootstrap, name, INPUT_PARTITIONS)
+    return name
+
+
+@pytest.fixture(scope="module")
+def three_sides(kafka44, kcoord44, kcoord_tansu, input_topic) -> tuple[Coordinator, ...]:
+    sides = (Coordinator("kafka", kafka44.bootstrap), Coordinator("kcoord", kcoord44.bootstrap),
+             Coordinator("kcoord-tansu", kcoord_tansu.bootstrap))
+    for side in sides:
+        wait_knows_topic(side, input_topic, INPUT_PARTITIONS)
+    return sides
+
+
+# ---------------------------------------------------------------- raw streams members
+def topology(side: Coordinator, app: str, source: str, *, epoch: int = 1, extra_source: str | None = None):
+    """A count with a repartition: subtopology 0 reads ``source`` and writes the repartition
+    topic, subtopology 1 reads it and keeps a store with a changelog."""
+    t = side.types(HEARTBEAT, 1)
+
+    def info(name: str, partitions: int = 0):
+        return t.TopicInfo(name=name, partitions=partitions, replication_factor=0, topic_configs=())
+    sources = (source,) if extra_source is None else (source, extra_source)
+    return t.Topology(epoch=epoch, subtopologies=(
+        t.Subtopology(subtopology_id="0", source_topics=sources, source_topic_regex=(), state_changelog_topics=(),
+                      repartition_sink_topics=(f"{app}-repartition",), repartition_source_topics=(),
+                      copartition_groups=()),
+        t.Subtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
+                      state_changelog_topics=(info(f"{app}-store-changelog"),), repartition_sink_topics=(),
+                      repartition_source_topics=(info(f"{app}-repartition"),), copartition_groups=())))
+
+
+class StreamsMember:
+    """One streams member speaking StreamsGroupHeartbeat v1 itself; it owns at once what it
+    is given (a real member would first revoke; one member alone never has to)."""
+
+    def __init__(self, side: Coordinator, group: str, member_id: str, process_id: str) -> None:
+        self.side, self.group, self.member_id, self.process_id = side, group, member_id, process_id
+        self.epoch = 0
+        self.tasks: dict[str, tuple] = {"active": (), "standby": (), "warmup": ()}
+
+    def join(self, top, version: int = 1) -> Any:
+        return self.side.call(
+            HEARTBEAT, version, group_id=self.group, member_id=self.member_id, member_epoch=0,
+            endpoint_information_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout=timedelta(seconds=30), topology=top, active_tasks=(), standby_tasks=(),
+            warmup_tasks=(), process_id=self.process_id, user_endpoint=None, client_tags=(), task_offsets=None,
+            task_end_offsets=None, shutdown_application=False)
+
+    def heartbeat(self, epoch: int | None = None) -> Any:
+        t = self.side.types(HEARTBEAT, 1)
+
+        def ids(kind: str):
+            return tuple(t.TaskIds(subtopology_id=s, partitions=p) for s, p in self.tasks[kind])
+        response = self.side.call(
+            HEARTBEAT, 1, group_id=self.group, member_id=self.member_id,
+            member_epoch=self.epoch if epoch is None else epoch, endpoint_information_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout=timedelta(milliseconds=-1), topology=None,
+            active_tasks=ids("active"), standby_tasks=ids("standby"), warmup_tasks=ids("warmup"),
+            process_id=None, user_endpoint=None, client_tags=None, task_offsets=None, task_end_offsets=None,
+            shutdown_application=False)
+        self.note(response)
+        return response
+
+    def note(self, response: Any) -> None:
+        if int(response.error_code) != 0:
+            return
+        self.epoch = response.member_epoch
+        if response.active_tasks is not None:
+            self.tasks = {kind: tuple((i.subtopology_id, tuple(sorted(i.partitions)))
+                                      for i in getattr(response, f"{kind}_tasks"))
+                          for kind in ("active", "standby", "warmup")}
+
+    def active_count(self) -> int:
+        return sum(len(p) for _, p in self.tasks["active"])
+
+
+def view(response: Any, app: str) -> Any:
+    """A response, plain, the application id as "<app>", error messages word for word."""
+    out = plain(response, frozenset({"throttle_time", "client_host", "host", "port"}))
+    if getattr(response, "error_message", None) is not None:
+        out["error_message"] = response.error_message
+    for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):
+        if isinstance(out.get(kind), list):
+            out[kind] = sorted((t["subtopology_id"], sorted(t["partitions"])) for t in out[kind])
+    return named(out, app)
+
+
+def named(value: Any, app: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(app, "<app>")
+    if isinstance(value, dict):
+        return {k: named(v, app) for k, v in value.items()}
+    if isinstance(value, list):
+        return [named(v, app) for v in value]
+    return value
+
+
+def describe(side: Coordinator, app: str, version: int, *groups: str) -> Any:
+    fields: dict[str, Any] = {"group_ids": groups or (app,), "include_authorized_operations": False}
+    if version >= 1:
+        fields["include_topology_description"] = False
+    out = view(side.call(DESCRIBE, version, **fields), app)
+    for g in out["groups"]:
+        g["members"] = sorted(g["members"], key=lambda m: m["member_id"])
+        for m in g["members"]:
+            for key in ("assignment", "target_assignment"):
+                if m.get(key):
+                    m[key] = {kind: sorted((t["subtopology_id"], sorted(t["partitions"])) for t in m[key][kind])
+                              for kind in ("active_tasks", "standby_tasks", "warmup_tasks")}
+    return out
+
+
+# ---------------------------------------------------------------- the scenario
+def app_name(suffix: str, side: str) -> str:
+    """The side's application id. Kafka lists the missing internal topics in its HashMap's
+    order, which depends on the names: each kcoord side's id is picked so that its two topics
+    fall in the order Kafka's id gives its own (under kcoord's rule, topology.summarize), so the
+    transcripts compare word for word and Kafka's actual order checks kcoord's rule."""
+    kafka = f"diff-streams-{suffix}-kafka"
+    if side == "kafka":
+        return kafka
+
+    def repartition_first(app: str) -> bool:
+        return summarize([f"{app}-repartition", f"{app}-store-changelog"]).startswith(f"{app}-repartition")
+    return next(app for i in range(1000) if repartition_first(app := f"diff-streams-{suffix}-{side}{i}")
+                == repartition_first(kafka))
+
+
+def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
+    side = t.side
+    app = app_name(suffix, side.name)
+    wait_for_coordinator(side, app)
+    # Kafka's default initial rebalance delay (3 s) on both sides would only slow the run.
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0"})
+    member = StreamsMember(side, app, ids[0], ids[1])
+    joined = member.join(topology(side, app, source))
+    member.note(joined)
+    t.add("join", view(joined, app))
+
+    last: list[Any] = [joined]
+
+    def steady() -> Any:
+        r = last[0] = member.heartbeat()
+        return r if not r.status and member.active_count() == 8 and r.active_tasks is None else None
+    settled = wait_until(steady, 60, 0.2, lambda: f"{side.name}: the member runs its 8 tasks with no status "
+                         f"(joined: {joined}; last: {last[0]})")
+    t.add("settled", view(settled, app))
+    t.add("describe v1", describe(side, app, 1))
+    t.add("describe v0", describe(side, app, 0))
+    delayed = StreamsMember(side, f"{app}-delayed", ids[6], ids[1])      # the default 3 s initial delay
+    wait_for_coordinator(side, delayed.group)
+    t.add("join within the initial rebalance delay", view(delayed.join(topology(side, app, source)), app))
+    other = StreamsMember(side, app, ids[2], ids[3])
+    t.add("another topology", view(other.join(topology(side, app, source, extra_source=f"{app}-other")), app))
+    t.add("internal topic", view(other.join(topology(side, app, "__consumer_offsets")), app))
+    t.add("invalid name", view(other.join(topology(side, app, "no spaces allowed")), app))
+    consumers = f"{app}-consumers"
+    wait_for_coordinator(side, consumers)
+    assert int(RawMember(side, consumers, ids[4], topics=(source,)).heartbeat().error_code) == 0
+    t.add("heartbeat to a consumer group", view(StreamsMember(side, consumers, ids[5], ids[1]).join(
+        topology(side, consumers, source)), app))
+    t.add("unknown group describe", describe(side, app, 1, f"{app}-none"))
+    u = side.types(TOPOLOGY_UPDATE, 0)
+    t.add("topology description update", view(side.call(
+        TOPOLOGY_UPDATE, 0, group_id=app, member_id=ids[0], topology_epoch=1,
+        topology_description=u.TopologyDescription(subtopologies=(), global_stores=())), app))
+    t.add("leave", view(member.heartbeat(epoch=-1), app))
+    t.add("describe after leave", describe(side, app, 1))
+    return t
+
+
+def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic):
+    ids = member_ids(7)
+    suffix = uuid.uuid4().hex[:6]
+    kafka, *kcoords = (join_describe_refuse_leave(Transcript(side), input_topic, ids, suffix) for side in three_sides)
+    # The scenario reached what it is about, on Kafka itself.
+    assert kafka["join"]["error_code"] == "none" and kafka["settled"]["member_epoch"] > 0
+    # The internal topics were missing at the join, so each coordinator created them.
+    assert [s["status_code"] for s in kafka["join"]["status"]] == [MISSING_INTERNAL_TOPICS]
+    assert [s["status_code"] for s in kafka["join within the initial rebalance delay"]["status"]] == [5]
+    assert kafka["another topology"]["error_code"] == "invalid_request"
+    assert kafka["internal topic"]["error_code"] == "streams_invalid_topology"
+    assert kafka["heartbeat to a consumer group"]["error_code"] == "group_id_not_found"
+    assert kafka["topology description update"]["error_code"] == "unsupported_version"
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
