@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -262,7 +262,7 @@ async def topology_description_update(service: Service, ctx: RequestContext, req
 
 
 # The rows this extension adds to the service's API table (coordinator/protocol/api_table.py).
-STREAMS_ROWS: Sequence[ApiSpec] = (
+STREAMS_ROWS: tuple[ApiSpec, ...] = (
     ApiSpec(STREAMS_GROUP_HEARTBEAT, "StreamsGroupHeartbeat", (0, 1), heartbeat_error, heartbeat,
             shard_operation="streams_group_heartbeat", group_operation=READ, topic_check=heartbeat_topics),
     ApiSpec(STREAMS_GROUP_DESCRIBE, "StreamsGroupDescribe", (0, 1), describe_error, describe,
