@@ -39,7 +39,7 @@ def test_the_table_advertises_kafka_43_versions_and_txn_offsets_only_where_serve
     # Where served (the fenced log, or txn_offsets=true): advertised at Kafka 4.4's versions.
     assert core[apis.TXN_OFFSET_COMMIT] == (0, 6) and core[25] == (0, 4)
     assert svc.answered_versions[apis.TXN_OFFSET_COMMIT] == (0, 6)
-    assert set(svc.apis) == set(CORE_TABLE) - {25} | set(private)
+    assert set(svc.apis) == set(CORE_TABLE) - {25} | set(private) | {58}    # and the Envelope (service/envelope.py)
 
 
 def test_a_registered_api_is_advertised_routed_and_named():
