@@ -16,6 +16,7 @@ before every measurement:
 | ``kafka2`` | — (Kafka's coordinator) | A, B | A, B |
 | ``plain`` | one `kcoord serve` (no --instance-id) on A | B | B |
 | ``one`` | one cluster instance (`--instance-id kc-0`, ``--fencing``) on A | B | B |
+| ``one_ab`` | the same, on A | A, B | A, B (as in ``two``: only the second kcoord differs) |
 | ``two`` | kc-0 on A, kc-1 on B (one cluster, one state topic, half the shards each) | A, B | A, B |
 
 A 2-core machine has no third core: with two kcoord processes the broker and the load
@@ -37,10 +38,10 @@ order of the setups (reversed on odd runs); every figure is the median of ``--ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +59,7 @@ from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest  # noqa: E402
 from loadgen import procs  # noqa: E402
 from loadgen.client import KafkaConnection  # noqa: E402
+from loadgen.profiling import Profile  # noqa: E402
 from side_by_side import load, pinning  # noqa: E402
 from side_by_side.report import median  # noqa: E402
 from vs_kafka import wire  # noqa: E402
@@ -65,7 +67,7 @@ from vs_kafka import wire  # noqa: E402
 from support.kafka_broker import ENV_JVM_OPTS  # noqa: E402
 from support.wait import wait_until  # noqa: E402
 
-SETUPS = ("kafka1", "kafka2", "plain", "one", "two")
+SETUPS = ("kafka1", "kafka2", "plain", "one", "one_ab", "two")
 WORKLOADS = ("commit_closed", "commit_pipelined", "heartbeat_pipelined")
 log = vsk.log
 
@@ -81,7 +83,7 @@ class Setup:
         both = a | b
         if name == "kafka1":
             self.broker_cpus, self.load_cpus, self.kcoord_cpus = a, b, []
-        elif name in ("kafka2", "two"):
+        elif name in ("kafka2", "two", "one_ab"):
             self.broker_cpus, self.load_cpus = both, both
             self.kcoord_cpus = [a, b][:len(instances)]
         else:
@@ -120,36 +122,38 @@ def coordinator_ports(port: int, groups: list[str]) -> dict[str, int]:
 
 
 def spread(setup: Setup, prefix: str, n: int) -> dict[int, list[str]]:
-    """``n`` group names (equal length), as many per instance as the instances can share
-    evenly: instance port -> its groups."""
+    """``n`` group names (equal length), as many per coordinator as the setup's instances
+    can share evenly: coordinator port (as FindCoordinator answers it, where clients send
+    group requests) -> its groups."""
     per = n // len(setup.ports)
     names = [f"{prefix}-{g:05d}" for g in range(n * 4 * len(setup.ports))]
     where = coordinator_ports(setup.ports[0], names)
-    out: dict[int, list[str]] = {p: [] for p in setup.ports}
+    out: dict[int, list[str]] = {}
     for name in names:
-        bucket = out.get(where[name])
-        if bucket is None:
-            raise RuntimeError(f"{name}: coordinator port {where[name]} is none of {setup.ports}")
+        bucket = out.setdefault(where[name], [])
         if len(bucket) < per:
             bucket.append(name)
-    short = {p: len(g) for p, g in out.items() if len(g) < per}
-    if short:
-        raise RuntimeError(f"too few groups per instance: {short} of {per}")
+    if len(out) != len(setup.ports) or any(len(g) < per for g in out.values()):
+        raise RuntimeError(f"{setup.name}: groups per coordinator port {({p: len(g) for p, g in out.items()})}, "
+                           f"wanted {per} at each of {len(setup.ports)}")
     return out
 
 
 def wait_serving(setup: Setup, topic: str) -> None:
     """Every instance serves commits for the groups it coordinates (a cluster member serves
     what it is assigned once its start-up session has passed)."""
+    last = [""]
+
     def ok() -> bool:
         try:
             for port, groups in spread(setup, f"ready{int(time.monotonic())}", 4 * len(setup.ports)).items():
                 wire.check_commit(port, groups[0], topic)
             return True
-        except (RuntimeError, OSError):
+        except (RuntimeError, OSError) as exc:
+            last[0] = repr(exc)
             return False
 
-    wait_until(ok, 120, interval=1.0, message=f"{setup.name}: every instance serves commits")
+    wait_until(ok, 120, interval=1.0, message=lambda: f"{setup.name}: every instance serves commits ({last[0]})")
 
 
 # ------------------------------------------------------------------ one measurement
@@ -162,10 +166,12 @@ def figures(setup: Setup, r: load.LoadResult) -> dict[str, Any]:
     if kc:
         f["kcoord_us_per_op"] = sum(kc) / r.responses * 1e6 if r.responses else None
         f["kcoord_cores"] = [c / r.window_s for c in kc]
+        # One instance answers everything (a plain serve names its broker listener, P+1, as
+        # the coordinator); cluster instances each answer at their own bootstrap port.
         by_port = r.responses_by_port or {}
-        f["kcoord_us_per_op_each"] = [c / by_port[p.port] * 1e6 if by_port.get(p.port) else None
-                                      for c, p in zip(kc, setup.instances, strict=True)]
-        f["responses_each"] = [by_port.get(p.port, 0) for p in setup.instances]
+        each = ([r.responses] if len(kc) == 1 else [by_port.get(p.port, 0) for p in setup.instances])
+        f["kcoord_us_per_op_each"] = [c / n * 1e6 if n else None for c, n in zip(kc, each, strict=True)]
+        f["responses_each"] = each
     return f
 
 
@@ -240,21 +246,13 @@ def run_setup(args: argparse.Namespace, setup: Setup, run: int, figures_out: dic
 def profile(args: argparse.Namespace, setup: Setup, workload: str, targets: list[tuple[int, list[bytes]]],
             offset: int) -> dict[str, Any]:
     """One more, unrecorded measurement with py-spy sampling every kcoord process of the
-    setup (collapsed stacks, ``--profile-dir``/<setup>-<workload>-kc<i>.txt): where each
-    process spends its CPU. py-spy runs on the load generators' cores."""
-    spies = []
-    for i, pid in enumerate(setup.kcoord_pids):
-        out = args.profile_dir / f"{setup.name}-{workload}-kc{i}.txt"
-        spies.append(subprocess.Popen(
-            [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "200",
-             "--duration", str(int(args.warmup + args.seconds + 1)), "--nonblocking", "--format", "raw",
-             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    time.sleep(0.5)                   # py-spy attached before the window opens
-    try:
+    setup (loadgen/profiling.py: ``--profile-dir``/<setup>-<workload>-kc<i>.svg and .txt, and
+    the top functions printed): where each process spends its CPU."""
+    with contextlib.ExitStack() as stack:
+        for i, pid in enumerate(setup.kcoord_pids):
+            stack.enter_context(Profile(pid, str(args.profile_dir / f"{setup.name}-{workload}-kc{i}"),
+                                        args.warmup + args.seconds + 1))
         return measure(args, setup, workload, targets, offset)
-    finally:
-        for spy in spies:
-            spy.wait(60)
 
 
 # ------------------------------------------------------------------ report
@@ -295,21 +293,24 @@ def scaling(per: dict[str, list[dict[str, Any] | None]]) -> list[str]:
     def rate(name: str) -> float | None:
         return median([r["rate"] for r in per.get(name, []) if r])
 
+    def us(name: str) -> float | None:
+        return _med([r for r in per.get(name, []) if r], "kcoord_us_per_op")
+
     out = []
-    k1, k2, one, two, plain = (rate(n) for n in ("kafka1", "kafka2", "one", "two", "plain"))
+    k1, k2, two = rate("kafka1"), rate("kafka2"), rate("two")
     if k1 and k2:
-        out.append(f"- Kafka's coordinator, 2 cores / 1 core: **{k2 / k1:.2f}×** "
-                   "(the same cores, for comparison)")
-    if one and two:
-        one_us = _med([r for r in per["one"] if r], "kcoord_us_per_op")
-        two_us = _med([r for r in per["two"] if r], "kcoord_us_per_op")
-        out.append(f"- kcoord, measured: two processes / one = **{two / one:.2f}×** (target ≥ 1.8×)"
-                   + (f"; two / one plain process {two / plain:.2f}×" if plain else ""))
+        out.append(f"- Kafka's coordinator, 2 cores / 1 core: **{k2 / k1:.2f}×** (the same cores, for comparison)")
+    for base in ("one", "one_ab", "plain"):
+        one, one_us, two_us = rate(base), us(base), us("two")
+        if not (one and two):
+            continue
+        line = f"- two processes / `{base}`: measured **{two / one:.2f}×** (target ≥ 1.8×)"
         if one_us and two_us:
-            out.append(f"- kcoord, per-process CPU per op: {one_us:,.0f} µs (one) → {two_us:,.0f} µs (two): two "
-                       f"processes on two cores of their own would serve **{2 * one_us / two_us:.2f}×** one's "
-                       f"CPU-bound rate (projected: 2 × 1e6/{two_us:,.0f} = {2e6 / two_us:,.0f}/s against "
-                       f"1e6/{one_us:,.0f} = {1e6 / one_us:,.0f}/s)")
+            line += (f"; kcoord CPU per op {one_us:,.0f} µs ({base}) → {two_us:,.0f} µs (two, per process): on two "
+                     f"cores of their own two processes would serve **{2 * one_us / two_us:.2f}×** one's CPU-bound "
+                     f"rate (2 × 1e6/{two_us:,.0f} = {2e6 / two_us:,.0f}/s against 1e6/{one_us:,.0f} = "
+                     f"{1e6 / one_us:,.0f}/s)")
+        out.append(line)
     return out
 
 
@@ -323,7 +324,8 @@ Generated by `bench/bench_scale_out.py` (its docstring has the method). Command:
   (`{config}`); kcoord settings `{kcoord}`.
 - Each figure is the median of {runs} runs (setups in alternating order), the range in
   brackets; the measured window is {seconds} s after {warmup} s.
-- Load average (1/5/15 min): {load_before} before, {load_after} after. Elapsed {elapsed}.
+- Load average (1/5/15 min): {load_before} before, {load_after} after; {load_during}.
+  Elapsed {elapsed}.
 - CPU per operation: each process's utime + stime (/proc/PID/stat) over the window, over the
   responses (kcoord: the responses of that process's own port).
 
@@ -367,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     command = shlex.join(["python", "bench/bench_scale_out.py", *(argv if argv is not None else sys.argv[1:])])
     load_before = os.getloadavg()
+    sampler = pinning.LoadAverage().start()
     log(f"command: {command}; load average {load_before}; work dir {work}")
     config = sbs.CONFIGS["tuned"][1]
     kafka = vsk.start_broker("kafka-scale-out", config, work)
@@ -380,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             instances: list[Any] = []
-            if name in ("plain", "one", "two"):
+            if name in ("plain", "one", "one_ab", "two"):
                 n = 2 if name == "two" else 1
                 instances = start_instances(kafka.bootstrap, f"__kcoord_scale_{name}_{os.getpid()}", n,
                                             args.state_partitions, () if name == "plain" else kcoord_config,
@@ -420,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         kafka.stop()
     import orjson
     results = {"meta": {"command": command, "load_average_before": load_before,
-                        "load_average_after": os.getloadavg(), "elapsed_s": time.monotonic() - vsk.T0,
+                        "load_average_after": os.getloadavg(), "load_average_during": sampler.stop(),
+                        "elapsed_s": time.monotonic() - vsk.T0,
                         "layouts": {n: s.layout() for n, s in setups.items()}, "failures": failures,
                         "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, Kafka "
                                    f"{vsk.KAFKA_VERSION} (1 KRaft node, heap 1g)",
@@ -429,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results)
     print(f"\n{text}\n")
     m = results["meta"]
-    print(f"load average before {load_before}, after {m['load_average_after']}; elapsed {m['elapsed_s']:.0f} s")
+    print(f"load average before {load_before}, after {m['load_average_after']}; "
+          f"{pinning.LoadAverage.text(m['load_average_during'])}; elapsed {m['elapsed_s']:.0f} s")
     (out_dir / "scale-out.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     if args.doc:
         head = DOC_HEAD.format(
@@ -437,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             runs=args.runs, seconds=args.seconds, warmup=args.warmup,
             load_before=" / ".join(f"{x:.2f}" for x in load_before),
             load_after=" / ".join(f"{x:.2f}" for x in m["load_average_after"]),
-            elapsed=f"{m['elapsed_s'] / 60:.0f} min")
+            elapsed=f"{m['elapsed_s'] / 60:.0f} min", load_during=pinning.LoadAverage.text(m["load_average_during"]))
         fails = "\n## Failed measurements\n\n" + "\n".join(f"- {f}" for f in failures) + "\n" if failures else ""
         args.doc.write_text(f"{head}## Results\n\n{text}\n{fails}")
         print(f"wrote {args.doc}")

@@ -1,6 +1,7 @@
 """CPU sets for a fair side-by-side: the server side (Kafka, and kcoord in front of it) on
 one set of cores, the load generators on another, with sched_setaffinity (what `taskset`
-does).
+does); and the machine's load average over a run (``LoadAverage``), since the cores are
+shared with whatever else runs.
 
 Processes are started while this process is pinned to the server's set, so they inherit it
 from their first instruction: the JVM sizes its GC and compiler threads from the CPUs it
@@ -10,6 +11,8 @@ once started is pinned again (``pin_process``, `taskset -a -p`), in case one esc
 from __future__ import annotations
 
 import os
+import statistics
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,3 +52,36 @@ def running_on(cpus: set[int]) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+class LoadAverage:
+    """The 1-minute load average sampled every ``interval`` seconds in a daemon thread,
+    from start() to stop(): what shared the cores while the run measured."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.samples: list[float] = []
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-average", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self._interval):
+                return
+
+    def start(self) -> LoadAverage:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """min, median and max of the samples."""
+        self._stop.set()
+        self._thread.join()
+        return {"min": min(self.samples), "median": statistics.median(self.samples), "max": max(self.samples),
+                "samples": len(self.samples)}
+
+    @staticmethod
+    def text(summary: dict[str, float]) -> str:
+        return (f"1-min load average during the run {summary['min']:.1f} to {summary['max']:.1f}, median "
+                f"{summary['median']:.1f} ({summary['samples']:.0f} samples)")
