@@ -7,6 +7,8 @@ Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness)
   had it as a standby (its state is warm), as long as that member stays within its quota
   (ceil(tasks / members)); the rest go to the least loaded member, the least loaded process
   first, so the load is balanced across processes by their number of members;
+- standbys only for the tasks of stateful subtopologies (those with a changelog: a standby of
+  a stateless task would keep nothing warm; Kafka 4.4 assigns none there either);
 - a standby is never placed on a process that holds the same task (active or standby);
   standbys that find no such process stay unassigned, with a warning, as in Kafka;
 - deterministic: tasks, members and processes are walked in sorted order.
@@ -79,13 +81,16 @@ class _Load:
         return found
 
 
-def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int) -> dict[str, Tasks]:
-    """Each member's new target assignment."""
+def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int,
+           stateful: frozenset[str] | None = None) -> dict[str, Tasks]:
+    """Each member's new target assignment; standbys only for the tasks of the ``stateful``
+    subtopologies (None: every task)."""
     all_tasks = sorted(tasks)
     if not members:
         return {}
     active = _assign_active(members, all_tasks)
-    standby = _assign_standby(members, all_tasks, active, num_standby)
+    with_state = all_tasks if stateful is None else [t for t in all_tasks if t[0] in stateful]
+    standby = _assign_standby(members, with_state, active, num_standby)
     return {m: Tasks(frozenset(active[m]), frozenset(standby[m]), NO_TASKS) for m in sorted(members)}
 
 

@@ -204,7 +204,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     if group_epoch > target_epoch:
         when = can_compute(group, soft, settings, now_ms)
         if when is None:
-            assigned, target = compute_target(group, members, configured, group_epoch, settings, now_ms)
+            assigned, target = compute_target(group, members, configured, group_epoch, settings, now_ms,
+                                              topology)
             records += assigned
             target_epoch = group_epoch
         else:

@@ -118,11 +118,16 @@ def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_
 
 
 def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
-                   epoch: int, settings: StreamsSettings, now_ms: int) -> tuple[list, dict[str, Tasks]]:
-    """Records 21 (members whose target changed) and 20, and the new target of every member."""
+                   epoch: int, settings: StreamsSettings, now_ms: int,
+                   topology: Topology | None = None) -> tuple[list, dict[str, Tasks]]:
+    """Records 21 (members whose target changed) and 20, and the new target of every member.
+    ``topology``: the group's, or the one a first join stores in this same heartbeat."""
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
     specs = {mid: MemberSpec(m.process_id, group.target.get(mid, EMPTY_TASKS)) for mid, m in members.items()}
-    target = assign(specs, tasks, settings.num_standby_replicas)
+    topology = topology or group.topology
+    stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics) \
+        if topology is not None else frozenset()
+    target = assign(specs, tasks, settings.num_standby_replicas, stateful)
     records = [rh.target_member(group.group_id, mid, t) for mid, t in sorted(target.items())
                if group.target.get(mid) != t]
     records.append(rh.target_metadata(group.group_id, epoch, now_ms))

@@ -78,3 +78,11 @@ def test_an_orphaned_task_goes_to_the_member_that_had_it_as_standby():
 
 def test_no_members_no_assignment():
     assert assign({}, TASKS, 1) == {}
+
+
+def test_standbys_only_for_the_tasks_of_stateful_subtopologies():
+    procs = {"m1": "p1", "m2": "p2", "m3": "p3"}
+    out = assign(_specs(procs), TASKS, 1, stateful=frozenset({"1"}))
+    _check_invariants(out, procs, 1)
+    standbys = sorted(t for a in out.values() for t in a.standby)
+    assert standbys == [("1", p) for p in range(6)]      # subtopology 0 keeps no state: no standby
