@@ -137,16 +137,17 @@ def write_html(path: Path, results: dict[str, Any], text: str) -> None:
         items = []
         for config, title in results["meta"]["config_titles"].items():
             runs = results["figures"].get(config, {}).get(row.workload, {})
+            titles = {**SIDE_TITLES, **results["meta"].get("side_titles", {}).get(config, {})}
             for side in SIDES:
                 v = median(_pick(runs.get(side) or [], key))
                 if v is not None:
-                    items.append((f"{title}: {side}", float(v)))
+                    items.append((f"{title}: {titles[side]}", float(v)))
         if items:
             charts.append(bar_chart(items, title=f"{row.label.format(**args)}: server CPU, {unit} "
                                                  "(lower is better)"))
     meta = html.escape(json.dumps(results["meta"], indent=1, default=str))
     path.write_text(
         "<!doctype html><meta charset='utf-8'><title>kcoord and Kafka 4.4 side by side</title>"
-        "<body style='font-family:sans-serif'><h1>kcoord and Kafka 4.4's coordinator, side by side</h1>"
+        "<body style='font-family:sans-serif'><h1>kcoord and the upstream's own coordinator, side by side</h1>"
         f"<pre>{html.escape(text)}</pre>" + "".join(f"<div>{c}</div>" for c in charts)
         + f"<h2>Run</h2><pre>{meta}</pre></body>")
