@@ -1,8 +1,13 @@
 """Hashes that must agree bit for bit with Apache Kafka.
 
-- `partition_for`: Kafka maps a group to `abs(groupId.hashCode()) % partitions`
-  (`GroupCoordinatorService.partitionFor`), with Java's `String.hashCode` over
-  UTF-16 code units and `Utils.abs(Integer.MIN_VALUE) == 0`.
+- `partition_for`: Kafka maps a group to `Utils.abs(groupId.hashCode()) % partitions`
+  (`GroupCoordinatorService.partitionFor`), with Java's `String.hashCode` over UTF-16 code
+  units and `Utils.abs(n) = n == Integer.MIN_VALUE ? 0 : Math.abs(n)` (clients' Utils.java):
+  a negative hash is negated, not masked.
+- `legacy_partition_for`: the mapping kcoord used before, `(hash & 0x7fffffff) % partitions`
+  (Kafka's `Utils.toPositive`, its producer's partitioner, not the coordinator's). It differs
+  for about half the groups (every negative hash). A state topic written with it keeps it
+  (coordinator/service/partitioner.py; docs/design/kafka-facts.md "Group placement").
 - `topic_hash` / `group_metadata_hash`: KIP-1101 metadata hash, XXH3-64 over a
   hash4j byte stream. hash4j writes every multi-byte value little-endian, and
   `putString(s)` is the UTF-16LE code units followed by `putInt(s.length())`.
@@ -11,7 +16,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import xxhash
 
@@ -27,13 +33,39 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+_MIN_INT = -(1 << 31)
+
+
 def java_abs(i: int) -> int:
-    """Kafka's `Utils.abs`: `i & 0x7fffffff`, so MIN_VALUE maps to 0, not to itself."""
+    """Kafka's `Utils.abs`: `Math.abs(i)`, except MIN_VALUE maps to 0 (Math.abs keeps it negative)."""
+    return 0 if i == _MIN_INT else abs(i)
+
+
+def java_to_positive(i: int) -> int:
+    """Kafka's `Utils.toPositive`: `i & 0x7fffffff` (the producer's partitioner uses it)."""
     return i & 0x7FFFFFFF
 
 
 def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's `GroupCoordinatorService.partitionFor`."""
     return java_abs(java_string_hash(group_id)) % num_partitions
+
+
+def legacy_partition_for(group_id: str, num_partitions: int) -> int:
+    """The placement of kcoord before it followed Kafka's (module rules)."""
+    return java_to_positive(java_string_hash(group_id)) % num_partitions
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """A group placement, chosen once per process (coordinator/service/partitioner.py)."""
+    name: str
+    partition_for: Callable[[str, int], int]
+
+
+KAFKA = Partitioner("kafka", partition_for)
+LEGACY = Partitioner("legacy", legacy_partition_for)
+PARTITIONERS = {p.name: p for p in (KAFKA, LEGACY)}
 
 
 def _signed64(u: int) -> int:
