@@ -1,8 +1,9 @@
 """Routing: which shard owns a group, and requests split by shard.
 
 Rules of this module:
-- A group belongs to state-topic partition `abs(javaHash(groupId)) % partitions`, exactly
-  Kafka's mapping (`GroupCoordinatorService.partitionFor`; coordinator/group/hashing.py).
+- A group belongs to the state-topic partition its `Partitioner` names: Kafka's mapping
+  (`GroupCoordinatorService.partitionFor`; coordinator/group/hashing.py), or the legacy one
+  on a topic an earlier kcoord wrote (service/partitioner.py). Fixed for the router's life.
   The answer is remembered (bounded): Java's String.hashCode in Python costs ~1 µs per
   character, and every request asks.
 - A single-group request runs on its shard; a shard-level failure (loading, not the
@@ -25,7 +26,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..group.errors import ApiError
-from ..group.hashing import partition_for
+from ..group.hashing import KAFKA, Partitioner
 from ..group.result import Result
 from ..group.shard import GroupCoordinatorShard, RequestContext
 from ..protocol.error_responses import ErrorResponse
@@ -37,9 +38,11 @@ Operation = Callable[[GroupCoordinatorShard, int], Any]
 class ShardRouter:
     """Routes groups to the shard runtimes of the state topic's partitions."""
 
-    def __init__(self, runtimes: Sequence[ShardRuntime], partitions: int) -> None:
+    def __init__(self, runtimes: Sequence[ShardRuntime], partitions: int, partitioner: Partitioner = KAFKA) -> None:
         self.runtimes = runtimes
         self._count = partitions
+        self.partitioner = partitioner
+        self._place = partitioner.partition_for
         self._partitions: dict[str, int] = {}
 
     def partition_for(self, group_id: str) -> int:
@@ -48,7 +51,7 @@ class ShardRouter:
         if partition is None:
             if len(self._partitions) >= 100_000:
                 self._partitions.clear()
-            partition = self._partitions[group_id] = partition_for(group_id, self._count)
+            partition = self._partitions[group_id] = self._place(group_id, self._count)
         return partition
 
     def runtime_for(self, group_id: str) -> ShardRuntime:
