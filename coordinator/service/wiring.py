@@ -36,6 +36,7 @@ from ..authz import ALLOW_ALL, Authorizer
 from ..config import CoordinatorConfig
 from ..connect_apis import CONNECT_ROWS
 from ..group.errors import ApiError
+from ..group.hashing import KAFKA, Partitioner
 from ..group.image import EMPTY_IMAGE, MetadataImage
 from ..group.modern.consumer import regex_refresh
 from ..group.shard import GroupCoordinatorShard, RequestContext
@@ -84,7 +85,9 @@ class GroupCoordinatorService:
     def __init__(self, config: CoordinatorConfig, state_topic: StateLog,
                  make_shard: Callable[[int], GroupCoordinatorShard] | None = None,
                  authorizer: Authorizer = ALLOW_ALL, audit: AuditLog | None = None,
-                 extensions: Sequence[Iterable[ApiSpec]] | None = None) -> None:
+                 extensions: Sequence[Iterable[ApiSpec]] | None = None,
+                 partitioner: Partitioner = KAFKA) -> None:
+        # partitioner: the group placement the state topic says (service/partitioner.py `decide`).
         self.config = config
         self.authorizer = authorizer
         self.audit = audit       # the audit log of group mutations (security/audit.py), or None
@@ -106,7 +109,7 @@ class GroupCoordinatorService:
                                           skip_offsets=skip.get(p, frozenset()),
                                           partition_writer=self.writer)
                              for p in range(config.state_topic_partitions))
-        self.router = ShardRouter(self.runtimes, config.state_topic_partitions)
+        self.router = ShardRouter(self.runtimes, config.state_topic_partitions, partitioner)
         self.partition_for = self.router.partition_for
         self.runtime_for = self.router.runtime_for
         self.partition_available = self.lifecycle.partition_available
