@@ -324,6 +324,10 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         await state_topic.ensure_topic()      # created here; the fenced log writes it
         parts["fenced_log"] = state_log
         await _start_when_listed(state_log, STATE_TOPIC_WAIT_S)
+    # The group placement the state topic says, before any shard loads or any group is routed.
+    from .service.partitioner import decide as decide_partitioner
+    partitioner = await decide_partitioner(state_topic.bootstrap, state_topic.topic, state_topic.partitions,
+                                           security=upstream_security)
     # Authorization (security/acl_sources.py): None for authorizer=none or unset.
     from .authz import ALLOW_ALL
     from .security.acl_sources import build_authorizer
@@ -341,7 +345,8 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     try:
         service_log = state_log if solo is None else solo.gated(state_log)
         service = parts["service"] = GroupCoordinatorService(config, service_log,
-                                                             authorizer=authorizer or ALLOW_ALL, audit=audit)
+                                                             authorizer=authorizer or ALLOW_ALL, audit=audit,
+                                                             partitioner=partitioner)
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
         return EXIT_BAD_CONFIG
