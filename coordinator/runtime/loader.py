@@ -20,7 +20,8 @@ Rules:
   5 s) while the upstream cannot be read; one reload task per shard, never more.
 - A load (or its fence) that raises `ShardFenced` unloads the shard instead (the runtime's
   `fenced_by`): another process owns it now.
-- Fence records (fencing=epoch, epoch_producers.fence_record) are skipped, never replayed;
+- Fence records (fencing=epoch, epoch_producers.fence_record) and partitioner markers are
+  the log's, not a shard's (log_records.py): skipped, never replayed;
   a loaded shard of such a log starts its upkeep (keep-alive, refresh: epoch_upkeep.py).
 - Replay callbacks of an older load generation are ignored: a load that was abandoned
   never writes into the shard of the next one.
@@ -35,7 +36,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import metrics
-from .epoch_producers import is_fence_record
+from .log_records import is_log_record
 from .shard_protocol import BulkLoad, ShardProtocol
 from .shard_state import ShardState
 from .state_log import CorruptBatchError, Fence, ShardFenced
@@ -100,7 +101,7 @@ class _LoadTarget:
 
     def record(self, offset: int, key: bytes, value: bytes | None, producer_id: int) -> None:
         loader = self.loader
-        if not loader.loading(self.generation) or is_fence_record(key):
+        if not loader.loading(self.generation) or is_log_record(key):
             return
         try:
             loader.bulk.add(key, value, offset, producer_id)
@@ -165,7 +166,7 @@ class ShardLoader:
         return reader
 
     def replay_raw(self, offset: int, key: bytes, value: bytes | None) -> None:
-        if self.rt.state is not _LOADING or is_fence_record(key):
+        if self.rt.state is not _LOADING or is_log_record(key):
             # The load failed (or the shard was unloaded): the rest is not replayed. A fence
             # record (fencing=epoch) is the log's, not the shard's.
             return
