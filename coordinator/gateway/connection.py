@@ -115,7 +115,7 @@ class ClientConnection(asyncio.Protocol):
         self.pause_reading, self.resume_reading = partial(flow.pause, UPSTREAM), partial(flow.resume, UPSTREAM)
         self.probe_upstream = partial(probe_upstream, self)     # for the authorizer (authorizer=probe)
         self.upstream_failed = forwarding.upstream_failed      # from the link
-        calls = self._calls = GroupCalls(self, loop)
+        calls = self._calls = GroupCalls(self, loop, queue)
         self.serve_outcome = calls.outcome
         self._guard = GuardStage(self, gateway, self._max_decoded_frame)
         # How it ends (ending.py).

@@ -5,7 +5,8 @@ Rules: a call is started with the service's starter or eager.start (most finish 
 waiting; the connection queues those answers itself, on the heartbeat's path). One that
 waits (a Task, or a future the service completes from a callback) takes its place in
 the ordered answers and counts in the process-wide queue until it finishes; calls finishing
-in the same loop iteration share one flush (one write). A call that fails, or an answer
+in the same loop iteration share one flush (one write), but the newest request's answer is
+written at once (nothing behind it can join that write). A call that fails, or an answer
 that cannot be encoded, closes the connection with one log line naming the API (Kafka
 closes a connection whose request it cannot serve); a cancelled call closes it silently.
 When the client has gone the call runs to completion all the same and its answer is dropped.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -61,12 +63,13 @@ def encode_answer(route: Route, correlation_id: int, response: Any) -> bytes:
 
 
 class GroupCalls:
-    __slots__ = ("_client", "_loop", "_flush_scheduled")
+    __slots__ = ("_client", "_loop", "_flush_scheduled", "_queue")
 
-    def __init__(self, client: Caller, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: Caller, loop: asyncio.AbstractEventLoop, queue: Sequence[Any] = ()) -> None:
         self._client = client
         self._loop = loop
         self._flush_scheduled = False
+        self._queue = queue     # the connection's ordered answers (responses.py), read only
 
     def outcome(self, outcome: Done | asyncio.Task, route: Route, correlation_id: int, size: int) -> None:
         """Queue the answer of a call started with eager.start: now if it is done, else when
@@ -128,6 +131,12 @@ class GroupCalls:
             return
         pending.data = data
         client.held += len(data)
+        queue = self._queue
+        if queue and queue[-1] is pending:
+            # Nothing behind it can finish later in this iteration: write now, without a
+            # trip through the ready queue (one request in flight, the closed loop's case).
+            client.flush()
+            return
         # Calls finishing in the same loop iteration share one flush (one write).
         if not self._flush_scheduled:
             self._flush_scheduled = True
