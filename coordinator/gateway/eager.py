@@ -5,7 +5,9 @@ and answers, with no write to acknowledge. Wrapping each in an asyncio Task (cre
 a trip through the ready queue, a second loop iteration before the answer can be
 written) was the biggest cost the profile showed outside the coordinator itself.
 `start` steps the coroutine synchronously, as Python 3.12's eager tasks do; only a
-coroutine that suspends gets a Task, which finishes it.
+coroutine that suspends gets a Task, which finishes it. The single-group APIs under ALLOW_ALL
+(the steady heartbeat and OffsetCommit among them) skip even this: the service's starters run
+them without a coroutine (GroupCoordinatorService.starters); the rest come here.
 """
 from __future__ import annotations
 
