@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...authz import GROUP_REPORTED_OPERATIONS
 from ...protocol.kio_build import NO_THROTTLE
 from ..kio_util import build, schema
 from ..result import Result
@@ -26,13 +27,18 @@ from .membership import group_settings, soft_of
 from .model import StreamsGroup, StreamsMember, Tasks, TaskSet, Topology, by_subtopology
 
 API = "streams_group_describe"
+OMITTED = -(2**31)
+ALL_GROUP_OPERATIONS = sum(1 << code for _, code in GROUP_REPORTED_OPERATIONS)
 
 
 def streams_group_describe(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     mod = schema(API, ctx.api_version, "response")
     # Without Kafka's description plugin none is ever stored: NOT_STORED (1) when asked for.
     status = 1 if getattr(req, "include_topology_description", False) else 0
-    groups = tuple(_described(shard, mod, shard.groups.get(gid), gid, status) for gid in req.group_ids)
+    # Without an authorizer every operation is allowed, as Kafka reports it; with one the
+    # service fills the client's own (service/streams_apis.py).
+    ops = ALL_GROUP_OPERATIONS if req.include_authorized_operations else OMITTED
+    groups = tuple(_described(shard, mod, shard.groups.get(gid), gid, status, ops) for gid in req.group_ids)
     return Result(response=build(mod.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups))
 
 
@@ -41,7 +47,7 @@ def _failed(mod, gid: str, message: str):
                  group_state="", group_epoch=0, assignment_epoch=0, topology=None, members=())
 
 
-def _described(shard: Any, mod, group: Any, gid: str, description_status: int):
+def _described(shard: Any, mod, group: Any, gid: str, description_status: int, ops: int):
     if group is None:
         return _failed(mod, gid, f"Group {gid} not found.")
     if not isinstance(group, StreamsGroup):
@@ -53,7 +59,7 @@ def _described(shard: Any, mod, group: Any, gid: str, description_status: int):
                  members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()))
                                for m in sorted(group.members.values(), key=lambda m: m.member_id)),
                  assignor_name=group_settings(shard, gid).assignor_name,
-                 topology_description_status=description_status)
+                 topology_description_status=description_status, authorized_operations=ops)
 
 
 def _ids(mod, tasks: TaskSet) -> tuple:

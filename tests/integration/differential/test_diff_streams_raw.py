@@ -158,8 +158,8 @@ def named(value: Any, app: str) -> Any:
     return value
 
 
-def describe(side: Coordinator, app: str, version: int, *groups: str) -> Any:
-    fields: dict[str, Any] = {"group_ids": groups or (app,), "include_authorized_operations": False}
+def describe(side: Coordinator, app: str, version: int, *groups: str, operations: bool = False) -> Any:
+    fields: dict[str, Any] = {"group_ids": groups or (app,), "include_authorized_operations": operations}
     if version >= 1:
         fields["include_topology_description"] = False
     out = view(side.call(DESCRIBE, version, **fields), app)
@@ -210,6 +210,7 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     t.add("settled", view(settled, app))
     t.add("describe v1", describe(side, app, 1))
     t.add("describe v0", describe(side, app, 0))
+    t.add("authorized operations", describe(side, app, 1, operations=True)["groups"][0]["authorized_operations"])
     delayed = StreamsMember(side, f"{app}-delayed", ids[6], ids[1])      # the default 3 s initial delay
     wait_for_coordinator(side, delayed.group)
     t.add("join within the initial rebalance delay", view(delayed.join(topology(side, app, source)), app))
