@@ -121,7 +121,7 @@ def test_serve_answers_for_a_loaded_log_as_the_replay_does(upstream, tmp_path):
         assert offsets_of(g) == offsets_of(fetch_mod.OffsetFetchResponseGroup(
             group_id=g.group_id, topics=tuple(offline), error_code=g.error_code))
     for g in described.groups:
-        offline = group_admin.describe_group(shard_of[g.group_id], dg_mod, 5, g.group_id, False)
+        offline = group_admin.describe_group(shard_of[g.group_id], dg_mod, g.group_id, False, False)
         assert classic_view(g) == classic_view(offline), g.group_id
         if groups[g.group_id]["type"] == "classic":
             assert g.group_state == groups[g.group_id]["state"], g.group_id
