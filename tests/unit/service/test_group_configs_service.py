@@ -76,7 +76,8 @@ def test_refusals_per_resource():
         assert answers(await service.serve_group_configs(44, 1, req, CLIENT)) == [
             ("secret", ErrorCode.group_authorization_failed, None),
             ("dup", ErrorCode.invalid_request, "Duplicate resource."),
-            ("bad", ErrorCode.invalid_config, "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+            ("bad", ErrorCode.invalid_config,
+             "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
             ("", ErrorCode.invalid_request, "Default group resources are not allowed."),
             ("dry", ErrorCode.none, None)]
         assert Action("ALTER_CONFIGS", "GROUP", "secret") in authz.asked
