@@ -2,9 +2,13 @@
 `kcoord serve` answers for those groups as the original cluster would.
 
 Each record goes to the partition kcoord (and Kafka) route its group to:
-`partition_for(group_id, partitions)` (Java's abs(hashCode) % n). A production log
+`partition_for(group_id, partitions)` (Kafka's Utils.abs(hashCode) % n). A production log
 may have had another partition count, so records are re-partitioned, keeping each
-group's order.
+group's order. An empty state topic first gets the partitioner marker (records/
+partitioner_records.py), so `kcoord serve` routes with Kafka's formula there; a topic that
+already holds records (--allow-non-empty) is loaded with the placement it says
+(coordinator/service/partitioner.py: the legacy one for a topic an earlier kcoord wrote).
+The source's own markers are not copied (they describe the source's placement).
 
 Transactions are resolved while copying, because kcoord loads with a read-committed
 consumer that sees no producer ids: a transactional offset commit is written, as a
@@ -21,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from coordinator.group.hashing import partition_for
+from coordinator.group.hashing import KAFKA, Partitioner
 from ops.downgrade import group_of_key
 from ops.logsource import LogBatch, OffsetsLogError
 from records import (
@@ -32,6 +36,7 @@ from records import (
     decode_key,
 )
 from records.batch import ControlMarker
+from records.partitioner_records import is_partitioner_marker
 
 log = logging.getLogger("kcoord.ops.load")
 
@@ -46,10 +51,11 @@ class LoadPlan:
     dropped_txn_records: int = 0       # aborted, superseded or tombstoned
     open_txn_records: int = 0
     no_group: int = 0                  # unknown-type records without a readable group id
+    partitioner: str = KAFKA.name      # the placement the state topic says
     by_partition: dict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     def as_dict(self) -> dict:
-        return {"partitions": self.partitions, "records": self.records,
+        return {"partitions": self.partitions, "partitioner": self.partitioner, "records": self.records,
                 "committed_transactional_records": self.committed_txn_records,
                 "dropped_transactional_records": self.dropped_txn_records,
                 "open_transaction_records_not_copied": self.open_txn_records,
@@ -68,8 +74,9 @@ class _SourcePartition:
         self.held: dict[int, list[tuple]] = defaultdict(list)
 
 
-def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
+def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan, partitioner: Partitioner = KAFKA):
     """Yield (target partition, key, value, timestamp) in the order to write them."""
+    place = partitioner.partition_for
     sources: dict[int, _SourcePartition] = defaultdict(_SourcePartition)
     for lb in batches:
         src, b = sources[lb.partition], lb.batch
@@ -91,6 +98,8 @@ def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
             continue
         for r in b.records:
             key, value = bytes(r.key), None if r.value is None else bytes(r.value)
+            if is_partitioner_marker(key):
+                continue
             try:
                 k = decode_key(key)
                 group = getattr(k, "group", None) or getattr(k, "group_id", None)
@@ -103,7 +112,7 @@ def plan(batches: Iterable[LogBatch], partitions: int, result: LoadPlan):
                 result.no_group += 1
                 target = lb.partition % partitions
             else:
-                target = partition_for(group, partitions)
+                target = place(group, partitions)
             if isinstance(k, (OffsetCommitKey, LegacyOffsetCommitKey)):
                 tp = (k.group, k.topic, k.partition)
                 if b.is_transactional:
@@ -206,8 +215,12 @@ def load(batches: Iterable[LogBatch], bootstrap: str, topic: str, partitions: in
     asyncio.run(_prepare(bootstrap, topic, partitions))
     if not allow_non_empty:
         _check_empty(bootstrap, topic)
-    result = LoadPlan(partitions)
-    write(bootstrap, topic, plan(batches, partitions, result))
+    from coordinator.service.partitioner import decide
+
+    # Marks an empty topic (before any record lands), else reads what the topic says.
+    partitioner = asyncio.run(decide(bootstrap, topic, partitions, client_id="kcoord-offsets-load"))
+    result = LoadPlan(partitions, partitioner=partitioner.name)
+    write(bootstrap, topic, plan(batches, partitions, result, partitioner))
     if result.open_txn_records:
         log.warning("%d transactional offset commits belong to transactions the log leaves open; "
                     "they were not copied", result.open_txn_records)

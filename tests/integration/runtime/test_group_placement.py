@@ -4,6 +4,7 @@
   with Kafka's formula; a topic an earlier kcoord wrote (group records, no marker) keeps the
   legacy formula, so `kcoord serve` still finds a negative-hash group's commits where they
   were written; two processes deciding on one fresh topic at once agree.
+- `kcoord offsets load` into a new topic marks it first and places with Kafka's formula.
 - Kafka 4.4: a group's OffsetCommit through kcoord lands in the state-topic partition with
   the number of the `__consumer_offsets` partition Kafka's own coordinator wrote the same
   group's commit to (both topics with 5 partitions; read raw, as kcoord's loader reads).
@@ -19,8 +20,11 @@ from confluent_kafka import Consumer, TopicPartition
 from coordinator.group.hashing import KAFKA, LEGACY, java_string_hash, legacy_partition_for, partition_for
 from coordinator.runtime.state_topic import StateTopic
 from coordinator.service.partitioner import decide
+from ops.load import load
+from ops.logsource import LogBatch
 from records import OffsetCommitKey, OffsetCommitValue, decode_key, encode_key, encode_value
-from records.partitioner_records import is_partitioner_marker, marker_partitioner
+from records.batch import build_batch, iter_batches
+from records.partitioner_records import is_partitioner_marker, marker_partitioner, marker_record
 from support.admin import committed_offsets, create_topic
 from support.kcoord import KcoordProcess
 from support.state_partition import read_batches
@@ -86,9 +90,7 @@ def test_a_topic_an_earlier_kcoord_wrote_keeps_its_placement(tansu, names, caplo
         log = StateTopic(tansu.bootstrap, state_topic, PARTITIONS)
         await log.start()
         try:
-            await log.append(where, [(encode_key(OffsetCommitKey(group=group, topic=data_topic, partition=0)),
-                                      encode_value(OffsetCommitValue(offset=42, metadata="", commit_timestamp=1), 3))],
-                             1)
+            await log.append(where, [commit_record(group, data_topic, 42)], 1)
         finally:
             await log.stop()
         with caplog.at_level(logging.WARNING, logger="kcoord"):
@@ -109,6 +111,25 @@ def test_a_topic_an_earlier_kcoord_wrote_keeps_its_placement(tansu, names, caplo
         assert commit_partitions(tansu.bootstrap, state_topic, group) == {where}
     finally:
         kcoord.stop()
+
+
+def commit_record(group: str, topic: str, offset: int) -> tuple[bytes, bytes]:
+    return (encode_key(OffsetCommitKey(group=group, topic=topic, partition=0)),
+            encode_value(OffsetCommitValue(offset=offset, metadata="", commit_timestamp=1), 3))
+
+
+def test_offsets_load_marks_a_new_topic_and_places_with_kafkas_formula(tansu, names):
+    state_topic, group = f"__kcoord_{names.topic()}", moved_group(names.group("loaded"))
+    # A source log whose own marker (first) must not be copied.
+    source = [LogBatch("source-0", 0, b) for b in iter_batches(build_batch(
+        [marker_record("kafka"), commit_record(group, "t", 5)], timestamp_ms=1))]
+    result = load(source, tansu.bootstrap, state_topic, PARTITIONS)
+    assert result.partitioner == "kafka" and result.records == 1
+    first = data_records(tansu.bootstrap, state_topic, 0)[0]
+    assert first.offset == 0 and marker_partitioner(bytes(first.key), bytes(first.value)) == "kafka"
+    assert sum(is_partitioner_marker(bytes(r.key)) for p in range(PARTITIONS)
+               for r in data_records(tansu.bootstrap, state_topic, p)) == 1
+    assert commit_partitions(tansu.bootstrap, state_topic, group) == {partition_for(group, PARTITIONS)}
 
 
 @pytest.mark.parametrize("upstream", ["kafka44"], indirect=True)
