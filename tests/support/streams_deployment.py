@@ -37,15 +37,17 @@ PARTITIONS, WORDS, BATCH = 6, 17, 300
 TASKS = frozenset(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
 STATEFUL = frozenset(t for t in TASKS if t.startswith("1_"))
 # route id -> (upstream id, through kcoord)
-ROUTES = {"kafka44-direct": ("kafka44", False)}
+ROUTES = {"kafka44-direct": ("kafka44", False), "kafka44": ("kafka44", True), "tansu": ("tansu", True)}
 # The oracle's broker: Kafka's defaults but the streams floors (45 s session, 5 s heartbeat),
 # which no group could go below, and the 3 s initial delay of a new group.
 ORACLE_BROKER = {"group.streams.min.session.timeout.ms": "6000", "group.streams.min.heartbeat.interval.ms": "500",
                  "group.streams.initial.rebalance.delay.ms": "0"}
 GROUP_CONFIGS = {"streams.num.standby.replicas": "1", "streams.session.timeout.ms": "6000",
                  "streams.heartbeat.interval.ms": "500"}
-# kcoord's streams groups with the same timings as the oracle's.
 KCOORD_CONFIG = FAST
+# kcoord bounds a group's streams session and heartbeat by Kafka's default floors (45 s, 5 s;
+# coordinator/group/configs/keys.py) and has no setting that lowers them as the oracle's broker
+# does: through kcoord the group keeps those defaults, and a kill -9 waits out 45 s.
 KCOORD_GROUP_CONFIGS = {"streams.num.standby.replicas": "1"}
 
 
@@ -65,6 +67,7 @@ class Deployment:
     output: str
     state_root: Path
     guarantee: str = "at_least_once"
+    group_configs: dict[str, str] = field(default_factory=dict)   # the group's own, set at deploy
     apps: list[StreamsApp] = field(default_factory=list)
     words: collections.Counter = field(default_factory=collections.Counter)
     batches: int = 0
@@ -112,11 +115,19 @@ class Deployment:
         assert producer.flush(30) == 0, "input not all delivered"
 
     def describe(self) -> dict[str, Any]:
-        return self.alive[0].ask("describe")
+        """StreamsGroupDescribe (Admin, through what serves the group); fails if any task is in
+        two members' current active tasks: every describe the harness takes is checked."""
+        d = self.alive[0].ask("describe")
+        twice = [t for t, n in collections.Counter(itertools.chain.from_iterable(
+            m["active"] for m in d["members"])).items() if n > 1]
+        assert not twice, f"tasks {twice} active on two members at once: {d}"
+        return d
 
     def stable(self) -> dict[str, Any] | None:
         """The describe once the group is STABLE with one member per live instance, each at its
         target, every task active somewhere and every instance RUNNING those tasks; else None."""
+        fatal = [(a.name, e) for a in self.apps for e in a.events("fatal")]
+        assert not fatal, f"instances failed: {fatal}; instances: {self.report()}"
         d = self.describe()
         members = d["members"]
         ok = (d["state"] == "STABLE" and len(members) == len(self.alive)
@@ -125,12 +136,21 @@ class Deployment:
               and all(a.state() == "RUNNING" and a.tasks()[0] == set(member_of(d, a)["active"]) for a in self.alive))
         return d if ok else None
 
+    @property
+    def session_s(self) -> float:
+        """The group's session timeout in seconds (Kafka's default when the group sets none)."""
+        return int(self.group_configs.get("streams.session.timeout.ms", 45_000)) / 1000
+
     def wait_stable(self, timeout: float = 60.0) -> dict[str, Any]:
         found: dict[str, Any] | None = wait_until(
             self.stable, timeout, 0.3, lambda: f"{self.app_id} stable over {len(self.alive)} instances "
-                                               f"(describe: {self.describe()})")
+                                               f"(describe: {self.describe()}; instances: {self.report()})")
         assert found is not None
         return found
+
+    def report(self) -> str:
+        """Each live instance's state, tasks and log tail: what a failed wait shows."""
+        return "\n".join(f"--- {a.name}: {a.state()} {a.tasks()}\n{a.stderr_tail(8)}" for a in self.alive)
 
     def wait_counts(self, timeout: float = 60.0) -> None:
         """The output's latest count per word equals the input's (read_committed under EOS)."""
@@ -168,7 +188,8 @@ def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at
                        name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee)
         create_topic(upstream.bootstrap, d.input, PARTITIONS)
         create_topic(upstream.bootstrap, d.output, 1)
-        set_group_configs(d.bootstrap, d.app_id, GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS)
+        d.group_configs = GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS
+        set_group_configs(d.bootstrap, d.app_id, d.group_configs)
         try:
             yield d
         finally:
