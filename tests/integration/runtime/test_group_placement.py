@@ -34,7 +34,9 @@ PARTITIONS = 5    # the test brokers' offsets.topic.num.partitions (support/kafk
 
 def moved_group(prefix: str) -> str:
     """A group whose Java hash is negative and whose two placements differ on PARTITIONS."""
-    return next(g for g in (f"{prefix}-{i}" for i in range(10_000))
+    # The varying part first: it is multiplied by 31^len(rest), so the hashes spread over
+    # the whole int range (a varying suffix only moves the low bits of a long prefix's hash).
+    return next(g for g in (f"{i}-{prefix}" for i in range(10_000))
                 if java_string_hash(g) < 0 and partition_for(g, PARTITIONS) != legacy_partition_for(g, PARTITIONS))
 
 
