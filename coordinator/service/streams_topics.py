@@ -14,6 +14,10 @@ Rules of this module:
   remembered per topic until its deadline, twice the group's heartbeat interval (Kafka's
   `timeoutMs`), and appended to the MISSING_INTERNAL_TOPICS status as "; Creation failed:
   topic (message)." by the caller. The cache is bounded (`MAX_ERRORS`, oldest dropped).
+- The request obeys the bounds the gateway puts on a client's CreateTopics (Kafka's controller
+  limits, gateway/admin_limits.py: at most 10,000 partitions and 10,000 records per request,
+  valid partition counts and replication factors): a topology asking for more is refused
+  here with Kafka's message, remembered like any failed creation, never sent upstream.
 - The link is opened with kcoord's upstream credentials (the state log's bootstrap and
   TLS/SASL) on first use and again after it was lost; kcoord's principal needs CREATE on the
   internal topics it creates (docs/user/streams-groups.md).
@@ -21,6 +25,7 @@ Rules of this module:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
@@ -29,6 +34,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..gateway.admin_limits import ClusterFacts, check_create_topics
+from ..group.image import EMPTY_IMAGE, MetadataImage
 from ..group.streams.topic_names import CreatableTopic
 from ..protocol.messages import schema
 
@@ -46,8 +53,10 @@ OpenLink = Callable[[], Awaitable[Any]]
 class InternalTopicCreator:
     """The internal topics of streams groups, created through one upstream link (module rules)."""
 
-    def __init__(self, open_link: OpenLink | None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, open_link: OpenLink | None, image: Callable[[], MetadataImage] = lambda: EMPTY_IMAGE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._open = open_link
+        self._image = image
         self._clock = clock
         self._link: Any = None
         self._connecting: asyncio.Lock | None = None
@@ -96,17 +105,31 @@ class InternalTopicCreator:
             self.errors[name] = (message or code.name, deadline)
 
     async def _request(self, topics: Sequence[CreatableTopic]) -> dict[str, tuple[ErrorCode, str | None]]:
-        link = await self._connected()
-        module = schema("create_topics", CREATE_TOPICS_VERSION, "request")
-        request = module.CreateTopicsRequest(topics=tuple(module.CreatableTopic(
-            name=t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, assignments=(),
-            configs=tuple(module.CreatableTopicConfig(name=k, value=v) for k, v in t.configs)) for t in topics),
-            timeout=timedelta(seconds=REQUEST_TIMEOUT_S), validate_only=False)
-        response = await link.request(request, REQUEST_TIMEOUT_S + 5)
-        answers = {t.name: (ErrorCode(int(t.error_code)), t.error_message) for t in response.topics}
+        request = self._build(topics)
+        image = self._image()
+        refusal = check_create_topics(request, ClusterFacts(broker_count=0, partitions=lambda name: (
+            t.num_partitions if (t := image.topics_by_name.get(name)) is not None else None)))
+        if refusal is not None and refusal.whole is not None:
+            return {t.name: refusal.whole for t in topics}
+        answers: dict[str, tuple[ErrorCode, str | None]] = {}
+        if refusal is not None and refusal.entries:
+            answers = {request.topics[i].name: e for i, e in refusal.entries.items()}
+            request = dataclasses.replace(request, topics=tuple(
+                t for i, t in enumerate(request.topics) if i not in refusal.entries))
+        if request.topics:
+            link = await self._connected()
+            response = await link.request(request, REQUEST_TIMEOUT_S + 5)
+            answers.update((t.name, (ErrorCode(int(t.error_code)), t.error_message)) for t in response.topics)
         for t in topics:
             answers.setdefault(t.name, (ErrorCode.unknown_server_error, "no answer for the topic"))
         return answers
+
+    def _build(self, topics: Sequence[CreatableTopic]) -> Any:
+        module = schema("create_topics", CREATE_TOPICS_VERSION, "request")
+        return module.CreateTopicsRequest(topics=tuple(module.CreatableTopic(
+            name=t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, assignments=(),
+            configs=tuple(module.CreatableTopicConfig(name=k, value=v) for k, v in t.configs)) for t in topics),
+            timeout=timedelta(seconds=REQUEST_TIMEOUT_S), validate_only=False)
 
     async def _connected(self) -> Any:
         if self._open is None:

@@ -26,7 +26,7 @@ from fuzz.samples import sample
 from fuzz.targets import SERVED, TARGETS
 
 from ...runtime.fakes import FakeStateTopic
-from .driver import beat, image, join, schema, subtopology, topology
+from .driver import beat, image, join, schema, subtopology, topic_info, topology
 
 PARTITIONS = 2
 CLIENT = ClientInfo(client_id="app-1", host="127.0.0.1", port=1, listener="test")
@@ -80,7 +80,7 @@ async def service(authorizer=None, **images) -> GroupCoordinatorService:
 def with_link(svc, link: Link, clock=None) -> None:
     async def open_link():
         return link
-    creator = InternalTopicCreator(open_link, *(() if clock is None else (clock,)))
+    creator = InternalTopicCreator(open_link, lambda: svc.image, *(() if clock is None else (clock,)))
     from coordinator.service import streams_apis
     streams_apis._creators[svc] = creator
 
@@ -217,4 +217,23 @@ def test_without_an_authorizer_the_topics_are_created_and_the_group_settings_are
             await asyncio.sleep(0)
         assert [t.name for r in link.sent for t in r.topics] == ["app-repartition", "app-store-changelog"]
         assert isinstance(creator_of(svc), InternalTopicCreator)
+    asyncio.run(main())
+
+
+def test_internal_topics_beyond_kafkas_controller_limits_are_refused_not_sent_upstream():
+    async def main():
+        svc = await service(input=4)
+        link = Link()
+        with_link(svc, link)
+        huge = topology(subtopology("0", sources=["input"], sinks=["app-repartition"]),
+                        subtopology("1", repartition=[topic_info("app-repartition", 20_000)],
+                                    changelogs=["app-store-changelog"]))
+        resp = await svc.handle(88, 1, join("m1", "p1", huge), CLIENT)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        resp = await svc.handle(88, 1, beat("m1", resp.member_epoch), CLIENT)
+        assert link.sent == []
+        assert statuses(resp)[3].endswith("; Creation failed: app-repartition (Excessively large number of "
+                                          "partitions per request.), app-store-changelog (Excessively large "
+                                          "number of partitions per request.).")
     asyncio.run(main())
