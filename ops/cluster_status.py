@@ -8,8 +8,11 @@ What it asks, and why each answer can be trusted:
   not kcoord. Coordinator nodes with ids >= NODE_ID_BASE (2**30) in Metadata make it a
   kcoord cluster (one per instance, at its bootstrap address); none: a single process.
 - **The shard map.** For each shard (state-topic partition, its count from Metadata), a
-  probe group that hashes to it (Kafka's `abs(hashCode) % partitions`, `partition_for`),
-  found by trying `<prefix>0`, `<prefix>1`, ... in order: the same names on every run.
+  probe group that hashes to it, found by trying `<prefix>0`, `<prefix>1`, ... in order: the
+  same names on every run. Only names with a non-negative Java hash are used: for them
+  Kafka's placement (`abs(hashCode) % partitions`) and the legacy one a topic an earlier
+  kcoord wrote keeps (`(hashCode & 0x7fffffff) % partitions`, coordinator/service/
+  partitioner.py) agree, so the probes hit their shard whichever the running kcoord uses.
   FindCoordinator (v4, every probe in one request) is asked of every instance; all must
   name the same node, or the shard is shown as a disagreement. Every instance's Metadata
   must list the same coordinator nodes.
@@ -42,7 +45,7 @@ from kio.schema.types import GroupId
 from kio.static.primitive import i8
 
 from coordinator.cluster.balancer import NODE_ID_BASE
-from coordinator.group.hashing import partition_for
+from coordinator.group.hashing import java_string_hash
 from coordinator.upstream.client import UpstreamError
 from ops.groups_admin import GroupAdmin, GroupsError
 
@@ -70,7 +73,8 @@ def error_name(code: ErrorCode | int) -> str:
 # ---------------------------------------------------------------- probe groups
 def probe_groups(partitions: int, prefix: str = DEFAULT_PROBE_PREFIX) -> list[str]:
     """One group name per shard (index = shard) that hashes to it: the first of `prefix0`,
-    `prefix1`, ... to land there. Deterministic; about N·ln N names are hashed."""
+    `prefix1`, ... with a non-negative Java hash to land there (module rules: both placements
+    agree on it). Deterministic; about 2·N·ln N names are hashed."""
     if partitions <= 0:
         raise ValueError(f"the state topic needs at least one partition, not {partitions}")
     found: list[str | None] = [None] * partitions
@@ -78,7 +82,10 @@ def probe_groups(partitions: int, prefix: str = DEFAULT_PROBE_PREFIX) -> list[st
     limit = 100 * partitions + 10_000
     for i in range(limit):
         name = f"{prefix}{i}"
-        p = partition_for(name, partitions)
+        h = java_string_hash(name)
+        if h < 0:
+            continue
+        p = h % partitions
         if found[p] is None:
             found[p] = name
             missing -= 1
