@@ -57,6 +57,7 @@ import bench_vs_kafka as vsk  # noqa: E402
 from cluster.common import cluster_config, start_instances, stop_all  # noqa: E402
 from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest  # noqa: E402
+from kio.static.primitive import i8  # noqa: E402
 from loadgen import procs  # noqa: E402
 from loadgen.client import KafkaConnection  # noqa: E402
 from loadgen.profiling import Profile  # noqa: E402
@@ -109,7 +110,7 @@ def coordinator_ports(port: int, groups: list[str]) -> dict[str, int]:
     async def go() -> dict[str, int]:
         conn = await KafkaConnection.open("127.0.0.1", port)
         try:
-            r = await conn.call(wire.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0,
+            r = await conn.call(wire.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=i8(0),
                                                                                  coordinator_keys=tuple(groups)))
         finally:
             conn.close()
@@ -137,6 +138,12 @@ def spread(setup: Setup, prefix: str, n: int) -> dict[int, list[str]]:
         raise RuntimeError(f"{setup.name}: groups per coordinator port {({p: len(g) for p, g in out.items()})}, "
                            f"wanted {per} at each of {len(setup.ports)}")
     return out
+
+
+def commit_targets(args: argparse.Namespace, setup: Setup, prefix: str) -> list[tuple[int, list[bytes]]]:
+    """OffsetCommit frames of ``--commit-groups`` groups, each sent to its coordinator."""
+    return [(p, sbs.commit_frames_for(g, vsk.COMMIT_TOPIC, args.commit_partitions))
+            for p, g in spread(setup, prefix, args.commit_groups).items()]
 
 
 def wait_serving(setup: Setup, topic: str) -> None:
@@ -216,9 +223,7 @@ def run_setup(args: argparse.Namespace, setup: Setup, run: int, figures_out: dic
     offset = wire.commit_error_offset(vsk.COMMIT_TOPIC)
     for workload in ("commit_closed", "commit_pipelined"):
         if workload in args.workload_set:
-            groups = spread(setup, f"so{setup.name[:2]}{run}", args.commit_groups)
-            targets = [(p, sbs.commit_frames_for(g, vsk.COMMIT_TOPIC, args.commit_partitions))
-                       for p, g in groups.items()]
+            targets = commit_targets(args, setup, f"so{setup.name[:2]}{run}")
             record(workload, lambda t=targets, w=workload: measure(args, setup, w, t, offset))
     if "heartbeat_pipelined" in args.workload_set:
         pinning.pin_process(os.getpid(), setup.load_cpus)
@@ -396,9 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             s.pin()
             log(f"{s.name}: {s.layout()}; ports {s.ports}")
             if args.jit_warmup > 0:
-                groups = spread(s, f"sw{s.name[:2]}", args.commit_groups)
-                targets = [(p, sbs.commit_frames_for(g, vsk.COMMIT_TOPIC, args.commit_partitions))
-                           for p, g in groups.items()]
+                targets = commit_targets(args, s, f"sw{s.name[:2]}")
                 pinning.pin_process(os.getpid(), s.load_cpus)
                 r = load.run_targets(targets, wire.commit_error_offset(vsk.COMMIT_TOPIC),
                                      connections=args.commit_connections, depth=1,
@@ -413,9 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile_dir.mkdir(parents=True, exist_ok=True)
             for s in setups.values():
                 if s.instances:
-                    groups = spread(s, f"sp{s.name[:2]}", args.commit_groups)
-                    targets = [(p, sbs.commit_frames_for(g, vsk.COMMIT_TOPIC, args.commit_partitions))
-                               for p, g in groups.items()]
+                    targets = commit_targets(args, s, f"sp{s.name[:2]}")
                     f = profile(args, s, "commit_closed", targets, wire.commit_error_offset(vsk.COMMIT_TOPIC))
                     log(f"  profiled {s.name} commit_closed (not recorded): {show(f)}")
     finally:

@@ -72,7 +72,7 @@ def _worker(port: int, error_offset: int, frames: Sequence[bytes], connections: 
     win = _Window(load)
     latencies = array("d")
     ep = select.epoll()
-    state = {}
+    state: dict[int, tuple] = {}
     for j, s in enumerate(socks):     # blocking sockets: a recv follows an EPOLLIN, a send is small
         mine = list(frames[j::connections]) or [frames[j % len(frames)]]
         state[s.fileno()] = (s, bytearray(), mine, [0], deque())
