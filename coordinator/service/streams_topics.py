@@ -18,9 +18,9 @@ Rules of this module:
   limits, gateway/admin_limits.py: at most 10,000 partitions and 10,000 records per request,
   valid partition counts and replication factors): a topology asking for more is refused
   here with Kafka's message, remembered like any failed creation, never sent upstream.
-- The link is opened with kcoord's upstream credentials (the state log's bootstrap and
-  TLS/SASL) on first use and again after it was lost; kcoord's principal needs CREATE on the
-  internal topics it creates (docs/user/streams-groups.md).
+- The link is opened with kcoord's upstream credentials (the fenced state log's link opener,
+  or the state log's bootstrap and TLS/SASL) on first use and again after it was lost;
+  kcoord's principal needs CREATE on the internal topics it creates (docs/user/streams-groups.md).
 """
 from __future__ import annotations
 
@@ -150,19 +150,24 @@ class InternalTopicCreator:
 
 
 def link_opener(state_log: Any) -> OpenLink | None:
-    """kcoord's upstream link, from its state log's bootstrap and TLS/SASL; None for a log
-    that is not on a cluster (tests' in-memory logs)."""
+    """kcoord's upstream link, from its state log: the fenced log's own opener (its links carry
+    kcoord's TLS/SASL), else the plain log's bootstrap and TLS/SASL; None for a log that is not
+    on a cluster (tests' in-memory logs)."""
+    links = getattr(state_log, "links", None)
+    opener, bootstrap = getattr(links, "open", None), getattr(links, "bootstrap", None)
+    if opener is not None and bootstrap:
+        addresses = list(bootstrap)
+
+        async def open_fenced() -> Any:
+            return await opener(addresses)
+        return open_fenced
     bootstrap = getattr(state_log, "bootstrap", None)
-    if bootstrap is None:
-        links = getattr(state_log, "links", None)
-        bootstrap = getattr(links, "bootstrap", None)
-    if not bootstrap:
+    if not isinstance(bootstrap, str) or not bootstrap:
         return None
-    addresses = ([(h, int(p)) for h, _, p in (a.strip().rpartition(":") for a in bootstrap.split(","))]
-                 if isinstance(bootstrap, str) else list(bootstrap))
+    plain = [(h, int(p)) for h, _, p in (a.strip().rpartition(":") for a in bootstrap.split(","))]
     security = getattr(state_log, "security", None)
 
     async def open_link() -> Any:
         from ..upstream.client import UpstreamClient
-        return await UpstreamClient.connect(addresses, client_id="kcoord-streams", security=security)
+        return await UpstreamClient.connect(plain, client_id="kcoord-streams", security=security)
     return open_link

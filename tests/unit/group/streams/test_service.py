@@ -21,7 +21,7 @@ from coordinator.protocol.api_versions import advertised_versions
 from coordinator.protocol.service import ClientInfo
 from coordinator.service import GroupCoordinatorService
 from coordinator.service.streams_apis import NO_PLUGIN, creator_of
-from coordinator.service.streams_topics import InternalTopicCreator
+from coordinator.service.streams_topics import InternalTopicCreator, link_opener
 from fuzz.samples import sample
 from fuzz.targets import SERVED, TARGETS
 
@@ -237,3 +237,24 @@ def test_internal_topics_beyond_kafkas_controller_limits_are_refused_not_sent_up
                                           "partitions per request.), app-store-changelog (Excessively large "
                                           "number of partitions per request.).")
     asyncio.run(main())
+
+
+def test_the_link_is_kcoords_own_from_its_state_log():
+    opened = []
+
+    class Links:
+        bootstrap = [("b1", 9092)]
+
+        async def open(self, addresses):
+            opened.append(addresses)
+            return "link"
+
+    class Fenced:
+        links = Links()
+
+    class Plain:
+        bootstrap, security = "h1:1,h2:2", None
+
+    assert asyncio.run(link_opener(Fenced())()) == "link" and opened == [[("b1", 9092)]]
+    assert link_opener(Plain()) is not None
+    assert link_opener(FakeStateTopic(PARTITIONS)) is None       # not on a cluster: nothing to create with
