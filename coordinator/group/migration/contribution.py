@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..group_types import Contribution
 from ..modern.consumer.group import ConsumerGroup
+from ..modern.consumer.requests import ConsumerGroupHeartbeat, csa_heartbeat
 from ..result import Result
 from ..timers import TimerKind
 from . import rows
@@ -56,6 +57,8 @@ CONTRIBUTION = Contribution(
                 ("leave_group", ConsumerGroup, rows.leave_group),
                 ("consumer_group_heartbeat", None, rows.consumer_group_heartbeat),
                 ("consumer_group_csa_heartbeat", None, rows.consumer_group_csa_heartbeat)),
+    request_shapes={"consumer_group_heartbeat": ConsumerGroupHeartbeat,
+                    "consumer_group_csa_heartbeat": csa_heartbeat},
     timers={TimerKind.SESSION.value: _on_session_timeout,
             TimerKind.JOIN.value: _on_classic_member_timeout,
             TimerKind.SYNC.value: _on_classic_member_timeout,

@@ -9,10 +9,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from kio.schema.consumer_group_heartbeat.v1.request import (
-    ConsumerGroupHeartbeatRequest,
-    TopicPartitions,
-)
+from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
+from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
+from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
@@ -102,13 +101,14 @@ class ShardContext:
             topics = () if topics is UNCHANGED else topics
             owned = () if owned is UNCHANGED else owned
             rebalance_timeout_ms = 300_000 if rebalance_timeout_ms is None else rebalance_timeout_ms
-        req = ConsumerGroupHeartbeatRequest(
+        # the request's class is its version (the shard reads the version from it)
+        req = (heartbeat_v0 if version == 0 else heartbeat_v1).ConsumerGroupHeartbeatRequest(
             group_id=group_id, member_id=member_id, member_epoch=epoch, instance_id=instance_id,
             rack_id=rack_id,
             rebalance_timeout=timedelta(milliseconds=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms),
             subscribed_topic_names=None if topics is UNCHANGED else (tuple(topics) if topics is not None else None),
-            subscribed_topic_regex=regex, server_assignor=assignor,
-            topic_partitions=None if owned is UNCHANGED else self._owned(owned))
+            server_assignor=assignor, topic_partitions=None if owned is UNCHANGED else self._owned(owned),
+            **({} if version == 0 else {"subscribed_topic_regex": regex}))
         result = self.apply(self.shard.consumer_group_heartbeat(self.ctx(version), req, self.now_ms))
         return result.response
 

@@ -12,11 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.consumer_group_heartbeat.v0 import response as v0
-from kio.schema.consumer_group_heartbeat.v1 import response as v1
 from kio.schema.errors import ErrorCode
 
-from ....protocol import error_responses
 from ... import record_helpers as rh
 from ...context import AuthorizedRequestContext
 from ...errors import ApiError, group_not_found, invalid_request, unknown_member
@@ -43,12 +40,12 @@ from .regex_refresh import refresh_timer, remember_filter
 
 if TYPE_CHECKING:
     from ...context import RequestContext, TopicFilter
+    from .requests import ConsumerGroupHeartbeat
     from .view import ConsumerView
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-_RESPONSES = {0: v0, 1: v1}
 
 # migration/'s two conversions, passed in by the shard's rows (migration/rows.py): the online
 # upgrade of a non-empty classic group (a ClassicGroup in, the ConsumerGroup the heartbeat goes
@@ -74,18 +71,18 @@ def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: b
     shard passes migration's (migration/rows.py), which may convert the group. Without
     `upgrade`, a joining member of a non-empty classic group is refused."""
     try:
-        _validate(shard, ctx.api_version, req)
+        _validate(shard, req)
         if csa:
             client_mode.validate(req, csa)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result = _leave(shard, ctx, req, now_ms, fence)
         else:
             steady = None
-            if req.member_epoch > 0 and getattr(req, "client_assignors", None) is None:
+            if req.member_epoch > 0 and req.client_assignors is None:
                 steady = _steady(shard, ctx, req, now_ms)
             result = steady if steady is not None else _regular(shard, ctx, req, now_ms, csa, upgrade)
     except ApiError as e:
-        result = Result(response=error_responses.consumer_group_heartbeat(ctx.api_version, e))
+        result = Result(response=_error(req, e))
     if csa and not isinstance(result.response, client_mode.CsaAnswer):
         group = shard.groups.get(req.group_id)
         member = group.members.get(req.member_id) if isinstance(group, ConsumerGroup) else None
@@ -95,11 +92,21 @@ def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: b
     return result
 
 
+def _error(req: ConsumerGroupHeartbeat, e: ApiError) -> Any:
+    """The answer carrying only `e` (protocol/error_responses.py's, at the request's version)."""
+    return req.response_schema.ConsumerGroupHeartbeatResponse(
+        throttle_time=_NO_THROTTLE, error_code=e.code, error_message=e.message, member_epoch=0,
+        heartbeat_interval=_NO_THROTTLE)
+
+
+_NO_THROTTLE = from_ms(0)
+
+
 # --------------------------------------------------------------- validation
-def _validate(shard: ConsumerView, version: int, req) -> None:
+def _validate(shard: ConsumerView, req: ConsumerGroupHeartbeat) -> None:
     """`throwIfConsumerGroupHeartbeatRequestIsInvalid` (stateless)."""
     epoch = req.member_epoch
-    if not req.member_id and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
+    if not req.member_id and (req.member_id_required or epoch > 0 or epoch == LEAVE_EPOCH):
         raise invalid_request("MemberId can't be empty.")
     if not req.group_id:
         raise invalid_request("GroupId can't be empty.")
@@ -107,7 +114,7 @@ def _validate(shard: ConsumerView, version: int, req) -> None:
         raise invalid_request("InstanceId can't be empty.")
     if req.rack_id is not None and not req.rack_id:
         raise invalid_request("RackId can't be empty.")
-    regex = getattr(req, "subscribed_topic_regex", None)
+    regex = req.subscribed_topic_regex
     if epoch == JOIN_EPOCH:
         if to_ms(req.rebalance_timeout) == -1:
             raise invalid_request("RebalanceTimeoutMs must be provided in first request.")
@@ -241,7 +248,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
     handles it."""
     if (req.instance_id is not None or req.rack_id is not None or req.server_assignor is not None
             or req.subscribed_topic_names is not None or req.topic_partitions is not None
-            or getattr(req, "subscribed_topic_regex", None) is not None
+            or req.subscribed_topic_regex is not None
             or to_ms(req.rebalance_timeout) != _NO_REBALANCE_TIMEOUT):
         return None
     group = shard.groups.get(req.group_id)
@@ -257,7 +264,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
         return None
     member_id = member.member_id
     return Result(
-        response=_RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
+        response=req.response_schema.ConsumerGroupHeartbeatResponse(
             throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, member)), assignment=None),
@@ -288,7 +295,7 @@ def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bo
     else:
         member = static_member(group, member_id, epoch, req.instance_id, owned, create, fx)
 
-    regex = getattr(req, "subscribed_topic_regex", None)
+    regex = req.subscribed_topic_regex
     rebalance_timeout_ms = to_ms(req.rebalance_timeout)
     updated = replace(
         member,
@@ -320,12 +327,12 @@ def _regular(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: bo
         member.assignment_error, member.assignment_metadata_version, member.assignment_metadata_bytes)
     if epoch == JOIN_EPOCH or full_request or reconciled.assigned_partitions != member.assigned_partitions \
             or metadata_changed or _resend_assignment(group, member_id, owned):
-        mod = _RESPONSES[ctx.api_version]
+        mod = req.response_schema
         assignment = mod.Assignment(topic_partitions=tuple(
             mod.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
             for t, ps in reconciled.assigned_partitions.items()))
     _note_confirmation(group, member_id, owned, reconciled, assignment is not None)
-    response = _RESPONSES[ctx.api_version].ConsumerGroupHeartbeatResponse(
+    response = req.response_schema.ConsumerGroupHeartbeatResponse(
         throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
         member_epoch=reconciled.member_epoch,
         heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, reconciled, target_behind)),
@@ -497,7 +504,7 @@ def _leave(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, fence: Fe
         raise group_not_found(req.group_id)
     gid = group.group_id
     member = group.leaving_member(req.member_id, req.instance_id)
-    mod = _RESPONSES[ctx.api_version]
+    mod = req.response_schema
     if req.member_epoch == STATIC_LEAVE_EPOCH:
         leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, partitions_pending_revocation=EMPTY_ASSIGNMENT,
                           assigned_partitions={t: dict.fromkeys(ps, 0)

@@ -1,0 +1,55 @@
+"""ConsumerGroupHeartbeat v0-1 and 32700's variant reach the heartbeat in one shape
+(coordinator/group/modern/consumer/requests.py): Kafka's default for a field the request's
+class lacks, what the version changes as fields, and the answer in the version's classes."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from kio.schema.consumer_group_heartbeat.v0 import request as v0
+from kio.schema.consumer_group_heartbeat.v1 import request as v1
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.kio_util import schema
+from coordinator.group.modern.consumer.requests import ConsumerGroupHeartbeat, csa_heartbeat
+from coordinator.group.shard import RequestContext
+from coordinator.protocol.private_messages import ClientAssignor, CsaHeartbeatRequest
+
+from .context import ShardContext, topic
+from .test_consumer_heartbeat import fast
+
+_JOIN = dict(group_id="g", member_id="m", member_epoch=0, instance_id=None, rack_id=None,
+             rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=("foo",), server_assignor=None,
+             topic_partitions=())
+
+
+def test_v0_has_no_regex_and_may_join_without_member_id():
+    shape = ConsumerGroupHeartbeat(v0.ConsumerGroupHeartbeatRequest(**_JOIN))
+    assert shape.subscribed_topic_regex is None and shape.client_assignors is None
+    assert not shape.member_id_required
+    assert shape.response_schema is schema("consumer_group_heartbeat", 0)
+
+
+def test_v1_reads_the_regex_and_requires_a_member_id():
+    shape = ConsumerGroupHeartbeat(v1.ConsumerGroupHeartbeatRequest(**_JOIN, subscribed_topic_regex="f.*"))
+    assert shape.subscribed_topic_regex == "f.*" and shape.client_assignors is None
+    assert shape.member_id_required
+    assert shape.response_schema is schema("consumer_group_heartbeat", 1)
+    assert shape.topic_partitions == () and shape.subscribed_topic_names == ("foo",)
+
+
+def test_csa_carries_its_client_assignors():
+    assignors = (ClientAssignor(name="a", minimum_version=0, maximum_version=1, version=1),)
+    shape = csa_heartbeat(CsaHeartbeatRequest(**_JOIN, client_assignors=assignors))
+    assert shape.client_assignors == assignors
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_the_answer_is_in_the_requests_version(version):
+    c = ShardContext(topic("foo", 2), config=fast())
+    cls = (v0 if version == 0 else v1).ConsumerGroupHeartbeatRequest
+    ctx = RequestContext(api_version=version, client_id="client", client_host="/127.0.0.1")
+    for member_id, code in (("m", ErrorCode.none), ("", ErrorCode.none if version == 0 else ErrorCode.invalid_request)):
+        resp = c.apply(c.shard.consumer_group_heartbeat(ctx, cls(**{**_JOIN, "member_id": member_id}), c.now_ms)).response
+        assert type(resp) is schema("consumer_group_heartbeat", version).ConsumerGroupHeartbeatResponse
+        assert resp.error_code == code
