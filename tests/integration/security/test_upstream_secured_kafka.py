@@ -1,4 +1,4 @@
-"""kcoord's own upstream connections against a real, secured Apache Kafka 4.4 (issue 13, point 2).
+"""kcoord's own upstream connections against a real, secured Apache Kafka 4.4.
 
 One broker for the module (support.kafka_broker with ``sasl=True, tls=True, authorizer=True``:
 SCRAM-SHA-512 users, StandardAuthorizer, admin a super user) with two more client listeners
@@ -6,8 +6,8 @@ added to its properties: SASLPLAIN (SASL_PLAINTEXT) and SSLONLY (SSL). The CLIEN
 (SASL_SSL) also enables SCRAM-SHA-256 (with a 4 s session lifetime, KIP-368), PLAIN and
 OAUTHBEARER (Kafka's unsecured JWS validator, its default).
 
-What is shown: the state topic (aiokafka) writes and loads through SASL_SSL, SASL_PLAINTEXT
-and SSL; the gateway's raw link (UpstreamClient, ClusterView) reads metadata with every
+What is shown: the state topic (kcoord's own upstream client) writes and loads through
+SASL_SSL, SASL_PLAINTEXT and SSL; the gateway's raw link (UpstreamClient, ClusterView) reads metadata with every
 mechanism; a wrong password fails quickly naming SASL authentication; an untrusted CA and a
 certificate for another host are refused; the metadata link reconnects before its SASL
 session expires; a forward link opens TLS to the broker.
@@ -151,7 +151,7 @@ async def _write_and_load(bootstrap: str, topic: str, security: UpstreamSecurity
         await state.stop()
 
 
-# --- the state topic (aiokafka) ------------------------------------------------------------
+# --- the state topic (kcoord's own upstream client) ----------------------------------------
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SASL_PLAINTEXT", "SSL"])
@@ -168,8 +168,8 @@ async def test_state_topic_with_wrong_password_fails_quickly(secured: SecuredKaf
     with pytest.raises(Exception) as refused:
         await asyncio.wait_for(state.start(), 60)
     assert not isinstance(refused.value, TimeoutError), "a wrong password must fail, not hang"
-    # aiokafka's own error names only the hosts; the state topic adds the cause it logged.
-    assert "SaslAuthenticationFailed" in str(refused.value) and "invalid credentials" in str(refused.value)
+    # The refusal names the mechanism and the broker's reason.
+    assert "SASL authentication failed" in str(refused.value) and "invalid credentials" in str(refused.value)
     assert time.monotonic() - started < 60
     await state.stop()
 
@@ -241,7 +241,7 @@ async def test_untrusted_ca_is_refused(secured: SecuredKafka, tmp_path: Path) ->
     with pytest.raises(UpstreamError, match="127.0.0.1:[0-9]+: TLS certificate verification failed: "
                                            "certificate signature failure"):
         await _metadata(secured.sasl_ssl, security)
-    # And the state topic's aiokafka clients refuse it too, within a bound.
+    # And the state topic's own links refuse it too, within a bound.
     state = StateTopic(f"{secured.sasl_ssl[0]}:{secured.sasl_ssl[1]}", "__kcoord_untrusted", 1, security=security)
     with pytest.raises(Exception) as refused:
         await asyncio.wait_for(state.start(), 60)
@@ -439,7 +439,7 @@ async def test_state_topic_through_the_oauthbearer_provider_hook(secured: Secure
     security = secured.security(**{"sasl.mechanism": "OAUTHBEARER", "sasl.username": None, "sasl.password": None,
                                    "sasl.oauthbearer.token.provider": f"{__name__}:token_provider"})
     await _write_and_load(f"{secured.sasl_ssl[0]}:{secured.sasl_ssl[1]}", f"__kcoord_{names.topic()}", security)
-    assert PROVIDED, "aiokafka asked the provider for its tokens"
+    assert PROVIDED, "the state topic asked the provider for its tokens"
 
 
 async def test_state_topic_writes_across_session_expiries(secured: SecuredKafka, names, caplog) -> None:
