@@ -8,7 +8,6 @@ pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -16,10 +15,10 @@ from kio.schema.errors import ErrorCode
 from .. import record_helpers as rh
 from ..errors import ApiError
 from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
-from ..kio_util import build, schema
+from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
-from .requests import OffsetCommit, OffsetFetch
+from .requests import FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch, fetch_answer
 
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
@@ -32,7 +31,7 @@ def _validate_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit)
     if group is None:
         if generation < 0:
             return ACCEPT_ALL  # replay creates a "simple" classic group
-        if ctx.api_version >= 9:
+        if req.group_id_not_found:
             raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         raise ApiError(ErrorCode.illegal_generation)
     return group_type(group).validate_offset_commit(group, shard.image, req.member_id, req.group_instance_id,
@@ -44,22 +43,10 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-# Accepted partitions' answers kept per version (kio's messages are frozen, so one object
-# serves every answer); a partition index is checked against its topic before it gets here,
-# and the bound holds whatever the topics.
+# The accepted partitions' answers kept per version (requests.CommitAnswer); a partition
+# index is checked against its topic before it gets here, and the bound holds whatever the
+# topics.
 _ACCEPTED_MAX = 4096
-
-
-@functools.cache
-def _commit_answer(version: int) -> tuple[Any, Any, Any, bool, dict[int, Any]]:
-    """The answer's kio classes at `version`, whether it has a throttle time (v3+), and its
-    accepted partitions by index. The commit path builds them directly: `build`'s filtering
-    of a superset of fields cost a sixth of a 10-partition commit
-    (docs/measurements/cpu-per-commit.md)."""
-    mod = schema("offset_commit", version)
-    response = mod.OffsetCommitResponse
-    has_throttle = "throttle_time" in response.__dataclass_fields__
-    return response, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, has_throttle, {}
 
 
 def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, now_ms: int) -> Result:
@@ -67,7 +54,9 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
     partition loop and answers the request with one error)."""
-    response_cls, topic_cls, partition_cls, has_throttle, accepted_parts = _commit_answer(ctx.api_version)
+    answer = req.answer
+    response_cls, topic_cls, partition_cls, accepted_parts = answer.response, answer.topic, answer.partition, \
+        answer.accepted
     by_id, leader_epochs = req.by_id, req.leader_epochs
     max_metadata = shard.config.offset_metadata_max_bytes
     image = shard.image
@@ -117,7 +106,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
         timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
     topics_out = tuple(topic_cls(topic_id=t.topic_id, partitions=tuple(parts)) if by_id else
                        topic_cls(name=t.name, partitions=tuple(parts)) for t, parts in answers)
-    response = response_cls(throttle_time=_NO_THROTTLE, topics=topics_out) if has_throttle \
+    response = response_cls(throttle_time=_NO_THROTTLE, topics=topics_out) if answer.has_throttle \
         else response_cls(topics=topics_out)
     return Result(response=response, records=records, timers=timers)
 
@@ -133,18 +122,23 @@ def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
 
 def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics,
                 require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
-    """Offsets of one group as a list of response topics (Kafka: `fetchOffsets` /
-    `fetchAllOffsets`). Raises ApiError for group-level errors."""
+    """`fetch_offsets` for the service's multi-group OffsetFetch (v8+), which names the
+    version it splits per group: the answer's classes are read from it here (`mod` is the
+    same version's schema)."""
+    return fetch_offsets(shard, fetch_answer(api_version), group_id, topics, require_stable, member_id,
+                         member_epoch)
+
+
+def fetch_offsets(shard: OffsetsView, answer: FetchAnswer, group_id: str, topics, require_stable: bool,
+                  member_id: str | None = None, member_epoch: int = -1):
+    """Offsets of one group as a list of response topics in `answer`'s classes (Kafka:
+    `fetchOffsets` / `fetchAllOffsets`). Raises ApiError for group-level errors."""
     group = shard.groups.get(group_id)
     if group is not None:
         _validate_fetch(group, member_id, member_epoch)
-    by_id = api_version >= 10
+    by_id = answer.by_id
     committed = shard.offsets.group(group_id)
-    # kio names the answer's entities after Kafka's JSON, which renamed them with the v8 groups
-    if api_version >= 8:
-        part_cls, topic_cls = mod.OffsetFetchResponsePartitions, mod.OffsetFetchResponseTopics
-    else:
-        part_cls, topic_cls = mod.OffsetFetchResponsePartition, mod.OffsetFetchResponseTopic
+    part_cls, topic_cls = answer.partition, answer.topic
     image = shard.image
 
     def partition(topic: str, p: int, requested_id=None):
@@ -195,9 +189,9 @@ def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics
 def offset_fetch(shard: OffsetsView, ctx: RequestContext, req: OffsetFetch, now_ms: int) -> Result:
     """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
     service, which calls `fetch_group` for each group."""
-    mod = schema("offset_fetch", ctx.api_version)
+    mod = req.answer.response_schema
     try:
-        topics = fetch_group(shard, ctx.api_version, mod, req.group_id, req.topics, req.require_stable)
+        topics = fetch_offsets(shard, req.answer, req.group_id, req.topics, req.require_stable)
         code = ErrorCode.none
     except ApiError as e:
         topics, code = [], e.code
@@ -206,8 +200,8 @@ def offset_fetch(shard: OffsetsView, ctx: RequestContext, req: OffsetFetch, now_
 
 
 # ---------------------------------------------------------------- delete
-def offset_delete(shard: OffsetsView, ctx: RequestContext, req, now_ms: int) -> Result:
-    mod = schema("offset_delete", ctx.api_version)
+def offset_delete(shard: OffsetsView, ctx: RequestContext, req: OffsetDelete, now_ms: int) -> Result:
+    mod = req.response_schema
     group = shard.groups.get(req.group_id)
     error = ErrorCode.none
     if group is None:

@@ -11,18 +11,66 @@ Rules:
   shape says how to read them (`by_id`: v10+ names topics by id; `leader_epochs`: v6+
   partitions carry one), and ops.py reads each field once per partition, as it did; the
   commit path pays one small object per request (callgrind: less than the getattr probes it
-  replaces, which miss, and so raise, on every version that lacks the field).
+  replaces, which miss, and so raise, on every version that lacks the field);
+- what a version changes in the answer is a field too: the version's response classes
+  (`answer`: `CommitAnswer`, `FetchAnswer`, built once per version and shared), and
+  OffsetCommit's `group_id_not_found` (v9+, KIP-848: a commit to an unknown group with a
+  generation answers GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION).
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+from ..kio_util import schema
 from ..timeutil import to_ms
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAnswer:
+    """OffsetCommit's answer classes at one version, whether it has a throttle time (v3+), and
+    its accepted partitions by index (kio's messages are frozen: one object serves every
+    answer; ops.py bounds the cache). The commit path builds them directly: `build`'s
+    filtering of a superset of fields cost a sixth of a 10-partition commit
+    (docs/measurements/cpu-per-commit.md)."""
+    response: Any
+    topic: Any
+    partition: Any
+    has_throttle: bool
+    accepted: dict[int, Any] = field(default_factory=dict, compare=False)
+
+
+@functools.cache
+def commit_answer(version: int) -> CommitAnswer:
+    mod = schema("offset_commit", version)
+    response = mod.OffsetCommitResponse
+    return CommitAnswer(response, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition,
+                        "throttle_time" in response.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """OffsetFetch's answer classes at one version: kio names the answer's entities after
+    Kafka's JSON, which renamed them with the v8 groups; v10+ names topics by id."""
+    response_schema: ModuleType
+    topic: Any
+    partition: Any
+    by_id: bool
+
+
+@functools.cache
+def fetch_answer(version: int) -> FetchAnswer:
+    mod = schema("offset_fetch", version)
+    if version >= 8:
+        return FetchAnswer(mod, mod.OffsetFetchResponseTopics, mod.OffsetFetchResponsePartitions, version >= 10)
+    return FetchAnswer(mod, mod.OffsetFetchResponseTopic, mod.OffsetFetchResponsePartition, False)
 
 
 class OffsetCommit:
     __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id",
-                 "retention_ms", "by_id", "leader_epochs", "topics")
+                 "retention_ms", "by_id", "leader_epochs", "topics", "group_id_not_found", "answer")
 
     def __init__(self, req: Any) -> None:
         version = req.__version__
@@ -34,15 +82,28 @@ class OffsetCommit:
         self.by_id: bool = version >= 10          # topics named by `topic_id`, else by `name`
         self.leader_epochs: bool = version >= 6   # partitions carry `committed_leader_epoch`
         self.topics: Any = req.topics
+        self.group_id_not_found: bool = version >= 9
+        self.answer: CommitAnswer = commit_answer(version)
 
 
 class OffsetFetch:
     """The single-group OffsetFetch (v1-v7; v8+ name several groups and the service splits
     them per group: ops.fetch_group). `topics` None: every committed topic."""
 
-    __slots__ = ("group_id", "topics", "require_stable")
+    __slots__ = ("group_id", "topics", "require_stable", "answer")
+
+    def __init__(self, req: Any) -> None:
+        version = req.__version__
+        self.group_id: str = req.group_id
+        self.topics: Any = req.topics
+        self.require_stable: bool = req.require_stable if version >= 7 else False
+        self.answer: FetchAnswer = fetch_answer(version)
+
+
+class OffsetDelete:
+    __slots__ = ("group_id", "topics", "response_schema")
 
     def __init__(self, req: Any) -> None:
         self.group_id: str = req.group_id
         self.topics: Any = req.topics
-        self.require_stable: bool = req.require_stable if req.__version__ >= 7 else False
+        self.response_schema: ModuleType = schema("offset_delete", req.__version__)

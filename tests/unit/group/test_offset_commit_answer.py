@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.kio_util import schema
 from coordinator.group.offsets import ops
+from coordinator.group.offsets.requests import commit_answer
 
 from .context import ShardContext, topic
 
@@ -24,7 +25,7 @@ def _commit(partitions, metadata: str = ""):
 
 def test_accepted_answers_are_shared_and_bounded():
     c = ShardContext(WIDE)
-    accepted = ops._commit_answer(9)[4]
+    accepted = commit_answer(9).accepted
     accepted.clear()
     resp = c.call("offset_commit", _commit(range(WIDE.num_partitions)), 9)
     (t,) = resp.topics

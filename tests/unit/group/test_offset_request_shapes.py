@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.context import RequestContext
 from coordinator.group.kio_util import schema
-from coordinator.group.offsets.requests import OffsetCommit, OffsetFetch
+from coordinator.group.offsets.requests import OffsetCommit, OffsetDelete, OffsetFetch, fetch_answer
 
 from .context import ShardContext, topic
 
@@ -64,3 +64,29 @@ def test_the_single_group_fetch_shape(version):
     c.call("offset_commit", commit_request(9, offset=5), 9)
     answer = c.shard.offset_fetch(RequestContext(api_version=version), mod.OffsetFetchRequest(**fields), c.now_ms)
     assert answer.response.topics[0].partitions[0].committed_offset == 5
+
+
+@pytest.mark.parametrize("version", range(2, 11))
+def test_the_commit_shape_carries_what_the_version_changes_in_the_answer(version):
+    shape = OffsetCommit(commit_request(version))
+    assert shape.group_id_not_found is (version >= 9)
+    assert shape.answer.response is schema("offset_commit", version).OffsetCommitResponse
+    assert shape.answer.has_throttle is (version >= 3)
+
+
+@pytest.mark.parametrize("version", range(1, 11))
+def test_the_fetch_answer_of_each_version(version):
+    answer = fetch_answer(version)
+    mod = schema("offset_fetch", version)
+    assert answer.response_schema is mod and answer.by_id is (version >= 10)
+    assert answer.topic is (mod.OffsetFetchResponseTopics if version >= 8 else mod.OffsetFetchResponseTopic)
+
+
+def test_the_offset_delete_shape_answers_in_its_version():
+    mod = schema("offset_delete", 0, "request")
+    req = mod.OffsetDeleteRequest(group_id="nope", topics=())
+    shape = OffsetDelete(req)
+    assert shape.response_schema is schema("offset_delete", 0) and shape.group_id == "nope"
+    answer = ShardContext(FOO).call("offset_delete", req, 0)
+    assert type(answer) is schema("offset_delete", 0).OffsetDeleteResponse
+    assert answer.error_code == ErrorCode.group_id_not_found
