@@ -57,6 +57,7 @@ from ops.value_versions import ValueVersionScan, group_of_raw_key, value_version
 from records import UnknownRecord, decode_record, encode_key
 from records.batch import RecordBatch
 from records.group_config_records import GROUP_CONFIG, GroupConfigValue
+from records.partitioner_records import is_partitioner_marker, marker_partitioner
 
 CLASSIC_TYPES = (0, 1, 2)
 # The highest value versions a classic coordinator with KIP-915 knows (both flexible).
@@ -98,9 +99,15 @@ class NewProtocolRecords:
     value_versions: ValueVersionScan = field(default_factory=ValueVersionScan)
     # group -> the config keys its last GROUP_CONFIG record sets (kcoord-private type 1200).
     configs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # (partition, offset, partitioner or None) of each partitioner marker (kcoord-private type 1300).
+    partitioner_markers: list[tuple[int, int, str | None]] = field(default_factory=list)
 
     def observe(self, partition: int, record, offset: int, timestamp: int) -> None:
         if isinstance(record, RecordBatch):      # a transaction marker
+            return
+        if isinstance(record, UnknownRecord) and is_partitioner_marker(record.key):
+            # The log's, not a group's: its key holds no group id (records/partitioner_records.py).
+            self.partitioner_markers.append((partition, offset, marker_partitioner(record.key, record.value)))
             return
         group = group_of_key(record)
         if isinstance(record, UnknownRecord):
@@ -380,6 +387,7 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
                     if aborted else ""},
         "groups": groups,
         "group_configs": [{"group": g, "keys": list(k)} for g, k in sorted(new_records.configs.items())],
+        "partitioner": _partitioner_report(new_records.partitioner_markers),
         "value_versions": new_records.value_versions.report(),
         "offsets": {"compared": len(fo), "missing": missing, "different": different,
                     "only_in_classic_view": extra},
@@ -390,6 +398,23 @@ def check(full: OffsetsReplay, classic: OffsetsReplay, new_records: NewProtocolR
                                                 sorted(classic.unknown_record_types().items())},
                     "problems": [p.as_dict() for p in full.problems.items]},
     }
+
+
+def _partitioner_report(markers: list[tuple[int, int, str | None]]) -> dict:
+    """The partitioner markers (coordinator/service/partitioner.py): the first one of partition 0
+    says the topic's placement. Kafka skips them (KIP-915) and places groups by its own formula."""
+    first = min(markers, default=None, key=lambda m: (m[0], m[1]))
+    placement = first[2] if first is not None and first[0] == 0 else None
+    return {"markers": [{"partition": p, "offset": o, "partitioner": n} for p, o, n in markers],
+            "placement": placement or "legacy",
+            "note": f"this topic places groups with the {placement} partitioner (partitioner marker); kcoord "
+                    "versions before the marker route half the groups elsewhere on this topic (every group "
+                    "with a negative Java hash): do not start one on it"
+            if placement is not None else
+            "no partitioner marker: if kcoord wrote this log, an earlier kcoord placed its groups with "
+            "(hashCode & 0x7fffffff) % partitions; Kafka's coordinator reads a group from abs(hashCode) % "
+            "partitions, so about half the groups would not be found there: re-partition first "
+            "(`kcoord offsets load` into a new topic)"}
 
 
 def _config_reason(group: str, keys: tuple[str, ...]) -> str:
