@@ -28,6 +28,7 @@ from records import connect_records as CR
 from records import schemas as S
 from records import streams_records as SR
 from records.group_config_records import GROUP_CONFIG
+from records.partitioner_records import PARTITIONER_MARKER
 
 # Record type id -> (key class, value class).
 RECORD_CLASSES: dict[int, tuple[type, type]] = {
@@ -68,6 +69,7 @@ PRIVATE_TYPE_NAMES: dict[int, str] = {
     CR.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER",
     CR.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT",
     GROUP_CONFIG: "GROUP_CONFIG",      # per-group configuration (docs/user/group-configs.md)
+    PARTITIONER_MARKER: "PARTITIONER_MARKER",   # the topic's group placement (records/partitioner_records.py)
 }
 
 
