@@ -34,6 +34,7 @@ from records import (
     encode_value,
 )
 from records.batch import ControlMarker, RecordBatch
+from records.partitioner_records import is_partitioner_marker, marker_partitioner
 
 CONTROL = "CONTROL"
 _CONTROL_KEY = {ControlMarker.COMMIT: b"\x00\x00\x00\x01", ControlMarker.ABORT: b"\x00\x00\x00\x00"}
@@ -82,11 +83,17 @@ def entries_of(lb: LogBatch, stats: DumpStats, raw_bytes: bool = False) -> Itera
             yield entry
             continue
         if isinstance(rec, UnknownRecord):
-            stats.by_type["unknown"] += 1
-            stats.unknown_types[rec.record_type] += 1
+            # The partitioner marker is the log's (records/partitioner_records.py): named, its raw
+            # bytes kept as for any type the codec leaves unknown.
+            marker = is_partitioner_marker(rec.key)
+            name = type_name(rec.record_type) if marker else "unknown"
+            stats.by_type[name] += 1
+            if not marker:
+                stats.unknown_types[rec.record_type] += 1
             if rec.value is None:
                 stats.tombstones += 1
-            entry.update(type="unknown", type_id=rec.record_type, version=None, key=None, value=None,
+            entry.update(type=name, type_id=rec.record_type, version=None, key=None,
+                         value={"partitioner": marker_partitioner(rec.key, rec.value)} if marker else None,
                          key_bytes=_raw(rec.key, raw_bytes), value_bytes=_raw(rec.value, raw_bytes))
             yield entry
             continue
