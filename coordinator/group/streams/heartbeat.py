@@ -77,6 +77,33 @@ def _group(shard: Any, req: Any) -> tuple[StreamsGroup, list]:
     raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group.")
 
 
+def _replaced_static_member(group: StreamsGroup, req: Any) -> StreamsMember | None:
+    """The static member a joining member with its instance id replaces: one that left with
+    -2 (its tasks kept for it); one still in the group is UNRELEASED_INSTANCE_ID."""
+    if req.instance_id is None:
+        return None
+    old = next((m for m in group.members.values() if m.instance_id == req.instance_id), None)
+    if old is None:
+        return None
+    if old.member_epoch != LEAVE_STATIC_EPOCH:
+        raise ApiError(ErrorCode.unreleased_instance_id,
+                       f"Static member {old.member_id} with instance id {req.instance_id} is still in the group.")
+    return old
+
+
+def _static_leave(gid: str, member: StreamsMember, version: int, settings: Any, now_ms: int) -> Result:
+    """A static member leaving with -2 stays in the group with epoch -2 and its tasks, until
+    it is replaced by a member with its instance id or its session runs out (Kafka's static
+    membership): no group epoch bump, no task moves."""
+    left = replace(member, member_epoch=LEAVE_STATIC_EPOCH)
+    return Result(records=[rh.current_assignment(gid, left)],
+                  timers=[CancelTimer(rebalance_key(gid, member.member_id)),
+                          ScheduleTimer(session_key(gid, member.member_id), now_ms + settings.session_timeout_ms)],
+                  response=response(version, member_id=member.member_id, member_epoch=LEAVE_STATIC_EPOCH,
+                                    heartbeat_ms=0, task_offset_ms=0, recovery_lag=-1, statuses=[], tasks=None,
+                                    endpoint_epoch=0))
+
+
 def _owned(req: Any) -> Tasks | None:
     if req.active_tasks is None:
         return None
@@ -152,6 +179,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     soft = soft_of(shard, gid)
     member = group.members.get(mid)
     owned = _owned(req)
+    if epoch == LEAVE_STATIC_EPOCH and member is not None and member.instance_id is not None:
+        return _static_leave(gid, member, ctx.api_version, settings, now_ms)
     if epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
         if member is None:
             raise unknown_member(gid, mid)
@@ -167,6 +196,11 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         if member is None:
             raise unknown_member(gid, mid)
         _check_epoch(member, epoch, owned)
+    replaced = _replaced_static_member(group, req) if joining else None
+    if replaced is not None:      # the new member takes the static member's place, as it was
+        records += [rh.current_assignment_tombstone(gid, replaced.member_id),
+                    rh.target_member_tombstone(gid, replaced.member_id), rh.member_tombstone(gid, replaced.member_id)]
+        member = replace(replaced, member_id=mid)
     member = member or StreamsMember(mid)
     bump = False
     topology = group.topology
@@ -183,7 +217,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     updated = _updated(member, ctx, req, topology_epoch)
     if joining or updated != member:     # _updated changes only the metadata of record 19
         records.append(rh.member_metadata(gid, updated))
-        bump = True
+        bump = bump or replaced is None or updated != member
     if topology is None:     # a log with members but no topology: make the member rejoin with it
         raise ApiError(ErrorCode.fenced_member_epoch, f"Group {gid} has no topology; the member must rejoin.")
     configured = configured_for(soft, topology, shard.image)
@@ -201,6 +235,12 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     timers: list = [ScheduleTimer(session_key(gid, mid), now_ms + settings.session_timeout_ms)]
     members = {**group.members, mid: updated}
     target_epoch, target = group.target_assignment_epoch, group.target
+    if replaced is not None:
+        del members[replaced.member_id]
+        kept = target.get(replaced.member_id, EMPTY_TASKS)
+        target = {**{m: t for m, t in target.items() if m != replaced.member_id}, mid: kept}
+        records.append(rh.target_member(gid, mid, kept))
+        timers += removal_timers(gid, replaced.member_id)
     if group_epoch > target_epoch:
         when = can_compute(group, soft, settings, now_ms)
         if when is None:
@@ -213,7 +253,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             cause = "initial rebalance delay" if when == soft.initial_delay_until_ms else "assignment interval"
             statuses.append((ASSIGNMENT_DELAYED, f"Assignment delayed due to the configured {cause}."))
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
-    endpoint_changed(soft, None if joining else member, after)
+    endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
     statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)
     send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned

@@ -351,3 +351,39 @@ def test_the_soft_state_of_groups_that_are_gone_is_dropped():
         d.hb(join("m", "p", TOP, group=f"g{i}"))
         d.shard.groups.pop(f"g{i}")      # deleted elsewhere (DeleteGroups, expiry)
     assert len(d.shard.streams_soft) <= 1_001
+
+
+def test_a_static_member_leaves_with_minus_two_and_its_replacement_takes_its_tasks_back():
+    d = _fast()
+    app = App(d)
+    app.d.hb(join("s1", "p1", TOP, instance_id="i1"))
+    app.join("m2", "p2")
+    app.epoch["s1"] = d.group().members["s1"].member_epoch
+    app.held["s1"] = EMPTY
+    app.settle()
+    group = d.group()
+    epoch, mine = group.group_epoch, group.members["s1"].assigned
+    others = {m: group.members[m].assigned for m in group.members if m != "s1"}
+    left = d.hb(beat("s1", -2, instance_id="i1"))
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -2)
+    assert d.group().members["s1"].member_epoch == -2 and d.group().group_epoch == epoch
+    app.epoch.pop("s1"), app.held.pop("s1")
+    app.settle(2)                                    # the others keep their tasks meanwhile
+    assert {m: d.group().members[m].assigned for m in others} == others
+    taken = d.hb(join("s1-again", "p1", TOP, instance_id="i1"))
+    assert taken.error_code == ErrorCode.none and taken.member_epoch == epoch
+    assert taken.tasks() == mine.active and d.group().group_epoch == epoch
+    assert "s1" not in d.group().members and d.group().members["s1-again"].assigned == mine
+    refused = d.hb(join("s1-third", "p3", TOP, instance_id="i1"))
+    assert refused.error_code == ErrorCode.unreleased_instance_id
+    reloaded = d.reloaded().groups["app"]
+    assert reloaded.members == d.group().members and reloaded.target == d.group().target
+
+
+def test_a_static_member_that_does_not_come_back_is_removed_when_its_session_ends():
+    d = _fast()
+    d.hb(join("s1", "p1", TOP, instance_id="i1"))
+    d.hb(beat("s1", -2, instance_id="i1"))
+    assert "s1" in d.group().members
+    d.advance(45_001)
+    assert "s1" not in d.group().members
