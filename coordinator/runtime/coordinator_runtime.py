@@ -62,6 +62,7 @@ __all__ = ["CoordinatorRuntime", "Operation", "release_when_durable", "wall_ms"]
 
 _ACTIVE = ShardState.ACTIVE
 _LOADING = ShardState.LOADING
+_EVENT_SAMPLE = metrics.EVENT_SAMPLE
 
 
 def wall_ms() -> int:
@@ -185,7 +186,7 @@ class CoordinatorRuntime:
     async def run(self, op: Operation) -> Any:
         """Run a read or write operation and return its response once it is durable."""
         self._ops += 1
-        queued = time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0
+        queued = time.perf_counter() if self._ops % _EVENT_SAMPLE == 0 else 0.0
         while not self._txn_free.is_set():
             await self._txn_free.wait()   # a client's transactional batch is being appended
         response, fut, parked = self._run_now(op, queued)
@@ -206,8 +207,18 @@ class CoordinatorRuntime:
         if not self._txn_free.is_set():
             return asyncio.get_running_loop().create_task(self.run(op))   # waits behind a client's append
         self._ops += 1
-        response, fut, parked = self._run_now(
-            op, time.perf_counter() if self._ops % metrics.EVENT_SAMPLE == 0 else 0.0)
+        if self._ops % _EVENT_SAMPLE:
+            # `_run_now` written out for the operations not sampled: one call less per request.
+            if self.state is not _ACTIVE:
+                self.check_active()
+            try:
+                response, fut, parked = self._execute(op)
+            except ApiError:
+                raise
+            except Exception as e:
+                raise self._bug(e) from e
+        else:
+            response, fut, parked = self._run_now(op, time.perf_counter())
         if parked is not None:
             return parked
         if fut is not None:
@@ -244,9 +255,12 @@ class CoordinatorRuntime:
         except ApiError:
             raise
         except Exception as e:
-            # A bug must not close the client's connection: answer UNKNOWN_SERVER_ERROR.
-            log.exception("shard %d: operation failed", self.partition)
-            raise ApiError(ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}") from e
+            raise self._bug(e) from e
+
+    def _bug(self, error: Exception) -> ApiError:
+        """A bug must not close the client's connection: it answers UNKNOWN_SERVER_ERROR."""
+        log.exception("shard %d: operation failed", self.partition)
+        return ApiError(ErrorCode.unknown_server_error, f"{type(error).__name__}: {error}")
 
     def _execute(self, op: Operation) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
         result = op(self.shard, self.clock())

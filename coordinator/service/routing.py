@@ -55,7 +55,9 @@ class ShardRouter:
         return partition
 
     def runtime_for(self, group_id: str) -> ShardRuntime:
-        return self.runtimes[self.partition_for(group_id)]
+        # partition_for's remembered answer read here: every request asks, one call less.
+        partition = self._partitions.get(group_id)
+        return self.runtimes[partition if partition is not None else self.partition_for(group_id)]
 
     def by_shard(self, group_ids) -> dict[ShardRuntime, list[str]]:
         out: dict[ShardRuntime, list[str]] = defaultdict(list)

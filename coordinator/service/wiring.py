@@ -137,7 +137,7 @@ class GroupCoordinatorService:
             spec.api_key: self._starter(spec) for spec in table.values()
             if spec.shard_operation is not None and spec.handler in _STARTED_HANDLERS}
         self._latency: dict[int, Any] = {}
-        self._counted: dict[tuple[int, Any], Any] = {}
+        self._counted: dict[int | tuple[int, Any], Any] = {}
         # The membership lease, checked before any response is released: a cluster member's
         # (coordinator/cluster/node.py) or a watched plain serve's (coordinator/cluster/solo.py).
         # None: no lease (an unwatched plain serve, the embedded broker's own process).
@@ -193,9 +193,10 @@ class GroupCoordinatorService:
             seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=self._names[api_key])
         seconds.observe(time.perf_counter() - started)
         error = getattr(response, "error_code", None)
-        counter = self._counted.get((api_key, error))
+        # An answer without a top-level error code (most of them): keyed by the API alone.
+        counter = self._counted.get(api_key if error is None else (api_key, error))
         if counter is None:
-            counter = self._counted[(api_key, error)] = metrics.REQUESTS.labels(
+            counter = self._counted[api_key if error is None else (api_key, error)] = metrics.REQUESTS.labels(
                 api=self._names[api_key], error=_error_name(response))
         counter.inc()
         serving = self.serving
