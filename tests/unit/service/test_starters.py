@@ -59,15 +59,21 @@ def test_a_commit_is_answered_once_its_write_is_acknowledged_with_handle_s_answe
     asyncio.run(main())
 
 
+async def _commit_while_held(svc, log: FakeStateTopic, group: str, meanwhile=lambda: None):
+    """A commit started while its write is held; ``meanwhile`` runs before the write goes on."""
+    log.hold_writes = asyncio.Event()
+    answer = svc.starters[apis.OFFSET_COMMIT](VERSION, _commit(group, 5), CLIENT)
+    meanwhile()
+    log.hold_writes.set()
+    return await asyncio.wait_for(answer, 5)
+
+
 def test_a_failed_write_answers_the_api_s_error_response():
     async def main():
         log = FakeStateTopic(2)
         svc = await _service(log)
-        log.hold_writes = asyncio.Event()
-        answer = svc.starters[apis.OFFSET_COMMIT](VERSION, _commit("g", 5), CLIENT)
-        log.fail_writes = RuntimeError("the upstream refused")
-        log.hold_writes.set()
-        assert _code(await asyncio.wait_for(answer, 5)) is ErrorCode.not_coordinator
+        answer = await _commit_while_held(svc, log, "g", lambda: setattr(log, "fail_writes", RuntimeError("refused")))
+        assert _code(answer) is ErrorCode.not_coordinator
         svc.close()
     asyncio.run(main())
 
@@ -82,11 +88,9 @@ def test_a_shard_that_cannot_serve_answers_at_once_and_the_lease_gates_the_relea
         assert _code(refused) is ErrorCode.not_coordinator, "not a future: the error response at once"
         lease = {"valid": True}
         svc.serving = lambda: lease["valid"]
-        log.hold_writes = asyncio.Event()
-        answer = svc.starters[apis.OFFSET_COMMIT](VERSION, _commit(group_in(0, 2), 1), CLIENT)
-        lease["valid"] = False      # the lease ran out while the write was in flight
-        log.hold_writes.set()
-        assert _code(await asyncio.wait_for(answer, 5)) is ErrorCode.not_coordinator
+        # The lease runs out while the write is in flight.
+        answer = await _commit_while_held(svc, log, group_in(0, 2), lambda: lease.update(valid=False))
+        assert _code(answer) is ErrorCode.not_coordinator
         svc.close()
     asyncio.run(main())
 
