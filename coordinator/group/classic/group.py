@@ -5,8 +5,9 @@ state directly, and GroupMetadata records (type 2) only make the current generat
 durable. On load a GroupMetadata record rebuilds a group as STABLE with members, or
 EMPTY without (`GroupMetadataManager.replay(GroupMetadataValue)`), docs/design/kafka-facts.md §9.
 
-Parked JoinGroup/SyncGroup requests are `Parked(token, api_version)`: the runtime holds
-the client's response until a later operation completes the token.
+Parked JoinGroup/SyncGroup requests are `Parked(token, answer)`: the runtime holds the
+client's response until a later operation completes the token, in the request's version
+(`answer`: JoinGroup's `JoinAnswer`, SyncGroup's response classes; classic/requests.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import enum
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 _VALID_PREVIOUS = {
     "EMPTY": {"PREPARING_REBALANCE"},
@@ -35,7 +37,7 @@ class ClassicGroupState(enum.Enum):
 class Parked:
     """A client request whose response is released later (Kafka: a parked future)."""
     token: int
-    api_version: int
+    answer: Any
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from .rebalance import (
 
 if TYPE_CHECKING:
     from ..context import ClassicView, RequestContext
+    from .requests import JoinAnswer
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -43,23 +44,23 @@ def _protocols(req) -> list[tuple[str, bytes]]:
     return list(seen.items())
 
 
-def _error(version: int, error: ErrorCode, member_id: str = "") -> Result:
-    return Result(response=join_response(version, error=error, member_id=member_id), replay=False)
+def _error(answer: JoinAnswer, error: ErrorCode, member_id: str = "") -> Result:
+    return Result(response=join_response(answer, error=error, member_id=member_id), replay=False)
 
 
 def invalid_join(shard: ClassicView, ctx: RequestContext, req) -> Result | None:
     """The checks every JoinGroup passes first, whatever the group's type: a group id, and a
     session timeout within group.min/max.session.timeout.ms."""
     if not req.group_id:
-        return _error(ctx.api_version, ErrorCode.invalid_group_id, req.member_id)
+        return _error(req.answer, ErrorCode.invalid_group_id, req.member_id)
     session = to_ms(req.session_timeout)
     if not shard.config.group_min_session_timeout_ms <= session <= shard.config.group_max_session_timeout_ms:
-        return _error(ctx.api_version, ErrorCode.invalid_session_timeout, req.member_id)
+        return _error(req.answer, ErrorCode.invalid_session_timeout, req.member_id)
     return None
 
 
 def join_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
-    v = ctx.api_version
+    v = req.answer
     invalid = invalid_join(shard, ctx, req)
     if invalid is not None:
         return invalid
@@ -120,7 +121,7 @@ def _direct(fx: Effects, response) -> None:
 
 
 def _join_new_member(shard, ctx, req, group: ClassicGroup, parked: Parked, now_ms: int, fx: Effects) -> None:
-    v = ctx.api_version
+    v = req.answer
     protocols = _protocols(req)
     if group.state is ClassicGroupState.DEAD:
         return _direct(fx, join_response(v, error=ErrorCode.coordinator_not_available))
@@ -132,7 +133,7 @@ def _join_new_member(shard, ctx, req, group: ClassicGroup, parked: Parked, now_m
         existing = group.static_member_id(instance_id)
         if existing is not None:
             return _update_static_member(shard, ctx, req, group, existing, new_id, parked, now_ms, fx)
-    elif v >= 4:
+    elif v.member_id_required:
         # KIP-394: hand out a member id and make the client come back with it, so a
         # client that times out and retries does not leave a ghost member behind.
         group.pending_join_members.add(new_id)
@@ -168,7 +169,7 @@ def _update_static_member(shard, ctx, req, group: ClassicGroup, old_id: str, new
                           now_ms: int, fx: Effects) -> None:
     """KIP-345: a known instance id joins with no member id (a restart). In STABLE, if the
     selected protocol would not change, persist the new member id without a rebalance."""
-    v = ctx.api_version
+    v = req.answer
     old = group.members[old_id]
     # The previous incarnation's parked requests are answered FENCED_INSTANCE_ID.
     complete_join(fx, group, old, error=ErrorCode.fenced_instance_id, member_id=old_id)
@@ -183,7 +184,7 @@ def _update_static_member(shard, ctx, req, group: ClassicGroup, old_id: str, new
             fx.records.append(rh.group_metadata_record(
                 group, {m.member_id: m.assignment for m in group.members.values()}))
             group.take_join(member)
-            if v >= 9:
+            if v.skip_assignment:
                 is_leader = group.is_leader(new_id)
                 # The leader must not re-run the assignor (SkipAssignment, KIP-814).
                 _direct(fx, join_response(v, **current_generation_join(group, new_id, is_leader,
@@ -205,7 +206,7 @@ def _update_static_member(shard, ctx, req, group: ClassicGroup, old_id: str, new
 
 
 def _join_existing_member(shard, ctx, req, group: ClassicGroup, parked: Parked, now_ms: int, fx: Effects) -> None:
-    v = ctx.api_version
+    v = req.answer
     member_id = req.member_id
     protocols = _protocols(req)
     if group.state is ClassicGroupState.DEAD:

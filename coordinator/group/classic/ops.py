@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
-from ..kio_util import build, schema
+from ..kio_util import build
 from ..result import CancelTimer, Result
 from ..timeutil import from_ms
 from .group import ClassicGroup, ClassicGroupState, Parked
@@ -27,12 +27,12 @@ from .rebalance import (
 
 if TYPE_CHECKING:
     from ..context import ClassicView, RequestContext
-    from .requests import Heartbeat, LeaveGroup
+    from .requests import Heartbeat, LeaveGroup, SyncGroup
 
 
 # ------------------------------------------------------------------ SyncGroup
-def sync_group(shard: ClassicView, ctx: RequestContext, req, now_ms: int) -> Result:
-    v = ctx.api_version
+def sync_group(shard: ClassicView, ctx: RequestContext, req: SyncGroup, now_ms: int) -> Result:
+    v = req.response_schema
     group = shard.groups.get(req.group_id)
     if not isinstance(group, ClassicGroup):
         return Result(response=sync_response(v, error=ErrorCode.unknown_member_id), replay=False)
@@ -91,7 +91,7 @@ def _validate_sync(group: ClassicGroup, req) -> ErrorCode | None:
 
 # ------------------------------------------------------------------ Heartbeat
 def heartbeat(shard: ClassicView, ctx: RequestContext, req: Heartbeat, now_ms: int) -> Result:
-    mod = schema("heartbeat", ctx.api_version)
+    mod = req.response_schema
 
     def reply(code: ErrorCode, fx: Effects | None = None) -> Result:
         r = build(mod.HeartbeatResponse, throttle_time=from_ms(0), error_code=code)
@@ -118,16 +118,15 @@ def heartbeat(shard: ClassicView, ctx: RequestContext, req: Heartbeat, now_ms: i
 
 # ----------------------------------------------------------------- LeaveGroup
 def leave_group(shard: ClassicView, ctx: RequestContext, req: LeaveGroup, now_ms: int) -> Result:
-    v = ctx.api_version
-    mod = schema("leave_group", v)
+    mod = req.response_schema
     identities = req.members
     group = shard.groups.get(req.group_id)
 
     def reply(top: ErrorCode, members: list[tuple[str, str | None, ErrorCode]], fx: Effects | None = None):
-        if v < 3:
+        if not req.lists_members:
             # v0-2 carry one member: its error is the response's error.
             top = members[0][2] if members and top is ErrorCode.none else top
-        listed = () if v < 3 else tuple(build(mod.MemberResponse, member_id=mid, group_instance_id=iid,
+        listed = () if not req.lists_members else tuple(build(mod.MemberResponse, member_id=mid, group_instance_id=iid,
                                               error_code=code) for mid, iid, code in members)
         r = build(mod.LeaveGroupResponse, throttle_time=from_ms(0), error_code=top, members=listed)
         return fx.result(response=r) if fx else Result(response=r, replay=False)

@@ -8,12 +8,13 @@ changes, and responses to parked requests.
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from .. import record_helpers as rh
-from ..kio_util import build, schema
+from ..kio_util import build
 from ..result import CancelTimer, Effects, Result, ScheduleTimer  # noqa: F401 (Effects re-exported)
 from ..timers import heartbeat_key, join_key, sync_key  # noqa: F401 (re-exported)
 from ..timeutil import from_ms
@@ -21,14 +22,15 @@ from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 
 if TYPE_CHECKING:
     from ..context import ClassicView
+    from .requests import JoinAnswer
 
 # ------------------------------------------------------------------ responses
-def join_response(version: int, *, error: ErrorCode = ErrorCode.none, member_id: str = "",
+def join_response(answer: JoinAnswer, *, error: ErrorCode = ErrorCode.none, member_id: str = "",
                   generation_id: int = -1, protocol_type: str | None = None,
                   protocol_name: str | None = None, leader: str = "", skip_assignment: bool = False,
                   members: tuple = ()):
-    mod = schema("join_group", version)
-    if version < 7:
+    mod = answer.response_schema
+    if not answer.nullable_protocol_name:
         protocol_name = protocol_name or ""  # not nullable before v7
     return build(mod.JoinGroupResponse, throttle_time=from_ms(0), error_code=error,
                  generation_id=generation_id, protocol_type=protocol_type, protocol_name=protocol_name,
@@ -37,9 +39,8 @@ def join_response(version: int, *, error: ErrorCode = ErrorCode.none, member_id:
                                      metadata=meta) for mid, iid, meta in members))
 
 
-def sync_response(version: int, *, error: ErrorCode = ErrorCode.none, protocol_type: str | None = None,
+def sync_response(mod: ModuleType, *, error: ErrorCode = ErrorCode.none, protocol_type: str | None = None,
                   protocol_name: str | None = None, assignment: bytes = b""):
-    mod = schema("sync_group", version)
     return build(mod.SyncGroupResponse, throttle_time=from_ms(0), error_code=error,
                  protocol_type=protocol_type, protocol_name=protocol_name, assignment=assignment)
 
@@ -52,13 +53,13 @@ def members_for_leader(group: ClassicGroup) -> tuple:
 def complete_join(fx: Effects, group: ClassicGroup, member: ClassicGroupMember, **fields) -> None:
     parked = group.take_join(member)
     if parked is not None:
-        fx.completions.append((parked.token, join_response(parked.api_version, **fields)))
+        fx.completions.append((parked.token, join_response(parked.answer, **fields)))
 
 
 def complete_sync(fx: Effects, member: ClassicGroupMember, **fields) -> None:
     parked, member.awaiting_sync = member.awaiting_sync, None
     if parked is not None:
-        fx.completions.append((parked.token, sync_response(parked.api_version, **fields)))
+        fx.completions.append((parked.token, sync_response(parked.answer, **fields)))
 
 
 def current_generation_join(group: ClassicGroup, member_id: str, with_members: bool, **extra) -> dict:

@@ -21,7 +21,7 @@ from ..classic.group import ClassicGroupMember
 from ..classic.join import join_group
 from ..classic.rebalance import join_response, sync_response
 from ..errors import ApiError
-from ..kio_util import build, schema
+from ..kio_util import build
 from ..modern.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState, new_member_id
 from ..modern.consumer.heartbeat import static_member, update_and_reconcile
 from ..modern.consumer.heartbeat_policy import session_timeout_ms
@@ -32,6 +32,7 @@ from .conversion import downgrade, fence_or_downgrade
 from .policy import MigrationPolicy
 
 if TYPE_CHECKING:
+    from ..classic.requests import JoinAnswer
     from ..context import RequestContext, ShardView
 
 
@@ -52,13 +53,13 @@ def _supported_protocol(group: ConsumerGroup, protocol_type: str, protocols: lis
     return None
 
 
-def _join_error(v: int, error: ErrorCode, member_id: str = "") -> Result:
+def _join_error(v: JoinAnswer, error: ErrorCode, member_id: str = "") -> Result:
     return Result(response=join_response(v, error=error, member_id=member_id))
 
 
 # ------------------------------------------------------------------ JoinGroup
 def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
-    v = ctx.api_version
+    v = req.answer
     gid = group.group_id
     if MigrationPolicy.parse(shard.config.consumer_migration_policy) is MigrationPolicy.DISABLED:
         # KAFKA-20640: with migration disabled classic members cannot join a consumer group.
@@ -73,7 +74,7 @@ def classic_join(shard: ShardView, ctx: RequestContext, req, group: ConsumerGrou
     protocol_name = _supported_protocol(group, req.protocol_type, protocols)
     if protocol_name is None:
         return _join_error(v, ErrorCode.inconsistent_group_protocol, req.member_id)
-    if instance_id is None and unknown and v >= 4:
+    if instance_id is None and unknown and v.member_id_required:
         return _join_error(v, ErrorCode.member_id_required, member_id)  # KIP-394, no records
     try:
         subscription = decode_subscription(protocols[0][1])
@@ -189,7 +190,7 @@ def _needs_rejoin(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
 
 # ------------------------------------------------------------------ SyncGroup
 def classic_sync(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup, now_ms: int) -> Result:
-    v = ctx.api_version
+    v = req.response_schema
     gid = group.group_id
     try:
         if group.is_empty():
@@ -235,7 +236,7 @@ def _subscription_version(member: ConsumerGroupMember) -> int:
 # ------------------------------------------------------------------ Heartbeat
 def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: ConsumerGroup,
                       now_ms: int) -> Result:
-    mod = schema("heartbeat", ctx.api_version)
+    mod = req.response_schema
     gid = group.group_id
     try:
         member = _classic_member(group, req.member_id, req.group_instance_id)
@@ -255,8 +256,7 @@ def classic_heartbeat(shard: ShardView, ctx: RequestContext, req, group: Consume
 # ----------------------------------------------------------------- LeaveGroup
 def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group: ConsumerGroup,
                   now_ms: int) -> Result:
-    v = ctx.api_version
-    mod = schema("leave_group", v)
+    mod = req.response_schema
     out = []
     leaving: list[str] = []
     for member_id, instance_id in identities:
@@ -267,8 +267,8 @@ def classic_leave(shard: ShardView, ctx: RequestContext, req, identities, group:
         except ApiError as e:
             out.append((member_id, instance_id, e.code))
     result = fence_or_downgrade(shard, group, leaving, now_ms) if leaving else Result()
-    top = out[0][2] if v < 3 and out else ErrorCode.none
-    members = () if v < 3 else tuple(build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c)
-                                     for m, i, c in out)
+    top = out[0][2] if not req.lists_members and out else ErrorCode.none
+    members = () if not req.lists_members else tuple(
+        build(mod.MemberResponse, member_id=m, group_instance_id=i, error_code=c) for m, i, c in out)
     return result.with_response(build(mod.LeaveGroupResponse, throttle_time=from_ms(0), error_code=top,
                                       members=members))

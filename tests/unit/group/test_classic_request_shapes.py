@@ -56,3 +56,24 @@ def test_heartbeat_and_leavegroup_shapes_take_kafkas_defaults():
                                                       mod.MemberIdentity(member_id="m2", group_instance_id=None,
                                                                          reason=None)))
     assert LeaveGroup.of(l5).members == (("", "i"), ("m2", None))
+    assert not LeaveGroup.of(l2).lists_members and LeaveGroup.of(l5).lists_members
+    assert LeaveGroup.of(l5).response_schema is schema("leave_group", 5)
+    assert Heartbeat.of(h2).response_schema is schema("heartbeat", 2)
+
+
+@pytest.mark.parametrize("version", range(10))
+def test_the_join_shape_carries_what_its_version_changes(version):
+    req = schema("join_group", version, "request").JoinGroupRequest(
+        group_id="g", session_timeout=10_000 * MS, member_id="", protocol_type="consumer", protocols=())
+    answer = JoinGroup.of(req).answer
+    assert answer.response_schema is schema("join_group", version)
+    assert answer.member_id_required is (version >= 4)           # KIP-394
+    assert answer.skip_assignment is (version >= 9)              # KIP-814
+    assert answer.nullable_protocol_name is (version >= 7)
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_the_sync_shape_answers_in_its_version(version):
+    req = schema("sync_group", version, "request").SyncGroupRequest(group_id="g", generation_id=1, member_id="m",
+                                                                    assignments=())
+    assert SyncGroup.of(req).response_schema is schema("sync_group", version)

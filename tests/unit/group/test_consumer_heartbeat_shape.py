@@ -40,8 +40,9 @@ def test_v1_reads_the_regex_and_requires_a_member_id():
 
 def test_csa_carries_its_client_assignors():
     assignors = (ClientAssignor(name="a", minimum_version=0, maximum_version=1, version=1),)
-    shape = csa_heartbeat(CsaHeartbeatRequest(**_JOIN, client_assignors=assignors))
-    assert shape.client_assignors == assignors
+    shape = csa_heartbeat(CsaHeartbeatRequest(**_JOIN, subscribed_topic_regex="f.*", client_assignors=assignors))
+    assert shape.client_assignors == assignors and shape.subscribed_topic_regex == "f.*"
+    assert shape.response_schema is schema("consumer_group_heartbeat", 0)   # 32700's own version
 
 
 @pytest.mark.parametrize("version", [0, 1])

@@ -33,7 +33,9 @@ class ConsumerGroupHeartbeat:
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions",
                  "client_assignors", "member_id_required", "response_schema")
 
-    def __init__(self, req: Any, client_assignors: Any = None) -> None:
+    def __init__(self, req: Any, csa: bool = False) -> None:
+        """Key 68's request, or 32700's (`csa`: v1's body plus ClientAssignors, answered at its
+        own version 0; client_mode.csa_answer wraps that answer)."""
         version = req.__version__
         self.group_id: str = req.group_id
         self.member_id: str = req.member_id
@@ -42,14 +44,13 @@ class ConsumerGroupHeartbeat:
         self.rack_id: str | None = req.rack_id
         self.rebalance_timeout: Any = req.rebalance_timeout
         self.subscribed_topic_names: Any = req.subscribed_topic_names
-        self.subscribed_topic_regex: str | None = req.subscribed_topic_regex if version >= 1 else None
+        self.subscribed_topic_regex: str | None = req.subscribed_topic_regex if csa or version >= 1 else None
         self.server_assignor: str | None = req.server_assignor
         self.topic_partitions: Any = req.topic_partitions
-        self.client_assignors: Any = client_assignors
+        self.client_assignors: Any = req.client_assignors if csa else None
         self.member_id_required: bool = version >= 1
         self.response_schema: ModuleType = _RESPONSES[version]
 
 
 def csa_heartbeat(req: Any) -> ConsumerGroupHeartbeat:
-    """32700's request: key 68's body plus ClientAssignors."""
-    return ConsumerGroupHeartbeat(req, req.client_assignors)
+    return ConsumerGroupHeartbeat(req, True)

@@ -41,7 +41,7 @@ def heartbeat(shard, ctx, req: ToyHeartbeat, now_ms: int) -> Result:
 def join_group(shard, ctx, req, now_ms: int) -> Result:
     """A classic member may not join a toy group, not even an empty one (the classic folder's
     JoinGroup would replace an empty group of another type)."""
-    return Result(response=join_response(ctx.api_version, error=ErrorCode.inconsistent_group_protocol,
+    return Result(response=join_response(req.answer, error=ErrorCode.inconsistent_group_protocol,
                                          member_id=req.member_id), replay=False)
 
 
