@@ -6,6 +6,9 @@ Rules:
 - the group: a streams group, a new one on a join (epoch 0), or, on a join, an empty classic
   group converted offline (its tombstones first; committed offsets stay). Any other group is
   GROUP_ID_NOT_FOUND "Group X is not a streams group.";
+- static membership: a member with an instance id leaving with -2 stays (epoch -2, its tasks)
+  until a join with its instance id replaces it or its session ends; a join with the instance
+  id of a member still in the group is UNRELEASED_INSTANCE_ID;
 - the member: epoch 0 joins (the id is the client's, KIP-1082), -1/-2 leave, any other epoch
   must be the member's, or its previous one with exactly its tasks in hand, else
   FENCED_MEMBER_EPOCH (Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`); an unknown member
