@@ -1,7 +1,7 @@
 """Kafka 4.4's own group coordinator against kcoord in front of the same Kafka, side by side,
 each side's whole server on the same cores.
 
-    .venv/bin/python bench/bench_side_by_side.py [--runs 3] [--configs default,tuned]
+    .venv/bin/python bench/bench_side_by_side.py [--runs 3] [--configs default,tuned,tansu]
         [--workloads commit_closed,commit_pipelined,heartbeat_closed,heartbeat_pipelined,storm,join]
         [--server-cpus 0] [--load-cpus 1] [--doc docs/measurements/side-by-side.md] [--out-dir DIR] [--quick]
 
@@ -12,15 +12,18 @@ server side of each (the broker; the broker plus kcoord) runs on ``--server-cpus
 load generator (raw-socket workers, simulated members, librdkafka consumers, the paced
 producer) on ``--load-cpus``, by sched_setaffinity (bench/side_by_side/pinning.py).
 
-Brokers. ``default``: Kafka's group defaults (bench_vs_kafka.KAFKA_DEFAULTS: the test
-fixture's lowered bounds put back, 50 offsets partitions, 3 network / 8 io threads).
-``tuned``: the same plus what kcoord's tests tune (tests/support/kafka_broker.py SETTINGS,
-tests/support/differential.py): the KIP-1263 assignment interval 0, the minimum consumer
-heartbeat interval 500 ms and session 6,000 ms, and the heartbeat interval itself at 500 ms
-(kcoord's stable interval). kcoord runs in front of each broker. Replication is the same on
-both sides: one node, so `__consumer_offsets` and kcoord's state topic (50 partitions each)
-have one replica and min.insync.replicas 1; kcoord writes with acks=all, Kafka's
-coordinator appends with acks=all too.
+Brokers. ``tansu``: Tansu 0.6 (tests/support/tansu.py, memory storage, its defaults) in
+place of Kafka; its own coordinator is measured where its ApiVersions lists the workload's
+API (OffsetCommit: the commit rows), and the other rows through kcoord alone (Tansu lists no
+ConsumerGroupHeartbeat, API 68), their upstream cell saying so. ``default``: Kafka's group
+defaults (bench_vs_kafka.KAFKA_DEFAULTS: the test fixture's lowered bounds put back, 50
+offsets partitions, 3 network / 8 io threads). ``tuned``: the same plus what kcoord's tests
+tune (tests/support/kafka_broker.py SETTINGS, tests/support/differential.py): the KIP-1263
+assignment interval 0, the minimum consumer heartbeat interval 500 ms and session 6,000 ms,
+and the heartbeat interval itself at 500 ms (kcoord's stable interval). kcoord runs in front
+of each broker. Replication is the same on both sides: one node, so `__consumer_offsets` and
+kcoord's state topic (50 partitions each) have one replica and min.insync.replicas 1; kcoord
+writes with acks=all, Kafka's coordinator appends with acks=all too.
 
 Workloads, each measured on both sides in alternating order (kafka first on even runs,
 kcoord first on odd runs), ``--runs`` times; the table gives medians and ranges:
