@@ -21,6 +21,11 @@ Rules of this module:
   marker. Two processes racing both write one; the lowest offset decides for both. Each
   marker has a key of its own, so compaction never removes it. Deleting records of
   partition 0 (DeleteRecords, cleanup.policy delete) would lose it: kcoord never does.
+- A reload after the topic was replaced (`before_reload`, the lifecycle's hook): a process
+  routing with Kafka's formula marks the new topic if it is empty, before any shard of it
+  loads, so the next start reads the same placement; a legacy process never marks (an
+  unmarked topic stays legacy: the same placement again). A topic that now says another
+  placement than the process routes with is an ERROR: a restart follows the topic.
 - Bounded: the scan of partition 0 stops after `_SCAN_FETCHES` answers (a legacy topic
   holding fence records only would else be read to its end): then LEGACY.
 """
@@ -30,7 +35,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -62,7 +67,7 @@ log = logging.getLogger("kcoord.service")
 _SCAN_FETCHES = 8
 _ATTEMPTS = 20
 
-__all__ = ["KAFKA", "LEGACY", "Partitioner", "decide", "legacy_warning", "topic_partitioner"]
+__all__ = ["KAFKA", "LEGACY", "Partitioner", "before_reload", "decide", "legacy_warning", "topic_partitioner"]
 
 
 def legacy_warning(topic: str) -> str:
@@ -91,6 +96,19 @@ async def decide(bootstrap: str | Sequence[tuple[str, int]], topic: str, partiti
         log.info("state topic %s places groups with Kafka's formula%s", topic,
                  " (a new topic: marked so)" if fresh else "")
     return partitioner
+
+
+def before_reload(bootstrap: str, topic: str, partitions: int, partitioner: Partitioner, *,
+                  security: UpstreamSecurity | None = None) -> Callable[[], Awaitable[None]]:
+    """The lifecycle's step before a reload of every shard (module rules)."""
+    async def check() -> None:
+        if partitioner is not KAFKA:
+            return
+        found = await decide(bootstrap, topic, partitions, security=security)
+        if found is not partitioner:
+            log.error("state topic %s now places groups with the %s formula, but this process routes them with "
+                      "the %s one: restart kcoord so that it follows the topic", topic, found.name, partitioner.name)
+    return check
 
 
 async def topic_partitioner(links: UpstreamLinks, partitions: int, *,
