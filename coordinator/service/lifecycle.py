@@ -22,7 +22,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from .. import metrics
@@ -47,6 +47,9 @@ class ShardLifecycle:
         # The shards assigned to this instance (None: every shard, one process).
         self.owned: set[int] | None = None
         self._load_lock: asyncio.Lock | None = None
+        # Run before a reload of every shard (the process wiring sets it: service/partitioner.py
+        # `before_reload`, which marks a replaced, empty state topic before any shard loads it).
+        self.before_reload: Callable[[], Awaitable[Any]] | None = None
         self._members_counted_at = float("-inf")
         self._member_total = 0
 
@@ -212,6 +215,8 @@ class ShardLifecycle:
             rt.unload(reason)
         async with self._lock():
             try:
+                if self.before_reload is not None:
+                    await self.before_reload()
                 await self._load_all()
             except Exception as e:
                 pending = [rt for rt in self.runtimes if rt.state is ShardState.LOADING]
