@@ -333,8 +333,9 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     from .security.acl_sources import build_authorizer
     from .security.audit import AuditLog
     from .security.settings import SecurityConfigError
+    from .upstream.client import opener
     try:
-        authorizer = build_authorizer(security, upstream)
+        authorizer = build_authorizer(security, upstream, opener)
         if authorizer is not None:
             parts["authorizer"] = authorizer
             await authorizer.start()   # file: read now; upstream: the first DescribeAcls
@@ -347,6 +348,9 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
         service = parts["service"] = GroupCoordinatorService(config, service_log,
                                                              authorizer=authorizer or ALLOW_ALL, audit=audit,
                                                              partitioner=partitioner)
+        from .service.partitioner import before_reload
+        service.lifecycle.before_reload = before_reload(state_topic.bootstrap, state_topic.topic,
+                                                        state_topic.partitions, partitioner, security=upstream_security)
     except SkipOffsetsError as e:   # an operator's setting: say which entry, no traceback
         log.error("%s", e)
         return EXIT_BAD_CONFIG
