@@ -4,9 +4,10 @@ and the online migration between the protocols. Sans-IO: no sockets, no clock, n
 Rule 1 - time and input come in, data goes out. A handler gets its folder's view of the
 shard (context.py: `ClassicView`, `ConnectView`, `OffsetsView`; modern/consumer/view.py:
 `ConsumerView`; the kernel and migration/ see `ShardView`), a `RequestContext`, the request
-in its one shape (the folder's requests.py, built at the shard's door) and `now_ms`, and returns a
-`Result` (result.py): records to write, a response, timer changes, parked-request
-completions. It never sleeps, reads a clock, or does I/O.
+in its one shape (the folder's requests.py, or admin_requests.py for the APIs every type
+answers, built at the shard's door: the handlers read fields, never the wire version) and
+`now_ms`, and returns a `Result` (result.py): records to write, a response, timer changes,
+parked-request completions. It never sleeps, reads a clock, or does I/O.
 
 Rule 2 - state changes only by replay. `GroupCoordinatorShard.apply(result)` replays a
 result's records through `Replayer` (replay.py), the same path a load from the log takes,
@@ -33,8 +34,8 @@ The map: one folder per group type, as Kafka's group-coordinator module files th
   replay.py, bulk_replay.py, context.py, result.py, timers.py, group_types.py (the registry
   and `Contribution`), offset_store.py, errors.py, image.py, hashing.py, record_helpers.py,
   kio_util.py, timeutil.py; above them group_admin.py (the APIs every type answers:
-  ListGroups, DescribeGroups, DeleteGroups, ConsumerGroupDescribe) and builtin.py (the
-  built-in contributions, assembled);
+  ListGroups, DescribeGroups, DeleteGroups, ConsumerGroupDescribe), their request shapes in
+  admin_requests.py, and builtin.py (the built-in contributions, assembled);
 - classic/: classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup);
 - modern/: what the epoch-based types share (group.py: Kafka's `ModernGroup`; the
   reconciliation builder; the client-side assignment engine), with modern/consumer/ (KIP-848)

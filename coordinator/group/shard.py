@@ -11,8 +11,10 @@ Rules:
   handler, and each type's hooks for a loaded shard and a metadata change;
 - an operation is a method of the shard named as the API rows' `shard_operation`
   (`shard.offset_commit(ctx, req, now_ms)`), made once per registry here (`_shard_class`):
-  the request's one shape is built first, if the operation's folder gives one
-  (classic/requests.py, offsets/requests.py: wire versions stop here), then an operation
+  the request's one shape is built first, if the operation's contribution gives one
+  (classic/requests.py, offsets/requests.py, modern/consumer/requests.py for the consumer
+  heartbeat, admin_requests.py for the APIs every type answers: wire versions stop here;
+  each shape carries what its version means, its answer's classes included), then an operation
   with one row calls its handler, one with rows per group type picks the row by the class
   of the group the request names;
 - without a registry of its own a shard takes the built-in one (builtin.py, built once).
