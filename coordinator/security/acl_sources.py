@@ -5,9 +5,11 @@
   ``authorizer.file.reload.ms``, default 1000). A changed file that does not parse keeps the
   ACLs in force and logs an ERROR naming the line and the problem.
 - ``authorizer=upstream``: the upstream cluster's ACLs, mirrored with DescribeAcls (kcoord's
-  upstream principal needs DESCRIBE on the CLUSTER) over an aiokafka client configured from
-  the ``upstream.*`` settings (security/upstream.py), every ``authorizer.refresh.ms`` (default
-  30000).
+  upstream principal needs DESCRIBE on the CLUSTER) on one of kcoord's own upstream links
+  (TLS, SASL and KIP-368 from the ``upstream.*`` settings, security/upstream.py), every
+  ``authorizer.refresh.ms`` (default 30000). This package sits below the upstream client, so
+  the caller hands ``build_authorizer`` the link factory (coordinator/upstream/client.py's
+  ``opener``).
   A failed refresh keeps the last good set and logs; before the first successful load
   everything but ``super.users`` is denied (fail closed).
 - ``authorizer=none`` (or unset): no authorizer, every group API is served to everyone.
@@ -36,16 +38,20 @@ import asyncio
 import logging
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..protocol.apis import request_class
 from .acl import OPERATION_CODES, AclAuthorizer, AclBinding, AclError, AclSet, settings_flags
 from .acl_probe import DEFAULT_MAX_ENTRIES as DEFAULT_PROBE_MAX_ENTRIES
 from .acl_probe import DEFAULT_TIMEOUT_MS as DEFAULT_PROBE_TIMEOUT_MS
 from .acl_probe import DEFAULT_TTL_MS as DEFAULT_PROBE_TTL_MS
 from .acl_probe import ProbeAuthorizer
 from .settings import SecurityConfigError
+
+if TYPE_CHECKING:
+    from .upstream import UpstreamSecurity
 
 log = logging.getLogger("kcoord.security.acl")
 
@@ -162,21 +168,51 @@ _RESOURCE_TYPES = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID", 
 _PATTERN_TYPES = {3: "LITERAL", 4: "PREFIXED"}
 _OPERATIONS = {code: name for name, code in OPERATION_CODES.items()}
 _PERMISSIONS = {2: "DENY", 3: "ALLOW"}
+DESCRIBE_ACLS = 29
 _ANY = 1
+_CLUSTER_AUTHORIZATION_FAILED = 31
+# DescribeAcls v1 (KIP-290's pattern types): every Kafka from 2.0 to 4.x speaks it (4.0 dropped v0).
+_DESCRIBE_ACLS_VERSION = 1
 
 
 class DescribeAclsError(RuntimeError):
     """The upstream refused DescribeAcls (its error code and message)."""
 
+    def __init__(self, error_code: int, message: str | None) -> None:
+        super().__init__(f"error {error_code}: {message}")
+        self.error_code = error_code
+
+
+class AclLink(Protocol):
+    """What the ACL source needs of an upstream link (coordinator/upstream/client.py's
+    UpstreamClient)."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def reauthentication_due(self) -> bool: ...
+    async def request(self, request: Any, timeout: float = ...) -> Any: ...
+    def retire(self) -> None: ...
+    def close(self) -> None: ...
+
+
+OpenAclLink = Callable[[Sequence[tuple[str, int]]], Awaitable[AclLink]]
+# (security, client id) -> a link factory: coordinator/upstream/client.py's ``opener``.
+LinkOpener = Callable[["UpstreamSecurity | None", str], OpenAclLink]
+
 
 def bindings_from_describe(resources: Any) -> tuple[list[AclBinding], list[str]]:
-    """kcoord's bindings from a DescribeAcls v1+ answer's resources (aiokafka tuples:
-    (resource_type, name, pattern_type, [(principal, host, operation, permission)])); and the
-    ACLs it cannot hold, described, to be logged."""
+    """kcoord's bindings from a DescribeAcls v1+ answer's resources (each with its
+    resource_type, resource_name, pattern_type and acls: principal, host, operation,
+    permission_type); and the ACLs it cannot hold, described, to be logged."""
     out: list[AclBinding] = []
     skipped: list[str] = []
-    for resource_type, name, pattern_type, acls in resources:
-        for principal, host, operation, permission in acls:
+    for resource in resources:
+        resource_type, name, pattern_type = int(resource.resource_type), resource.resource_name, \
+            int(resource.pattern_type)
+        for acl in resource.acls:
+            principal, host, operation, permission = acl.principal, acl.host, int(acl.operation), \
+                int(acl.permission_type)
             try:
                 out.append(AclBinding.of(_RESOURCE_TYPES.get(resource_type, str(resource_type)),
                                          _PATTERN_TYPES.get(pattern_type, str(pattern_type)), name, principal, host,
@@ -190,43 +226,40 @@ def bindings_from_describe(resources: Any) -> tuple[list[AclBinding], list[str]]
 class UpstreamAclSource:
     """`authorizer=upstream`: the upstream's ACLs through DescribeAcls, refreshed periodically.
 
-    DescribeAcls goes over an aiokafka client configured like kcoord's other upstream links
-    (security/upstream.py: TLS, SASL). The answer's error code is checked: a refusal
-    (CLUSTER_AUTHORIZATION_FAILED when kcoord's principal lacks DESCRIBE on the CLUSTER) is a
-    failed load, never an empty ACL set. (confluent-kafka 2.16's describe_acls answers such a
-    refusal with an empty list, which is why it is not used here.)"""
+    DescribeAcls goes on one of kcoord's own upstream links (``open_link``: TLS and SASL like
+    its other links), kept between refreshes; a link whose KIP-368 session nears its end is
+    retired and a fresh one opened, a link that failed is dropped and reopened on the next
+    refresh. The answer's error code is checked: a refusal (CLUSTER_AUTHORIZATION_FAILED when
+    kcoord's principal lacks DESCRIBE on the CLUSTER) is a failed load, never an empty ACL
+    set. (confluent-kafka 2.16's describe_acls answers such a refusal with an empty list,
+    which is why it is not used here.)"""
 
-    def __init__(self, authorizer: AclAuthorizer, bootstrap: str, client_kwargs: Mapping[str, Any],
+    def __init__(self, authorizer: AclAuthorizer, addresses: Sequence[tuple[str, int]], open_link: OpenAclLink,
                  refresh_ms: int = DEFAULT_REFRESH_MS, request_timeout_s: float = 10.0) -> None:
         self.authorizer = authorizer
-        self.bootstrap = bootstrap
-        self.client_kwargs = dict(client_kwargs)
+        self.addresses = tuple(addresses)
+        self.open_link = open_link
         self.refresh_s = refresh_ms / 1000
         self.request_timeout_s = request_timeout_s
-        self._client: Any = None
+        self._link: AclLink | None = None
         self._task: asyncio.Task | None = None
         self.loads = 0
         self.failures = 0
 
     async def _describe(self) -> Any:
-        from aiokafka.client import AIOKafkaClient
-        from aiokafka.protocol.admin import DescribeAclsRequest
-
-        if self._client is None:
-            client = AIOKafkaClient(bootstrap_servers=self.bootstrap, client_id="kcoord-acl-mirror",
-                                    request_timeout_ms=int(self.request_timeout_s * 1000), **self.client_kwargs)
-            try:
-                await client.bootstrap()
-            except BaseException:
-                await client.close()
-                raise
-            self._client = client
-        client = self._client
+        link = self._link
+        if link is not None and not link.closed and link.reauthentication_due:
+            link.retire()          # KIP-368: closes once answered; a freshly authenticated link follows
+            link = None
+        if link is None or link.closed:
+            link = self._link = await self.open_link(self.addresses)
         # ANY resource, pattern, operation and permission; no name, principal or host filter
-        request = DescribeAclsRequest(_ANY, None, _ANY, None, None, _ANY, _ANY)     # type: ignore[arg-type]
-        response = await client.send(client.get_random_node(), request)
-        if response.error_code != 0:
-            raise DescribeAclsError(f"error {response.error_code}: {response.error_message}")
+        request = request_class(DESCRIBE_ACLS, _DESCRIBE_ACLS_VERSION)(
+            resource_type_filter=_ANY, resource_name_filter=None, pattern_type_filter=_ANY, principal_filter=None,
+            host_filter=None, operation=_ANY, permission_type=_ANY)
+        response = await link.request(request, self.request_timeout_s)
+        if int(response.error_code) != 0:
+            raise DescribeAclsError(int(response.error_code), response.error_message)
         return response.resources
 
     async def refresh(self) -> bool:
@@ -235,9 +268,9 @@ class UpstreamAclSource:
             resources = await asyncio.wait_for(self._describe(), self.request_timeout_s + 5)
         except Exception as e:
             self.failures += 1
-            await self._drop_client()
-            hint = (" (kcoord's upstream principal needs DESCRIBE on the CLUSTER to list ACLs)"
-                    if "error 31" in str(e) else "")
+            self._drop_link()
+            refused = isinstance(e, DescribeAclsError) and e.error_code == _CLUSTER_AUTHORIZATION_FAILED
+            hint = " (kcoord's upstream principal needs DESCRIBE on the CLUSTER to list ACLs)" if refused else ""
             log.error("authorizer=upstream: DescribeAcls failed (%s)%s; %s", str(e) or type(e).__name__, hint,
                       f"keeping the {len(self.authorizer.acls)} ACLs of the last good load" if self.authorizer.ready
                       else "nothing loaded yet, so every group API is DENIED (fail closed) until it succeeds")
@@ -252,13 +285,10 @@ class UpstreamAclSource:
             log.info("authorizer=upstream: %d ACLs mirrored from the upstream", len(acls))
         return True
 
-    async def _drop_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                await client.close()
-            except Exception:     # closing a broken client: nothing to report
-                pass
+    def _drop_link(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            link.close()
 
     async def start(self) -> None:
         """Try a first load (not fatal: until one succeeds, everything is denied) and refresh."""
@@ -275,7 +305,7 @@ class UpstreamAclSource:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        await self._drop_client()
+        self._drop_link()
 
 
 class ManagedAclAuthorizer(AclAuthorizer):
@@ -308,11 +338,19 @@ def _int_setting(settings: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def build_authorizer(settings: Mapping[str, str], bootstrap: str) -> ManagedAclAuthorizer | ProbeAuthorizer | None:
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """'host:port,host:port' as the link opener takes it (upstream/client.py's parse_bootstrap,
+    which this package sits below)."""
+    return [(host, int(port)) for host, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
+
+
+def build_authorizer(settings: Mapping[str, str], bootstrap: str, opener: LinkOpener | None = None
+                     ) -> ManagedAclAuthorizer | ProbeAuthorizer | None:
     """The authorizer `authorizer=...` asks for (None for `none` or unset). Raises
     SecurityConfigError for a setting kcoord refuses. Call ``await authorizer.start()`` before
     the gateway serves (the file is read there; the upstream's first load is tried there) and
-    ``await authorizer.stop()`` at shutdown."""
+    ``await authorizer.stop()`` at shutdown. ``authorizer=upstream`` needs ``opener``
+    (coordinator/upstream/client.py's): the links its DescribeAcls goes on."""
     mode = (settings.get("authorizer") or "none").strip().lower()
     if mode not in MODES:
         raise SecurityConfigError(f"--config authorizer={mode!r}: expected one of {', '.join(MODES)}")
@@ -344,6 +382,9 @@ def build_authorizer(settings: Mapping[str, str], bootstrap: str) -> ManagedAclA
         from .upstream import UpstreamSecurity
 
         security = UpstreamSecurity.from_settings(settings)     # SecurityConfigError naming the setting
-        authorizer.source = UpstreamAclSource(authorizer, bootstrap, security.aiokafka_kwargs(),
-                                              _int_setting(settings, "authorizer.refresh.ms", DEFAULT_REFRESH_MS))
+        refresh_ms = _int_setting(settings, "authorizer.refresh.ms", DEFAULT_REFRESH_MS)
+        if opener is None:
+            raise TypeError("build_authorizer: authorizer=upstream needs the upstream link opener")
+        authorizer.source = UpstreamAclSource(authorizer, _addresses(bootstrap),
+                                              opener(security, "kcoord-acl-mirror"), refresh_ms)
     return authorizer

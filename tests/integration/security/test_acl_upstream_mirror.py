@@ -23,6 +23,7 @@ from coordinator.authz import Action
 from coordinator.protocol.service import ClientInfo
 from coordinator.security.acl import SUPPORTED_OPERATIONS
 from coordinator.security.acl_sources import UpstreamAclSource, build_authorizer
+from coordinator.upstream.client import opener
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -165,7 +166,7 @@ def test_the_upstream_mirror_gives_kafkas_verdicts(secured_kafka, caplog):
     weak = build_authorizer({"authorizer": "upstream", "upstream.security.protocol": secured_kafka.security_protocol,
                              "upstream.sasl.mechanism": "SCRAM-SHA-512", "upstream.sasl.username": "alice",
                              "upstream.sasl.password": USER_PASSWORD, "super.users": "User:admin"},
-                            secured_kafka.bootstrap)
+                            secured_kafka.bootstrap, opener)
     assert weak is not None and isinstance(weak.source, UpstreamAclSource)
 
     async def weak_start() -> None:
@@ -187,7 +188,7 @@ def test_the_upstream_mirror_gives_kafkas_verdicts(secured_kafka, caplog):
         # the broker's own settings (support.kafka_broker): kcoord has settings of the same names
         "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}", "allow.everyone.if.no.acl.found": "false",
     }
-    authorizer = build_authorizer(settings, secured_kafka.bootstrap)
+    authorizer = build_authorizer(settings, secured_kafka.bootstrap, opener)
     assert authorizer is not None and not authorizer.ready
     source = authorizer.source
     assert isinstance(source, UpstreamAclSource)
