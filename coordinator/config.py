@@ -160,9 +160,10 @@ class CoordinatorConfig:
     txn_max_open_producers_per_group: int = 10_000
     txn_max_pending_per_shard: int = 1_000_000
     # Serve TxnOffsetCommit/AddOffsetsToTxn in a single process: its loads read the state
-    # log raw with the marker-aware reader. `--config txn_offsets=false` falls back to
-    # aiokafka's read_committed loader, TxnOffsetCommit unadvertised and AddOffsetsToTxn
-    # forwarded (as before exactly-once offsets). Several processes (--instance-id) always serve them.
+    # log raw with the marker-aware reader. `--config txn_offsets=false` falls back to the
+    # plain reader (committed transactions replayed at their marker, no client producer ids),
+    # TxnOffsetCommit unadvertised and AddOffsetsToTxn forwarded (as before exactly-once
+    # offsets). Several processes (--instance-id) always serve them.
     # docs/design/transactions.md.
     txn_offsets: bool = True
 

@@ -1,6 +1,6 @@
-"""How kcoord connects to the upstream cluster itself: TLS and SASL for the state topic
-(aiokafka), the gateway's metadata/admin links (coordinator/upstream/client.py) and the TLS of the
-per-client forward links.
+"""How kcoord connects to the upstream cluster itself: TLS and SASL for its one upstream client
+(coordinator/upstream/client.py: the state topic, the gateway's metadata/admin links, the
+membership, the ACL mirror's DescribeAcls) and the TLS of the per-client forward links.
 
 Settings are librdkafka's client names with an ``upstream.`` prefix (docs/user/security-upstream.md):
 

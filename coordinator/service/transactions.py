@@ -48,8 +48,9 @@ class Transactions:
         self.timeout_ms = config.offsets_commit_timeout_ms
         self.appender: ClientTxnAppender | None = None
         # One process reads its log raw with the marker-aware loader TxnOffsetCommit needs
-        # unless the operator falls back (`--config txn_offsets=false`: aiokafka's
-        # read_committed consumer, TxnOffsetCommit not served). The fenced log of several
+        # unless the operator falls back (`--config txn_offsets=false`: the plain reader,
+        # committed transactions replayed at their marker and no client producer ids kept,
+        # TxnOffsetCommit not served). The fenced log of several
         # processes (--instance-id) always reads raw.
         enable = getattr(state_topic, "enable_txn_offsets", None) if config.txn_offsets else None
         if enable is not None and not getattr(state_topic, "txn_offsets_supported", False):
