@@ -26,6 +26,7 @@ Rules:
 - The owner of a link retires it when its KIP-368 session nears its end
   (``reauthentication_due``) and opens a new one; the link itself refuses a request once
   the session expired.
-- aiokafka is not a client of kcoord's here: records/ uses its record-batch codecs, and the
-  upstream ACL source (security/acl_sources.py) still sends DescribeAcls through it.
+- aiokafka is not a client of kcoord's here: records/ uses its record-batch codecs only. The
+  upstream ACL source (security/acl_sources.py) sends DescribeAcls on a link from `opener`,
+  handed to it by the caller (security/ sits below this package).
 """
