@@ -431,7 +431,12 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
 
 async def _start_when_listed(state_log, timeout_s: float) -> None:
     """Start the fenced log once the upstream's metadata lists the state topic: one created a
-    moment ago reaches the brokers' metadata a little later (UNKNOWN_TOPIC_OR_PARTITION)."""
+    moment ago reaches the brokers' metadata a little later (UNKNOWN_TOPIC_OR_PARTITION).
+
+    The fenced links wait for such a topic themselves, but only METADATA_WAIT_S (5 s, every
+    refresh of a running log); a cluster member's start gives a topic it has just created
+    ``timeout_s`` (STATE_TOPIC_WAIT_S, as the single process's ``service.start`` does), the
+    bound a loaded machine needed, and also retries a start whose link failed."""
     from .runtime.fenced_state_log import StateLogError
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
