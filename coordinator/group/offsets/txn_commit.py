@@ -51,9 +51,11 @@ Rules:
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -190,10 +192,13 @@ class TxnOffsetCommit:
     instance before v3 (-1, "", None), no leader epoch before v2 (-1). kio names the
     generation GenerationId (v3-5), Kafka 4.4's definitions GenerationIdOrMemberEpoch (the
     generated v6): one field on the wire (docs/design/messages.md). The topics and partitions
-    stay kio's, as sent: `by_id` says how they name a topic (KIP-1319: by id from v6, by id only)."""
+    stay kio's, as sent: `by_id` says how they name a topic (KIP-1319: by id from v6, by id only).
+    What the version changes in the answer is a field too: `response_schema`, and
+    `refusal_code`, a refusal's code as the version knows it (`txn_offset_commit_code`)."""
 
     __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id_or_member_epoch",
-                 "member_id", "group_instance_id", "by_id", "leader_epochs", "topics")
+                 "member_id", "group_instance_id", "by_id", "leader_epochs", "topics", "response_schema",
+                 "refusal_code")
 
     def __init__(self, req: Any) -> None:
         version = req.__version__
@@ -210,6 +215,13 @@ class TxnOffsetCommit:
         self.by_id: bool = version >= FIRST_TOPIC_ID_VERSION
         self.leader_epochs: bool = version >= 2
         self.topics: Any = req.topics
+        self.response_schema: ModuleType = schema("txn_offset_commit", version)
+        self.refusal_code: Callable[[ErrorCode], ErrorCode] = _refusal_codes(version)
+
+
+@functools.cache
+def _refusal_codes(version: int) -> Callable[[ErrorCode], ErrorCode]:
+    return functools.partial(txn_offset_commit_code, version)
 
 
 def _topic_lookup(image: MetadataImage, req: TxnOffsetCommit) -> tuple[Mapping[Any, TopicImage],
@@ -226,10 +238,10 @@ def _topic_lookup(image: MetadataImage, req: TxnOffsetCommit) -> tuple[Mapping[A
 _TOPIC_ID, _TOPIC_NAME = attrgetter("topic_id"), attrgetter("name")
 
 
-def _response(api_version: int, req: TxnOffsetCommit, answers: dict[tuple[int, int], ErrorCode]) -> Any:
-    """The answer at ``api_version``, each topic named as the request named it. The codes in
-    ``answers`` are already the version's."""
-    mod = schema("txn_offset_commit", api_version)
+def _response(req: TxnOffsetCommit, answers: dict[tuple[int, int], ErrorCode]) -> Any:
+    """The answer in the request's version, each topic named as the request named it. The
+    codes in ``answers`` are already the version's."""
+    mod = req.response_schema
     part_cls, topic_cls = mod.TxnOffsetCommitResponsePartition, mod.TxnOffsetCommitResponseTopic
     topics = []
     for i, t in enumerate(req.topics):
@@ -284,10 +296,10 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, wire_request: Any
             records = []
             # The checks raise the newest version's codes: the one place a code leaves for the
             # wire, mapped once per request (the success path has nothing to map).
-            refused = txn_offset_commit_code(ctx.api_version, e.code)
+            refused = req.refusal_code(e.code)
             for i, _, p in known:
                 answers[(i, p.partition_index)] = refused
-    return TxnOffsetWrite(Result(response=_response(ctx.api_version, req, answers), records=records),
+    return TxnOffsetWrite(Result(response=_response(req, answers), records=records),
                           req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
 
 

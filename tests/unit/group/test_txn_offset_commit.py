@@ -5,13 +5,14 @@ commit the way the shell does (the client's producer id) and keeps the log, mark
 included, so a reload replays exactly what was written."""
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
 from coordinator.group.bulk_replay import BulkReplay
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupState
 from coordinator.group.kio_util import schema
-from coordinator.group.offsets.txn_commit import TxnOffsetWrite, replay_pending, txn_offset_commit
+from coordinator.group.offsets.txn_commit import TxnOffsetCommit, TxnOffsetWrite, replay_pending, txn_offset_commit
 from coordinator.group.shard import GroupCoordinatorShard
 from records import OffsetCommitKey, OffsetCommitValue, decode_record, encode_key, encode_value
 
@@ -295,3 +296,13 @@ def _limited(*, per_producer: int, per_group: int, per_shard: int) -> Coordinato
     """A config with the txn_* limits (CoordinatorConfig fields; `limits_of` reads them by name)."""
     return CoordinatorConfig(txn_max_pending_per_producer=per_producer, txn_max_open_producers_per_group=per_group,
                              txn_max_pending_per_shard=per_shard)
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_the_shape_carries_its_versions_answer(version):
+    """The handler reads no version: the shape's answer classes and its refusal codes (INVALID_TXN_STATE
+    stands for TRANSACTION_ABORTABLE below v4)."""
+    shape = TxnOffsetCommit(txn_request("g", {"foo": {0: 1}}, version=version))
+    assert shape.response_schema is schema("txn_offset_commit", version)
+    assert shape.refusal_code(ErrorCode.transaction_abortable) is (
+        ErrorCode.transaction_abortable if version >= 4 else ErrorCode.invalid_txn_state)
