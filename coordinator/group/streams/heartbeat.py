@@ -90,7 +90,8 @@ def _replaced_static_member(group: StreamsGroup, req: Any) -> StreamsMember | No
         return None
     if old.member_epoch != LEAVE_STATIC_EPOCH:
         raise ApiError(ErrorCode.unreleased_instance_id,
-                       f"Static member {old.member_id} with instance id {req.instance_id} is still in the group.")
+                       f"Static member {req.member_id} with instance id {req.instance_id} cannot join the group "
+                       f"because the instance id is owned by {old.member_id} member.")
     return old
 
 

@@ -101,22 +101,22 @@ class StreamsMember:
         self.epoch = 0
         self.tasks: dict[str, tuple] = {"active": (), "standby": (), "warmup": ()}
 
-    def join(self, top, version: int = 1) -> Any:
+    def join(self, top, version: int = 1, instance_id: str | None = None) -> Any:
         return self.side.call(
             HEARTBEAT, version, group_id=self.group, member_id=self.member_id, member_epoch=0,
-            endpoint_information_epoch=0, instance_id=None, rack_id=None,
+            endpoint_information_epoch=0, instance_id=instance_id, rack_id=None,
             rebalance_timeout=timedelta(seconds=30), topology=top, active_tasks=(), standby_tasks=(),
             warmup_tasks=(), process_id=self.process_id, user_endpoint=None, client_tags=(), task_offsets=None,
             task_end_offsets=None, shutdown_application=False)
 
-    def heartbeat(self, epoch: int | None = None) -> Any:
+    def heartbeat(self, epoch: int | None = None, instance_id: str | None = None) -> Any:
         t = self.side.types(HEARTBEAT, 1)
 
         def ids(kind: str):
             return tuple(t.TaskIds(subtopology_id=s, partitions=p) for s, p in self.tasks[kind])
         response = self.side.call(
             HEARTBEAT, 1, group_id=self.group, member_id=self.member_id,
-            member_epoch=self.epoch if epoch is None else epoch, endpoint_information_epoch=0, instance_id=None,
+            member_epoch=self.epoch if epoch is None else epoch, endpoint_information_epoch=0, instance_id=instance_id,
             rack_id=None, rebalance_timeout=timedelta(milliseconds=-1), topology=None,
             active_tasks=ids("active"), standby_tasks=ids("standby"), warmup_tasks=ids("warmup"),
             process_id=None, user_endpoint=None, client_tags=None, task_offsets=None, task_end_offsets=None,
@@ -246,5 +246,43 @@ def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic)
     assert kafka["internal topic"]["error_code"] == "streams_invalid_topology"
     assert kafka["heartbeat to a consumer group"]["error_code"] == "group_id_not_found"
     assert kafka["topology description update"]["error_code"] == "unsupported_version"
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
+
+
+def stateless(side: Coordinator, source: str):
+    t = side.types(HEARTBEAT, 1)
+    return t.Topology(epoch=1, subtopologies=(t.Subtopology(
+        subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
+        repartition_sink_topics=(), repartition_source_topics=(), copartition_groups=()),))
+
+
+def static_leave_and_return(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
+    """A static member leaves with -2 and a new member with its instance id takes its place;
+    a third one with that instance id is refused while the second is in the group."""
+    side = t.side
+    app = f"diff-static-{suffix}"
+    wait_for_coordinator(side, app)
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0"})
+    first = StreamsMember(side, app, ids[0], ids[3])
+    first.note(first.join(stateless(side, source), instance_id="i1"))
+    wait_until(lambda: first.heartbeat(instance_id="i1") and first.active_count() == INPUT_PARTITIONS, 30, 0.2,
+               f"{side.name}: the static member runs its tasks")
+    t.add("describe before", describe(side, app, 1))
+    t.add("static leave", view(first.heartbeat(epoch=-2, instance_id="i1"), app))
+    t.add("describe while away", describe(side, app, 1))
+    second = StreamsMember(side, app, ids[1], ids[3])
+    t.add("rejoin with its instance id", view(second.join(stateless(side, source), instance_id="i1"), app))
+    t.add("a third with the same instance id",
+          view(StreamsMember(side, app, ids[2], ids[4]).join(stateless(side, source), instance_id="i1"), app))
+    t.add("describe after", describe(side, app, 1))
+    return t
+
+
+def test_static_membership_answers_as_kafka_44(three_sides, input_topic):
+    ids, suffix = member_ids(5), uuid.uuid4().hex[:6]
+    kafka, *kcoords = (static_leave_and_return(Transcript(side), input_topic, ids, suffix) for side in three_sides)
+    assert kafka["static leave"]["member_epoch"] == -2
+    assert kafka["a third with the same instance id"]["error_code"] == "unreleased_instance_id"
     for kcoord in kcoords:
         assert_same(kafka, kcoord)
