@@ -56,6 +56,7 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * Usage: CountStreamsApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
  *   [--protocol streams|classic] [--guarantee at_least_once|exactly_once_v2] [--instance-id ID]
  *   [--app-server HOST:PORT] [--standbys N] [--commit-ms MS] [--poll-ms MS] [--name NAME]
+ *   [--batch-size BYTES] (the producer's batch.size)
  */
 public class CountStreamsApp {
     static final String STORE = "counts";
@@ -85,6 +86,11 @@ public class CountStreamsApp {
         }
         if (opts.containsKey("instance-id")) {
             p.put(StreamsConfig.consumerPrefix("group.instance.id"), opts.get("instance-id"));
+        }
+        if (opts.containsKey("batch-size")) {
+            // 0: one record per batch (Tansu's ListOffsets LATEST is the last batch's base
+            // offset + 1, so a changelog restore would stop short of multi-record batches).
+            p.put(StreamsConfig.producerPrefix("batch.size"), opts.get("batch-size"));
         }
         if (opts.getOrDefault("guarantee", "").startsWith("exactly_once")) {
             // A killed instance's open transaction is aborted by the coordinator's timeout.
