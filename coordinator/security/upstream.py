@@ -271,22 +271,6 @@ class UpstreamSecurity:
 
     # --- what the client libraries take ---------------------------------------------
 
-    def aiokafka_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for AIOKafkaProducer/Consumer/AdminClient ({} for PLAINTEXT)."""
-        if self.protocol == "PLAINTEXT":
-            return {}
-        kwargs: dict[str, Any] = {"security_protocol": self.protocol}
-        if self.tls:
-            kwargs["ssl_context"] = self.ssl_context()
-        if self.sasl:
-            kwargs["sasl_mechanism"] = self.mechanism
-            if self.mechanism == "OAUTHBEARER":
-                kwargs["sasl_oauth_token_provider"] = _aiokafka_provider(self)
-            else:
-                kwargs["sasl_plain_username"] = self.username
-                kwargs["sasl_plain_password"] = self.password
-        return kwargs
-
     def confluent_config(self) -> dict[str, Any]:
         """Settings for confluent-kafka (librdkafka): the upstream.* names without the prefix;
         an OAUTHBEARER provider becomes ``oauth_cb`` (called on librdkafka's thread)."""
@@ -352,16 +336,6 @@ def _import(name: str, spec: str) -> Callable[[], Any]:
     if not callable(target):
         raise _err(name, f"{spec} is not callable")
     return target  # type: ignore[no-any-return]
-
-
-def _aiokafka_provider(security: UpstreamSecurity) -> Any:
-    from aiokafka.abc import AbstractTokenProvider
-
-    class Provider(AbstractTokenProvider):
-        async def token(self) -> str:
-            return await security.oauth_token()
-
-    return Provider()
 
 
 def jwt_expiry(token: str, default_lifetime: float = 3600.0) -> float:

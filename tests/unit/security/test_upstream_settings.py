@@ -42,7 +42,7 @@ def up(**settings: str) -> UpstreamSecurity:
 def test_default_is_plaintext_and_changes_nothing() -> None:
     security = UpstreamSecurity.from_settings({"authorizer": "none"})
     assert security.protocol == "PLAINTEXT" and not security.tls and not security.sasl
-    assert security.ssl_context() is None and security.aiokafka_kwargs() == {}
+    assert security.ssl_context() is None
     assert security.confluent_config() == {"security.protocol": "PLAINTEXT"}
 
 
@@ -54,9 +54,6 @@ def test_sasl_ssl_scram(ca: Path) -> None:
     assert isinstance(context, ssl.SSLContext)
     assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
     assert security.ssl_context() is context           # built once
-    kwargs = security.aiokafka_kwargs()
-    assert kwargs == {"security_protocol": "SASL_SSL", "ssl_context": context, "sasl_mechanism": "SCRAM-SHA-512",
-                      "sasl_plain_username": "kcoord", "sasl_plain_password": "pw"}
     assert security.confluent_config() == {
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "kcoord",
         "sasl.password": "pw", "ssl.ca.location": str(ca)}
@@ -151,8 +148,6 @@ def test_oauthbearer_provider_hook_sync_and_async() -> None:
     assert isinstance(mechanism, OAuthBearer) and b"auth=Bearer aaa.bbb." in mechanism.initial()
     asyncio.run(security.new_mechanism())
     assert CALLS == [1, 1], "the provider is asked for every authentication"
-    provider = security.aiokafka_kwargs()["sasl_oauth_token_provider"]
-    assert asyncio.run(provider.token()) == "aaa.bbb."
     token, _expiry = security.confluent_config()["oauth_cb"]("")
     assert token == "aaa.bbb."
     assert "sasl.oauthbearer.token.provider" not in security.confluent_config()
