@@ -77,12 +77,22 @@ async def service(authorizer=None, **images) -> GroupCoordinatorService:
     return svc
 
 
-def with_link(svc, link: Link, clock=None) -> None:
+def with_link(svc, link: Link | None = None, clock=None) -> Link:
+    """The service's internal topics created through ``link`` (a new one by default)."""
+    link = link or Link()
+
     async def open_link():
         return link
     creator = InternalTopicCreator(open_link, lambda: svc.image, *(() if clock is None else (clock,)))
     from coordinator.service import streams_apis
     streams_apis._creators[svc] = creator
+    return link
+
+
+async def background_done() -> None:
+    """Let the background CreateTopics run (the fake link answers at once)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
 
 
 COUNT = topology(subtopology("0", sources=["input"], sinks=["app-repartition"]),
@@ -188,8 +198,7 @@ def test_internal_topics_are_created_with_the_members_create_rights_and_failures
         rights.refused = {("CREATE", "CLUSTER", "kafka-cluster")}     # CREATE on both topics now
         link.error, link.message = ErrorCode.policy_violation, "no, says the policy"
         resp = await svc.handle(88, 1, beat("m1", resp.member_epoch), CLIENT)
-        await asyncio.sleep(0)                  # the background CreateTopics runs
-        await asyncio.sleep(0)
+        await background_done()
         [sent] = link.sent
         assert sorted((t.name, t.num_partitions, t.replication_factor) for t in sent.topics) == [
             ("app-repartition", 4, -1), ("app-store-changelog", 4, -1)]
@@ -206,15 +215,13 @@ def test_internal_topics_are_created_with_the_members_create_rights_and_failures
 def test_without_an_authorizer_the_topics_are_created_and_the_group_settings_are_read():
     async def main():
         svc = await service(input=4)
-        link = Link()
-        with_link(svc, link)
+        link = with_link(svc)
         shard = svc.runtime_for("app").shard
         shard.group_configs.replace("app", {"streams.heartbeat.interval.ms": "7000",
                                             "streams.session.timeout.ms": "50000"})
         resp = await svc.handle(88, 1, join("m1", "p1", COUNT), CLIENT)
         assert resp.heartbeat_interval == timedelta(seconds=7)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await background_done()
         assert [t.name for r in link.sent for t in r.topics] == ["app-repartition", "app-store-changelog"]
         assert isinstance(creator_of(svc), InternalTopicCreator)
     asyncio.run(main())
@@ -223,14 +230,12 @@ def test_without_an_authorizer_the_topics_are_created_and_the_group_settings_are
 def test_internal_topics_beyond_kafkas_controller_limits_are_refused_not_sent_upstream():
     async def main():
         svc = await service(input=4)
-        link = Link()
-        with_link(svc, link)
+        link = with_link(svc)
         huge = topology(subtopology("0", sources=["input"], sinks=["app-repartition"]),
                         subtopology("1", repartition=[topic_info("app-repartition", 20_000)],
                                     changelogs=["app-store-changelog"]))
         resp = await svc.handle(88, 1, join("m1", "p1", huge), CLIENT)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await background_done()
         resp = await svc.handle(88, 1, beat("m1", resp.member_epoch), CLIENT)
         assert link.sent == []
         assert statuses(resp)[3].endswith("; Creation failed: app-repartition (Excessively large number of "
