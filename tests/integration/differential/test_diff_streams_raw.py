@@ -30,6 +30,9 @@ from support.differential import (
     RawMember,
     Transcript,
     assert_same,
+    delete_groups,
+    describe_groups,
+    list_groups,
     member_ids,
     plain,
     set_kafka_group_config,
@@ -41,7 +44,7 @@ from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 
-HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE = 88, 89, 93
+HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE, DESCRIBE_GROUPS = 88, 89, 93, 15
 INPUT_PARTITIONS = 4
 MISSING_INTERNAL_TOPICS = 3
 
@@ -211,6 +214,14 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     t.add("describe v1", describe(side, app, 1))
     t.add("describe v0", describe(side, app, 0))
     t.add("authorized operations", describe(side, app, 1, operations=True)["groups"][0]["authorized_operations"])
+    t.add("list streams groups", named(list_groups(side, {app}, types=("streams",)), app))
+    t.add("list consumer groups", named(list_groups(side, {app}, types=("consumer",)), app))
+    described = describe_groups(side, app)
+    described["error_message"] = side.call(DESCRIBE_GROUPS, 6, groups=(app,),
+                                           include_authorized_operations=False).groups[0].error_message
+    t.add("DescribeGroups v6", named(described, app))
+    t.add("DescribeGroups v5", named(describe_groups_v5(side, app), app))
+    t.add("delete while running", delete_groups(side, app))
     delayed = StreamsMember(side, f"{app}-delayed", ids[6], ids[1])      # the default 3 s initial delay
     wait_for_coordinator(side, delayed.group)
     t.add("join within the initial rebalance delay", view(delayed.join(topology(side, app, source)), app))
@@ -230,7 +241,14 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
         topology_description=u.TopologyDescription(subtopologies=(), global_stores=())), app))
     t.add("leave", view(member.heartbeat(epoch=-1), app))
     t.add("describe after leave", describe(side, app, 1))
+    t.add("delete when empty", delete_groups(side, app))
+    t.add("describe after delete", describe(side, app, 1))
     return t
+
+
+def describe_groups_v5(side: Coordinator, group: str) -> Any:
+    [described] = side.call(DESCRIBE_GROUPS, 5, groups=(group,), include_authorized_operations=False).groups
+    return plain(described)
 
 
 def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic):
@@ -242,6 +260,10 @@ def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic)
     # The internal topics were missing at the join, so each coordinator created them.
     assert [s["status_code"] for s in kafka["join"]["status"]] == [MISSING_INTERNAL_TOPICS]
     assert [s["status_code"] for s in kafka["join within the initial rebalance delay"]["status"]] == [5]
+    assert [g["group_type"] for g in kafka["list streams groups"]] == ["streams"]
+    assert kafka["list consumer groups"] == []
+    assert kafka["DescribeGroups v6"]["error_code"] == "group_id_not_found"
+    assert (kafka["delete while running"], kafka["delete when empty"]) == ("non_empty_group", "none")
     assert kafka["another topology"]["error_code"] == "invalid_request"
     assert kafka["internal topic"]["error_code"] == "streams_invalid_topology"
     assert kafka["heartbeat to a consumer group"]["error_code"] == "group_id_not_found"
