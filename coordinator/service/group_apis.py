@@ -28,6 +28,7 @@ from ..group.admin_requests import ConsumerGroupDescribe, DescribeGroups
 from ..group.errors import ApiError
 from ..group.kio_util import build
 from ..group.offsets import ops as offset_ops
+from ..group.offsets.requests import fetch_answer
 from ..group.shard import RequestContext
 from ..group.timeutil import from_ms
 from ..protocol import error_responses
@@ -123,7 +124,8 @@ class GroupApis:
         return build(mod.DeleteGroupsResponse, throttle_time=from_ms(0), results=tuple(out))
 
     async def offset_fetch(self, ctx: RequestContext, req):
-        mod = schema("offset_fetch", ctx.api_version)
+        answer = fetch_answer(ctx.api_version)
+        mod = answer.response_schema
         await self.read_markers([req.group_id] if ctx.api_version < 8 else [g.group_id for g in req.groups])
         if ctx.api_version < 8:
             return await self.router.one_group(error_responses.offset_fetch, ctx, req,
@@ -135,9 +137,9 @@ class GroupApis:
 
         def one(shard, g):
             try:
-                topics = offset_ops.fetch_group(shard, ctx.api_version, mod, g.group_id, g.topics,
-                                                req.require_stable, g.member_id if by_member else None,
-                                                g.member_epoch if by_member else -1)
+                topics = offset_ops.fetch_offsets(shard, answer, g.group_id, g.topics, req.require_stable,
+                                                  g.member_id if by_member else None,
+                                                  g.member_epoch if by_member else -1)
                 return build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=tuple(topics),
                              error_code=ErrorCode.none)
             except ApiError as e:

@@ -18,7 +18,7 @@ from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
 from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
-from .requests import FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch, fetch_answer
+from .requests import FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch
 
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
@@ -120,15 +120,6 @@ def _validate_fetch(group, member_id: str | None, member_epoch: int) -> None:
     group_type(group).validate_offset_fetch(group, member_id, member_epoch)
 
 
-def fetch_group(shard: OffsetsView, api_version: int, mod, group_id: str, topics,
-                require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
-    """`fetch_offsets` for the service's multi-group OffsetFetch (v8+), which names the
-    version it splits per group: the answer's classes are read from it here (`mod` is the
-    same version's schema)."""
-    return fetch_offsets(shard, fetch_answer(api_version), group_id, topics, require_stable, member_id,
-                         member_epoch)
-
-
 def fetch_offsets(shard: OffsetsView, answer: FetchAnswer, group_id: str, topics, require_stable: bool,
                   member_id: str | None = None, member_epoch: int = -1):
     """Offsets of one group as a list of response topics in `answer`'s classes (Kafka:
@@ -188,7 +179,7 @@ def fetch_offsets(shard: OffsetsView, answer: FetchAnswer, group_id: str, topics
 
 def offset_fetch(shard: OffsetsView, ctx: RequestContext, req: OffsetFetch, now_ms: int) -> Result:
     """Single-group versions (1-7) only; v8+ multi-group requests are split per shard by the
-    service, which calls `fetch_group` for each group."""
+    service, which calls `fetch_offsets` for each group with the version's `fetch_answer`."""
     mod = req.answer.response_schema
     try:
         topics = fetch_offsets(shard, req.answer, req.group_id, req.topics, req.require_stable)

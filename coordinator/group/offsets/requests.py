@@ -88,7 +88,7 @@ class OffsetCommit:
 
 class OffsetFetch:
     """The single-group OffsetFetch (v1-v7; v8+ name several groups and the service splits
-    them per group: ops.fetch_group). `topics` None: every committed topic."""
+    them per group: ops.fetch_offsets). `topics` None: every committed topic."""
 
     __slots__ = ("group_id", "topics", "require_stable", "answer")
 

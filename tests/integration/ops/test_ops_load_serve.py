@@ -8,6 +8,7 @@ from coordinator.cli import build_parser
 from coordinator.group import group_admin
 from coordinator.group.kio_util import schema
 from coordinator.group.offsets import ops as offset_ops
+from coordinator.group.offsets.requests import fetch_answer
 from ops.live import cluster_image
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, topics, write_segments
@@ -117,7 +118,7 @@ def test_serve_answers_for_a_loaded_log_as_the_replay_does(upstream, tmp_path):
     for g in fetched.groups:
         want = {(o["topic"], o["partition"]): o["offset"] for o in groups[g.group_id]["offsets"]}
         assert {k: v[0] for k, v in offsets_of(g).items()} == want, g.group_id
-        offline = offset_ops.fetch_group(shard_of[g.group_id], 9, fetch_mod, g.group_id, None, False)
+        offline = offset_ops.fetch_offsets(shard_of[g.group_id], fetch_answer(9), g.group_id, None, False)
         assert offsets_of(g) == offsets_of(fetch_mod.OffsetFetchResponseGroup(
             group_id=g.group_id, topics=tuple(offline), error_code=g.error_code))
     for g in described.groups:

@@ -7,7 +7,8 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
 from coordinator.group.kio_util import schema
-from coordinator.group.offsets.ops import fetch_group
+from coordinator.group.offsets.ops import fetch_offsets
+from coordinator.group.offsets.requests import fetch_answer
 from records import decode_record
 
 from .context import ShardContext, topic
@@ -125,11 +126,10 @@ def test_metadata_too_large():
 def test_offset_fetch_v9_member_epoch_validation():
     c = ShardContext(FOO, config=fast())
     c.heartbeat("g", "m1", 0, topics=["foo"])
-    rmod = schema("offset_fetch", 9)
-    assert fetch_group(c.shard, 9, rmod, "g", None, False, "m1", 2) == []
+    assert fetch_offsets(c.shard, fetch_answer(9), "g", None, False, "m1", 2) == []
     for member, epoch, code in (("m1", 1, ErrorCode.stale_member_epoch), ("zz", 2, ErrorCode.unknown_member_id)):
         try:
-            fetch_group(c.shard, 9, rmod, "g", None, False, member, epoch)
+            fetch_offsets(c.shard, fetch_answer(9), "g", None, False, member, epoch)
             raise AssertionError("expected an error")
         except ApiError as e:
             assert e.code == code

@@ -81,8 +81,9 @@ def test_require_stable_on_multi_group_fetch_v8():
     mod = schema("offset_fetch", 8, "request")
     req = mod.OffsetFetchRequest(groups=(mod.OffsetFetchRequestGroup(group_id="g", topics=(
         mod.OffsetFetchRequestTopics(name="foo", partition_indexes=(2,)),)),), require_stable=True)
-    from coordinator.group.offsets.ops import fetch_group
-    topics = fetch_group(c.shard, 8, schema("offset_fetch", 8), "g", req.groups[0].topics, True)
+    from coordinator.group.offsets.ops import fetch_offsets
+    from coordinator.group.offsets.requests import fetch_answer
+    topics = fetch_offsets(c.shard, fetch_answer(8), "g", req.groups[0].topics, True)
     assert topics[0].partitions[0].error_code == ErrorCode.unstable_offset_commit
 
 
