@@ -4,6 +4,8 @@
   with Kafka's formula; a topic an earlier kcoord wrote (group records, no marker) keeps the
   legacy formula, so `kcoord serve` still finds a negative-hash group's commits where they
   were written; two processes deciding on one fresh topic at once agree.
+- A reload after the topic was replaced: a process on Kafka's placement marks the new, empty
+  topic before its shards load it; a legacy process leaves it unmarked (legacy again).
 - `kcoord offsets load` into a new topic marks it first and places with Kafka's formula.
 - Kafka 4.4: a group's OffsetCommit through kcoord lands in the state-topic partition with
   the number of the `__consumer_offsets` partition Kafka's own coordinator wrote the same
@@ -19,7 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from coordinator.group.hashing import KAFKA, LEGACY, java_string_hash, legacy_partition_for, partition_for
 from coordinator.runtime.state_topic import StateTopic
-from coordinator.service.partitioner import decide
+from coordinator.service.partitioner import before_reload, decide
 from ops.load import load
 from ops.logsource import LogBatch
 from records import OffsetCommitKey, OffsetCommitValue, decode_key, encode_key, encode_value
@@ -113,6 +115,23 @@ def test_a_topic_an_earlier_kcoord_wrote_keeps_its_placement(tansu, names, caplo
         assert commit_partitions(tansu.bootstrap, state_topic, group) == {where}
     finally:
         kcoord.stop()
+
+
+def test_a_replaced_topic_is_marked_before_a_reload_by_a_kafka_placement_process(tansu, names, caplog):
+    kafka_topic, legacy_topic = f"__kcoord_{names.topic()}", f"__kcoord_{names.topic()}"
+
+    async def replaced(topic: str, partitioner) -> None:
+        # What the state-topic watch leaves before the reload: a new, empty topic.
+        await StateTopic(tansu.bootstrap, topic, PARTITIONS).ensure_topic()
+        await before_reload(tansu.bootstrap, topic, PARTITIONS, partitioner)()
+
+    with caplog.at_level(logging.WARNING, logger="kcoord"):
+        asyncio.run(replaced(kafka_topic, KAFKA))
+        asyncio.run(replaced(legacy_topic, LEGACY))
+    first = data_records(tansu.bootstrap, kafka_topic, 0)
+    assert first and first[0].offset == 0 and marker_partitioner(bytes(first[0].key), bytes(first[0].value)) == "kafka"
+    assert not data_records(tansu.bootstrap, legacy_topic, 0)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def commit_record(group: str, topic: str, offset: int) -> tuple[bytes, bytes]:
