@@ -17,9 +17,10 @@ from contextlib import redirect_stdout
 from kio.schema.errors import ErrorCode
 
 from coordinator.cli import build_parser
-from coordinator.group.hashing import partition_for
+from coordinator.group.hashing import KAFKA, partition_for
 from coordinator.group.kio_util import schema
 from coordinator.runtime.state_topic import StateTopic
+from coordinator.service.partitioner import decide
 from records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from support import ports, raw_client
 from support.kcoord import FAST, KcoordProcess
@@ -54,11 +55,13 @@ def group_in(partition: int, prefix: str) -> str:
 
 
 def write_state_records(bootstrap: str, state_topic: str, records: list[tuple[int, bytes, bytes]]) -> list[int]:
-    """Append (partition, key, value) straight to the state topic; returns their offsets."""
+    """Append (partition, key, value) straight to the state topic, as kcoord writes it (the
+    partitioner marker first: Kafka's placement, which `group_in` computes); returns their offsets."""
     async def run() -> list[int]:
         topic = StateTopic(bootstrap, state_topic, PARTITIONS)
         await topic.start()
         try:
+            assert await decide(bootstrap, state_topic, PARTITIONS) is KAFKA
             return [await topic.append(p, [(k, v)], 1_700_000_000_000) for p, k, v in records]
         finally:
             await topic.stop()
