@@ -30,8 +30,10 @@ from support.differential import (
     RawMember,
     Transcript,
     assert_same,
+    commit,
     delete_groups,
     describe_groups,
+    fetch,
     list_groups,
     member_ids,
     plain,
@@ -214,6 +216,11 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     t.add("describe v1", describe(side, app, 1))
     t.add("describe v0", describe(side, app, 0))
     t.add("authorized operations", describe(side, app, 1, operations=True)["groups"][0]["authorized_operations"])
+    t.add("commit at the member's epoch", commit(side, app, source, {0: 5, 1: 7}, member_id=ids[0],
+                                                 epoch=member.epoch))
+    t.add("commit at a future epoch", commit(side, app, source, {0: 6}, member_id=ids[0], epoch=member.epoch + 5))
+    t.add("fetch at the member's epoch", named(fetch(side, app, source, member_id=ids[0], epoch=member.epoch), app))
+    t.add("fetch at another epoch", named(fetch(side, app, source, member_id=ids[0], epoch=member.epoch - 1), app))
     t.add("list streams groups", named(list_groups(side, {app}, types=("streams",)), app))
     t.add("list consumer groups", named(list_groups(side, {app}, types=("consumer",)), app))
     described = describe_groups(side, app)
@@ -260,6 +267,10 @@ def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic)
     # The internal topics were missing at the join, so each coordinator created them.
     assert [s["status_code"] for s in kafka["join"]["status"]] == [MISSING_INTERNAL_TOPICS]
     assert [s["status_code"] for s in kafka["join within the initial rebalance delay"]["status"]] == [5]
+    assert kafka["commit at the member's epoch"] == {0: "none", 1: "none"}
+    assert kafka["fetch at the member's epoch"]["error_code"] == "none"
+    assert kafka["commit at a future epoch"] == {0: "stale_member_epoch"}
+    assert kafka["fetch at another epoch"]["error_code"] == "stale_member_epoch"
     assert [g["group_type"] for g in kafka["list streams groups"]] == ["streams"]
     assert kafka["list consumer groups"] == []
     assert kafka["DescribeGroups v6"]["error_code"] == "group_id_not_found"
