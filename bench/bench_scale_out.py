@@ -173,6 +173,8 @@ def figures(setup: Setup, r: load.LoadResult) -> dict[str, Any]:
     if kc:
         f["kcoord_us_per_op"] = sum(kc) / r.responses * 1e6 if r.responses else None
         f["kcoord_cores"] = [c / r.window_s for c in kc]
+        # runnable but not running: the CPU each process wanted while other work held its core
+        f["kcoord_waiting"] = [(r.waiting_by_pid or {}).get(pid, 0.0) / r.window_s for pid in setup.kcoord_pids]
         # One instance answers everything (a plain serve names its broker listener, P+1, as
         # the coordinator); cluster instances each answer at their own bootstrap port.
         by_port = r.responses_by_port or {}
@@ -201,7 +203,8 @@ def show(f: dict[str, Any]) -> str:
     if "kcoord_us_per_op_each" in f:
         each = ", ".join(f"{u or 0:,.0f}" for u in f["kcoord_us_per_op_each"])
         cores = ", ".join(f"{c:.2f}" for c in f["kcoord_cores"])
-        kc = f"; kcoord {f['kcoord_us_per_op'] or 0:,.0f} us/op (each {each}; cores {cores})"
+        waits = ", ".join(f"{c:.2f}" for c in f.get("kcoord_waiting", []))
+        kc = f"; kcoord {f['kcoord_us_per_op'] or 0:,.0f} us/op (each {each}; cores {cores}; waiting {waits})"
     return (f"{f['rate']:,.0f}/s{kc}; broker {f['broker_us_per_op'] or 0:,.0f} us/op ({f['broker_cores']:.2f} "
             f"cores); load {f['generator_cores']:.2f} cores; p50 {f['p50_us'] or 0:,.0f} us, p99 "
             f"{f['p99_us'] or 0:,.0f} us")
@@ -271,22 +274,23 @@ def table(results: dict[str, Any]) -> str:
     lines = []
     for workload, per in figs.items():
         lines += [f"### {workload}", "", "| setup | CPUs | ops/s | server µs/op | kcoord µs/op (each process) | "
-                  "kcoord cores (each) | broker µs/op (cores) | load cores | p50 / p99 |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "kcoord cores (each) | kcoord waiting for a CPU (each) | broker µs/op (cores) | load cores | "
+                  "p50 / p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
         for name, runs in per.items():
             ok = [r for r in runs if r]
             if not ok:
-                lines.append(f"| {name} | {results['meta']['layouts'][name]} | failed | | | | | | |")
+                lines.append(f"| {name} | {results['meta']['layouts'][name]} | failed | | | | | | | |")
                 continue
             n_kc = len(ok[0].get("kcoord_cores", []))
             each = ", ".join(f"{_med(ok, 'kcoord_us_per_op_each', i) or 0:,.0f}" for i in range(n_kc))
             cores = ", ".join(f"{_med(ok, 'kcoord_cores', i):.2f}" for i in range(n_kc))
+            waits = ", ".join(f"{_med(ok, 'kcoord_waiting', i) or 0:.2f}" for i in range(n_kc))
             kc = f"**{_med(ok, 'kcoord_us_per_op'):,.0f}** ({each})" if n_kc else "—"
             rates = [r["rate"] for r in ok]
             lines.append(
                 f"| {name} | {results['meta']['layouts'][name]} | **{median(rates):,.0f}** "
                 f"({min(rates):,.0f}–{max(rates):,.0f}) | {_med(ok, 'cpu_us_per_op') or 0:,.0f} | {kc} | "
-                f"{cores or '—'} | "
+                f"{cores or '—'} | {waits or '—'} | "
                 f"{_med(ok, 'broker_us_per_op'):,.0f} ({_med(ok, 'broker_cores'):.2f}) | "
                 f"{_med(ok, 'generator_cores'):.2f} | {(_med(ok, 'p50_us') or 0) / 1000:,.1f} / "
                 f"{(_med(ok, 'p99_us') or 0) / 1000:,.1f} ms |")

@@ -49,10 +49,20 @@ def cpu_seconds(pid: int) -> float:
 def cpu_seconds_fine(pid: int) -> float:
     """CPU time of every thread of ``pid`` from schedstat (nanoseconds; /proc/PID/stat counts
     10 ms ticks, too coarse for a run of a few hundred ms of CPU)."""
+    return _schedstat(pid, 0)
+
+
+def run_queue_seconds(pid: int) -> float:
+    """Time every thread of ``pid`` has spent runnable but waiting for a CPU (schedstat's
+    second field): on a shared machine, the CPU the process wanted and other work had."""
+    return _schedstat(pid, 1)
+
+
+def _schedstat(pid: int, field: int) -> float:
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            total += int((task / "schedstat").read_text().split()[field])
         except (FileNotFoundError, ProcessLookupError):   # a thread that just ended
             pass
     return total / 1e9

@@ -48,6 +48,7 @@ class LoadResult:
     window_s: float
     server_cpu_by_pid: dict[int, float] | None = None   # each server process, inside the window
     responses_by_port: dict[int, int] | None = None     # each target's responses, inside the window
+    waiting_by_pid: dict[int, float] | None = None      # each server process's run-queue wait, in the window
 
     @property
     def cpu_us_per_op(self) -> float | None:
@@ -59,7 +60,8 @@ class LoadResult:
                 "generator_cores": self.generator_cpu_s / self.window_s, "responses": self.responses,
                 "errors": {str(k): v for k, v in self.errors.items()},
                 "server_cpu_by_pid": {str(k): v for k, v in (self.server_cpu_by_pid or {}).items()},
-                "responses_by_port": {str(k): v for k, v in (self.responses_by_port or {}).items()}}
+                "responses_by_port": {str(k): v for k, v in (self.responses_by_port or {}).items()},
+                "waiting_by_pid": {str(k): v for k, v in (self.waiting_by_pid or {}).items()}}
 
 
 def _worker(port: int, error_offset: int, frames: Sequence[bytes], connections: int, depth: int,
@@ -153,8 +155,10 @@ def run_targets(targets: Sequence[tuple[int, Sequence[bytes]]], error_offset: in
             go.put(start_at)
         time.sleep(max(0.0, start_at + warmup - time.monotonic()))
         before = {pid: procs.cpu_seconds(pid) for pid in server_pids}
+        queued = {pid: procs.run_queue_seconds(pid) for pid in server_pids}
         time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
         by_pid = {pid: procs.cpu_seconds(pid) - before[pid] for pid in server_pids}
+        waiting = {pid: procs.run_queue_seconds(pid) - queued[pid] for pid in server_pids}
         results = [out.get(timeout=seconds + warmup + 60) for _ in ps]
     finally:
         for p in ps:
@@ -176,4 +180,5 @@ def run_targets(targets: Sequence[tuple[int, Sequence[bytes]]], error_offset: in
         p50, p99 = q[49] * 1e6, q[98] * 1e6
     return LoadResult(rate=responses / seconds, responses=responses, errors=errors, p50_us=p50, p99_us=p99,
                       server_cpu_s=sum(by_pid.values()), generator_cpu_s=sum(r.cpu_seconds for _, r, _ in results),
-                      window_s=seconds, server_cpu_by_pid=by_pid, responses_by_port=by_port)
+                      window_s=seconds, server_cpu_by_pid=by_pid, responses_by_port=by_port,
+                      waiting_by_pid=waiting)
