@@ -4,8 +4,9 @@ parts Kafka's group coordinator and KafkaApis divide the job into.
 Rules of this package:
 - wiring.py composes the parts (`GroupCoordinatorService`) and owns the one door, `handle`.
   Each part gets its collaborators explicitly, never the whole service; the parts import
-  each other only downwards: wiring > authorization, group_apis, lifecycle > topic_checks,
-  transactions > routing > apis, skip_list (import-linter checks it, pyproject.toml).
+  each other only downwards: wiring > authorization, group_apis, lifecycle, envelope,
+  streams_apis > topic_checks, transactions, group_configs, streams_topics > routing,
+  group_config_peers, partitioner > apis, skip_list (import-linter checks it, pyproject.toml).
 - apis.py is the API registry: the rows of the API table (coordinator/protocol/api_table.py,
   one `ApiSpec` per API), each bound to the part that serves it. wiring.py builds the table
   from the core rows and the enabled extensions' rows.
@@ -18,6 +19,15 @@ Rules of this package:
 - lifecycle.py loads, reloads and unloads the shards, and takes and releases them in
   cluster mode; a shard that does not load fails alone (docs/user/reliability.md).
 - transactions.py serves TxnOffsetCommit and AddOffsetsToTxn (docs/design/transactions.md).
+- streams_apis.py serves the streams group APIs (88, 89, 93) as an extension's rows, with
+  Kafka's KafkaApis checks; streams_topics.py creates a topology's internal topics upstream,
+  only with the member's CREATE right (docs/user/streams-groups.md).
+- group_configs.py serves the per-group configuration on GROUP resources; in a kcoord cluster
+  group_config_peers.py sends the groups of other instances' shards to their owners, in an
+  Envelope that envelope.py checks and opens on the owner (docs/user/group-configs.md).
+- partitioner.py decides, once per process, how groups map to state-topic partitions: Kafka's
+  `Utils.abs(hashCode) % n`, or the legacy mask on a state topic written before
+  (docs/design/kafka-facts.md).
 - skip_list.py parses `state.load.skip.corrupt.offsets`, the operator's explicit way past a
   bad record.
 """
