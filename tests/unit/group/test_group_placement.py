@@ -95,3 +95,37 @@ def test_a_marker_names_nothing_under_another_key():
 def test_the_loader_skips_markers_and_fence_records_only():
     assert is_log_record(marker_record("kafka")[0]) and is_log_record(fence_record(0, 1, 1)[0])
     assert not is_log_record(b"\x00\x01group") and not is_log_record(None) and not is_log_record(b"\x04\xb0x")
+
+
+def test_a_service_loads_past_the_marker_and_routes_with_its_partitioner(caplog):
+    import asyncio
+    import logging
+
+    from coordinator.config import CoordinatorConfig
+    from coordinator.service import GroupCoordinatorService
+    from records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+
+    from ..runtime.fakes import FakeStateTopic
+
+    def commit(offset: int) -> tuple[bytes, bytes]:
+        return (encode_key(OffsetCommitKey(group="replay-ab588cff", topic="t", partition=0)),
+                encode_value(OffsetCommitValue(offset=offset, metadata="", commit_timestamp=1), 3))
+
+    async def loaded(partitioner):
+        log = FakeStateTopic(5)
+        log.logs[0].append(marker_record("kafka"))
+        log.logs[1].append(commit(11))        # where the legacy placement put the group
+        log.logs[2].append(commit(22))        # where Kafka's does
+        service = GroupCoordinatorService(CoordinatorConfig(state_topic_partitions=5), log,  # type: ignore[arg-type]
+                                          partitioner=partitioner)
+        await service.start()
+        try:
+            shard = service.runtime_for("replay-ab588cff").shard
+            return service.partition_for("replay-ab588cff"), shard.offsets.get("replay-ab588cff", "t", 0).offset
+        finally:
+            service.close()
+
+    with caplog.at_level(logging.WARNING, logger="kcoord"):
+        assert asyncio.run(loaded(KAFKA)) == (2, 22)
+        assert asyncio.run(loaded(LEGACY)) == (1, 11)
+    assert not [r for r in caplog.records if "unknown type" in r.getMessage()], "the marker is never replayed"
