@@ -1,8 +1,8 @@
-"""Instructions per state-topic append, by writer (aiokafka's producer, the lean writer of
-coordinator/runtime/lean_writer.py), counted by callgrind in kcoord's process only.
+"""Instructions per state-topic append through kcoord's writer (coordinator/runtime/lean_writer.py),
+counted by callgrind in kcoord's process only (the aiokafka producer it was compared with is
+gone from kcoord; its figures stay in docs/measurements/cpu-per-commit.md).
 
     .venv/bin/python bench/callgrind_state_writer.py [--rounds 200,1200] [--shards 10] [--records 4]
-        [--writers aiokafka,lean]
 
 A Tansu broker (tests/support/tansu.py) runs outside valgrind. For each writer, the same
 script runs twice under `valgrind --tool=callgrind` (apt package valgrind), with the two
@@ -12,7 +12,7 @@ end of a turn), and the round waits for every acknowledgement (acks=all). The di
 the two runs' totals over the difference of their appends is the writer's cost per append:
 start-up, imports, topic creation and shutdown cancel out. Waiting for the broker costs no
 instructions, so a loaded machine changes the count little; the batching is fixed by the
-rounds (one batch per partition and round for both writers).
+rounds (one batch per partition and round).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ VALUE = bytes(60)
 async def _appends(bootstrap: str, topic: str, writer: str, rounds: int, shards: int, records: int) -> None:
     from coordinator.runtime.state_topic import StateTopic
 
-    state = StateTopic(bootstrap, topic, shards, writer=writer)
+    state = StateTopic(bootstrap, topic, shards)
     await state.start()
     try:
         batch = [(KEY + bytes([i]), VALUE) for i in range(records)]
@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--rounds", default="200,1200")
     ap.add_argument("--shards", type=int, default=10)
     ap.add_argument("--records", type=int, default=4)
-    ap.add_argument("--writers", default="aiokafka,lean")
+    ap.add_argument("--writers", default="lean")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--writer", default="lean", help=argparse.SUPPRESS)
     ap.add_argument("--topic", default="", help=argparse.SUPPRESS)
