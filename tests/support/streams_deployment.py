@@ -67,11 +67,12 @@ class Deployment:
     output: str
     state_root: Path
     guarantee: str = "at_least_once"
-    # The instances' producer batch.size; 0 (one record per batch) on Tansu, whose ListOffsets
-    # LATEST is the last batch's base offset + 1: a task that moves to an instance without its
-    # state restores its changelog to that offset and loses the rest of the last batch (seen:
-    # changelog ends 18/13/13/13/7 listed against 21/15/15/15/9 records, counts short after the
-    # scale-out). support.produce keeps one record per batch for the same reason.
+    # The instances' producer batch.size; 0 on Tansu, whose ListOffsets LATEST is the last
+    # batch's base offset + 1: a task that moves to an instance without its state restores its
+    # changelog to that offset and loses the rest of the last batch (seen: changelog ends
+    # 18/13/13/13/7 listed against 21/15/15/15/9 records, counts short after the scale-out).
+    # 0 makes most batches one record (a batch's buffer is sized by its first record's upper
+    # bound, so a small second record may still fit): fewer losses, not none.
     batch_size: int | None = None
     group_configs: dict[str, str] = field(default_factory=dict)   # the group's own, set at deploy
     apps: list[StreamsApp] = field(default_factory=list)
