@@ -56,6 +56,25 @@ def stop(proc: subprocess.Popen, timeout: float) -> int:
     return proc.returncode
 
 
+def close_by_stdin(proc: subprocess.Popen, line: str, timeout: float) -> int:
+    """Ask a client process to close by writing ``line`` to its stdin and closing it (the test
+    clients read their commands there), wait up to ``timeout`` s, then SIGKILL. Returns the
+    exit code; the process is no longer tracked afterwards."""
+    if proc.poll() is None:
+        try:
+            proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill(proc)
+    untrack(proc)
+    return proc.returncode
+
+
 def exited(proc: subprocess.Popen, log_path: Path, timeout: float, why: str) -> tuple[int, str]:
     """(exit code, log text) of a kcoord expected to exit within ``timeout`` s (``why``: what
     should have made it exit); it is no longer tracked afterwards."""

@@ -112,18 +112,7 @@ class StreamsApp:
         Streams' own 30 s bound), kill -9 past ``timeout``."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.write(f"close {how}".strip() + "\n")  # type: ignore[union-attr]
-                self.process.stdin.close()  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                processes.kill(self.process)
-        processes.untrack(self.process)
-        return self.process.returncode
+        return processes.close_by_stdin(self.process, f"close {how}".strip(), timeout)
 
     @property
     def alive(self) -> bool:

@@ -84,18 +84,7 @@ class _Jvm:
 
     def shutdown(self, timeout: float = 30.0) -> int:
         """Close (stdin "close"), wait; kill -9 if it does not exit in time."""
-        if self.process.poll() is None:
-            try:
-                self.send("close")
-                self.process.stdin.close()  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                processes.kill(self.process)
-        processes.untrack(self.process)
-        return self.process.returncode
+        return processes.close_by_stdin(self.process, "close", timeout)
 
 
 class JavaEosLoop(_Jvm):
