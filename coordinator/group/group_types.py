@@ -89,9 +89,11 @@ class GroupType(Protocol):
         ...
 
     def validate_offset_commit(self, group: Any, image: MetadataImage, member_id: str, instance_id: str | None,
-                               generation: int, api_version: int) -> PartitionCheck:
+                               generation: int, api_version: int, transactional: bool = False) -> PartitionCheck:
         """Kafka's `validateOffsetCommit` (each type's folder has its commit rule): raises
-        ApiError for a group-level refusal, else returns the per-partition check."""
+        ApiError for a group-level refusal, else returns the per-partition check.
+        `transactional`: a TxnOffsetCommit's (Kafka's `isTransactional`), whose `api_version`
+        is TxnOffsetCommit's own."""
         ...
 
     def offset_commit_timers(self, group: Any, member_id: str, now_ms: int) -> list[TimerOp]:

@@ -76,8 +76,9 @@ class ClassicGroupType:
         return None
 
     def validate_offset_commit(self, group: ClassicGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
-        validate_classic_commit(group, member_id, instance_id, generation, transactional=False)
+                               instance_id: str | None, generation: int, api_version: int,
+                               transactional: bool = False) -> PartitionCheck:
+        validate_classic_commit(group, member_id, instance_id, generation, transactional=transactional)
         return ACCEPT_ALL
 
     def offset_commit_timers(self, group: ClassicGroup, member_id: str, now_ms: int) -> list[TimerOp]:

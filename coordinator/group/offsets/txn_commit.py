@@ -63,14 +63,12 @@ from kio.schema.errors import ErrorCode
 from ...protocol.error_responses import txn_offset_commit_code
 from ...protocol.messages import schema
 from .. import record_helpers as rh
-from ..classic.group import ClassicGroup
 from ..errors import ApiError
 from ..group_types import group_type
 from ..kio_util import build
-from ..modern.consumer.group import ConsumerGroup
 from ..result import Result
 from ..timeutil import from_ms
-from .commit_validation import ACCEPT_ALL, PartitionCheck, validate_classic_commit, validate_consumer_commit
+from .commit_validation import ACCEPT_ALL, PartitionCheck
 
 if TYPE_CHECKING:
     from records import CoordinatorRecord
@@ -118,15 +116,8 @@ def validate_transactional_commit(image: MetadataImage, group, member_id: str, i
                                   generation: int, api_version: int) -> PartitionCheck:
     """Kafka's `validateTransactionalOffsetCommit` for an existing group, in the newest
     version's codes (STALE_MEMBER_EPOCH; `txn_offset_commit_code` maps them per version)."""
-    if isinstance(group, ClassicGroup):
-        validate_classic_commit(group, member_id, instance_id, generation, transactional=True)
-        return ACCEPT_ALL
-    if isinstance(group, ConsumerGroup):
-        return validate_consumer_commit(image, group, member_id, generation, api_version,
-                                        transactional=True, instance_id=instance_id)
-    # A group type without a transactional rule gets its OffsetCommit rule, which is never
-    # looser (it skips nothing a transaction coordinator cannot satisfy).
-    return group_type(group).validate_offset_commit(group, image, member_id, instance_id, generation, api_version)
+    return group_type(group).validate_offset_commit(group, image, member_id, instance_id, generation, api_version,
+                                                    transactional=True)
 
 
 def _check_group(shard: OffsetsView, ctx: RequestContext, req: TxnOffsetCommit) -> PartitionCheck:

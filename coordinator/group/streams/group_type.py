@@ -28,14 +28,17 @@ if TYPE_CHECKING:
     from ..result import TimerOp
 
 
-def validate_streams_commit(group: StreamsGroup, member_id: str, epoch: int, api_version: int) -> PartitionCheck:
-    """`StreamsGroup.validateOffsetCommit`, with KIP-1251's assignment epochs per task."""
+def validate_streams_commit(group: StreamsGroup, member_id: str, epoch: int, api_version: int,
+                            transactional: bool = False) -> PartitionCheck:
+    """`StreamsGroup.validateOffsetCommit`, with KIP-1251's assignment epochs per task. Only a
+    plain OffsetCommit must be v9+: a TxnOffsetCommit (exactly-once v2 members) at any version
+    passes on to the epoch check, as in Kafka (`!isTransactional && apiVersion < 9`)."""
     if epoch < 0 and not group.members:
         return ACCEPT_ALL
     member = group.members.get(member_id)
     if member is None:
         raise unknown_member(group.group_id, member_id)
-    if api_version < 9:
+    if not transactional and api_version < 9:
         raise ApiError(ErrorCode.unsupported_version,
                        "OffsetCommit version 9 or above must be used by members using the streams group protocol.")
     if epoch == member.member_epoch:
@@ -107,8 +110,9 @@ class StreamsGroupType:
         return None
 
     def validate_offset_commit(self, group: StreamsGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
-        return validate_streams_commit(group, member_id, generation, api_version)
+                               instance_id: str | None, generation: int, api_version: int,
+                               transactional: bool = False) -> PartitionCheck:
+        return validate_streams_commit(group, member_id, generation, api_version, transactional)
 
     def offset_commit_timers(self, group: StreamsGroup, member_id: str, now_ms: int) -> list[TimerOp]:
         return []   # the heartbeat alone keeps a streams member's session

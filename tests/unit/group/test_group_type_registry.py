@@ -69,7 +69,8 @@ class ToyGroupType:
     def offset_delete_error(self, group):
         return None
 
-    def validate_offset_commit(self, group, image, member_id, instance_id, generation, api_version):
+    def validate_offset_commit(self, group, image, member_id, instance_id, generation, api_version,
+                               transactional=False):
         if group.sealed:
             raise ApiError(ErrorCode.rebalance_in_progress, "sealed")
         return ACCEPT_ALL

@@ -66,7 +66,8 @@ class ConnectGroupType:
         return None
 
     def validate_offset_commit(self, group: ConnectGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
+                               instance_id: str | None, generation: int, api_version: int,
+                               transactional: bool = False) -> PartitionCheck:
         raise _not_found(group)
 
     def offset_commit_timers(self, group: ConnectGroup, member_id: str, now_ms: int) -> list[TimerOp]:

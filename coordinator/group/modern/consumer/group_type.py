@@ -73,7 +73,11 @@ class ConsumerGroupType:
         return None     # subscribed topics are refused per partition instead
 
     def validate_offset_commit(self, group: ConsumerGroup, image: MetadataImage, member_id: str,
-                               instance_id: str | None, generation: int, api_version: int) -> PartitionCheck:
+                               instance_id: str | None, generation: int, api_version: int,
+                               transactional: bool = False) -> PartitionCheck:
+        if transactional:
+            return validate_consumer_commit(image, group, member_id, generation, api_version,
+                                            transactional=True, instance_id=instance_id)
         return validate_consumer_commit(image, group, member_id, generation, api_version)
 
     def offset_commit_timers(self, group: ConsumerGroup, member_id: str, now_ms: int) -> list[TimerOp]:

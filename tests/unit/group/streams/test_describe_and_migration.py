@@ -65,3 +65,29 @@ def test_joingroup_is_refused_on_a_streams_group_with_members_and_converts_an_em
     _join_group(d)                       # member id required (v4+), but the group is classic now
     assert isinstance(d.shard.groups["app"], ClassicGroup)
     assert isinstance(d.reloaded().groups["app"], ClassicGroup)   # the streams tombstones, then the classic group
+
+
+def test_a_members_plain_commit_needs_v9_but_its_transactional_commit_passes_at_any_version():
+    """Kafka's `StreamsGroup.validateOffsetCommit`: `!isTransactional && apiVersion < 9` is
+    UNSUPPORTED_VERSION; an exactly-once v2 member's TxnOffsetCommit (v0-6) goes on to the
+    epoch check."""
+    from coordinator.group.errors import ApiError
+    from coordinator.group.streams.group_type import validate_streams_commit
+
+    d = _fast()
+    app = App(d)
+    app.join("m1", "p1")
+    app.settle()
+    group, epoch = d.group(), app.epoch["m1"]
+    try:
+        validate_streams_commit(group, "m1", epoch, 8)
+        raise AssertionError("a plain OffsetCommit v8 from a streams member was accepted")
+    except ApiError as e:
+        assert e.code == ErrorCode.unsupported_version
+    for version in (0, 3, 5, 6):
+        assert validate_streams_commit(group, "m1", epoch, version, transactional=True) is not None
+    try:
+        validate_streams_commit(group, "m1", epoch + 1, 6, transactional=True)
+        raise AssertionError("a newer epoch was accepted")
+    except ApiError as e:
+        assert e.code == ErrorCode.stale_member_epoch

@@ -99,7 +99,8 @@ class ToyGroupType:
     def offset_delete_error(self, group: ToyGroup) -> None:
         return None
 
-    def validate_offset_commit(self, group: ToyGroup, image, member_id, instance_id, generation, api_version):
+    def validate_offset_commit(self, group: ToyGroup, image, member_id, instance_id, generation, api_version,
+                               transactional=False):
         return ACCEPT_ALL
 
     def offset_commit_timers(self, group: ToyGroup, member_id: str, now_ms: int) -> list:
