@@ -64,6 +64,17 @@ class CoordinatorConfig:
     consumer_regex_refresh_interval_ms: int = 600_000
     consumer_regex_batch_refresh_min_interval_ms: int = 10_000
 
+    # Streams groups (KIP-1071), under Kafka 4.4's `group.streams.*` broker settings: the
+    # defaults a group gets and the bounds its `streams.*` group configs must lie within
+    # (coordinator/group/configs/keys.py; docs/user/streams-groups.md).
+    streams_session_timeout_ms: int = 45_000
+    streams_min_session_timeout_ms: int = 45_000
+    streams_max_session_timeout_ms: int = 60_000
+    streams_heartbeat_interval_ms: int = 5_000
+    streams_min_heartbeat_interval_ms: int = 5_000
+    streams_max_heartbeat_interval_ms: int = 15_000
+    streams_initial_rebalance_delay_ms: int = 3_000
+
     # Classic groups.
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000

@@ -44,11 +44,11 @@ ORACLE_BROKER = {"group.streams.min.session.timeout.ms": "6000", "group.streams.
                  "group.streams.initial.rebalance.delay.ms": "0"}
 GROUP_CONFIGS = {"streams.num.standby.replicas": "1", "streams.session.timeout.ms": "6000",
                  "streams.heartbeat.interval.ms": "500"}
-KCOORD_CONFIG = FAST
-# kcoord bounds a group's streams session and heartbeat by Kafka's default floors (45 s, 5 s;
-# coordinator/group/configs/keys.py) and has no setting that lowers them as the oracle's broker
-# does: through kcoord the group keeps those defaults, and a kill -9 waits out 45 s.
-KCOORD_GROUP_CONFIGS = {"streams.num.standby.replicas": "1"}
+# kcoord lowered as the oracle's broker: the same floors and initial delay under kcoord's own
+# settings (coordinator/config.py streams_*), so the group takes the same group configs.
+KCOORD_CONFIG = (*FAST, "streams_min_session_timeout_ms=6000", "streams_min_heartbeat_interval_ms=500",
+                 "streams_initial_rebalance_delay_ms=0")
+KCOORD_GROUP_CONFIGS = GROUP_CONFIGS
 
 
 def routes(*only: str) -> list[str]:

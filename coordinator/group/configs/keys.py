@@ -47,8 +47,6 @@ SHARE_HEARTBEAT_BOUNDS = (5_000, 15_000)
 SHARE_RECORD_LOCK_BOUNDS = (15_000, 60_000)
 SHARE_DELIVERY_COUNT_BOUNDS = (2, 10)
 SHARE_RECORD_LOCKS_BOUNDS = (100, 10_000)
-STREAMS_SESSION_BOUNDS = (45_000, 60_000)
-STREAMS_HEARTBEAT_BOUNDS = (5_000, 15_000)
 STREAMS_MAX_STANDBY_REPLICAS = 2
 STREAMS_MAX_WARMUP_REPLICAS = 20
 INT_MAX = 2**31 - 1
@@ -112,13 +110,15 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         synonym="group.share.assignment.interval.ms"),
     Key("share.assignor.offload.enable", _B, _const(True), internal=True,
         synonym="group.share.assignor.offload.enable"),
-    Key("streams.session.timeout.ms", _I, _const(45_000), 1, _fixed(STREAMS_SESSION_BOUNDS),
+    Key("streams.session.timeout.ms", _I, lambda c: c.streams_session_timeout_ms, 1,
+        lambda c: (c.streams_min_session_timeout_ms, c.streams_max_session_timeout_ms),
         synonym="group.streams.session.timeout.ms"),
-    Key("streams.heartbeat.interval.ms", _I, _const(5_000), 1, _fixed(STREAMS_HEARTBEAT_BOUNDS),
+    Key("streams.heartbeat.interval.ms", _I, lambda c: c.streams_heartbeat_interval_ms, 1,
+        lambda c: (c.streams_min_heartbeat_interval_ms, c.streams_max_heartbeat_interval_ms),
         synonym="group.streams.heartbeat.interval.ms"),
     Key("streams.num.standby.replicas", _I, _const(0), 0, _fixed((-(2**31), STREAMS_MAX_STANDBY_REPLICAS)),
         synonym="group.streams.num.standby.replicas"),
-    Key("streams.initial.rebalance.delay.ms", _I, _const(3000), 0,
+    Key("streams.initial.rebalance.delay.ms", _I, lambda c: c.streams_initial_rebalance_delay_ms, 0,
         synonym="group.streams.initial.rebalance.delay.ms"),
     Key("streams.assignment.interval.ms", _I, _const(1000), 0, _fixed(ASSIGNMENT_INTERVAL_BOUNDS),
         synonym="group.streams.assignment.interval.ms"),

@@ -67,6 +67,17 @@ def test_bounds_are_kcoords_own_configuration():
     assert KEYS["consumer.session.timeout.ms"].default_text(config) == "45000"
 
 
+def test_streams_bounds_and_defaults_are_kcoords_own_configuration():
+    """As Kafka's `group.streams.min.session.timeout.ms` and friends bound `streams.*` keys."""
+    with pytest.raises(ApiError):
+        validate({"streams.session.timeout.ms": "6000"}, CoordinatorConfig())
+    config = CoordinatorConfig(streams_min_session_timeout_ms=6_000, streams_min_heartbeat_interval_ms=500,
+                               streams_initial_rebalance_delay_ms=0)
+    assert validate({"streams.session.timeout.ms": "6000", "streams.heartbeat.interval.ms": "500"}, config) == {
+        "streams.session.timeout.ms": 6000, "streams.heartbeat.interval.ms": 500}
+    assert KEYS["streams.initial.rebalance.delay.ms"].default_text(config) == "0"
+
+
 def alter(ctx: ShardContext, group: str, *changes, incremental=True, validate_only=False):
     req = AlterGroupConfigs(group, tuple(changes), incremental, validate_only)
     return ctx.apply(ctx.shard.alter_group_configs(ctx.ctx(), req, ctx.now_ms))
