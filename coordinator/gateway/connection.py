@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..protocol.codec import encode_body
 from ..protocol.framing import REQUEST_PREFIX, response_frame, split_frames
 from ..protocol.service import ClientInfo
+from ..runtime.parts import Forward
 from . import eager
 from .badinput import FRAME, HEADER, BadInput
 from .eager import Done
@@ -88,8 +89,7 @@ class ClientConnection(asyncio.Protocol):
         self._max_inflight = limits.max_inflight
         self._max_buffered = limits.max_buffered_response_bytes
         self._max_decoded_frame = limits.max_decoded_frame
-        self.write_paused = False
-        self.admitted = False
+        self.write_paused = self.admitted = False
         self.active = limits.now           # coarse time of the last read or drained write
         # Bytes of answers produced (upstream's, or a group call that waited) and not
         # yet written; past the soft limit the upstream link stops reading (forward.py).
@@ -98,8 +98,7 @@ class ClientConnection(asyncio.Protocol):
         # This connection's share of the process-wide queue (Limits.queued_*): requests
         # not answered yet and their bytes, plus the bytes waiting in ``unread``
         # (FlowControl.buf_counted of them), for the fair-share pause (flow.py).
-        self.q_requests = 0
-        self.q_bytes = 0
+        self.q_requests = self.q_bytes = 0
         # The parts. Bound methods are kept where the gateway, the link or another part
         # calls them, so a delegation costs no extra call.
         flow = self._flow = FlowControl(self, limits, loop, gateway.limit_log)
@@ -358,18 +357,9 @@ class ClientConnection(asyncio.Protocol):
     def transport(self) -> asyncio.Transport | None:
         return self._transport
 
-    @property
-    def _paused(self) -> int:
-        """Why reading is paused (flow.py's bits)."""
-        return self._flow.paused
+    _paused = Forward("_flow", "paused")     # why reading is paused (flow.py's bits)
+    sasl_principal = Forward("identity", "sasl_principal")
+    forward_link_opener = Forward("identity", "forward_link_opener")
 
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
-
-    @property
-    def sasl_principal(self) -> str | None:
-        return self.identity.sasl_principal
-
-    @property
-    def forward_link_opener(self) -> Any:
-        return self.identity.forward_link_opener

@@ -58,7 +58,7 @@ log = logging.getLogger("kcoord.runtime")
 
 Operation = Callable[[Any, int], Any]   # (shard, now_ms) -> Result
 
-__all__ = ["CoordinatorRuntime", "Operation", "release_when_durable", "wall_ms"]
+__all__ = ["CoordinatorRuntime", "Operation", "release_when_durable", "schedule", "wall_ms"]
 
 _ACTIVE = ShardState.ACTIVE
 _LOADING = ShardState.LOADING
@@ -67,6 +67,28 @@ _EVENT_SAMPLE = metrics.EVENT_SAMPLE
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _bug(partition: int, error: Exception) -> ApiError:
+    """A bug must not close the client's connection: it answers UNKNOWN_SERVER_ERROR."""
+    log.exception("shard %d: operation failed", partition)
+    return ApiError(ErrorCode.unknown_server_error, f"{type(error).__name__}: {error}")
+
+
+def schedule(runtime: CoordinatorRuntime, op: Operation) -> asyncio.Future:
+    """`runtime.start` whose answer is always a future (errors complete it exceptionally)."""
+    loop = asyncio.get_running_loop()
+    try:
+        answer = runtime.start(op)
+    except ApiError as e:
+        answer = loop.create_future()
+        answer.set_exception(e)
+        return answer
+    if isinstance(answer, asyncio.Future):
+        return answer
+    answered = loop.create_future()
+    answered.set_result(answer)
+    return answered
 
 
 class CoordinatorRuntime:
@@ -160,16 +182,10 @@ class CoordinatorRuntime:
         """Stop reading this shard's partition (its load failed, or it was unloaded)."""
         return self.state is not _LOADING
 
-    async def reload(self) -> None:
-        await self.loader.reload()
-
-    def start_reload(self) -> None:
-        self.loader.start_reload()
-
-    def cancel_reload(self) -> None:
-        self.loader.cancel_reload()
-
-    # State kept by the parts, read (and in tests set) under the names the runtime had.
+    # Kept by the parts, called, read (and in tests set) under the names the runtime had.
+    reload = Forward("loader", "reload")                # async: the shard reloaded from its log
+    start_reload = Forward("loader", "start_reload")
+    cancel_reload = Forward("loader", "cancel_reload")
     _reload_task = Forward("loader", "reload_task")
     load_error = Forward("loader", "load_error")
     failed_offset = Forward("loader", "failed_offset")
@@ -216,7 +232,7 @@ class CoordinatorRuntime:
             except ApiError:
                 raise
             except Exception as e:
-                raise self._bug(e) from e
+                raise _bug(self.partition, e) from e
         else:
             response, fut, parked = self._run_now(op, time.perf_counter())
         if parked is not None:
@@ -224,21 +240,6 @@ class CoordinatorRuntime:
         if fut is not None:
             return self._releases.when_durable(fut, response, self.write_timeout_s)
         return response
-
-    def schedule(self, op: Operation) -> asyncio.Future:
-        """`start` whose answer is always a future (errors complete it exceptionally)."""
-        loop = asyncio.get_running_loop()
-        try:
-            answer = self.start(op)
-        except ApiError as e:
-            answer = loop.create_future()
-            answer.set_exception(e)
-            return answer
-        if isinstance(answer, asyncio.Future):
-            return answer
-        answered = loop.create_future()
-        answered.set_result(answer)
-        return answered
 
     def _run_now(self, op: Operation, queued: float) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
         """Execute an operation in this turn; `queued` (perf_counter, 0 when not sampled)
@@ -255,12 +256,7 @@ class CoordinatorRuntime:
         except ApiError:
             raise
         except Exception as e:
-            raise self._bug(e) from e
-
-    def _bug(self, error: Exception) -> ApiError:
-        """A bug must not close the client's connection: it answers UNKNOWN_SERVER_ERROR."""
-        log.exception("shard %d: operation failed", self.partition)
-        return ApiError(ErrorCode.unknown_server_error, f"{type(error).__name__}: {error}")
+            raise _bug(self.partition, e) from e
 
     def _execute(self, op: Operation) -> tuple[Any, asyncio.Future | None, asyncio.Future | None]:
         result = op(self.shard, self.clock())

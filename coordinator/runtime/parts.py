@@ -1,10 +1,11 @@
-"""A class made of parts keeps the names its callers use: `Forward` is an attribute that lives
-in one of the parts, read and written there (the runtime's writer/loader/txn parts, the fenced
-state log's links/producers/reads).
+"""A class made of parts keeps the names its callers use: `Forward` is an attribute (or a
+method) that lives in one of the parts, read and written (or called) there (the runtime's
+writer/loader/txn parts, the fenced state log's links/producers/reads, the gateway's
+client connection's flow and identity parts).
 
 Rules:
-- Only for state a caller or a test reads or sets by its old name; a part's own code uses
-  the part directly.
+- Only for state or a method a caller or a test reaches by its old name; a part's own code
+  uses the part directly.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
 from coordinator.group.result import CancelTimer, Result, ScheduleTimer
-from coordinator.runtime.coordinator_runtime import CoordinatorRuntime
+from coordinator.runtime.coordinator_runtime import CoordinatorRuntime, schedule
 from coordinator.runtime.shard_protocol import ShardProtocol
 from coordinator.runtime.shard_state import ShardState
 from coordinator.runtime.state_log import ShardFenced
@@ -360,26 +360,26 @@ def test_schedule_hands_back_the_response_future_completed_by_the_write_with_the
         rt = CoordinatorRuntime(0, KV, topic, write_timeout_ms=50)   # type: ignore[arg-type]
         await rt.reload()
         topic.hold_writes = asyncio.Event()
-        first = rt.schedule(put(b"a", b"1"))
-        second = rt.schedule(put(b"a", b"2"))
+        first = schedule(rt, put(b"a", b"1"))
+        second = schedule(rt, put(b"a", b"2"))
         assert not first.done() and rt.shard.data == {b"a": b"2"}, "run in this turn, answered when durable"
         topic.hold_writes.set()
         assert await asyncio.wait_for(first, 5) is None and await second == b"1"
-        read = rt.schedule(lambda shard, now: Result(response=shard.data[b"a"]))
+        read = schedule(rt, lambda shard, now: Result(response=shard.data[b"a"]))
         assert read.done() and read.result() == b"2", "nothing pending: answered at once"
         topic.hold_writes = asyncio.Event()
-        late = rt.schedule(put(b"b", b"1"))
+        late = schedule(rt, put(b"b", b"1"))
         with pytest.raises(ApiError) as timed_out:
             await asyncio.wait_for(late, 5)
         assert timed_out.value.code is ErrorCode.coordinator_not_available
         topic.hold_writes.set()
         topic.fail_writes = UpstreamDown("down")
-        failing = rt.schedule(put(b"c", b"1"))
+        failing = schedule(rt, put(b"c", b"1"))
         with pytest.raises(ApiError) as failed:
             await asyncio.wait_for(failing, 5)
         assert failed.value.code is ErrorCode.not_coordinator
         rt.unload("moved")
-        refused = rt.schedule(put(b"d", b"1"))
+        refused = schedule(rt, put(b"d", b"1"))
         assert refused.done() and isinstance(refused.exception(), ApiError), "not active: refused at once"
         rt.close()
     asyncio.run(main())
