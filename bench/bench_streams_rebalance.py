@@ -1,0 +1,290 @@
+"""Streams rebalances (KIP-1071, group.protocol=streams) with real Kafka Streams 4.4 instances:
+Kafka 4.4's own streams coordinator, at its defaults and tuned, against kcoord in front of
+Kafka 4.4, at its defaults and tuned.
+
+    .venv/bin/python bench/bench_streams_rebalance.py [--runs 3] [--instances 10] [--partitions 32]
+        [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned] [--doc docs/measurements/streams-rebalance.md]
+
+The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
+a count with a repartition and a changelog: two subtopologies (0: input → repartition topic,
+1: count → output), so ``--partitions`` input partitions make 2 × partitions tasks (the
+repartition topic, created by the coordinator, gets the input's partition count). No input is
+produced: the figures are the protocol's and the instances', not a restore's.
+
+Rows, each side measured in alternating order (the side list forwards on even runs, backwards
+on odd runs), ``--runs`` times; the table gives medians and ranges:
+- start: ``--instances`` instances started at once (their JVMs overlap); the time from the last
+  instance's "ready" line (right after KafkaStreams.start()) until every instance is RUNNING on
+  a stable assignment: every task active on exactly one instance (the instances' latest "tasks"
+  lines) and the group STABLE with every member at its target (StreamsGroupDescribe). The end is
+  the latest "tasks"/"state" line of that stable state (bench/streams_rebalance_lines.py), not
+  the poll that noticed it.
+- join: one more instance starts: the time from its "ready" line until it is RUNNING with an
+  active task, and the longest REBALANCING span of an instance that kept at least one of its
+  active tasks through the join (Streams keeps processing retained tasks in most of it, so it
+  bounds that instance's processing pause from above); measured until the group is stable again.
+Each side also counts the instants a task was active on two instances at once (active_overlaps
+of tests/support/streams_app.py, from the "tasks" lines over the whole measurement): 0 expected.
+
+Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
+the test fixture's lowered group bounds put back) serving the group itself, its streams settings
+at Kafka's defaults (initial delay 3 s, assignment interval 1 s, heartbeat 5 s). "kafka-tuned":
+a second such broker with TUNED_BROKER below. "kcoord-default" / "kcoord-tuned": `kcoord serve`
+in front of the kafka-default broker (which then only stores kcoord's state topic), at its
+defaults / with KCOORD_TUNED. Nothing is pinned: every JVM shares the machine's cores, and the
+load average is recorded before, during and after.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("KCOORD_TEST_PORTS", "29800-29899")
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
+
+import bench_vs_kafka as vsk  # noqa: E402
+import streams_rebalance_lines as lines  # noqa: E402
+from side_by_side import pinning  # noqa: E402
+
+from support import ports  # noqa: E402
+from support.admin import create_topic  # noqa: E402
+from support.kafka_broker import KafkaCluster, start_kafka  # noqa: E402
+from support.kcoord import MEMBERSHIP, KcoordProcess  # noqa: E402
+from support.names import unique_name  # noqa: E402
+from support.streams_app import StreamsApp, active_overlaps  # noqa: E402
+from support.wait import wait_until  # noqa: E402
+
+TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
+                "group.streams.heartbeat.interval.ms": "500", "group.streams.min.heartbeat.interval.ms": "500"}
+# kcoord's own names for the same settings (coordinator/config.py streams_*).
+KCOORD_TUNED = ("streams_initial_rebalance_delay_ms=0", "streams_heartbeat_interval_ms=500",
+                "streams_min_heartbeat_interval_ms=500")
+SIDES = {
+    "kafka-default": "Kafka 4.4 alone, its streams coordinator at its defaults",
+    "kafka-tuned": "Kafka 4.4 alone, tuned (" + ", ".join(f"{k}={v}" for k, v in TUNED_BROKER.items()) + ")",
+    "kcoord-default": "kcoord (its defaults) in front of Kafka 4.4",
+    "kcoord-tuned": "kcoord in front of Kafka 4.4, tuned (" + ", ".join(KCOORD_TUNED) + ")",
+}
+log = vsk.log
+NS = 1e9
+
+
+class Side:
+    """What the instances of one side talk to, and the cluster its topics live on."""
+
+    def __init__(self, name: str, bootstrap: str, upstream: str) -> None:
+        self.name, self.bootstrap, self.upstream = name, bootstrap, upstream
+
+
+def all_tasks(partitions: int) -> set[str]:
+    return {f"{s}_{p}" for s in (0, 1) for p in range(partitions)}
+
+
+def stable(apps: list[StreamsApp], tasks: set[str]) -> bool:
+    """Every instance RUNNING, each task active on exactly one, the group STABLE with one member
+    per instance, each at its target."""
+    fatal = [(a.name, e) for a in apps for e in a.events("fatal")]
+    if fatal:
+        raise RuntimeError(f"instances failed: {fatal}")
+    latest = [a.tasks()[0] for a in apps]
+    if (any(a.state() != "RUNNING" for a in apps) or lines.active_twice(latest)
+            or set().union(*latest) != tasks):
+        return False
+    d = apps[0].ask("describe")
+    members = d["members"]
+    return (d["state"] == "STABLE" and len(members) == len(apps)
+            and all(m["active"] == m["target_active"] and m["standby"] == m["target_standby"] for m in members))
+
+
+def launch(apps: list[StreamsApp]) -> None:
+    with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:   # JVM starts overlap
+        list(pool.map(lambda app: app.start(180), apps))
+
+
+def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str, Any]:
+    """One start of ``--instances`` and one joiner on a fresh group; every instance killed after."""
+    name = unique_name(f"srb-{side.name}-{run}")
+    create_topic(side.upstream, f"{name}-in", a.partitions)
+    create_topic(side.upstream, f"{name}-out", 1)
+    tasks = all_tasks(a.partitions)
+
+    def instance(i: int) -> StreamsApp:
+        return StreamsApp(side.bootstrap, app_id=name, input=f"{name}-in", output=f"{name}-out",
+                          state_dir=str(work / name / f"i{i}"), name=f"{side.name}-i{i}",
+                          app_server=f"127.0.0.1:{ports.free_port()}")
+
+    apps = [instance(i) for i in range(a.instances)]
+    try:
+        launch(apps)
+        wait_until(lambda: stable(apps, tasks), a.timeout, 0.5, lambda: f"{side.name}: {len(apps)} instances stable "
+                   f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
+        events = [x.events() for x in apps]
+        start_s = (lines.settled_ns(events) - lines.last_ready_ns(events)) / NS
+        before_join = time.monotonic_ns()
+        joiner = instance(a.instances)
+        apps.append(joiner)
+        launch([joiner])
+        wait_until(lambda: stable(apps, tasks), a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
+                   f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
+        joined = lines.first_running_task_ns(joiner.events())
+        ready = lines.last_ready_ns([joiner.events()])
+        end = lines.settled_ns([x.events() for x in apps])
+        keepers = [x for x in apps[:-1] if lines.kept_tasks(x.events(), before_join)]
+        pause = max((lines.longest_rebalancing_ns(x.events(), before_join, end) for x in keepers), default=0)
+        overlaps = active_overlaps(apps)
+        return {"start_s": start_s, "join_first_task_s": (joined - ready) / NS if joined else None,
+                "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
+                "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
+    finally:
+        for x in apps:
+            if x.alive:
+                x.kill()
+
+
+def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], list[Any]]:
+    """The brokers and kcoords the chosen sides need; the list of what to stop."""
+    out: dict[str, Side] = {}
+    stops: list[Any] = []
+    brokers: dict[str, KafkaCluster] = {}
+
+    def broker(kind: str) -> KafkaCluster:
+        if kind not in brokers:
+            overrides = {**vsk.KAFKA_DEFAULTS, **(TUNED_BROKER if kind == "tuned" else {})}
+            log(f"starting Kafka {vsk.KAFKA_VERSION} ({kind}): {overrides}")
+            brokers[kind] = start_kafka(vsk.KAFKA_VERSION, work / f"kafka-{kind}", overrides=overrides, heap="1g")
+            stops.append(brokers[kind].stop)
+        return brokers[kind]
+
+    for side in sides:
+        if side.startswith("kafka-"):
+            k = broker(side.removeprefix("kafka-"))
+            out[side] = Side(side, k.bootstrap, k.bootstrap)
+        else:
+            k = broker("default")
+            config = (*MEMBERSHIP, *(KCOORD_TUNED if side == "kcoord-tuned" else ()))
+            kc = KcoordProcess(upstream=k.bootstrap, state_topic=unique_name("__kcoord_srb"), config=config).start()
+            stops.append(kc.stop)
+            log(f"kcoord ({side}) at {kc.bootstrap}: {config}")
+            out[side] = Side(side, kc.bootstrap, k.bootstrap)
+    return out, stops
+
+
+def _seconds(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "—"
+    spread = f" ({min(present):.2f}–{max(present):.2f})" if len(present) > 1 else ""
+    return f"**{statistics.median(present):.2f} s**{spread}"
+
+
+def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace) -> str:
+    """One row per side; each cell the median over the runs, the range in brackets."""
+    head = ["side", f"{a.instances} started at once: last start() → all RUNNING, stable",
+            f"instance {a.instances + 1} joins: ready → its first task RUNNING",
+            "… → group stable again", "longest REBALANCING of an instance that kept tasks",
+            "task active twice", "runs ok"]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for side, runs in figures.items():
+        ok = [r for r in runs if r]
+
+        def col(key: str, ok: list[dict[str, Any]] = ok) -> str:
+            return _seconds([r[key] for r in ok])
+        out.append("| " + " | ".join([SIDES[side], col("start_s"), col("join_first_task_s"), col("join_stable_s"),
+                                      col("pause_s"), str(sum(r["overlaps"] for r in ok)),
+                                      f"{len(ok)} of {len(runs)}"]) + " |")
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--instances", type=int, default=10)
+    p.add_argument("--partitions", type=int, default=32, help="input partitions (2 tasks each)")
+    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--timeout", type=float, default=180.0, help="bound of each wait for a stable group, s")
+    p.add_argument("--doc", type=Path, default=None, help="write the Markdown page here")
+    a = p.parse_args(argv)
+    unknown = set(a.sides.split(",")) - SIDES.keys()
+    if unknown:
+        p.error(f"unknown sides {sorted(unknown)}; known: {sorted(SIDES)}")
+    return a
+
+
+def write_doc(path: Path, command: str, meta: dict[str, Any], text: str, failures: list[str]) -> None:
+    failed = "\n## Failed measurements\n\n" + "\n".join(f"- {f}" for f in failures) + "\n" if failures else ""
+    path.write_text(f"""# Streams rebalances: Kafka 4.4's streams coordinator and kcoord
+
+Real Kafka Streams 4.4 instances (`group.protocol=streams`) of the counting application
+(tests/clients/java/streams/CountStreamsApp.java: two subtopologies, {meta['partitions']} input
+partitions, so {2 * meta['partitions']} tasks; no input produced), started together and then
+joined by one more. How each figure is taken: the docstring of `bench/bench_streams_rebalance.py`.
+
+    {command}
+
+- Machine: {meta['machine']}. Nothing pinned: every JVM (the broker, {meta['instances'] + 1}
+  Streams instances) and kcoord share the cores with whatever else runs.
+- Load average (1/5/15 min): {meta['load_before']} before, {meta['load_after']} after;
+  {meta['load_during']}. Elapsed {meta['elapsed_min']:.0f} min.
+- Each cell: the median of the runs, the range in brackets; the sides alternate in order run by run.
+
+## Results
+
+{text}
+{failed}""")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    command = shlex.join(["python", "bench/bench_streams_rebalance.py", *(argv if argv is not None else sys.argv[1:])])
+    work = Path(tempfile.mkdtemp(prefix="bench-streams-rebalance-"))
+    load_before = os.getloadavg()
+    sampler = pinning.LoadAverage().start()
+    log(f"command: {command}; load average {load_before}; work dir {work}")
+    sides = a.sides.split(",")
+    figures: dict[str, list[dict[str, Any] | None]] = {s: [] for s in sides}
+    failures: list[str] = []
+    servers, stops = start_side_servers(sides, work)
+    try:
+        for run in range(a.runs):
+            for side in (sides if run % 2 == 0 else sides[::-1]):
+                what = f"run {run + 1} {side}"
+                try:
+                    got: dict[str, Any] | None = measure(servers[side], a, work, run)
+                    log(f"  {what}: {got}")
+                except Exception as exc:     # one failed measurement: reported, the run goes on
+                    got = None
+                    log(f"FAILED {what}: {exc!r}"[:800])
+                    failures.append(f"{what}: {exc!r}"[:400])
+                figures[side].append(got)
+    finally:
+        for stop in reversed(stops):
+            stop()
+    text = table(figures, a)
+    meta = {"partitions": a.partitions, "instances": a.instances,
+            "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, Kafka {vsk.KAFKA_VERSION} "
+                       "(1 KRaft node, heap 1g)",
+            "load_before": " / ".join(f"{x:.2f}" for x in load_before),
+            "load_after": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "load_during": pinning.LoadAverage.text(sampler.stop()), "elapsed_min": (time.monotonic() - vsk.T0) / 60}
+    print(f"\n{text}\n")
+    print(f"load average before {meta['load_before']}, after {meta['load_after']}; {meta['load_during']}")
+    if failures:
+        print("FAILURES:\n  " + "\n  ".join(failures))
+    if a.doc:
+        write_doc(a.doc, command, meta, text, failures)
+        print(f"wrote {a.doc}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

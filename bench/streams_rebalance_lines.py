@@ -1,0 +1,82 @@
+"""The Streams rebalance benchmark's figures (bench/bench_streams_rebalance.py), read from the
+instances' own JSON lines (tests/clients/java/streams/CountStreamsApp.java): "ready" after
+KafkaStreams.start(), "state" transitions, "tasks" lines printed when a poll of the local
+threads sees the active/standby sets change. Every "t" is CLOCK_MONOTONIC ns, one clock for
+every process on the machine, so lines of different instances compare.
+
+Rules: pure functions of the event lists (dicts with "event" and "t"); no I/O, no clock.
+"""
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Event = dict[str, Any]
+
+
+def last_ready_ns(instances: Iterable[Sequence[Event]]) -> int:
+    """When the last instance's start() returned: the latest "ready" line."""
+    return max(e["t"] for events in instances for e in events if e["event"] == "ready")
+
+
+def settled_ns(instances: Iterable[Sequence[Event]]) -> int:
+    """When the last instance reached what it shows now: its latest "tasks" or "state" line.
+    Read once every instance is RUNNING on a stable assignment, it is when that assignment
+    was reached (the poll that printed it started at most one poll interval earlier)."""
+    return max(e["t"] for events in instances for e in events if e["event"] in ("tasks", "state"))
+
+
+def active_twice(latest_active: Iterable[Iterable[str]]) -> list[str]:
+    """Tasks in more than one instance's latest active set."""
+    counts = collections.Counter(t for tasks in latest_active for t in tasks)
+    return sorted(t for t, n in counts.items() if n > 1)
+
+
+def first_running_task_ns(events: Sequence[Event]) -> int | None:
+    """The first instant the instance was RUNNING with an active task (Streams reaches RUNNING
+    once its tasks are restored and processing), or None."""
+    state, active = None, False
+    for e in events:
+        if e["event"] == "state":
+            state = e["state"]
+        elif e["event"] == "tasks":
+            active = bool(e["active"])
+        if state == "RUNNING" and active:
+            return int(e["t"])
+    return None
+
+
+def active_at(events: Sequence[Event], at_ns: int) -> set[str]:
+    """The active tasks of the last "tasks" line at or before ``at_ns``."""
+    active: set[str] = set()
+    for e in events:
+        if e["event"] == "tasks" and e["t"] <= at_ns:
+            active = set(e["active"])
+    return active
+
+
+def kept_tasks(events: Sequence[Event], since_ns: int) -> set[str]:
+    """The active tasks the instance held at ``since_ns`` and in every later "tasks" line."""
+    kept = active_at(events, since_ns)
+    for e in events:
+        if e["event"] == "tasks" and e["t"] > since_ns:
+            kept &= set(e["active"])
+    return kept
+
+
+def longest_rebalancing_ns(events: Sequence[Event], since_ns: int, until_ns: int) -> int:
+    """The longest span in state REBALANCING within [since_ns, until_ns] (a span still open
+    ends at ``until_ns``); 0 if none."""
+    longest, began = 0, None
+    for e in events:
+        if e["event"] != "state":
+            continue
+        if e["state"] == "REBALANCING" and began is None:
+            began = e["t"]
+        elif e["state"] != "REBALANCING" and began is not None:
+            longest = max(longest, min(e["t"], until_ns) - max(began, since_ns))
+            began = None
+    if began is not None:
+        longest = max(longest, until_ns - max(began, since_ns))
+    return max(longest, 0)
