@@ -31,8 +31,8 @@ the test fixture's lowered group bounds put back) serving the group itself, its 
 at Kafka's defaults (initial delay 3 s, assignment interval 1 s, heartbeat 5 s). "kafka-tuned":
 a second such broker with TUNED_BROKER below. "kcoord-default" / "kcoord-tuned": `kcoord serve`
 in front of the kafka-default broker (which then only stores kcoord's state topic), at its
-defaults / with KCOORD_TUNED. Nothing is pinned: every JVM shares the machine's cores, and the
-load average is recorded before, during and after.
+defaults / with KCOORD_TUNED and, per group, KCOORD_TUNED_GROUP. Nothing is pinned: every JVM
+shares the machine's cores, and the load average is recorded before, during and after.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ from support.admin import create_topic  # noqa: E402
 from support.kafka_broker import KafkaCluster, start_kafka  # noqa: E402
 from support.kcoord import MEMBERSHIP, KcoordProcess  # noqa: E402
 from support.names import unique_name  # noqa: E402
-from support.streams_app import StreamsApp, active_overlaps  # noqa: E402
+from support.streams_app import StreamsApp, active_overlaps, set_group_configs  # noqa: E402
 from support.wait import wait_until  # noqa: E402
 
 TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
@@ -69,11 +69,14 @@ TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.
 # kcoord's own names for the same settings (coordinator/config.py streams_*).
 KCOORD_TUNED = ("streams_initial_rebalance_delay_ms=0", "streams_heartbeat_interval_ms=500",
                 "streams_min_heartbeat_interval_ms=500")
+# kcoord has no serve-wide streams assignment interval: the tuned side sets the group's own key.
+KCOORD_TUNED_GROUP = {"streams.assignment.interval.ms": "0"}
 SIDES = {
     "kafka-default": "Kafka 4.4 alone, its streams coordinator at its defaults",
     "kafka-tuned": "Kafka 4.4 alone, tuned (" + ", ".join(f"{k}={v}" for k, v in TUNED_BROKER.items()) + ")",
     "kcoord-default": "kcoord (its defaults) in front of Kafka 4.4",
-    "kcoord-tuned": "kcoord in front of Kafka 4.4, tuned (" + ", ".join(KCOORD_TUNED) + ")",
+    "kcoord-tuned": "kcoord in front of Kafka 4.4, tuned (" + ", ".join(KCOORD_TUNED) + "; group config "
+                    + ", ".join(f"{k}={v}" for k, v in KCOORD_TUNED_GROUP.items()) + ")",
 }
 log = vsk.log
 NS = 1e9
@@ -82,8 +85,9 @@ NS = 1e9
 class Side:
     """What the instances of one side talk to, and the cluster its topics live on."""
 
-    def __init__(self, name: str, bootstrap: str, upstream: str) -> None:
+    def __init__(self, name: str, bootstrap: str, upstream: str, group_configs: dict[str, str] | None = None) -> None:
         self.name, self.bootstrap, self.upstream = name, bootstrap, upstream
+        self.group_configs = group_configs or {}
 
 
 def all_tasks(partitions: int) -> set[str]:
@@ -116,6 +120,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
     name = unique_name(f"srb-{side.name}-{run}")
     create_topic(side.upstream, f"{name}-in", a.partitions)
     create_topic(side.upstream, f"{name}-out", 1)
+    if side.group_configs:
+        set_group_configs(side.bootstrap, name, side.group_configs)
     tasks = all_tasks(a.partitions)
 
     def instance(i: int) -> StreamsApp:
@@ -175,7 +181,7 @@ def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], l
             kc = KcoordProcess(upstream=k.bootstrap, state_topic=unique_name("__kcoord_srb"), config=config).start()
             stops.append(kc.stop)
             log(f"kcoord ({side}) at {kc.bootstrap}: {config}")
-            out[side] = Side(side, kc.bootstrap, k.bootstrap)
+            out[side] = Side(side, kc.bootstrap, k.bootstrap, KCOORD_TUNED_GROUP if side == "kcoord-tuned" else None)
     return out, stops
 
 
