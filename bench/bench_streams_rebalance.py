@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import platform
 import shlex
@@ -148,6 +149,10 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         keepers = [x for x in apps[:-1] if lines.kept_tasks(x.events(), before_join)]
         pause = max((lines.longest_rebalancing_ns(x.events(), before_join, end) for x in keepers), default=0)
         overlaps = active_overlaps(apps)
+        if overlaps:      # the instances' lines, to explain it later
+            keep = work / name / "events.jsonl"
+            keep.write_text("".join(json.dumps({"instance": x.name, **e}) + "\n" for x in apps for e in x.events()))
+            log(f"  {side.name}: task active twice; the instances' lines in {keep}")
         return {"start_s": start_s, "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
                 "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
