@@ -203,7 +203,7 @@ def replay_model(replay: OffsetsReplay, groups: Iterable[str] | None = None,
         "summary": {
             "partitions": sorted(s.partitions), "batches": s.batches, "records": s.records,
             "tombstones": s.tombstones, "commit_markers": s.commit_markers,
-            "abort_markers": s.abort_markers, "by_type": s.by_type(replay.unknown_record_types()),
+            "abort_markers": s.abort_markers, "by_type": s.by_type(replay.skipped_record_types()),
             "unknown_types": {str(k): v for k, v in sorted(replay.unknown_record_types().items())},
             "first_timestamp": s.first_timestamp, "last_timestamp": s.last_timestamp,
             "groups": len(replay.groups()),

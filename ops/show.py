@@ -16,6 +16,7 @@ from ops.logsource import LogBatch
 from ops.recordjson import to_dict, type_name
 from records import RecordDecodeError, UnknownRecord, UnknownRecordVersionError, decode_record
 from records.batch import ControlMarker
+from records.partitioner_records import is_partitioner_marker, marker_partitioner
 
 
 def select(batches: Iterable[LogBatch], partition: int | None, offset: int | None,
@@ -62,6 +63,10 @@ def describe(lb: LogBatch, r, topic: str | None = None) -> dict:
         out["skip_with"] = f"state.load.skip.corrupt.offsets={lb.partition}:{r.offset}"
         return out
     if isinstance(rec, UnknownRecord):
+        if is_partitioner_marker(rec.key):   # the topic's group placement (records/partitioner_records.py)
+            out["key"] = None
+            out["value"] = {"partitioner": marker_partitioner(rec.key, rec.value)}
+            return out
         out["type"] = "unknown"
         out["note"] = "unknown record type: skipped on load, as Kafka does (KIP-915)"
         return out

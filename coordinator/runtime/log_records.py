@@ -14,7 +14,8 @@ import struct
 from .epoch_producers import FENCE_RECORD_TYPE
 
 PARTITIONER_MARKER_TYPE = 1300
-_PREFIXES = frozenset(struct.pack(">h", t) for t in (FENCE_RECORD_TYPE, PARTITIONER_MARKER_TYPE))
+LOG_RECORD_TYPES = (FENCE_RECORD_TYPE, PARTITIONER_MARKER_TYPE)
+_PREFIXES = frozenset(struct.pack(">h", t) for t in LOG_RECORD_TYPES)
 
 
 def is_log_record(key: bytes | None) -> bool:
