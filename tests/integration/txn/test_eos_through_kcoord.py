@@ -249,10 +249,15 @@ def test_java_transactional_message_copier_commits_offsets(kcoord, upstream, nam
 
 @pytest.mark.java
 @pytest.mark.timeout(300)   # the copier itself may run 240 s (run_tool) with random aborts
-def test_java_copier_exactly_once_downstream(kcoord, upstream, names, java_classes):
-    """(Strict xfail on Tansu: read_committed returns aborted records there, conftest.py.)"""
+def test_java_copier_exactly_once_downstream(kcoord, upstream, names, java_classes, request):
+    """On Tansu a run whose random aborts returned records downstream is the expected failure
+    (Tansu's read_committed bug, conftest.py); a run without an abort must pass there too."""
     _, dst, _ = _java_copier(kcoord, upstream, names)
     outputs = _downstream(kcoord.bootstrap, dst, names.group(), COPIED)
+    on_tansu = request.node.callspec.params.get("upstream") == "tansu"
+    if on_tansu and len(outputs) > COPIED and len(set(outputs)) == COPIED:   # every input, some twice
+        pytest.xfail("Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, "
+                     "so the copier's aborted records were read downstream")
     assert len(outputs) == COPIED and len(set(outputs)) == COPIED, "each input exactly once downstream"
 
 
