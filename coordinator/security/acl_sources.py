@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.apis import request_class
+from ..protocol.bootstrap import parse_bootstrap
 from .acl import OPERATION_CODES, AclAuthorizer, AclBinding, AclError, AclSet, settings_flags
 from .acl_probe import DEFAULT_MAX_ENTRIES as DEFAULT_PROBE_MAX_ENTRIES
 from .acl_probe import DEFAULT_TIMEOUT_MS as DEFAULT_PROBE_TIMEOUT_MS
@@ -338,12 +339,6 @@ def _int_setting(settings: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    """'host:port,host:port' as the link opener takes it (upstream/client.py's parse_bootstrap,
-    which this package sits below)."""
-    return [(host, int(port)) for host, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
-
-
 def build_authorizer(settings: Mapping[str, str], bootstrap: str, opener: LinkOpener | None = None
                      ) -> ManagedAclAuthorizer | ProbeAuthorizer | None:
     """The authorizer `authorizer=...` asks for (None for `none` or unset). Raises
@@ -385,6 +380,6 @@ def build_authorizer(settings: Mapping[str, str], bootstrap: str, opener: LinkOp
         refresh_ms = _int_setting(settings, "authorizer.refresh.ms", DEFAULT_REFRESH_MS)
         if opener is None:
             raise TypeError("build_authorizer: authorizer=upstream needs the upstream link opener")
-        authorizer.source = UpstreamAclSource(authorizer, _addresses(bootstrap),
+        authorizer.source = UpstreamAclSource(authorizer, parse_bootstrap(bootstrap),
                                               opener(security, "kcoord-acl-mirror"), refresh_ms)
     return authorizer

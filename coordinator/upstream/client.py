@@ -43,6 +43,7 @@ from ..protocol.apis import (
     response_class,
     response_header_version,
 )
+from ..protocol.bootstrap import parse_bootstrap as parse_bootstrap  # its callers import it from here
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import SIZE, RequestHeader, decode_response_header, split_frames
 from ..security.sasl_client import SASL_AUTHENTICATE, SaslAuthenticationError, SaslError, authenticate
@@ -293,11 +294,6 @@ def _decode(frame: bytes, api_key: int, api_version: int) -> Any:
 
 
 OpenLink = Callable[[Sequence[tuple[str, int]]], Awaitable[UpstreamClient]]
-
-
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    """'host:port,host:port' -> [(host, port), ...]: an upstream's bootstrap list."""
-    return [(h, int(port)) for h, _, port in (a.strip().rpartition(":") for a in bootstrap.split(","))]
 
 
 def opener(security: UpstreamSecurity | None, client_id: str) -> OpenLink:
