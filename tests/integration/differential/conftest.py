@@ -1,6 +1,7 @@
 """Fixtures of the differential tests: Kafka 4.4 (the session's ``kafka44``) and one kcoord,
 in Kafka-equivalent mode (support.differential.KAFKA_EQUIVALENT), in front of it for the
 whole directory; ``sides`` gives both as support.differential.Coordinator, Kafka first.
+``kcoord_tansu`` is the same kcoord in front of the session's Tansu, for a module.
 
 One kcoord for the session keeps the directory inside its time budget; every test uses its
 own groups and topics (``names``), so tests never see each other's state.
@@ -16,14 +17,27 @@ from support.differential import KAFKA_EQUIVALENT, Coordinator, create_known_top
 from support.kcoord import KcoordProcess
 
 
-@pytest.fixture(scope="session")
-def kcoord44(kafka44) -> Iterator[KcoordProcess]:
-    """`kcoord serve` in Kafka-equivalent mode in front of the session's Kafka 4.4."""
-    gateway = KcoordProcess(upstream=kafka44.bootstrap, state_topic=f"__kcoord_diff_{uuid.uuid4().hex[:8]}",
+def kafka_equivalent_kcoord(upstream: str, state_topic_prefix: str) -> Iterator[KcoordProcess]:
+    """The body of a fixture: `kcoord serve` in Kafka-equivalent mode in front of ``upstream``,
+    on a state topic of its own, stopped at teardown unless it has already exited."""
+    gateway = KcoordProcess(upstream=upstream, state_topic=f"{state_topic_prefix}_{uuid.uuid4().hex[:8]}",
                             config=KAFKA_EQUIVALENT).start()
     yield gateway
     if gateway.process is not None and gateway.process.poll() is None:
         gateway.stop()
+
+
+@pytest.fixture(scope="session")
+def kcoord44(kafka44) -> Iterator[KcoordProcess]:
+    """`kcoord serve` in Kafka-equivalent mode in front of the session's Kafka 4.4."""
+    yield from kafka_equivalent_kcoord(kafka44.bootstrap, "__kcoord_diff")
+
+
+@pytest.fixture(scope="module")
+def kcoord_tansu(tansu) -> Iterator[KcoordProcess]:
+    """kcoord in Kafka-equivalent mode in front of the session's Tansu, for the module that
+    asks for it (Tansu has no group coordinator of its own to compare with)."""
+    yield from kafka_equivalent_kcoord(tansu.bootstrap, "__kcoord_streams")
 
 
 @pytest.fixture

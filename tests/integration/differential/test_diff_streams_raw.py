@@ -16,7 +16,6 @@ a StreamsGroupHeartbeat to a consumer group (GROUP_ID_NOT_FOUND), API 93 without
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +24,6 @@ import pytest
 from coordinator.group.streams.topology import summarize
 from support.admin import create_topic
 from support.differential import (
-    KAFKA_EQUIVALENT,
     Coordinator,
     RawMember,
     Transcript,
@@ -41,7 +39,6 @@ from support.differential import (
     wait_for_coordinator,
     wait_knows_topic,
 )
-from support.kcoord import KcoordProcess
 from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -49,16 +46,6 @@ pytestmark = pytest.mark.integration
 HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE, DESCRIBE_GROUPS = 88, 89, 93, 15
 INPUT_PARTITIONS = 4
 MISSING_INTERNAL_TOPICS = 3
-
-
-@pytest.fixture(scope="module")
-def kcoord_tansu(tansu) -> Iterator[KcoordProcess]:
-    """kcoord in Kafka-equivalent mode in front of Tansu, for this module."""
-    gateway = KcoordProcess(upstream=tansu.bootstrap, state_topic=f"__kcoord_streams_{uuid.uuid4().hex[:8]}",
-                            config=KAFKA_EQUIVALENT).start()
-    yield gateway
-    if gateway.process is not None and gateway.process.poll() is None:
-        gateway.stop()
 
 
 @pytest.fixture(scope="module")
