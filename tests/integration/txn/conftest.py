@@ -29,6 +29,30 @@ def kcoord(upstream, names):
         gateway.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_kcoord(upstream, request):
+    """One `kcoord serve` (as ``kcoord``) per module and upstream, for modules that make
+    ``upstream`` module-scoped (a kcoord start costs ~5 s; each test uses its own topics,
+    groups and transactional ids)."""
+    from support.kcoord import FAST, KcoordProcess
+    from support.names import unique_name
+
+    gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=unique_name(f"__kcoord_{request.module.__name__}"),
+                            config=FAST).start()
+    yield gateway
+    if gateway.running():
+        gateway.stop()
+
+
+@pytest.fixture
+def module_kcoord(shared_kcoord):
+    """The module's kcoord, started again first if an earlier test left it dead (a test that
+    kills it restarts it itself)."""
+    if not shared_kcoord.running():
+        shared_kcoord.restart()
+    return shared_kcoord
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
