@@ -1,5 +1,5 @@
 """Read a group's shape through the cluster's own APIs: FindCoordinator, ListGroups,
-ConsumerGroupDescribe and DescribeGroups, over one plain socket per broker.
+ConsumerGroupDescribe, StreamsGroupDescribe and DescribeGroups, over one plain socket per broker.
 
 confluent-kafka's AdminClient describes groups too, but drops what a rehearsal is about:
 the group epoch and assignment epoch, member epochs, and each member's protocol
@@ -19,9 +19,10 @@ from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode
 from coordinator.protocol.framing import RequestHeader, decode_response_header
 
 API_VERSIONS, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS, CONSUMER_GROUP_DESCRIBE = 18, 10, 15, 16, 69
+STREAMS_GROUP_DESCRIBE = 89
 # (lowest acceptable, highest wanted) per API.
 WANTED = {API_VERSIONS: (3, 3), FIND_COORDINATOR: (4, 4), LIST_GROUPS: (5, 5),
-          CONSUMER_GROUP_DESCRIBE: (0, 1), DESCRIBE_GROUPS: (0, 5)}
+          CONSUMER_GROUP_DESCRIBE: (0, 1), DESCRIBE_GROUPS: (0, 5), STREAMS_GROUP_DESCRIBE: (0, 1)}
 CLIENT_ID = "kcoord-rehearse"
 
 
@@ -87,9 +88,10 @@ class BrokerConnection:
 class MemberView:
     member_id: str
     client_id: str
-    protocol: str          # "classic" | "consumer" ("classic" for every member of a classic group)
+    protocol: str          # "classic" | "consumer" | "streams" ("classic" for every member of a classic group)
     member_epoch: int | None  # None in a classic group (DescribeGroups has no generation)
     partitions: tuple[int, ...]  # of the rehearsal topic; current assignment
+    tasks: tuple[str, ...] = ()  # a streams member's current active tasks, "<subtopology>_<partition>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,8 @@ class GroupAdmin:
         group_type, state = str(mine[0].group_type).lower(), str(mine[0].group_state)
         if group_type == "consumer":
             return self._describe_consumer(conn, group_type, state)
+        if group_type == "streams":
+            return self._describe_streams(conn, group_type, state)
         return self._describe_classic(conn, group_type, state)
 
     def _describe_consumer(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
@@ -172,6 +176,20 @@ class GroupAdmin:
             member_type = getattr(m, "member_type", -1)  # v0 has no MemberType
             protocol = {0: "classic", 1: "consumer"}.get(int(member_type), "unknown")
             members.append(MemberView(str(m.member_id), str(m.client_id), protocol, int(m.member_epoch), parts))
+        return GroupView(group_type, str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
+                         tuple(sorted(members, key=lambda v: v.client_id)))
+
+    def _describe_streams(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+        resp = conn.call(STREAMS_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
+        g = resp.groups[0]
+        if g.error_code != 0:  # e.g. converted to classic between the two calls
+            return GroupView(group_type, state, error=f"StreamsGroupDescribe error {g.error_code}: {g.error_message}")
+        members = []
+        for m in g.members:
+            tasks = tuple(sorted(f"{t.subtopology_id}_{p}" for t in m.assignment.active_tasks for p in t.partitions))
+            source = tuple(sorted(int(t.split("_")[1]) for t in tasks if t.startswith("0_")))
+            members.append(MemberView(str(m.member_id), str(m.client_id), "streams", int(m.member_epoch),
+                                      source, tasks))
         return GroupView(group_type, str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
                          tuple(sorted(members, key=lambda v: v.client_id)))
 

@@ -111,13 +111,14 @@ class MemberProcess:
 
     # --- stopping ---------------------------------------------------------------------------
 
-    def close(self, timeout: float = 45.0) -> int | None:
-        """Clean stop: the member commits, revokes and leaves the group. kill -9 after ``timeout``."""
+    def close(self, timeout: float = 45.0, command: str = "close") -> int | None:
+        """Clean stop: the member commits, revokes and leaves the group (``command`` on stdin; the
+        Streams application also takes "close remain"). kill -9 after ``timeout``."""
         proc = self._require()
-        self._stamp("close_requested")
+        self._stamp("close_requested", command=command)
         if proc.poll() is None:
             try:
-                proc.stdin.write("close\n")  # type: ignore[union-attr]
+                proc.stdin.write(command + "\n")  # type: ignore[union-attr]
                 proc.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, OSError):
                 pass

@@ -55,6 +55,10 @@ class WorkloadProducer:
             self.failed.append(("<thread>", repr(self._error)))
         return list(self.delivered)
 
+    def value(self, n: int) -> str:
+        """The n-th record's value (unique here; the Streams rehearsal's words repeat)."""
+        return f"{self.run_id}-{n:07d}"
+
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         value = msg.value().decode()
         if err is not None:
@@ -68,7 +72,7 @@ class WorkloadProducer:
         try:
             while not self._stop.is_set():
                 try:
-                    self._producer.produce(self.topic, value=f"{self.run_id}-{self.sent:07d}".encode(),
+                    self._producer.produce(self.topic, value=self.value(self.sent).encode(),
                                            on_delivery=self._on_delivery)
                     self.sent += 1
                 except BufferError:  # local queue full: serve reports and retry the same value

@@ -1,0 +1,269 @@
+"""StreamsObservations -> the Streams rehearsal's report (a JSON-able dict). Pure: no I/O, no clocks.
+
+The verdict fails on any of:
+- an input record never processed (a gap), or processed below the offset committed when the
+  previous phase stopped (the committed offsets were not kept, or not used);
+- a committed offset that went down at any time, or changed between one phase's end and the
+  next phase's start (across a conversion);
+- a final count on the output topic that is not the number of times the word was produced;
+- a task active on two instances at once (the instances' own task lines), or in two members'
+  assignments in one StreamsGroupDescribe;
+- a phase whose group the coordinator did not report of the phase's type and Stable, or not
+  Empty after its instances stopped; a group type change other than Kafka's two conversions;
+- an error of the run (a phase that did not settle, an instance that failed).
+A record processed twice inside one phase (at-least-once redelivery) is a warning.
+All times are seconds since the rehearsal started (t0).
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import combinations
+from typing import Any
+
+from .analysis import EXAMPLES, _offsets, _s, group_timeline, offset_decreases
+from .probe import GroupSample
+from .streams_observations import InstanceLog, PhaseLog, StreamsObservations
+from .streams_plan import StreamsRehearsalPlan, expected_phases, group_type_of
+
+REPORT_FORMAT = 1
+
+
+# ------------------------------------------------------------------------ input records
+def processed_by_phase(obs: StreamsObservations) -> dict[int, Counter[tuple[int, int]]]:
+    """(partition, offset) -> times processed, per phase."""
+    out: dict[int, Counter[tuple[int, int]]] = defaultdict(Counter)
+    for inst in obs.instances:
+        for e in inst.events:
+            if e["event"] == "input":
+                out[inst.phase][(int(e["partition"]), int(e["offset"]))] += 1
+    return out
+
+
+def input_accounting(obs: StreamsObservations) -> dict[str, Any]:
+    by_phase = processed_by_phase(obs)
+    total: Counter[tuple[int, int]] = Counter()
+    for c in by_phase.values():
+        total.update(c)
+    delivered = {(d.partition, d.offset) for d in obs.delivered}
+    gaps = sorted(delivered - total.keys())
+    within = sorted(k for c in by_phase.values() for k, n in c.items() if n > 1)
+    return {"produced": len(delivered), "processed_unique": len(delivered & total.keys()),
+            "processed_total": sum(total.values()), "never_processed": len(gaps),
+            "never_processed_examples": [list(g) for g in gaps[:EXAMPLES]],
+            "processed_twice_in_a_phase": len(within),
+            "processed_twice_examples": [list(k) for k in within[:EXAMPLES]],
+            "producer_failures": len(obs.producer_failures)}
+
+
+def resumptions(obs: StreamsObservations) -> list[dict[str, Any]]:
+    """Per phase after the first and per partition: where processing resumed against the offset
+    committed when the previous phase's group was Empty; below it is reprocessing."""
+    by_phase = processed_by_phase(obs)
+    out = []
+    for prev, phase in zip(obs.phases, obs.phases[1:]):
+        committed = prev.committed_at_empty or {}
+        done_before = {k for k in by_phase.get(prev.index, Counter())}
+        for p in range(obs.partitions):
+            offsets = sorted(o for (pp, o) in by_phase.get(phase.index, Counter()) if pp == p)
+            if not offsets:
+                continue
+            at = committed.get(p)
+            below = [o for o in offsets if at is not None and o < at]
+            again = [o for o in offsets if (p, o) in done_before and (at is None or o >= at)]
+            out.append({"phase": phase.index, "partition": p, "committed": at, "resumed_at": offsets[0],
+                        "reprocessed_below_committed": len(below),
+                        "processed_again_uncommitted": len(again),
+                        "ok": not below and (at is None or offsets[0] == at)})
+    return out
+
+
+def count_check(obs: StreamsObservations) -> dict[str, Any]:
+    expected = Counter(d.value for d in obs.delivered)
+    got = obs.output_counts or {}
+    wrong = sorted(w for w in set(expected) | set(got) if got.get(w, 0) != expected.get(w, 0))
+    return {"words": len(expected), "expected_total": sum(expected.values()), "ok": obs.output_counts is not None
+            and not wrong, "wrong": [{"word": w, "expected": expected.get(w, 0), "counted": got.get(w)}
+                                     for w in wrong[:EXAMPLES]], "wrong_words": len(wrong)}
+
+
+# ------------------------------------------------------------------------------- tasks
+def held_intervals(inst: InstanceLog, t_end: int) -> list[tuple[str, int, int]]:
+    """(task, from, to): spans in which the instance surely held the task as active: from the
+    line that shows it to the poll before the line that drops it (StreamsRehearsalApp.java)."""
+    spans: list[tuple[str, int, int]] = []
+    since: dict[str, int] = {}
+    for e in inst.events:
+        if e["event"] != "tasks":
+            continue
+        now = set(e["active"])
+        for task in [t for t in since if t not in now]:
+            spans.append((task, since.pop(task), int(e["prev_t"])))
+        for task in now - since.keys():
+            since[task] = int(e["t"])
+    end = max((int(e["t"]) for e in inst.events if e["event"] in ("exited", "closed")), default=t_end)
+    return spans + [(task, start, end) for task, start in since.items()]
+
+
+def active_twice(obs: StreamsObservations) -> list[dict[str, Any]]:
+    t0, t_end = obs.t0_ns, obs.t_end or obs.t0_ns
+    by_task: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    for inst in obs.instances:
+        for task, start, end in held_intervals(inst, t_end):
+            by_task[task].append((start, end, f"{inst.client_id}@phase{inst.phase}"))
+    found = []
+    for task, spans in sorted(by_task.items()):
+        for (s1, e1, a1), (s2, e2, a2) in combinations(sorted(spans), 2):
+            if a1 != a2 and s2 <= e1 and s1 <= e2:
+                found.append({"task": task, "instances": [a1, a2], "from_s": _s(max(s1, s2), t0),
+                              "to_s": _s(min(e1, e2), t0), "source": "instances"})
+    for s in obs.samples:
+        tasks = Counter(t for m in s.view.members for t in m.tasks)
+        for task, n in sorted(tasks.items()):
+            if n > 1:
+                found.append({"task": task, "instances": [m.client_id for m in s.view.members if task in m.tasks],
+                              "from_s": _s(s.t_ns, t0), "to_s": _s(s.t_ns, t0), "source": "describe"})
+    return found
+
+
+# ------------------------------------------------------------------------------- group
+def _samples_between(samples: list[GroupSample], lo: int | None, hi: int | None) -> list[GroupSample]:
+    return [s for s in samples if lo is not None and s.t_ns >= lo and (hi is None or s.t_ns <= hi)
+            and not s.view.error and s.view.group_type]
+
+
+def phase_report(obs: StreamsObservations, phase: PhaseLog) -> dict[str, Any]:
+    t0 = obs.t0_ns
+    gtype = group_type_of(phase.protocol)  # type: ignore[arg-type]
+    running = _samples_between(obs.samples, phase.t_settled, phase.t_stop_requested)
+    types = sorted({s.view.group_type for s in running})
+    states = sorted({s.view.state for s in running})
+    problems = []
+    if phase.t_settled is None:
+        problems.append("never settled")
+    elif types != [gtype]:
+        problems.append(f"group type {types} while running, expected {gtype}")
+    if phase.t_settled is not None and phase.t_empty is None:
+        problems.append("the group was not reported Empty after every instance stopped")
+    return {"phase": phase.index, "protocol": phase.protocol, "expected_group_type": gtype,
+            "group_types_while_running": types, "states_while_running": states,
+            "start_s": _s(phase.t_start, t0), "settled_s": _s(phase.t_settled, t0),
+            "settle_s": None if phase.t_settled is None or phase.t_start is None
+            else round((phase.t_settled - phase.t_start) / 1e9, 3),
+            "stop_requested_s": _s(phase.t_stop_requested, t0), "stopped_s": _s(phase.t_stopped, t0),
+            "empty_s": _s(phase.t_empty, t0),
+            "committed_at_start": _offsets(phase.committed_at_start),
+            "committed_at_stop": _offsets(phase.committed_at_stop),
+            "committed_at_empty": _offsets(phase.committed_at_empty),
+            "ok": not problems, "problems": problems}
+
+
+def type_changes(obs: StreamsObservations) -> dict[str, Any]:
+    """Group type flips seen by the probe against Kafka's: one at the start of each phase after
+    the first (the first heartbeat or JoinGroup of the new protocol to the empty group)."""
+    t0 = obs.t0_ns
+    seen: list[dict[str, Any]] = []
+    prev: GroupSample | None = None
+    for s in obs.samples:
+        if s.view.error or not s.view.group_type:
+            continue
+        if prev is not None and s.view.group_type != prev.view.group_type:
+            seen.append({"from": prev.view.group_type, "to": s.view.group_type,
+                         "observed_between_s": [_s(prev.t_ns, t0), _s(s.t_ns, t0)],
+                         "state_before": prev.view.state, "offsets_before": _offsets(prev.offsets),
+                         "offsets_after": _offsets(s.offsets), "_t": (prev.t_ns, s.t_ns)})
+        prev = s
+    expected = []
+    for prev_phase, phase in zip(obs.phases, obs.phases[1:]):
+        want = (group_type_of(prev_phase.protocol), group_type_of(phase.protocol))  # type: ignore[arg-type]
+        got = next((c for c in seen if (c["from"], c["to"]) == want and phase.t_start is not None
+                    and c["_t"][1] >= (prev_phase.t_empty or phase.t_start)
+                    and (phase.t_settled is None or c["_t"][0] <= phase.t_settled)), None)
+        expected.append({"phase": phase.index, "from": want[0], "to": want[1], "observed": got is not None,
+                         "from_empty": got is not None and got["state_before"].lower() == "empty"})
+    for c in seen:
+        del c["_t"]
+    ok = len(seen) == len(expected) and all(e["observed"] and e["from_empty"] for e in expected)
+    return {"ok": ok, "expected": expected, "observed": seen}
+
+
+def offsets_across_phases(obs: StreamsObservations) -> list[dict[str, Any]]:
+    """Committed offsets at one phase's end against the next phase's start: they must be equal."""
+    out = []
+    for prev, phase in zip(obs.phases, obs.phases[1:]):
+        before, after = prev.committed_at_empty or {}, phase.committed_at_start or {}
+        changed = [{"partition": p, "before": before.get(p), "after": after.get(p)}
+                   for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
+        out.append({"from_phase": prev.index, "to_phase": phase.index, "kept": not changed, "changed": changed})
+    return out
+
+
+# ------------------------------------------------------------------------------ report
+def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dict[str, Any]:
+    t0 = obs.t0_ns
+    inputs = input_accounting(obs)
+    resumed = resumptions(obs)
+    counts = count_check(obs)
+    twice = active_twice(obs)
+    phases = [phase_report(obs, p) for p in obs.phases]
+    types = type_changes(obs)
+    kept = offsets_across_phases(obs)
+    decreases = offset_decreases(obs.samples, t0)
+    failures = []
+    if len(obs.phases) < len(expected_phases()):
+        failures.append(f"only {len(obs.phases)} of {len(expected_phases())} phases ran")
+    if inputs["never_processed"]:
+        failures.append(f"{inputs['never_processed']} input records never processed")
+    for r in resumed:
+        if r["reprocessed_below_committed"]:
+            failures.append(f"phase {r['phase']} partition {r['partition']}: {r['reprocessed_below_committed']} "
+                            f"records reprocessed below the committed offset {r['committed']}")
+        elif not r["ok"]:
+            failures.append(f"phase {r['phase']} partition {r['partition']}: resumed at {r['resumed_at']}, "
+                            f"committed {r['committed']}")
+    failures += [f"committed offsets changed between phase {k['from_phase']} and {k['to_phase']}: {k['changed']}"
+                 for k in kept if not k["kept"]]
+    failures += [f"partition {d['partition']} committed offset went down {d['before']} -> {d['after']} at "
+                 f"{d['at_s']}s" for d in decreases]
+    if not counts["ok"]:
+        failures.append(f"output counts wrong for {counts['wrong_words']} of {counts['words']} words "
+                        f"(or not read)")
+    failures += [f"task {t['task']} active twice ({t['source']}): {t['instances']} at {t['from_s']}s" for t in twice]
+    failures += [f"phase {p['phase']} ({p['protocol']}): {problem}" for p in phases for problem in p["problems"]]
+    if not types["ok"]:
+        failures.append("group type changes differ from Kafka's offline conversions (see type_changes)")
+    failures += obs.errors
+    warnings = []
+    if inputs["processed_twice_in_a_phase"]:
+        warnings.append(f"{inputs['processed_twice_in_a_phase']} input records processed twice within a phase "
+                        "(at-least-once redelivery)")
+    if inputs["producer_failures"]:
+        warnings.append(f"{inputs['producer_failures']} records the producer could not deliver")
+    probe_errors = [s for s in obs.samples if s.view.error]
+    return {
+        "format": REPORT_FORMAT, "kind": "streams",
+        "verdict": "fail" if failures else "pass", "failures": failures, "warnings": warnings,
+        "run": {"kind": "streams", "phases": [p.protocol for p in obs.phases], "instances": plan.instances,
+                "stop": plan.stop, "group": obs.group, "input": obs.input_topic, "output": obs.output_topic,
+                "partitions": obs.partitions, "tasks": len(plan.tasks), "bootstrap": plan.bootstrap,
+                "run_id": plan.run_id, "started_at": obs.started_at, "duration_s": _s(obs.t_end, t0),
+                "produce_stopped_s": _s(obs.t_produce_stopped, t0)},
+        "plan": obs.plan,
+        "expected": expected_phases(),
+        "phases": phases,
+        "input": inputs,
+        "resumptions": resumed,
+        "counts": counts,
+        "active_twice": twice,
+        "type_changes": types,
+        "offsets": {"across_phases": kept, "decreases": decreases},
+        "group_timeline": group_timeline(obs.samples, t0),
+        "instances": [{"phase": i.phase, "slot": i.slot, "client_id": i.client_id, "protocol": i.protocol,
+                       "inputs": sum(1 for e in i.events if e["event"] == "input"),
+                       "states": [e["state"] for e in i.events if e["event"] == "state"],
+                       "spans": [{"task": t, "from_s": _s(a, t0), "to_s": _s(b, t0)}
+                                 for t, a, b in sorted(held_intervals(i, obs.t_end or t0))]}
+                      for i in obs.instances],
+        "probe": {"samples": len(obs.samples), "errors": len(probe_errors),
+                  "error_examples": sorted({s.view.error for s in probe_errors if s.view.error})[:EXAMPLES]},
+        "errors": list(obs.errors),
+    }
