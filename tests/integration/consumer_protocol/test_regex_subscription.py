@@ -3,10 +3,30 @@ the coordinator, which resolves it with RE2 full-match semantics against the ups
 topics; a matching topic created later starts a new group epoch and is assigned."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from support.admin import create_topic
+from support.kcoord import FAST, KcoordProcess
 from support.produce import produce_records
 from support.rdkafka import RdkafkaConsumer
 from support.wait import wait_until
+
+# A new matching topic is picked up by the group's next regex refresh, at most every
+# consumer_regex_batch_refresh_min_interval_ms (Kafka's
+# group.consumer.regex.batch.refresh.min.interval.ms, 10 s by default): the test asserts
+# that the topic gets assigned, not that interval, so the gateway here refreshes every 1 s.
+REGEX_CONFIG = (*FAST, "consumer_regex_batch_refresh_min_interval_ms=1000")
+
+
+@pytest.fixture
+def kcoord(upstream, names) -> Iterator[KcoordProcess]:
+    gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}",
+                            config=REGEX_CONFIG).start()
+    yield gateway
+    if gateway.process is not None and gateway.process.poll() is None:
+        gateway.stop()
 
 
 def test_regex_subscription_picks_up_new_matching_topics(kcoord, names, drivers):
