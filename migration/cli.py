@@ -1,21 +1,25 @@
-"""`kcoord rehearse upgrade|downgrade`: registered into the `kcoord` command by coordinator/cli.py."""
+"""`kcoord rehearse upgrade|downgrade|streams`: registered into the `kcoord` command by coordinator/cli.py."""
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "rehearse", help="rehearse a rolling classic <-> consumer protocol switch with real clients",
-        description="Drive N real consumer processes of one group through a rolling protocol switch while a "
-                    "producer writes; report losses, duplicates, committed offsets around each group type "
-                    "change, and the group's type and epoch over time (JSON + HTML). Exit code 1 on any loss "
-                    "or committed-offset regression.")
-    p.add_argument("direction", choices=("upgrade", "downgrade"),
-                   help="upgrade: start classic, restart one by one with consumer; downgrade: the reverse")
+        "rehearse", help="rehearse a classic <-> consumer or classic <-> streams protocol switch with real clients",
+        description="upgrade/downgrade: drive N real consumer processes of one group through a rolling protocol "
+                    "switch while a producer writes; report losses, duplicates, committed offsets around each "
+                    "group type change, and the group's type and epoch over time. streams: run N instances of a "
+                    "real Kafka Streams application classic -> streams -> classic, offline (every instance stops "
+                    "between phases); report the group's type and state per phase, offsets kept, reprocessing, "
+                    "counts and tasks active twice. JSON + HTML report; exit code 1 when a check fails.")
+    p.add_argument("direction", choices=("upgrade", "downgrade", "streams"),
+                   help="upgrade: start classic, restart one by one with consumer; downgrade: the reverse; "
+                        "streams: a Kafka Streams application classic -> streams -> classic")
     p.add_argument("--bootstrap", required=True, help="cluster bootstrap host:port (normally a kcoord gateway)")
     p.add_argument("--client", choices=("rdkafka", "java"), default="rdkafka",
                    help="librdkafka (confluent-kafka) or the Java kafka-clients 4.3 consumer (default %(default)s)")
@@ -36,6 +40,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="classic members' partition.assignment.strategy (e.g. cooperative-sticky)")
     p.add_argument("--java-cache", type=Path, default=None,
                    help="jar cache (default $KCOORD_JAVA_CACHE, $XDG_CACHE_HOME/kcoord/java or ~/.cache/kcoord/java)")
+    s = p.add_argument_group("streams", "options of `kcoord rehearse streams` (also --bootstrap, --group as the "
+                                        "application id, --topic as the input topic, --partitions, --rate, "
+                                        "--settle-timeout, --drain-timeout, --sample-interval, "
+                                        "--classic-session-timeout-ms, --java-cache, --out, --name)")
+    s.add_argument("--instances", type=int, default=3, help="application instances per phase (default %(default)s)")
+    s.add_argument("--stop", choices=("leave", "session"), default="leave",
+                   help="how instances stop between phases: leave the group at once (CloseOptions LEAVE_GROUP), "
+                        "or stay until the coordinator expires their sessions (REMAIN_IN_GROUP); default %(default)s")
+    s.add_argument("--phase-seconds", type=float, default=3.0,
+                   help="processing time of each phase once it settled (default %(default)s)")
+    s.add_argument("--output-topic", default=None, help="the application's output topic (default a new one)")
+    s.add_argument("--state-dir", type=Path, default=None,
+                   help="the instances' state directories (default a temporary one, removed afterwards)")
     p.add_argument("--out", type=Path, default=Path("."), help="directory for the JSON and HTML report")
     p.add_argument("--name", default=None, help="report file stem (default rehearse-<direction>-<run id>)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -43,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.direction == "streams":
+        return run_streams(args)
     from confluent_kafka import KafkaException
 
     from .rehearse import RehearsalPlan, exit_code, rehearse, summary_lines, write_report
@@ -61,14 +80,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kcoord rehearse: {exc}", file=sys.stderr)
         return 2
-    t0 = time.monotonic()
-
-    def progress(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
     try:
-        report = rehearse(plan, progress)
+        report = rehearse(plan, _progress(args.quiet))
     except FetchError as exc:
         print(f"kcoord rehearse: the Java client is not available: {exc}", file=sys.stderr)
         return 2
@@ -80,3 +93,45 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"report: {json_path} {html_path}")
     return exit_code(report)
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    return progress
+
+
+def run_streams(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
+    from .rehearse.engine import RehearsalAborted
+    from .rehearse.java_jars import FetchError
+    from .rehearse.streams import StreamsRehearsalPlan, rehearse_streams, streams_summary_lines, write_streams_report
+
+    try:
+        plan = StreamsRehearsalPlan(
+            bootstrap=args.bootstrap, instances=args.instances, partitions=args.partitions or 4,
+            input_topic=args.topic, output_topic=args.output_topic, app_id=args.group, stop=args.stop,
+            produce_rate=args.rate, phase_s=args.phase_seconds, settle_timeout_s=args.settle_timeout,
+            drain_timeout_s=args.drain_timeout, sample_interval_s=args.sample_interval,
+            classic_session_timeout_ms=args.classic_session_timeout_ms, state_dir=args.state_dir,
+            java_cache=args.java_cache)
+    except ValueError as exc:
+        print(f"kcoord rehearse streams: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = rehearse_streams(plan, _progress(args.quiet))
+    except FetchError as exc:
+        print(f"kcoord rehearse streams: Kafka Streams is not available: {exc}", file=sys.stderr)
+        return 2
+    except (KafkaException, RehearsalAborted) as exc:  # before any instance started: no report to write
+        print(f"kcoord rehearse streams: cannot set up against {plan.bootstrap}: {exc}", file=sys.stderr)
+        return 2
+    json_path, html_path = write_streams_report(report, args.out, args.name)
+    for line in streams_summary_lines(report):
+        print(line)
+    print(f"report: {json_path} {html_path}")
+    return 0 if report["verdict"] == "pass" else 1
