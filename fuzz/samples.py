@@ -6,23 +6,14 @@ given `random.Random`.
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import random
 import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
+
+from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, schema_fields
 
 _WORDS = ("g", "group-1", "topic", "t-0", "member", "uniform", "range", "consumer", "rack-a", "", "ünï", "x" * 40)
 
@@ -57,38 +48,33 @@ def _primitive(kafka_type: str, rng: random.Random) -> Any:
     raise ValueError(f"no sample for kafka_type {kafka_type}")
 
 
-def _value(field: dataclasses.Field[Any], rng: random.Random, depth: int) -> Any:
-    optional = is_optional(field) and get_field_tag(field) is None
+def _value(field: SchemaField, rng: random.Random, depth: int) -> Any:
+    optional = field.nullable and field.tag is None
     if optional and rng.random() < 0.25:
         return None
-    kind = classify_field(field)
-    if isinstance(kind, PrimitiveField):
-        value = _primitive(get_schema_field_type(field), rng)
-        if value is None and not optional and get_schema_field_type(field) == "uuid":
+    if field.kind == PRIMITIVE:
+        value = _primitive(field.kafka_type, rng)
+        if value is None and not optional and field.kafka_type == "uuid":
             return uuid.UUID(int=0)
         return value
-    if isinstance(kind, PrimitiveTupleField):
-        kafka_type = get_schema_field_type(field)
+    if field.kind == PRIMITIVE_ARRAY:
         out = []
         for _ in range(rng.randint(0, 3)):
-            v = _primitive(kafka_type, rng)
+            v = _primitive(field.kafka_type, rng)
             out.append(uuid.UUID(int=0) if v is None else v)
         return tuple(out)
-    if isinstance(kind, EntityField):
-        return sample(kind.type_, rng, depth + 1)
-    assert isinstance(kind, EntityTupleField)
+    if field.kind == STRUCT:
+        return sample(field.struct, rng, depth + 1)
     if depth > 3:
         return ()
-    return tuple(sample(kind.type_, rng, depth + 1) for _ in range(rng.randint(0, 3)))
+    return tuple(sample(field.struct, rng, depth + 1) for _ in range(rng.randint(0, 3)))
 
 
 def sample(cls: type, rng: random.Random, depth: int = 0) -> Any:
     """A random valid instance of the kio class ``cls``; tagged fields mostly defaulted."""
     values = {}
-    for field in dataclasses.fields(cls):
-        tagged = get_field_tag(field) is not None
-        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
-        if tagged and has_default and rng.random() < 0.7:
+    for field in schema_fields(cls):
+        if field.tag is not None and field.has_default and rng.random() < 0.7:
             continue
         values[field.name] = _value(field, rng, depth)
     return cls(**values)

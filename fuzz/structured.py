@@ -30,19 +30,12 @@ from collections.abc import Collection
 from typing import Any
 
 from aiokafka.record.util import calc_crc32c
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_schema_field_type,
-)
 
 from coordinator.protocol.apis import api_name, api_schemas, request_class, request_header_version
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader
 from records.batch import build_batch
+from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, schema_fields
 
 from .mutations import reframe
 from .samples import sample
@@ -94,16 +87,15 @@ Path = tuple[str | int, ...]
 def _leaves(value: Any, path: Path = ()) -> list[tuple[Path, str | None]]:
     """Every field of a kio instance: (path, kafka type); entity arrays get type None."""
     out: list[tuple[Path, str | None]] = []
-    for field in dataclasses.fields(value):
-        kind = classify_field(field)
+    for field in schema_fields(type(value)):
         here = (*path, field.name)
         current = getattr(value, field.name)
-        if isinstance(kind, PrimitiveField | PrimitiveTupleField):
-            out.append((here, get_schema_field_type(field)))
-        elif isinstance(kind, EntityField):
+        if field.kind in (PRIMITIVE, PRIMITIVE_ARRAY):
+            out.append((here, field.kafka_type))
+        elif field.kind == STRUCT:
             if current is not None:
                 out += _leaves(current, here)
-        elif isinstance(kind, EntityTupleField):
+        else:
             out.append((here, None))
             for i, item in enumerate(current or ()):
                 out += _leaves(item, (*here, i))

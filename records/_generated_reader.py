@@ -18,22 +18,11 @@ Rules of this module:
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
-
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 
 from records._wire import (
     LOW_LEVEL,
@@ -51,6 +40,7 @@ from records._wire import (
     unpack_q,
     uvarint,
 )
+from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, schema_fields
 
 # (buffer, position) -> (value, position after it); raises LOW_LEVEL errors or FieldError.
 Read = Callable[[bytes, int], tuple[Any, int]]
@@ -142,36 +132,26 @@ def _nullable_struct(inner: Read) -> Read:
     return read
 
 
-def _field_reader(field: dataclasses.Field[Any], tagged: bool) -> Read:
-    nullable = is_optional(field)
-    kind = classify_field(field)
-    if isinstance(kind, PrimitiveField):
-        kafka_type = get_schema_field_type(field)
-        if kafka_type == "string":
-            return cnstring if nullable else cstring
-        return _PRIMITIVES[kafka_type][0]
-    if isinstance(kind, PrimitiveTupleField):
-        kafka_type = get_schema_field_type(field)
-        if kafka_type in _FIXED_ARRAYS:
-            return _fixed_array(*_FIXED_ARRAYS[kafka_type], nullable)
-        element, size = _PRIMITIVES[kafka_type]
-        return _array(element, size, nullable)
-    if isinstance(kind, EntityField):
-        inner = struct_reader(kind.type_)
-        return _nullable_struct(inner) if nullable and not tagged else inner
-    assert isinstance(kind, EntityTupleField)
-    return _array(struct_reader(kind.type_), 1, nullable)   # a struct takes its tag section at least
+def _field_reader(field: SchemaField) -> Read:
+    if field.kind == PRIMITIVE:
+        if field.kafka_type == "string":
+            return cnstring if field.nullable else cstring
+        return _PRIMITIVES[field.kafka_type][0]
+    if field.kind == PRIMITIVE_ARRAY:
+        if field.kafka_type in _FIXED_ARRAYS:
+            return _fixed_array(*_FIXED_ARRAYS[field.kafka_type], field.nullable)
+        element, size = _PRIMITIVES[field.kafka_type]
+        return _array(element, size, field.nullable)
+    inner = struct_reader(field.struct)
+    if field.kind == STRUCT:
+        return _nullable_struct(inner) if field.nullable and field.tag is None else inner
+    return _array(inner, 1, field.nullable)   # a struct takes its tag section at least
 
 
-_READERS: dict[type, Read] = {}
-
-
+@functools.cache
 def struct_reader(cls: type) -> Read:
     """The compiled bounded reader of one generated class (cached)."""
-    reader = _READERS.get(cls)
-    if reader is None:
-        reader = _READERS[cls] = _compile(cls)
-    return reader
+    return _compile(cls)
 
 
 def _compile(cls: Any) -> Read:
@@ -179,13 +159,11 @@ def _compile(cls: Any) -> Read:
         raise TypeError(f"{cls.__name__}: only flexible versions are read here")
     plan: list[tuple[str, Read]] = []
     tags: dict[int, tuple[str, Read]] = {}
-    for field in dataclasses.fields(cls):
-        tag = get_field_tag(field)
-        reader = _field_reader(field, tag is not None)
-        if tag is None:
-            plan.append((field.name, reader))
+    for field in schema_fields(cls):
+        if field.tag is None:
+            plan.append((field.name, _field_reader(field)))
         else:
-            tags[int(tag)] = (field.name, reader)
+            tags[field.tag] = (field.name, _field_reader(field))
 
     def read(b: bytes, pos: int) -> tuple[Any, int]:
         values: dict[str, Any] = {}

@@ -21,21 +21,11 @@ Rules of this module:
 """
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
+from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, schema_fields
 
 # (buffer, position, end) -> position after the field; raises Malformed.
 Step = Callable[[bytes, int, int], int]
@@ -262,28 +252,23 @@ def _struct(steps: list[tuple[str, Step]]) -> Step:
     return step
 
 
-def _field_step(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> tuple[Step | None, int]:
+def _field_step(field: SchemaField, flexible: bool) -> tuple[Step | None, int]:
     """(step, fixed size): a fixed-size primitive has no step, only its size."""
     # Tagged fields are optional by their absence, and kio writes them non-nullable; a
     # tagged value that is null where the type allows it is still accepted.
-    nullable = is_optional(field)
-    kind = classify_field(field)
-    if isinstance(kind, PrimitiveField):
-        kafka_type = get_schema_field_type(field)
-        size = FIXED_SIZES.get(kafka_type)
+    if field.kind == PRIMITIVE:
+        size = FIXED_SIZES.get(field.kafka_type)
         if size is not None:
             return None, size
-        return _blob(kafka_type, flexible, nullable), 0
-    if isinstance(kind, PrimitiveTupleField):
-        kafka_type = get_schema_field_type(field)
-        size = FIXED_SIZES.get(kafka_type)
-        element = None if size is not None else _blob(kafka_type, flexible, False)
-        return _array(element, size or 0, flexible, nullable), 0
-    if isinstance(kind, EntityField):
-        inner = struct_step(kind.type_)
-        return (_nullable_struct(inner) if nullable and not tagged else inner), 0
-    assert isinstance(kind, EntityTupleField)
-    return _array(struct_step(kind.type_), 0, flexible, nullable), 0
+        return _blob(field.kafka_type, flexible, field.nullable), 0
+    if field.kind == PRIMITIVE_ARRAY:
+        size = FIXED_SIZES.get(field.kafka_type)
+        element = None if size is not None else _blob(field.kafka_type, flexible, False)
+        return _array(element, size or 0, flexible, field.nullable), 0
+    inner = struct_step(field.struct)
+    if field.kind == STRUCT:
+        return (_nullable_struct(inner) if field.nullable and field.tag is None else inner), 0
+    return _array(inner, 0, flexible, field.nullable), 0
 
 
 _STRUCTS: dict[type, Step] = {}
@@ -312,11 +297,10 @@ def _compile(cls: Any) -> Step:
             steps.append(("", _fixed(sum(w for _, w in run), tuple(run))))
             run.clear()
 
-    for field in dataclasses.fields(cls):
-        tag = get_field_tag(field)
-        field_step, size = _field_step(field, flexible, tag is not None)
-        if tag is not None:
-            tags[int(tag)] = (field.name, field_step or _fixed(size, ((field.name, size),)))
+    for field in schema_fields(cls):
+        field_step, size = _field_step(field, flexible)
+        if field.tag is not None:
+            tags[field.tag] = (field.name, field_step or _fixed(size, ((field.name, size),)))
         elif field_step is None:
             run.append((field.name, size))
         else:
