@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from support.kcoord import FAST, KcoordProcess
+from support.names import unique_name
 
 GATEWAY_CONFIG = FAST + ("group_initial_rebalance_delay_ms=500",)
 
@@ -18,4 +19,15 @@ def gateway(upstream, names) -> Iterator[KcoordProcess]:
                             config=GATEWAY_CONFIG).start()
     yield process
     if process.process is not None and process.process.poll() is None:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_gateway(upstream, request) -> Iterator[KcoordProcess]:
+    """The same gateway, one per module and upstream, for modules that make ``upstream``
+    module-scoped (a kcoord start costs ~5 s; each rehearsal uses its own topic and group)."""
+    process = KcoordProcess(upstream=upstream.bootstrap, config=GATEWAY_CONFIG,
+                            state_topic=unique_name(f"__kcoord_{request.module.__name__}")).start()
+    yield process
+    if process.running():
         process.stop()
