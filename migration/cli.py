@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,11 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.direction == "streams":
         return run_streams(args)
-    from confluent_kafka import KafkaException
-
-    from .rehearse import RehearsalPlan, exit_code, rehearse, summary_lines, write_report
-    from .rehearse.engine import RehearsalAborted
-    from .rehearse.java_jars import FetchError
+    from .rehearse import RehearsalPlan, rehearse, summary_lines, write_report
 
     try:
         plan = RehearsalPlan(
@@ -80,35 +77,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kcoord rehearse: {exc}", file=sys.stderr)
         return 2
-    try:
-        report = rehearse(plan, _progress(args.quiet))
-    except FetchError as exc:
-        print(f"kcoord rehearse: the Java client is not available: {exc}", file=sys.stderr)
-        return 2
-    except (KafkaException, RehearsalAborted) as exc:  # before any member started: no report to write
-        print(f"kcoord rehearse: cannot set up against {plan.bootstrap}: {exc}", file=sys.stderr)
-        return 2
-    json_path, html_path = write_report(report, args.out, args.name)
-    for line in summary_lines(report):
-        print(line)
-    print(f"report: {json_path} {html_path}")
-    return exit_code(report)
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    t0 = time.monotonic()
-
-    def progress(msg: str) -> None:
-        if not quiet:
-            print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-    return progress
+    return _execute(args, "kcoord rehearse", "the Java client", plan.bootstrap,
+                    lambda progress: rehearse(plan, progress), write_report, summary_lines)
 
 
 def run_streams(args: argparse.Namespace) -> int:
-    from confluent_kafka import KafkaException
-
-    from .rehearse.engine import RehearsalAborted
-    from .rehearse.java_jars import FetchError
     from .rehearse.streams import StreamsRehearsalPlan, rehearse_streams, streams_summary_lines, write_streams_report
 
     try:
@@ -122,16 +95,42 @@ def run_streams(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kcoord rehearse streams: {exc}", file=sys.stderr)
         return 2
+    return _execute(args, "kcoord rehearse streams", "Kafka Streams", plan.bootstrap,
+                    lambda progress: rehearse_streams(plan, progress), write_streams_report, streams_summary_lines)
+
+
+Report = dict[str, Any]
+
+
+def _execute(args: argparse.Namespace, tool: str, needs: str, bootstrap: str,
+             rehearse: Callable[[Callable[[str], None]], Report],
+             write: Callable[[Report, Path, str | None], tuple[Path, Path]],
+             lines: Callable[[Report], list[str]]) -> int:
+    """Run a rehearsal, write its two reports, print its summary; the exit code by its verdict."""
+    from confluent_kafka import KafkaException
+
+    from .rehearse.engine import RehearsalAborted
+    from .rehearse.java_jars import FetchError
+
     try:
-        report = rehearse_streams(plan, _progress(args.quiet))
+        report = rehearse(_progress(args.quiet))
     except FetchError as exc:
-        print(f"kcoord rehearse streams: Kafka Streams is not available: {exc}", file=sys.stderr)
+        print(f"{tool}: {needs} is not available: {exc}", file=sys.stderr)
         return 2
-    except (KafkaException, RehearsalAborted) as exc:  # before any instance started: no report to write
-        print(f"kcoord rehearse streams: cannot set up against {plan.bootstrap}: {exc}", file=sys.stderr)
+    except (KafkaException, RehearsalAborted) as exc:  # before any member started: no report to write
+        print(f"{tool}: cannot set up against {bootstrap}: {exc}", file=sys.stderr)
         return 2
-    json_path, html_path = write_streams_report(report, args.out, args.name)
-    for line in streams_summary_lines(report):
+    json_path, html_path = write(report, args.out, args.name)
+    for line in lines(report):
         print(line)
     print(f"report: {json_path} {html_path}")
     return 0 if report["verdict"] == "pass" else 1
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    return progress

@@ -29,13 +29,14 @@ def rehearse(plan: RehearsalPlan, progress: Callable[[str], None] | None = None)
     return analyse(run_rehearsal(plan, progress), plan)
 
 
-def write_report(report: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
-    """Write ``<stem>.json`` and ``<stem>.html`` into ``out_dir``; returns both paths."""
+def write_report(report: dict[str, Any], out_dir: Path, stem: str | None = None,
+                 render: Callable[[dict[str, Any]], str] = render_html) -> tuple[Path, Path]:
+    """Write ``<stem>.json`` and ``<stem>.html`` (by ``render``) into ``out_dir``; returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = stem or f"rehearse-{report['run']['direction']}-{report['run']['run_id']}"
     json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
     json_path.write_text(json.dumps(report, indent=1) + "\n")
-    html_path.write_text(render_html(report))
+    html_path.write_text(render(report))
     return json_path, html_path
 
 

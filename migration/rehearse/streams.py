@@ -10,11 +10,11 @@ The tool (migration/cli.py) and the integration test drive this same code path.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import write_report
 from .streams_analysis import analyse_streams
 from .streams_engine import run_streams_rehearsal
 from .streams_html import render_streams_html
@@ -30,12 +30,7 @@ def rehearse_streams(plan: StreamsRehearsalPlan, progress: Callable[[str], None]
 
 def write_streams_report(report: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
     """Write ``<stem>.json`` and ``<stem>.html`` into ``out_dir``; returns both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = stem or f"rehearse-streams-{report['run']['run_id']}"
-    json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
-    json_path.write_text(json.dumps(report, indent=1) + "\n")
-    html_path.write_text(render_streams_html(report))
-    return json_path, html_path
+    return write_report(report, out_dir, stem or f"rehearse-streams-{report['run']['run_id']}", render_streams_html)
 
 
 def streams_summary_lines(report: dict[str, Any]) -> list[str]:
