@@ -1,0 +1,208 @@
+"""OffsetCommit v8-v10 requests in their common shape, decoded in one pass: the durable
+commit is the request a coordinator serves most, and the general path (codec.decode_body:
+the checked walk, then kio's reader building frozen dataclasses) costs it a Python call per
+field and a `setattr` per field of every partition (docs/measurements/instruction-counts.md).
+
+Rules of this module:
+- `decode` gives the values kio's reader gives for the same bytes (kio's zero topic id is
+  None, a null string None), or None when the body is not in the common shape: a tagged
+  field anywhere, a non-nullable field sent as null, a length or count the bytes left cannot
+  hold, a string over Kafka's 32767 bytes or not UTF-8, bytes left after the body, a header
+  that does not parse. The caller then decodes with the general path, which gives its
+  answer or its error. So nothing is answered or refused here that the general path would
+  not answer or refuse the same way; `tests/unit/gateway/test_commit_decode.py` and the
+  `commit-decode` fuzz target compare the two on random values and bytes.
+- Every length and count is checked against the bytes left before anything past it is read,
+  and a count is checked against the smallest size its elements can have before any element
+  is built (the checked walk's rule, coordinator/protocol/checked.py).
+- The values are the request's only: the group logic checks them as it checks kio's
+  (ops.offset_commit: topics, partition ranges, metadata size, the member's epoch).
+- The request is a slotted object per version with kio's field names, not kio's class: it
+  serves the service's starters only (no authorizer: the authorization stage rebuilds
+  requests with `dataclasses.replace`), which read fields and never re-encode the request.
+"""
+from __future__ import annotations
+
+import functools
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol.apis import OFFSET_COMMIT, request_class
+from ..protocol.framing import HeaderError, request_body_offset
+
+MAX_STRING_LENGTH = 0x7FFF        # Kafka's generated readers: "string field X had invalid length"
+
+_INT32 = struct.Struct(">i").unpack_from
+_PARTITION = struct.Struct(">iqi").unpack_from     # partition_index, committed_offset, committed_leader_epoch
+_UUID = struct.Struct(">QQ").unpack_from
+_PARTITION_MIN = 16 + 1 + 1       # the fixed fields, a null or empty metadata, no tagged fields
+_TOPIC_MIN = 1 + 1 + 1            # a name (or more: a topic id), an empty partition array, no tags
+
+
+class _Irregular(Exception):
+    """Not the common shape: the general path decides."""
+
+
+class OffsetCommitRequestPartition:
+    __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata")
+
+    def __init__(self, partition_index: int, committed_offset: int, committed_leader_epoch: int,
+                 committed_metadata: str | None) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
+
+    def __repr__(self) -> str:
+        return (f"OffsetCommitRequestPartition(partition_index={self.partition_index}, committed_offset="
+                f"{self.committed_offset}, committed_leader_epoch={self.committed_leader_epoch}, "
+                f"committed_metadata={self.committed_metadata!r})")
+
+
+class OffsetCommitRequestTopic:
+    """By `name` (v8-v9) or by `topic_id` (v10: the other one is None, as kio has no such field)."""
+    __slots__ = ("name", "topic_id", "partitions")
+
+    def __init__(self, name: str | None, topic_id: uuid.UUID | None,
+                 partitions: tuple[OffsetCommitRequestPartition, ...]) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+    def __repr__(self) -> str:
+        named = f"topic_id={self.topic_id!r}" if self.name is None else f"name={self.name!r}"
+        return f"OffsetCommitRequestTopic({named}, partitions={self.partitions!r})"
+
+
+class OffsetCommitRequest:
+    """kio's OffsetCommitRequest fields at one version (`__version__`, set per subclass)."""
+    __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "topics")
+    __version__: int
+
+    def __init__(self, group_id: str, generation_id_or_member_epoch: int, member_id: str,
+                 group_instance_id: str | None, topics: tuple[OffsetCommitRequestTopic, ...]) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = topics
+
+    def __repr__(self) -> str:
+        return (f"OffsetCommitRequest(v{self.__version__}, group_id={self.group_id!r}, generation_id_or_member_epoch="
+                f"{self.generation_id_or_member_epoch}, member_id={self.member_id!r}, group_instance_id="
+                f"{self.group_instance_id!r}, topics={self.topics!r})")
+
+
+_REQUESTS = {v: type(f"OffsetCommitRequestV{v}", (OffsetCommitRequest,), {"__slots__": (), "__version__": v})
+             for v in (8, 9, 10)}
+VERSIONS = frozenset(_REQUESTS)
+
+
+def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """A compact length or count (an unsigned varint of at most 5 bytes), minus one: -1 is null."""
+    if pos >= end:
+        raise _Irregular
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte - 1, pos + 1
+    value = byte & 0x7F
+    shift = 7
+    at = pos + 1
+    while at < end and shift <= 28:
+        byte = buf[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value - 1, at
+        shift += 7
+    raise _Irregular
+
+
+def _string(buf: bytes, pos: int, end: int, nullable: bool) -> tuple[str | None, int]:
+    n, pos = _length(buf, pos, end)
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise _Irregular
+    if n > MAX_STRING_LENGTH or n > end - pos:
+        raise _Irregular
+    try:
+        return buf[pos:pos + n].decode(), pos + n
+    except UnicodeDecodeError:
+        raise _Irregular from None
+
+
+def _no_tags(buf: bytes, pos: int, end: int) -> int:
+    if pos >= end or buf[pos] != 0:
+        raise _Irregular
+    return pos + 1
+
+
+def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitRequestPartition, ...], int]:
+    count, pos = _length(buf, pos, end)
+    if count < 0 or count * _PARTITION_MIN > end - pos:
+        raise _Irregular
+    parts: list[OffsetCommitRequestPartition] = []
+    append = parts.append
+    new = OffsetCommitRequestPartition
+    for _ in range(count):
+        if pos + 16 > end:
+            raise _Irregular
+        index, offset, epoch = _PARTITION(buf, pos)
+        pos += 16
+        if pos + 1 < end and buf[pos] == 1 and buf[pos + 1] == 0:
+            # No metadata and no tagged fields: what clients send.
+            append(new(index, offset, epoch, ""))
+            pos += 2
+            continue
+        metadata, pos = _string(buf, pos, end, True)
+        pos = _no_tags(buf, pos, end)
+        append(new(index, offset, epoch, metadata))
+    return tuple(parts), pos
+
+
+def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
+    end = len(buf)
+    group_id, pos = _string(buf, pos, end, False)
+    if pos + 4 > end:
+        raise _Irregular
+    (generation,) = _INT32(buf, pos)
+    member_id, pos = _string(buf, pos + 4, end, False)
+    instance_id, pos = _string(buf, pos, end, True)
+    count, pos = _length(buf, pos, end)
+    if count < 0 or count * (_TOPIC_MIN if version < 10 else _TOPIC_MIN + 15) > end - pos:
+        raise _Irregular
+    topics: list[OffsetCommitRequestTopic] = []
+    for _ in range(count):
+        if version < 10:
+            name, pos = _string(buf, pos, end, False)
+            topic_id = None
+        else:
+            if pos + 16 > end:
+                raise _Irregular
+            high, low = _UUID(buf, pos)
+            pos += 16
+            topic_id = uuid.UUID(int=(high << 64) | low) if high or low else None
+            name = None
+        partitions, pos = _partitions(buf, pos, end)
+        pos = _no_tags(buf, pos, end)
+        topics.append(OffsetCommitRequestTopic(name, topic_id, partitions))
+    if _no_tags(buf, pos, end) != end:
+        raise _Irregular
+    return _REQUESTS[version](group_id, generation, member_id, instance_id, tuple(topics))  # type: ignore[arg-type]
+
+
+def decode(frame: bytes, header_version: int, api_version: int) -> tuple[str | None, Any] | None:
+    """(client id, request) of a framed OffsetCommit v8-v10 in the common shape, else None."""
+    try:
+        client_id, offset = request_body_offset(frame, header_version)
+        return client_id, _body(api_version, frame, offset)
+    except (_Irregular, HeaderError):
+        return None
+
+
+def decoders() -> dict[type | None, Callable[[bytes, int], tuple[str | None, Any] | None]]:
+    """`decode` by kio's request class of each version it serves (the route's class)."""
+    return {request_class(OFFSET_COMMIT, v): functools.partial(decode, api_version=v) for v in VERSIONS}
