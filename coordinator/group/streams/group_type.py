@@ -7,8 +7,9 @@ Rules:
   rule applies per task: an older member epoch is accepted for a task given at or before it;
 - OffsetCommit below v9 is refused to a streams member (UNSUPPORTED_VERSION), and OffsetFetch
   needs the member's exact epoch, as for a consumer-group member;
-- no topic counts as subscribed (Kafka's `isSubscribedToTopic` is false): OffsetDelete is
-  allowed on any of its topics, and offsets expire by commit time;
+- the group reads (is subscribed to) its topology's source and repartition source topics
+  while it has members, none when EMPTY: OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC for
+  those while it runs, and their offsets expire only once it is empty;
 - DeleteGroups needs the group EMPTY; its tombstones follow Kafka's order (current
   assignments, target assignments, target epoch, members, group epoch, topology).
 """
@@ -74,11 +75,13 @@ class StreamsGroupType:
         return "streams"
 
     def subscribed_topics(self, group: StreamsGroup) -> set[str]:
-        # Kafka's `StreamsGroup.isSubscribedToTopic` is always false: OffsetDelete never answers
-        # GROUP_SUBSCRIBED_TO_TOPIC for a streams group (kafka-streams-groups --delete-offsets
-        # removes an input topic's offsets of an EMPTY group, as on Kafka 4.4), and its offsets
-        # expire by commit time like those of a topic no member reads.
-        return set()
+        # Kafka 4.4's `StreamsGroup.isSubscribedToTopic`: an EMPTY group reads no topic, so
+        # OffsetDelete (kafka-streams-groups --delete-offsets) may remove its input topics'
+        # offsets, and they expire by commit time.
+        if group.topology is None or group.is_empty():
+            return set()
+        return {t for s in group.topology.subtopologies
+                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
 
     def tombstones(self, group: StreamsGroup) -> list[CoordinatorRecord]:
         gid = group.group_id

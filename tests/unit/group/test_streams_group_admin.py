@@ -1,6 +1,6 @@
 """What the admin tools (kafka-streams-groups, `kcoord groups`) send to a streams group, answered
-as Kafka 4.4's `StreamsGroup` answers: OffsetDelete on any topic (its `isSubscribedToTopic` is
-false), an admin OffsetCommit only to an EMPTY group, DeleteGroups only of an EMPTY group."""
+as Kafka 4.4's `StreamsGroup` answers: OffsetDelete of an input topic only once the group is
+EMPTY, an admin OffsetCommit only to an EMPTY group, DeleteGroups only of an EMPTY group."""
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
@@ -41,12 +41,17 @@ def _delete_group(d: Driver):
     return _call(d, "delete_groups", 2, mod.DeleteGroupsRequest(groups_names=("app",))).results[0].error_code
 
 
-def test_offset_delete_removes_a_source_topics_offsets_while_the_group_runs():
+def test_offset_delete_refuses_a_source_topic_while_the_group_runs_and_removes_it_once_empty():
+    """Kafka 4.4's `StreamsGroup.isSubscribedToTopic`: the topology's source topics while the
+    group is not EMPTY (seen on Kafka 4.4 in tests/integration/streams/test_streams_groups_tools.py)."""
     d = _fast()
     app = App(d)
     app.join("m1", "p1")
     app.settle()
     assert set(_commit(d, {0: 5, 1: 6}, "m1", app.epoch["m1"]).values()) == {ErrorCode.none}
+    assert _offset_delete(d, [0]) == (ErrorCode.none, {0: ErrorCode.group_subscribed_to_topic})
+    assert d.shard.offsets.get("app", "input", 0).offset == 5
+    assert d.hb(beat("m1", -1)).error_code == ErrorCode.none
     assert _offset_delete(d, [0]) == (ErrorCode.none, {0: ErrorCode.none})
     assert d.shard.offsets.get("app", "input", 0) is None
     assert d.shard.offsets.get("app", "input", 1).offset == 6
