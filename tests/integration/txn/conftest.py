@@ -1,19 +1,9 @@
-"""Expectations of the transaction tests that hold on one upstream only (the test asserts the
-same everywhere; this table says why a variant cannot pass)."""
+"""The transaction suites' gateways: ``kcoord``, one per test, and ``module_kcoord``, one per
+module and upstream. Expectations that hold on one upstream only (Tansu's read_committed and
+transaction-timeout gaps) are marked in the tests themselves."""
 from __future__ import annotations
 
 import pytest
-
-# The Java copier's variant is not listed: its aborts are random, so on Tansu it fails only
-# when one happened; the test itself marks that run as the expected failure.
-
-UPSTREAM_EXPECTATIONS = {
-    ("test_librdkafka_exactly_once_downstream", "tansu"): pytest.mark.xfail(
-        strict=True, reason="Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, "
-                            "so a read_committed consumer also reads the aborted round's outputs (the gateway "
-                            "suite's test_read_committed_consumer_skips_aborted_records shows it without "
-                            "transactions of offsets); strict: passes once Tansu is fixed"),
-}
 
 
 @pytest.fixture
@@ -51,12 +41,3 @@ def module_kcoord(shared_kcoord):
     if not shared_kcoord.running():
         shared_kcoord.restart()
     return shared_kcoord
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        upstream = callspec.params.get("upstream") if callspec else None
-        for (prefix, kind), mark in UPSTREAM_EXPECTATIONS.items():
-            if upstream == kind and item.name.startswith(prefix):
-                item.add_marker(mark)
