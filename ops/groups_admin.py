@@ -5,13 +5,14 @@ What it asks, as Kafka's own Admin client does:
 - ListGroups v5 of every broker in Metadata (a Kafka broker lists only the groups it
   coordinates; kcoord lists them all on every listener, and the union removes repeats);
 - FindCoordinator(GROUP) for a group, then ConsumerGroupDescribe v0 there, falling back to
+  StreamsGroupDescribe (v1, or v0) when that coordinator lists it (Kafka 4.2+ and kcoord), to
   kcoord's ConnectGroupDescribe (32706, docs/design/connect-groups-spec.md) when that coordinator's ApiVersions lists
   it (Kafka closes the connection on an API key it does not know, so it is never sent
   blind), then to DescribeGroups v5 for a classic group;
 - OffsetFetch v8 for committed offsets, ListOffsets v1 on each partition's leader for the
   log-end (or earliest, or by-time) offsets that give lag and reset targets;
 - OffsetCommit v8 (generation -1, no member: an admin commit, refused by a non-empty group),
-  OffsetDelete v0 and DeleteGroups v2.
+  OffsetDelete v0 and DeleteGroups v2; DeleteTopics v4 for a streams group's internal topics.
 Security: `--command-config FILE` holds librdkafka/Java client properties (security.protocol,
 sasl.mechanism, sasl.username, ...), read by kcoord's own upstream security
 (coordinator/security/upstream.py).
@@ -21,10 +22,12 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from kio.schema.consumer_group_describe.v0 import request as cgd_req
 from kio.schema.delete_groups.v2 import request as delete_req
+from kio.schema.delete_topics.v4 import request as dt_req
 from kio.schema.describe_groups.v5 import request as dg_req
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import request as fc_req
@@ -35,13 +38,15 @@ from kio.schema.offset_commit.v8 import request as oc_req
 from kio.schema.offset_delete.v0 import request as od_req
 from kio.schema.offset_fetch.v8 import request as of_req
 from kio.schema.types import BrokerId, GroupId, TopicName
-from kio.static.primitive import i8, i32, i64
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from coordinator.gateway.listeners import parse_addresses
 from coordinator.protocol import connect_messages as cm
+from coordinator.protocol.api_keys import STREAMS_GROUP_DESCRIBE
 from coordinator.protocol.apis import API_VERSIONS, request_class
 from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode_assignment
 from coordinator.upstream.client import UpstreamClient
+from ops.groups_streams import StreamsMemberInfo, StreamsTopology, member_info, topology_of
 
 LATEST, EARLIEST = -1, -2
 _TIMEOUT = 15.0
@@ -62,12 +67,13 @@ class Member:
     target: dict[str, list[int]] | None = None
     state: str | None = None                  # connect: the worker's reconciliation state
     metadata: bytes = b""                     # connect: what the assigner wrote for the worker
+    streams: StreamsMemberInfo | None = None  # streams: process, endpoint, tasks (assignment: what they read)
 
 
 @dataclass
 class GroupDescription:
     group_id: str
-    type: str                  # "consumer", "classic" or "connect" (connectors -> tasks, -1 the connector)
+    type: str                  # "consumer", "classic", "streams" or "connect" (connectors -> tasks, -1 the connector)
     state: str
     protocol_type: str
     protocol: str = ""         # classic: the assignor in use; consumer: the server assignor
@@ -75,6 +81,7 @@ class GroupDescription:
     assignment_epoch: int | None = None
     members: list[Member] = field(default_factory=list)
     coordinator: tuple[int, str, int] | None = None
+    topology: StreamsTopology | None = None   # streams: the topology the coordinator keeps
 
 
 class GroupAdmin:
@@ -83,7 +90,7 @@ class GroupAdmin:
         self.security = security
         self.client_id = client_id
         self._links: dict[tuple[str, int], UpstreamClient] = {}
-        self._api_keys: dict[tuple[str, int], frozenset[int]] = {}
+        self._api_versions: dict[tuple[str, int], dict[int, int]] = {}
 
     async def __aenter__(self) -> GroupAdmin:
         return self
@@ -146,6 +153,12 @@ class GroupAdmin:
                  for m in g.members], (node, host, port))
         if g.error_code not in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
             raise GroupsError(f"ConsumerGroupDescribe({group}): {g.error_code.name}")
+        streams_version = (await self.api_versions(where)).get(STREAMS_GROUP_DESCRIBE)
+        if streams_version is not None:
+            streams = await self._describe_streams(group, where, min(streams_version, 1))
+            if streams is not None:
+                streams.coordinator = (node, host, port)
+                return streams
         if cm.CONNECT_GROUP_DESCRIBE in await self.api_keys(where):
             connect = await self._describe_connect(group, where)
             if connect is not None:
@@ -170,14 +183,40 @@ class GroupAdmin:
 
     async def api_keys(self, address: tuple[str, int]) -> frozenset[int]:
         """The API keys the broker at `address` lists in ApiVersions (asked once per address)."""
-        keys = self._api_keys.get(address)
-        if keys is None:
+        return frozenset(await self.api_versions(address))
+
+    async def api_versions(self, address: tuple[str, int]) -> dict[int, int]:
+        """{API key: highest version} the broker at `address` lists (asked once per address)."""
+        versions = self._api_versions.get(address)
+        if versions is None:
             resp = await self._ask(request_class(API_VERSIONS, 3)(
                 client_software_name="kcoord", client_software_version="0.1.0"), address)
             if int(resp.error_code) != 0:
                 raise GroupsError(f"ApiVersions at {address[0]}:{address[1]}: error {int(resp.error_code)}")
-            keys = self._api_keys[address] = frozenset(int(k.api_key) for k in resp.api_keys)
-        return keys
+            versions = self._api_versions[address] = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
+        return versions
+
+    async def _describe_streams(self, group: str, where: tuple[str, int], version: int) -> GroupDescription | None:
+        """A streams group through StreamsGroupDescribe; None if it is not one."""
+        resp = await self._ask(request_class(STREAMS_GROUP_DESCRIBE, version)(
+            group_ids=(group,), include_authorized_operations=False,
+            **({"include_topology_description": False} if version >= 1 else {})), where)
+        (g,) = resp.groups
+        if g.error_code == ErrorCode.group_id_not_found:
+            return None
+        if g.error_code != ErrorCode.none:
+            raise GroupsError(f"StreamsGroupDescribe({group}): {g.error_code.name}"
+                              + (f" ({g.error_message})" if g.error_message else ""))
+        topology = topology_of(g)
+        members = []
+        for m in g.members:
+            info = member_info(m)
+            reads = topology.input_partitions(info.tasks["active"]) if topology else {}
+            target = topology.input_partitions(info.target["active"]) if topology else {}
+            members.append(Member(m.member_id, m.client_id, m.client_host, m.instance_id, int(m.member_epoch),
+                                  reads, target, streams=info))
+        return GroupDescription(group, "streams", g.group_state, "streams", getattr(g, "assignor_name", "") or "",
+                                int(g.group_epoch), int(g.assignment_epoch), members, topology=topology)
 
     async def _describe_connect(self, group: str, where: tuple[str, int]) -> GroupDescription | None:
         """A connect group (docs/design/connect-groups-spec.md) through ConnectGroupDescribe; None if it is not one."""
@@ -290,6 +329,12 @@ class GroupAdmin:
         if resp.error_code != ErrorCode.none:
             raise GroupsError(f"OffsetDelete({group}): {resp.error_code.name}")
         return {(str(t.name), int(p.partition_index)): p.error_code.name for t in resp.topics for p in t.partitions}
+
+    async def delete_topics(self, topics: list[str]) -> dict[str, str]:
+        """DeleteTopics (forwarded by kcoord to its cluster): {topic: error name}."""
+        resp = await self._ask(dt_req.DeleteTopicsRequest(topic_names=tuple(TopicName(t) for t in topics),
+                                                          timeout=i32Timedelta.parse(timedelta(seconds=_TIMEOUT))))
+        return {str(r.name): r.error_code.name for r in resp.responses}
 
     async def delete_groups(self, groups: list[str]) -> dict[str, str]:
         out = {}

@@ -1,14 +1,16 @@
-"""`kcoord groups`: consumer groups of a running cluster, as `kafka-consumer-groups.sh` shows
-them, against kcoord or Apache Kafka alike (it speaks only the Kafka protocol).
+"""`kcoord groups`: the groups of a running cluster, as `kafka-consumer-groups.sh` (and, for
+streams groups, `kafka-streams-groups.sh`) shows them, against kcoord or Apache Kafka alike (it
+speaks only the Kafka protocol).
 
     kcoord groups list     --bootstrap-server HOST:PORT [--state S] [--type T] [--json]
     kcoord groups describe --bootstrap-server HOST:PORT (--group G ... | --all-groups)
                            [--members | --offsets (default) | --state] [--json]
     kcoord groups reset-offsets   --bootstrap-server ... --group G (--topic T[:P,P] ... | --all-topics)
                            (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N | --shift-by N)
-                           (--dry-run | --execute) [--json]
+                           (--dry-run | --execute) [--delete-internal-topics] [--json]
     kcoord groups delete-offsets  --bootstrap-server ... --group G --topic T[:P,P] ...
     kcoord groups delete          --bootstrap-server ... (--group G ... | --all-groups)
+                           [--delete-internal-topics]
     kcoord groups configs         --bootstrap-server ... (--group G ... | --all-groups)
                            [--set KEY=VALUE ...] [--delete KEY ...] [--json]
 
@@ -18,7 +20,13 @@ Kafka's `--command-config` takes Java's). Beyond kafka-consumer-groups, `describ
 group type, the KIP-848 group epoch and assignment epoch, and each member's epoch, current
 and target assignment. A kcoord `connect` group (docs/design/connect-groups-spec.md) has no partitions: `describe`
 (offsets or members) lists its workers with their connectors and tasks, in a table of its
-own (in JSON, rows with `worker_id`).
+own (in JSON, rows with `worker_id`). A streams group (KIP-1071, ops/groups_streams.py):
+`describe` shows the partitions its active tasks read with their owners and lag, `--members`
+each member's process, endpoint, topology epoch and active/standby/warmup tasks, current and
+target (a table of its own; in JSON, rows with `process_id`), `--state` its topology epoch;
+`--all-topics` of reset-offsets also takes its topology's source topics. Its internal topics
+(repartition and changelog) are deleted with `--delete-internal-topics` only (after `delete`,
+or after `reset-offsets --execute`, which kafka-streams-groups always does).
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from ops import groups_configs
+from ops import groups_configs, groups_streams
 from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
 
 # Reset is an admin commit: Kafka refuses it for a group with members, so check first
@@ -52,7 +60,7 @@ def register(subparsers) -> None:
     q = sub.add_parser("list", help="every group, as --list")
     common(q)
     q.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
-    q.add_argument("--type", action="append", default=[], help="only groups of this type: consumer, classic")
+    q.add_argument("--type", action="append", default=[], help="only groups of this type: consumer, classic, streams")
     q.set_defaults(func=_run(_list))
 
     q = sub.add_parser("describe", help="groups with their offsets and lag, members or state")
@@ -78,6 +86,7 @@ def register(subparsers) -> None:
     run = q.add_mutually_exclusive_group(required=True)
     run.add_argument("--dry-run", action="store_true")
     run.add_argument("--execute", action="store_true")
+    _internal_topics_arg(q)
     q.set_defaults(func=_run(_reset))
 
     q = sub.add_parser("delete-offsets", help="delete a group's offsets of some topics")
@@ -89,6 +98,7 @@ def register(subparsers) -> None:
     q = sub.add_parser("delete", help="delete empty groups")
     common(q)
     _groups_arg(q)
+    _internal_topics_arg(q)
     q.set_defaults(func=_run(_delete))
 
     groups_configs.register(sub, common, _run, _out)   # `kcoord groups configs` (ops/groups_configs.py)
@@ -98,6 +108,11 @@ def _groups_arg(q: argparse.ArgumentParser) -> None:
     which = q.add_mutually_exclusive_group(required=True)
     which.add_argument("--group", action="append", help="repeatable")
     which.add_argument("--all-groups", action="store_true")
+
+
+def _internal_topics_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--delete-internal-topics", action="store_true",
+                   help="streams groups: also delete their repartition and changelog topics")
 
 
 def _topics_arg(q: argparse.ArgumentParser, required: bool) -> None:
@@ -167,12 +182,15 @@ async def _group_ids(admin: GroupAdmin, args) -> list[str]:
 async def _describe(admin: GroupAdmin, args) -> int:
     out: list[dict] = []
     workers: list[dict] = []
+    streams: list[dict] = []
     for group in await _group_ids(admin, args):
         d = await admin.describe(group)
         if args.state:
             out.append(_state_row(d))
         elif d.type == "connect":
             workers += [_worker_row(d, m) for m in d.members]
+        elif d.type == "streams" and args.members:
+            streams += [groups_streams.member_row(group, m) for m in d.members]
         elif args.members:
             out += [{"group": group, "consumer_id": m.member_id, "group_instance_id": m.instance_id,
                      "host": m.host, "client_id": m.client_id, "partitions": sum(map(len, m.assignment.values())),
@@ -180,16 +198,23 @@ async def _describe(admin: GroupAdmin, args) -> int:
                      "target_assignment": None if m.target is None else _tp_text(m.target)} for m in d.members]
         else:
             out += await _offset_rows(admin, d)
-    if args.json and workers:    # one JSON document: the workers follow the other rows
-        _out(args, out + workers, [], [])
+    extra = [(rows, header, keys) for rows, header, keys in (
+        (streams, groups_streams.MEMBER_HEADER, groups_streams.MEMBER_KEYS),
+        (workers, ["GROUP", "WORKER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "STATE",
+                   "CONNECTORS", "TASKS", "TARGET-CONNECTORS", "TARGET-TASKS"],
+         ["group", "worker_id", "group_instance_id", "host", "client_id", "member_epoch", "state", "connectors",
+          "tasks", "target_connectors", "target_tasks"])) if rows]
+    if args.json and extra:      # one JSON document: streams members and workers follow the other rows
+        _out(args, out + [r for rows, _, _ in extra for r in rows], [], [])
         return 0
-    if not out and workers:
-        pass                     # only connect groups: their table alone
+    if not out and extra:
+        pass                     # only streams or connect groups: their tables alone
     elif args.state:
+        topology = ["TOPOLOGY-EPOCH"] if any("topology_epoch" in r for r in out) else []
         _out(args, out, ["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
-                         "ASSIGNMENT-EPOCH", "#MEMBERS"],
+                         "ASSIGNMENT-EPOCH", *topology, "#MEMBERS"],
              ["group", "coordinator", "type", "assignment_strategy", "state", "group_epoch", "assignment_epoch",
-              "members"])
+              *(["topology_epoch"] if topology else []), "members"])
     elif args.members:
         _out(args, out, ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
                          "MEMBER-EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"],
@@ -200,13 +225,10 @@ async def _describe(admin: GroupAdmin, args) -> int:
                          "HOST", "CLIENT-ID"],
              ["group", "topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host",
               "client_id"])
-    if workers:
-        if out:
+    for i, (rows, header, keys) in enumerate(extra):
+        if out or i:
             print()
-        _out(args, workers, ["GROUP", "WORKER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "STATE",
-                             "CONNECTORS", "TASKS", "TARGET-CONNECTORS", "TARGET-TASKS"],
-             ["group", "worker_id", "group_instance_id", "host", "client_id", "member_epoch", "state",
-              "connectors", "tasks", "target_connectors", "target_tasks"])
+        _out(args, rows, header, keys)
     return 0
 
 
@@ -226,9 +248,12 @@ def _worker_row(d: GroupDescription, m) -> dict[str, Any]:
 
 def _state_row(d: GroupDescription) -> dict[str, Any]:
     coordinator = f"{d.coordinator[1]}:{d.coordinator[2]} ({d.coordinator[0]})" if d.coordinator else None
-    return {"group": d.group_id, "coordinator": coordinator, "type": d.type, "assignment_strategy": d.protocol,
-            "state": d.state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
-            "members": len(d.members)}
+    row = {"group": d.group_id, "coordinator": coordinator, "type": d.type, "assignment_strategy": d.protocol,
+           "state": d.state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+           "members": len(d.members)}
+    if d.type == "streams":
+        row["topology_epoch"] = None if d.topology is None else d.topology.epoch
+    return row
 
 
 async def _offset_rows(admin: GroupAdmin, d: GroupDescription) -> list[dict]:
@@ -244,11 +269,11 @@ async def _offset_rows(admin: GroupAdmin, d: GroupDescription) -> list[dict]:
     rows = []
     for tp in partitions:
         current = committed.get(tp, (None, ""))[0]
-        m = owner.get(tp)
+        by = owner.get(tp)
         rows.append({"group": d.group_id, "topic": tp[0], "partition": tp[1], "current_offset": current,
                      "log_end_offset": end.get(tp), "lag": None if current is None else max(0, end[tp] - current),
-                     "consumer_id": m.member_id if m else None, "host": m.host if m else None,
-                     "client_id": m.client_id if m else None})
+                     "consumer_id": by.member_id if by else None, "host": by.host if by else None,
+                     "client_id": by.client_id if by else None})
     return rows
 
 
@@ -256,9 +281,13 @@ def _tp_text(assignment: dict[str, list[int]]) -> str:
     return ",".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
 
 
-async def _selected_partitions(admin: GroupAdmin, args, committed: dict) -> list[tuple[str, int]]:
+async def _selected_partitions(admin: GroupAdmin, args, committed: dict,
+                               d: GroupDescription | None = None) -> list[tuple[str, int]]:
     if getattr(args, "all_topics", False):
-        return sorted(committed)
+        # A streams group: also its topology's source topics, as --all-input-topics does.
+        sources = d.topology.source_topics() if d is not None and d.topology is not None else []
+        known = await admin.partitions(sources) if sources else {}
+        return sorted(set(committed) | {(t, p) for t, ps in known.items() for p in ps})
     if not args.topic:
         raise GroupsError("name the topics: --topic T[:P,P] or --all-topics")
     named = {}
@@ -275,7 +304,7 @@ async def _reset(admin: GroupAdmin, args) -> int:
         raise GroupsError(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "
                           f"current state is {d.state}.")
     committed = await admin.committed(args.group)
-    partitions = await _selected_partitions(admin, args, committed)
+    partitions = await _selected_partitions(admin, args, committed, d)
     earliest = await admin.list_offsets(partitions, EARLIEST)
     latest = await admin.list_offsets(partitions, LATEST)
     if args.to_earliest:
@@ -296,8 +325,35 @@ async def _reset(admin: GroupAdmin, args) -> int:
     if args.execute:
         await admin.commit(args.group, target)
     rows = [{"group": args.group, "topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(target.items())]
-    _out(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["group", "topic", "partition", "new_offset"])
-    return 0
+    deleted = await _delete_internal_topics(admin, [d]) if args.execute and args.delete_internal_topics else []
+    _out_with_topics(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                     ["group", "topic", "partition", "new_offset"], deleted)
+    return 0 if all(r["status"] == "Deleted" for r in deleted) else 1
+
+
+async def _delete_internal_topics(admin: GroupAdmin, described: list[GroupDescription]) -> list[dict]:
+    """The streams groups' repartition and changelog topics that exist, deleted: a row each."""
+    wanted = sorted({t for d in described if d.topology is not None for t in d.topology.internal_topics()})
+    existing = await _existing(admin, wanted) if wanted else set()
+    result = await admin.delete_topics(sorted(existing)) if existing else {}
+    return [{"internal_topic": t, "status": "Deleted" if code == "none" else f"Error: {code}"}
+            for t, code in sorted(result.items())]
+
+
+def _out_with_topics(args, rows: list[dict], header: list[str], keys: list[str], topics: list[dict]) -> None:
+    """A command's rows, then the internal topics it deleted (one JSON document with --json)."""
+    if args.json:
+        _out(args, rows + topics, header, keys)
+        return
+    _out(args, rows, header, keys)
+    if topics:
+        print()
+        _out(args, topics, ["INTERNAL-TOPIC", "STATUS"], ["internal_topic", "status"])
+
+
+async def _existing(admin: GroupAdmin, topics: list[str]) -> set[str]:
+    md = await admin.metadata(topics)
+    return {str(t.name) for t in md.topics if t.error_code == 0}
 
 
 async def _delete_offsets(admin: GroupAdmin, args) -> int:
@@ -310,8 +366,14 @@ async def _delete_offsets(admin: GroupAdmin, args) -> int:
 
 
 async def _delete(admin: GroupAdmin, args) -> int:
-    result = await admin.delete_groups(await _group_ids(admin, args))
+    groups = await _group_ids(admin, args)
+    # The topology names the internal topics: read it before the group is gone.
+    described = [await admin.describe(g) for g in groups] if args.delete_internal_topics else []
+    result = await admin.delete_groups(groups)
     rows = [{"group": g, "status": "Successful" if code == "none" else f"Error: {code}"}
             for g, code in sorted(result.items())]
-    _out(args, rows, ["GROUP", "STATUS"], ["group", "status"])
-    return 0 if all(r["status"] == "Successful" for r in rows) else 1
+    emptied = [d for d in described if d.type == "streams" and result.get(d.group_id) == "none"]
+    deleted = await _delete_internal_topics(admin, emptied) if emptied else []
+    _out_with_topics(args, rows, ["GROUP", "STATUS"], ["group", "status"], deleted)
+    return 0 if all(r["status"] == "Successful" for r in rows) and all(r["status"] == "Deleted" for r in deleted) \
+        else 1
