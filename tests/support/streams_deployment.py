@@ -1,17 +1,21 @@
 """A deployment of the counting Streams application (support.streams_app) on one route, for the
 streams-group test modules to share per module.
 
-Routes (``ROUTES``): "kafka44-direct", the instances talk to Kafka 4.4 itself, the oracle, on a
-broker of the deployment's own whose streams floors are lowered (the shared fixture keeps
-Kafka's 45 s session floor, which a kill -9 would wait out); "kafka44" and "tansu", the
-instances talk to a `kcoord serve` of the deployment's own in front of the session's upstream.
-KCOORD_UPSTREAMS narrows the routes by their upstream (support.upstreams).
+Routes (``ROUTES``): "kafka44-direct", the instances talk to Kafka 4.4 itself, the oracle, on
+the streams modules' own broker whose streams floors are lowered (ORACLE_BROKER; the session's
+shared broker keeps Kafka's 45 s session floor, which a kill -9 would wait out); "kafka44",
+"tansu" and "kafka39", the instances talk to `kcoord serve` in front of that upstream: on
+kafka44 the same broker as the oracle's (kcoord serves the group, the broker's streams settings
+do not matter), on Tansu and Kafka 3.9 (no streams groups at all) the session's shared broker.
+The broker and one kcoord per upstream are the session's (tests/integration/streams/conftest.py):
+each deployment has its own topics and application id. KCOORD_UPSTREAMS narrows the routes by
+their upstream (support.upstreams); kafka39 is one of the subset's upstreams and runs by default.
 
 The application counts words of a 6-partition input topic: 12 tasks, 0_0..0_5 stateless (the
 input to the repartition topic), 1_0..1_5 stateful (the counts store and its changelog).
 
-Rules: ``deploy`` stops everything it started (instances first, then kcoord, then the oracle's
-broker); every wait is bounded and names what it awaited.
+Rules: ``deploy`` stops the instances it started (all at once) and fails if the shared kcoord
+died under it; every wait is bounded and names what it awaited.
 """
 from __future__ import annotations
 
@@ -36,8 +40,10 @@ from .wait import wait_until
 PARTITIONS, WORDS, BATCH = 6, 17, 300
 TASKS = frozenset(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
 STATEFUL = frozenset(t for t in TASKS if t.startswith("1_"))
-# route id -> (upstream id, through kcoord)
-ROUTES = {"kafka44-direct": ("kafka44", False), "kafka44": ("kafka44", True), "tansu": ("tansu", True)}
+# route id -> (upstream id for KCOORD_UPSTREAMS, the upstream's fixture, through kcoord)
+ROUTES = {"kafka44-direct": ("kafka44", "streams_kafka44", False), "kafka44": ("kafka44", "streams_kafka44", True),
+          "tansu": ("tansu", FIXTURES["tansu"], True), "kafka39": ("kafka39", FIXTURES["kafka39"], True)}
+EVERYWHERE = ("kafka44-direct", "kafka44", "tansu")
 # The oracle's broker: Kafka's defaults but the streams floors (45 s session, 5 s heartbeat),
 # which no group could go below, and the 3 s initial delay of a new group.
 ORACLE_BROKER = {"group.streams.min.session.timeout.ms": "6000", "group.streams.min.heartbeat.interval.ms": "500",
@@ -52,9 +58,34 @@ KCOORD_GROUP_CONFIGS = GROUP_CONFIGS
 
 
 def routes(*only: str) -> list[str]:
-    """The routes KCOORD_UPSTREAMS allows (of ``only``, if given)."""
-    allowed = set(upstream_ids(in_subset=False))
-    return [r for r, (up, _) in ROUTES.items() if up in allowed and (not only or r in only)]
+    """The routes KCOORD_UPSTREAMS allows of ``only`` (default: EVERYWHERE, not kafka39)."""
+    allowed = set(upstream_ids(in_subset=True))
+    return [r for r in (only or EVERYWHERE) if ROUTES[r][0] in allowed]
+
+
+class Gateways:
+    """One `kcoord serve` per upstream (KCOORD_CONFIG), started on first use and kept until
+    ``stop_all``: the streams modules share it, each group being its own application id."""
+
+    def __init__(self) -> None:
+        self._by_upstream: dict[str, KcoordProcess] = {}
+
+    def in_front_of(self, upstream: str) -> KcoordProcess:
+        gateway = self._by_upstream.get(upstream)
+        if gateway is None:
+            gateway = self._by_upstream[upstream] = KcoordProcess(
+                upstream=upstream, state_topic=unique_name("__kcoord_streams"), config=KCOORD_CONFIG).start()
+        check_running(gateway)
+        return gateway
+
+    def stop_all(self) -> None:
+        for gateway in self._by_upstream.values():
+            if gateway.running():
+                gateway.stop()
+
+
+def check_running(gateway: KcoordProcess) -> None:
+    assert gateway.running(), f"kcoord in front of {gateway.upstream} died; log:\n{gateway.log_text()[-4000:]}"
 
 
 @dataclass
@@ -180,34 +211,23 @@ def member_of(describe: dict[str, Any], app: StreamsApp) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at_least_once") -> Iterator[Deployment]:
-    """Topics, group configs and the route's broker or kcoord; no instance yet."""
-    upstream_id, via_kcoord = ROUTES[route]
-    broker = gateway = None
-    if via_kcoord:
-        upstream = request.getfixturevalue(FIXTURES[upstream_id])
-    else:
-        from .kafka_broker import KAFKA_44, start_kafka
-
-        upstream = broker = start_kafka(KAFKA_44, tmp_path_factory.mktemp("oracle"), overrides=ORACLE_BROKER)
+    """Topics and group configs on the route's (shared) broker or kcoord; no instance yet."""
+    upstream_id, fixture, via_kcoord = ROUTES[route]
+    upstream = request.getfixturevalue(fixture)
+    gateway = request.getfixturevalue("streams_gateways").in_front_of(upstream.bootstrap) if via_kcoord else None
+    name = unique_name(f"count-{route}")
+    d = Deployment(route, gateway.bootstrap if gateway else upstream.bootstrap, upstream.bootstrap,
+                   name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee,
+                   batch_size=0 if upstream_id == "tansu" else None)
+    create_topic(upstream.bootstrap, d.input, PARTITIONS)
+    create_topic(upstream.bootstrap, d.output, 1)
+    d.group_configs = GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS
+    set_group_configs(d.bootstrap, d.app_id, d.group_configs)
     try:
-        if via_kcoord:
-            gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=unique_name("__kcoord_streams"),
-                                    config=KCOORD_CONFIG).start()
-        name = unique_name(f"count-{route}")
-        d = Deployment(route, gateway.bootstrap if gateway else upstream.bootstrap, upstream.bootstrap,
-                       name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee,
-                       batch_size=0 if upstream_id == "tansu" else None)
-        create_topic(upstream.bootstrap, d.input, PARTITIONS)
-        create_topic(upstream.bootstrap, d.output, 1)
-        d.group_configs = GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS
-        set_group_configs(d.bootstrap, d.app_id, d.group_configs)
-        try:
-            yield d
-        finally:
-            for app in d.apps:
-                app.shutdown()
+        yield d
     finally:
-        if gateway is not None and gateway.process is not None and gateway.process.poll() is None:
-            gateway.stop()
-        if broker is not None:
-            broker.stop()
+        # Closes overlap (each is Streams' own close, seconds under load).
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(d.apps))) as pool:
+            list(pool.map(lambda app: app.shutdown(), d.apps))
+    if gateway is not None:
+        check_running(gateway)

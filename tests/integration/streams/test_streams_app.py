@@ -10,7 +10,10 @@ Routes (support.streams_deployment), one module-scoped deployment each; the test
 in order on it:
 - kafka44-direct: the instances talk to Kafka 4.4 itself, the oracle: the same assertions
   must hold there, which validates the harness;
-- kafka44, tansu: the instances talk to `kcoord serve` in front of that upstream.
+- kafka44, tansu: the instances talk to `kcoord serve` in front of that upstream;
+- kafka39: kcoord in front of Kafka 3.9, a cluster with no streams groups at all, for the
+  counts, the interactive-query metadata and the kill -9 takeover (BASIC_ROUTES; the static and
+  scale tests exercise kcoord's group, the same in front of any upstream, on kafka44 and tansu).
 
 What is checked:
 - the output is correct and complete: the latest count of each word equals its occurrences in
@@ -45,34 +48,52 @@ from support.wait import WaitTimeout, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(240)]
 
 
-@pytest.fixture(scope="module", params=routes())
+BASIC = ("test_counts_complete_and_each_task_active_once", "test_interactive_query_metadata_from_every_instance",
+         "test_kill9_survivors_take_over_with_standbys")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test on every route of EVERYWHERE; the BASIC ones on kafka39 too."""
+    if "dep" in metafunc.fixturenames:
+        ids = routes() + (routes("kafka39") if metafunc.function.__name__ in BASIC else [])
+        metafunc.parametrize("dep", ids, indirect=True, ids=ids, scope="module")
+
+
+@pytest.fixture(scope="module")
 def dep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
         java_classes: Path) -> Iterator[Deployment]:
     with deploy(request.param, request, tmp_path_factory) as deployment:
         yield deployment
 
 
-def check_describe(d: dict[str, Any], apps: list[StreamsApp], standbys_everywhere: bool = True) -> None:
+def check_describe(d: dict[str, Any], apps: list[StreamsApp]) -> None:
     """One member per instance at its endpoint; each task active once; a standby never on the
-    process that runs the task; standbys of stateful tasks only (on every member unless there
-    are more members than standbys)."""
+    process that runs the task; standbys of stateful tasks only, each stateful task with exactly
+    one (the group's one replica: every group here has two processes or more, so one always fits;
+    which process gets it is the assignor's, and one holding every stateful task has none)."""
     assert sorted(m["endpoint"] for m in d["members"]) == sorted(a.app_server for a in apps), d
     active = collections.Counter(itertools.chain.from_iterable(m["active"] for m in d["members"]))
     assert set(active) == TASKS and set(active.values()) == {1}, f"each task active exactly once: {active}"
     for m in d["members"]:
         assert not set(m["active"]) & set(m["standby"]), f"standby beside its active task: {m}"
         assert set(m["standby"]) <= STATEFUL, f"standbys of stateful tasks only: {m}"
-        assert m["standby"] or not standbys_everywhere, f"no standby on {m}"
+    standbys = collections.Counter(itertools.chain.from_iterable(m["standby"] for m in d["members"]))
+    assert standbys == collections.Counter(STATEFUL), f"one standby per stateful task: {standbys}; {d}"
 
 
 def expected_metadata(d: dict[str, Any], dep: Deployment) -> list[dict[str, Any]]:
     """metadataForAllStreamsClients as the describe's assignment implies it: subtopology 0 reads
-    the input, 1 the repartition topic; a standby task's partitions are its source's."""
+    the input, 1 the repartition topic; a standby task's partitions are its source's. A client's
+    stores are those its *active* partitions feed (Streams' StreamsMetadataState.getStoresOnHost
+    on the active partitions): "counts" only with an active task of subtopology 1."""
     repartition = f"{dep.app_id}-by-value-repartition"
 
     def partitions(tasks: list[str]) -> list[str]:
         return sorted(f"{dep.input if t.startswith('0_') else repartition}:{t.split('_')[1]}" for t in tasks)
-    return sorted(({"host": m["endpoint"], "stores": ["counts"], "active": partitions(m["active"]),
+
+    def stores(active: list[str]) -> list[str]:
+        return ["counts"] if set(active) & STATEFUL else []
+    return sorted(({"host": m["endpoint"], "stores": stores(m["active"]), "active": partitions(m["active"]),
                     "standby": partitions(m["standby"])} for m in d["members"]), key=lambda c: c["host"])
 
 
@@ -167,7 +188,7 @@ def test_scale_out_to_six_and_in_to_two(dep: Deployment) -> None:
     if len(dep.alive) < 3:
         dep.start(3 - len(dep.alive))
     dep.start(3)
-    check_describe(dep.wait_stable(90), dep.alive, standbys_everywhere=False)
+    check_describe(dep.wait_stable(90), dep.alive)
     assert active_overlaps(dep.apps) == []
     dep.produce()
     _counts_or_tansu_restore(dep)
