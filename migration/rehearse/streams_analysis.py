@@ -23,7 +23,7 @@ from typing import Any
 from .analysis import EXAMPLES, _offsets, _s, group_timeline, offset_decreases
 from .probe import GroupSample
 from .streams_observations import InstanceLog, PhaseLog, StreamsObservations
-from .streams_plan import StreamsRehearsalPlan, expected_phases, group_type_of
+from .streams_plan import STOP_WHY, StreamsRehearsalPlan, expected_phases, group_type_of
 
 REPORT_FORMAT = 1
 
@@ -243,7 +243,8 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
         "format": REPORT_FORMAT, "kind": "streams",
         "verdict": "fail" if failures else "pass", "failures": failures, "warnings": warnings,
         "run": {"kind": "streams", "phases": [p.protocol for p in obs.phases], "instances": plan.instances,
-                "stop": plan.stop, "group": obs.group, "input": obs.input_topic, "output": obs.output_topic,
+                "stop": plan.stop, "stop_why": STOP_WHY[plan.stop], "group": obs.group, "input": obs.input_topic,
+                "output": obs.output_topic,
                 "partitions": obs.partitions, "tasks": len(plan.tasks), "bootstrap": plan.bootstrap,
                 "run_id": plan.run_id, "started_at": obs.started_at, "duration_s": _s(obs.t_end, t0),
                 "produce_stopped_s": _s(obs.t_produce_stopped, t0)},

@@ -23,6 +23,14 @@ from typing import Literal
 StreamsProtocol = Literal["classic", "streams"]
 StopMode = Literal["leave", "session"]
 PHASES: tuple[StreamsProtocol, ...] = ("classic", "streams", "classic")
+STOP_WHY = {
+    "leave": "every instance closes with CloseOptions LEAVE_GROUP: it commits and leaves at once, so the group "
+             "is Empty seconds later (a plain close() of a classic Streams client does not leave: the group would "
+             "stay non-empty, and refuse the other protocol, for the whole session timeout)",
+    "session": "every instance closes with REMAIN_IN_GROUP, as a crashed deployment would: the coordinator removes "
+               "each member when its session expires (the classic session, or the group's "
+               "streams.session.timeout.ms), so each phase ends a session timeout later",
+}
 SUBTOPOLOGIES = ("0", "1")   # 0 reads the input, 1 the repartition topic (StreamsRehearsalApp.java)
 
 
