@@ -134,6 +134,7 @@ def _samples_between(samples: list[GroupSample], lo: int | None, hi: int | None)
 def phase_report(obs: StreamsObservations, phase: PhaseLog) -> dict[str, Any]:
     t0 = obs.t0_ns
     gtype = group_type_of(phase.protocol)  # type: ignore[arg-type]
+    starting = _samples_between(obs.samples, phase.t_start, phase.t_settled)
     running = _samples_between(obs.samples, phase.t_settled, phase.t_stop_requested)
     types = sorted({s.view.group_type for s in running})
     states = sorted({s.view.state for s in running})
@@ -146,6 +147,9 @@ def phase_report(obs: StreamsObservations, phase: PhaseLog) -> dict[str, Any]:
         problems.append("the group was not reported Empty after every instance stopped")
     return {"phase": phase.index, "protocol": phase.protocol, "expected_group_type": gtype,
             "group_types_while_running": types, "states_while_running": states,
+            "states_while_starting": [f"{s.view.group_type} {s.view.state}" for i, s in enumerate(starting)
+                                      if i == 0 or (s.view.group_type, s.view.state) !=
+                                      (starting[i - 1].view.group_type, starting[i - 1].view.state)],
             "start_s": _s(phase.t_start, t0), "settled_s": _s(phase.t_settled, t0),
             "settle_s": None if phase.t_settled is None or phase.t_start is None
             else round((phase.t_settled - phase.t_start) / 1e9, 3),

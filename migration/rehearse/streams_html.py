@@ -56,9 +56,10 @@ def timeline_svg(report: dict[str, Any]) -> str:
 def render_streams_html(report: dict[str, Any]) -> str:
     run = report["run"]
     verdict = report["verdict"]
-    phases = _table(["phase", "protocol", "group type while running", "states", "settled in (s)", "Empty at (s)",
-                     "committed at start", "committed when Empty", "ok"],
-                    [[p["phase"], p["protocol"], ", ".join(p["group_types_while_running"]),
+    phases = _table(["phase", "protocol", "group while starting", "group type while running", "states",
+                     "settled in (s)", "Empty at (s)", "committed at start", "committed when Empty", "ok"],
+                    [[p["phase"], p["protocol"], " → ".join(p["states_while_starting"]),
+                      ", ".join(p["group_types_while_running"]),
                       ", ".join(p["states_while_running"]), p["settle_s"], p["empty_s"], p["committed_at_start"],
                       p["committed_at_empty"], "yes" if p["ok"] else "NO: " + "; ".join(p["problems"])]
                      for p in report["phases"]])

@@ -56,7 +56,10 @@ def clean() -> StreamsObservations:
                                    ns(stop + 1), {0: committed[i - 1]} if i else {}, {0: committed[i]},
                                    {0: committed[i]}))
         obs.instances.append(_instance(i, protocol, ranges[i]))
-        obs.samples += [GroupSample(ns(start + 1.6), _view(gtype, "Stable", tuple(TASKS) if i == 1 else ()),
+        joining = "PreparingRebalance" if gtype == "classic" else "Assigning"
+        obs.samples += [GroupSample(ns(start + 1.2), GroupView(gtype, joining, 1, 1, ()),
+                                    obs.phases[-1].committed_at_start),
+                        GroupSample(ns(start + 1.6), _view(gtype, "Stable", tuple(TASKS) if i == 1 else ()),
                                     {0: committed[i - 1]} if i else {}),
                         GroupSample(ns(stop + 1), _view(gtype, "Empty"), {0: committed[i]})]
     obs.delivered = [Delivered(PLAN.word(n), 0, n, ns(1 + n)) for n in range(10)]
@@ -83,6 +86,8 @@ def test_a_clean_round_trip_passes():
     report = _report(clean())
     assert report["verdict"] == "pass", report["failures"]
     assert [p["ok"] for p in report["phases"]] == [True, True, True]
+    assert [p["states_while_starting"] for p in report["phases"]] == [
+        ["classic PreparingRebalance"], ["streams Assigning"], ["classic PreparingRebalance"]]
     assert [(r["phase"], r["committed"], r["resumed_at"], r["ok"]) for r in report["resumptions"]] == [
         (1, 4, 4, True), (2, 8, 8, True)]
     assert [(c["from"], c["to"], c["state_before"]) for c in report["type_changes"]["observed"]] == [
