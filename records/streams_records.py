@@ -39,13 +39,15 @@ from records.generated.streams_group_target_assignment_metadata.v0 import key as
 from records.generated.streams_group_target_assignment_metadata.v0 import value as _tmd_v
 from records.generated.streams_group_topology.v0 import key as _top_k
 from records.generated.streams_group_topology.v0 import value as _top_v
+from records.types import RecordType
 
-STREAMS_GROUP_METADATA = 17
-STREAMS_GROUP_MEMBER_METADATA = 19
-STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
-STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
-STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
-STREAMS_GROUP_TOPOLOGY = 23
+# The ids are RecordType's (records/types.py), named here for the classes below and their users.
+STREAMS_GROUP_METADATA = RecordType.STREAMS_GROUP_METADATA
+STREAMS_GROUP_MEMBER_METADATA = RecordType.STREAMS_GROUP_MEMBER_METADATA
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = RecordType.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = RecordType.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = RecordType.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT
+STREAMS_GROUP_TOPOLOGY = RecordType.STREAMS_GROUP_TOPOLOGY
 STREAMS_RECORD_TYPES = frozenset({17, 19, 20, 21, 22, 23})
 
 

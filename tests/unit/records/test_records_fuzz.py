@@ -69,7 +69,8 @@ def _mutate(data: st.DataObject, b: bytes) -> bytes:
     return bytes(out)
 
 
-def _decodes_or_refuses(key: bytes | None, value: bytes | None) -> None:
+def _decodes_or_refuses(key: bytes | None, value: bytes | None) -> CoordinatorRecord | UnknownRecord | None:
+    """The record, or None where it was refused with a decode error naming where; bounded memory."""
     tracemalloc.start()
     try:
         result = decode_record(key, value, topic="fuzz", partition=0, offset=1)
@@ -82,6 +83,7 @@ def _decodes_or_refuses(key: bytes | None, value: bytes | None) -> None:
         tracemalloc.stop()
     assert peak < MEMORY_BOUND, f"decode took {peak} bytes for a {len(value or b'')}-byte value"
     assert result is None or isinstance(result, (CoordinatorRecord, UnknownRecord))
+    return result
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
