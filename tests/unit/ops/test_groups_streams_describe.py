@@ -9,10 +9,8 @@ import asyncio
 import json
 
 from kio.schema.api_versions.v3 import response as av_resp
-from kio.schema.consumer_group_describe.v0 import response as cgd_resp
 from kio.schema.delete_topics.v4 import response as dt_resp
 from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v3 import response as fc_resp
 from kio.schema.metadata.v7 import response as md_resp
 from kio.static.primitive import i16, i32
 
@@ -21,11 +19,11 @@ from coordinator.group.streams import contribution
 from coordinator.protocol.api_keys import STREAMS_GROUP_DESCRIBE
 from coordinator.protocol.codec import decode_body, encode_body
 from ops import groups_cli
-from ops.groups_admin import GroupAdmin
 from tests.unit.group.streams.driver import Driver, beat, image, subtopology, topology
 from tests.unit.group.streams.test_heartbeat import App
 
 from .test_groups_connect_describe import _ZERO
+from .test_groups_connect_describe import FakeBroker as ConnectFake
 
 TOP = topology(subtopology("0", sources=["input"], sinks=["app-rep"]),
                subtopology("1", repartition=["app-rep"], changelogs=["app-store-changelog"]))
@@ -40,29 +38,26 @@ def running_streams_group() -> Driver:
     return d
 
 
-class FakeBroker(GroupAdmin):
+class FakeBroker(ConnectFake):
+    """The connect test's fake broker (FindCoordinator, ConsumerGroupDescribe: not found), with a
+    streams coordinator's ApiVersions (89 up to v1, unless `streams_api` is false), its
+    StreamsGroupDescribe and DeleteGroups, and Metadata/DeleteTopics for the internal topics."""
+
     def __init__(self, d, streams_api: bool = True) -> None:
-        super().__init__("localhost:9092")
-        self.d, self.streams_api, self.asked = d, streams_api, []
+        super().__init__(None, connect_api=False)
+        self.d, self.streams_api = d, streams_api
         self.deleted_topics: list[str] = []
 
     async def _ask(self, request, address=None):
         name = type(request).__name__
+        if name in ("FindCoordinatorRequest", "ConsumerGroupDescribeRequest"):
+            return await super()._ask(request, address)
         self.asked.append(name)
         request = decode_body(type(request), encode_body(request), 0)
-        if name == "FindCoordinatorRequest":
-            return fc_resp.FindCoordinatorResponse(throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
-                                                   node_id=fc_resp.BrokerId(0), host="localhost", port=i32(9092))
         if name == "ApiVersionsRequest":
             keys = [av_resp.ApiVersion(api_key=i16(k), min_version=i16(0), max_version=i16(v))
                     for k, v in ((18, 3), (69, 0)) + (((STREAMS_GROUP_DESCRIBE, 1),) if self.streams_api else ())]
             return av_resp.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=tuple(keys), throttle_time=_ZERO)
-        if name == "ConsumerGroupDescribeRequest":
-            g = cgd_resp.DescribedGroup(error_code=ErrorCode.group_id_not_found, error_message=None,
-                                        group_id=request.group_ids[0], group_state="", group_epoch=i32(0),
-                                        assignment_epoch=i32(0), assignor_name="", members=(),
-                                        authorized_operations=i32(-2147483648))
-            return cgd_resp.ConsumerGroupDescribeResponse(throttle_time=_ZERO, groups=(g,))
         if name == "StreamsGroupDescribeRequest":
             ctx = RequestContext(api_version=request.__version__, client_id="admin", client_host="/127.0.0.1")
             resp = getattr(self.d.shard, contribution.DESCRIBE)(ctx, request, self.d.now_ms).response
