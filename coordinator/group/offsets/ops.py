@@ -64,28 +64,34 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     expire = now_ms + retention_ms if retention_ms != -1 else -1
     records = []
     answers: list[tuple[Any, list[Any]]] = []
+    group_id = req.group_id
+    new_record = rh.offset_commit_record
     try:
         check = _validate_commit(shard, ctx, req)
+        # A member at its current epoch (and a simple group) may commit any partition: no
+        # call per partition then.
+        per_partition = check is not ACCEPT_ALL
         for t in req.topics:
             img = image.topics_by_id.get(t.topic_id) if by_id else image.topics_by_name.get(t.name)
             parts = []
             for p in t.partitions:
                 index = p.partition_index
+                metadata = p.committed_metadata or ""
                 if img is None or not 0 <= index < img.num_partitions:
                     code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
                 # A UTF-16 length is at most twice the code points: only a long one is counted.
-                elif 2 * len(p.committed_metadata or "") > max_metadata \
-                        and _java_length(p.committed_metadata or "") > max_metadata:
+                elif 2 * len(metadata) > max_metadata and _java_length(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
-                    error = check(img.topic_id, img.name, index)
-                    if error is not None:
-                        raise ApiError(error)
+                    if per_partition:
+                        error = check(img.topic_id, img.name, index)
+                        if error is not None:
+                            raise ApiError(error)
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
-                    records.append(rh.offset_commit_record(
-                        req.group_id, img.name, index, offset=p.committed_offset,
+                    records.append(new_record(
+                        group_id, img.name, index, offset=p.committed_offset,
                         leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
-                        metadata=p.committed_metadata or "", commit_timestamp=now_ms,
+                        metadata=metadata, commit_timestamp=now_ms,
                         expire_timestamp=expire, topic_id=img.topic_id))
                     accepted = accepted_parts.get(index)
                     if accepted is None:
