@@ -68,6 +68,46 @@ def _schedstat(pid: int, field: int) -> float:
     return total / 1e9
 
 
+@dataclass
+class Window:
+    """What one measured window of forked load workers gave: each worker's result, in the
+    order they were read, and each server process's CPU and run-queue wait over the window."""
+    results: list
+    cpu_by_pid: dict[int, float]
+    waiting_by_pid: dict[int, float]
+
+
+def forked_window(workers: list, ready, go, out, server_pids, *, warmup: float, seconds: float) -> Window:
+    """Run forked load ``workers`` through one window measured on ``server_pids``.
+
+    Each worker puts on ``ready`` once its sockets are open, waits for a start time on ``go``
+    (all get the same one, 0.2 s ahead), warms up for ``warmup`` s, loads for ``seconds`` s and
+    puts its result on ``out``. The servers' CPU and run-queue wait are read when the warm-up
+    ends and when the window does, so they cover the window only. A worker still alive 30 s
+    after the window is killed."""
+    for p in workers:
+        p.start()
+    try:
+        for _ in workers:
+            ready.get(timeout=150)
+        start_at = time.monotonic() + 0.2
+        for _ in workers:
+            go.put(start_at)
+        time.sleep(max(0.0, start_at + warmup - time.monotonic()))
+        before = {pid: cpu_seconds(pid) for pid in server_pids}
+        queued = {pid: run_queue_seconds(pid) for pid in server_pids}
+        time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
+        by_pid = {pid: cpu_seconds(pid) - before[pid] for pid in server_pids}
+        waiting = {pid: run_queue_seconds(pid) - queued[pid] for pid in server_pids}
+        results = [out.get(timeout=seconds + warmup + 60) for _ in workers]
+    finally:
+        for p in workers:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return Window(results, by_pid, waiting)
+
+
 def consume_from_beginning(conf: dict[str, object], topic: str, partitions: int, records: int,
                            cpu: Callable[[], float] | None = None) -> dict[str, float]:
     """Read ``records`` records of ``topic`` from the beginning with librdkafka (``conf``: the

@@ -145,26 +145,8 @@ def run_targets(targets: Sequence[tuple[int, Sequence[bytes]]], error_offset: in
     ps = [ctx.Process(target=_worker, args=(port, error_offset, frames[i::per_target], per, depth, warmup,
                                             seconds, load_cpus, ready, go, out))
           for port, frames in targets for i in range(per_target)]
-    for p in ps:
-        p.start()
-    try:
-        for _ in ps:
-            ready.get(timeout=150)
-        start_at = time.monotonic() + 0.2
-        for _ in ps:
-            go.put(start_at)
-        time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-        before = {pid: procs.cpu_seconds(pid) for pid in server_pids}
-        queued = {pid: procs.run_queue_seconds(pid) for pid in server_pids}
-        time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
-        by_pid = {pid: procs.cpu_seconds(pid) - before[pid] for pid in server_pids}
-        waiting = {pid: procs.run_queue_seconds(pid) - queued[pid] for pid in server_pids}
-        results = [out.get(timeout=seconds + warmup + 60) for _ in ps]
-    finally:
-        for p in ps:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    window = procs.forked_window(ps, ready, go, out, server_pids, warmup=warmup, seconds=seconds)
+    results, by_pid, waiting = window.results, window.cpu_by_pid, window.waiting_by_pid
     errors: dict[int, int] = {}
     by_port: dict[int, int] = {}
     lat = array("d")

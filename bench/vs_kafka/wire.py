@@ -317,24 +317,8 @@ def closed_loop_blast(port: int, pid: int, frames: list[bytes], error_offset: in
     shares = [frames[i::workers] for i in range(workers)]
     ps = [ctx.Process(target=_connected_worker, args=("127.0.0.1", port, error_offset, share, connections,
                                                       warmup, seconds, ready, go, out)) for share in shares]
-    for p in ps:
-        p.start()
-    try:
-        for _ in ps:
-            ready.get(timeout=150)
-        start_at = time.monotonic() + 0.2
-        for _ in ps:
-            go.put(start_at)
-        time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-        before = procs.cpu_seconds(pid)
-        time.sleep(max(0.0, start_at + warmup + seconds - time.monotonic()))
-        after = procs.cpu_seconds(pid)
-        results = [out.get(timeout=seconds + warmup + 60) for _ in ps]
-    finally:
-        for p in ps:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    window = procs.forked_window(ps, ready, go, out, [pid], warmup=warmup, seconds=seconds)
+    results = window.results
     errors: dict[int, int] = {}
     for r in results:
         for code, n in r.errors.items():
@@ -342,4 +326,4 @@ def closed_loop_blast(port: int, pid: int, frames: list[bytes], error_offset: in
     responses = sum(r.responses for r in results)
     return BlastResult(rate=responses / seconds, responses=responses, errors=errors,
                        generator_cpu=sum(r.cpu_seconds for r in results), window=seconds,
-                       server_cpu={"server": after - before})
+                       server_cpu={"server": window.cpu_by_pid[pid]})
