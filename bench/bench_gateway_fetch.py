@@ -39,6 +39,7 @@ Benchmarks are not tests: nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
@@ -48,7 +49,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -192,6 +193,33 @@ def forwarded(metrics_port: int, api: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
+@contextlib.contextmanager
+def kcoords_on_tansu() -> Iterator[tuple[procs.TansuBroker, dict[str, tuple[procs.Kcoord, int]]]]:
+    """A Tansu broker and the kcoords a benchmark starts in front of it (name -> (process,
+    metrics port), filled by the caller with `start_kcoord`); on a failure every kcoord's log
+    tail is printed, and at the end every kcoord and the broker are stopped."""
+    broker = procs.tansu()
+    kcoords: dict[str, tuple[procs.Kcoord, int]] = {}
+    try:
+        yield broker, kcoords
+    except BaseException:
+        for kc, _ in kcoords.values():
+            kc.print_log_tail()
+        raise
+    finally:
+        for kc, _ in kcoords.values():
+            kc.stop()
+        broker.stop()
+
+
+def start_kcoord(broker: procs.TansuBroker, config: tuple[str, ...], repo: Path = procs.REPO
+                 ) -> tuple[procs.Kcoord, int]:
+    """One `kcoord serve` in front of ``broker`` with its own metrics port: (process, metrics port)."""
+    metrics_port = procs.free_ports(1)
+    kc = procs.Kcoord(broker.bootstrap, config, 1, repo, extra_args=("--metrics-port", str(metrics_port))).start()
+    return kc, metrics_port
+
+
 def alternate(kcoords: dict[str, tuple[procs.Kcoord, int]],
               scenarios: dict[str, tuple[str, Callable[[procs.Kcoord], dict[str, float]]]], runs: int,
               title: str) -> None:
@@ -261,17 +289,13 @@ def consume_once(bootstrap: str, partitions: int, records: int, kcoord_pid: int,
 
 
 def wire(args: argparse.Namespace, repos: list[Path]) -> None:
-    broker = procs.tansu()
-    kcoords: dict[str, tuple[procs.Kcoord, int]] = {}      # name -> (process, metrics port)
-    try:
+    with kcoords_on_tansu() as (broker, kcoords):
         procs.run(procs.create_topic("127.0.0.1", broker.port, TOPIC, args.consume_partitions))
         procs.run(procs.create_topic("127.0.0.1", broker.port, PRODUCE_TOPIC, args.consume_partitions))
         for repo in repos:
             name = repo.name if repo.name not in kcoords else str(repo)
-            metrics_port = procs.free_ports(1)
-            kc = procs.Kcoord(broker.bootstrap, ("consumer_session_timeout_ms=60000",), 1, repo,
-                              extra_args=("--metrics-port", str(metrics_port))).start()
-            kcoords[name] = (kc, metrics_port)
+            kcoords[name] = start_kcoord(broker, ("consumer_session_timeout_ms=60000",), repo)
+            kc = kcoords[name][0]
             print(f"  {name}: kcoord pid {kc.pid} on 127.0.0.1:{kc.port} from {repo}")
         started = time.monotonic()
         produce_topic(broker.bootstrap, TOPIC, args.records, args.record_bytes, linger_ms=20)
@@ -287,14 +311,6 @@ def wire(args: argparse.Namespace, repos: list[Path]) -> None:
         }
         alternate(kcoords, scenarios, args.runs,
                   f"over the wire, median of {args.runs}: kcoord CPU per MB and per {{fetch, produce}} answer; MB/s")
-    except BaseException:
-        for kc, _ in kcoords.values():
-            kc.print_log_tail()
-        raise
-    finally:
-        for kc, _ in kcoords.values():
-            kc.stop()
-        broker.stop()
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_gateway_fetch import alternate, produce_topic  # noqa: E402
+from bench_gateway_fetch import alternate, kcoords_on_tansu, produce_topic, start_kcoord  # noqa: E402
 from loadgen import procs  # noqa: E402
 
 TOPIC = "bench-produce-checks"
@@ -44,15 +44,11 @@ def main() -> None:
     parser.add_argument("--small-record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
-    broker = procs.tansu()
-    kcoords: dict[str, tuple[procs.Kcoord, int]] = {}
-    try:
+    with kcoords_on_tansu() as (broker, kcoords):
         procs.run(procs.create_topic("127.0.0.1", broker.port, TOPIC, args.partitions))
         for name, config in SETTINGS.items():
-            metrics_port = procs.free_ports(1)
-            kc = procs.Kcoord(broker.bootstrap, config, 1,
-                              extra_args=("--metrics-port", str(metrics_port))).start()
-            kcoords[name] = (kc, metrics_port)
+            kcoords[name] = start_kcoord(broker, config)
+            kc = kcoords[name][0]
             print(f"  {name}: kcoord pid {kc.pid} on 127.0.0.1:{kc.port} ({', '.join(config)})")
         loads: dict[str, tuple[str, Callable[[procs.Kcoord], dict[str, float]]]] = {
             "big": ("produce", lambda kc: produce_topic(f"127.0.0.1:{kc.port}", TOPIC, args.records,
@@ -62,14 +58,6 @@ def main() -> None:
         }
         alternate(kcoords, loads, args.runs,
                   f"median of {args.runs}: kcoord CPU per MB produced, per Produce request; MB/s")
-    except BaseException:
-        for kc, _ in kcoords.values():
-            kc.print_log_tail()
-        raise
-    finally:
-        for kc, _ in kcoords.values():
-            kc.stop()
-        broker.stop()
 
 
 if __name__ == "__main__":
