@@ -28,20 +28,32 @@ from eos_clients import FENCED, JavaEosLoop, fetch_offsets, read_committed_value
 from kio.schema.errors import ErrorCode
 
 from support.admin import create_topic
+from support.kcoord import KcoordProcess
 from support.produce import produce_records
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 PARTITIONS, INPUTS = 2, 20
-TANSU_READ_COMMITTED = pytest.mark.xfail(
-    strict=True, reason="Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, "
-                        "so a read_committed consumer also reads the aborted round's outputs; strict: passes "
-                        "once Tansu is fixed")
+TANSU_READ_COMMITTED = ("Tansu 0.6 answers Fetch(read_committed) with no AbortedTransactions and LSO = HWM, so a "
+                        "read_committed consumer also reads the aborted round's outputs")
 TANSU_NO_TIMEOUT = pytest.mark.xfail(
     strict=True, reason="Tansu 0.6 stores transaction.timeout.ms (InitProducerId) but never aborts a timed-out "
                         "transaction (a librdkafka producer with a 3 s timeout still committed after 45 s "
                         "idle), so the offsets stay pending; strict: passes once Tansu acts on it")
 
+
+@pytest.fixture(scope="module")
+def upstream(request: pytest.FixtureRequest):
+    """Module-scoped, so one gateway serves the module per upstream (conftest.py
+    shared_kcoord; pytest groups the tests by upstream)."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
+@pytest.fixture
+def kcoord(module_kcoord: KcoordProcess) -> KcoordProcess:
+    return module_kcoord
 
 
 def _topics(upstream, names, inputs: int = INPUTS) -> tuple[str, str, dict[int, int], list[str]]:
@@ -105,22 +117,24 @@ def _abort_then_commit(kcoord, upstream, names, protocol: str) -> tuple[str, lis
     return dst, values
 
 
-@pytest.mark.parametrize("upstream", ["tansu"], indirect=True)
-def test_java_send_offsets_abort_then_commit(kcoord, upstream, names, java_classes):
-    """The offsets part alone, on Tansu, where the downstream check below is a strict xfail
-    (on Kafka the test below checks both)."""
-    _abort_then_commit(kcoord, upstream, names, "classic")
-
-
-# (group protocol, upstream): the consumer protocol needs KIP-848 on the upstream (Kafka only).
-@pytest.mark.parametrize("protocol, upstream", [
-    pytest.param("classic", "tansu", id="classic-tansu", marks=TANSU_READ_COMMITTED),
-    pytest.param("classic", "kafka44", id="classic-kafka44"),
-    pytest.param("consumer", "kafka44", id="consumer-kafka44")], indirect=["upstream"])
-def test_java_loop_abort_then_commit_exactly_once(kcoord, upstream, names, java_classes, protocol):
+# (upstream, group protocol): the consumer protocol needs KIP-848 on the upstream (Kafka only).
+# Module scope, as the module's upstream, with the upstream first: pytest then groups the
+# module's tests by upstream, one kcoord each.
+@pytest.mark.parametrize("upstream, protocol", [
+    pytest.param("tansu", "classic", id="classic-tansu"),
+    pytest.param("kafka44", "classic", id="classic-kafka44"),
+    pytest.param("kafka44", "consumer", id="consumer-kafka44")], indirect=["upstream"], scope="module")
+def test_java_loop_abort_then_commit_exactly_once(kcoord, upstream, names, java_classes, protocol, request):
+    """The offsets' checks of an aborted and a committed round, then each input once
+    downstream. On Tansu the downstream check is the expected failure (strict: a Tansu that
+    passes it fails this test, to drop the expectation); the offsets' checks must pass there."""
     dst, inputs = _abort_then_commit(kcoord, upstream, names, protocol)
     outputs = read_committed_values(kcoord.bootstrap, dst, names.group(), INPUTS)
-    assert sorted(outputs) == sorted(v.upper() for v in inputs), \
+    exactly_once = sorted(outputs) == sorted(v.upper() for v in inputs)
+    if request.node.callspec.params.get("upstream") == "tansu":
+        assert not exactly_once, f"Tansu reads committed records only now: drop the xfail ({TANSU_READ_COMMITTED})"
+        pytest.xfail(TANSU_READ_COMMITTED)
+    assert exactly_once, \
         f"each input exactly once downstream, got {len(outputs)} outputs ({len(set(outputs))} distinct)"
 
 
@@ -195,41 +209,49 @@ def test_java_zombie_producer_is_fenced(kcoord, upstream, names, java_classes):
             successor.shutdown()
 
 
-@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 @pytest.mark.parametrize("upstream", ["kafka44"], indirect=True)
-def test_java_kill_dash_nine_between_offsets_and_marker(kcoord, upstream, names, java_classes, commit):
+def test_java_kill_dash_nine_between_offsets_and_marker(kcoord, upstream, names, java_classes):
     """kill -9 of kcoord after sendOffsetsToTransaction, before the commit or abort: the
     restarted kcoord rebuilds the pending offsets from the log (require_stable still answers
     UNSTABLE_OFFSET_COMMIT), and the marker the upstream writes later applies or drops them.
     Kafka 4.4 only: there the Java client speaks transactions v2 through kcoord whenever kcoord
     advertises it (TxnOffsetCommit v5, no AddOffsetsToTxn), which the librdkafka variant
-    (test_eos_through_kcoord.py, transactions v1, Tansu too) does not cover. A restart costs
-    ~10 s on a loaded machine, so one restart per case; the librdkafka variant restarts twice."""
+    (test_eos_through_kcoord.py, transactions v1, Tansu too) does not cover. Two loops, one
+    to commit and one to abort, ride one kill (a restart costs ~10 s on a loaded machine)."""
     half = INPUTS // 2
-    src, dst, first, _ = _topics(upstream, names, inputs=half)
-    group = names.group()
-    loop = JavaEosLoop(kcoord.bootstrap, input=src, output=dst, group=group, txn_id=f"kill-{src}")
+    loops: dict[bool, JavaEosLoop] = {}
+    cases: dict[bool, tuple[str, str, dict[int, int], dict[int, int]]] = {}   # group, src, old, ends
     try:
-        for command in (f"consume {half}", "begin", "produce", "offsets", "commit"):
-            loop.ok(command)
-        old = {p: e if e else -1 for p, e in first.items()}
-        assert wait_until(lambda: stable(kcoord.bootstrap, group, src, PARTITIONS), 30,
-                          message="the first transaction's COMMIT applies") == old
-        produced = produce_records(upstream.bootstrap, src, INPUTS - half)
-        ends = dict(first)
-        for r in produced:
-            ends[r.partition] = max(ends[r.partition], r.offset + 1)
-        for command in (f"consume {INPUTS - half}", "begin", "produce", "offsets"):
-            loop.ok(command)
-        assert stable(kcoord.bootstrap, group, src, PARTITIONS) is None
+        for commit in (True, False):
+            src, dst, first, _ = _topics(upstream, names, inputs=half)
+            group = names.group()
+            loop = loops[commit] = JavaEosLoop(kcoord.bootstrap, input=src, output=dst, group=group,
+                                               txn_id=f"kill-{src}")
+            for command in (f"consume {half}", "begin", "produce", "offsets", "commit"):
+                loop.ok(command)
+            old = {p: e if e else -1 for p, e in first.items()}
+            assert wait_until(lambda g=group, s=src: stable(kcoord.bootstrap, g, s, PARTITIONS), 30,
+                              message="the first transaction's COMMIT applies") == old
+            produced = produce_records(upstream.bootstrap, src, INPUTS - half)
+            ends = dict(first)
+            for r in produced:
+                ends[r.partition] = max(ends[r.partition], r.offset + 1)
+            for command in (f"consume {INPUTS - half}", "begin", "produce", "offsets"):
+                loop.ok(command)
+            assert stable(kcoord.bootstrap, group, src, PARTITIONS) is None
+            cases[commit] = (group, src, old, ends)
         assert kcoord.kill() == -9
         kcoord.restart()
-        assert stable(kcoord.bootstrap, group, src, PARTITIONS) is None, \
-            "the restarted kcoord loaded the client's offsets as pending, from the log"
-        loop.ok("commit" if commit else "abort")
-        expected = {p: e if e else -1 for p, e in ends.items()} if commit else old
-        assert wait_until(lambda: stable(kcoord.bootstrap, group, src, PARTITIONS), 30,
-                          message=f"the {'COMMIT' if commit else 'ABORT'} marker written after the restart "
-                                  "is applied") == expected
+        for group, src, _, _ in cases.values():
+            assert stable(kcoord.bootstrap, group, src, PARTITIONS) is None, \
+                "the restarted kcoord loaded the client's offsets as pending, from the log"
+        for commit, loop in loops.items():
+            loop.ok("commit" if commit else "abort")
+        for commit, (group, src, old, ends) in cases.items():
+            expected = {p: e if e else -1 for p, e in ends.items()} if commit else old
+            marker = "COMMIT" if commit else "ABORT"
+            assert wait_until(lambda g=group, s=src: stable(kcoord.bootstrap, g, s, PARTITIONS), 30,
+                              message=f"the {marker} marker written after the restart is applied") == expected
     finally:
-        loop.shutdown()
+        for loop in loops.values():
+            loop.shutdown()
