@@ -32,3 +32,15 @@ def test_the_wheel_ships_the_five_packages_and_nothing_of_fuzz_bench_scripts_or_
 def test_the_console_script_is_the_coordinators_cli():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"kcoord": "coordinator.cli:main"}
+
+
+def test_package_data_covers_the_rehearsals_java_sources():
+    """The rehearsals compile their Java members at run time, so every .java under
+    migration/rehearse must match a package-data pattern or the wheel's rehearsal breaks."""
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    base = REPO / "migration" / "rehearse"
+    sources = sorted(base.rglob("*.java"))
+    assert sources, "the rehearsals ship Java sources"
+    globs = patterns["migration.rehearse"]
+    missing = [str(s.relative_to(base)) for s in sources if not any(s.relative_to(base).match(g) for g in globs)]
+    assert missing == [], f"not in the wheel: {missing}"
