@@ -244,5 +244,18 @@ def test_kafka_streams_groups_tool_through_kcoord_answers_as_kafka_44(kafka44, k
         direct, through = (f.result() for f in futures)
     for name in direct:
         print(f"==== {name}\n--- kafka\n{direct[name]}\n--- kcoord\n{through[name]}")
+    # The scenario reached what it is about, on Kafka itself.
+    app = apps["kafka"]
+    assert f"{app} Stable" in direct["list states"] and "process-1" in direct["members"]
+    assert "ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3]" in direct["members"]
+    assert f"Streams group '{app}' is not EMPTY." in direct["delete while running"]
+    assert direct["OffsetDelete while running"]["topics"][0]["partitions"][0]["error_code"] == \
+        "group_subscribed_to_topic"
+    assert direct["delete offsets"].count("Successful") == PARTITIONS
+    assert f"Deletion of associated internal topics of the streams groups ('{app}') was successful." in \
+        direct["delete"]
+    assert app not in direct["list after delete"]
+    (state,) = json.loads(direct["kcoord state"])
+    assert (state["type"], state["state"], state["topology_epoch"], state["members"]) == ("streams", "Stable", 1, 1)
     assert {k: normalised(str(v), apps["kafka"]) for k, v in direct.items()} == \
         {k: normalised(str(v), apps["kcoord"]) for k, v in through.items()}
