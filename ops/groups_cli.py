@@ -25,8 +25,8 @@ own (in JSON, rows with `worker_id`). A streams group (KIP-1071, ops/groups_stre
 each member's process, endpoint, topology epoch and active/standby/warmup tasks, current and
 target (a table of its own; in JSON, rows with `process_id`), `--state` its topology epoch;
 `--all-topics` of reset-offsets also takes its topology's source topics. Its internal topics
-(repartition and changelog) are deleted with `--delete-internal-topics` only (after `delete`,
-or after `reset-offsets --execute`, which kafka-streams-groups always does).
+(repartition and changelog) are deleted only when asked: `--delete-internal-topics` on
+`delete` or on `reset-offsets --execute`.
 """
 from __future__ import annotations
 
