@@ -6,6 +6,15 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(scope="module")
+def upstream(request: pytest.FixtureRequest):
+    """Module-scoped, so ``module_kcoord`` serves a module per upstream (pytest groups the
+    tests by upstream); a per-test ``kcoord`` is unaffected."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
 @pytest.fixture
 def kcoord(upstream, names):
     """`kcoord serve` in front of ``upstream`` with its defaults: transactional offsets served
@@ -21,9 +30,8 @@ def kcoord(upstream, names):
 
 @pytest.fixture(scope="module")
 def shared_kcoord(upstream, request):
-    """One `kcoord serve` (as ``kcoord``) per module and upstream, for modules that make
-    ``upstream`` module-scoped (a kcoord start costs ~5 s; each test uses its own topics,
-    groups and transactional ids)."""
+    """One `kcoord serve` (as ``kcoord``) per module and upstream (a kcoord start costs ~5 s;
+    each test uses its own topics, groups and transactional ids)."""
     from support.kcoord import FAST, KcoordProcess
     from support.names import unique_name
 
