@@ -42,17 +42,9 @@ TANSU_NO_TIMEOUT = pytest.mark.xfail(
                         "idle), so the offsets stay pending; strict: passes once Tansu acts on it")
 
 
-@pytest.fixture(scope="module")
-def upstream(request: pytest.FixtureRequest):
-    """Module-scoped, so one gateway serves the module per upstream (conftest.py
-    shared_kcoord; pytest groups the tests by upstream)."""
-    from support.upstreams import FIXTURES
-
-    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
-
-
 @pytest.fixture
 def kcoord(module_kcoord: KcoordProcess) -> KcoordProcess:
+    """One kcoord per upstream for the module (conftest.py)."""
     return module_kcoord
 
 

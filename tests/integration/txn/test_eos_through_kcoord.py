@@ -39,17 +39,9 @@ TANSU_READ_COMMITTED = ("Tansu 0.6 answers Fetch(read_committed) with no Aborted
                         "offsets)")
 
 
-@pytest.fixture(scope="module")
-def upstream(request: pytest.FixtureRequest):
-    """Module-scoped, so one gateway serves the module per upstream (conftest.py
-    shared_kcoord; pytest groups the tests by upstream)."""
-    from support.upstreams import FIXTURES
-
-    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
-
-
 @pytest.fixture
 def kcoord(module_kcoord: KcoordProcess) -> KcoordProcess:
+    """One kcoord per upstream for the module (conftest.py)."""
     return module_kcoord
 
 
