@@ -2,8 +2,9 @@
 streams-group test modules to share per module.
 
 Routes (``ROUTES``): "kafka44-direct", the instances talk to Kafka 4.4 itself, the oracle, on
-the streams modules' own broker whose streams floors are lowered (ORACLE_BROKER; the session's
-shared broker keeps Kafka's 45 s session floor, which a kill -9 would wait out); "kafka44",
+a broker whose streams floors are lowered (STREAMS_FLOORS: Kafka's 45 s session floor would make
+a kill -9 wait 45 s; the session's ``kafka44`` if its settings lower them, else the streams
+modules' own broker); "kafka44",
 "tansu" and "kafka39", the instances talk to `kcoord serve` in front of that upstream: on
 kafka44 the same broker as the oracle's (kcoord serves the group, the broker's streams settings
 do not matter), on Tansu and Kafka 3.9 (no streams groups at all) the session's shared broker.
@@ -45,16 +46,16 @@ ROUTES = {"kafka44-direct": ("kafka44", "streams_kafka44", False), "kafka44": ("
           "tansu": ("tansu", FIXTURES["tansu"], True), "kafka39": ("kafka39", FIXTURES["kafka39"], True)}
 EVERYWHERE = ("kafka44-direct", "kafka44", "tansu")
 # The oracle's broker: Kafka's defaults but the streams floors (45 s session, 5 s heartbeat),
-# which no group could go below, and the 3 s initial delay of a new group.
-ORACLE_BROKER = {"group.streams.min.session.timeout.ms": "6000", "group.streams.min.heartbeat.interval.ms": "500",
-                 "group.streams.initial.rebalance.delay.ms": "0"}
+# below which no group could go (tests/integration/streams/conftest.py).
+STREAMS_FLOORS = {"group.streams.min.session.timeout.ms": "6000", "group.streams.min.heartbeat.interval.ms": "500"}
+# The group's own: one standby, a 6 s session, and no initial delay (Kafka's 3 s wait for a new
+# group's members would only slow the tests: the instances start together).
 GROUP_CONFIGS = {"streams.num.standby.replicas": "1", "streams.session.timeout.ms": "6000",
-                 "streams.heartbeat.interval.ms": "500"}
+                 "streams.heartbeat.interval.ms": "500", "streams.initial.rebalance.delay.ms": "0"}
 # kcoord lowered as the oracle's broker: the same floors and initial delay under kcoord's own
 # settings (coordinator/config.py streams_*), so the group takes the same group configs.
 KCOORD_CONFIG = (*FAST, "streams_min_session_timeout_ms=6000", "streams_min_heartbeat_interval_ms=500",
                  "streams_initial_rebalance_delay_ms=0")
-KCOORD_GROUP_CONFIGS = GROUP_CONFIGS
 
 
 def routes(*only: str) -> list[str]:
@@ -221,7 +222,7 @@ def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at
                    batch_size=0 if upstream_id == "tansu" else None)
     create_topic(upstream.bootstrap, d.input, PARTITIONS)
     create_topic(upstream.bootstrap, d.output, 1)
-    d.group_configs = GROUP_CONFIGS if not via_kcoord else KCOORD_GROUP_CONFIGS
+    d.group_configs = GROUP_CONFIGS
     set_group_configs(d.bootstrap, d.app_id, d.group_configs)
     try:
         yield d
