@@ -13,9 +13,18 @@ from support.names import unique_name
 
 
 @pytest.fixture(scope="module")
+def upstream(request: pytest.FixtureRequest):
+    """Module-scoped, so a module's shared gateway serves it per upstream (pytest groups the
+    tests by upstream); a per-test gateway is unaffected."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
+@pytest.fixture(scope="module")
 def shared_kcoord(upstream, request) -> Iterator[KcoordProcess]:
-    """One `kcoord serve` per module and upstream, for modules that make ``upstream``
-    module-scoped (a kcoord start costs ~5 s; each test uses its own topics and groups)."""
+    """One `kcoord serve` per module and upstream (a kcoord start costs ~5 s; each test uses
+    its own topics and groups)."""
     gateway = KcoordProcess(upstream=upstream.bootstrap,
                             state_topic=unique_name(f"__kcoord_{request.module.__name__}")).start()
     yield gateway
