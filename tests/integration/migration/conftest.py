@@ -13,6 +13,15 @@ from support.names import unique_name
 GATEWAY_CONFIG = FAST + ("group_initial_rebalance_delay_ms=500",)
 
 
+@pytest.fixture(scope="module")
+def upstream(request: pytest.FixtureRequest):
+    """Module-scoped, so a module's shared gateway serves it per upstream (pytest groups the
+    tests by upstream); a per-test gateway is unaffected."""
+    from support.upstreams import FIXTURES
+
+    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+
+
 @pytest.fixture
 def gateway(upstream, names) -> Iterator[KcoordProcess]:
     process = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}",
@@ -24,8 +33,8 @@ def gateway(upstream, names) -> Iterator[KcoordProcess]:
 
 @pytest.fixture(scope="module")
 def shared_gateway(upstream, request) -> Iterator[KcoordProcess]:
-    """The same gateway, one per module and upstream, for modules that make ``upstream``
-    module-scoped (a kcoord start costs ~5 s; each rehearsal uses its own topic and group)."""
+    """The same gateway, one per module and upstream (a kcoord start costs ~5 s; each
+    rehearsal uses its own topic and group)."""
     process = KcoordProcess(upstream=upstream.bootstrap, config=GATEWAY_CONFIG,
                             state_topic=unique_name(f"__kcoord_{request.module.__name__}")).start()
     yield process
