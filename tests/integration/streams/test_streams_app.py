@@ -179,6 +179,7 @@ def test_static_member_restarts_within_its_session_without_rebalance(dep: Deploy
 # (seen on Tansu through kcoord: changelog ends listed 18/13/13/13/7 against 21/15/15/15/9
 # records; with the producers' batch.size 0 fewer two-record batches, counts still 9-10 short
 # for two words). Not kcoord's to fix in the group: the counts' check is expected to fail there.
+# The raw ListOffsets against Fetch's high watermark: docs/design/streams-groups.md.
 TANSU_RESTORE = ("Tansu's ListOffsets LATEST (last batch's base offset + 1) cuts a moved task's changelog "
                  "restore short: counts fall behind")
 
