@@ -146,20 +146,22 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
         raise _Irregular
     parts: list[OffsetCommitRequestPartition] = []
     append = parts.append
-    new = OffsetCommitRequestPartition
+    cls = OffsetCommitRequestPartition
+    new = object.__new__    # slots set here: no Python __init__ frame per partition
     for _ in range(count):
         if pos + 16 > end:
             raise _Irregular
-        index, offset, epoch = _PARTITION(buf, pos)
+        p = new(cls)
+        p.partition_index, p.committed_offset, p.committed_leader_epoch = _PARTITION(buf, pos)
         pos += 16
         if pos + 1 < end and buf[pos] == 1 and buf[pos + 1] == 0:
             # No metadata and no tagged fields: what clients send.
-            append(new(index, offset, epoch, ""))
+            p.committed_metadata = ""
             pos += 2
-            continue
-        metadata, pos = _string(buf, pos, end, True)
-        pos = _no_tags(buf, pos, end)
-        append(new(index, offset, epoch, metadata))
+        else:
+            p.committed_metadata, pos = _string(buf, pos, end, True)
+            pos = _no_tags(buf, pos, end)
+        append(p)
     return tuple(parts), pos
 
 
