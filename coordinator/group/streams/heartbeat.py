@@ -10,7 +10,7 @@ Rules:
   until a join with its instance id replaces it or its session ends; a join with the instance
   id of a member still in the group is UNRELEASED_INSTANCE_ID;
 - the member: epoch 0 joins (the id is the client's, KIP-1082), -1/-2 leave, any other epoch
-  must be the member's, or its previous one with exactly its tasks in hand, else
+  must be the member's, or its previous one with some of its tasks in hand, else
   FENCED_MEMBER_EPOCH (Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`); an unknown member
   is UNKNOWN_MEMBER_ID;
 - the topology: the first join stores it; a join at a lower topology epoch is served with
@@ -51,8 +51,8 @@ from .membership import (
     session_key,
     soft_of,
 )
-from .model import EMPTY_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
-from .reconciliation import reconcile
+from .model import EMPTY_TASKS, Holders, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
+from .reconciliation import reconcile, within
 from .records import tasks_from, topology_from
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
@@ -120,7 +120,10 @@ def _check_epoch(member: StreamsMember, received: int, owned: Tasks | None) -> N
                        f"The streams group member has a greater member epoch ({received}) than the one known by "
                        f"the group coordinator ({member.member_epoch}). The member must abandon all its tasks and "
                        "rejoin.")
-    if received < member.member_epoch and (received != member.previous_member_epoch or owned != member.assigned):
+    # the previous epoch with a subset of the tasks in hand: the answer that moved the member
+    # on was lost (Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`)
+    if received < member.member_epoch and (received != member.previous_member_epoch or owned is None
+                                           or not within(owned, member.assigned)):
         raise ApiError(ErrorCode.fenced_member_epoch,
                        f"The streams group member has a smaller member epoch ({received}) than the one known by "
                        f"the group coordinator ({member.member_epoch}). The member must abandon all its tasks and "
@@ -149,10 +152,8 @@ def _reconcile(gid: str, member: StreamsMember, updated: StreamsMember, members:
                timers: list) -> StreamsMember:
     """The member's next assignment (reconciliation.py), its record 22 if it changed, and its
     rebalance timer: armed when it starts revoking, cancelled once it is not."""
-    active_owner = {t: m.member_id for m in members.values() for t in m.assigned.active | m.pending_revocation.active}
-    process_of = {m.member_id: m.process_id for m in members.values()}
-    after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned, active_owner,
-                      process_of)
+    after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned,
+                      Holders.of(members.values()))
     if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
                    after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
                                                  member.assigned, member.pending_revocation):

@@ -217,18 +217,32 @@ class StreamsGroup:
             return StreamsGroupState.RECONCILING
         return StreamsGroupState.STABLE
 
-    def owners(self) -> tuple[dict[Task, str], dict[Task, set[str]]]:
-        """Who holds each task now: active task -> member (assigned or pending revocation),
-        and task -> the process ids holding it as standby or warm-up."""
+
+class Holders(NamedTuple):
+    """Who holds each task now, by process (Kafka's `StreamsGroup.currentActiveTaskProcessId`,
+    `currentStandbyTaskProcessIds`, `currentWarmupTaskProcessIds`): a task counts as held from
+    the moment it is in a member's assignment until the member confirmed its revocation (its
+    tasks pending revocation count) or left."""
+    active: dict[Task, str]
+    standby: dict[Task, set[str]]
+    warmup: dict[Task, set[str]]
+
+    @classmethod
+    def of(cls, members: Iterable[StreamsMember]) -> Holders:
         active: dict[Task, str] = {}
-        others: dict[Task, set[str]] = {}
-        for m in self.members.values():
-            for t in m.assigned.active | m.pending_revocation.active:
-                active[t] = m.member_id
-            for t in (m.assigned.standby | m.assigned.warmup
-                      | m.pending_revocation.standby | m.pending_revocation.warmup):
-                others.setdefault(t, set()).add(m.process_id)
-        return active, others
+        standby: dict[Task, set[str]] = {}
+        warmup: dict[Task, set[str]] = {}
+        for m in members:
+            pid = m.process_id
+            for t in m.assigned.active:
+                active[t] = pid
+            for t in m.pending_revocation.active:
+                active[t] = pid
+            for tasks, table in ((m.assigned.standby, standby), (m.pending_revocation.standby, standby),
+                                 (m.assigned.warmup, warmup), (m.pending_revocation.warmup, warmup)):
+                for t in tasks:
+                    table.setdefault(t, set()).add(pid)
+        return cls(active, standby, warmup)
 
 
 @dataclass(frozen=True, slots=True)

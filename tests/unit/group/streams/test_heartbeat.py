@@ -160,14 +160,18 @@ def test_epochs_are_fenced():
     epoch = app.epoch["m1"]
     ahead = d.hb(beat("m1", epoch + 1, app.held["m1"]))
     assert ahead.error_code == ErrorCode.fenced_member_epoch and "greater member epoch" in ahead.error_message
-    behind = d.hb(beat("m1", epoch - 1, EMPTY))       # the previous epoch, but not its tasks
+    others = (app.held["m2"][0], set(), set())
+    behind = d.hb(beat("m1", epoch - 1, others))      # the previous epoch, with tasks it was not given
     assert behind.error_code == ErrorCode.fenced_member_epoch and "smaller member epoch" in behind.error_message
     unknown = d.hb(beat("nobody", 3))
     assert unknown.error_code == ErrorCode.unknown_member_id
     assert d.hb(beat("m1", 3, group="other")).error_code == ErrorCode.group_id_not_found
 
 
-def test_the_previous_epoch_is_accepted_with_exactly_the_tasks_in_hand():
+def test_the_previous_epoch_is_accepted_with_some_of_its_tasks_in_hand():
+    """Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`: the previous epoch passes when the
+    member holds a subset of its tasks (the answer that moved it on was lost); not without a
+    report of what it holds."""
     d = _fast()
     app = App(d)
     app.join("m1", "p1")
@@ -180,6 +184,12 @@ def test_the_previous_epoch_is_accepted_with_exactly_the_tasks_in_hand():
     assert moved.previous_member_epoch == member.member_epoch < moved.member_epoch
     again = d.hb(beat("m1", moved.previous_member_epoch, (moved.assigned.active, set(), set())))
     assert again.error_code == ErrorCode.none
+    some = set(sorted(moved.assigned.active)[:1])
+    again = d.hb(beat("m1", moved.previous_member_epoch, (some, set(), set())))
+    assert again.error_code == ErrorCode.none and again.member_epoch == moved.member_epoch
+    assert again.tasks() == moved.assigned.active           # told again what it holds
+    unreported = d.hb(beat("m1", moved.previous_member_epoch, None))
+    assert unreported.error_code == ErrorCode.fenced_member_epoch
 
 
 def test_the_topology_is_not_ready_until_its_topics_are_there():
