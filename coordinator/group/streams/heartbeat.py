@@ -7,8 +7,8 @@ Rules:
   group converted offline (its tombstones first; committed offsets stay). Any other group is
   GROUP_ID_NOT_FOUND "Group X is not a streams group.";
 - static membership: a member with an instance id leaving with -2 stays (epoch -2, its tasks)
-  until a join with its instance id replaces it or its session ends; a join with the instance
-  id of a member still in the group is UNRELEASED_INSTANCE_ID;
+  until a join with its instance id replaces it or its session ends; who may join or heartbeat
+  as whom (GROUP_MAX_SIZE_REACHED, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID): admission.py;
 - the member: epoch 0 joins (the id is the client's, KIP-1082), -1/-2 leave, any other epoch
   must be the member's, or its previous one with some of its tasks in hand, else
   FENCED_MEMBER_EPOCH (Kafka's `throwIfStreamsGroupMemberEpochIsInvalid`); an unknown member
@@ -36,6 +36,7 @@ from ..errors import ApiError, group_not_found, invalid_request, unknown_member
 from ..group_types import group_type
 from ..result import CancelTimer, Result, ScheduleTimer
 from . import records as rh
+from .admission import check_capacity, check_instance, replaced_static_member
 from .endpoints import partitions_by_endpoint
 from .membership import (
     assignment_timer,
@@ -78,21 +79,6 @@ def _group(shard: Any, req: Any) -> tuple[StreamsGroup, list]:
     if req.member_epoch == 0 and gtype.name == "classic" and gtype.state(group) == "Empty":
         return StreamsGroup(req.group_id), list(gtype.tombstones(group))
     raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group.")
-
-
-def _replaced_static_member(group: StreamsGroup, req: Any) -> StreamsMember | None:
-    """The static member a joining member with its instance id replaces: one that left with
-    -2 (its tasks kept for it); one still in the group is UNRELEASED_INSTANCE_ID."""
-    if req.instance_id is None:
-        return None
-    old = next((m for m in group.members.values() if m.instance_id == req.instance_id), None)
-    if old is None:
-        return None
-    if old.member_epoch != LEAVE_STATIC_EPOCH:
-        raise ApiError(ErrorCode.unreleased_instance_id,
-                       f"Static member {req.member_id} with instance id {req.instance_id} cannot join the group "
-                       f"because the instance id is owned by {old.member_id} member.")
-    return old
 
 
 def _static_leave(gid: str, member: StreamsMember, version: int, settings: Any, now_ms: int) -> Result:
@@ -197,11 +183,14 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                                         task_offset_ms=0, recovery_lag=-1, statuses=[], tasks=None,
                                         endpoint_epoch=0))
     joining = member is None
-    if epoch != 0:
+    if epoch == 0:
+        check_capacity(group, req, settings.max_size)
+    else:
+        check_instance(group, req)
         if member is None:
             raise unknown_member(gid, mid)
         _check_epoch(member, epoch, owned)
-    replaced = _replaced_static_member(group, req) if joining else None
+    replaced = replaced_static_member(group, req) if joining else None
     if replaced is not None:      # the new member takes the static member's place, as it was
         records += [rh.current_assignment_tombstone(gid, replaced.member_id),
                     rh.target_member_tombstone(gid, replaced.member_id), rh.member_tombstone(gid, replaced.member_id)]

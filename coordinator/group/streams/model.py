@@ -257,6 +257,7 @@ class StreamsSettings:
     acceptable_recovery_lag: int = 10_000
     task_offset_interval_ms: int = 60_000
     assignor_name: str = "sticky"             # Kafka 4.4's first `group.streams.assignors`
+    max_size: int = 2**31 - 1                 # `group.streams.max.size` (broker-wide only)
 
 
 # The per-group configuration keys (coordinator/group/configs/keys.py) of the settings.
@@ -275,7 +276,7 @@ def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> Stre
     configuration, coordinator/group/configs/store.py), else the coordinator's `streams_*`
     fields where it has them, else Kafka's defaults."""
     base = StreamsSettings()
-    values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in GROUP_KEYS}
+    values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in (*GROUP_KEYS, "max_size")}
     if overrides:
         values.update((name, overrides[key]) for name, key in GROUP_KEYS.items() if key in overrides)
     return StreamsSettings(**values)
