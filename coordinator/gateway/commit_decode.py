@@ -46,14 +46,12 @@ class _Irregular(Exception):
 
 
 class OffsetCommitRequestPartition:
+    """Built by `_partitions`, which sets the slots itself (no `__init__` frame per partition)."""
     __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata")
-
-    def __init__(self, partition_index: int, committed_offset: int, committed_leader_epoch: int,
-                 committed_metadata: str | None) -> None:
-        self.partition_index = partition_index
-        self.committed_offset = committed_offset
-        self.committed_leader_epoch = committed_leader_epoch
-        self.committed_metadata = committed_metadata
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
 
     def __repr__(self) -> str:
         return (f"OffsetCommitRequestPartition(partition_index={self.partition_index}, committed_offset="
