@@ -12,6 +12,8 @@ import random
 import struct
 from collections.abc import Callable
 
+from coordinator.protocol.framing import write_uvarint
+
 Mutation = Callable[[bytes, int, random.Random], bytes]
 
 _SIZE = struct.Struct(">i")
@@ -83,6 +85,20 @@ def header_lie(frame: bytes, body: int, rng: random.Random) -> bytes:
     return reframe(frame[4:body] + b"\x05\x01\xff\xff\xff\x0f" + frame[body:])
 
 
+def unknown_tag(frame: bytes, body: int, rng: random.Random) -> bytes:
+    """A tagged field the schema does not know, as a newer client sends it (KIP-482): in the
+    request header's tagged fields (header v2: the byte before the body is their empty
+    count) or in the body's top-level ones (a flexible body ends with their empty count).
+    Still a valid request for a flexible version: Kafka's readers skip the field."""
+    value = rng.randbytes(rng.choice((0, 1, 5, 200)))
+    field = b"\x01" + write_uvarint(rng.choice((9, 127, 128, 10_000, 2**31 - 1))) + write_uvarint(len(value)) + value
+    if frame[body - 1] == 0 and rng.random() < 0.5:
+        return reframe(frame[4:body - 1] + field + frame[body:])
+    if frame[-1] == 0:
+        return reframe(frame[4:-1] + field)
+    return reframe(frame[4:] + field)
+
+
 def lying_size(frame: bytes, body: int, rng: random.Random) -> bytes:
     """The size prefix itself lies: negative, above socket.request.max.bytes, or too short."""
     size = rng.choice((-1, -(2**31), 2**31 - 1, 200_000_000, rng.randint(0, 11)))
@@ -103,6 +119,7 @@ MUTATIONS: dict[str, Mutation] = {
     "random_body": random_body,
     "header_lie": header_lie,
     "lying_size": lying_size,
+    "unknown_tag": unknown_tag,
 }
 # Forwarded traffic: kcoord parses only the framing and the header, and forwards the
 # body byte for byte, so only those are mutated (a mutated body would fuzz the upstream).

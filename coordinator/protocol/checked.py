@@ -252,7 +252,7 @@ def _struct(steps: list[tuple[str, Step]]) -> Step:
     return step
 
 
-def _field_step(field: SchemaField, flexible: bool) -> tuple[Step | None, int]:
+def field_step(field: SchemaField, flexible: bool) -> tuple[Step | None, int]:
     """(step, fixed size): a fixed-size primitive has no step, only its size."""
     # Tagged fields are optional by their absence, and kio writes them non-nullable; a
     # tagged value that is null where the type allows it is still accepted.
@@ -298,14 +298,14 @@ def _compile(cls: Any) -> Step:
             run.clear()
 
     for field in schema_fields(cls):
-        field_step, size = _field_step(field, flexible)
+        step, size = field_step(field, flexible)
         if field.tag is not None:
-            tags[field.tag] = (field.name, field_step or _fixed(size, ((field.name, size),)))
-        elif field_step is None:
+            tags[field.tag] = (field.name, step or _fixed(size, ((field.name, size),)))
+        elif step is None:
             run.append((field.name, size))
         else:
             close_run()
-            steps.append((field.name, field_step))
+            steps.append((field.name, step))
     close_run()
     if flexible:
         steps.append(("_tagged_fields", _tagged_section(tags)))

@@ -12,6 +12,7 @@ from .checked import Malformed, struct_step
 from .fast_codec import FAST_ENCODERS
 from .framing import decode_response_header, response_frame
 from .retention import readers as _wide_retention_readers
+from .unknown_tags import strip_unknown_tags
 
 
 class BodyError(Exception):
@@ -65,7 +66,8 @@ def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> A
     """Decode ``cls`` at ``offset``; with ``exact`` the body must end where the data ends.
 
     The bytes are walked by `checked` first: kio's native reader trusts the lengths it
-    reads and would allocate whatever a hostile length claims.
+    reads and would allocate whatever a hostile length claims. Tagged fields the schema
+    does not know are skipped, as Kafka's readers skip them (unknown_tags.py).
     """
     memo = _MEMOS.get(cls) if exact else None
     if memo is not None:
@@ -89,10 +91,33 @@ def _decode(cls: Any, data: bytes, offset: int, exact: bool) -> Any:
     try:
         value, used = reader_for(cls)(data, offset)
     except Exception as e:  # kio raises BufferUnderflow, ValueError, UnicodeDecodeError, ...
-        raise BodyError(f"{cls.__name__} v{cls.__version__} does not parse: {type(e).__name__}: {e}") from None
+        value, used = _without_unknown_tags(cls, data, offset, e)
     if exact and offset + used != len(data):
         raise BodyError(f"{cls.__name__} v{cls.__version__}: {len(data) - offset - used} bytes left after the body")
     return value
+
+
+def _without_unknown_tags(cls: Any, data: bytes, offset: int, error: Exception) -> tuple[Any, int]:
+    """Read the body again without the tagged fields its schema does not know (kio's
+    reader refuses them, Kafka's skip them: unknown_tags.py); ``error`` is kio's when there
+    are none. Returns (value, bytes the body takes in ``data``)."""
+    failure = f"{cls.__name__} v{cls.__version__} does not parse: {type(error).__name__}: {error}"
+    if not cls.__flexible__:
+        raise BodyError(failure) from None
+    try:
+        stripped = strip_unknown_tags(cls, data, offset)
+    except Malformed as e:
+        raise BodyError(f"{cls.__name__} v{cls.__version__}: {e}") from None
+    if stripped is None:
+        raise BodyError(failure) from None
+    body, end = stripped
+    try:
+        value, used = reader_for(cls)(body, 0)
+    except Exception as e:
+        raise BodyError(f"{cls.__name__} v{cls.__version__} does not parse: {type(e).__name__}: {e}") from None
+    if used != len(body):
+        raise BodyError(f"{cls.__name__} v{cls.__version__}: {len(body) - used} bytes left after the body")
+    return value, end - offset
 
 
 def decode_response_frame(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
