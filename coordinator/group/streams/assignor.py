@@ -34,9 +34,10 @@ class MemberSpec:
 
 
 class _Load:
-    """Tasks per member and per process, and the least loaded member in O(log members): a heap
-    of (process load / capacity, member load, process, member) whose stale entries (a load
-    moved since) are skipped when popped."""
+    """Tasks per member and per process, and the least loaded member in O(log members): the
+    order is (process load / capacity, member load, process, member). A heap of processes
+    keyed by (load / capacity, their least loaded member's load, process), and per process a
+    heap of (member load, member); entries whose load moved since are stale and skipped."""
 
     def __init__(self, members: Mapping[str, MemberSpec]) -> None:
         self.process_of = {m: s.process_id for m, s in members.items()}
@@ -47,34 +48,47 @@ class _Load:
             self.members_of.setdefault(pid, []).append(m)
         self.member = dict.fromkeys(members, 0)
         self.process = dict.fromkeys(self.capacity, 0)
-        self.heap = [self.key(m) for m in members]
+        # members_of lists are sorted: [(0, m), ...] in that order is already a heap
+        self.in_process = {pid: [(0, m) for m in ms] for pid, ms in self.members_of.items()}
+        self.heap = [self.process_key(pid) for pid in self.capacity]
         heapq.heapify(self.heap)
 
     def key(self, m: str) -> tuple[float, int, str, str]:
         pid = self.process_of[m]
         return (self.process[pid] / self.capacity[pid], self.member[m], pid, m)
 
+    def _best(self, pid: str) -> tuple[int, str]:
+        """The process's least loaded member (its stale entries dropped)."""
+        entries = self.in_process[pid]
+        while entries[0][0] != self.member[entries[0][1]]:
+            heapq.heappop(entries)
+        return entries[0]
+
+    def process_key(self, pid: str) -> tuple[float, int, str]:
+        return (self.process[pid] / self.capacity[pid], self._best(pid)[0], pid)
+
     def add(self, member_id: str) -> None:
         pid = self.process_of[member_id]
         self.member[member_id] += 1
         self.process[pid] += 1
-        for m in self.members_of[pid]:        # their process's load moved: new keys
-            heapq.heappush(self.heap, self.key(m))
+        heapq.heappush(self.in_process[pid], (self.member[member_id], member_id))
+        heapq.heappush(self.heap, self.process_key(pid))
 
     def least_loaded(self, candidates: Iterable[str]) -> str | None:
         """The least loaded of a few candidates (a linear scan)."""
         return min(candidates, default=None, key=self.key)
 
     def pop_least(self, eligible: Callable[[str], bool]) -> str | None:
-        """The least loaded eligible member; the ineligible ones it passes stay in the heap."""
+        """The least loaded member of an eligible process (`eligible` takes a process id); the
+        processes it passes stay in the heap."""
         passed, found = [], None
         while self.heap:
             entry = heapq.heappop(self.heap)
-            if entry != self.key(entry[3]):
+            if entry != self.process_key(entry[2]):
                 continue                      # stale
             passed.append(entry)
-            if eligible(entry[3]):
-                found = entry[3]
+            if eligible(entry[2]):
+                found = self._best(entry[2])[1]
                 break
         for entry in passed:
             heapq.heappush(self.heap, entry)
@@ -117,7 +131,7 @@ def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict
             out[warm].add(t)
             load.add(warm)
     for t in rest:
-        m = load.pop_least(lambda _m: True)
+        m = load.pop_least(lambda _pid: True)
         assert m is not None
         out[m].add(t)
         load.add(m)
@@ -145,7 +159,7 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
         for _ in range(num_standby):
             sticky = [m for m in prev_standby.get(t, ())
                       if members[m].process_id not in placed and load.member[m] < quota]
-            chosen = load.least_loaded(sticky) or load.pop_least(partial(_elsewhere, members, placed))
+            chosen = load.least_loaded(sticky) or load.pop_least(partial(_elsewhere, placed))
             if chosen is None:
                 unplaced += 1
                 continue
@@ -159,8 +173,8 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
     return out
 
 
-def _elsewhere(members: Mapping[str, MemberSpec], held: set[str], member_id: str) -> bool:
-    return members[member_id].process_id not in held
+def _elsewhere(held: set[str], process_id: str) -> bool:
+    return process_id not in held
 
 
 def _owners(members: Mapping[str, MemberSpec], pick) -> dict[Task, set[str]]:
