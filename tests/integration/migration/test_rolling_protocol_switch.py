@@ -22,9 +22,16 @@ from migration.rehearse import RehearsalPlan, rehearse, write_report
 
 MEMBERS = 5
 PARTITIONS = 10
-# Fast enough to fit the 90 s budget, slow enough that every member consumes in every configuration.
-TIMINGS = dict(warmup_s=1.5, dwell_s=1.0, settle_timeout_s=30.0, drain_timeout_s=20.0, produce_rate=40.0,
+# Fast enough to fit the 90 s budget, slow enough that every member consumes in every
+# configuration: each settled configuration runs dwell_s (0.5 s) at 80 records/s, as many
+# records per configuration as 1.0 s at 40/s did.
+TIMINGS = dict(warmup_s=1.5, dwell_s=0.5, settle_timeout_s=30.0, drain_timeout_s=20.0, produce_rate=80.0,
                sample_interval_s=0.2, classic_session_timeout_ms=10_000, classic_heartbeat_interval_ms=500)
+
+
+@pytest.fixture
+def gateway(shared_gateway):
+    return shared_gateway
 
 
 def rolling_plan(bootstrap: str, names, client: str, **extra: Any) -> RehearsalPlan:
@@ -63,7 +70,10 @@ def assert_rolling_switch(report: dict[str, Any]) -> None:
     assert (down["from"], down["to"], down["during_step"]) == ("consumer", "classic", 2 * MEMBERS - 1), down
     assert report["type_changes"]["ok"], context
     # Upgrade: the classic generation becomes the group epoch, which only grows from then on.
-    consumer_epochs = [p["group_epoch"] for p in report["group_timeline"] if p["type"] == "consumer"]
+    # A sample whose describe failed (the group converted between ListGroups and
+    # ConsumerGroupDescribe: it carries the error and no epoch) says nothing about the epoch.
+    consumer_epochs = [p["group_epoch"] for p in report["group_timeline"] if p["type"] == "consumer"
+                       and "error" not in p]
     assert consumer_epochs and consumer_epochs == sorted(consumer_epochs) and consumer_epochs[0] >= 1
     assert up["members_after"] == MEMBERS and down["members_after"] == MEMBERS - 1
 
