@@ -24,7 +24,7 @@ Rules of this module:
 """
 from __future__ import annotations
 
-import struct
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -38,8 +38,6 @@ from .framing import write_uvarint
 Section = Callable[[frozenset[int], list[tuple[int, bytes]]], list[tuple[int, bytes]]]
 # (buffer, position, end, output parts, section) -> position after the value.
 Rewrite = Callable[[bytes, int, int, list[bytes], Section], int]
-
-_INT32 = struct.Struct(">i").unpack_from
 
 
 def only_known(known: frozenset[int], fields: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -65,17 +63,9 @@ def rewrite_tags(cls: type, data: bytes, offset: int, end: int, section: Section
     return b"".join(out), pos
 
 
-_STRUCTS: dict[type, Rewrite] = {}
-
-
+@functools.cache
 def _struct_rewrite(cls: Any) -> Rewrite:
-    rewrite = _STRUCTS.get(cls)
-    if rewrite is None:
-        rewrite = _STRUCTS[cls] = _compile(cls)
-    return rewrite
-
-
-def _compile(cls: Any) -> Rewrite:
+    """The compiled rewrite of one kio message or nested struct class (cached)."""
     if not cls.__flexible__:
         return _verbatim(struct_step(cls))     # no tagged section anywhere below
     plan: list[tuple[str, Rewrite]] = []
