@@ -74,6 +74,7 @@ class CoordinatorConfig:
     streams_min_heartbeat_interval_ms: int = 5_000
     streams_max_heartbeat_interval_ms: int = 15_000
     streams_initial_rebalance_delay_ms: int = 3_000
+    streams_max_size: int = 2**31 - 1            # `group.streams.max.size`: GROUP_MAX_SIZE_REACHED beyond
 
     # Classic groups.
     group_min_session_timeout_ms: int = 6_000

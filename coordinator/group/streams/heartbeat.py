@@ -72,6 +72,10 @@ def _group(shard: Any, req: Any) -> tuple[StreamsGroup, list]:
     if isinstance(group, StreamsGroup):
         return group, []
     if group is None:
+        # Kafka 4.4 words a heartbeat of a member in a missing group as a streams lookup, and a
+        # leave (-1/-2) as the plain group lookup (both checked against a live 4.4 broker).
+        if req.member_epoch not in (0, LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+            raise ApiError(ErrorCode.group_id_not_found, f"Streams group {req.group_id} not found.")
         if req.member_epoch != 0:
             raise group_not_found(req.group_id)
         return StreamsGroup(req.group_id), []

@@ -165,7 +165,11 @@ def test_epochs_are_fenced():
     assert behind.error_code == ErrorCode.fenced_member_epoch and "smaller member epoch" in behind.error_message
     unknown = d.hb(beat("nobody", 3))
     assert unknown.error_code == ErrorCode.unknown_member_id
-    assert d.hb(beat("m1", 3, group="other")).error_code == ErrorCode.group_id_not_found
+    missing = d.hb(beat("m1", 3, group="other"))
+    assert (missing.error_code, missing.error_message) == (ErrorCode.group_id_not_found,
+                                                           "Streams group other not found.")
+    gone = d.hb(beat("m1", -1, group="other"))
+    assert (gone.error_code, gone.error_message) == (ErrorCode.group_id_not_found, "Group other not found.")
 
 
 def test_the_previous_epoch_is_accepted_with_some_of_its_tasks_in_hand():
