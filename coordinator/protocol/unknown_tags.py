@@ -19,8 +19,10 @@ Rules of this module:
 - The unknown fields are dropped, not kept: kio's classes have no room for them, so a body
   kcoord decodes and re-encodes (a rewritten Metadata response, a filtered Produce)
   loses them, while a frame forwarded untouched keeps them byte for byte.
-- ``rewrite_tags`` takes the decision per tagged section as a function, so the tests and
-  fuzzers add unknown tags to every section of valid bodies with the same code.
+- ``rewrite_tags`` takes what each tagged section is written with as a function, so the
+  tests add unknown tags to every section of valid bodies with the same code.
+- Only the known fields of a section are held (the last of a repeated tag, as Kafka's
+  readers keep the last value): a body of a million unknown tags allocates nothing per tag.
 """
 from __future__ import annotations
 
@@ -33,16 +35,16 @@ from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, 
 from .checked import Malformed, field_step, read_uvarint, struct_step
 from .framing import write_uvarint
 
-# (the tags the section's struct knows, the section's fields as (tag, bytes) in wire order)
-# -> the fields to write in their place.
-Section = Callable[[frozenset[int], list[tuple[int, bytes]]], list[tuple[int, bytes]]]
+# (the tags the section's struct knows, the section's known fields: tag -> value, in wire
+# order) -> the fields to write in their place. Unknown fields never reach it.
+Section = Callable[[frozenset[int], dict[int, bytes]], list[tuple[int, bytes]]]
 # (buffer, position, end, output parts, section) -> position after the value.
 Rewrite = Callable[[bytes, int, int, list[bytes], Section], int]
 
 
-def only_known(known: frozenset[int], fields: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    """The `Section` of Kafka's readers: unknown tags are left out."""
-    return [field for field in fields if field[0] in known]
+def only_known(known: frozenset[int], fields: dict[int, bytes]) -> list[tuple[int, bytes]]:
+    """The `Section` of Kafka's readers: the known fields, unknown ones left out."""
+    return list(fields.items())
 
 
 def strip_unknown_tags(cls: type, data: bytes, offset: int, end: int | None = None) -> tuple[bytes, int] | None:
@@ -94,13 +96,18 @@ def _tagged_section(buf: bytes, pos: int, end: int, out: list[bytes], section: S
     count, pos = read_uvarint(buf, pos, end)
     if count * 2 > end - pos:                 # a tag and a size, at least a byte each
         raise Malformed(f"{count} tagged fields, but only {end - pos} bytes remain", start)
-    fields: list[tuple[int, bytes]] = []
+    # Only known fields are held, one per tag (a repeated tag: the last one, as Kafka's
+    # readers overwrite the field), so a section of a million tags allocates nothing per tag.
+    fields: dict[int, bytes] = {}
     for _ in range(count):
-        tag, pos = read_uvarint(buf, pos, end)
-        size, pos = read_uvarint(buf, pos, end)
+        if pos + 2 <= end and buf[pos] < 0x80 and buf[pos + 1] < 0x80:   # one-byte tag and size
+            tag, size = buf[pos], buf[pos + 1]
+            pos += 2
+        else:
+            tag, pos = read_uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
         if size > end - pos:
             raise Malformed(f"tagged field {tag} of {size} bytes, but only {end - pos} remain", pos)
-        value = buf[pos:pos + size]
         entry = tags.get(tag)
         if entry is not None:                 # a known struct may hold sections of its own
             name, rewrite = entry
@@ -110,8 +117,7 @@ def _tagged_section(buf: bytes, pos: int, end: int, out: list[bytes], section: S
             except Malformed as e:
                 raise e.within(name) from None
             inner.append(buf[stop:pos + size])    # whatever follows the value within its size
-            value = b"".join(inner)
-        fields.append((tag, bytes(value)))
+            fields[tag] = b"".join(inner)
         pos += size
     kept = section(known, fields)
     out.append(write_uvarint(len(kept)))

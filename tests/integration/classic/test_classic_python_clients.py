@@ -58,8 +58,8 @@ def test_offset_fetch_of_a_group_without_offsets(version, kcoord, names):
     assert (partition.committed_offset, partition.error_code) == (-1, 0)
 
 
-def _with_unknown_tags(known: frozenset[int], fields: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    return sorted([*fields, (max(known, default=-1) + 1, b"\x01"), (10_000, b"newer client")])
+def _with_unknown_tags(known: frozenset[int], fields: dict[int, bytes]) -> list[tuple[int, bytes]]:
+    return sorted([*fields.items(), (max(known, default=-1) + 1, b"\x01"), (10_000, b"newer client")])
 
 
 def _tagged_call(bootstrap: str, api_key: int, version: int, message) -> object:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import random
+import tracemalloc
 import uuid
 
 import pytest
@@ -38,11 +39,11 @@ def tagged(tag: int, value: bytes) -> bytes:
     return write_uvarint(tag) + write_uvarint(len(value)) + value
 
 
-def add_unknown(known: frozenset[int], fields: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+def add_unknown(known: frozenset[int], fields: dict[int, bytes]) -> list[tuple[int, bytes]]:
     """Each section gets two unknown tags, sorted in as Kafka's writers sort: one right
     above the known ones and one with two-byte tag and size varints."""
     extra = [(max(known, default=-1) + 1, b"\x07"), (10_000, bytes(range(200)))]
-    return sorted(fields + extra)
+    return sorted([*fields.items(), *extra])
 
 
 def test_find_coordinator_v4_with_tag_9_decodes_to_its_known_fields():
@@ -202,3 +203,25 @@ def test_records_reader_and_the_protocol_decoder_agree_on_mutated_values(cls):
         # does not fill its declared size, kio reads the field and skips the rest.
         if records_read is not None:
             assert protocol_read == records_read, data.hex()
+
+
+def test_a_million_bytes_of_unknown_tags_allocate_nothing_per_tag():
+    cls = request_class(FIND_COORDINATOR, 4)
+    count = 500_000
+    body = bytes.fromhex("00020267") + write_uvarint(count) + b"\x09\x00" * count
+    tracemalloc.start()
+    try:
+        assert decode_body(cls, body, 0) == cls(key_type=0, coordinator_keys=("g",))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, f"{peak} bytes allocated for {count} unknown tags"
+
+
+def test_a_repeated_known_tag_next_to_an_unknown_one_keeps_the_last_value_as_kio_does():
+    cls = request_class(1, 12)     # Fetch v12: cluster_id is the top level's tag 0
+    plain = encode_body(dataclasses.replace(sample(cls, random.Random(1)), cluster_id=None))
+    assert plain.endswith(b"\x00")
+    repeated = plain[:-1] + b"\x02" + tagged(0, b"\x02a") + tagged(0, b"\x02b")
+    with_unknown = plain[:-1] + b"\x03" + tagged(0, b"\x02a") + tagged(0, b"\x02b") + tagged(9, b"")
+    assert decode_body(cls, repeated, 0).cluster_id == decode_body(cls, with_unknown, 0).cluster_id == "b"
