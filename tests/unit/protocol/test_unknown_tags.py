@@ -5,14 +5,16 @@ A newer client adds tagged fields kio's schemas do not know, in the request head
 body's top level and in nested structs; kio's native reader raised ``KeyError: 'Unknown
 tagged field tag: 9'`` on them. Served requests at flexible versions with such fields
 decode to the known fields, on raw bytes and, for every flexible message kio knows, with an
-unknown tag added to every tagged section of valid bodies. Hostile sizes are still bounded
-by the frame, and a body that kio refuses for another reason is still refused.
+unknown tag added to every tagged section of valid bodies; so does an upstream's response.
+Hostile sizes are still bounded by the frame, a body of unknown tags allocates nothing per
+tag, and a body that kio refuses for another reason is still refused.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import random
+import struct
 import tracemalloc
 import uuid
 
@@ -22,8 +24,8 @@ from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
 from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.offset_commit.v9.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 
-from coordinator.protocol.apis import request_class, request_header_version
-from coordinator.protocol.codec import BodyError, decode_body, encode_body
+from coordinator.protocol.apis import METADATA, request_class, request_header_version, response_class
+from coordinator.protocol.codec import BodyError, decode_body, decode_response_frame, encode_body
 from coordinator.protocol.framing import RequestHeader, decode_request_header, request_body_offset, write_uvarint
 from coordinator.protocol.unknown_tags import rewrite_tags, strip_unknown_tags
 from fuzz.mutations import MUTATIONS, reframe, unknown_tag
@@ -225,3 +227,13 @@ def test_a_repeated_known_tag_next_to_an_unknown_one_keeps_the_last_value_as_kio
     repeated = plain[:-1] + b"\x02" + tagged(0, b"\x02a") + tagged(0, b"\x02b")
     with_unknown = plain[:-1] + b"\x03" + tagged(0, b"\x02a") + tagged(0, b"\x02b") + tagged(9, b"")
     assert decode_body(cls, repeated, 0).cluster_id == decode_body(cls, with_unknown, 0).cluster_id == "b"
+
+
+def test_an_upstream_response_with_unknown_tags_in_its_header_and_body_decodes():
+    cls = response_class(METADATA, 12)
+    message = sample(cls, random.Random(4))
+    body = encode_body(message)
+    with_tags, _ = rewrite_tags(cls, body, 0, len(body), add_unknown)
+    header = struct.pack(">i", 77) + b"\x01" + tagged(3, b"hdr")      # response header v1, one unknown tag
+    correlation_id, decoded = decode_response_frame(METADATA, 12, reframe(header + with_tags))
+    assert (correlation_id, decoded) == (77, decode_body(cls, body, 0))
