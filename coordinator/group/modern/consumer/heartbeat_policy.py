@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ....config import CoordinatorConfig
+from ...heartbeat_interval import adaptive, pending_ms, stable_ms
 from .group import MemberState
 
 if TYPE_CHECKING:
@@ -97,30 +98,27 @@ class HeartbeatIntervalPolicy:
 
     def interval_ms(self, group: ConsumerGroup, member: ConsumerGroupMember, target_behind: bool = False) -> int:
         """`target_behind`: this very heartbeat started a new group epoch whose target is
-        not computed yet (the group state seen here predates the heartbeat's records)."""
+        not computed yet (the group state seen here predates the heartbeat's records).
+        The adaptive rule itself is the kernel's (coordinator/group/heartbeat_interval.py),
+        shared with streams groups."""
         c = self.config
         own = self.overrides(group.group_id)
         floor = 0 if own is None else own.get(HEARTBEAT_INTERVAL, 0)
-        if c.consumer_heartbeat_policy == "fixed":
+        if not adaptive(c):
             return floor or c.consumer_heartbeat_interval_ms
         if target_behind or has_pending_work(group, member):
-            return max(c.consumer_heartbeat_pending_interval_ms, floor)
-        stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
+            return pending_ms(c, floor)
         session = (member.classic_member_metadata.session_timeout_ms if member.classic_member_metadata is not None
                    else c.consumer_session_timeout_ms if own is None
                    else own.get(SESSION_TIMEOUT, c.consumer_session_timeout_ms))
-        ceiling = max(c.consumer_heartbeat_stable_interval_ms, session // 3)
-        return max(min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling), floor)
+        return stable_ms(c, self.member_count(), session, floor)
 
     def handed_out_ms(self) -> dict[str, int]:
         """{"stable": ..., "pending": ...}: what `interval_ms` answers now a consumer-protocol
         member with nothing to reconcile, and one with reconciliation work. Called at scrape
-        time, never per heartbeat; the same formula as `interval_ms` (a unit test holds
-        them equal), not shared through a helper so that `interval_ms` gains no call."""
+        time, never per heartbeat."""
         c = self.config
-        if c.consumer_heartbeat_policy == "fixed":
+        if not adaptive(c):
             return {"stable": c.consumer_heartbeat_interval_ms, "pending": c.consumer_heartbeat_interval_ms}
-        stretched = self.member_count() * 1000 // max(1, c.consumer_heartbeat_budget_per_second)
-        ceiling = max(c.consumer_heartbeat_stable_interval_ms, c.consumer_session_timeout_ms // 3)
-        return {"stable": min(max(c.consumer_heartbeat_stable_interval_ms, stretched), ceiling),
-                "pending": c.consumer_heartbeat_pending_interval_ms}
+        return {"stable": stable_ms(c, self.member_count(), c.consumer_session_timeout_ms, 0),
+                "pending": pending_ms(c, 0)}
