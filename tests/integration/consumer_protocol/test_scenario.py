@@ -15,6 +15,11 @@ from support.wait import wait_until
 PARTITIONS = 12
 
 
+@pytest.fixture
+def kcoord(module_kcoord):
+    return module_kcoord
+
+
 def make_consumer(kind: str, request):
     if kind == "java":
         request.getfixturevalue("java_classes")
