@@ -21,6 +21,7 @@ Rules:
   INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
   for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
   delayed due to the configured initial rebalance delay.") while the target is held back;
+- the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
   reports holding differs from what it has; the interactive-query map when the member's
   endpoint-information epoch is not the group's (endpoints.py).
@@ -46,6 +47,7 @@ from .membership import (
     endpoint_changed,
     group_epoch_record,
     group_settings,
+    heartbeat_interval_ms,
     rebalance_key,
     removal_records,
     removal_timers,
@@ -233,6 +235,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     timers: list = [ScheduleTimer(session_key(gid, mid), now_ms + settings.session_timeout_ms)]
     members = {**group.members, mid: updated}
     target_epoch, target = group.target_assignment_epoch, group.target
+    held_until: int | None = None
     if replaced is not None:
         del members[replaced.member_id]
         kept = target.get(replaced.member_id, EMPTY_TASKS)
@@ -248,6 +251,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             target_epoch = group_epoch
         else:
             timers.append(assignment_timer(gid, when))
+            held_until = when
             cause = "initial rebalance delay" if when == soft.initial_delay_until_ms else "assignment interval"
             statuses.append((ASSIGNMENT_DELAYED, f"Assignment delayed due to the configured {cause}."))
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
@@ -260,7 +264,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         endpoints = partitions_by_endpoint(response_schema(ctx.api_version), {**members, mid: after}.values(),
                                            topology, shard.image)
     return Result(records=records, timers=timers, response=response(
-        ctx.api_version, member_id=mid, member_epoch=after.member_epoch, heartbeat_ms=settings.heartbeat_interval_ms,
+        ctx.api_version, member_id=mid, member_epoch=after.member_epoch,
+        heartbeat_ms=heartbeat_interval_ms(shard, settings, after, target_epoch, group_epoch, held_until, now_ms),
         task_offset_ms=settings.task_offset_interval_ms, recovery_lag=settings.acceptable_recovery_lag,
         statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=soft.endpoint_epoch,
         endpoints=endpoints))

@@ -11,17 +11,34 @@ Rules:
   a topology that is not ready has no tasks (every member's target is empty);
 - pacing: a group's first target waits out the initial rebalance delay after a member joined
   the empty group; later ones wait `assignment_interval_ms` after the last (KIP-1263); a
-  held-back target is computed by the assignment timer.
+  held-back target is computed by the assignment timer, as kcoord's consumer groups do, not
+  by the next heartbeat after the interval (Kafka's way);
+- the heartbeat interval: Kafka's fixed `streams.heartbeat.interval.ms` under
+  `consumer_heartbeat_policy=fixed`, else kcoord's adaptive one (the kernel's
+  heartbeat_interval.py): short while the member has tasks to revoke or receive, the stable
+  one otherwise; a member waiting only for a held-back target is told to come back when the
+  target is due (never sooner than the short interval, never later than the stable one).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ..heartbeat_interval import adaptive, members_in_process, pending_ms, stable_ms
 from ..image import MetadataImage
 from ..result import CancelTimer, ScheduleTimer
 from . import records as rh
 from .assignor import MemberSpec, assign
-from .model import EMPTY_TASKS, Soft, StreamsGroup, StreamsMember, StreamsSettings, Tasks, Topology, settings_of
+from .model import (
+    EMPTY_TASKS,
+    MemberState,
+    Soft,
+    StreamsGroup,
+    StreamsMember,
+    StreamsSettings,
+    Tasks,
+    Topology,
+    settings_of,
+)
 from .topology import ConfiguredTopology, configure, metadata_hash
 
 KIND = "streams"
@@ -136,3 +153,20 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
 
 def assignment_timer(group_id: str, deadline_ms: int) -> ScheduleTimer:
     return ScheduleTimer(assignment_key(group_id), deadline_ms)
+
+
+def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: StreamsMember, target_epoch: int,
+                          group_epoch: int, held_until_ms: int | None, now_ms: int) -> int:
+    """The interval the member is told (the module's rules). ``held_until_ms``: when the
+    target this heartbeat held back may be computed, or None."""
+    config = shard.config
+    if not adaptive(config):
+        return settings.heartbeat_interval_ms
+    floor = settings.heartbeat_floor_ms
+    if (member.state is not MemberState.STABLE or member.member_epoch < target_epoch
+            or (target_epoch < group_epoch and held_until_ms is None)):
+        return pending_ms(config, floor)
+    stable = stable_ms(config, members_in_process(shard), settings.session_timeout_ms, floor)
+    if held_until_ms is None:
+        return stable
+    return min(max(pending_ms(config, floor), held_until_ms - now_ms), stable)

@@ -258,6 +258,9 @@ class StreamsSettings:
     task_offset_interval_ms: int = 60_000
     assignor_name: str = "sticky"             # Kafka 4.4's first `group.streams.assignors`
     max_size: int = 2**31 - 1                 # `group.streams.max.size` (broker-wide only)
+    # The group's own `streams.heartbeat.interval.ms` when set on the group, else 0: the floor of
+    # kcoord's adaptive interval (coordinator/group/heartbeat_interval.py)
+    heartbeat_floor_ms: int = 0
 
 
 # The per-group configuration keys (coordinator/group/configs/keys.py) of the settings.
@@ -279,4 +282,5 @@ def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> Stre
     values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in (*GROUP_KEYS, "max_size")}
     if overrides:
         values.update((name, overrides[key]) for name, key in GROUP_KEYS.items() if key in overrides)
+        values["heartbeat_floor_ms"] = overrides.get(GROUP_KEYS["heartbeat_interval_ms"], 0)
     return StreamsSettings(**values)
