@@ -80,9 +80,10 @@ class Gateways:
         return gateway
 
     def stop_all(self) -> None:
-        for gateway in self._by_upstream.values():
-            if gateway.running():
-                gateway.stop()
+        """Stop every gateway at once (each stop waits for its process's exit)."""
+        running = [g for g in self._by_upstream.values() if g.running()]
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(running))) as pool:
+            list(pool.map(lambda gateway: gateway.stop(), running))
 
 
 def check_running(gateway: KcoordProcess) -> None:
