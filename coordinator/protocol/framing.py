@@ -85,12 +85,16 @@ def write_uvarint(value: int) -> bytes:
 
 
 def read_tagged_fields(buf: bytes, pos: int, end: int) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """The header's tagged fields as (tag, bytes), bounded as `skip_tagged_fields` is: a count
+    above half the bytes left, or a tag or size that runs past ``end``, is malformed."""
     count, pos = read_uvarint(buf, pos)
+    if count * 2 > end - pos:
+        raise HeaderError(f"{count} tagged fields declared, but there are only {end - pos} bytes remaining")
     fields = []
     for _ in range(count):
         tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
-        if pos + size > end:
+        if pos > end or pos + size > end:
             raise HeaderError(f"tagged field {tag} of {size} bytes runs past the end")
         fields.append((tag, bytes(buf[pos:pos + size])))
         pos += size

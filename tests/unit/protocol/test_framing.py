@@ -11,8 +11,18 @@ from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHe
 from kio.serial import entity_reader, entity_writer
 
 from coordinator.protocol.framing import (
-    FrameError, HeaderError, RequestHeader, ResponseHeader, decode_request_header, decode_response_header,
-    frame, read_uvarint, request_body_offset, response_frame, split_frames, write_uvarint,
+    FrameError,
+    HeaderError,
+    RequestHeader,
+    ResponseHeader,
+    decode_request_header,
+    decode_response_header,
+    frame,
+    read_uvarint,
+    request_body_offset,
+    response_frame,
+    split_frames,
+    write_uvarint,
 )
 
 
@@ -157,6 +167,8 @@ def test_header_tags_that_cannot_fit_are_refused_at_once(header: bytes) -> None:
         request_body_offset(frame(header), 2)
     with pytest.raises(HeaderError, match="remaining|runs past"):
         body_offset(frame(header), 2)
+    with pytest.raises(HeaderError, match="remaining|runs past"):     # the decoding reader too
+        decode_request_header(frame(header), 2)
 
 
 @pytest.mark.parametrize("header_version", [1, 2])
