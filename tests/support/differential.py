@@ -34,6 +34,9 @@ KAFKA_EQUIVALENT = (
     "consumer_session_timeout_ms=45000",
     "consumer_min_session_timeout_ms=6000",
     "consumer_min_heartbeat_interval_ms=500",
+    "streams_min_session_timeout_ms=6000",        # the broker's lowered streams floors (kafka_broker.SETTINGS)
+    "streams_min_heartbeat_interval_ms=500",
+    "streams_assignment_interval_ms=1000",
     "group_min_session_timeout_ms=1000",
     "group_initial_rebalance_delay_ms=0",
 )
