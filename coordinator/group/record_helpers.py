@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from records import (
+    ZERO_UUID,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -38,28 +39,25 @@ ConsumerGroupMember = Any
 ResolvedRegularExpression = Any
 
 
-def _record(key, value, version: int = 0) -> CoordinatorRecord:
-    return CoordinatorRecord(key=key, value=value, value_version=version)
-
-
-def _tombstone(key) -> CoordinatorRecord:
-    return CoordinatorRecord(key=key, value=None, value_version=0)
+# Each builder calls CoordinatorRecord(key, value, value_version) itself, positionally: a
+# shared helper cost one Python frame per record, and the offset commit builds one record per
+# partition (docs/measurements/instruction-counts.md). A tombstone is (key, None, 0).
 
 
 # ----------------------------------------------------------------- members
 def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
-    return _record(
+    return CoordinatorRecord(
         ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=m.member_id),
         ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
             client_host=m.client_host, subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
             subscribed_topic_regex=m.subscribed_topic_regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-            classic_member_metadata=m.classic_member_metadata))
+            classic_member_metadata=m.classic_member_metadata), 0)
 
 
 def member_metadata_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id))
+    return CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None, 0)
 
 
 def _with_epochs(assignment: Assignment) -> tuple[TopicPartitions, ...]:
@@ -73,65 +71,65 @@ def _with_epochs(assignment: Assignment) -> tuple[TopicPartitions, ...]:
 
 
 def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
-    return _record(
+    return CoordinatorRecord(
         ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=m.member_id),
         ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
             state=int(m.state), assigned_partitions=_with_epochs(m.assigned_partitions),
-            partitions_pending_revocation=_with_epochs(m.partitions_pending_revocation)))
+            partitions_pending_revocation=_with_epochs(m.partitions_pending_revocation)), 0)
 
 
 def current_assignment_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id))
+    return CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None, 0)
 
 
 # ------------------------------------------------------------------- group
 def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> CoordinatorRecord:
-    return _record(ConsumerGroupMetadataKey(group_id=group_id),
-                   ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
+    return CoordinatorRecord(ConsumerGroupMetadataKey(group_id=group_id),
+                             ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash), 0)
 
 
 def group_epoch_tombstone(group_id: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupMetadataKey(group_id=group_id))
+    return CoordinatorRecord(ConsumerGroupMetadataKey(group_id=group_id), None, 0)
 
 
 def partition_metadata_tombstone(group_id: str) -> CoordinatorRecord:
     # KIP-1101 (4.1) replaced subscription metadata by the metadata hash; a group that
     # still has the old record gets it tombstoned on its next metadata update.
-    return _tombstone(ConsumerGroupPartitionMetadataKey(group_id=group_id))
+    return CoordinatorRecord(ConsumerGroupPartitionMetadataKey(group_id=group_id), None, 0)
 
 
 def target_member_record(group_id: str, member_id: str,
                          target: Mapping[uuid.UUID, Iterable[int]]) -> CoordinatorRecord:
     tps = tuple(TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)), assignment_epochs=())
                 for t, ps in target.items())
-    return _record(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
-                   ConsumerGroupTargetAssignmentMemberValue(topic_partitions=tps))
+    return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
+                             ConsumerGroupTargetAssignmentMemberValue(topic_partitions=tps), 0)
 
 
 def target_member_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id))
+    return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), None, 0)
 
 
 def target_metadata_record(group_id: str, epoch: int, timestamp_ms: int) -> CoordinatorRecord:
-    return _record(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
-                   ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch,
-                                                              assignment_timestamp=timestamp_ms))
+    return CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+                             ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch,
+                                                                        assignment_timestamp=timestamp_ms), 0)
 
 
 def target_metadata_tombstone(group_id: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id))
+    return CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None, 0)
 
 
 def regex_record(group_id: str, regex: str, resolved: ResolvedRegularExpression) -> CoordinatorRecord:
-    return _record(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex),
-                   ConsumerGroupRegularExpressionValue(topics=tuple(sorted(resolved.topics)),
-                                                       version=resolved.version,
-                                                       timestamp=resolved.timestamp_ms))
+    return CoordinatorRecord(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex),
+                             ConsumerGroupRegularExpressionValue(topics=tuple(sorted(resolved.topics)),
+                                                                 version=resolved.version,
+                                                                 timestamp=resolved.timestamp_ms), 0)
 
 
 def regex_tombstone(group_id: str, regex: str) -> CoordinatorRecord:
-    return _tombstone(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex))
+    return CoordinatorRecord(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex), None, 0)
 
 
 def remove_member_records(group_id: str, member_id: str) -> list[CoordinatorRecord]:
@@ -148,10 +146,16 @@ def offset_commit_record(group_id: str, topic: str, partition: int, *, offset: i
                          expire_timestamp: int = -1,
                          topic_id: uuid.UUID | None = None) -> CoordinatorRecord:
     # Kafka writes version 1 only when the commit carries a retention time (expireTimestamp).
-    version = 1 if expire_timestamp != -1 else 4
-    value = OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
-                              commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp,
-                              topic_id=topic_id if (topic_id is not None and version >= 4) else uuid.UUID(int=0))
+    if expire_timestamp == -1:
+        version = 4
+        if topic_id is None:
+            topic_id = ZERO_UUID
+    else:
+        version = 1
+        topic_id = ZERO_UUID
+    # Positional, in OffsetCommitValue's field order (offset, leader epoch, metadata, commit
+    # and expire timestamps, topic id): keyword arguments cost more per call.
+    value = OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, topic_id)
     cache_key = (group_id, topic, partition)
     key = _OFFSET_KEYS.get(cache_key)
     if key is None:
@@ -170,11 +174,11 @@ _OFFSET_KEYS_MAX = 8192
 
 
 def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:
-    return _tombstone(OffsetCommitKey(group=group_id, topic=topic, partition=partition))
+    return CoordinatorRecord(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None, 0)
 
 
 def group_metadata_tombstone(group_id: str) -> CoordinatorRecord:
-    return _tombstone(GroupMetadataKey(group=group_id))
+    return CoordinatorRecord(GroupMetadataKey(group=group_id), None, 0)
 
 
 # ----------------------------------------------------------------- classic
@@ -191,4 +195,4 @@ def group_metadata_record(group, assignments: Mapping[str, bytes]) -> Coordinato
     value = GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation_id,
                                protocol=group.protocol_name, leader=group.leader_id,
                                current_state_timestamp=group.state_timestamp_ms, members=tuple(members))
-    return _record(GroupMetadataKey(group=group.group_id), value, 3)
+    return CoordinatorRecord(GroupMetadataKey(group=group.group_id), value, 3)
