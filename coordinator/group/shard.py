@@ -157,8 +157,16 @@ class GroupCoordinatorShard:
         """Replay a result's records as the runtime appends them at `base_offset`..."""
         if not result.replay:
             return
-        for i, record in enumerate(result.records):
-            self.replay(record, base_offset + i if base_offset >= 0 else -1)
+        # The replayer's own `replay`, bound once: `self.replay` only forwards to it, and one
+        # Python frame less per record is ~1 % of a durable OffsetCommit of 10 partitions
+        # (docs/measurements/instruction-counts.md). State still changes only through replay.
+        replay = self._replayer.replay
+        if base_offset < 0:
+            for record in result.records:
+                replay(record, -1)
+        else:
+            for i, record in enumerate(result.records):
+                replay(record, base_offset + i)
 
     # -------------------------------------------------------------- requests
     def handle(self, operation: str, ctx: RequestContext, req, now_ms: int) -> Result:
