@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import pytest
-
 from support.differential import (
     CG_HEARTBEAT,
     RawMember,
