@@ -5,11 +5,13 @@ All times in the report are seconds since the rehearsal started (t0).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from .observations import MemberLog, Observations, StepLog
 from .plan import RehearsalPlan, expected_conversions
 from .probe import GroupSample
+from .producer import Delivered
 
 REPORT_FORMAT = 1
 EXAMPLES = 10
@@ -52,10 +54,14 @@ def record_accounting(obs: Observations, run_id: str) -> dict[str, Any]:
     }
 
 
-def end_offsets(obs: Observations) -> dict[int, int]:
+def end_offsets(delivered: Iterable[Delivered]) -> dict[int, int]:
+    """Per partition, one past the last delivered offset. A delivery report without an offset
+    (librdkafka's idempotent producer reports a retried record the broker had already written,
+    a duplicate sequence, as delivered with no offset) says nothing about the end."""
     end: dict[int, int] = {}
-    for d in obs.delivered:
-        end[d.partition] = max(end.get(d.partition, 0), d.offset + 1)
+    for d in delivered:
+        if d.offset is not None and d.offset >= 0:
+            end[d.partition] = max(end.get(d.partition, 0), d.offset + 1)
     return end
 
 
@@ -284,7 +290,7 @@ def analyse(obs: Observations, plan: RehearsalPlan) -> dict[str, Any]:
     records = record_accounting(obs, plan.run_id)
     conversions, type_check = conversions_report(obs, plan)
     decreases = offset_decreases(obs.samples, t0)
-    end = end_offsets(obs)
+    end = end_offsets(obs.delivered)
     final = obs.final_offsets or {}
     behind = [{"partition": p, "committed": final.get(p, -1), "end": e}
               for p, e in sorted(end.items()) if final.get(p, -1) < e]

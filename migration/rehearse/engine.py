@@ -16,6 +16,7 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .analysis import end_offsets
 from .member import MemberProcess, MemberSettings, member_argv
 from .observations import MemberLog, Observations, StepLog
 from .plan import RehearsalPlan, rolling_schedule
@@ -194,9 +195,7 @@ class Rehearsal:
     def _drain(self, obs: Observations) -> None:
         """Wait until every delivered record was consumed and the commits reached the end."""
         expected = {d.value for d in obs.delivered}
-        end = {}
-        for d in obs.delivered:
-            end[d.partition] = max(end.get(d.partition, 0), d.offset + 1)
+        end = end_offsets(obs.delivered)
         deadline = time.monotonic() + self.plan.drain_timeout_s
         while time.monotonic() < deadline:
             consumed = {e.get("value") for p in self.all_processes for e in p.events("record")}

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, Message, Producer
 class Delivered:
     value: str
     partition: int
-    offset: int
+    offset: int | None      # None: librdkafka reported a duplicate (already written) without its offset
     t_ns: int
 
 

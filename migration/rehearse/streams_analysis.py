@@ -44,7 +44,7 @@ def input_accounting(obs: StreamsObservations) -> dict[str, Any]:
     total: Counter[tuple[int, int]] = Counter()
     for c in by_phase.values():
         total.update(c)
-    delivered = {(d.partition, d.offset) for d in obs.delivered}
+    delivered = {(d.partition, d.offset) for d in obs.delivered if d.offset is not None}
     gaps = sorted(delivered - total.keys())
     within = sorted(k for c in by_phase.values() for k, n in c.items() if n > 1)
     return {"produced": len(delivered), "processed_unique": len(delivered & total.keys()),

@@ -21,6 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from .analysis import end_offsets
 from .engine import RehearsalAborted, ensure_topic
 from .member import MemberProcess
 from .probe import GroupProbe, GroupSample
@@ -220,10 +221,9 @@ class StreamsRehearsal:
         """Until every delivered record was processed, its offset committed and the counts are out."""
         assert self.probe is not None
         expected: dict[str, int] = {}
-        end: dict[int, int] = {}
         for d in obs.delivered:
             expected[d.value] = expected.get(d.value, 0) + 1
-            end[d.partition] = max(end.get(d.partition, 0), d.offset + 1)
+        end = end_offsets(obs.delivered)
         deadline = time.monotonic() + self.plan.drain_timeout_s
         while time.monotonic() < deadline:
             committed = self.probe.offsets.read() or {}

@@ -137,3 +137,13 @@ def test_summary_names_the_verdict_records_and_conversions() -> None:
     assert lines[0].startswith("FAIL: upgrade of 2 rdkafka members")
     assert "6 produced, 5 consumed, 1 duplicates, 1 lost" in lines[1]
     assert any(line.startswith("group type classic -> consumer at 9.8-10.3s (epoch None -> 2)") for line in lines)
+
+
+def test_a_delivery_reported_without_an_offset_says_nothing_about_the_end():
+    """librdkafka's idempotent producer reports a retried record the broker already wrote
+    (a duplicate sequence) as delivered with no offset; the drain once failed on `None + 1`."""
+    from migration.rehearse.analysis import end_offsets
+    from migration.rehearse.producer import Delivered
+
+    delivered = [Delivered("a", 0, 4, 1), Delivered("b", 0, None, 2), Delivered("c", 1, 0, 3)]
+    assert end_offsets(delivered) == {0: 5, 1: 1}
