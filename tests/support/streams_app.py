@@ -142,16 +142,20 @@ class StreamsApp:
                                          f"{self._events[-5:]}; stderr:\n{self.stderr_tail()}")
                 self._cond.wait(min(left, 0.5))
 
-    def ask(self, command: str, timeout: float = 30.0) -> Event:
-        """Send a stdin command; its answer (an "error" answer fails)."""
+    def answer(self, command: str, timeout: float = 30.0) -> Event:
+        """Send a stdin command; its answer, an "error" one included."""
         assert self.process is not None and self.process.stdin is not None
         kind = command.split()[0]
         with self._cond:
             mark = len(self._events)
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        answer = self.wait_event(lambda e: e["event"] in (kind, "error"), timeout, f"answer to {command!r}", mark)
-        assert answer["event"] == kind, f"{self.name}: {command!r} -> {answer}"
+        return self.wait_event(lambda e: e["event"] in (kind, "error"), timeout, f"answer to {command!r}", mark)
+
+    def ask(self, command: str, timeout: float = 30.0) -> Event:
+        """Send a stdin command; its answer (an "error" answer fails)."""
+        answer = self.answer(command, timeout)
+        assert answer["event"] == command.split()[0], f"{self.name}: {command!r} -> {answer}"
         return answer
 
     def state(self) -> str | None:

@@ -159,6 +159,9 @@ class Deployment:
         """StreamsGroupDescribe (Admin, through what serves the group); fails if any task is in
         two members' current active tasks: every describe the harness takes is checked."""
         d = self.alive[0].ask("describe")
+        return self._checked(d)
+
+    def _checked(self, d: dict[str, Any]) -> dict[str, Any]:
         twice = [t for t, n in collections.Counter(itertools.chain.from_iterable(
             m["active"] for m in d["members"])).items() if n > 1]
         assert not twice, f"tasks {twice} active on two members at once: {d}"
@@ -169,7 +172,13 @@ class Deployment:
         target, every task active somewhere and every instance RUNNING those tasks; else None."""
         fatal = [(a.name, e) for a in self.apps for e in a.events("fatal")]
         assert not fatal, f"instances failed: {fatal}; instances: {self.report()}"
-        d = self.describe()
+        # Right after the instances start, no member's first heartbeat may have reached the
+        # coordinator yet: the group is not there (GROUP_ID_NOT_FOUND), so not stable yet.
+        answer = self.alive[0].answer("describe")
+        if answer["event"] == "error" and str(answer.get("error", "")).endswith("GroupIdNotFoundException"):
+            return None
+        assert answer["event"] == "describe", f"{self.alive[0].name}: 'describe' -> {answer}"
+        d = self._checked(answer)
         members = d["members"]
         ok = (d["state"] == "STABLE" and len(members) == len(self.alive)
               and all(m["active"] == m["target_active"] and m["standby"] == m["target_standby"] for m in members)
