@@ -153,8 +153,14 @@ class KcoordProcess:
             self.port = free_port_block(1 + len(self.upstream.split(",")))
             names = self.listener_names()
             self.ports = {name: self.port + 10 * i for i, name in enumerate(names)}
-        return subprocess.run(self.serve_args(), cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            return subprocess.run(self.serve_args(), cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        except subprocess.TimeoutExpired as e:
+            # What the process was doing when its bound ran out is what a failure needs to show.
+            tail = (e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or "")[-4000:]
+            raise AssertionError(f"kcoord serve did not stop by itself within {timeout:.0f}s; "
+                                 f"its stderr ends:\n{tail}") from None
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
