@@ -212,6 +212,20 @@ def decode(frame: bytes, header_version: int, api_version: int) -> tuple[str | N
         return None
 
 
-def decoders() -> dict[type | None, Callable[[bytes, int], tuple[str | None, Any] | None]]:
-    """`decode` by kio's request class of each version it serves (the route's class)."""
+Decoders = dict[type | None, Callable[[bytes, int], tuple[str | None, Any] | None]]
+
+
+def decoders(starters: Any = None) -> Decoders:
+    """`decode` by kio's request class of each version it serves (the route's class). With
+    ``starters`` (the service's calls without a coroutine), only when OffsetCommit has one:
+    the authorization stage rebuilds kio's requests, so it needs the general path."""
+    if starters is not None and OFFSET_COMMIT not in starters:
+        return {}
     return {request_class(OFFSET_COMMIT, v): functools.partial(decode, api_version=v) for v in VERSIONS}
+
+
+def fast_parse(found: Decoders, frame: bytes, route: Any) -> Any:
+    """(client id, request) when a decoder of ``found`` takes the frame of ``route`` (the
+    gateway's Route: its request class and header version); else None."""
+    fast = found.get(route.request_class)
+    return fast(frame, route.request_header_version) if fast is not None else None

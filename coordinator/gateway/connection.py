@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from ..protocol.apis import OFFSET_COMMIT
 from ..protocol.codec import encode_body
 from ..protocol.framing import REQUEST_PREFIX, response_frame, split_frames
 from ..protocol.service import ClientInfo
@@ -75,9 +74,7 @@ class ClientConnection(asyncio.Protocol):
         # The service's calls without a coroutine, by API key (GroupCoordinatorService.starters);
         # a service without them is called through ``handle``.
         self._starters: Mapping[int, Any] = getattr(service, "starters", None) or {}
-        # OffsetCommit in its common shape, decoded in one pass (commit_decode.py) for the
-        # starter only: the authorization stage rebuilds kio's requests.
-        self._fast_decoders = commit_decode.decoders() if OFFSET_COMMIT in self._starters else {}
+        self._fast_decoders = commit_decode.decoders(self._starters)   # OffsetCommit's one-pass decode
         self._max_frame_size = gateway.max_frame_size
         self._transport: asyncio.Transport | None = None
         self.unread = bytearray()          # read, not handled yet: a partial frame, or frames kept back
@@ -249,9 +246,7 @@ class ClientConnection(asyncio.Protocol):
             self.forward_checked(frame, route, correlation_id)
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        fast = self._fast_decoders.get(route.request_class)
-        parsed = (fast(frame, route.request_header_version) if fast is not None else None) \
-            or self.parse(frame, route, correlation_id)
+        parsed = commit_decode.fast_parse(self._fast_decoders, frame, route) or self.parse(frame, route, correlation_id)
         if parsed is None:
             return
         client_id, request = parsed
