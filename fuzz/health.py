@@ -10,6 +10,11 @@ fresh broker. The failure text shows those whose label carries the largest numbe
 a count or size is what a broker allocates from. A broker under test gets an address-space
 cap (`cap_address_space`) so that one that tries to take the machine's memory aborts
 instead.
+
+Slow is not stopped: a broker that misses the ApiVersions bound under the flood (a JVM
+collecting its heap on a machine shared with other work) is given ``recover_s`` more with
+nothing new sent (``resumed`` holds the senders). One that answers then is counted in
+``stalls`` and the run goes on; one that still does not answer has stopped answering.
 """
 from __future__ import annotations
 
@@ -102,6 +107,14 @@ class UpstreamWatch:
     recent: deque = field(default_factory=lambda: deque(maxlen=16384))     # (when, [(label, frame)])
     since: float = 0.0                     # suspects are sent from here on (the last answered probe)
     suspects: list[tuple[str, bytes]] = field(default_factory=list)        # newest first
+    recover_s: float = 60.0                # the second chance, with the senders held
+    stalls: list[float] = field(default_factory=list)     # seconds until a late probe was answered
+    _go: asyncio.Event | None = None       # cleared while the senders are held
+
+    async def resumed(self) -> None:
+        """Return when senders may send: at once unless a late probe holds them."""
+        if self._go is not None:
+            await self._go.wait()
 
     def sent(self, connection: int, plan: list[tuple[str, bytes]]) -> None:
         self.in_flight[connection] = plan
@@ -118,6 +131,8 @@ class UpstreamWatch:
     async def watch(self) -> None:
         """Until cancelled: note the moment the broker dies, outgrows its RSS bound or stops
         answering, and what was sent to it shortly before."""
+        self._go = asyncio.Event()
+        self._go.set()
         probe = asyncio.create_task(self._probe())
         try:
             await self._poll()
@@ -127,7 +142,7 @@ class UpstreamWatch:
     async def _probe(self) -> None:
         while self.died_at is None:
             asked = time.monotonic()
-            problem = await answers_api_versions(self.host, self.port, self.timeout_s)
+            problem = await self._answers_or_recovers(asked)
             if problem is not None and self.died_at is None and alive(self.pid):
                 self._stop(f"stopped answering: {problem}")
                 return
@@ -148,6 +163,24 @@ class UpstreamWatch:
                     self._stop(f"reached {rss:.0f} MB RSS, above its bound {self.rss_limit_mb:.0f} MB")
             await asyncio.sleep(self.poll_s)
 
+    async def _answers_or_recovers(self, asked: float) -> str | None:
+        """None when the broker answers a probe within ``timeout_s``, or within ``recover_s``
+        more while nothing new is sent to it (then the stall is counted); else both failures."""
+        problem = await answers_api_versions(self.host, self.port, self.timeout_s)
+        if problem is None or not alive(self.pid):
+            return problem
+        if self._go is not None:
+            self._go.clear()
+        try:
+            second = await answers_api_versions(self.host, self.port, self.recover_s, correlation_id=8)
+        finally:
+            if self._go is not None:
+                self._go.set()
+        if second is not None:
+            return f"{problem}; then, with nothing new sent, {second}"
+        self.stalls.append(time.monotonic() - asked)
+        return None
+
     def _stop(self, what: str) -> None:
         self.died_at, self.what = time.monotonic(), what
         start = min(self.died_at, self.since or self.died_at) - self.window_s
@@ -164,7 +197,7 @@ class UpstreamWatch:
             return [f"{where}: FINDING: {self.name} (pid {self.pid}) {self.what}; {len(self.suspects)} requests "
                     f"were in flight or sent just before, the largest values first:\n  {shown}"]
         failures = []
-        problem = await answers_api_versions(self.host, self.port, self.timeout_s)
+        problem = await self._answers_or_recovers(time.monotonic())
         if problem is not None:
             failures.append(f"{where}: {self.name} on {self.host}:{self.port}: {problem}")
         rss = rss_mb(self.pid)

@@ -82,6 +82,7 @@ class LiveReport:
     seconds: float = 0.0
     max_rss_mb: float = 0.0
     upstream_max_rss_mb: float = 0.0
+    upstream_stalls: list[float] = field(default_factory=list)   # see health.UpstreamWatch
     batches: int = 0
     by_mutation: Counter = field(default_factory=Counter)
     by_api: Counter = field(default_factory=Counter)
@@ -96,7 +97,13 @@ class LiveReport:
                 f"{self.seconds:.1f} s = {self.frames_per_second:,.0f} frames/s; {self.responses} responses, "
                 f"{self.closed_by_server} connections closed by kcoord; half frames closed "
                 f"{self.half_frames_closed}/{self.half_frames}; max RSS {self.max_rss_mb:.0f} MB, upstream's "
-                f"{self.upstream_max_rss_mb:.0f} MB; {len(self.failures)} failures")
+                f"{self.upstream_max_rss_mb:.0f} MB{self._stalls()}; {len(self.failures)} failures")
+
+    def _stalls(self) -> str:
+        if not self.upstream_stalls:
+            return ""
+        return (f", upstream answered late {len(self.upstream_stalls)} times (after "
+                + ", ".join(f"{s:.1f}" for s in self.upstream_stalls) + " s, senders held)")
 
 
 async def _read_frames(reader: asyncio.StreamReader, timeout: float) -> tuple[int, bool]:
@@ -256,6 +263,7 @@ class LiveFuzzer:
         if self.upstream is not None:
             failures += await self.upstream.check(where)
             self.report.upstream_max_rss_mb = self.upstream.max_rss_mb
+            self.report.upstream_stalls = list(self.upstream.stalls)
         if not alive(self.pid):
             failures.append(f"{where}: kcoord (pid {self.pid}) is gone")
             return
@@ -302,6 +310,8 @@ class LiveFuzzer:
 
             async def worker(wrng: random.Random, goal: int = goal) -> None:
                 while self.report.frames < goal and not self._stopped():
+                    if self.upstream is not None:
+                        await self.upstream.resumed()
                     await self._connection(wrng)
             await asyncio.gather(*(worker(random.Random(rng.random())) for _ in range(self.concurrency)),
                                  self._burst(burst))

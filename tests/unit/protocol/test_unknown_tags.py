@@ -211,13 +211,18 @@ def test_a_million_bytes_of_unknown_tags_allocate_nothing_per_tag():
     cls = request_class(FIND_COORDINATOR, 4)
     count = 500_000
     body = bytes.fromhex("00020267") + write_uvarint(count) + b"\x09\x00" * count
-    tracemalloc.start()
-    try:
-        assert decode_body(cls, body, 0) == cls(key_type=0, coordinator_keys=("g",))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 64 * 1024, f"{peak} bytes allocated for {count} unknown tags"
+    # tracemalloc counts every thread's allocations: under xdist, the worker's channel
+    # thread can allocate a few hundred KB meanwhile (CI at 775176e saw 438,405 bytes once).
+    # The least of three peaks is this decode's own.
+    peaks = []
+    for _ in range(3):
+        tracemalloc.start()
+        try:
+            assert decode_body(cls, body, 0) == cls(key_type=0, coordinator_keys=("g",))
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert min(peaks) < 64 * 1024, f"{peaks} bytes allocated for {count} unknown tags"
 
 
 def test_a_repeated_known_tag_next_to_an_unknown_one_keeps_the_last_value_as_kio_does():
