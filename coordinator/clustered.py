@@ -5,7 +5,8 @@ The wiring only; the parts live elsewhere:
   the upstream, static by instance id unless the upstream is Tansu), whose assignments
   drive coordinator/cluster/node.py;
 - exclusive writes: coordinator/runtime/fenced_state_log.py (a transactional id per shard;
-  taking a shard fences its previous owner);
+  taking a shard bumps its producer epoch and, with fencing=epoch, writes a fence record
+  under it, which fences its previous owner at the partition: docs/design/fencing.md);
 - the service serves only the shards assigned here (`GroupCoordinatorService.take/release`)
   and releases no response once the membership lease ran out;
 - the gateway names shard owners in FindCoordinator and every instance's synthetic node in
@@ -16,7 +17,8 @@ The wiring only; the parts live elsewhere:
   else with the upstream's TLS and SASL settings (docs/user/cluster.md).
 
 Rules:
-- `fencing=transactional` (the default here) is what makes several processes safe.
+- Fencing is what makes several processes safe: `fencing=epoch` (the default here: fence
+  by writing) or `fencing=transactional` (a transaction per append).
   `fencing=none` writes as one process does; such a process refuses to serve once its
   membership group holds a second instance (it exits with EXIT_NOT_ALONE), since nothing
   would stop two writers.
@@ -56,12 +58,13 @@ log = logging.getLogger("kcoord.cluster")
 EXIT_NOT_ALONE = 4          # fencing=none and a second instance joined
 EXIT_MEMBERSHIP_FENCED = 5  # another process uses this instance id
 FENCING_MODES = ("transactional", "epoch", "none")
+DEFAULT_FENCING = "epoch"    # with --instance-id; "transactional" stays selectable (docs/user/cluster.md)
 DRAIN_TIMEOUT_S = 10.0
 SOLO_DRAIN_TIMEOUT_S = 5.0   # inside the shutdown's 10 s step for the watch, with the LeaveGroup after it
 
 
 def fencing_mode(config: CoordinatorConfig) -> str:
-    mode = (config.fencing or "transactional").strip().lower()
+    mode = (config.fencing or DEFAULT_FENCING).strip().lower()
     if mode not in FENCING_MODES:
         raise ValueError(f"--config fencing={config.fencing!r}: expected one of {', '.join(FENCING_MODES)}")
     return mode
@@ -178,7 +181,7 @@ class ClusterProcess:
             others = sorted(i for i in assignment.endpoints if i != self.instance_id)
             log.error("kcoord instance %s runs with fencing=none, but membership group %s also holds %s: "
                       "nothing would keep two processes from writing the same shard. Stopping; run every "
-                      "process with fencing=transactional (the default)", self.instance_id,
+                      "process with fencing=epoch (the default)", self.instance_id,
                       group_name(self.config.state_topic), ", ".join(others))
             self.exit_code = EXIT_NOT_ALONE
             self.stop.set()

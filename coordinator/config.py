@@ -21,13 +21,13 @@ class CoordinatorConfig:
     max_write_batch_bytes: int = 8 * 1024 * 1024
 
     # Several kcoord processes (`kcoord serve --instance-id`, docs/user/cluster.md).
-    # fencing: "transactional" (each shard writes through its own transactional id, one
-    # transaction per append; the default with --instance-id), "epoch" (the shard's
-    # transactional id only bumps its producer epoch at a takeover, which a fence write then
-    # enforces at the partition; appends are plain idempotent batches: docs/design/fencing.md,
-    # "fencing=epoch") or "none" (today's plain writes: one process only, which refuses to
-    # serve once a second process joins its membership group). A rolling upgrade between
-    # "transactional" and "epoch" needs no stop.
+    # fencing: "epoch" (the default with --instance-id: the shard's transactional id only
+    # bumps its producer epoch at a takeover, which a fence write then enforces at the
+    # partition; appends are plain idempotent batches: docs/design/fencing.md,
+    # "fencing=epoch"), "transactional" (each shard writes through its own transactional id,
+    # one transaction per append) or "none" (plain writes: one process only, which refuses to
+    # serve once a second process joins its membership group). A rolling upgrade from
+    # "transactional" to "epoch" needs no stop; the way back needs the epoch processes stopped.
     fencing: str = ""
     cluster_session_timeout_ms: int = 10_000     # the membership group's session timeout
     cluster_heartbeat_interval_ms: int = 1_000

@@ -4,7 +4,11 @@ same addresses, real clients follow a group to its owner, and killing a process 
 shards to the others with every acknowledged commit kept.
 
 On Tansu the processes join as dynamic members (Tansu 0.6 cannot carry static ones:
-coordinator/cluster/membership.py static_membership_works), so a restart rebalances."""
+coordinator/cluster/membership.py static_membership_works), so a restart rebalances.
+
+The trio runs the default fencing (`epoch`, fence by writing) unless a test names
+`fencing=transactional`: those run first on Kafka 4.4 only, so the trio starts in that mode
+and the rolling upgrade leaves it at the default for the rest of the module."""
 from __future__ import annotations
 
 import socket
@@ -17,6 +21,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from coordinator.cluster.balancer import NODE_ID_BASE
+from coordinator.clustered import DEFAULT_FENCING
 from support import group_probe as probe
 from support import raw_client
 from support.admin import create_topic
@@ -96,12 +101,12 @@ def _settled(procs: list[KcoordProcess]) -> bool:
 
 @pytest.fixture(scope="module")
 def shared_trio(upstream):
-    """Three processes for the module (a start of three and their settling cost ~20 s)."""
+    """Three processes for the module (a start of three and their settling cost ~20 s),
+    started by the first test's fixture in the fencing mode it asks for."""
     state = unique_name("__kc_trio")
     procs = [KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
                            extra_args=("--instance-id", f"kc-{i}")) for i in range(3)]
     try:
-        start_all(procs, timeout=120)     # three starting at once on a loaded machine
         yield procs
     finally:
         for p in procs:
@@ -110,7 +115,7 @@ def shared_trio(upstream):
 
 
 def _fencing(process: KcoordProcess) -> str:
-    return next((item.split("=", 1)[1] for item in process.config if item.startswith("fencing=")), "transactional")
+    return next((item.split("=", 1)[1] for item in process.config if item.startswith("fencing=")), DEFAULT_FENCING)
 
 
 def _restart_on_its_port(process: KcoordProcess) -> None:
@@ -130,15 +135,19 @@ def _restart_on_its_port(process: KcoordProcess) -> None:
 
 
 def _with_fencing(procs: list[KcoordProcess], fencing: str) -> list[KcoordProcess]:
-    """The three processes running with `fencing`, settled. To epoch: a rolling restart, one
-    process at a time (a rolling upgrade). Back to transactional: all stopped first (a
-    transactional take writes nothing to the partition, so it fences no epoch owner:
-    docs/design/fencing.md)."""
-    config = CLUSTER if fencing == "transactional" else (*CLUSTER, f"fencing={fencing}")
+    """The three processes running with `fencing` (the default one named by none of their
+    settings), settled. Not started yet: all three start together. To epoch: a rolling
+    restart, one process at a time (a rolling upgrade). Back to transactional: all stopped
+    first (a transactional take writes nothing to the partition, so it fences no epoch
+    owner: docs/design/fencing.md)."""
+    config = CLUSTER if fencing == DEFAULT_FENCING else (*CLUSTER, f"fencing={fencing}")
     if fencing == "transactional" and any(_fencing(p) != fencing for p in procs):
         for p in procs:
             if p.running():
                 p.stop()
+    if not any(p.running() for p in procs):
+        for p in procs:
+            p.config = config
     for p in procs:
         if _fencing(p) != fencing:
             if p.running():
@@ -147,42 +156,109 @@ def _with_fencing(procs: list[KcoordProcess], fencing: str) -> list[KcoordProces
             _restart_on_its_port(p)
             wait_until(lambda: coordinators(procs, [f"g-{i}" for i in range(40)]) is not None, 60,
                        message=f"the cluster settles after a restart with fencing={fencing}")
-    start_all([p for p in procs if not p.running()], timeout=120)
+    start_all([p for p in procs if not p.running()], timeout=120)     # three at once on a loaded machine
     wait_until(lambda: _settled(procs), 60, message="the cluster settles")
     return procs
 
 
 @pytest.fixture
 def trio(shared_trio):
-    """The module's three processes (fencing=transactional), settled; each test uses its own
-    topics and groups. A process an earlier test killed or stopped is started again under its
-    instance id (a paused one was woken by its test), so every test begins with three settled
-    instances."""
-    return _with_fencing(shared_trio, "transactional")
+    """The module's three processes with the default fencing (epoch), settled; each test uses
+    its own topics and groups. A process an earlier test killed or stopped is started again
+    under its instance id (a paused one was woken by its test), so every test begins with
+    three settled instances."""
+    return _with_fencing(shared_trio, DEFAULT_FENCING)
 
 
 def _kafka44_only(request: pytest.FixtureRequest) -> None:
-    """fencing=epoch with real processes runs on Kafka 4.4 only: the runtime-level tests cover
-    Tansu (tests/integration/runtime/test_epoch_fencing.py), and a trio restarted per upstream
-    costs CI a minute."""
+    """fencing=transactional with real processes runs on Kafka 4.4 only: the runtime-level
+    tests cover Tansu (tests/integration/runtime/test_fenced_state_log.py), and a trio
+    restarted per upstream costs CI a minute."""
     if request.node.callspec.params.get("upstream") != "kafka44":
-        pytest.skip("fencing=epoch with real processes runs on Kafka 4.4 only")
+        pytest.skip("fencing=transactional with real processes runs on Kafka 4.4 only")
 
 
 @pytest.fixture
-def epoch_trio(shared_trio, request):
-    """The module's three processes with fencing=epoch (a rolling restart if they ran another
-    mode)."""
+def transactional_trio(shared_trio, request):
+    """The module's three processes with fencing=transactional: started so (the module's
+    first tests), and the rolling upgrade to the default the test runs when it likes."""
     _kafka44_only(request)
-    return _with_fencing(shared_trio, "epoch")
+    return _with_fencing(shared_trio, "transactional"), lambda: _with_fencing(shared_trio, DEFAULT_FENCING)
 
 
-@pytest.fixture
-def epoch_trio_upgrade(trio, request):
-    """The module's three processes fencing=transactional, and the rolling upgrade to
-    fencing=epoch the test runs when it likes."""
-    _kafka44_only(request)
-    return trio, lambda: _with_fencing(trio, "epoch")
+# fencing=transactional with real processes: first in the module, so the trio starts in that
+# mode (no stop of all three); the rolling upgrade then leaves it at the default.
+
+
+def test_a_paused_process_fenced_by_a_transactional_take_answers_nothing_and_writes_nothing(
+        transactional_trio, upstream, names, ask_on_waking):
+    """fencing=transactional: a paused process past its session is fenced by its successor's
+    take (InitProducerId aborts its open transaction); what waited for it is refused, never
+    applied."""
+    _pause_take_over_and_wake(transactional_trio[0], upstream, names, ask_on_waking, "transactional")
+
+
+def test_a_rolling_upgrade_from_transactional_fencing_keeps_every_commit(transactional_trio, upstream, names):
+    """Each process in turn stopped (SIGTERM) and started again with the default fencing (epoch) while
+    commits go on: the shards pass from transactional owners to epoch owners and back
+    (a stopped epoch owner's shards go to a transactional one mid-upgrade), without a stop of
+    the cluster; every acknowledged commit is kept, and the shards end fenced by writing."""
+    from coordinator.group.hashing import partition_for
+    from support.state_partition import read_state_log
+
+    procs, upgrade = transactional_trio
+    topic = names.topic()
+    create_topic(upstream.bootstrap, topic, 1)
+    groups = [f"{names.group()}-{i}" for i in range(6)]
+    acked: dict[str, list[tuple[int, float]]] = {g: [] for g in groups}
+    stop = threading.Event()
+
+    def commits() -> None:
+        # One connection per process, opened again after a failure: few client ports taken
+        # while a process restarts on its own (see _restart_on_its_port).
+        socks: dict[int, socket.socket] = {}
+
+        def conn(port: int) -> socket.socket:
+            if port not in socks:
+                socks[port] = socket.create_connection(("127.0.0.1", port), timeout=30)
+            return socks[port]
+
+        offset = 0
+        while not stop.is_set():
+            offset += 1
+            for g in groups:
+                port = procs[offset % 3].port
+                try:
+                    port = probe.find(conn(port), g)[3]
+                    if probe.commit(conn(port), g, topic, offset) == 0:
+                        acked[g].append((offset, time.monotonic()))
+                except (OSError, AssertionError):     # a process stopping or starting:
+                    dropped = socks.pop(port, None)    # the next round asks again
+                    if dropped is not None:
+                        dropped.close()
+        for sock in socks.values():
+            sock.close()
+
+    t = threading.Thread(target=commits, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: all(acked.values()), 60, message="every group commits before the upgrade")
+        upgrade()
+        upgraded = time.monotonic()
+        wait_until(lambda: all(a and a[-1][1] > upgraded for a in acked.values()), 60,
+                   message="every group commits after the upgrade")
+    finally:
+        stop.set()
+        t.join(60)
+    assert all(p.running() for p in procs)
+    for g in groups:
+        owner = next(p for p in procs if p.port == find(procs[0], g)[3])
+        code, offset = fetch_loaded(owner, g, topic)
+        assert code == 0 and offset >= max(o for o, _ in acked[g]), (g, offset, acked[g][-3:])
+    for partition in {partition_for(g, SHARDS) for g in groups}:
+        log = read_state_log(upstream.bootstrap, procs[0].state_topic, partition)
+        assert log.fences, f"state partition {partition} was not fenced by writing"
+        assert log.epoch_regressions() == []
 
 
 def test_three_processes_share_the_shards_and_agree_on_addresses(trio):
@@ -403,9 +479,10 @@ def _pause_take_over_and_wake(trio, upstream, names, ask_on_waking, fencing: str
 
 
 def test_a_paused_process_answers_nothing_and_writes_nothing(trio, upstream, names, ask_on_waking):
-    """fencing=transactional (the default): a paused process past its session is fenced by
-    its successor's take; what waited for it is refused, never applied."""
-    _pause_take_over_and_wake(trio, upstream, names, ask_on_waking, "transactional")
+    """The default fencing (epoch): the successor's take bumps the shard's epoch and writes
+    its fence before loading; the woken process's writes are refused at the partition, and
+    what waited for it is refused, never applied."""
+    _pause_take_over_and_wake(trio, upstream, names, ask_on_waking, DEFAULT_FENCING)
 
 
 def test_a_joiner_takes_a_share_and_unmoved_shards_keep_serving(upstream, names):
@@ -593,78 +670,3 @@ def test_groups_list_through_one_instance_shows_every_instances_groups(trio, ups
     assert out.returncode == 0, out.stderr
     listed = set(out.stdout.split())
     assert set(groups) <= listed, sorted(set(groups) - listed)
-
-
-# fencing=epoch with real processes (docs/design/fencing.md "fencing=epoch"). Last in the
-# module: the rolling upgrade leaves the trio fencing by writing, and the paused-process test
-# then runs on it; the `trio` fixture stops all three before going back to transactional.
-
-
-def test_a_rolling_upgrade_to_fencing_epoch_keeps_every_commit(epoch_trio_upgrade, upstream, names):
-    """Each process in turn stopped (SIGTERM) and started again with fencing=epoch while
-    commits go on: the shards pass from transactional owners to epoch owners and back
-    (a stopped epoch owner's shards go to a transactional one mid-upgrade), without a stop of
-    the cluster; every acknowledged commit is kept, and the shards end fenced by writing."""
-    from coordinator.group.hashing import partition_for
-    from support.state_partition import read_state_log
-
-    procs, upgrade = epoch_trio_upgrade
-    topic = names.topic()
-    create_topic(upstream.bootstrap, topic, 1)
-    groups = [f"{names.group()}-{i}" for i in range(6)]
-    acked: dict[str, list[tuple[int, float]]] = {g: [] for g in groups}
-    stop = threading.Event()
-
-    def commits() -> None:
-        # One connection per process, opened again after a failure: few client ports taken
-        # while a process restarts on its own (see _restart_on_its_port).
-        socks: dict[int, socket.socket] = {}
-
-        def conn(port: int) -> socket.socket:
-            if port not in socks:
-                socks[port] = socket.create_connection(("127.0.0.1", port), timeout=30)
-            return socks[port]
-
-        offset = 0
-        while not stop.is_set():
-            offset += 1
-            for g in groups:
-                port = procs[offset % 3].port
-                try:
-                    port = probe.find(conn(port), g)[3]
-                    if probe.commit(conn(port), g, topic, offset) == 0:
-                        acked[g].append((offset, time.monotonic()))
-                except (OSError, AssertionError):     # a process stopping or starting:
-                    dropped = socks.pop(port, None)    # the next round asks again
-                    if dropped is not None:
-                        dropped.close()
-        for sock in socks.values():
-            sock.close()
-
-    t = threading.Thread(target=commits, daemon=True)
-    t.start()
-    try:
-        wait_until(lambda: all(acked.values()), 60, message="every group commits before the upgrade")
-        upgrade()
-        upgraded = time.monotonic()
-        wait_until(lambda: all(a and a[-1][1] > upgraded for a in acked.values()), 60,
-                   message="every group commits after the upgrade")
-    finally:
-        stop.set()
-        t.join(60)
-    assert all(p.running() for p in procs)
-    for g in groups:
-        owner = next(p for p in procs if p.port == find(procs[0], g)[3])
-        code, offset = fetch_loaded(owner, g, topic)
-        assert code == 0 and offset >= max(o for o, _ in acked[g]), (g, offset, acked[g][-3:])
-    for partition in {partition_for(g, SHARDS) for g in groups}:
-        log = read_state_log(upstream.bootstrap, procs[0].state_topic, partition)
-        assert log.fences, f"state partition {partition} was not fenced by writing"
-        assert log.epoch_regressions() == []
-
-
-def test_a_paused_process_fencing_by_writing_answers_nothing_and_writes_nothing(epoch_trio, upstream, names,
-                                                                              ask_on_waking):
-    """fencing=epoch: the successor's take bumps the shard's epoch and writes its fence
-    before loading; the woken process's writes are refused at the partition."""
-    _pause_take_over_and_wake(epoch_trio, upstream, names, ask_on_waking, "epoch")
