@@ -4,9 +4,15 @@ written from its guarantees, not its code.
 Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness):
 - every task is active on exactly one member;
 - stickiness: a task stays with the member that had it active, then goes to a member that
-  had it as a standby (its state is warm), as long as that member stays within its quota
-  (ceil(tasks / members)); the rest go to the least loaded member, the least loaded process
-  first, so the load is balanced across processes by their number of members;
+  had it as a standby (its state is warm), as long as that member stays within its quota;
+  the rest go to the least loaded member, the least loaded process first, so the load is
+  balanced across processes by their number of members;
+- the quota is ceil(tasks / members) over the tasks and members not yet full: once a member
+  reaches it, the quota is computed again for the others (Kafka's `maybeUpdateTasksPerMember`).
+  So loads never differ by more than one, whatever the previous assignment: a fixed
+  ceil(tasks / members) let members that joined one by one keep 7, 7, ... 4, 4 of 64 tasks
+  over 10, and the next join then moved tasks between members that stayed (8 lost one, 2
+  gained one and had to wait for the revocations: docs/measurements/streams-rebalance.md);
 - standbys only for the tasks of stateful subtopologies (those with a changelog: a standby of
   a stateless task would keep nothing warm; Kafka 4.4 assigns none there either);
 - a standby is never placed on a process that holds the same task (active or standby);
@@ -95,6 +101,21 @@ class _Load:
         return found
 
 
+class _Quota:
+    """The sticky passes' quota (the module's rules): ceil(left tasks / members not full)."""
+
+    def __init__(self, tasks: int, members: int) -> None:
+        self.tasks, self.members = tasks, members
+        self.per_member = -(-tasks // members) if members else 0
+
+    def took(self, load: int) -> None:
+        """A member's load is now `load`; at the quota it is full, and the quota is redone."""
+        if load == self.per_member and self.members > 1:
+            self.tasks -= load
+            self.members -= 1
+            self.per_member = -(-self.tasks // self.members)
+
+
 def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int,
            stateful: frozenset[str] | None = None) -> dict[str, Tasks]:
     """Each member's new target assignment; standbys only for the tasks of the ``stateful``
@@ -111,25 +132,27 @@ def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby
 def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict[str, set[Task]]:
     out: dict[str, set[Task]] = {m: set() for m in members}
     load = _Load(members)
-    quota = math.ceil(len(tasks) / len(members))
+    quota = _Quota(len(tasks), len(members))
     prev_active = _owners(members, lambda s: s.previous.active)
     prev_standby = _owners(members, lambda s: s.previous.standby)
     unassigned = []
     for t in tasks:
-        owner = next((m for m in sorted(prev_active.get(t, ())) if load.member[m] < quota), None)
+        owner = next((m for m in sorted(prev_active.get(t, ())) if load.member[m] < quota.per_member), None)
         if owner is None:
             unassigned.append(t)
         else:
             out[owner].add(t)
             load.add(owner)
+            quota.took(load.member[owner])
     rest = []
     for t in unassigned:
-        warm = load.least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota)
+        warm = load.least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota.per_member)
         if warm is None:
             rest.append(t)
         else:
             out[warm].add(t)
             load.add(warm)
+            quota.took(load.member[warm])
     for t in rest:
         m = load.pop_least(lambda _pid: True)
         assert m is not None

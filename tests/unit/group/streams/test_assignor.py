@@ -86,3 +86,34 @@ def test_standbys_only_for_the_tasks_of_stateful_subtopologies():
     _check_invariants(out, procs, 1)
     standbys = sorted(t for a in out.values() for t in a.standby)
     assert standbys == [("1", p) for p in range(6)]      # subtopology 0 keeps no state: no standby
+
+
+def _one_by_one(n: int, tasks: list) -> tuple[dict[str, str], dict[str, Tasks]]:
+    """``n`` members joining one at a time, each assignment sticky to the one before."""
+    procs: dict[str, str] = {}
+    out: dict[str, Tasks] = {}
+    for i in range(n):
+        procs[f"m{i}"] = f"p{i}"
+        out = assign(_specs(procs, out), tasks, 0)
+    return procs, out
+
+
+def test_members_that_joined_one_by_one_end_within_one_task_of_each_other():
+    """Kafka's quota is redone whenever a member fills it (`maybeUpdateTasksPerMember`): ten
+    members joining one by one over 64 tasks hold 7 or 6 each (a fixed ceil(64 / 10) = 7 let
+    the first eight keep 7 and left 4 to each of the last two)."""
+    tasks = [(s, p) for s in ("0", "1") for p in range(32)]
+    _, out = _one_by_one(10, tasks)
+    assert sorted(len(a.active) for a in out.values()) == [6] * 6 + [7] * 4
+
+
+def test_a_join_moves_tasks_only_to_the_new_member():
+    """The eleventh member's tasks come from the fullest members; no member that stays gains a
+    task (a gain would wait for another member's revocation and start a new task)."""
+    tasks = [(s, p) for s in ("0", "1") for p in range(32)]
+    procs, before = _one_by_one(10, tasks)
+    procs["m10"] = "p10"
+    after = assign(_specs(procs, before), tasks, 0)
+    assert all(after[m].active <= before[m].active for m in before)
+    assert sorted(len(a.active) for a in after.values()) == [5, 5] + [6] * 9
+    assert len(after["m10"].active) == 5

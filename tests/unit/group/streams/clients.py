@@ -1,0 +1,141 @@
+"""Simulated Kafka Streams 4.4 clients heartbeating into the sans-IO streams core on the
+driver's simulated clock, to count the heartbeat round trips and the simulated time a group
+needs to converge (test_convergence.py).
+
+Each client follows Kafka 4.4's client rules (clients/.../internals/
+StreamsGroupHeartbeatRequestManager.java and StreamsMembershipManager.java):
+- a join (epoch 0) is sent at once; later heartbeats every `HeartbeatIntervalMs` of the last
+  response (the manager takes each response's interval as sent);
+- a response's tasks, when present, are the new target; a reconciliation starts when none is
+  in progress: revoke what the target lacks, then assign what it adds (one pass of the
+  callbacks on the stream thread, `callback_ms` long); when it completes the member is
+  ACKNOWLEDGING and heartbeats at once (`shouldHeartbeatBeforeIntervalExpires`);
+- a heartbeat reports the last reconciled assignment only when it changed since the last
+  report (`LastSentFields`), else the task fields are null.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.streams.model import MemberState, StreamsGroupState
+
+from .driver import REQ, Driver, beat
+
+NOTHING: tuple = (frozenset(), frozenset(), frozenset())
+KINDS = ("active", "standby", "warmup")
+
+
+@dataclass
+class Client:
+    member: str
+    process: str
+    epoch: int = 0
+    interval_ms: int = 0
+    current: tuple = NOTHING           # the last reconciled assignment
+    target: tuple = NOTHING            # the latest assignment received
+    reconciling: bool = False
+    generation: int = 0                # of the heartbeat due next
+    last_sent: tuple | None = None
+    heartbeats: int = 0
+    reconciliations: int = 0
+    moved_in: int = 0                  # active tasks it started (each one a task moved to it)
+    # simulated ms in which the coordinator had the member not STABLE at the target epoch,
+    # summed over the intervals between its heartbeats
+    busy_since_ms: int | None = None
+    busy_ms: list = field(default_factory=list)
+
+
+class Fleet:
+    """Clients and the driver on one event queue, ordered by simulated time."""
+
+    def __init__(self, d: Driver, topology, callback_ms: int = 0) -> None:
+        self.d, self.topology, self.callback_ms = d, topology, callback_ms
+        self.clients: dict[str, Client] = {}
+        self.queue: list[tuple[int, int, str, str, int]] = []
+        self.seq = 0
+
+    def _at(self, when: int, what: str, member: str) -> None:
+        """Queue an event; a heartbeat queued later supersedes the one queued before (the
+        manager's timer restarts with every heartbeat sent)."""
+        self.seq += 1
+        c = self.clients[member]
+        if what == "heartbeat":
+            c.generation += 1
+        heapq.heappush(self.queue, (when, self.seq, what, member, c.generation))
+
+    def start(self, member: str, process: str, at_ms: int | None = None) -> Client:
+        c = self.clients[member] = Client(member, process)
+        self._at(self.d.now_ms if at_ms is None else at_ms, "heartbeat", member)
+        return c
+
+    # ------------------------------------------------------------------ one client
+    def _request(self, c: Client):
+        if c.epoch == 0:
+            return REQ.StreamsGroupHeartbeatRequest(
+                group_id="app", member_id=c.member, member_epoch=0, endpoint_information_epoch=0,
+                rebalance_timeout=timedelta(minutes=5), topology=self.topology, active_tasks=(), standby_tasks=(),
+                warmup_tasks=(), process_id=c.process, client_tags=(), task_offsets=None, task_end_offsets=None)
+        owned = None if c.last_sent == c.current else c.current
+        c.last_sent = c.current
+        return beat(c.member, c.epoch, owned)
+
+    def heartbeat(self, c: Client) -> None:
+        a = self.d.hb(self._request(c))
+        c.heartbeats += 1
+        assert a.error_code == ErrorCode.none, a.error_message
+        c.epoch = a.member_epoch
+        c.interval_ms = int(a.heartbeat_interval.total_seconds() * 1000)
+        if a.active_tasks is not None:
+            c.target = tuple(frozenset(a.tasks(k) or ()) for k in KINDS)
+        self._track(c)
+        if not c.reconciling and c.target != c.current:
+            c.reconciling = True
+            self._at(self.d.now_ms + self.callback_ms, "reconciled", c.member)
+        self._at(self.d.now_ms + c.interval_ms, "heartbeat", c.member)
+
+    def _track(self, c: Client) -> None:
+        m = self.d.group().members[c.member]
+        busy = m.state is not MemberState.STABLE or m.member_epoch != self.d.group().target_assignment_epoch
+        if busy and c.busy_since_ms is None:
+            c.busy_since_ms = self.d.now_ms
+        elif not busy and c.busy_since_ms is not None:
+            c.busy_ms.append(self.d.now_ms - c.busy_since_ms)
+            c.busy_since_ms = None
+
+    def reconciled(self, c: Client) -> None:
+        c.moved_in += len(c.target[0] - c.current[0])
+        c.current, c.reconciling = c.target, False
+        c.reconciliations += 1
+        self.heartbeat(c)                  # ACKNOWLEDGING: at once
+
+    # ------------------------------------------------------------------ the run
+    def run_until(self, done, limit_ms: int = 120_000) -> int:
+        """Process events until ``done()``; the simulated ms it took."""
+        start = self.d.now_ms
+        while not done():
+            assert self.queue and self.queue[0][0] - start <= limit_ms, "no convergence"
+            when, _, what, member, generation = heapq.heappop(self.queue)
+            self.d.advance(max(0, when - self.d.now_ms))     # the coordinator's timers fire on the way
+            c = self.clients[member]
+            if what == "reconciled":
+                self.reconciled(c)
+            elif generation == c.generation:
+                self.heartbeat(c)
+        return self.d.now_ms - start
+
+    def stable(self, tasks: set) -> bool:
+        group = self.d.shard.groups.get("app")
+        if group is None or group.state() is not StreamsGroupState.STABLE:
+            return False
+        running = [t for c in self.clients.values() for t in c.current[0]]
+        return (len(running) == len(tasks) and set(running) == tasks and all(
+            not c.reconciling and c.member in group.members
+            and c.current == tuple(frozenset(x) for x in group.members[c.member].assigned)
+            for c in self.clients.values()))
+
+    def round_trips(self) -> int:
+        return sum(c.heartbeats for c in self.clients.values())

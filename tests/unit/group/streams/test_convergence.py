@@ -1,0 +1,90 @@
+"""How fast a streams group converges, on the simulated clock, with simulated Kafka Streams
+4.4 clients (clients.py): the benchmark's sequence (bench/bench_streams_rebalance.py) without
+JVMs. Ten instances of the counting application (two subtopologies over 32 partitions: 64
+tasks) start 37 ms apart, then an eleventh joins.
+
+Two sides, both with no initial delay and no assignment interval (the benchmark's tuned sides):
+- kcoord: its adaptive heartbeat interval (coordinator/group/heartbeat_interval.py);
+- Kafka's rules: the fixed 500 ms interval Kafka 4.4 tuned hands out
+  (`group.streams.heartbeat.interval.ms`). kcoord's reconciliation follows Kafka's
+  (group-coordinator/.../streams/CurrentAssignmentBuilder.java: revoke before assign, a task
+  given only once released), and its assignor Kafka's quota
+  (group-coordinator/.../streams/assignor/StickyTaskAssignor.java, `maybeUpdateTasksPerMember`),
+  so this side is what Kafka's coordinator does with the same clients.
+
+What Kafka's rules give for the join, worked by hand: 64 tasks over 10 members are 7, 7, 7, 7
+and six 6 (the quota is redone as members fill it); over 11 the quota is 6 until nine members
+are full, then 5: the four members with 7 and one with 6 give up one task each, nobody else
+changes. The joiner's first heartbeat computes the target (UNRELEASED_TASKS, nothing free);
+each of the five revokers learns of its revocation at its next heartbeat (at most one interval
+later), revokes and acknowledges at once (two round trips, no wait in between); the joiner
+gets the released tasks at its next heartbeat after that.
+
+`scenario` returns the figures; docs/measurements/streams-rebalance.md quotes them.
+"""
+from __future__ import annotations
+
+from .clients import Fleet
+from .driver import Driver, image, subtopology, topic_info, topology
+
+PARTITIONS = 32
+TOP = topology(subtopology("0", sources=["in"], sinks=["app-rep"]),
+               subtopology("1", repartition=[topic_info("app-rep", 0)], changelogs=["app-store-changelog"]))
+IMAGE = image(**{"in": PARTITIONS, "app-rep": PARTITIONS, "app-store-changelog": PARTITIONS})
+ALL = {(s, p) for s in ("0", "1") for p in range(PARTITIONS)}
+STAGGER_MS = 37        # the instances' starts, spread as JVMs started together spread them
+CALLBACK_MS = 20       # one pass of the Streams callbacks (revoke, then assign)
+TUNED = {"streams_initial_rebalance_delay_ms": 0, "streams_assignment_interval_ms": 0}
+KAFKA_RULES = {**TUNED, "consumer_heartbeat_policy": "fixed", "streams_heartbeat_interval_ms": 500}
+
+
+def scenario(instances: int = 10, **config) -> dict[str, int]:
+    d = Driver(IMAGE, **{**TUNED, **config})
+    fleet = Fleet(d, TOP, callback_ms=CALLBACK_MS)
+    t0 = d.now_ms
+    last_start = t0 + (instances - 1) * STAGGER_MS
+    for i in range(instances):
+        fleet.start(f"m{i}", f"p{i}", at_ms=t0 + i * STAGGER_MS)
+    fleet.run_until(lambda: d.now_ms >= last_start and fleet.stable(ALL))
+    out = {"start_ms": d.now_ms - last_start, "start_round_trips": fleet.round_trips(),
+           "start_moves": sum(c.moved_in for c in fleet.clients.values())}
+    before = {m: c.current[0] for m, c in fleet.clients.items()}
+    for c in fleet.clients.values():
+        c.reconciliations = c.moved_in = c.heartbeats = 0
+        c.busy_ms.clear()
+    joiner = fleet.start("joiner", "pj")
+    out["join_first_task_ms"] = fleet.run_until(lambda: bool(joiner.current[0]))
+    out["join_stable_ms"] = out["join_first_task_ms"] + fleet.run_until(lambda: fleet.stable(ALL))
+    stayed = [fleet.clients[m] for m in before]
+    out.update(
+        join_round_trips=fleet.round_trips(), join_moves=sum(c.moved_in for c in fleet.clients.values()),
+        members_reconciling=sum(1 for c in stayed if c.reconciliations),
+        members_gaining=sum(1 for c in stayed if c.current[0] - before[c.member]),
+        longest_reconciling_ms=max((t for c in stayed for t in c.busy_ms), default=0))
+    return out
+
+
+def test_ten_started_together_are_stable_no_later_than_under_kafkas_rules():
+    kcoord, kafka = scenario(), scenario(**KAFKA_RULES)
+    assert kcoord["start_ms"] <= kafka["start_ms"], (kcoord, kafka)
+    assert kcoord["start_moves"] <= kafka["start_moves"], (kcoord, kafka)
+
+
+def test_a_join_moves_five_tasks_from_five_members_as_kafkas_rules_do():
+    for figures in (scenario(), scenario(**KAFKA_RULES)):
+        assert figures["join_moves"] == 5, figures
+        assert figures["members_reconciling"] == 5, figures
+        assert figures["members_gaining"] == 0, figures
+
+
+def test_a_member_that_keeps_tasks_reconciles_within_one_callback_pass():
+    """A revoker is not STABLE from the heartbeat that tells it to revoke until the one that
+    acknowledges it, sent as soon as its callbacks ran: no heartbeat interval in between."""
+    for figures in (scenario(), scenario(**KAFKA_RULES)):
+        assert figures["longest_reconciling_ms"] == CALLBACK_MS, figures
+
+
+def test_the_joiner_runs_its_first_task_no_later_than_under_kafkas_rules():
+    kcoord, kafka = scenario(), scenario(**KAFKA_RULES)
+    assert kcoord["join_first_task_ms"] <= kafka["join_first_task_ms"], (kcoord, kafka)
+    assert kcoord["join_stable_ms"] <= kafka["join_stable_ms"], (kcoord, kafka)
