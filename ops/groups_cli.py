@@ -5,9 +5,11 @@ speaks only the Kafka protocol).
     kcoord groups list     --bootstrap-server HOST:PORT [--state S] [--type T] [--json]
     kcoord groups describe --bootstrap-server HOST:PORT (--group G ... | --all-groups)
                            [--members | --offsets (default) | --state] [--json]
-    kcoord groups reset-offsets   --bootstrap-server ... --group G (--topic T[:P,P] ... | --all-topics)
-                           (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N | --shift-by N)
-                           (--dry-run | --execute) [--delete-internal-topics] [--json]
+    kcoord groups reset-offsets   --bootstrap-server ... (--group G ... | --all-groups)
+                           (--topic T[:P,P] ... | --all-topics)
+                           (--to-earliest | --to-latest | --to-current | --to-datetime ISO | --by-duration PnDTnHnMnS
+                            | --to-offset N | --shift-by N | --from-file CSV)
+                           (--dry-run | --execute) [--export | --json] [--delete-internal-topics]
     kcoord groups delete-offsets  --bootstrap-server ... --group G --topic T[:P,P] ...
     kcoord groups delete          --bootstrap-server ... (--group G ... | --all-groups)
                            [--delete-internal-topics]
@@ -27,6 +29,15 @@ target (a table of its own; in JSON, rows with `process_id`), `--state` its topo
 `--all-topics` of reset-offsets also takes its topology's source topics. Its internal topics
 (repartition and changelog) are deleted only when asked: `--delete-internal-topics` on
 `delete` or on `reset-offsets --execute`.
+
+reset-offsets as kafka-consumer-groups' (ConsumerGroupCommand): a target outside the log is
+moved to its nearest end, except `--to-current`, which writes the committed offsets back as
+they are and the log-end offset where none is committed; `--by-duration` is the offset at now
+minus the duration; `--export` prints the plan as Kafka's CSV and `--from-file` reads such a
+file (ops/groups_plan.py; the file names the partitions: --topic and --all-topics are not
+needed, and ignored as Kafka ignores them). A group with members is refused `--execute`
+("Assignments can only be reset if the group ... is inactive"); the other groups named are
+reset, and the command ends with 1.
 """
 from __future__ import annotations
 
@@ -34,12 +45,13 @@ import argparse
 import asyncio
 import datetime
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ops import groups_configs, groups_streams
+from ops import groups_configs, groups_plan, groups_streams
 from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
 
 # Reset is an admin commit: Kafka refuses it for a group with members, so check first
@@ -72,20 +84,26 @@ def register(subparsers) -> None:
     view.add_argument("--state", action="store_true")
     q.set_defaults(func=_run(_describe))
 
-    q = sub.add_parser("reset-offsets", help="move a group's committed offsets")
+    q = sub.add_parser("reset-offsets", help="move groups' committed offsets")
     common(q)
-    q.add_argument("--group", required=True)
+    _groups_arg(q)
     _topics_arg(q, required=False)
     q.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for")
     to = q.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-current", action="store_true", help="the committed offsets (the log end where none)")
     to.add_argument("--to-datetime", help="ISO 8601, e.g. 2026-11-25T10:00:00.000 (UTC unless an offset is given)")
+    to.add_argument("--by-duration", help="the offset at now minus this ISO 8601 duration, e.g. PT15M, P1DT2H")
     to.add_argument("--to-offset", type=int)
     to.add_argument("--shift-by", type=int)
+    to.add_argument("--from-file", help="the offsets of a CSV plan (topic,partition,offset or "
+                                        "group,topic,partition,offset), as --export writes it")
     run = q.add_mutually_exclusive_group(required=True)
     run.add_argument("--dry-run", action="store_true")
     run.add_argument("--execute", action="store_true")
+    q.add_argument("--export", action="store_true",
+                   help="print the plan as Kafka's CSV (with a group column unless one --group is given)")
     _internal_topics_arg(q)
     q.set_defaults(func=_run(_reset))
 
@@ -151,14 +169,14 @@ def _security(path: str | None):
     return UpstreamSecurity.from_settings(resolve(props))
 
 
-def _out(args, rows: list[dict], header: list[str], keys: list[str]) -> None:
+def _out(args, rows: list[dict], header: list[str], keys: list[str], file=None) -> None:
     if args.json:
-        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        (file or sys.stdout).write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     table = [header] + [["-" if r.get(k) is None else str(r.get(k)) for k in keys] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        print(" ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print(" ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip(), file=file)
 
 
 # ------------------------------------------------------------------- commands
@@ -293,42 +311,101 @@ async def _selected_partitions(admin: GroupAdmin, args, committed: dict,
     named = {}
     for item in args.topic:
         topic, _, parts = item.partition(":")
+        if parts and not all(p.isascii() and p.isdigit() for p in parts.split(",") if p):
+            raise GroupsError(f"--topic {item[:80]!r}: partitions are numbers, TOPIC:P,P")
         named[topic] = [int(p) for p in parts.split(",") if p] if parts else None
     known = await admin.partitions(sorted(named))
     return sorted((t, p) for t, ps in named.items() for p in (ps if ps is not None else known[t]))
 
 
 async def _reset(admin: GroupAdmin, args) -> int:
-    d = await admin.describe(args.group)
-    if args.execute and d.members:
-        raise GroupsError(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "
-                          f"current state is {d.state}.")
-    committed = await admin.committed(args.group)
-    partitions = await _selected_partitions(admin, args, committed, d)
+    if args.export and args.json:
+        raise GroupsError("--export prints CSV: it takes no --json")
+    named = list(args.group or [])
+    from_file = groups_plan.read_plan_file(args.from_file, named) if args.from_file is not None else None
+    described, failed = [], False
+    for group in await _group_ids(admin, args):
+        d = await admin.describe(group)
+        if args.execute and d.members:
+            failed = _error(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
+                            f"state is {d.state}.")
+        elif from_file is not None and group not in from_file:
+            failed = _error(f"No reset plan for group {group} found")
+        else:
+            described.append(d)
+    if failed and not described:
+        return 1                 # nothing to reset: the errors alone, as before a plan
+    plan: groups_plan.Plan = {}
+    for d in described:
+        plan[d.group_id] = target = await _targets(admin, args, d, from_file)
+        if args.execute and target:
+            await admin.commit(d.group_id, target)
+    deleted = await _delete_internal_topics(admin, described) if args.execute and args.delete_internal_topics else []
+    if args.export:
+        # Kafka's tool prints the joined lines with println: a blank line closes the CSV.
+        sys.stdout.write(groups_plan.format_plan(plan, with_group=len(named) != 1) + "\n")
+        if deleted:
+            _out(args, deleted, ["INTERNAL-TOPIC", "STATUS"], ["internal_topic", "status"], file=sys.stderr)
+    else:
+        rows = [{"group": g, "topic": t, "partition": p, "new_offset": o}
+                for g in sorted(plan) for (t, p), o in sorted(plan[g].items())]
+        _out_with_topics(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                         ["group", "topic", "partition", "new_offset"], deleted)
+    return 1 if failed or any(r["status"] != "Deleted" for r in deleted) else 0
+
+
+def _error(message: str) -> bool:
+    print(f"Error: {message}", file=sys.stderr)
+    return True
+
+
+async def _targets(admin: GroupAdmin, args, d: GroupDescription,
+                   from_file: groups_plan.Plan | None) -> dict[tuple[str, int], int]:
+    """The offsets `args` asks for the group's partitions."""
+    committed = await admin.committed(d.group_id)
+    if from_file is not None:
+        wanted = from_file[d.group_id]
+        partitions = sorted(wanted)
+        known = await admin.partitions(sorted({t for t, _ in partitions})) if partitions else {}
+        for t, p in partitions:
+            if p not in known.get(t, ()):
+                raise groups_plan.PlanError(f"--from-file names {t}-{p}: {t} has partitions {known.get(t)}")
+    else:
+        partitions = await _selected_partitions(admin, args, committed, d)
     earliest = await admin.list_offsets(partitions, EARLIEST)
     latest = await admin.list_offsets(partitions, LATEST)
+    if args.to_current:
+        # Kafka writes the committed offsets back unchecked; the log end where none is committed.
+        return {tp: committed[tp][0] if tp in committed else latest[tp] for tp in partitions}
     if args.to_earliest:
         target = dict(earliest)
     elif args.to_latest:
         target = dict(latest)
     elif args.to_datetime is not None:
-        when = datetime.datetime.fromisoformat(args.to_datetime)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.UTC)
-        target = await admin.list_offsets(partitions, int(when.timestamp() * 1000))
+        target = await admin.list_offsets(partitions, _datetime_ms(args.to_datetime))
+    elif args.by_duration is not None:
+        since = groups_plan.timestamp_before(time.time_ns() // 1_000_000,
+                                             groups_plan.parse_duration_ns(args.by_duration))
+        target = await admin.list_offsets(partitions, since)
     elif args.to_offset is not None:
         target = {tp: args.to_offset for tp in partitions}
+    elif from_file is not None:
+        target = dict(from_file[d.group_id])
     else:
         target = {tp: committed.get(tp, (latest[tp], ""))[0] + args.shift_by for tp in partitions}
     # As kafka-consumer-groups: a target outside the log is moved to its nearest end.
-    target = {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in target.items()}
-    if args.execute:
-        await admin.commit(args.group, target)
-    rows = [{"group": args.group, "topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(target.items())]
-    deleted = await _delete_internal_topics(admin, [d]) if args.execute and args.delete_internal_topics else []
-    _out_with_topics(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                     ["group", "topic", "partition", "new_offset"], deleted)
-    return 0 if all(r["status"] == "Deleted" for r in deleted) else 1
+    return {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in target.items()}
+
+
+def _datetime_ms(text: str) -> int:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise GroupsError(f"--to-datetime {text[:60]!r} is not an ISO 8601 time (e.g. 2026-11-25T10:00:00.000)") \
+            from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(int(when.timestamp() * 1000), 0)
 
 
 async def _delete_internal_topics(admin: GroupAdmin, described: list[GroupDescription]) -> list[dict]:
