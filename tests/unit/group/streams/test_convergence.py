@@ -33,6 +33,7 @@ TOP = topology(subtopology("0", sources=["in"], sinks=["app-rep"]),
 IMAGE = image(**{"in": PARTITIONS, "app-rep": PARTITIONS, "app-store-changelog": PARTITIONS})
 ALL = {(s, p) for s in ("0", "1") for p in range(PARTITIONS)}
 STAGGER_MS = 37        # the instances' starts, spread as JVMs started together spread them
+JOIN_AFTER_MS = 250    # the eleventh starts half a stable interval after the group settled
 CALLBACK_MS = 20       # one pass of the Streams callbacks (revoke, then assign)
 TUNED = {"streams_initial_rebalance_delay_ms": 0, "streams_assignment_interval_ms": 0}
 KAFKA_RULES = {**TUNED, "consumer_heartbeat_policy": "fixed", "streams_heartbeat_interval_ms": 500}
@@ -49,10 +50,12 @@ def scenario(instances: int = 10, **config) -> dict[str, int]:
     out = {"start_ms": d.now_ms - last_start, "start_round_trips": fleet.round_trips(),
            "start_moves": sum(c.moved_in for c in fleet.clients.values())}
     before = {m: c.current[0] for m, c in fleet.clients.items()}
+    joiner = fleet.start("joiner", "pj", at_ms=d.now_ms + JOIN_AFTER_MS)
+    fleet.run_until(lambda: joiner.heartbeats > 0)        # its join: the new target is computed
     for c in fleet.clients.values():
-        c.reconciliations = c.moved_in = c.heartbeats = 0
+        c.reconciliations = c.moved_in = 0
+        c.heartbeats = int(c is joiner)
         c.busy_ms.clear()
-    joiner = fleet.start("joiner", "pj")
     out["join_first_task_ms"] = fleet.run_until(lambda: bool(joiner.current[0]))
     out["join_stable_ms"] = out["join_first_task_ms"] + fleet.run_until(lambda: fleet.stable(ALL))
     stayed = [fleet.clients[m] for m in before]

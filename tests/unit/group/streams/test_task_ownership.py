@@ -16,7 +16,7 @@ and once everyone heartbeats in order, the group becomes STABLE with every task 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group.streams.model import Holders, MemberState, StreamsGroupState, StreamsMember, Tasks
 from coordinator.group.streams.reconciliation import reconcile
 
-from .driver import REQ, Driver, beat, ids, image, subtopology, topology
+from .driver import REQ, Driver, beat, image, subtopology, topology
 
 PARTITIONS = 12
 TOP = topology(subtopology("0", sources=["input"], changelogs=["app-store-changelog"]),
