@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,6 +184,15 @@ class KcoordProcess:
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def serving(process: KcoordProcess) -> Iterator[KcoordProcess]:
+    """The body of a fixture: start ``process``, hand it out, and at teardown stop it unless a
+    test left it exited (a killed process stays as the test left it)."""
+    process.start()
+    yield process
+    if process.running():
+        process.stop()
 
 
 def start_all(processes: list[KcoordProcess], timeout: float = 60.0) -> None:

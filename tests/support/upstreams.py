@@ -13,8 +13,8 @@ without Java; ``KCOORD_UPSTREAMS=all`` runs every test against every upstream.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 
 # upstream id -> session fixture (tests/conftest.py)
 FIXTURES = {
@@ -53,6 +53,13 @@ def upstream_ids(in_subset: bool) -> list[str]:
             raise ValueError(f"KCOORD_UPSTREAMS names unknown upstreams {sorted(unknown)}; known: {sorted(FIXTURES)}")
         ids = [i for i in ids if i in allowed]
     return ids
+
+
+def cluster(request, tansu: str = "tansu"):
+    """The body of an ``upstream`` fixture: the session cluster its parameter names (Tansu when
+    unparametrized); ``tansu`` is the fixture the ``tansu`` id stands for."""
+    kind = getattr(request, "param", "tansu")
+    return request.getfixturevalue(tansu if kind == "tansu" else FIXTURES[kind])
 
 
 def parametrize(metafunc) -> None:

@@ -14,17 +14,14 @@ from collections.abc import Iterator
 import pytest
 
 from support.differential import KAFKA_EQUIVALENT, Coordinator, create_known_topic
-from support.kcoord import KcoordProcess
+from support.kcoord import KcoordProcess, serving
 
 
 def kafka_equivalent_kcoord(upstream: str, state_topic_prefix: str) -> Iterator[KcoordProcess]:
     """The body of a fixture: `kcoord serve` in Kafka-equivalent mode in front of ``upstream``,
     on a state topic of its own, stopped at teardown unless it has already exited."""
-    gateway = KcoordProcess(upstream=upstream, state_topic=f"{state_topic_prefix}_{uuid.uuid4().hex[:8]}",
-                            config=KAFKA_EQUIVALENT).start()
-    yield gateway
-    if gateway.process is not None and gateway.process.poll() is None:
-        gateway.stop()
+    yield from serving(KcoordProcess(upstream=upstream, state_topic=f"{state_topic_prefix}_{uuid.uuid4().hex[:8]}",
+                                     config=KAFKA_EQUIVALENT))
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support import ports
+from support import fixtures, ports
 from support.tansu import TansuBroker, start_tansu
 
 REPO = Path(__file__).resolve().parents[3]
@@ -29,17 +29,10 @@ def ops_tansu(tmp_path_factory) -> Iterator[TansuBroker]:
     broker.stop()
 
 
-@pytest.fixture(scope="module")
-def upstream(request, tmp_path_factory):
-    """The cluster the tools read and write: this suite's own Tansu or a
-    session Kafka (support.upstreams parametrizes it: Tansu and Kafka 4.3)."""
-    from support.upstreams import FIXTURES
-
-    kind = getattr(request, "param", "tansu")
-    if kind == "tansu":
-        yield request.getfixturevalue("ops_tansu")
-    else:
-        yield request.getfixturevalue(FIXTURES[kind])
+upstream = fixtures.module_upstream(
+    tansu="ops_tansu",
+    doc="""The cluster the tools read and write: this suite's own Tansu or a session Kafka
+    (support.upstreams parametrizes it).""")
 
 
 class KcoordServe:
