@@ -10,6 +10,7 @@ do."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer
 
 from support.admin import create_topic
 from support.kafka_broker import KafkaCluster
+from support.kafka_tools import consumer_groups
 from support.kcoord import KcoordProcess
 from support.produce import produce_records
 from support.wait import wait_until
@@ -150,3 +152,40 @@ def test_groups_cli_agrees_with_kafkas_own_coordinator(upstream, topic_and_kcoor
     direct = _named(scenario(upstream.bootstrap, topic, protocol), topic)
     through = _named(scenario(kc.bootstrap, topic, protocol), topic)
     assert direct == through == expected(protocol)
+
+
+def test_reset_plans_round_trip_and_read_as_kafkas_tool_writes_them(upstream, topic_and_kcoord, tmp_path):
+    """--from-file --execute sets two empty groups' offsets (one past the log end: moved to
+    it); --to-current --export prints them back, in the layout Kafka 4.4's
+    kafka-consumer-groups.sh prints for the same command, line for line; the export read back
+    with --from-file is the same plan, and Kafka's tool reads kcoord's two-group export as
+    kcoord does."""
+    topic, kc = topic_and_kcoord
+    prefix = f"groups-plan-{uuid.uuid4().hex[:8]}"
+    g1, g2 = f"{prefix}-a", f"{prefix}-b"      # in the order the plan is printed
+
+    def csv(*args: str) -> str:
+        run = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "reset-offsets", *args, "--export",
+                              "--bootstrap-server", kc.bootstrap], cwd=REPO, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, f"reset-offsets {' '.join(args)} failed ({run.returncode}): {run.stderr}"
+        return run.stdout
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{g1},{topic},0,3\n{g1},{topic},1,5\n{g2},{topic},2,99\n")
+    executed = csv("--group", g1, "--group", g2, "--from-file", str(plan), "--execute")
+    expected_two = f"{g1},{topic},0,3\n{g1},{topic},1,5\n{g2},{topic},2,{PER_PARTITION}\n\n"
+    assert executed == expected_two
+    current = csv("--group", g1, "--all-topics", "--to-current", "--dry-run")
+    assert current == f"{topic},0,3\n{topic},1,5\n\n"
+    (tmp_path / "current.csv").write_text(current)
+    assert csv("--group", g1, "--from-file", str(tmp_path / "current.csv"), "--dry-run") == current
+    (tmp_path / "two.csv").write_text(executed)
+    if shutil.which("java") is None:
+        pytest.skip("java not on PATH: Kafka's tool is not there to compare with")
+    kafkas = consumer_groups(kc.bootstrap, "--reset-offsets", "--group", g1, "--all-topics", "--to-current",
+                             "--dry-run", "--export").check()
+    assert sorted(kafkas.stdout.split("\n")) == sorted(current.split("\n")), kafkas.describe()
+    kafkas = consumer_groups(kc.bootstrap, "--reset-offsets", "--group", g1, "--group", g2, "--from-file",
+                             str(tmp_path / "two.csv"), "--dry-run", "--export").check()
+    assert sorted(kafkas.stdout.split("\n")) == sorted(executed.split("\n")), kafkas.describe()
