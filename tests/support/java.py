@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from migration.rehearse import java_jars
+from migration.rehearse import java_jars, streams_jars
 from migration.rehearse.member import read_events, read_lines
 
 from . import processes
@@ -107,11 +107,18 @@ LIBS_JAVA_SOURCES = JAVA_SOURCES / "streams"
 CONNECT_JAVA_SOURCES = JAVA_SOURCES / "connect"
 
 
-def libs_classpath_with(sources_dir: Path, cache: Path | None = None) -> str:
-    """Classpath of ``sources_dir``'s classes (compiled once per content hash) and libs/*."""
+# The Streams apps print their JSON lines with StreamsEvents, which kcoord ships in its Streams
+# rehearsal's source (streams_jars.SOURCES): compiled with them, so one copy serves both.
+SHIPPED_STREAMS_SOURCES = streams_jars.SOURCES
+
+
+def libs_classpath_with(sources_dir: Path, cache: Path | None = None, *also: Path) -> str:
+    """Classpath of the classes of ``sources_dir`` and the ``also`` dirs' sources (compiled
+    together, once per content hash) and libs/*."""
     cache = cache or ensure_java_jars()
     libs = cache / "libs" / "*"
-    classes = java_jars.compiled_classes(cache, sorted(sources_dir.glob("*.java")), (libs,))
+    sources = sorted(source for folder in (sources_dir, *also) for source in folder.glob("*.java"))
+    classes = java_jars.compiled_classes(cache, sources, (libs,))
     return f"{classes}:{libs}"
 
 
@@ -120,7 +127,7 @@ def libs_java_command(main_class: str, args: Sequence[str] = (),
     """``java`` argv running a class of tests/clients/java/streams/ with the libs/ classpath."""
     cache = ensure_java_jars()
     return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={cache / 'log4j2.properties'}",
-            "-cp", libs_classpath_with(LIBS_JAVA_SOURCES, cache), main_class, *args]
+            "-cp", libs_classpath_with(LIBS_JAVA_SOURCES, cache, SHIPPED_STREAMS_SOURCES), main_class, *args]
 
 
 class JavaConsumer(EventLogConsumer):

@@ -2,6 +2,8 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -41,15 +43,17 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  *   (REMAIN_IN_GROUP: the coordinator removes it when its session expires); EOF is "close leave".
  *   Each closes with a 30 s bound, then prints "closed" and exits 0.
  *
+ * The JSON-line output and the task polling are StreamsEvents' (below in this file), which the
+ * test suite's Streams application (tests/clients/java/streams/CountStreamsApp.java) compiles
+ * with and uses too, so both print the same lines the same way.
+ *
  * Usage: StreamsRehearsalApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
  *   --protocol classic|streams [--name NAME] [--commit-ms MS] [--poll-ms MS] [--session-timeout-ms MS]
  */
 public class StreamsRehearsalApp {
     public static void main(String[] argv) throws Exception {
-        Map<String, String> opts = new HashMap<>();
-        for (int i = 0; i + 1 < argv.length; i += 2) {
-            opts.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
-        }
+        StreamsEvents.TaskLines taskLines = new StreamsEvents.TaskLines(false);
+        Map<String, String> opts = StreamsEvents.options(argv);
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, opts.get("app-id"));
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
@@ -74,30 +78,23 @@ public class StreamsRehearsalApp {
             .mapValues(String::valueOf)
             .to(opts.get("output"));
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
-        streams.setStateListener((now, before) ->
-            say("state", "\"state\":" + q(now.name()) + ",\"from\":" + q(before.name())));
-        streams.setUncaughtExceptionHandler(e -> {
-            say("fatal", "\"error\":" + q(e.getClass().getName()) + ",\"message\":" + q(String.valueOf(e.getMessage())));
-            return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-        });
+        StreamsEvents.watch(streams);
         streams.start();
-        say("ready", "\"protocol\":" + q(opts.get("protocol")));
-        Thread poller = new Thread(() -> pollTasks(streams, Long.parseLong(opts.getOrDefault("poll-ms", "50"))),
-            "task-poller");
-        poller.setDaemon(true);
-        poller.start();
+        StreamsEvents.say("ready", "\"protocol\":" + StreamsEvents.q(opts.get("protocol")));
+        taskLines.start(streams, Long.parseLong(opts.getOrDefault("poll-ms", "50")));
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null && !line.trim().startsWith("close")) {
-            say("error", "\"command\":" + q(line.trim()) + ",\"message\":\"unknown command\"");
+            StreamsEvents.say("error", "\"command\":" + StreamsEvents.q(line.trim()) + ",\"message\":\"unknown command\"");
         }
         CloseOptions.GroupMembershipOperation op = line != null && line.trim().equals("close remain")
             ? CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP
             : CloseOptions.GroupMembershipOperation.LEAVE_GROUP;
         streams.close(CloseOptions.groupMembershipOperation(op).withTimeout(Duration.ofSeconds(30)));
-        closedTasks();
-        say("closed", "\"state\":" + q(streams.state().name()) + ",\"how\":" + q(op.name()));
+        taskLines.closed();
+        StreamsEvents.say("closed", "\"state\":" + StreamsEvents.q(streams.state().name()) + ",\"how\":"
+            + StreamsEvents.q(op.name()));
     }
 
     /** Prints every input record it passes on: the source task's partition and offset. */
@@ -112,62 +109,128 @@ public class StreamsRehearsalApp {
         @Override
         public void process(FixedKeyRecord<String, String> record) {
             context.recordMetadata().ifPresent(m ->
-                say("input", "\"partition\":" + m.partition() + ",\"offset\":" + m.offset()
-                    + ",\"task\":" + q(context.taskId().toString())));
+                StreamsEvents.say("input", "\"partition\":" + m.partition() + ",\"offset\":" + m.offset()
+                    + ",\"task\":" + StreamsEvents.q(context.taskId().toString())));
             context.forward(record);
         }
     }
+}
 
-    static final String NO_TASKS = "\"active\":[]";
-    static String lastTasks = NO_TASKS;
-    static long lastPoll = System.nanoTime();
-    static boolean closed;
+/**
+ * The JSON lines a Kafka Streams application prints for the one that drives it (this file's
+ * StreamsRehearsalApp, and the test suite's CountStreamsApp, which is compiled with this file).
+ *
+ * Rules:
+ * - one JSON object per line on stdout, each with "event" and "t" (System.nanoTime(),
+ *   CLOCK_MONOTONIC on Linux: the driver compares times across processes), flushed at once;
+ *   lines never interleave (say is synchronized);
+ * - "state" lines are KafkaStreams state transitions; "fatal" an uncaught exception in a stream
+ *   thread, after which the client shuts down (watch);
+ * - "tasks" lines (TaskLines): the instance's active tasks (and standby tasks, when asked) as
+ *   its stream threads see them, polled and printed on change; "prev_t" is when the poll
+ *   before started, the last instant the previous line's sets were seen whole. None is
+ *   printed once the client is closed.
+ */
+final class StreamsEvents {
+    private StreamsEvents() {
+    }
 
-    static void pollTasks(KafkaStreams streams, long everyMs) {
-        while (true) {
-            long pollStart = System.nanoTime();
-            try {
-                TreeSet<String> active = new TreeSet<>();
-                for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
-                    for (TaskMetadata task : thread.activeTasks()) {
-                        active.add(task.taskId().toString());
+    /** "--name value" pairs, without the dashes. */
+    static Map<String, String> options(String[] argv) {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i + 1 < argv.length; i += 2) {
+            opts.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
+        }
+        return opts;
+    }
+
+    /** "state" lines for the client's transitions; "fatal" and SHUTDOWN_CLIENT for an uncaught exception. */
+    static void watch(KafkaStreams streams) {
+        streams.setStateListener((now, before) ->
+            say("state", "\"state\":" + q(now.name()) + ",\"from\":" + q(before.name())));
+        streams.setUncaughtExceptionHandler(e -> {
+            say("fatal", "\"error\":" + q(e.getClass().getName()) + ",\"message\":" + q(String.valueOf(e.getMessage())));
+            return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+    }
+
+    /** The local threads' task sets, printed as "tasks" lines whenever they change. */
+    static final class TaskLines {
+        private final boolean withStandby;
+        private final String none;
+        private String last;
+        private long lastPoll = System.nanoTime();
+        private boolean closed;
+
+        TaskLines(boolean withStandby) {
+            this.withStandby = withStandby;
+            this.none = withStandby ? "\"active\":[],\"standby\":[]" : "\"active\":[]";
+            this.last = none;
+        }
+
+        /** Poll every ``everyMs`` on a daemon thread. */
+        void start(KafkaStreams streams, long everyMs) {
+            Thread poller = new Thread(() -> poll(streams, everyMs), "task-poller");
+            poller.setDaemon(true);
+            poller.start();
+        }
+
+        private void poll(KafkaStreams streams, long everyMs) {
+            while (true) {
+                long pollStart = System.nanoTime();
+                try {
+                    TreeSet<String> active = new TreeSet<>();
+                    TreeSet<String> standby = new TreeSet<>();
+                    for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
+                        for (TaskMetadata task : thread.activeTasks()) {
+                            active.add(task.taskId().toString());
+                        }
+                        for (TaskMetadata task : thread.standbyTasks()) {
+                            standby.add(task.taskId().toString());
+                        }
                     }
+                    observed("\"active\":" + strings(active) + (withStandby ? ",\"standby\":" + strings(standby) : ""),
+                        pollStart);
+                } catch (RuntimeException e) {
+                    // metadataForLocalThreads() throws once the client is neither running nor
+                    // rebalancing (closing, failed): it holds no task the driver could count on.
+                    observed(none, pollStart);
                 }
-                observed("\"active\":" + strings(active), pollStart);
-            } catch (RuntimeException e) {
-                // Neither running nor rebalancing (closing, failed): no task the rehearsal could count on.
-                observed(NO_TASKS, pollStart);
+                try {
+                    Thread.sleep(everyMs);
+                } catch (InterruptedException e) {
+                    return;
+                }
             }
-            try {
-                Thread.sleep(everyMs);
-            } catch (InterruptedException e) {
+        }
+
+        /** The client is closed: its last poll was the last sight of its tasks; no poll counts after. */
+        synchronized void closed() {
+            observed(none, System.nanoTime());
+            closed = true;
+        }
+
+        /** One poll's sets: a "tasks" line if they changed; prev_t is the previous poll's start. */
+        private synchronized void observed(String tasks, long pollStart) {
+            if (closed) {
                 return;
             }
+            if (!tasks.equals(last)) {
+                say("tasks", tasks + ",\"prev_t\":" + lastPoll);
+                last = tasks;
+            }
+            lastPoll = pollStart;
         }
     }
 
-    static synchronized void closedTasks() {
-        observed(NO_TASKS, System.nanoTime());
-        closed = true;
-    }
-
-    static synchronized void observed(String tasks, long pollStart) {
-        if (closed) {
-            return;
-        }
-        if (!tasks.equals(lastTasks)) {
-            say("tasks", tasks + ",\"prev_t\":" + lastPoll);
-            lastTasks = tasks;
-        }
-        lastPoll = pollStart;
-    }
-
-    static String strings(TreeSet<String> items) {
-        List<String> quoted = new java.util.ArrayList<>();
+    /** A JSON array of the strings, in the collection's order. */
+    static String strings(Collection<String> items) {
+        List<String> quoted = new ArrayList<>();
         items.forEach(s -> quoted.add(q(s)));
         return "[" + String.join(",", quoted) + "]";
     }
 
+    /** A JSON string. */
     static String q(String s) {
         StringBuilder b = new StringBuilder("\"");
         for (char c : s.toCharArray()) {

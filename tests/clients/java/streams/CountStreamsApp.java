@@ -4,7 +4,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -23,9 +22,6 @@ import org.apache.kafka.streams.KeyQueryMetadata;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.StreamsMetadata;
-import org.apache.kafka.streams.TaskMetadata;
-import org.apache.kafka.streams.ThreadMetadata;
-import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.processor.StateRestoreListener;
@@ -40,6 +36,8 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * Rules:
  * - stdout carries one JSON object per line, each with "event" and "t" (System.nanoTime(),
  *   CLOCK_MONOTONIC on Linux: the harness compares times across processes); the log goes to stderr.
+ *   The lines are printed by StreamsEvents, the helper kcoord ships with its Streams rehearsal
+ *   (migration/rehearse/java/streams/StreamsRehearsalApp.java; support.java compiles it with this file).
  * - "tasks" lines say the instance's active and standby tasks as its stream threads see them
  *   (KafkaStreams.metadataForLocalThreads(), polled every --poll-ms, printed on change): a task
  *   is in a line from its creation (restoring included) until it is closed. "prev_t" is when the
@@ -62,10 +60,8 @@ public class CountStreamsApp {
     static final String STORE = "counts";
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> opts = new HashMap<>();
-        for (int i = 0; i + 1 < argv.length; i += 2) {
-            opts.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
-        }
+        StreamsEvents.TaskLines taskLines = new StreamsEvents.TaskLines(true);
+        Map<String, String> opts = StreamsEvents.options(argv);
         String appId = opts.get("app-id");
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -105,19 +101,11 @@ public class CountStreamsApp {
             .mapValues(String::valueOf)
             .to(opts.get("output"));
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
-        streams.setStateListener((now, before) ->
-            say("state", "\"state\":" + q(now.name()) + ",\"from\":" + q(before.name())));
+        StreamsEvents.watch(streams);
         streams.setGlobalStateRestoreListener(new Restores());
-        streams.setUncaughtExceptionHandler(e -> {
-            say("fatal", "\"error\":" + q(e.getClass().getName()) + ",\"message\":" + q(String.valueOf(e.getMessage())));
-            return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-        });
         streams.start();
         say("ready", "\"app\":" + q(appId));
-        Thread poller = new Thread(() -> pollTasks(streams, Long.parseLong(opts.getOrDefault("poll-ms", "50"))),
-            "task-poller");
-        poller.setDaemon(true);
-        poller.start();
+        taskLines.start(streams, Long.parseLong(opts.getOrDefault("poll-ms", "50")));
 
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
@@ -134,7 +122,7 @@ public class CountStreamsApp {
                 : CloseOptions.GroupMembershipOperation.DEFAULT;
             streams.close(CloseOptions.groupMembershipOperation(op).withTimeout(Duration.ofSeconds(30)));
         }
-        closedTasks();
+        taskLines.closed();
         say("closed", "\"state\":" + q(streams.state().name()));
     }
 
@@ -162,58 +150,6 @@ public class CountStreamsApp {
             say("error", "\"command\":" + q(command) + ",\"error\":" + q(cause.getClass().getName())
                 + ",\"message\":" + q(String.valueOf(cause.getMessage())));
         }
-    }
-
-    /** Print a "tasks" line whenever the local threads' active or standby task sets change. */
-    static void pollTasks(KafkaStreams streams, long everyMs) {
-        while (true) {
-            long pollStart = System.nanoTime();
-            try {
-                TreeSet<String> active = new TreeSet<>();
-                TreeSet<String> standby = new TreeSet<>();
-                for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
-                    for (TaskMetadata task : thread.activeTasks()) {
-                        active.add(task.taskId().toString());
-                    }
-                    for (TaskMetadata task : thread.standbyTasks()) {
-                        standby.add(task.taskId().toString());
-                    }
-                }
-                observed("\"active\":" + strings(active) + ",\"standby\":" + strings(standby), pollStart);
-            } catch (RuntimeException e) {
-                // metadataForLocalThreads() throws once the client is neither running nor
-                // rebalancing (closing, failed): it holds no task the harness could count on.
-                observed(NO_TASKS, pollStart);
-            }
-            try {
-                Thread.sleep(everyMs);
-            } catch (InterruptedException e) {
-                return;
-            }
-        }
-    }
-
-    static final String NO_TASKS = "\"active\":[],\"standby\":[]";
-    static String lastTasks = NO_TASKS;
-    static long lastPoll = System.nanoTime();
-    static boolean closed;
-
-    /** The client is closed: its last poll was the last sight of its tasks; no poll counts after. */
-    static synchronized void closedTasks() {
-        observed(NO_TASKS, System.nanoTime());
-        closed = true;
-    }
-
-    /** One poll's sets: a "tasks" line if they changed; prev_t is the previous poll's start. */
-    static synchronized void observed(String tasks, long pollStart) {
-        if (closed) {
-            return;
-        }
-        if (!tasks.equals(lastTasks)) {
-            say("tasks", tasks + ",\"prev_t\":" + lastPoll);
-            lastTasks = tasks;
-        }
-        lastPoll = pollStart;
     }
 
     static String clients(Collection<StreamsMetadata> all) {
@@ -263,29 +199,15 @@ public class CountStreamsApp {
     }
 
     static String strings(Collection<String> items) {
-        List<String> quoted = new ArrayList<>();
-        items.forEach(s -> quoted.add(q(s)));
-        return "[" + String.join(",", quoted) + "]";
+        return StreamsEvents.strings(items);
     }
 
     static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                b.append('\\').append(c);
-            } else if (c < 0x20) {
-                b.append(String.format("\\u%04x", (int) c));
-            } else {
-                b.append(c);
-            }
-        }
-        return b.append('"').toString();
+        return StreamsEvents.q(s);
     }
 
-    static synchronized void say(String event, String fields) {
-        System.out.println("{\"event\":" + q(event) + ",\"t\":" + System.nanoTime()
-            + (fields.isEmpty() ? "" : "," + fields) + "}");
-        System.out.flush();
+    static void say(String event, String fields) {
+        StreamsEvents.say(event, fields);
     }
 
     static final class Restores implements StateRestoreListener {
