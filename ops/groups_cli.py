@@ -51,6 +51,7 @@ from typing import Any
 
 import orjson
 
+from coordinator.upstream.client import UpstreamError
 from ops import groups_configs, groups_plan, groups_streams
 from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
 
@@ -143,7 +144,7 @@ def _run(command):
         security = _security(args.command_config)
         try:
             return asyncio.run(_with_admin(command, args, security))
-        except GroupsError as e:
+        except (GroupsError, UpstreamError) as e:
             print(f"Error: {e}", file=sys.stderr)
             return 1
     return func
@@ -322,7 +323,9 @@ async def _reset(admin: GroupAdmin, args) -> int:
     if args.export and args.json:
         raise GroupsError("--export prints CSV: it takes no --json")
     named = list(args.group or [])
+    # The user's input is read before any request: a bad file or time asks nothing of the cluster.
     from_file = groups_plan.read_plan_file(args.from_file, named) if args.from_file is not None else None
+    at = _reset_time(args)
     described, failed = [], False
     for group in await _group_ids(admin, args):
         d = await admin.describe(group)
@@ -335,11 +338,11 @@ async def _reset(admin: GroupAdmin, args) -> int:
             described.append(d)
     if failed and not described:
         return 1                 # nothing to reset: the errors alone, as before a plan
-    plan: groups_plan.Plan = {}
-    for d in described:
-        plan[d.group_id] = target = await _targets(admin, args, d, from_file)
+    # Every group's plan before any write: a partition the cluster lacks stops them all.
+    plan: groups_plan.Plan = {d.group_id: await _targets(admin, args, d, from_file, at) for d in described}
+    for group, target in plan.items():
         if args.execute and target:
-            await admin.commit(d.group_id, target)
+            await admin.commit(group, target)
     deleted = await _delete_internal_topics(admin, described) if args.execute and args.delete_internal_topics else []
     if args.export:
         # Kafka's tool prints the joined lines with println: a blank line closes the CSV.
@@ -359,9 +362,19 @@ def _error(message: str) -> bool:
     return True
 
 
-async def _targets(admin: GroupAdmin, args, d: GroupDescription,
-                   from_file: groups_plan.Plan | None) -> dict[tuple[str, int], int]:
-    """The offsets `args` asks for the group's partitions."""
+def _reset_time(args) -> int | None:
+    """The ListOffsets time (ms) of --to-datetime or --by-duration."""
+    if args.to_datetime is not None:
+        return _datetime_ms(args.to_datetime)
+    if args.by_duration is not None:
+        return groups_plan.timestamp_before(time.time_ns() // 1_000_000,
+                                            groups_plan.parse_duration_ns(args.by_duration))
+    return None
+
+
+async def _targets(admin: GroupAdmin, args, d: GroupDescription, from_file: groups_plan.Plan | None,
+                   at: int | None) -> dict[tuple[str, int], int]:
+    """The offsets `args` asks for the group's partitions (`at`: the time to reset to)."""
     committed = await admin.committed(d.group_id)
     if from_file is not None:
         wanted = from_file[d.group_id]
@@ -381,12 +394,8 @@ async def _targets(admin: GroupAdmin, args, d: GroupDescription,
         target = dict(earliest)
     elif args.to_latest:
         target = dict(latest)
-    elif args.to_datetime is not None:
-        target = await admin.list_offsets(partitions, _datetime_ms(args.to_datetime))
-    elif args.by_duration is not None:
-        since = groups_plan.timestamp_before(time.time_ns() // 1_000_000,
-                                             groups_plan.parse_duration_ns(args.by_duration))
-        target = await admin.list_offsets(partitions, since)
+    elif at is not None:
+        target = await admin.list_offsets(partitions, at)
     elif args.to_offset is not None:
         target = {tp: args.to_offset for tp in partitions}
     elif from_file is not None:
