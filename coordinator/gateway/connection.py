@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..protocol.codec import encode_body
 from ..protocol.framing import REQUEST_PREFIX, response_frame, split_frames
 from ..protocol.service import ClientInfo
+from ..runtime.answer import Answer
 from ..runtime.parts import Forward
 from . import commit_decode, eager
 from .badinput import FRAME, HEADER, BadInput
@@ -257,13 +258,13 @@ class ClientConnection(asyncio.Protocol):
         start = self._starters.get(route.api_key)
         if start is not None:
             # The service starts the operation at once and hands back its answer, or the
-            # future of it when it waits (its write): then no Task, no coroutine.
+            # runtime's Answer (or a future) of it when it waits: then no Task, no coroutine.
             try:
                 response = start(route.api_version, request, info)
             except Exception as e:
                 self._calls.failed(route, correlation_id, e)
                 return
-            if isinstance(response, asyncio.Future):
+            if response.__class__ is Answer or isinstance(response, asyncio.Future):
                 self._calls.waiting(response, route, correlation_id, len(frame))
                 return
         else:

@@ -3,7 +3,8 @@ at once, and calls that fail.
 
 Rules: a call is started with the service's starter or eager.start (most finish without
 waiting; the connection queues those answers itself, on the heartbeat's path). One that
-waits (a Task, or a future the service completes from a callback) takes its place in
+waits (a Task, a future the service completes from a callback, or the runtime's Answer,
+which completes in its write's callback) takes its place in
 the ordered answers and counts in the process-wide queue until it finishes; calls finishing
 in the same loop iteration share one flush (one write), but the newest request's answer is
 written at once (nothing behind it can join that write). A call that fails, or an answer
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from ..protocol.apis import api_name
 from ..protocol.codec import encode_body
 from ..protocol.framing import response_frame
+from ..runtime.answer import Answer
 from .eager import Done
 from .forward import Pending
 from .routes import Route
@@ -87,9 +89,10 @@ class GroupCalls:
             return
         self.waiting(outcome, route, correlation_id, size)  # type: ignore[arg-type]
 
-    def waiting(self, answer: asyncio.Future, route: Route, correlation_id: int, size: int) -> None:
-        """Queue the answer ``answer`` will hold (a Task's, or a future the service completes
-        from a callback) in its request's place, written when it is done."""
+    def waiting(self, answer: asyncio.Future | Answer, route: Route, correlation_id: int, size: int) -> None:
+        """Queue the answer ``answer`` will hold (a Task's, a future the service completes
+        from a callback, or the runtime's Answer) in its request's place, written when it is
+        done."""
         pending = Pending(correlation_id, route, size)
         pending.task = answer   # type: ignore[assignment]
         self._client.wait_for(pending)
@@ -107,7 +110,7 @@ class GroupCalls:
                   exc_info=(type(error), error, error.__traceback__))
         client.close()
 
-    def _done(self, pending: Pending, task: asyncio.Future[Any]) -> None:
+    def _done(self, pending: Pending, task: asyncio.Future[Any] | Answer) -> None:
         """A call that had to wait (e.g. for its state-topic write) has finished."""
         client = self._client
         if client.transport is None:

@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import metrics
 from ..group.errors import ApiError
+from .answer import Answer
 from .loader import ShardLoader
 from .parked import ParkedRequests, release_when_durable
 from .partition_writer import PartitionWriter
@@ -75,8 +76,9 @@ def _bug(partition: int, error: Exception) -> ApiError:
     return ApiError(ErrorCode.unknown_server_error, f"{type(error).__name__}: {error}")
 
 
-def schedule(runtime: CoordinatorRuntime, op: Operation) -> asyncio.Future:
-    """`runtime.start` whose answer is always a future (errors complete it exceptionally)."""
+def schedule(runtime: CoordinatorRuntime, op: Operation) -> asyncio.Future | Answer:
+    """`runtime.start` whose answer is always a future or an `Answer` (errors complete it
+    exceptionally)."""
     loop = asyncio.get_running_loop()
     try:
         answer = runtime.start(op)
@@ -84,7 +86,7 @@ def schedule(runtime: CoordinatorRuntime, op: Operation) -> asyncio.Future:
         answer = loop.create_future()
         answer.set_exception(e)
         return answer
-    if isinstance(answer, asyncio.Future):
+    if isinstance(answer, (asyncio.Future, Answer)):
         return answer
     answered = loop.create_future()
     answered.set_result(answer)
@@ -216,10 +218,12 @@ class CoordinatorRuntime:
 
     def start(self, op: Operation) -> Any:
         """`run` without a coroutine: the operation's response when it may be released at
-        once, else the future of it (completed once it is durable, by a callback on its
-        batch, with the same write timeout; a parked request's own future). A caller that
-        completes an ordered response queue from a callback thus needs no Task per
-        operation. Raises ApiError when the shard cannot run it; the future fails so later."""
+        once, else the `Answer` of it (answer.py: completed once it is durable, by the one
+        callback on its batch, with the same write timeout), a parked request's own future,
+        or, behind a client's transactional append, a Task. A caller that completes an
+        ordered response queue from the answer's callback thus needs no Task, no future and
+        no loop turn per operation. Raises ApiError when the shard cannot run it; the answer
+        fails so later."""
         if not self._txn_free.is_set():
             return asyncio.get_running_loop().create_task(self.run(op))   # waits behind a client's append
         self._ops += 1

@@ -10,6 +10,8 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
   on the write and one timer; a later one starts a group of its own, so no answer times out
   more than `SLACK_S` before its own write timeout (a batch fills over a loop turn, or over
   the few turns while an earlier write is in flight).
+- Each answer is an `Answer` (answer.py), not an asyncio future: the write's one callback
+  completes them all in its own turn, and each hands its outcome on at once.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..group.errors import ApiError
+from .answer import Answer
 
 SLACK_S = 0.001
 
@@ -31,10 +34,10 @@ class Releases:
         self._partition = partition
         self._write: asyncio.Future | None = None
         self._started = 0.0
-        self._waiting: list[tuple[asyncio.Future, Any]] = []
+        self._waiting: list[tuple[Answer, Any]] = []
 
-    def when_durable(self, write: asyncio.Future, response: Any, timeout_s: float) -> asyncio.Future:
-        """The future of ``response``, completed once ``write`` is, or failed after
+    def when_durable(self, write: asyncio.Future, response: Any, timeout_s: float) -> Answer:
+        """The answer ``response`` will be, completed once ``write`` is, or failed after
         ``timeout_s`` (module rules)."""
         loop = write.get_loop()
         now = loop.time()
@@ -43,12 +46,12 @@ class Releases:
             waiting = self._waiting = []
             timer = loop.call_at(now + timeout_s, _timed_out, waiting, self._partition)
             write.add_done_callback(partial(_written, waiting, timer))
-        answer = loop.create_future()
+        answer = Answer()
         self._waiting.append((answer, response))
         return answer
 
 
-def _written(waiting: list[tuple[asyncio.Future, Any]], timer: asyncio.TimerHandle, write: asyncio.Future) -> None:
+def _written(waiting: list[tuple[Answer, Any]], timer: asyncio.TimerHandle, write: asyncio.Future) -> None:
     timer.cancel()
     if write.cancelled():
         for answer, _ in waiting:
@@ -64,7 +67,7 @@ def _written(waiting: list[tuple[asyncio.Future, Any]], timer: asyncio.TimerHand
             answer.set_result(response)
 
 
-def _timed_out(waiting: list[tuple[asyncio.Future, Any]], partition: int) -> None:
+def _timed_out(waiting: list[tuple[Answer, Any]], partition: int) -> None:
     for answer, _ in waiting:
         if not answer.done():
             answer.set_exception(ApiError(ErrorCode.coordinator_not_available,

@@ -46,6 +46,7 @@ from ..protocol.apis import ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT
 from ..protocol.error_responses import ErrorResponse
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
+from ..runtime.answer import Answer
 from ..runtime.partition_writer import LogWriter
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
@@ -215,10 +216,11 @@ class GroupCoordinatorService:
     @property
     def starters(self) -> Mapping[int, Starter]:
         """`handle` without a coroutine, by API key, for the single-group APIs that run one
-        shard operation: ``start(api_version, request, client)`` returns the answer, or a
-        future of it when it waits (for its write, or a parked JoinGroup/SyncGroup). The
-        gateway completes its ordered answers from that future's callback: no Task per
-        operation. Only under ALLOW_ALL (the authorization stage is a coroutine); an API
+        shard operation: ``start(api_version, request, client)`` returns the answer, or,
+        when it waits, the runtime's `Answer` of it (its write; released by the answer's
+        ``release`` as it completes) or a future (a parked JoinGroup/SyncGroup). The gateway
+        completes its ordered answers from that one's done-callback: no Task, and for a
+        write no future, per operation. Only under ALLOW_ALL (the authorization stage is a coroutine); an API
         not listed goes through `handle`."""
         return self._starters if self.authorizer is ALLOW_ALL else {}
 
@@ -226,6 +228,7 @@ class GroupCoordinatorService:
         """The single-group handler (group_apis.py ``one_group``) with `handle`'s tail."""
         operation, respond, api_key = spec.shard_operation or "", spec.error_response, spec.api_key
         runtime_for, release, finish, contexts = self.router.runtime_for, self._release, self._finish, self._contexts
+        released = self._released
 
         def start(api_version: int, req: Any, client: ClientInfo) -> Any:
             started = time.perf_counter()
@@ -246,32 +249,44 @@ class GroupCoordinatorService:
             except ApiError as e:
                 answer = respond(api_version, e, req)
             else:
-                if isinstance(answer, asyncio.Future):
-                    released = answer.get_loop().create_future()
-                    answer.add_done_callback(functools.partial(finish, released, respond, api_key, api_version,
+                if answer.__class__ is Answer:
+                    # Waits for its write: released by the answer itself when it completes,
+                    # in the write's callback (runtime/answer.py), with no future of our own.
+                    answer.release = functools.partial(released, respond, api_key, api_version, req, client,
+                                                       started)
+                    return answer
+                if isinstance(answer, asyncio.Future):   # a parked JoinGroup/SyncGroup, or a Task
+                    waiting = answer.get_loop().create_future()
+                    answer.add_done_callback(functools.partial(finish, waiting, respond, api_key, api_version,
                                                                req, client, started))
-                    return released
+                    return waiting
             return release(api_key, api_version, req, client, answer, started)
         return start
 
+    def _released(self, respond: ErrorResponse, api_key: int, api_version: int, request: Any, client: ClientInfo,
+                  started: float, response: Any, error: BaseException | None) -> Any:
+        """A started request's operation is durable (``response``) or failed (``error``): the
+        answer that leaves. A shard-level failure (ApiError) is the API's error response;
+        anything else is raised, and the caller closes the connection, as when `handle` raises."""
+        if error is not None:
+            if not isinstance(error, ApiError):
+                raise error
+            response = respond(api_version, error, request)
+        return self._release(api_key, api_version, request, client, response, started)
+
     def _finish(self, released: asyncio.Future, respond: ErrorResponse, api_key: int, api_version: int, request: Any,
                 client: ClientInfo, started: float, answer: asyncio.Future) -> None:
-        """A started request's operation is durable (or failed): release its answer."""
+        """A started request that waited on an asyncio future (parked, or behind a client's
+        transactional append) finished: release its answer into ``released``."""
         if released.done():
             return
         if answer.cancelled():
             released.cancel()
             return
         error = answer.exception()
-        if error is None:
-            response = answer.result()
-        elif isinstance(error, ApiError):
-            response = respond(api_version, error, request)
-        else:
-            released.set_exception(error)
-            return
         try:
-            released.set_result(self._release(api_key, api_version, request, client, response, started))
+            released.set_result(self._released(respond, api_key, api_version, request, client, started,
+                                               None if error is not None else answer.result(), error))
         except Exception as e:  # noqa: BLE001 - the caller closes the connection, as when `handle` raises
             released.set_exception(e)
 

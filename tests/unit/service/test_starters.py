@@ -12,6 +12,7 @@ from coordinator.authz import ALLOW_ALL
 from coordinator.config import CoordinatorConfig
 from coordinator.group.image import MetadataImage, TopicImage
 from coordinator.protocol import apis
+from coordinator.runtime.answer import Answer
 from coordinator.service import GroupCoordinatorService
 from support import raw_client
 
@@ -48,7 +49,7 @@ def test_a_commit_is_answered_once_its_write_is_acknowledged_with_handle_s_answe
         assert apis.CONSUMER_GROUP_HEARTBEAT in svc.starters and apis.HEARTBEAT not in svc.starters
         log.hold_writes = asyncio.Event()
         answer = start(VERSION, _commit("g", 5), CLIENT)
-        assert isinstance(answer, asyncio.Future)
+        assert isinstance(answer, Answer), "it waits: the runtime's answer of it, completed by its write"
         await asyncio.sleep(0.01)
         assert not answer.done(), "released only once the write is acknowledged"
         log.hold_writes.set()
