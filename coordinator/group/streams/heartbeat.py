@@ -45,10 +45,13 @@ from .membership import (
     compute_target,
     configured_for,
     endpoint_changed,
+    forget_due,
     group_epoch_record,
     group_settings,
     heartbeat_interval_ms,
     rebalance_key,
+    release_due_ms,
+    remember_due,
     removal_records,
     removal_timers,
     session_key,
@@ -184,6 +187,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         if len(group.members) == 1:
             soft.shutdown_requester = soft.initial_delay_until_ms = None
         endpoint_changed(soft, member, None)
+        forget_due(soft, mid)
         return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),
                       response=response(ctx.api_version, member_id=mid, member_epoch=epoch, heartbeat_ms=0,
                                         task_offset_ms=0, recovery_lag=-1, statuses=[], tasks=None,
@@ -263,9 +267,15 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     if req.endpoint_information_epoch != soft.endpoint_epoch and configured.is_ready():
         endpoints = partitions_by_endpoint(response_schema(ctx.api_version), {**members, mid: after}.values(),
                                            topology, shard.image)
+    released_at = None
+    if after.state is MemberState.UNRELEASED_TASKS:
+        missing = target.get(mid, EMPTY_TASKS).minus(after.assigned)
+        released_at = release_due_ms(soft, (m for m in members.values() if m.member_id != mid), missing, now_ms)
+    interval = heartbeat_interval_ms(shard, settings, after, target_epoch, group_epoch, held_until, now_ms, released_at)
+    remember_due(soft, group, mid, now_ms + interval)
     return Result(records=records, timers=timers, response=response(
         ctx.api_version, member_id=mid, member_epoch=after.member_epoch,
-        heartbeat_ms=heartbeat_interval_ms(shard, settings, after, target_epoch, group_epoch, held_until, now_ms),
+        heartbeat_ms=interval,
         task_offset_ms=settings.task_offset_interval_ms, recovery_lag=settings.acceptable_recovery_lag,
         statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=soft.endpoint_epoch,
         endpoints=endpoints))

@@ -15,12 +15,17 @@ Rules:
   by the next heartbeat after the interval (Kafka's way);
 - the heartbeat interval: Kafka's fixed `streams.heartbeat.interval.ms` under
   `consumer_heartbeat_policy=fixed`, else kcoord's adaptive one (the kernel's
-  heartbeat_interval.py): short while the member has tasks to revoke or receive, the stable
-  one otherwise; a member waiting only for a held-back target is told to come back when the
-  target is due (never sooner than the short interval, never later than the stable one).
+  heartbeat_interval.py): short while the member waits for tasks to receive, the stable one
+  otherwise; a member waiting only for a held-back target is told to come back when the
+  target is due (never sooner than the short interval, never later than the stable one). A
+  member with tasks to revoke is told the stable one: a Streams client acknowledges its
+  revocation with a heartbeat as soon as its callbacks ran, whatever the interval
+  (StreamsGroupHeartbeatRequestManager: ACKNOWLEDGING heartbeats before the interval
+  expires), so shorter heartbeats before that only repeat its old report.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..heartbeat_interval import adaptive, members_in_process, pending_ms, stable_ms
@@ -155,18 +160,58 @@ def assignment_timer(group_id: str, deadline_ms: int) -> ScheduleTimer:
     return ScheduleTimer(assignment_key(group_id), deadline_ms)
 
 
+def release_due_ms(soft: Soft, others: Iterable[StreamsMember], missing: Tasks, now_ms: int) -> int:
+    """When the first of the ``missing`` tasks (a member's unreleased ones) may be free: now if
+    a member holding one was already told to revoke it (its acknowledgement comes as soon as
+    its callbacks ran), else when the first holder is due to heartbeat, which tells it."""
+    due: int | None = None
+    wanted = missing.active | missing.standby | missing.warmup
+    for m in others:
+        if wanted.isdisjoint(m.assigned.active | m.pending_revocation.active | m.assigned.standby
+                             | m.pending_revocation.standby | m.assigned.warmup | m.pending_revocation.warmup):
+            continue
+        if m.state is MemberState.UNREVOKED_TASKS:
+            return now_ms
+        when = soft.due_ms.get(m.member_id, now_ms)
+        due = when if due is None else min(due, when)
+    return now_ms if due is None else due
+
+
+def remember_due(soft: Soft, group: StreamsGroup, member_id: str, due_ms: int) -> None:
+    """Record when ``member_id`` is due next; entries of members gone are dropped once the
+    table outgrows the group (leaves and fencing drop theirs: `forget_due`)."""
+    table = soft.due_ms
+    table[member_id] = due_ms
+    if len(table) > 2 * len(group.members) + 16:
+        for gone in [m for m in table if m not in group.members and m != member_id]:
+            del table[gone]
+
+
+def forget_due(soft: Soft, member_id: str) -> None:
+    soft.due_ms.pop(member_id, None)
+
+
 def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: StreamsMember, target_epoch: int,
-                          group_epoch: int, held_until_ms: int | None, now_ms: int) -> int:
+                          group_epoch: int, held_until_ms: int | None, now_ms: int,
+                          released_at_ms: int | None = None) -> int:
     """The interval the member is told (the module's rules). ``held_until_ms``: when the
-    target this heartbeat held back may be computed, or None."""
+    target this heartbeat held back may be computed, or None; ``released_at_ms``: for a
+    member waiting for unreleased tasks, when the first may be free (`release_due_ms`)."""
     config = shard.config
     if not adaptive(config):
         return settings.heartbeat_interval_ms
     floor = settings.heartbeat_floor_ms
+    stable = stable_ms(config, members_in_process(shard), settings.session_timeout_ms, floor)
+    pending = pending_ms(config, floor)
+    if member.state is MemberState.UNREVOKED_TASKS:
+        return stable      # its acknowledgement comes by itself once its callbacks ran
+    if member.state is MemberState.UNRELEASED_TASKS and released_at_ms is not None:
+        # back one short interval after the holder heard of its revocation, not every short
+        # interval before that (each of those would find nothing released)
+        return min(max(pending, released_at_ms - now_ms + pending), stable)
     if (member.state is not MemberState.STABLE or member.member_epoch < target_epoch
             or (target_epoch < group_epoch and held_until_ms is None)):
-        return pending_ms(config, floor)
-    stable = stable_ms(config, members_in_process(shard), settings.session_timeout_ms, floor)
+        return pending
     if held_until_ms is None:
         return stable
-    return min(max(pending_ms(config, floor), held_until_ms - now_ms), stable)
+    return min(max(pending, held_until_ms - now_ms), stable)

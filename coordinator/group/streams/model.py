@@ -176,6 +176,9 @@ class Soft:
     shutdown_requester: str | None = None   # Kafka's `shutdownRequestMemberId`
     initial_delay_until_ms: int | None = None   # the first assignment waits until then
     endpoint_epoch: int = 0                 # Kafka's `endpointInformationEpoch` (endpoints.py)
+    # when each member is due to heartbeat next (the interval it was last told), for kcoord's
+    # adaptive interval of a member waiting for tasks (membership.release_due_ms)
+    due_ms: dict[str, int] = field(default_factory=dict)
 
 
 class StreamsGroup:

@@ -18,6 +18,7 @@ from .membership import (
     compute_target,
     configured_for,
     endpoint_changed,
+    forget_due,
     group_settings,
     rebalance_key,
     removal_records,
@@ -43,6 +44,7 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
     shard.log.info("streams group %s: member %s fenced (%s timeout)", group_id, member.member_id, what)
     soft = soft_of(shard, group_id)
     endpoint_changed(soft, member, None)
+    forget_due(soft, member.member_id)
     if len(group.members) == 1:
         soft.shutdown_requester = soft.initial_delay_until_ms = None
     return Result(records=removal_records(group, member.member_id, group_settings(shard, group_id)),

@@ -7,9 +7,11 @@ StreamsGroupHeartbeatRequestManager.java and StreamsMembershipManager.java):
 - a join (epoch 0) is sent at once; later heartbeats every `HeartbeatIntervalMs` of the last
   response (the manager takes each response's interval as sent);
 - a response's tasks, when present, are the new target; a reconciliation starts when none is
-  in progress: revoke what the target lacks, then assign what it adds (one pass of the
-  callbacks on the stream thread, `callback_ms` long); when it completes the member is
-  ACKNOWLEDGING and heartbeats at once (`shouldHeartbeatBeforeIntervalExpires`);
+  in progress and captures the target: revoke what it lacks, then assign what it adds (one
+  pass of the callbacks on the stream thread, `callback_ms` long); when it completes, what it
+  captured is the current assignment, the member is ACKNOWLEDGING and heartbeats at once
+  (`shouldHeartbeatBeforeIntervalExpires`), and a target that arrived meanwhile is
+  reconciled next;
 - a heartbeat reports the last reconciled assignment only when it changed since the last
   report (`LastSentFields`), else the task fields are null.
 """
@@ -37,7 +39,7 @@ class Client:
     interval_ms: int = 0
     current: tuple = NOTHING           # the last reconciled assignment
     target: tuple = NOTHING            # the latest assignment received
-    reconciling: bool = False
+    reconciling: tuple | None = None  # the target being reconciled, captured when it started
     generation: int = 0                # of the heartbeat due next
     last_sent: tuple | None = None
     heartbeats: int = 0
@@ -92,10 +94,13 @@ class Fleet:
         if a.active_tasks is not None:
             c.target = tuple(frozenset(a.tasks(k) or ()) for k in KINDS)
         self._track(c)
-        if not c.reconciling and c.target != c.current:
-            c.reconciling = True
-            self._at(self.d.now_ms + self.callback_ms, "reconciled", c.member)
         self._at(self.d.now_ms + c.interval_ms, "heartbeat", c.member)
+        self._maybe_reconcile(c)
+
+    def _maybe_reconcile(self, c: Client) -> None:
+        if c.reconciling is None and c.target != c.current:
+            c.reconciling = c.target
+            self._at(self.d.now_ms + self.callback_ms, "reconciled", c.member)
 
     def _track(self, c: Client) -> None:
         m = self.d.group().members[c.member]
@@ -107,10 +112,14 @@ class Fleet:
             c.busy_since_ms = None
 
     def reconciled(self, c: Client) -> None:
-        c.moved_in += len(c.target[0] - c.current[0])
-        c.current, c.reconciling = c.target, False
+        """The reconciliation started earlier completes: what it captured is the current
+        assignment, acknowledged at once (ACKNOWLEDGING); a target that arrived meanwhile is
+        reconciled next."""
+        assert c.reconciling is not None
+        c.moved_in += len(c.reconciling[0] - c.current[0])
+        c.current, c.reconciling = c.reconciling, None
         c.reconciliations += 1
-        self.heartbeat(c)                  # ACKNOWLEDGING: at once
+        self.heartbeat(c)
 
     # ------------------------------------------------------------------ the run
     def run_until(self, done, limit_ms: int = 120_000) -> int:
@@ -133,7 +142,7 @@ class Fleet:
             return False
         running = [t for c in self.clients.values() for t in c.current[0]]
         return (len(running) == len(tasks) and set(running) == tasks and all(
-            not c.reconciling and c.member in group.members
+            c.reconciling is None and c.member in group.members
             and c.current == tuple(frozenset(x) for x in group.members[c.member].assigned)
             for c in self.clients.values()))
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from coordinator.group.streams.model import StreamsGroupState
 from coordinator.group.streams.topology import ASSIGNMENT_DELAYED
 
-from .driver import Driver
+from .driver import Driver, beat
 from .test_heartbeat import READY, App
 
 PENDING, STABLE, FIXED = timedelta(milliseconds=100), timedelta(milliseconds=500), timedelta(seconds=5)
@@ -21,20 +21,28 @@ def _driver(**kw) -> Driver:
 
 
 def _moving(d: Driver) -> tuple[App, dict]:
-    """m1 holds every task; m2 joins; the first answers of both while tasks move."""
+    """m1 holds every task; m2 joins 200 ms into m1's stable interval; the answers while tasks
+    move: m2 waits for m1's next heartbeat, m1 revokes, m2 comes back."""
     app = App(d)
     app.join("m1", "p1")
     app.settle(2)
     told = {"m1 alone": app.beat("m1").heartbeat_interval}
+    d.advance(200)
     told["m2 joins"] = app.join("m2", "p2").heartbeat_interval
-    told["m1 revokes"] = app.beat("m1").heartbeat_interval
+    d.advance(300)
+    told["m1 revokes"] = app.d.hb(beat("m1", app.epoch["m1"], app.held["m1"])).heartbeat_interval
+    told["m2 waits for m1's acknowledgement"] = app.beat("m2").heartbeat_interval
     return app, told
 
 
-def test_a_member_with_tasks_to_move_is_told_the_short_interval_and_the_stable_one_after():
+def test_a_member_waiting_for_tasks_comes_back_once_their_holder_was_told_to_revoke_them():
+    """The short interval only while a holder of the member's missing tasks was already told to
+    revoke them; before that, one short interval after the holder is due (m1: 300 ms later);
+    a member revoking is told the stable interval (its acknowledgement does not wait for it)."""
     d = _driver()
     app, told = _moving(d)
-    assert told == {"m1 alone": STABLE, "m2 joins": PENDING, "m1 revokes": PENDING}
+    assert told == {"m1 alone": STABLE, "m2 joins": timedelta(milliseconds=400), "m1 revokes": STABLE,
+                    "m2 waits for m1's acknowledgement": PENDING}
     app.settle()
     assert d.group().state() is StreamsGroupState.STABLE
     assert {app.beat(m).heartbeat_interval for m in ("m1", "m2")} == {STABLE}
