@@ -309,14 +309,20 @@ async def _selected_partitions(admin: GroupAdmin, args, committed: dict,
         return sorted(set(committed) | {(t, p) for t, ps in known.items() for p in ps})
     if not args.topic:
         raise GroupsError("name the topics: --topic T[:P,P] or --all-topics")
-    named = {}
-    for item in args.topic:
+    named = _named_topics(args.topic)
+    known = await admin.partitions(sorted(named))
+    return sorted((t, p) for t, ps in named.items() for p in (ps if ps is not None else known[t]))
+
+
+def _named_topics(items: list[str]) -> dict[str, list[int] | None]:
+    """--topic T[:P,P] values: {topic: partitions, or None for all}."""
+    named: dict[str, list[int] | None] = {}
+    for item in items:
         topic, _, parts = item.partition(":")
         if parts and not all(p.isascii() and p.isdigit() for p in parts.split(",") if p):
             raise GroupsError(f"--topic {item[:80]!r}: partitions are numbers, TOPIC:P,P")
         named[topic] = [int(p) for p in parts.split(",") if p] if parts else None
-    known = await admin.partitions(sorted(named))
-    return sorted((t, p) for t, ps in named.items() for p in (ps if ps is not None else known[t]))
+    return named
 
 
 async def _reset(admin: GroupAdmin, args) -> int:
@@ -326,6 +332,7 @@ async def _reset(admin: GroupAdmin, args) -> int:
     # The user's input is read before any request: a bad file or time asks nothing of the cluster.
     from_file = groups_plan.read_plan_file(args.from_file, named) if args.from_file is not None else None
     at = _reset_time(args)
+    _named_topics(args.topic or [])
     described, failed = [], False
     for group in await _group_ids(admin, args):
         d = await admin.describe(group)
