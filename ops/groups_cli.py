@@ -340,7 +340,7 @@ async def _reset(admin: GroupAdmin, args) -> int:
             failed = _error(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
                             f"state is {d.state}.")
         elif from_file is not None and group not in from_file:
-            failed = _error(f"No reset plan for group {group} found")
+            failed = _error(f"No reset plan for group {group} found.")
         else:
             described.append(d)
     if failed and not described:

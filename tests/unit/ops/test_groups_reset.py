@@ -93,7 +93,7 @@ def test_from_file_resets_the_named_groups_to_the_file_and_reports_a_missing_one
                  "--execute", "--export") == 1
     out = capsys.readouterr()
     assert out.out == "g1,t,0,10\ng1,t,1,3\ng2,t,0,2\n\n"
-    assert "Error: No reset plan for group g3 found" in out.err
+    assert "Error: No reset plan for group g3 found." in out.err
     assert admin.commits == [("g1", {("t", 0): 10, ("t", 1): 3}), ("g2", {("t", 0): 2})]
 
 
