@@ -70,7 +70,8 @@ TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.
 # kcoord's own names for the same settings (coordinator/config.py streams_*).
 KCOORD_TUNED = ("streams_initial_rebalance_delay_ms=0", "streams_heartbeat_interval_ms=500",
                 "streams_min_heartbeat_interval_ms=500")
-# kcoord has no serve-wide streams assignment interval: the tuned side sets the group's own key.
+# The assignment interval: the tuned side sets the group's own key (kcoord's serve-wide
+# streams_assignment_interval_ms, 100 ms by default, would do the same for every group).
 KCOORD_TUNED_GROUP = {"streams.assignment.interval.ms": "0"}
 SIDES = {
     "kafka-default": "Kafka 4.4 alone, its streams coordinator at its defaults",
