@@ -107,3 +107,21 @@ def test_a_target_held_back_by_the_assignment_interval_is_computed_by_the_timer(
     group = d.group()
     assert group.target_assignment_epoch == group.group_epoch
     assert sorted(len(t.active) for t in group.target.values()) == [3, 3]
+
+
+def test_when_members_are_due_is_forgotten_when_they_leave_or_are_fenced():
+    """The soft table of when each member is due next holds only the group's members: a leave
+    and a session timeout drop theirs (memory stays bounded by the group)."""
+    d = _driver(streams_session_timeout_ms=10_000)
+    app = App(d)
+    for m in ("m1", "m2", "m3"):
+        app.join(m, f"p{m}")
+    app.settle(2)
+    due = d.shard.streams_soft["app"].due_ms
+    assert set(due) == {"m1", "m2", "m3"}
+    assert d.hb(beat("m2", -1)).error_code == 0
+    assert set(due) == {"m1", "m3"}
+    d.advance(9_000)
+    app.beat("m1")                       # m3 stays silent past its session
+    d.advance(2_000)
+    assert "m3" not in d.group().members and set(due) == {"m1"}
