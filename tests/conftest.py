@@ -138,9 +138,9 @@ def java_classes() -> Path:
 def upstream(request: pytest.FixtureRequest):
     """The cluster kcoord runs next to: Tansu unless parametrized (support.upstreams: integration
     tests run against Tansu and Kafka 4.4, the ``kafka_subset`` also against 3 nodes, 4.3 and 3.9)."""
-    from support.upstreams import FIXTURES
+    from support.upstreams import cluster
 
-    return request.getfixturevalue(FIXTURES[getattr(request, "param", "tansu")])
+    return cluster(request)
 
 
 # --- real Apache Kafka (support.kafka_broker): one cluster per kind for the session, started
@@ -231,11 +231,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture
-def kcoord(upstream, names: TestNames) -> Iterator["KcoordProcess"]:
+def kcoord(upstream, names: TestNames) -> Iterator[KcoordProcess]:
     """A real `kcoord serve` process in front of ``upstream``, with its own state topic."""
-    from support.kcoord import KcoordProcess
+    from support.kcoord import KcoordProcess, serving
 
-    gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}").start()
-    yield gateway
-    if gateway.process is not None and gateway.process.poll() is None:
-        gateway.stop()
+    yield from serving(KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}"))

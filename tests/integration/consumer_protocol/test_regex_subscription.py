@@ -3,12 +3,9 @@ the coordinator, which resolves it with RE2 full-match semantics against the ups
 topics; a matching topic created later starts a new group epoch and is assigned."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from support.admin import create_topic
-from support.kcoord import FAST, KcoordProcess
+from support.fixtures import per_test_kcoord
+from support.kcoord import FAST
 from support.produce import produce_records
 from support.rdkafka import RdkafkaConsumer
 from support.wait import wait_until
@@ -20,13 +17,7 @@ from support.wait import wait_until
 REGEX_CONFIG = (*FAST, "consumer_regex_batch_refresh_min_interval_ms=1000")
 
 
-@pytest.fixture
-def kcoord(upstream, names) -> Iterator[KcoordProcess]:
-    gateway = KcoordProcess(upstream=upstream.bootstrap, state_topic=f"__kcoord_{names.topic()}",
-                            config=REGEX_CONFIG).start()
-    yield gateway
-    if gateway.process is not None and gateway.process.poll() is None:
-        gateway.stop()
+kcoord = per_test_kcoord(REGEX_CONFIG, name="kcoord")
 
 
 def test_regex_subscription_picks_up_new_matching_topics(kcoord, names, drivers):

@@ -13,7 +13,7 @@ import pytest
 
 from migration.rehearse.streams import StreamsRehearsalPlan, rehearse_streams, write_streams_report
 from support.java import ensure_java_jars
-from support.kcoord import KcoordProcess
+from support.kcoord import KcoordProcess, serving
 from support.names import unique_name
 from support.streams_deployment import KCOORD_CONFIG
 
@@ -24,11 +24,8 @@ CONFIG = (*KCOORD_CONFIG, "group_initial_rebalance_delay_ms=500")
 
 @pytest.fixture(scope="module")
 def gateway(kafka44) -> Iterator[KcoordProcess]:
-    process = KcoordProcess(upstream=kafka44.bootstrap, state_topic=unique_name("__kcoord_rehearse_streams"),
-                            config=CONFIG).start()
-    yield process
-    if process.process is not None and process.process.poll() is None:
-        process.stop()
+    yield from serving(KcoordProcess(upstream=kafka44.bootstrap, state_topic=unique_name("__kcoord_rehearse_streams"),
+                                     config=CONFIG))
 
 
 def test_classic_streams_classic_keeps_offsets_and_counts(gateway, tmp_path) -> None:

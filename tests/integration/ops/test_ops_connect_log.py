@@ -24,8 +24,8 @@ import pytest
 from connect_log import TOPIC, UNITS, ConnectLog, build
 
 from coordinator.protocol import connect_messages as cm
-from ops.logsource import LogBatch, Problems, discover
 from ops.logfiles import iter_files
+from ops.logsource import LogBatch, Problems, discover
 from ops.tables import partition_tables
 from support.admin import committed_offsets
 from support.raw_client import call_with

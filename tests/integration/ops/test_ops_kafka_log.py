@@ -34,8 +34,8 @@ from kafka_log_scenario import (
     run,
 )
 from kafka_log_view import consumer_describe, describe, offsets, settled, view
+from ops_serve import KcoordServe
 
-from conftest import KcoordServe
 from coordinator.cli import build_parser
 from records import RecordType
 from support import ports

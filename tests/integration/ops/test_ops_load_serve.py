@@ -3,17 +3,18 @@ OffsetFetch, DescribeGroups and ConsumerGroupDescribe exactly as the offline rep
 (and as the coordinator's handlers build the answers from that replay)."""
 from __future__ import annotations
 
-from conftest import KcoordServe
+from ops_serve import KcoordServe
+
 from coordinator.cli import build_parser
 from coordinator.group import group_admin
 from coordinator.group.kio_util import schema
 from coordinator.group.offsets import ops as offset_ops
 from coordinator.group.offsets.requests import fetch_answer
-from ops.live import cluster_image
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, topics, write_segments
-from ops.logsource import Problems, discover
+from ops.live import cluster_image
 from ops.logfiles import iter_files
+from ops.logsource import Problems, discover
 from ops.materialise import OffsetsReplay
 from ops.produce_log import create_topic
 from support.raw_client import call_with as call

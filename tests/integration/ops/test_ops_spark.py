@@ -8,8 +8,8 @@ import pytest
 
 from ops.describe import replay_model
 from ops.generator import GeneratorSpec, write_segments
-from ops.logsource import Problems, discover
 from ops.logfiles import iter_files
+from ops.logsource import Problems, discover
 from ops.materialise import OffsetsReplay
 from ops.tables import COLUMNS, partition_tables
 

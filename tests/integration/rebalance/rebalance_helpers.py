@@ -8,12 +8,12 @@
 """
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from support import ports
 from support.kcoord import KcoordProcess
+from support.metrics import scrape
 
 
 def fixed_policy(interval_ms: int) -> tuple[str, ...]:
@@ -51,14 +51,7 @@ class MetricsKcoord(KcoordProcess):
 
     def metrics(self) -> dict[str, float]:
         """Every sample line of /metrics: 'name{labels}' -> value."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = float(value)
-        return out
+        return scrape(self.metrics_port)
 
     def request_count(self, api: str) -> float:
         """Requests of one group API served so far, whatever their error code."""

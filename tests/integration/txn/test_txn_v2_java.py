@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.protocol.apis import PRODUCE, TXN_OFFSET_COMMIT
 from coordinator.upstream.client import UpstreamClient as KafkaLink
 from support.admin import create_topic
-from support.kcoord import FAST
+from support.kcoord import FAST, serving
 from support.metrics import kcoord_with_metrics, sample
 from support.produce import produce_records
 from support.wait import wait_until
@@ -37,10 +37,7 @@ PARTITIONS, INPUTS = 2, 12
 @pytest.fixture
 def kcoord(kafka44, names):
     """One `kcoord serve` in front of Kafka 4.4, defaults (TxnOffsetCommit served), with metrics."""
-    gateway = kcoord_with_metrics(kafka44.bootstrap, f"__kcoord_{names.topic()}", config=FAST).start()
-    yield gateway
-    if gateway.process is not None and gateway.process.poll() is None:
-        gateway.stop()
+    yield from serving(kcoord_with_metrics(kafka44.bootstrap, f"__kcoord_{names.topic()}", config=FAST))
 
 
 def api_versions(bootstrap: str):

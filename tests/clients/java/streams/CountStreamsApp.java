@@ -37,7 +37,7 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * - stdout carries one JSON object per line, each with "event" and "t" (System.nanoTime(),
  *   CLOCK_MONOTONIC on Linux: the harness compares times across processes); the log goes to stderr.
  *   The lines are printed by StreamsEvents, the helper kcoord ships with its Streams rehearsal
- *   (migration/rehearse/java/streams/StreamsRehearsalApp.java; support.java compiles it with this file).
+ *   (migration/rehearse/java/streams/StreamsEvents.java; support.java compiles it with this file).
  * - "tasks" lines say the instance's active and standby tasks as its stream threads see them
  *   (KafkaStreams.metadataForLocalThreads(), polled every --poll-ms, printed on change): a task
  *   is in a line from its creation (restoring included) until it is closed. "prev_t" is when the

@@ -45,5 +45,5 @@ def test_the_pom_asks_for_kafka_streams_and_the_logging_binding():
 
 def test_the_application_source_ships_beside_the_consumer_driver_but_apart_from_it():
     """Apart: java/*.java is compiled against kafka-clients alone (java_jars.DRIVER_SOURCES)."""
-    assert [p.name for p in streams_jars.SOURCES.glob("*.java")] == ["StreamsRehearsalApp.java"]
+    assert sorted(p.name for p in streams_jars.SOURCES.glob("*.java")) == ["StreamsEvents.java", "StreamsRehearsalApp.java"]
     assert not list(java_jars.DRIVER_SOURCES.glob("StreamsRehearsalApp.java"))

@@ -1,0 +1,146 @@
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.TaskMetadata;
+import org.apache.kafka.streams.ThreadMetadata;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
+
+/**
+ * The JSON lines a Kafka Streams application prints for the one that drives it (StreamsRehearsalApp,
+ * and the test suite's CountStreamsApp, which is compiled with this directory's sources).
+ *
+ * Rules:
+ * - one JSON object per line on stdout, each with "event" and "t" (System.nanoTime(),
+ *   CLOCK_MONOTONIC on Linux: the driver compares times across processes), flushed at once;
+ *   lines never interleave (say is synchronized);
+ * - "state" lines are KafkaStreams state transitions; "fatal" an uncaught exception in a stream
+ *   thread, after which the client shuts down (watch);
+ * - "tasks" lines (TaskLines): the instance's active tasks (and standby tasks, when asked) as
+ *   its stream threads see them, polled and printed on change; "prev_t" is when the poll
+ *   before started, the last instant the previous line's sets were seen whole. None is
+ *   printed once the client is closed.
+ */
+final class StreamsEvents {
+    private StreamsEvents() {
+    }
+
+    /** "--name value" pairs, without the dashes. */
+    static Map<String, String> options(String[] argv) {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i + 1 < argv.length; i += 2) {
+            opts.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
+        }
+        return opts;
+    }
+
+    /** "state" lines for the client's transitions; "fatal" and SHUTDOWN_CLIENT for an uncaught exception. */
+    static void watch(KafkaStreams streams) {
+        streams.setStateListener((now, before) ->
+            say("state", "\"state\":" + q(now.name()) + ",\"from\":" + q(before.name())));
+        streams.setUncaughtExceptionHandler(e -> {
+            say("fatal", "\"error\":" + q(e.getClass().getName()) + ",\"message\":" + q(String.valueOf(e.getMessage())));
+            return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+    }
+
+    /** The local threads' task sets, printed as "tasks" lines whenever they change. */
+    static final class TaskLines {
+        private final boolean withStandby;
+        private final String none;
+        private String last;
+        private long lastPoll = System.nanoTime();
+        private boolean closed;
+
+        TaskLines(boolean withStandby) {
+            this.withStandby = withStandby;
+            this.none = withStandby ? "\"active\":[],\"standby\":[]" : "\"active\":[]";
+            this.last = none;
+        }
+
+        /** Poll every ``everyMs`` on a daemon thread. */
+        void start(KafkaStreams streams, long everyMs) {
+            Thread poller = new Thread(() -> poll(streams, everyMs), "task-poller");
+            poller.setDaemon(true);
+            poller.start();
+        }
+
+        private void poll(KafkaStreams streams, long everyMs) {
+            while (true) {
+                long pollStart = System.nanoTime();
+                try {
+                    TreeSet<String> active = new TreeSet<>();
+                    TreeSet<String> standby = new TreeSet<>();
+                    for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
+                        for (TaskMetadata task : thread.activeTasks()) {
+                            active.add(task.taskId().toString());
+                        }
+                        for (TaskMetadata task : thread.standbyTasks()) {
+                            standby.add(task.taskId().toString());
+                        }
+                    }
+                    observed("\"active\":" + strings(active) + (withStandby ? ",\"standby\":" + strings(standby) : ""),
+                        pollStart);
+                } catch (RuntimeException e) {
+                    // metadataForLocalThreads() throws once the client is neither running nor
+                    // rebalancing (closing, failed): it holds no task the driver could count on.
+                    observed(none, pollStart);
+                }
+                try {
+                    Thread.sleep(everyMs);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }
+
+        /** The client is closed: its last poll was the last sight of its tasks; no poll counts after. */
+        synchronized void closed() {
+            observed(none, System.nanoTime());
+            closed = true;
+        }
+
+        /** One poll's sets: a "tasks" line if they changed; prev_t is the previous poll's start. */
+        private synchronized void observed(String tasks, long pollStart) {
+            if (closed) {
+                return;
+            }
+            if (!tasks.equals(last)) {
+                say("tasks", tasks + ",\"prev_t\":" + lastPoll);
+                last = tasks;
+            }
+            lastPoll = pollStart;
+        }
+    }
+
+    /** A JSON array of the strings, in the collection's order. */
+    static String strings(Collection<String> items) {
+        List<String> quoted = new ArrayList<>();
+        items.forEach(s -> quoted.add(q(s)));
+        return "[" + String.join(",", quoted) + "]";
+    }
+
+    /** A JSON string. */
+    static String q(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    static synchronized void say(String event, String fields) {
+        System.out.println("{\"event\":" + q(event) + ",\"t\":" + System.nanoTime()
+            + (fields.isEmpty() ? "" : "," + fields) + "}");
+        System.out.flush();
+    }
+}
