@@ -6,17 +6,17 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
   write cancels it; past the write timeout it is COORDINATOR_NOT_AVAILABLE
   (offsets.commit.timeout.ms: Kafka maps REQUEST_TIMED_OUT so). The write goes on: its
   future is never cancelled here.
-- The operations that wait for one write within `SLACK_S` of each other share one callback
-  on the write and one timer; a later one starts a group of its own, so no answer times out
-  more than `SLACK_S` before its own write timeout (a batch fills over a loop turn, or over
-  the few turns while an earlier write is in flight).
+- The operations that wait for one write share one callback on it and one timer, however
+  long the batch took to fill (a loop turn, or the turns while an earlier write was in
+  flight): each answer keeps its own deadline, the timer fails the answers whose deadline
+  has passed and is set again for the earliest left, so no answer times out before its own
+  write timeout, and an operation costs no timer of its own.
 - Each answer is an `Answer` (answer.py), not an asyncio future: the write's one callback
   completes them all in its own turn, and each hands its outcome on at once.
 """
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,51 +24,86 @@ from kio.schema.errors import ErrorCode
 from ..group.errors import ApiError
 from .answer import Answer
 
-SLACK_S = 0.001
+# The loop runs a timer up to its clock's resolution early (BaseEventLoop._run_once): an
+# answer this close to its deadline is due.
+_EARLY_S = 0.001
 
 
 class Releases:
-    __slots__ = ("_partition", "_write", "_started", "_waiting")
+    __slots__ = ("_partition", "_write", "_waiting")
 
     def __init__(self, partition: int) -> None:
         self._partition = partition
         self._write: asyncio.Future | None = None
-        self._started = 0.0
-        self._waiting: list[tuple[Answer, Any]] = []
+        self._waiting: _Waiting | None = None
 
     def when_durable(self, write: asyncio.Future, response: Any, timeout_s: float) -> Answer:
         """The answer ``response`` will be, completed once ``write`` is, or failed after
         ``timeout_s`` (module rules)."""
         loop = write.get_loop()
-        now = loop.time()
-        if write is not self._write or now - self._started > SLACK_S or write.done():
-            self._write, self._started = write, now
-            waiting = self._waiting = []
-            timer = loop.call_at(now + timeout_s, _timed_out, waiting, self._partition)
-            write.add_done_callback(partial(_written, waiting, timer))
+        deadline = loop.time() + timeout_s
+        waiting = self._waiting
+        if write is not self._write or waiting is None or write.done():
+            self._write = write
+            waiting = self._waiting = _Waiting(self._partition, loop, deadline)
+            write.add_done_callback(waiting.written)
+        elif deadline < waiting.due:
+            waiting.arm(deadline)
         answer = Answer()
-        self._waiting.append((answer, response))
+        waiting.answers.append((answer, response, deadline))
         return answer
 
 
-def _written(waiting: list[tuple[Answer, Any]], timer: asyncio.TimerHandle, write: asyncio.Future) -> None:
-    timer.cancel()
-    if write.cancelled():
-        for answer, _ in waiting:
-            answer.cancel()
-        return
-    error = write.exception()
-    for answer, response in waiting:
-        if answer.done():
-            continue      # timed out, or the caller went away
-        if error is not None:
-            answer.set_exception(error)
-        else:
-            answer.set_result(response)
+class _Waiting:
+    """The answers waiting for one write, each with its deadline, and the write's one timer."""
 
+    __slots__ = ("answers", "_partition", "_loop", "_timer", "due")
 
-def _timed_out(waiting: list[tuple[Answer, Any]], partition: int) -> None:
-    for answer, _ in waiting:
-        if not answer.done():
-            answer.set_exception(ApiError(ErrorCode.coordinator_not_available,
-                                          f"The write to state partition {partition} timed out."))
+    def __init__(self, partition: int, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        self.answers: list[tuple[Answer, Any, float]] = []
+        self._partition = partition
+        self._loop = loop
+        self._timer: asyncio.TimerHandle | None = None
+        self.due = deadline
+        self.arm(deadline)
+
+    def arm(self, due: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.due = due
+        self._timer = self._loop.call_at(due, self._timed_out)
+
+    def written(self, write: asyncio.Future) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        answers, self.answers = self.answers, []
+        if write.cancelled():
+            for answer, _, _ in answers:
+                answer.cancel()
+            return
+        error = write.exception()
+        for answer, response, _ in answers:
+            if answer.done():
+                continue      # timed out, or the caller went away
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(response)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        left = []
+        for entry in self.answers:
+            answer, _, deadline = entry
+            if answer.done():
+                continue
+            if deadline <= now + _EARLY_S:
+                answer.set_exception(ApiError(ErrorCode.coordinator_not_available,
+                                              f"The write to state partition {self._partition} timed out."))
+            else:
+                left.append(entry)
+        self.answers = left
+        if left:
+            self.arm(min(deadline for _, _, deadline in left))
