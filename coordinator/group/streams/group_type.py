@@ -4,7 +4,8 @@ methods of `StreamsGroup`).
 Rules:
 - offsets are committed per partition of a source or repartition-source topic; the task that
   reads it is (the subtopology reading the topic, the partition), and KIP-1251's relaxed epoch
-  rule applies per task: an older member epoch is accepted for a task given at or before it;
+  rule applies per task: an older member epoch is accepted for a task given at or before it,
+  assigned or pending revocation (Kafka 4.4 stamps active tasks with assignment epochs);
 - OffsetCommit below v9 is refused to a streams member (UNSUPPORTED_VERSION), and OffsetFetch
   needs the member's exact epoch, as for a consumer-group member;
 - the group reads (is subscribed to) its topology's source and repartition source topics
@@ -32,28 +33,29 @@ if TYPE_CHECKING:
 
 
 def validate_streams_commit(group: StreamsGroup, member_id: str, epoch: int, api_version: int,
-                            transactional: bool = False) -> PartitionCheck:
-    """`StreamsGroup.validateOffsetCommit`, with KIP-1251's assignment epochs per task. Only a
-    plain OffsetCommit must be v9+: a TxnOffsetCommit (exactly-once v2 members) at any version
-    passes on to the epoch check, as in Kafka (`!isTransactional && apiVersion < 9`)."""
+                            transactional: bool = False, instance_id: str | None = None) -> PartitionCheck:
+    """Kafka 4.4's `StreamsGroup.validateOffsetCommit`, in its order: an epoch < 0 to an empty
+    group and a TxnOffsetCommit naming no member at all (epoch -1, member "", no instance: the
+    API does not require them) pass; then the member must exist; a plain OffsetCommit must be
+    v9+ (a TxnOffsetCommit of an exactly-once v2 member may be any version); its exact epoch
+    passes, a newer one is stale, and an older one is checked per task against the epoch the
+    task was given at, assigned or pending revocation (KIP-1251)."""
     if epoch < 0 and not group.members:
+        return ACCEPT_ALL
+    if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return ACCEPT_ALL
     member = group.members.get(member_id)
     if member is None:
         raise unknown_member(group.group_id, member_id)
     if not transactional and api_version < 9:
         raise ApiError(ErrorCode.unsupported_version,
-                       "OffsetCommit version 9 or above must be used by members using the streams group protocol.")
+                       "OffsetCommit version 9 or above must be used by members using the streams group protocol")
     if epoch == member.member_epoch:
         return ACCEPT_ALL
     if epoch > member.member_epoch:
-        raise ApiError(ErrorCode.stale_member_epoch, f"The received member epoch {epoch} is larger than "
-                                                     f"the member epoch {member.member_epoch}.")
-    readers: dict[str, str] = {}
-    if group.topology is not None:
-        for s in group.topology.subtopologies:
-            for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
-                readers[t] = s.subtopology_id
+        raise ApiError(ErrorCode.stale_member_epoch,
+                       f"Received member epoch {epoch} is newer than current member epoch {member.member_epoch}.")
+    readers = group.topology.readers() if group.topology is not None else {}
 
     def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
         sub = readers.get(topic)
@@ -80,8 +82,7 @@ class StreamsGroupType:
         # offsets, and they expire by commit time.
         if group.topology is None or group.is_empty():
             return set()
-        return {t for s in group.topology.subtopologies
-                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
+        return set(group.topology.readers())
 
     def tombstones(self, group: StreamsGroup) -> list[CoordinatorRecord]:
         gid = group.group_id
@@ -118,7 +119,7 @@ class StreamsGroupType:
     def validate_offset_commit(self, group: StreamsGroup, image: MetadataImage, member_id: str,
                                instance_id: str | None, generation: int, api_version: int,
                                transactional: bool = False) -> PartitionCheck:
-        return validate_streams_commit(group, member_id, generation, api_version, transactional)
+        return validate_streams_commit(group, member_id, generation, api_version, transactional, instance_id)
 
     def offset_commit_timers(self, group: StreamsGroup, member_id: str, now_ms: int) -> list[TimerOp]:
         return []   # the heartbeat alone keeps a streams member's session

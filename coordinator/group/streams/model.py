@@ -109,7 +109,8 @@ class StreamsMember:
     client_tags: tuple[tuple[str, str], ...] = ()
     assigned: Tasks = EMPTY_TASKS
     pending_revocation: Tasks = EMPTY_TASKS
-    # the epoch at which each active task was given (KIP-1251's assignment epochs, record 22)
+    # the epoch at which each active task, assigned or pending revocation, was given
+    # (KIP-1251's assignment epochs, record 22)
     active_epochs: Mapping[Task, int] = field(default_factory=lambda: NO_EPOCHS)
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
@@ -158,6 +159,12 @@ class Topology:
 
     def by_id(self) -> dict[str, Subtopology]:
         return {s.subtopology_id: s for s in self.subtopologies}
+
+    def readers(self) -> dict[str, str]:
+        """Each source and repartition source topic and the subtopology that reads it (Kafka's
+        `sourceTopicMap`): a committed offset belongs to the task (that subtopology, the partition)."""
+        return {t: s.subtopology_id for s in self.subtopologies
+                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
 
     def required_topics(self) -> set[str]:
         """Every topic the topology reads or creates (Kafka's `requiredTopics`)."""

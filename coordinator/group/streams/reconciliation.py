@@ -20,7 +20,9 @@ Rules:
   member's process holds it in any role (one state directory per process). A member with
   unreleased tasks gets the target epoch and the free tasks (UNRELEASED_TASKS), the rest
   come later;
-- an active task carries the epoch it was given at (KIP-1251): kept tasks keep theirs.
+- an active task carries the epoch it was given at (KIP-1251): kept tasks keep theirs, and so
+  do tasks pending revocation until the member reports them revoked (Kafka 4.4 writes their
+  epochs in record 22 and accepts their commits at those epochs meanwhile).
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ def _next(member: StreamsMember, target_epoch: int, target: Tasks, owned: Tasks 
     kept = Tasks(held.active & target.active, held.standby & target.standby, held.warmup & target.warmup)
     if not revoke.is_empty() and not revoked(owned, revoke, kept):
         return replace(member, state=MemberState.UNREVOKED_TASKS, assigned=kept, pending_revocation=revoke,
-                       active_epochs={t: e for t, e in member.active_epochs.items() if t in kept.active})
+                       active_epochs={t: e for t, e in member.active_epochs.items() if t in held.active})
     mine = member.process_id
     no: set[str] = set()
 
@@ -81,7 +83,9 @@ def _next(member: StreamsMember, target_epoch: int, target: Tasks, owned: Tasks 
     standby = {t for t in target.standby if t in kept.standby or other_free(t)}
     warmup = {t for t in target.warmup if t in kept.warmup or other_free(t)}
     given = Tasks(frozenset(active), frozenset(standby), frozenset(warmup))
-    epochs = {t: member.active_epochs.get(t, target_epoch) for t in given.active}
+    # A kept task keeps the epoch it was given at; a new one (or one given back) gets the target's.
+    epochs = {t: member.active_epochs.get(t, target_epoch) if t in kept.active else target_epoch
+              for t in given.active}
     state = MemberState.STABLE if given == target else MemberState.UNRELEASED_TASKS
     return replace(member, state=state, member_epoch=target_epoch, previous_member_epoch=member.member_epoch,
                    assigned=given, pending_revocation=Tasks(), active_epochs=epochs)

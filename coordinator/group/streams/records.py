@@ -108,7 +108,10 @@ def current_assignment(group_id: str, m: StreamsMember) -> CoordinatorRecord:
                          state=int(m.state),
                          active_tasks=_current_ids(a.active, m.active_epochs),
                          standby_tasks=_current_ids(a.standby, None), warmup_tasks=_current_ids(a.warmup, None),
-                         active_tasks_pending_revocation=_current_ids(r.active, None),
+                         # Kafka 4.4 writes the epochs of active tasks pending revocation too;
+                         # a member read from a record without them has none to write.
+                         active_tasks_pending_revocation=_current_ids(
+                             r.active, m.active_epochs if r.active <= m.active_epochs.keys() else None),
                          standby_tasks_pending_revocation=_current_ids(r.standby, None),
                          warmup_tasks_pending_revocation=_current_ids(r.warmup, None)))
 
@@ -180,8 +183,8 @@ def apply_member_metadata(m: StreamsMember, value) -> StreamsMember:
 
 
 def apply_current_assignment(m: StreamsMember, value) -> StreamsMember:
-    epochs = {(t.subtopology_id, p): e for t in value.active_tasks if t.assignment_epochs is not None
-              for p, e in zip(t.partitions, t.assignment_epochs, strict=False)}
+    epochs = {(t.subtopology_id, p): e for t in (*value.active_tasks, *value.active_tasks_pending_revocation)
+              if t.assignment_epochs is not None for p, e in zip(t.partitions, t.assignment_epochs, strict=False)}
     return _replace(m, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
                     state=MemberState.from_byte(value.state),
                     assigned=Tasks(tasks_from(value.active_tasks), tasks_from(value.standby_tasks),

@@ -44,6 +44,7 @@ from support.wait import wait_until
 pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE, DESCRIBE_GROUPS = 88, 89, 93, 15
+OFFSET_COMMIT, OFFSET_FETCH, METADATA = 8, 9, 3
 INPUT_PARTITIONS = 4
 MISSING_INTERNAL_TOPICS = 3
 
@@ -233,11 +234,134 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     t.add("topology description update", view(side.call(
         TOPOLOGY_UPDATE, 0, group_id=app, member_id=ids[0], topology_epoch=1,
         topology_description=u.TopologyDescription(subtopologies=(), global_stores=())), app))
+    joiners = offsets_across_rebalances(t, source, app, member, ids)
     t.add("leave", view(member.heartbeat(epoch=-1), app))
+    for joiner in joiners:
+        assert int(joiner.heartbeat(epoch=-1).error_code) == 0
+    t.add("admin commit once empty", commit_as(side, app, 9, {source: {0: 9}}))
     t.add("describe after leave", describe(side, app, 1))
     t.add("delete when empty", delete_groups(side, app))
     t.add("describe after delete", describe(side, app, 1))
     return t
+
+
+# ---------------------------------------------------------------- offsets of streams members
+def topic_ids(side: Coordinator, *names: str) -> dict[str, Any]:
+    m = side.types(METADATA, 12)
+    response = side.call(METADATA, 12, topics=tuple(m.MetadataRequestTopic(name=n, topic_id=uuid.UUID(int=0))
+                                                     for n in names),
+                         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return {x.name: x.topic_id for x in response.topics}
+
+
+def commit_as(side: Coordinator, app: str, version: int, offsets: dict[str, dict[int, int]], *,
+              member_id: str = "", epoch: int = -1, ids: dict[str, Any] | None = None) -> dict[str, dict[int, str]]:
+    """OffsetCommit at ``version`` ({topic name: {partition: offset}}; v10 names topics by id,
+    from ``ids``); the answer {topic (app as "<app>"): {partition: error}}."""
+    t = side.types(OFFSET_COMMIT, version)
+    by_name = {v: k for k, v in (ids or {}).items()}
+    topics = tuple(t.OffsetCommitRequestTopic(**({"topic_id": (ids or {})[name]} if version >= 10 else {"name": name}),
+                                              partitions=tuple(t.OffsetCommitRequestPartition(
+                                                  partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                                  committed_metadata="m") for p, o in sorted(parts.items())))
+                   for name, parts in offsets.items())
+    response = side.call(OFFSET_COMMIT, version, group_id=app, generation_id_or_member_epoch=epoch,
+                         member_id=member_id, group_instance_id=None, topics=topics)
+    return {named(by_name[x.topic_id] if version >= 10 else x.name, app):
+            {q.partition_index: plain(q.error_code) for q in x.partitions} for x in response.topics}
+
+
+def task_offsets(tasks: Any, source: str, app: str, offset: int) -> dict[str, dict[int, int]]:
+    """The offsets a member commits for its tasks ``(subtopology, partition)``: subtopology 0
+    reads ``source``, subtopology 1 the repartition topic."""
+    out: dict[str, dict[int, int]] = {}
+    for sub, p in tasks:
+        out.setdefault(source if sub == "0" else f"{app}-repartition", {})[p] = offset
+    return out
+
+
+def codes(answer: dict[str, dict[int, str]]) -> list[str]:
+    """The distinct per-partition errors, for tasks compared by role (which tasks move is
+    the assignor's choice, compared elsewhere by balance)."""
+    return sorted({c for parts in answer.values() for c in parts.values()})
+
+
+def active(member: StreamsMember) -> set[tuple[str, int]]:
+    return {(s, p) for s, ps in member.tasks["active"] for p in ps}
+
+
+def offsets_across_rebalances(t: Transcript, source: str, app: str, a: StreamsMember,
+                              ids: list[str]) -> list[StreamsMember]:
+    """OffsetCommit / OffsetFetch of streams members (KIP-1071 with KIP-1251's assignment
+    epochs per task): the versions, the member epochs, then a kept, a moved and a task pending
+    revocation after B and then C join the group A ran alone. Returns B and C, still members."""
+    side = t.side
+    first = a.epoch
+    both = {source: {0: 3}, f"{app}-repartition": {0: 3}}
+    ids_of = topic_ids(side, source, f"{app}-repartition")
+    t.add("v8 from a streams member", commit_as(side, app, 8, both, member_id=a.member_id, epoch=first))
+    t.add("v8 from an unknown member", commit_as(side, app, 8, both, member_id=ids[7], epoch=first))
+    t.add("v9 from an unknown member", commit_as(side, app, 9, both, member_id=ids[7], epoch=first))
+    t.add("v9 admin while members", commit_as(side, app, 9, both))
+    t.add("v9 at an older epoch", commit_as(side, app, 9, both, member_id=a.member_id, epoch=first - 1))
+    t.add("v9 at a newer epoch", commit_as(side, app, 9, both, member_id=a.member_id, epoch=first + 1))
+    t.add("v9 to a topic outside the topology at an older epoch",
+          commit_as(side, app, 9, {f"{app}-store-changelog": {0: 3}}, member_id=a.member_id, epoch=first - 1))
+    t.add("v10 at the member epoch", commit_as(side, app, 10, both, member_id=a.member_id, epoch=first, ids=ids_of))
+    t.add("v10 at an older epoch", commit_as(side, app, 10, both, member_id=a.member_id, epoch=first - 1,
+                                             ids=ids_of))
+    t.add("fetch without member", named(fetch(side, app, source), app))
+
+    # B joins: A gives up half of its tasks, then both run at B's epoch.
+    b = StreamsMember(side, app, ids[7], ids[8])
+    b.note(b.join(topology(side, app, source)))
+
+    def halves() -> bool:
+        a.heartbeat()
+        b.heartbeat()
+        return a.active_count() == b.active_count() == 4 and a.epoch == b.epoch
+    wait_until(halves, 60, 0.1, lambda: f"{side.name}: A and B run 4 tasks each ({a.tasks}, {b.tasks})")
+    second = a.epoch
+    kept, moved = sorted(active(a)), sorted(active(b))
+    t.add("epochs after B joined", [first < second])
+    t.add("A, a kept task at its previous epoch",
+          codes(commit_as(side, app, 9, task_offsets(kept[:1], source, app, 20), member_id=a.member_id, epoch=first)))
+    t.add("A, a moved task at its previous epoch",
+          codes(commit_as(side, app, 9, task_offsets(moved[:1], source, app, 20), member_id=a.member_id, epoch=first)))
+    t.add("A, v10, kept and moved tasks at its previous epoch", {
+        "kept": codes(commit_as(side, app, 10, task_offsets(kept, source, app, 21), member_id=a.member_id,
+                                epoch=first, ids=ids_of)),
+        "moved": codes(commit_as(side, app, 10, task_offsets(moved, source, app, 21), member_id=a.member_id,
+                                 epoch=first, ids=ids_of))})
+    t.add("B at the previous epoch",
+          codes(commit_as(side, app, 9, task_offsets(moved, source, app, 22), member_id=b.member_id, epoch=first)))
+    t.add("B at its epoch",
+          codes(commit_as(side, app, 9, task_offsets(moved, source, app, 23), member_id=b.member_id, epoch=second)))
+    t.add("B, a task of A at its epoch",
+          codes(commit_as(side, app, 9, task_offsets(kept, source, app, 23), member_id=b.member_id, epoch=second)))
+    t.add("fetch as A", named(fetch(side, app, source, member_id=a.member_id, epoch=second), app))
+    t.add("fetch as A at its previous epoch", named(fetch(side, app, source, member_id=a.member_id, epoch=first), app))
+    t.add("fetch as an unknown member", named(fetch(side, app, source, member_id=ids[9], epoch=second), app))
+
+    # C joins: A is told to revoke tasks it has held since `first` and, until it reports them
+    # revoked, may still commit them at `first` (their assignment epoch, kept in record 22).
+    c = StreamsMember(side, app, ids[9], ids[10])
+    c.note(c.join(topology(side, app, source)))
+    held = active(a)
+
+    def revoking() -> bool:
+        r = a.heartbeat()
+        return int(r.error_code) == 0 and r.active_tasks is not None and active(a) < held
+    wait_until(revoking, 60, 0.1, lambda: f"{side.name}: A is told to revoke ({a.tasks})")
+    pending = sorted(held - active(a))
+    t.add("A revoking, at its epoch", [a.epoch == second])
+    t.add("A, a task pending revocation at its previous epoch",
+          codes(commit_as(side, app, 9, task_offsets(pending[:1], source, app, 30), member_id=a.member_id,
+                          epoch=first)))
+    t.add("A, a task pending revocation at an epoch before it was given",
+          codes(commit_as(side, app, 9, task_offsets(pending[:1], source, app, 30), member_id=a.member_id,
+                          epoch=first - 1)))
+    return [b, c]
 
 
 def describe_groups_v5(side: Coordinator, group: str) -> Any:
@@ -246,7 +370,7 @@ def describe_groups_v5(side: Coordinator, group: str) -> Any:
 
 
 def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic):
-    ids = member_ids(7)
+    ids = member_ids(11)
     suffix = uuid.uuid4().hex[:6]
     kafka, *kcoords = (join_describe_refuse_leave(Transcript(side), input_topic, ids, suffix) for side in three_sides)
     # The scenario reached what it is about, on Kafka itself.
@@ -266,6 +390,13 @@ def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic)
     assert kafka["internal topic"]["error_code"] == "streams_invalid_topology"
     assert kafka["heartbeat to a consumer group"]["error_code"] == "group_id_not_found"
     assert kafka["topology description update"]["error_code"] == "unsupported_version"
+    assert set(codes(kafka["v8 from a streams member"])) == {"unsupported_version"}
+    assert codes(kafka["v10 at the member epoch"]) == ["none"]
+    assert codes(kafka["v10 at an older epoch"]) == ["stale_member_epoch"]
+    assert kafka["A, a kept task at its previous epoch"] == ["none"]
+    assert kafka["A, a moved task at its previous epoch"] == ["stale_member_epoch"]
+    assert kafka["A, a task pending revocation at its previous epoch"] == ["none"]
+    assert codes(kafka["admin commit once empty"]) == ["none"]
     for kcoord in kcoords:
         assert_same(kafka, kcoord)
 
