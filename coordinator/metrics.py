@@ -226,6 +226,12 @@ GATEWAY_FORWARDED = Counter("kcoord_gateway_forwarded_requests_total", "Requests
 GATEWAY_FORWARDED_BYTES = Counter("kcoord_gateway_forwarded_bytes_total", "Bytes forwarded, by listener and "
                                   "direction (to_upstream: requests; to_client: upstream's answers)",
                                   ["listener", "direction"])
+# In front of Tansu, ListOffsets LATEST partitions corrected to the high watermark
+# (gateway/tansu_list_offsets.py): outcome "raised" (the HW was above what Tansu listed),
+# "same", or "kept" (the Fetch read failed for the partition: Tansu's offset is answered).
+GATEWAY_LATEST_CORRECTIONS = Counter("kcoord_gateway_list_offsets_latest_total", "ListOffsets LATEST partitions "
+                                     "answered in front of Tansu, by outcome of the high-watermark read",
+                                     ["outcome"])
 _forward_children: dict[tuple[int, str], tuple] = {}
 
 

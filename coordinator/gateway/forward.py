@@ -28,7 +28,7 @@ from ..protocol.codec import BodyError
 from ..protocol.framing import SIZE, HeaderError, split_frames
 from ..protocol.rewrite import rewrite_response_frame
 from .leader_endpoints import body_offset, rewrite_leader_endpoints
-from .routes import FIND_COORDINATOR_LOCAL, FORWARD_REFRESH, FORWARD_REWRITE, Route
+from .routes import FIND_COORDINATOR_LOCAL, FORWARD_LATEST, FORWARD_REFRESH, FORWARD_REWRITE, Route
 
 if TYPE_CHECKING:
     from .ports import Downstream, LinkServices
@@ -251,6 +251,17 @@ class UpstreamLink(asyncio.Protocol):
                                         f"upstream {self._target} could not be rewritten: {e}")
             elif kind == FORWARD_REFRESH:
                 self._gateway.cluster.request_refresh()
+            elif kind == FORWARD_LATEST and pending.__class__ is not Pending:
+                # In front of Tansu: the ListOffsets answer waits for the Fetch behind it,
+                # whose answer completes it (tansu_list_offsets.py).
+                try:
+                    done = pending.completed(frame)  # type: ignore[attr-defined]
+                except ValueError as e:
+                    return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
+                                        f"upstream {self._target}: {e}")
+                if done is None:
+                    continue
+                pending, frame = done
             if pending.__class__ is MergingPending:
                 try:
                     frame = pending.merge(frame)  # type: ignore[attr-defined]

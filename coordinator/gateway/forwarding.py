@@ -3,7 +3,8 @@
 Rules: Kafka closes the connection on a header that does not parse, and so does kcoord
 before forwarding (the log names the client and the fault); a body that fails the route's
 check closes it too. Fetch's max_bytes and DescribeTopicPartitions' partition limit over
-Kafka's bounds are clamped (fetch_bounds.py).
+Kafka's bounds are clamped (fetch_bounds.py). In front of Tansu, a ListOffsets asking LATEST
+takes a Fetch of the high watermarks along (tansu_list_offsets.py).
 The upstream link opens with the connection's first forwarded request; while it opens the
 client is not read (UPSTREAM, flow.py), so the link's outbox holds at most one read's
 frames. Frames of one read go up in one write, after the read (``send_read``). Each
@@ -23,7 +24,9 @@ from ..protocol.checked import Malformed
 from ..protocol.framing import HeaderError, body_offset
 from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
-from .routes import Route
+from .routes import FORWARD_LATEST, Route
+from .tansu_list_offsets import latest_request
+from .upstream_facts import is_kafka
 from .validate_only import answered_here
 
 if TYPE_CHECKING:
@@ -88,8 +91,25 @@ class Forwarding:
         clamp = route.clamp
         if clamp is not None:      # numbers over Kafka's bounds (fetch_bounds.py)
             frame = clamp(frame, offset)
+        if route.kind == FORWARD_LATEST and self._latest(frame, route, correlation_id, offset):
+            return
         self.forward(frame, Pending(correlation_id, route, len(frame)) if merge is None
                      else MergingPending(correlation_id, route, len(frame), merge))
+
+    def _latest(self, frame: bytes, route: Route, correlation_id: int, offset: int) -> bool:
+        """In front of Tansu, a ListOffsets asking LATEST goes up with the Fetch that reads
+        its high watermarks right behind it (tansu_list_offsets.py); False: forward it as is."""
+        if is_kafka(getattr(self._gateway.cluster, "upstream_api_versions", ())):
+            return False
+        latest = latest_request(route, frame, offset, correlation_id)
+        if latest is None:
+            return False
+        pending, fetch, fetch_pending = latest
+        self.forward(frame, pending)
+        link: Any = self._client.link
+        self.outgoing.append(fetch)
+        link.waiting.append(fetch_pending)     # not in the client's queue: its answer completes `pending`
+        return True
 
     def forward(self, frame: bytes, pending: Pending | None) -> None:
         """Send ``frame`` upstream after this read; ``pending`` (None: no answer expected)

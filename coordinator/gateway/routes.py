@@ -24,6 +24,7 @@ from ..protocol.apis import (
     DESCRIBE_TOPIC_PARTITIONS,
     FETCH,
     FIND_COORDINATOR,
+    LIST_OFFSETS,
     METADATA,
     PRODUCE,
     SASL_AUTHENTICATE,
@@ -47,6 +48,7 @@ API_VERSIONS_LOCAL = 5
 GROUP = 6              # served by the GroupService
 GUARD = 7              # decoded and checked against the state topic, then forwarded
 SASL = 8               # SaslHandshake, SaslAuthenticate: the connection's SASL state (sasl.py)
+FORWARD_LATEST = 9     # ListOffsets: in front of Tansu, LATEST gets the high watermark (tansu_list_offsets.py)
 
 # Kinds whose request body is decoded here (Route.request_class is set; also when guarded).
 DECODED_KINDS = frozenset({FIND_COORDINATOR_LOCAL, API_VERSIONS_LOCAL, GROUP, GUARD, SASL})
@@ -59,6 +61,7 @@ _SPECIAL_FORWARDS = {
     CREATE_TOPICS: FORWARD_REFRESH,
     DELETE_TOPICS: FORWARD_REFRESH,
     CREATE_PARTITIONS: FORWARD_REFRESH,
+    LIST_OFFSETS: FORWARD_LATEST,
 }
 
 
