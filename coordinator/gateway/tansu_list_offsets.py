@@ -8,7 +8,8 @@ restores its changelog to the listed end stops short of the last batch's records
 Rules:
 - Only in front of a broker that is not Apache Kafka (upstream_facts.is_kafka false); in front
   of Kafka, ListOffsets goes up and comes back byte for byte with no extra request.
-- Only ListOffsets requests with at least one partition asked LATEST (-1) (kcoord routes v1+);
+- Only ListOffsets requests with at least one partition asked LATEST (-1) (kcoord routes v1+)
+  and isolation level 0 or 1 (Tansu closes the connection on a Fetch of any other: measured);
   EARLIEST (-2), MAX_TIMESTAMP (-3), -4, -5 and timestamps are answered as upstream answers them.
 - The high watermarks come from one Fetch v4 sent on the client's own upstream link, right
   behind its ListOffsets in the same write: the same broker and the same principal, and no
@@ -78,9 +79,10 @@ def latest_asked(route: Route, frame: bytes, offset: int) -> tuple[Asked, int] |
         for partition in topic.partitions:
             if partition.timestamp == LATEST:
                 asked.setdefault(topic.name, set()).add(partition.partition_index)
-    if not asked:
-        return None
-    return asked, int(getattr(request, "isolation_level", 0))
+    isolation_level = int(getattr(request, "isolation_level", 0))
+    if not asked or isolation_level not in (0, READ_COMMITTED):
+        return None       # Tansu closes the connection on a Fetch of another isolation level
+    return asked, isolation_level
 
 
 def fetch_frame(asked: Asked, isolation_level: int, correlation_id: int) -> bytes:

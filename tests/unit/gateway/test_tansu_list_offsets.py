@@ -124,6 +124,13 @@ def test_only_latest_takes_a_fetch(timestamp: int) -> None:
     assert prepared(7, list_request(7, {"t": {0: timestamp}})) is None
 
 
+@pytest.mark.parametrize("isolation_level", [-1, 2, 127])
+def test_an_unknown_isolation_level_takes_no_fetch(isolation_level: int) -> None:
+    # Tansu closes the connection on a Fetch with such an isolation level: the client's own
+    # request goes up alone and gets whatever upstream answers it.
+    assert prepared(7, list_request(7, {"t": {0: -1}}, isolation_level=isolation_level)) is None
+
+
 def test_the_fetch_names_only_partitions_asked_latest_with_the_isolation_level() -> None:
     found = prepared(7, list_request(7, {"a": {0: -1, 1: -2, 2: -1}, "b": {0: 5}}, isolation_level=1))
     assert found is not None
