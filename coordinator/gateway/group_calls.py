@@ -120,15 +120,16 @@ class GroupCalls:
             client.answered(size)
             pending.size = 0
         route = pending.route
-        if task.cancelled():
+        try:
+            response = task.result()
+        except asyncio.CancelledError:
             self.failed(route, pending.correlation_id, asyncio.CancelledError())
             return
-        error = task.exception()
-        if error is not None:
+        except BaseException as error:  # noqa: BLE001 - the call's failure closes the connection
             self.failed(route, pending.correlation_id, error)
             return
         try:
-            data = encode_answer(route, pending.correlation_id, task.result())
+            data = encode_answer(route, pending.correlation_id, response)
         except Exception as e:
             self.failed(route, pending.correlation_id, e)
             return

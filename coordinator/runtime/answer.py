@@ -38,14 +38,16 @@ Release = Callable[[Any, "BaseException | None"], Any]
 
 
 class Answer:
-    __slots__ = ("release", "_state", "_result", "_error", "_callbacks")
+    __slots__ = ("release", "_state", "_result", "_error", "_callback", "_more")
 
     def __init__(self) -> None:
         self.release: Release | None = None
         self._state = _PENDING
         self._result: Any = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Answer], Any]] | None = None
+        # The first callback (the one reader of most answers) and the others, if any.
+        self._callback: Callable[[Answer], Any] | None = None
+        self._more: list[Callable[[Answer], Any]] | None = None
 
     # ------------------------------------------------------------ completing
     def set_result(self, result: Any) -> None:
@@ -71,33 +73,34 @@ class Answer:
             except Exception as e:  # noqa: BLE001 - the answer's exception, read by whoever waits
                 result, error = None, e
         self._state, self._result, self._error = _DONE, result, error
-        if self._callbacks is not None:
+        callback = self._callback
+        if callback is not None and self._more is None:
+            # The usual case, written out: one reader, called here.
+            self._callback = None
+            try:
+                callback(self)
+            except Exception as e:  # noqa: BLE001 - reported as the loop reports a callback's error
+                _report(callback, e)
+        elif callback is not None:
             self._run_callbacks()
 
     def add_done_callback(self, callback: Callable[[Answer], Any]) -> None:
         if self._state:
-            self._call(callback)
-        elif self._callbacks is None:
-            self._callbacks = [callback]
+            _call(callback, self)
+        elif self._callback is None and self._more is None:
+            self._callback = callback
+        elif self._more is None:
+            self._more = [callback]
         else:
-            self._callbacks.append(callback)
+            self._more.append(callback)
 
     def _run_callbacks(self) -> None:
-        callbacks, self._callbacks = self._callbacks, None
-        for callback in callbacks or ():
-            self._call(callback)
-
-    def _call(self, callback: Callable[[Answer], Any]) -> None:
-        try:
-            callback(self)
-        except Exception as e:  # noqa: BLE001 - reported as the loop reports a callback's error
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                log.exception("an answer's callback %r failed", callback)
-                return
-            loop.call_exception_handler({"message": f"an answer's callback {callback!r} failed",
-                                         "exception": e})
+        first, more = self._callback, self._more
+        self._callback = self._more = None
+        if first is not None:
+            _call(first, self)
+        for callback in more or ():
+            _call(callback, self)
 
     # --------------------------------------------------------------- reading
     def done(self) -> bool:
@@ -107,17 +110,19 @@ class Answer:
         return self._state == _CANCELLED
 
     def result(self) -> Any:
+        if self._state == _DONE and self._error is None:
+            return self._result
         error = self.exception()
         if error is not None:
             raise error
         return self._result
 
     def exception(self) -> BaseException | None:
+        if self._state == _DONE:
+            return self._error
         if self._state == _CANCELLED:
             raise asyncio.CancelledError()
-        if self._state == _PENDING:
-            raise asyncio.InvalidStateError("the answer is not ready")
-        return self._error
+        raise asyncio.InvalidStateError("the answer is not ready")
 
     def __await__(self) -> Generator[Any, None, Any]:
         if not self._state:
@@ -125,6 +130,22 @@ class Answer:
             self.add_done_callback(partial(_settle, bridged))
             yield from bridged.__await__()
         return self.result()
+
+
+def _call(callback: Callable[[Answer], Any], answer: Answer) -> None:
+    try:
+        callback(answer)
+    except Exception as e:  # noqa: BLE001 - reported as the loop reports a callback's error
+        _report(callback, e)
+
+
+def _report(callback: Callable[[Answer], Any], error: Exception) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        log.error("an answer's callback %r failed", callback, exc_info=error)
+        return
+    loop.call_exception_handler({"message": f"an answer's callback {callback!r} failed", "exception": error})
 
 
 def _settle(future: asyncio.Future, answer: Answer) -> None:
