@@ -11,7 +11,9 @@ are assigned and the statuses are clear, is described (v0 and v1); a member of a
 joins within the initial rebalance delay (ASSIGNMENT_DELAYED); then the refusals: another
 topology (INVALID_REQUEST), a Kafka internal topic and an invalid name (STREAMS_INVALID_TOPOLOGY),
 a StreamsGroupHeartbeat to a consumer group (GROUP_ID_NOT_FOUND), API 93 without a plugin
-(UNSUPPORTED_VERSION); then the member leaves.
+(UNSUPPORTED_VERSION); the offsets of streams members (offsets_across_rebalances: OffsetCommit
+v8-v10, TxnOffsetCommit and OffsetFetch at the member's epoch, newer and older ones, across a
+second and a third member's joins, KIP-1251's per-task assignment epochs); then the members leave.
 """
 from __future__ import annotations
 
@@ -187,8 +189,9 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     side = t.side
     app = app_name(suffix, side.name)
     wait_for_coordinator(side, app)
-    # Kafka's default initial rebalance delay (3 s) on both sides would only slow the run.
-    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0"})
+    # Kafka's default initial rebalance delay (3 s) and assignment interval (1 s) would only
+    # slow the run (the second and third members' joins wait for the interval otherwise).
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0"})
     member = StreamsMember(side, app, ids[0], ids[1])
     joined = member.join(topology(side, app, source))
     member.note(joined)
