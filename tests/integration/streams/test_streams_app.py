@@ -43,7 +43,7 @@ import pytest
 
 from support.streams_app import StreamsApp, active_overlaps, set_group_configs
 from support.streams_deployment import STATEFUL, TASKS, Deployment, deploy, member_of, routes
-from support.wait import WaitTimeout, wait_until
+from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(240)]
 
@@ -166,22 +166,10 @@ def test_static_member_restarts_within_its_session_without_rebalance(dep: Deploy
         (f"tasks of {moved} changed while it was away", bool(moved))) if bad]
     assert not problems, f"the static member's restart rebalanced: {problems}; before {before}; after {after}"
     dep.produce()
-    # On Tansu the restarted instance restores its changelog from its checkpoint to Tansu's
-    # ListOffsets LATEST, which can cut the restore short as for a moved task (TANSU_RESTORE):
-    # seen once, one word short by one batch's share.
-    _counts_or_tansu_restore(dep)
+    # On Tansu the restarted instance restores its changelog to the end ListOffsets LATEST
+    # lists: kcoord answers the high watermark there (gateway/tansu_list_offsets.py).
+    dep.wait_counts()
     assert active_overlaps(dep.apps) == []
-
-
-# Tansu 0.6's ListOffsets LATEST is the last batch's base offset + 1: a task the scale-out moves
-# to an instance without its state restores its changelog to that offset and misses the last
-# record of a two-record batch, so that word's count falls back by one commit's increments
-# (seen on Tansu through kcoord: changelog ends listed 18/13/13/13/7 against 21/15/15/15/9
-# records; with the producers' batch.size 0 fewer two-record batches, counts still 9-10 short
-# for two words). Not kcoord's to fix in the group: the counts' check is expected to fail there.
-# The raw ListOffsets against Fetch's high watermark: docs/design/streams-groups.md.
-TANSU_RESTORE = ("Tansu's ListOffsets LATEST (last batch's base offset + 1) cuts a moved task's changelog "
-                 "restore short: counts fall behind")
 
 
 def test_scale_out_to_six_and_in_to_two(dep: Deployment) -> None:
@@ -192,20 +180,9 @@ def test_scale_out_to_six_and_in_to_two(dep: Deployment) -> None:
     check_describe(dep.wait_stable(90), dep.alive)
     assert active_overlaps(dep.apps) == []
     dep.produce()
-    _counts_or_tansu_restore(dep)
+    dep.wait_counts()
     dep.stop(dep.alive[2:], how="leave")
     check_describe(dep.wait_stable(60), dep.alive)
     dep.produce()
-    _counts_or_tansu_restore(dep)
+    dep.wait_counts()
     assert active_overlaps(dep.apps) == []
-
-
-def _counts_or_tansu_restore(dep: Deployment) -> None:
-    try:
-        # Counts settle within seconds when the restore is whole (6 s in the counts test); on
-        # Tansu a shorter bound keeps the expected failure from costing a minute of CI.
-        dep.wait_counts(20.0 if dep.route == "tansu" else 60.0)
-    except WaitTimeout:
-        if dep.route == "tansu":
-            pytest.xfail(TANSU_RESTORE)
-        raise
