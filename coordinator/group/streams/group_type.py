@@ -111,7 +111,7 @@ class StreamsGroupType:
             raise unknown_member(group.group_id, member_id or "")
         if member_epoch != member.member_epoch:
             raise ApiError(ErrorCode.stale_member_epoch, f"The received member epoch {member_epoch} does not "
-                                                         f"match the member epoch {member.member_epoch}.")
+                                                         f"match the expected member epoch {member.member_epoch}.")
 
     def offset_delete_error(self, group: StreamsGroup) -> ErrorCode | None:
         return None
