@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from .errors import ApiError
 from .operations import Handler, build_operations
 
 if TYPE_CHECKING:
@@ -45,6 +46,25 @@ BaseTime = Callable[["OffsetAndMetadata"], int]
 # Decides the error of one (topic id or None, topic name, partition) of a commit.
 PartitionCheck = Callable[[object, str, int], "ErrorCode | None"]
 ACCEPT_ALL: PartitionCheck = lambda topic_id, topic, partition: None  # noqa: E731
+# The epoch at which a partition (a task's partition) was given to a member, assigned or pending
+# revocation; None when it is not the member's.
+AssignmentEpoch = Callable[[object, str, int], "int | None"]
+
+
+def relaxed_epoch_check(epoch: int, member_epoch: int, assignment_epoch: AssignmentEpoch,
+                        stale: ErrorCode = ErrorCode.stale_member_epoch) -> PartitionCheck:
+    """KIP-1251's member epoch rule, shared by the consumer and streams types: the exact epoch
+    passes, a newer one refuses the whole commit, an older one is checked per partition against
+    the epoch the partition was given at (docs/design/kafka-facts.md §4.8)."""
+    if epoch == member_epoch:
+        return ACCEPT_ALL
+    if epoch > member_epoch:
+        raise ApiError(stale, f"Received member epoch {epoch} is newer than current member epoch {member_epoch}.")
+
+    def check(topic_id: object, topic: str, partition: int) -> ErrorCode | None:
+        given = assignment_epoch(topic_id, topic, partition)
+        return stale if given is None or epoch < given else None
+    return check
 
 
 def commit_time(o: OffsetAndMetadata) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from ..errors import ApiError, unknown_member
-from ..group_types import ACCEPT_ALL, BaseTime, PartitionCheck, commit_time
+from ..group_types import ACCEPT_ALL, BaseTime, PartitionCheck, commit_time, relaxed_epoch_check
 from . import records as rh
 from .model import StreamsGroup
 
@@ -50,21 +50,12 @@ def validate_streams_commit(group: StreamsGroup, member_id: str, epoch: int, api
     if not transactional and api_version < 9:
         raise ApiError(ErrorCode.unsupported_version,
                        "OffsetCommit version 9 or above must be used by members using the streams group protocol")
-    if epoch == member.member_epoch:
-        return ACCEPT_ALL
-    if epoch > member.member_epoch:
-        raise ApiError(ErrorCode.stale_member_epoch,
-                       f"Received member epoch {epoch} is newer than current member epoch {member.member_epoch}.")
     readers = group.topology.readers() if group.topology is not None else {}
 
-    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
+    def given_at(topic_id, topic: str, partition: int) -> int | None:
         sub = readers.get(topic)
-        given = None if sub is None else member.active_epochs.get((sub, partition))
-        if given is None or epoch < given:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    return check
+        return None if sub is None else member.active_epochs.get((sub, partition))
+    return relaxed_epoch_check(epoch, member.member_epoch, given_at)
 
 
 class StreamsGroupType:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from ...errors import ApiError
-from ...group_types import ACCEPT_ALL, PartitionCheck
+from ...group_types import ACCEPT_ALL, PartitionCheck, relaxed_epoch_check
 from .group import ConsumerGroup
 
 if TYPE_CHECKING:
@@ -42,21 +42,14 @@ def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_
         raise ApiError(ErrorCode.unsupported_version,
                        "OffsetCommit version 9 or above must be used by members using the consumer "
                        "group protocol.")
-    if epoch == member.member_epoch:
-        return ACCEPT_ALL
-    if epoch > member.member_epoch:
-        raise ApiError(stale, f"The received member epoch {epoch} is larger than the member epoch "
-                              f"{member.member_epoch}.")
 
-    def check(topic_id, topic: str, partition: int) -> ErrorCode | None:
+    def given_at(topic_id, topic: str, partition: int) -> int | None:
         if topic_id is None:
             t = image.topics_by_name.get(topic)
             topic_id = t.topic_id if t is not None else None
         assignment_epoch = member.assigned_partitions.get(topic_id, {}).get(partition)
         if assignment_epoch is None:
             assignment_epoch = member.partitions_pending_revocation.get(topic_id, {}).get(partition)
-        if assignment_epoch is None or epoch < assignment_epoch:
-            return stale
-        return None
+        return assignment_epoch
 
-    return check
+    return relaxed_epoch_check(epoch, member.member_epoch, given_at, stale)
