@@ -22,7 +22,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from test_diff_kafka44_versions import RawProducer, txn_commit
 
 from coordinator.group.streams.topology import summarize
 from support.admin import create_topic
@@ -42,6 +41,7 @@ from support.differential import (
     wait_for_coordinator,
     wait_knows_topic,
 )
+from support.raw_transactions import RawProducer, txn_commit
 from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
