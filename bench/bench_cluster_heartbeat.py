@@ -10,7 +10,7 @@ Apache Kafka 4.4, on this 2-core machine.
 Part ``heartbeat``: server CPU per steady KIP-848 heartbeat and aggregate heartbeats/s, per
 setup (``--setups``):
 - ``single``: one plain `kcoord serve` process (no --instance-id: today's single process);
-- ``one``: a cluster of one (`--instance-id kc-0`, fencing=transactional: lease checks on);
+- ``one``: a cluster of one (`--instance-id kc-0`, the default fencing=epoch: lease checks on);
 - ``two``: two instances kc-0, kc-1; the groups are chosen so that half are coordinated by
   each (FindCoordinator), i.e. spread over both shard sets.
 ``--members`` simulated KIP-848 members (bench/loadgen) in ``--groups`` groups join through

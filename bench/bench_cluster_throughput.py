@@ -8,7 +8,7 @@ that broker at one process), in front of Apache Kafka 4.4 on this 2-core machine
 ``--records`` records of ``--size`` bytes are produced straight to Kafka once. Each run, per
 setup (``--setups``; runs interleaved):
 - ``single``: one plain `kcoord serve` (no --instance-id);
-- ``two``: two instances kc-0, kc-1 (fencing on), clients bootstrapped through the instance
+- ``two``: two instances kc-0, kc-1 (fencing on: the default, epoch), clients bootstrapped through the instance
   that does *not* front the broker, so Metadata has to send them on to the front;
 ``--consumers`` librdkafka consumers (classic protocol, one new group per run, coordinated
 by kcoord) read the topic from the start through kcoord. The clock starts at the first

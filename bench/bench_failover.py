@@ -325,7 +325,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of load before the kill")
     parser.add_argument("--consumers", type=int, default=6,
                         help="real librdkafka consumers (KIP-848), one group each, besides the committers")
-    parser.add_argument("--fencing", default="transactional", choices=["transactional", "none"])
+    parser.add_argument("--fencing", default="epoch", choices=["epoch", "transactional", "none"])
     parser.add_argument("--log-level", default="INFO",
                         help="kcoord's; DEBUG adds 'shard N loaded', which splits load into replay and answer")
     parser.add_argument("--verbose", action="store_true", help="print the log lines the parts come from")

@@ -308,10 +308,11 @@ def test_java_transactional_message_copier_commits_offsets_exactly_once_downstre
 
 # ------------------------------------------------------------- the fenced state log
 def test_librdkafka_send_offsets_through_a_fenced_kcoord_instance(kafka44, names):
-    """`kcoord serve --instance-id` writes through the fenced state log (issue 14): kcoord's own
-    writes are transactions on the shard's transactional id, the load takes the shard, and
-    after a client's append the barrier (an empty kcoord transaction) proves the shard is
-    still this process's. Kafka only: Tansu cannot carry the membership group."""
+    """`kcoord serve --instance-id` writes through the fenced state log (the default, fencing by
+    writing: docs/design/fencing.md): the load takes the shard under a bumped producer epoch and
+    its fence write, kcoord's own writes are idempotent batches under that epoch, and a client's
+    transactional append still lands and is read back. Kafka only: Tansu cannot carry the
+    membership group."""
     from support.kcoord import CLUSTER, KcoordProcess
 
     proc = KcoordProcess(kafka44.bootstrap, f"__kc_{names.topic()}", state_partitions=4, config=CLUSTER,
