@@ -224,7 +224,7 @@ class CoordinatorRuntime:
         ordered response queue from the answer's callback thus needs no Task, no future and
         no loop turn per operation. Raises ApiError when the shard cannot run it; the answer
         fails so later."""
-        if not self._txn_free.is_set():
+        if self.txn.busy:
             return asyncio.get_running_loop().create_task(self.run(op))   # waits behind a client's append
         self._ops += 1
         if self._ops % _EVENT_SAMPLE:

@@ -114,6 +114,7 @@ class TxnWrites:
         self.lock = asyncio.Lock()
         self.free = asyncio.Event()
         self.free.set()
+        self.busy = False     # `free` cleared, as a plain attribute: the runtime's `start` reads it per operation
         self.resync_pending = False
         self.marker_poll: asyncio.Task | None = None
 
@@ -151,6 +152,7 @@ class TxnWrites:
         rt = self.rt
         async with self.lock:
             self.free.clear()
+            self.busy = True
             try:
                 generation = rt.generation
                 if not await rt.drain(rt.write_timeout_s):
@@ -164,6 +166,7 @@ class TxnWrites:
                 yield
             finally:
                 self.free.set()
+                self.busy = False
                 if self.resync_pending:
                     self.resync_pending = False
                     if rt.state is _ACTIVE:
