@@ -222,10 +222,3 @@ def decoders(starters: Any = None) -> Decoders:
     if starters is not None and OFFSET_COMMIT not in starters:
         return {}
     return {request_class(OFFSET_COMMIT, v): functools.partial(decode, api_version=v) for v in VERSIONS}
-
-
-def fast_parse(found: Decoders, frame: bytes, route: Any) -> Any:
-    """(client id, request) when a decoder of ``found`` takes the frame of ``route`` (the
-    gateway's Route: its request class and header version); else None."""
-    fast = found.get(route.request_class)
-    return fast(frame, route.request_header_version) if fast is not None else None

@@ -247,7 +247,7 @@ class ClientConnection(asyncio.Protocol):
             self.forward_checked(frame, route, correlation_id)
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        fast = self._fast_decoders.get(route.request_class)     # commit_decode.fast_parse, written out
+        fast = self._fast_decoders.get(route.request_class)     # commit_decode.decoders: one per OffsetCommit class
         parsed = fast and fast(frame, route.request_header_version) or self.parse(frame, route, correlation_id)
         if parsed is None:
             return
