@@ -1,9 +1,12 @@
-"""Streams rebalances (KIP-1071, group.protocol=streams) with real Kafka Streams 4.4 instances:
-Kafka 4.4's own streams coordinator, at its defaults and tuned, against kcoord in front of
-Kafka 4.4, at its defaults and tuned.
+"""Streams rebalances with real Kafka Streams 4.4 instances: Kafka 4.4's own streams coordinator
+(KIP-1071, group.protocol=streams), at its defaults and tuned, against kcoord in front of Kafka
+4.4, at its defaults and tuned; and on Tansu, which has no streams groups, a classic Streams
+group (group.protocol=classic, Tansu's own classic coordinator: what these users have today)
+against kcoord in front of Tansu, tuned.
 
     .venv/bin/python bench/bench_streams_rebalance.py [--runs 3] [--instances 10] [--partitions 32]
-        [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned] [--doc docs/measurements/streams-rebalance.md]
+        [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned,tansu-classic,kcoord-tansu]
+        [--doc docs/measurements/streams-rebalance.md]
 
 The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
 a count with a repartition and a changelog: two subtopologies (0: input → repartition topic,
@@ -19,6 +22,14 @@ on odd runs), ``--runs`` times; the table gives medians and ranges:
   lines) and the group STABLE with every member at its target (StreamsGroupDescribe). The end is
   the latest "tasks"/"state" line of that stable state (bench/streams_rebalance_lines.py), not
   the poll that noticed it.
+  A classic group has no streams-group describe (and Tansu's DescribeGroups would only say
+  Stable between join rounds), so there "stable" is what the instances show: every instance
+  RUNNING (none REBALANCING), every task active on exactly one instance, every instance with at
+  least one active task (there are more tasks than instances, and Streams' classic assignor
+  spreads them: an instance RUNNING with none is between the rounds of a cooperative
+  rebalance), and no instance printing a "state" or "tasks" line for CLASSIC_QUIET_S (a
+  follow-up round would print one). The quiet time only delays the noticing: the end is still
+  the latest line.
 - join: one more instance starts: the time from its "ready" line until it is RUNNING with an
   active task, and the longest REBALANCING span of an instance that kept at least one of its
   active tasks through the join (Streams keeps processing retained tasks in most of it, so it
@@ -31,8 +42,19 @@ the test fixture's lowered group bounds put back) serving the group itself, its 
 at Kafka's defaults (initial delay 3 s, assignment interval 1 s, heartbeat 5 s). "kafka-tuned":
 a second such broker with TUNED_BROKER below. "kcoord-default" / "kcoord-tuned": `kcoord serve`
 in front of the kafka-default broker (which then only stores kcoord's state topic), at its
-defaults / with KCOORD_TUNED and, per group, KCOORD_TUNED_GROUP. Nothing is pinned: every JVM
-shares the machine's cores, and the load average is recorded before, during and after.
+defaults / with KCOORD_TUNED and, per group, KCOORD_TUNED_GROUP. "tansu-classic": a Tansu
+broker (tests/support/tansu.py, memory storage) serving the group itself, the instances with
+group.protocol=classic and every other setting at Streams' defaults (so session.timeout.ms
+45 s, which Tansu's JoinGroup waits on: see tests/support/tansu.py). Its instances run Kafka
+Streams and kafka-clients **4.3.1**, not 4.4: a 4.4 client sends ApiVersions v5 with the cluster
+id on every connection after the bootstrap one, which Tansu 0.6 misreads and drops, so a 4.4
+instance never reaches Tansu's coordinator (tests/support/java.py, TANSU_BASELINE_JARS); 4.3.1
+is the newest Streams that runs on Tansu, the same application classes on its classpath
+(TANSU_STREAMS_JAR, from ~/.m2). "kcoord-tansu": `kcoord serve` in front of that Tansu broker,
+tuned as "kcoord-tuned", group.protocol=streams, Streams 4.4 (kcoord answers ApiVersions
+itself). Nothing
+is pinned: every JVM shares the machine's cores, and the load average is recorded before,
+during and after.
 """
 from __future__ import annotations
 
@@ -59,10 +81,12 @@ from side_by_side import pinning  # noqa: E402
 
 from support import ports  # noqa: E402
 from support.admin import create_topic  # noqa: E402
+from support.java import TANSU_BASELINE_JARS, ensure_java_jars  # noqa: E402
 from support.kafka_broker import KafkaCluster, start_kafka  # noqa: E402
 from support.kcoord import MEMBERSHIP, KcoordProcess  # noqa: E402
 from support.names import unique_name  # noqa: E402
 from support.streams_app import StreamsApp, active_overlaps, set_group_configs  # noqa: E402
+from support.tansu import start_tansu  # noqa: E402
 from support.wait import wait_until  # noqa: E402
 
 TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
@@ -79,7 +103,29 @@ SIDES = {
     "kcoord-default": "kcoord (its defaults) in front of Kafka 4.4",
     "kcoord-tuned": "kcoord in front of Kafka 4.4, tuned (" + ", ".join(KCOORD_TUNED) + "; group config "
                     + ", ".join(f"{k}={v}" for k, v in KCOORD_TUNED_GROUP.items()) + ")",
+    "tansu-classic": "Tansu alone, a classic Streams group (group.protocol=classic, Streams 4.3.1 at its defaults)",
+    "kcoord-tansu": "kcoord in front of Tansu, tuned as above (group.protocol=streams)",
 }
+# How long a classic group's instances must print nothing before it counts as stable.
+CLASSIC_QUIET_S = 3.0
+# Kafka Streams 4.3.1, as Maven keeps it (`mvn dependency:get
+# -Dartifact=org.apache.kafka:kafka-streams:4.3.1` fetches it): the tansu-classic side's Streams.
+TANSU_STREAMS_JAR = Path.home() / ".m2/repository/org/apache/kafka/kafka-streams/4.3.1/kafka-streams-4.3.1.jar"
+
+
+def on_streams_43(argv: list[str]) -> list[str]:
+    """``argv`` (support.java.libs_java_command) with Kafka Streams and kafka-clients 4.3.1 in
+    place of libs/'s 4.4.0 jars, every other library and the application's classes kept."""
+    if not TANSU_STREAMS_JAR.is_file():
+        raise RuntimeError(f"no {TANSU_STREAMS_JAR}: the tansu-classic side runs Kafka Streams 4.3.1 "
+                           "(mvn dependency:get -Dartifact=org.apache.kafka:kafka-streams:4.3.1)")
+    cache = ensure_java_jars()
+    at = argv.index("-cp") + 1
+    libs = [str(j) for j in sorted((cache / "libs").glob("*.jar"))
+            if not j.name.startswith(("kafka-clients-", "kafka-streams-"))]
+    clients = sorted((cache / TANSU_BASELINE_JARS).glob("kafka-clients-4.3.*.jar"))
+    classes = [part for part in argv[at].split(":") if not part.endswith("/*")]
+    return [*argv[:at], ":".join([*classes, *libs, str(TANSU_STREAMS_JAR), *map(str, clients)]), *argv[at + 1:]]
 log = vsk.log
 NS = 1e9
 
@@ -87,8 +133,9 @@ NS = 1e9
 class Side:
     """What the instances of one side talk to, and the cluster its topics live on."""
 
-    def __init__(self, name: str, bootstrap: str, upstream: str, group_configs: dict[str, str] | None = None) -> None:
-        self.name, self.bootstrap, self.upstream = name, bootstrap, upstream
+    def __init__(self, name: str, bootstrap: str, upstream: str, group_configs: dict[str, str] | None = None,
+                 protocol: str = "streams") -> None:
+        self.name, self.bootstrap, self.upstream, self.protocol = name, bootstrap, upstream, protocol
         self.group_configs = group_configs or {}
 
 
@@ -96,9 +143,10 @@ def all_tasks(partitions: int) -> set[str]:
     return {f"{s}_{p}" for s in (0, 1) for p in range(partitions)}
 
 
-def stable(apps: list[StreamsApp], tasks: set[str]) -> bool:
-    """Every instance RUNNING, each task active on exactly one, the group STABLE with one member
-    per instance, each at its target."""
+def stable(apps: list[StreamsApp], tasks: set[str], protocol: str = "streams") -> bool:
+    """Every instance RUNNING, each task active on exactly one; then for a streams group the
+    group STABLE with one member per instance, each at its target; for a classic group every
+    instance with an active task and CLASSIC_QUIET_S without a new line (the docstring above)."""
     fatal = [(a.name, e) for a in apps for e in a.events("fatal")]
     if fatal:
         raise RuntimeError(f"instances failed: {fatal}")
@@ -106,6 +154,9 @@ def stable(apps: list[StreamsApp], tasks: set[str]) -> bool:
     if (any(a.state() != "RUNNING" for a in apps) or lines.active_twice(latest)
             or set().union(*latest) != tasks):
         return False
+    if protocol == "classic":
+        quiet_ns = time.monotonic_ns() - lines.settled_ns([a.events() for a in apps])
+        return all(latest) and quiet_ns >= CLASSIC_QUIET_S * NS
     d = apps[0].ask("describe")
     members = d["members"]
     return (d["state"] == "STABLE" and len(members) == len(apps)
@@ -127,14 +178,20 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
     tasks = all_tasks(a.partitions)
 
     def instance(i: int) -> StreamsApp:
-        return StreamsApp(side.bootstrap, app_id=name, input=f"{name}-in", output=f"{name}-out",
-                          state_dir=str(work / name / f"i{i}"), name=f"{side.name}-i{i}",
-                          app_server=f"127.0.0.1:{ports.free_port()}")
+        app = StreamsApp(side.bootstrap, app_id=name, input=f"{name}-in", output=f"{name}-out",
+                         state_dir=str(work / name / f"i{i}"), name=f"{side.name}-i{i}",
+                         app_server=f"127.0.0.1:{ports.free_port()}", protocol=side.protocol)
+        if side.name == "tansu-classic":
+            app.argv = on_streams_43(app.argv)
+        return app
 
     apps = [instance(i) for i in range(a.instances)]
+
+    def settled() -> bool:
+        return stable(apps, tasks, side.protocol)
     try:
         launch(apps)
-        wait_until(lambda: stable(apps, tasks), a.timeout, 0.5, lambda: f"{side.name}: {len(apps)} instances stable "
+        wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: {len(apps)} instances stable "
                    f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         events = [x.events() for x in apps]
         start_s = (lines.settled_ns(events) - lines.last_ready_ns(events)) / NS
@@ -142,7 +199,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         joiner = instance(a.instances)
         apps.append(joiner)
         launch([joiner])
-        wait_until(lambda: stable(apps, tasks), a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
+        wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
                    f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         joined = lines.first_running_task_ns(joiner.events())
         ready = lines.last_ready_ns([joiner.events()])
@@ -168,6 +225,15 @@ def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], l
     out: dict[str, Side] = {}
     stops: list[Any] = []
     brokers: dict[str, KafkaCluster] = {}
+    tansu: list[str] = []
+
+    def tansu_broker() -> str:
+        if not tansu:
+            t = start_tansu(log_dir=work)
+            stops.append(t.stop)
+            log(f"Tansu at {t.bootstrap}")
+            tansu.append(t.bootstrap)
+        return tansu[0]
 
     def broker(kind: str) -> KafkaCluster:
         if kind not in brokers:
@@ -181,13 +247,16 @@ def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], l
         if side.startswith("kafka-"):
             k = broker(side.removeprefix("kafka-"))
             out[side] = Side(side, k.bootstrap, k.bootstrap)
+        elif side == "tansu-classic":
+            out[side] = Side(side, tansu_broker(), tansu_broker(), protocol="classic")
         else:
-            k = broker("default")
-            config = (*MEMBERSHIP, *(KCOORD_TUNED if side == "kcoord-tuned" else ()))
-            kc = KcoordProcess(upstream=k.bootstrap, state_topic=unique_name("__kcoord_srb"), config=config).start()
+            upstream = tansu_broker() if side == "kcoord-tansu" else broker("default").bootstrap
+            tuned = side in ("kcoord-tuned", "kcoord-tansu")
+            config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()))
+            kc = KcoordProcess(upstream=upstream, state_topic=unique_name("__kcoord_srb"), config=config).start()
             stops.append(kc.stop)
             log(f"kcoord ({side}) at {kc.bootstrap}: {config}")
-            out[side] = Side(side, kc.bootstrap, k.bootstrap, KCOORD_TUNED_GROUP if side == "kcoord-tuned" else None)
+            out[side] = Side(side, kc.bootstrap, upstream, KCOORD_TUNED_GROUP if tuned else None)
     return out, stops
 
 
@@ -223,7 +292,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--instances", type=int, default=10)
     p.add_argument("--partitions", type=int, default=32, help="input partitions (2 tasks each)")
     p.add_argument("--sides", default=",".join(SIDES))
-    p.add_argument("--timeout", type=float, default=180.0, help="bound of each wait for a stable group, s")
+    p.add_argument("--timeout", type=float, default=300.0, help="bound of each wait for a stable group, s")
     p.add_argument("--doc", type=Path, default=None, help="write the Markdown page here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
