@@ -374,6 +374,7 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
     await gateway.start()
     service.on_metadata_update(gateway.cluster.image)
     gateway.cluster.subscribe(service.on_metadata_update)
+    service.request_metadata_refresh = gateway.cluster.request_refresh
     # From here on the cluster view watches the state topic for the service: a missing or
     # replaced topic voids the service's state, and it reloads once the topic is back.
     gateway.cluster.manage_state_topic(service, state_log if state_log is state_topic else None,

@@ -76,7 +76,9 @@ def creator_of(service: Service) -> InternalTopicCreator:
     """The service's internal-topic creator, made on first use with kcoord's upstream link."""
     creator = _creators.get(service)
     if creator is None:
-        creator = _creators[service] = InternalTopicCreator(link_opener(service.state_topic), lambda: service.image)
+        creator = _creators[service] = InternalTopicCreator(
+            link_opener(service.state_topic), lambda: service.image,
+            on_created=lambda: getattr(service, "request_metadata_refresh", lambda: None)())
     return creator
 
 

@@ -54,8 +54,9 @@ class InternalTopicCreator:
     """The internal topics of streams groups, created through one upstream link (module rules)."""
 
     def __init__(self, open_link: OpenLink | None, image: Callable[[], MetadataImage] = lambda: EMPTY_IMAGE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_created: Callable[[], None] = lambda: None) -> None:
         self._open = open_link
+        self._on_created = on_created      # called once a request created at least one topic
         self._image = image
         self._clock = clock
         self._link: Any = None
@@ -95,6 +96,8 @@ class InternalTopicCreator:
             answers = {t.name: (ErrorCode.unknown_server_error, str(e) or type(e).__name__) for t in topics}
         finally:
             self.in_flight.difference_update(t.name for t in topics)
+        if any(code == ErrorCode.none for code, _ in answers.values()):
+            self._on_created()
         deadline = self._clock() + timeout_ms / 1000
         for name, (code, message) in answers.items():
             if code in (ErrorCode.none, ErrorCode.topic_already_exists):

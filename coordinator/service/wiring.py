@@ -147,6 +147,11 @@ class GroupCoordinatorService:
         # set by the cluster wiring (clustered.py); None in a single process. The per-group
         # config requests ask them (group_config_peers.py).
         self.group_config_peers: Any = None
+        # Ask the gateway's metadata view to refresh soon (set by the shell: cli.py), e.g. once
+        # kcoord created a streams group's internal topics, so the group sees them at once
+        # instead of at the next periodic refresh (Kafka's coordinator sees them in the same
+        # metadata image its controller publishes).
+        self.request_metadata_refresh: Callable[[], None] = lambda: None
 
     def _bind(self, spec: ApiSpec) -> Handler:
         handler = spec.handler

@@ -16,6 +16,7 @@ from coordinator.authz import Action
 from coordinator.config import CoordinatorConfig
 from coordinator.gateway.routes import GROUP, build_routes, route_key
 from coordinator.group.kio_util import build
+from coordinator.group.streams.topic_names import CreatableTopic
 from coordinator.protocol import apis
 from coordinator.protocol.api_versions import advertised_versions
 from coordinator.protocol.service import ClientInfo
@@ -226,6 +227,24 @@ def test_without_an_authorizer_the_topics_are_created_and_the_group_settings_are
         await background_done()
         assert [t.name for r in link.sent for t in r.topics] == ["app-repartition", "app-store-changelog"]
         assert isinstance(creator_of(svc), InternalTopicCreator)
+    asyncio.run(main())
+
+
+def test_a_creation_that_made_a_topic_asks_for_a_metadata_refresh_and_a_failed_one_does_not():
+    """The group sees its new internal topics at the gateway's next refresh, asked for at once
+    (cli.py wires the service's request_metadata_refresh to the metadata view's)."""
+    async def main():
+        refreshes: list[int] = []
+        topics = [CreatableTopic("app-repartition", 4, -1, ()), CreatableTopic("app-store-changelog", 4, -1, ())]
+        for error, expected in ((ErrorCode.topic_already_exists, 0), (ErrorCode.none, 1)):
+            link = Link(error)
+
+            async def open_link(link=link):
+                return link
+            creator = InternalTopicCreator(open_link, on_created=lambda: refreshes.append(1))
+            creator.create(topics, 10_000)
+            await background_done()
+            assert len(link.sent) == 1 and len(refreshes) == expected, error
     asyncio.run(main())
 
 
