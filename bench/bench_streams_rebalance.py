@@ -87,7 +87,7 @@ from support.kcoord import MEMBERSHIP, KcoordProcess  # noqa: E402
 from support.names import unique_name  # noqa: E402
 from support.streams_app import StreamsApp, active_overlaps, set_group_configs  # noqa: E402
 from support.tansu import start_tansu  # noqa: E402
-from support.wait import wait_until  # noqa: E402
+from support.wait import WaitTimeout, wait_until  # noqa: E402
 
 TUNED_BROKER = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
                 "group.streams.heartbeat.interval.ms": "500", "group.streams.min.heartbeat.interval.ms": "500"}
@@ -163,6 +163,12 @@ def stable(apps: list[StreamsApp], tasks: set[str], protocol: str = "streams") -
             and all(m["active"] == m["target_active"] and m["standby"] == m["target_standby"] for m in members))
 
 
+def keep_lines(apps: list[StreamsApp], path: Path, why: str) -> None:
+    """Every instance's lines in ``path`` (JSON lines with "instance"), to explain ``why`` later."""
+    path.write_text("".join(json.dumps({"instance": x.name, **e}) + "\n" for x in apps for e in x.events()))
+    log(f"  {why}; the instances' lines in {path}")
+
+
 def launch(apps: list[StreamsApp]) -> None:
     with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:   # JVM starts overlap
         list(pool.map(lambda app: app.start(180), apps))
@@ -199,8 +205,15 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         joiner = instance(a.instances)
         apps.append(joiner)
         launch([joiner])
-        wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
-                   f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
+        try:
+            wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
+                       f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
+        except WaitTimeout as exc:   # the start's figure stands; the join's are missing
+            keep_lines(apps, work / name / "events.jsonl", "the join never settled")
+            overlaps = active_overlaps(apps)
+            return {"start_s": start_s, "join_first_task_s": None, "join_stable_s": None, "pause_s": None,
+                    "keepers": None, "overlaps": len(overlaps), "overlap_examples": overlaps[:3],
+                    "join_error": f"{exc}"[:600]}
         joined = lines.first_running_task_ns(joiner.events())
         ready = lines.last_ready_ns([joiner.events()])
         end = lines.settled_ns([x.events() for x in apps])
@@ -208,9 +221,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         pause = max((lines.longest_rebalancing_ns(x.events(), before_join, end) for x in keepers), default=0)
         overlaps = active_overlaps(apps)
         if overlaps:      # the instances' lines, to explain it later
-            keep = work / name / "events.jsonl"
-            keep.write_text("".join(json.dumps({"instance": x.name, **e}) + "\n" for x in apps for e in x.events()))
-            log(f"  {side.name}: task active twice; the instances' lines in {keep}")
+            keep_lines(apps, work / name / "events.jsonl", "task active twice")
         return {"start_s": start_s, "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
                 "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
@@ -282,7 +293,7 @@ def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace
             return _seconds([r[key] for r in ok])
         out.append("| " + " | ".join([SIDES[side], col("start_s"), col("join_first_task_s"), col("join_stable_s"),
                                       col("pause_s"), str(sum(r["overlaps"] for r in ok)),
-                                      f"{len(ok)} of {len(runs)}"]) + " |")
+                                      f"{sum(not r.get('join_error') for r in ok)} of {len(runs)}"]) + " |")
     return "\n".join(out)
 
 
@@ -340,8 +351,11 @@ def main(argv: list[str] | None = None) -> int:
             for side in (sides if run % 2 == 0 else sides[::-1]):
                 what = f"run {run + 1} {side}"
                 try:
-                    got: dict[str, Any] | None = measure(servers[side], a, work, run)
-                    log(f"  {what}: {got}")
+                    measured = measure(servers[side], a, work, run)
+                    log(f"  {what}: {measured}")
+                    if measured.get("join_error"):
+                        failures.append(f"{what}, the join: {measured['join_error']}"[:400])
+                    got: dict[str, Any] | None = measured
                 except Exception as exc:     # one failed measurement: reported, the run goes on
                     got = None
                     log(f"FAILED {what}: {exc!r}"[:800])
