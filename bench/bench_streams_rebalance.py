@@ -1,4 +1,4 @@
-"""Streams rebalances with real Kafka Streams 4.4 instances: Kafka 4.4's own streams coordinator
+"""Streams rebalances with real Kafka Streams instances: Kafka 4.4's own streams coordinator
 (KIP-1071, group.protocol=streams), at its defaults and tuned, against kcoord in front of Kafka
 4.4, at its defaults and tuned; and on Tansu, which has no streams groups, a classic Streams
 group (group.protocol=classic, Tansu's own classic coordinator: what these users have today)
@@ -11,8 +11,9 @@ against kcoord in front of Tansu, tuned.
 The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
 a count with a repartition and a changelog: two subtopologies (0: input → repartition topic,
 1: count → output), so ``--partitions`` input partitions make 2 × partitions tasks (the
-repartition topic, created by the coordinator, gets the input's partition count). No input is
-produced: the figures are the protocol's and the instances', not a restore's.
+repartition topic, created by the coordinator or a classic group's leader, gets the input's
+partition count). No input is produced: the figures are the protocol's and the instances', not
+a restore's.
 
 Rows, each side measured in alternating order (the side list forwards on even runs, backwards
 on odd runs), ``--runs`` times; the table gives medians and ranges:
@@ -34,6 +35,8 @@ on odd runs), ``--runs`` times; the table gives medians and ranges:
   active task, and the longest REBALANCING span of an instance that kept at least one of its
   active tasks through the join (Streams keeps processing retained tasks in most of it, so it
   bounds that instance's processing pause from above); measured until the group is stable again.
+  A join not stable within ``--timeout`` leaves its cells empty and the run failed (the start's
+  figure stays), and every instance's lines are kept (events.jsonl in the work dir).
 Each side also counts the instants a task was active on two instances at once (active_overlaps
 of tests/support/streams_app.py, from the "tasks" lines over the whole measurement): 0 expected.
 
@@ -48,13 +51,11 @@ group.protocol=classic and every other setting at Streams' defaults (so session.
 45 s, which Tansu's JoinGroup waits on: see tests/support/tansu.py). Its instances run Kafka
 Streams and kafka-clients **4.3.1**, not 4.4: a 4.4 client sends ApiVersions v5 with the cluster
 id on every connection after the bootstrap one, which Tansu 0.6 misreads and drops, so a 4.4
-instance never reaches Tansu's coordinator (tests/support/java.py, TANSU_BASELINE_JARS); 4.3.1
-is the newest Streams that runs on Tansu, the same application classes on its classpath
-(TANSU_STREAMS_JAR, from ~/.m2). "kcoord-tansu": `kcoord serve` in front of that Tansu broker,
-tuned as "kcoord-tuned", group.protocol=streams, Streams 4.4 (kcoord answers ApiVersions
-itself). Nothing
-is pinned: every JVM shares the machine's cores, and the load average is recorded before,
-during and after.
+instance never reaches Tansu's coordinator (tests/support/java.py, TANSU_BASELINE_JARS); 4.3.1,
+the release before, runs, with the same application classes (TANSU_STREAMS_JAR, from ~/.m2).
+"kcoord-tansu": `kcoord serve` in front of that Tansu broker, tuned as "kcoord-tuned",
+group.protocol=streams, Streams 4.4 (kcoord answers ApiVersions itself). Nothing is pinned:
+every JVM shares the machine's cores, and the load average is recorded before, during and after.
 """
 from __future__ import annotations
 
