@@ -66,6 +66,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,8 +110,8 @@ SIDES = {
 }
 # How long a classic group's instances must print nothing before it counts as stable.
 CLASSIC_QUIET_S = 3.0
-# Kafka Streams 4.3.1, as Maven keeps it (`mvn dependency:get
-# -Dartifact=org.apache.kafka:kafka-streams:4.3.1` fetches it): the tansu-classic side's Streams.
+# Kafka Streams 4.3.1, as Maven keeps it (fetched with `mvn dependency:get` when missing): the
+# tansu-classic side's Streams.
 TANSU_STREAMS_JAR = Path.home() / ".m2/repository/org/apache/kafka/kafka-streams/4.3.1/kafka-streams-4.3.1.jar"
 
 
@@ -118,8 +119,14 @@ def on_streams_43(argv: list[str]) -> list[str]:
     """``argv`` (support.java.libs_java_command) with Kafka Streams and kafka-clients 4.3.1 in
     place of libs/'s 4.4.0 jars, every other library and the application's classes kept."""
     if not TANSU_STREAMS_JAR.is_file():
-        raise RuntimeError(f"no {TANSU_STREAMS_JAR}: the tansu-classic side runs Kafka Streams 4.3.1 "
-                           "(mvn dependency:get -Dartifact=org.apache.kafka:kafka-streams:4.3.1)")
+        # Fetched from Maven Central on first use, as the project's other jars are (a fresh
+        # machine has Maven: docs/design/testing-against-kafka.md).
+        log(f"fetching {TANSU_STREAMS_JAR.name} with mvn dependency:get")
+        fetched = subprocess.run(["mvn", "-q", "-B", "dependency:get", "-Dtransitive=false",
+                                  "-Dartifact=org.apache.kafka:kafka-streams:4.3.1"], capture_output=True, text=True)
+        if not TANSU_STREAMS_JAR.is_file():
+            raise RuntimeError(f"no {TANSU_STREAMS_JAR} after mvn dependency:get (exit {fetched.returncode}): "
+                               f"{fetched.stdout[-2000:]}{fetched.stderr[-2000:]}")
     cache = ensure_java_jars()
     at = argv.index("-cp") + 1
     libs = [str(j) for j in sorted((cache / "libs").glob("*.jar"))
