@@ -43,17 +43,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from coordinator.upstream.client import UpstreamError
-from ops import groups_configs, groups_plan, groups_streams
-from ops.groups_admin import EARLIEST, LATEST, GroupAdmin, GroupDescription, GroupsError
+from ops import groups_configs, groups_plan, groups_reset, groups_streams
+from ops.groups_admin import LATEST, GroupAdmin, GroupDescription, GroupsError
 
 # Reset is an admin commit: Kafka refuses it for a group with members, so check first
 # ("Assignments can only be reset if the group ... is inactive").
@@ -300,39 +298,14 @@ def _tp_text(assignment: dict[str, list[int]]) -> str:
     return ",".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
 
 
-async def _selected_partitions(admin: GroupAdmin, args, committed: dict,
-                               d: GroupDescription | None = None) -> list[tuple[str, int]]:
-    if getattr(args, "all_topics", False):
-        # A streams group: also its topology's source topics, as --all-input-topics does.
-        sources = d.topology.source_topics() if d is not None and d.topology is not None else []
-        known = await admin.partitions(sources) if sources else {}
-        return sorted(set(committed) | {(t, p) for t, ps in known.items() for p in ps})
-    if not args.topic:
-        raise GroupsError("name the topics: --topic T[:P,P] or --all-topics")
-    named = _named_topics(args.topic)
-    known = await admin.partitions(sorted(named))
-    return sorted((t, p) for t, ps in named.items() for p in (ps if ps is not None else known[t]))
-
-
-def _named_topics(items: list[str]) -> dict[str, list[int] | None]:
-    """--topic T[:P,P] values: {topic: partitions, or None for all}."""
-    named: dict[str, list[int] | None] = {}
-    for item in items:
-        topic, _, parts = item.partition(":")
-        if parts and not all(p.isascii() and p.isdigit() for p in parts.split(",") if p):
-            raise GroupsError(f"--topic {item[:80]!r}: partitions are numbers, TOPIC:P,P")
-        named[topic] = [int(p) for p in parts.split(",") if p] if parts else None
-    return named
-
-
 async def _reset(admin: GroupAdmin, args) -> int:
     if args.export and args.json:
         raise GroupsError("--export prints CSV: it takes no --json")
     named = list(args.group or [])
     # The user's input is read before any request: a bad file or time asks nothing of the cluster.
     from_file = groups_plan.read_plan_file(args.from_file, named) if args.from_file is not None else None
-    at = _reset_time(args)
-    _named_topics(args.topic or [])
+    at = groups_reset.reset_time(args)
+    groups_reset.named_topics(args.topic or [])
     described, failed = [], False
     for group in await _group_ids(admin, args):
         d = await admin.describe(group)
@@ -346,7 +319,7 @@ async def _reset(admin: GroupAdmin, args) -> int:
     if failed and not described:
         return 1                 # nothing to reset: the errors alone, as before a plan
     # Every group's plan before any write: a partition the cluster lacks stops them all.
-    plan: groups_plan.Plan = {d.group_id: await _targets(admin, args, d, from_file, at) for d in described}
+    plan: groups_plan.Plan = {d.group_id: await groups_reset.targets(admin, args, d, from_file, at) for d in described}
     for group, target in plan.items():
         if args.execute and target:
             await admin.commit(group, target)
@@ -367,61 +340,6 @@ async def _reset(admin: GroupAdmin, args) -> int:
 def _error(message: str) -> bool:
     print(f"Error: {message}", file=sys.stderr)
     return True
-
-
-def _reset_time(args) -> int | None:
-    """The ListOffsets time (ms) of --to-datetime or --by-duration."""
-    if args.to_datetime is not None:
-        return _datetime_ms(args.to_datetime)
-    if args.by_duration is not None:
-        return groups_plan.timestamp_before(time.time_ns() // 1_000_000,
-                                            groups_plan.parse_duration_ns(args.by_duration))
-    return None
-
-
-async def _targets(admin: GroupAdmin, args, d: GroupDescription, from_file: groups_plan.Plan | None,
-                   at: int | None) -> dict[tuple[str, int], int]:
-    """The offsets `args` asks for the group's partitions (`at`: the time to reset to)."""
-    committed = await admin.committed(d.group_id)
-    if from_file is not None:
-        wanted = from_file[d.group_id]
-        partitions = sorted(wanted)
-        known = await admin.partitions(sorted({t for t, _ in partitions})) if partitions else {}
-        for t, p in partitions:
-            if p not in known.get(t, ()):
-                raise groups_plan.PlanError(f"--from-file names {t}-{p}: {t} has partitions {known.get(t)}")
-    else:
-        partitions = await _selected_partitions(admin, args, committed, d)
-    earliest = await admin.list_offsets(partitions, EARLIEST)
-    latest = await admin.list_offsets(partitions, LATEST)
-    if args.to_current:
-        # Kafka writes the committed offsets back unchecked; the log end where none is committed.
-        return {tp: committed[tp][0] if tp in committed else latest[tp] for tp in partitions}
-    if args.to_earliest:
-        target = dict(earliest)
-    elif args.to_latest:
-        target = dict(latest)
-    elif at is not None:
-        target = await admin.list_offsets(partitions, at)
-    elif args.to_offset is not None:
-        target = {tp: args.to_offset for tp in partitions}
-    elif from_file is not None:
-        target = dict(from_file[d.group_id])
-    else:
-        target = {tp: committed.get(tp, (latest[tp], ""))[0] + args.shift_by for tp in partitions}
-    # As kafka-consumer-groups: a target outside the log is moved to its nearest end.
-    return {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in target.items()}
-
-
-def _datetime_ms(text: str) -> int:
-    try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise GroupsError(f"--to-datetime {text[:60]!r} is not an ISO 8601 time (e.g. 2026-11-25T10:00:00.000)") \
-            from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return max(int(when.timestamp() * 1000), 0)
 
 
 async def _delete_internal_topics(admin: GroupAdmin, described: list[GroupDescription]) -> list[dict]:
@@ -450,7 +368,7 @@ async def _existing(admin: GroupAdmin, topics: list[str]) -> set[str]:
 
 
 async def _delete_offsets(admin: GroupAdmin, args) -> int:
-    partitions = await _selected_partitions(admin, args, {})
+    partitions = await groups_reset.selected_partitions(admin, args, {})
     result = await admin.delete_offsets(args.group, partitions)
     rows = [{"topic": t, "partition": p, "status": "Successful" if code == "none" else f"Error: {code}"}
             for (t, p), code in sorted(result.items())]
