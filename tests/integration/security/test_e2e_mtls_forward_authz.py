@@ -138,21 +138,27 @@ def test_alice_produces_and_consumes_what_her_acls_allow(setup, protocol):
     consumer = consumer_for(bootstrap, alice, f"ok-{protocol}-{uuid.uuid4().hex[:6]}", protocol)
     try:
         consumer.subscribe([rw, ro])
-        seen: list[tuple[str, bytes]] = []
+        seen: list[tuple[str, int, int]] = []
 
         def all_read() -> bool:
             msg = consumer.poll(0.5)
             if msg is not None:
                 assert msg.error() is None, msg.error()
-                seen.append((msg.topic(), msg.value()))
+                seen.append((msg.topic(), msg.partition(), msg.offset()))
             return len(seen) >= 2 * SEEDED
 
         wait_until(all_read, 90, interval=0, message=lambda: f"{len(seen)} of {2 * SEEDED} records read")
-        assert sum(1 for t, _ in seen if t == rw) == SEEDED and sum(1 for t, _ in seen if t == ro) == SEEDED
-        consumer.commit(asynchronous=False)
-        committed = consumer.committed([TopicPartition(t, p) for t in (rw, ro) for p in range(PARTITIONS)],
-                                       timeout=30)
-        assert sum(tp.offset for tp in committed) == 2 * SEEDED
+        assert sum(1 for t, _, _ in seen if t == rw) == SEEDED and sum(1 for t, _, _ in seen if t == ro) == SEEDED
+        # The offsets read, committed explicitly: a keyless producer may leave a partition
+        # empty, and a commit of "the positions" skips one whose position the consumer has
+        # not fetched yet (CI at 173a751: one partition uncommitted, -1001).
+        read_to: dict[tuple[str, int], int] = {}
+        for topic, partition, offset in seen:
+            read_to[topic, partition] = max(read_to.get((topic, partition), 0), offset + 1)
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in read_to.items()], asynchronous=False)
+        committed = consumer.committed([TopicPartition(t, p) for t, p in read_to], timeout=30)
+        assert {(tp.topic, tp.partition): tp.offset for tp in committed} == read_to
+        assert sum(read_to.values()) == 2 * SEEDED
     finally:
         consumer.close()
 
