@@ -4,11 +4,13 @@ subprocesses, and the checks the streams-group tests make on what they print.
 - StreamsApp: one instance. Its JSON lines (each with "event" and "t", CLOCK_MONOTONIC ns,
   the same clock as time.monotonic_ns()) are kept in order; ``ask`` sends a stdin command
   and returns its answer line; ``kill`` is kill -9.
-- active_overlaps: the instants where two instances held the same active task, from the
-  instances' own "tasks" lines. A line is printed when a poll of the local threads sees a
-  change, so an instance surely held a task from the line that shows it to the poll before
-  the line that drops it (``prev_t``); an overlap of those intervals is a real one, never an
-  artefact of the polling. A killed instance holds its tasks until the kill.
+- active_overlaps: the instants where two instances held the same active task, from each
+  task's own lifetime on each instance: its "active" open and close lines (a processor's init
+  and close on the stream thread, CountStreamsApp's rules), between which the instance surely
+  owned the task (assigned to it, not yet released). A task still open when the instance died
+  or closed is held until its kill or its "closed" line. Not from the "tasks" lines: a thread's
+  metadata lists a revoked task until the thread next enters RUNNING, after the new owner may
+  already run it.
 - set_group_configs: IncrementalAlterConfigs on the GROUP resource (raw, through whatever
   answers group APIs at the address: Kafka's coordinator or kcoord).
 - counts_on: the latest count per word on the output topic (read_committed under EOS).
@@ -173,34 +175,58 @@ class StreamsApp:
 
 # --- checks ---------------------------------------------------------------------------------
 
-def held_intervals(app: StreamsApp) -> list[tuple[str, int, int]]:
-    """(task, from, to): the spans in which ``app`` surely held each task as active."""
-    spans: list[tuple[str, int, int]] = []
+Span = tuple[str, int, int]
+
+
+def task_spans(events: Iterable[Event], end: int) -> list[Span]:
+    """(task, open, close) for each "active" open/close pair in ``events``; a task still open
+    at the last event is held until ``end``. A task may open again after it closed (a revoked
+    task resumed), which starts a new span."""
+    spans: list[Span] = []
     since: dict[str, int] = {}
-    for line in app.events("tasks"):
-        now = set(line["active"])
-        for task in [t for t in since if t not in now]:
-            spans.append((task, since.pop(task), int(line["prev_t"])))
-        for task in now - since.keys():
-            since[task] = int(line["t"])
-    end = app.killed_at if app.killed_at is not None else time.monotonic_ns()
-    spans += [(task, start, end) for task, start in since.items()]
-    return spans
+    for event in events:
+        if event["event"] != "active":
+            continue
+        task, t = event["task"], int(event["t"])
+        if event["phase"] == "open":
+            since.setdefault(task, t)
+        elif task in since:
+            spans.append((task, since.pop(task), t))
+    return spans + [(task, start, end) for task, start in since.items()]
+
+
+def held_intervals(app: StreamsApp) -> list[Span]:
+    """(task, from, to): the spans in which ``app`` surely held each task as active; an open
+    one ends at its kill, its "closed" line, or now while it runs."""
+    closed = app.events("closed")
+    end = (app.killed_at if app.killed_at is not None else int(closed[-1]["t"]) if closed
+           else time.monotonic_ns())
+    return task_spans(app.events("active"), end)
+
+
+def overlaps(instances: Iterable[tuple[str, list[Span]]]) -> list[str]:
+    """Every pair of spans of one task on two instances (two entries of ``instances``, named
+    or not alike: a restart is another process) that share an instant."""
+    by_task: dict[str, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
+    for index, (name, spans) in enumerate(instances):
+        for task, start, end in spans:
+            by_task[task].append((start, end, index, name))
+    found = []
+    for task, held in sorted(by_task.items()):
+        for (s1, e1, i1, a1), (s2, e2, i2, a2) in itertools.combinations(sorted(held), 2):
+            if i1 != i2 and s2 <= e1 and s1 <= e2:
+                found.append(f"task {task}: {a1} [{s1}, {e1}] and {a2} [{s2}, {e2}]")
+    return found
 
 
 def active_overlaps(apps: Iterable[StreamsApp]) -> list[str]:
-    """Every pair of instances that held one active task at the same instant."""
-    by_task: dict[str, list[tuple[int, int, str]]] = collections.defaultdict(list)
-    for app in apps:
-        for task, start, end in held_intervals(app):
-            by_task[task].append((start, end, app.name))
-    found = []
-    for task, spans in by_task.items():
-        spans.sort()
-        for (s1, e1, a1), (s2, e2, a2) in itertools.combinations(spans, 2):
-            if a1 != a2 and s2 <= e1 and s1 <= e2:
-                found.append(f"task {task}: {a1} [{s1}, {e1}] and {a2} [{s2}, {e2}]")
-    return found
+    """Every pair of instances that held one active task at the same instant. An instance
+    whose threads ran an active task but that printed no "active" line fails: without the
+    lines there would be no spans, and no overlap to find."""
+    apps = list(apps)
+    silent = [a.name for a in apps if any(line["active"] for line in a.events("tasks")) and not a.events("active")]
+    assert not silent, f"active tasks but no \"active\" lines from {silent}"
+    return overlaps((app.name, held_intervals(app)) for app in apps)
 
 
 def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:

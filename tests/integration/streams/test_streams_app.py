@@ -18,8 +18,8 @@ in order on it:
 What is checked:
 - the output is correct and complete: the latest count of each word equals its occurrences in
   the input, once everything is processed, and again after the kill -9;
-- no task is ever active on two instances at once, from the instances' own task lines
-  (support.streams_app.active_overlaps) and from every StreamsGroupDescribe taken;
+- no task is ever active on two instances at once, from each active task's own open and close
+  on each instance (support.streams_app.active_overlaps) and from every StreamsGroupDescribe taken;
 - the describe agrees with the instances: one member per instance, its endpoint, its tasks;
   a standby never on the process of its active task;
 - interactive-query metadata (metadataForAllStreamsClients, queryMetadataForKey) is the same
