@@ -6,7 +6,7 @@ against kcoord in front of Tansu, tuned.
 
     .venv/bin/python bench/bench_streams_rebalance.py [--runs 3] [--instances 10] [--partitions 32]
         [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned,tansu-classic,kcoord-tansu]
-        [--doc docs/measurements/streams-rebalance.md]
+        [--doc docs/measurements/streams-rebalance.md] [--json figures.json]
 
 The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
 a count with a repartition and a changelog: two subtopologies (0: input → repartition topic,
@@ -39,6 +39,13 @@ on odd runs), ``--runs`` times; the table gives medians and ranges:
   figure stays), and every instance's lines are kept (events.jsonl in the work dir).
 Each side also counts the instants a task was active on two instances at once (active_overlaps
 of tests/support/streams_app.py, from the "tasks" lines over the whole measurement): 0 expected.
+The start's diagnosis (printed per run, kept in ``--json``; no figure of the table): each
+instance's timeline from the last "ready" line (its first task, its task-set changes, its
+REBALANCING spans: streams_rebalance_lines.start_timeline), the instances' JVM CPU seconds, and
+for each side's servers (the broker; kcoord) the CPU seconds over the start window, per half
+second, with kcoord's StreamsGroupHeartbeat answers and forwarded requests from its metrics
+endpoint (bench/streams_rebalance_probe.py). Every start's lines are kept in the work dir
+(start-events.jsonl).
 
 Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
 the test fixture's lowered group bounds put back) serving the group itself, its streams settings
@@ -61,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import json
 import os
 import platform
@@ -70,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +87,17 @@ os.environ.setdefault("KCOORD_TEST_PORTS", "29800-29899")
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 import bench_vs_kafka as vsk  # noqa: E402
+import streams_rebalance_groups as group_records  # noqa: E402
 import streams_rebalance_lines as lines  # noqa: E402
+import streams_rebalance_probe as probe  # noqa: E402
 from side_by_side import pinning  # noqa: E402
 
 from support import ports  # noqa: E402
 from support.admin import create_topic  # noqa: E402
 from support.java import TANSU_BASELINE_JARS, ensure_java_jars  # noqa: E402
 from support.kafka_broker import KafkaCluster, start_kafka  # noqa: E402
-from support.kcoord import MEMBERSHIP, KcoordProcess  # noqa: E402
+from support.kcoord import MEMBERSHIP  # noqa: E402
+from support.metrics import kcoord_with_metrics  # noqa: E402
 from support.names import unique_name  # noqa: E402
 from support.streams_app import StreamsApp, active_overlaps, set_group_configs  # noqa: E402
 from support.tansu import start_tansu  # noqa: E402
@@ -142,9 +154,16 @@ class Side:
     """What the instances of one side talk to, and the cluster its topics live on."""
 
     def __init__(self, name: str, bootstrap: str, upstream: str, group_configs: dict[str, str] | None = None,
-                 protocol: str = "streams") -> None:
+                 protocol: str = "streams", watched: dict[str, tuple[int, int | None]] | None = None,
+                 group_timeline: Callable[[str, float], dict[str, Any]] | None = None) -> None:
         self.name, self.bootstrap, self.upstream, self.protocol = name, bootstrap, upstream, protocol
         self.group_configs = group_configs or {}
+        # The side's servers whose CPU (and, with a metrics port, kcoord's counts) the start's
+        # diagnosis records: name -> (pid, metrics port or None).
+        self.watched = watched or {}
+        # (group id, origin on the wall clock) -> the coordinator's own account of the start
+        # (streams_rebalance_groups.py), or None where there is none (a classic group on Tansu).
+        self.group_timeline = group_timeline
 
 
 def all_tasks(partitions: int) -> set[str]:
@@ -203,12 +222,18 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
 
     def settled() -> bool:
         return stable(apps, tasks, side.protocol)
+    probes = {n: probe.Probe(pid, port).start() for n, (pid, port) in side.watched.items()}
     try:
         launch(apps)
         wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: {len(apps)} instances stable "
                    f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         events = [x.events() for x in apps]
         start_s = (lines.settled_ns(events) - lines.last_ready_ns(events)) / NS
+        diagnosis = start_diagnosis(apps, probes, start_s)
+        if side.group_timeline is not None:
+            diagnosis["group"] = side.group_timeline(name, diagnosis["origin_wall"])
+            log(f"    the group's records: {diagnosis['group']}")
+        keep_lines(apps, work / name / "start-events.jsonl", "the start's diagnosis")
         before_join = time.monotonic_ns()
         joiner = instance(a.instances)
         apps.append(joiner)
@@ -219,7 +244,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         except WaitTimeout as exc:   # the start's figure stands; the join's are missing
             keep_lines(apps, work / name / "events.jsonl", "the join never settled")
             overlaps = active_overlaps(apps)
-            return {"start_s": start_s, "join_first_task_s": None, "join_stable_s": None, "pause_s": None,
+            return {"start_s": start_s, "start_diagnosis": diagnosis, "join_first_task_s": None,
+                    "join_stable_s": None, "pause_s": None,
                     "keepers": None, "overlaps": len(overlaps), "overlap_examples": overlaps[:3],
                     "join_error": f"{exc}"[:600]}
         joined = lines.first_running_task_ns(joiner.events())
@@ -230,16 +256,55 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         overlaps = active_overlaps(apps)
         if overlaps:      # the instances' lines, to explain it later
             keep_lines(apps, work / name / "events.jsonl", "task active twice")
-        return {"start_s": start_s, "join_first_task_s": (joined - ready) / NS if joined else None,
+        return {"start_s": start_s, "start_diagnosis": diagnosis,
+                "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
                 "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
     finally:
+        for p in probes.values():
+            p.stop(0)
         for x in apps:
             if x.alive:
                 x.kill()
 
 
-def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], list[Any]]:
+def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], start_s: float) -> dict[str, Any]:
+    """Where the start's time went (no assertion): each instance's timeline from the last
+    "ready" (lines.start_timeline), their summary, the JVMs' CPU seconds so far, and each
+    watched server's CPU and (kcoord) heartbeat and forwarding counts over the start window."""
+    events = [x.events() for x in apps]
+    origin, end = lines.last_ready_ns(events), lines.settled_ns(events)
+    timelines = {x.name: lines.start_timeline(e, origin, end) for x, e in zip(apps, events)}
+    jvm_cpu = []
+    for x in apps:
+        try:
+            jvm_cpu.append(probe.cpu_seconds(x.process.pid) if x.process is not None else 0.0)
+        except OSError:
+            jvm_cpu.append(0.0)
+    # The origin on the wall clock too, to line the timelines up with the servers' logs (Kafka's
+    # GroupMetadataManager lines) and the state topic's record timestamps (kcoord's group records).
+    origin_wall = time.time() - (time.monotonic_ns() - origin) / NS
+    out = {"start_s": round(start_s, 3), "origin_wall": round(origin_wall, 3),
+           "summary": lines.start_summary(list(timelines.values())),
+           "instances_cpu_s": round(sum(jvm_cpu), 1), "servers": {n: p.stop(origin) for n, p in probes.items()},
+           "timelines": timelines}
+    print_diagnosis(out)
+    return out
+
+
+def print_diagnosis(d: dict[str, Any]) -> None:
+    wall = time.strftime("%H:%M:%S", time.gmtime(d["origin_wall"])) + f".{int(d['origin_wall'] % 1 * 1000):03d} UTC"
+    log(f"    start {d['start_s']:.2f} s (origin: the last ready line, {wall}); {d['summary']}; "
+        f"the instances' JVMs used {d['instances_cpu_s']} CPU s")
+    for name, s in d["servers"].items():
+        log(f"    {name}: " + "; ".join(f"{k} {v}" for k, v in s.items()))
+    for name, t in d["timelines"].items():
+        log(f"    {name}: ready {t['ready']}, first tasks line {t['first_active_tasks_line']}, first open "
+            f"{t['first_task_open']}, RUNNING {t['first_running_with_task']}, active sizes {t['active_sizes']}, "
+            f"opens/closes {t['opens']}/{t['closes']}, REBALANCING {t['rebalancing']}")
+
+
+def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> tuple[dict[str, Side], list[Any]]:
     """The brokers and kcoords the chosen sides need; the list of what to stop."""
     out: dict[str, Side] = {}
     stops: list[Any] = []
@@ -265,18 +330,34 @@ def start_side_servers(sides: list[str], work: Path) -> tuple[dict[str, Side], l
     for side in sides:
         if side.startswith("kafka-"):
             k = broker(side.removeprefix("kafka-"))
-            out[side] = Side(side, k.bootstrap, k.bootstrap)
+            out[side] = Side(side, k.bootstrap, k.bootstrap, watched={"broker": (broker_pid(k), None)},
+                             group_timeline=functools.partial(group_records.kafka_group, k.nodes[0].log_path))
         elif side == "tansu-classic":
             out[side] = Side(side, tansu_broker(), tansu_broker(), protocol="classic")
         else:
             upstream = tansu_broker() if side == "kcoord-tansu" else broker("default").bootstrap
             tuned = side in ("kcoord-tuned", "kcoord-tansu")
             config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()))
-            kc = KcoordProcess(upstream=upstream, state_topic=unique_name("__kcoord_srb"), config=config).start()
+            if tuned and a.kcoord_initial_delay_ms is not None:   # an experiment, named in the log and JSON
+                config = tuple(f"streams_initial_rebalance_delay_ms={a.kcoord_initial_delay_ms}"
+                               if c.startswith("streams_initial_rebalance_delay_ms=") else c for c in config)
+            state_topic = unique_name("__kcoord_srb")
+            kc = kcoord_with_metrics(upstream, state_topic, config=config).start()
             stops.append(kc.stop)
             log(f"kcoord ({side}) at {kc.bootstrap}: {config}")
-            out[side] = Side(side, kc.bootstrap, upstream, KCOORD_TUNED_GROUP if tuned else None)
+            assert kc.process is not None
+            watched = {"kcoord": (kc.process.pid, kc.metrics_port)}
+            if side == "kcoord-tuned" or side == "kcoord-default":
+                watched["broker"] = (broker_pid(brokers["default"]), None)
+            out[side] = Side(side, kc.bootstrap, upstream, KCOORD_TUNED_GROUP if tuned else None, watched=watched,
+                             group_timeline=functools.partial(group_records.kcoord_group, upstream, state_topic))
     return out, stops
+
+
+def broker_pid(cluster: KafkaCluster) -> int:
+    process = cluster.nodes[0].process
+    assert process is not None, "the broker is not running"
+    return process.pid
 
 
 def _seconds(values: list[float | None]) -> str:
@@ -313,6 +394,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--timeout", type=float, default=300.0, help="bound of each wait for a stable group, s")
     p.add_argument("--doc", type=Path, default=None, help="write the Markdown page here")
+    p.add_argument("--kcoord-initial-delay-ms", type=int, default=None,
+                   help="an experiment: this streams_initial_rebalance_delay_ms on the tuned kcoord sides "
+                        "(their table label does not say it: do not publish such a run as the tuned row)")
+    p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
     if unknown:
@@ -353,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = a.sides.split(",")
     figures: dict[str, list[dict[str, Any] | None]] = {s: [] for s in sides}
     failures: list[str] = []
-    servers, stops = start_side_servers(sides, work)
+    servers, stops = start_side_servers(sides, work, a)
     try:
         for run in range(a.runs):
             for side in (sides if run % 2 == 0 else sides[::-1]):
@@ -386,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.doc:
         write_doc(a.doc, command, meta, text, failures)
         print(f"wrote {a.doc}")
+    if a.json:
+        a.json.write_text(json.dumps({"command": command, "meta": meta, "figures": figures, "failures": failures},
+                                     indent=1))
+        print(f"wrote {a.json}")
     return 1 if failures else 0
 
 

@@ -80,3 +80,58 @@ def longest_rebalancing_ns(events: Sequence[Event], since_ns: int, until_ns: int
     if began is not None:
         longest = max(longest, until_ns - max(began, since_ns))
     return max(longest, 0)
+
+
+def rebalancing_spans(events: Sequence[Event]) -> list[tuple[int, int | None]]:
+    """Every span in state REBALANCING: (entered, left), left None while still open."""
+    spans: list[tuple[int, int | None]] = []
+    began = None
+    for e in events:
+        if e["event"] != "state":
+            continue
+        if e["state"] == "REBALANCING" and began is None:
+            began = e["t"]
+        elif e["state"] != "REBALANCING" and began is not None:
+            spans.append((began, e["t"]))
+            began = None
+    if began is not None:
+        spans.append((began, None))
+    return spans
+
+
+def start_timeline(events: Sequence[Event], origin_ns: int, until_ns: int | None = None) -> dict[str, Any]:
+    """One instance's start, in seconds from ``origin_ns`` (the last instance's "ready"), up to
+    ``until_ns``: its own "ready"; its first "tasks" line with an active task and its first
+    task opened ("active" open, the task's processors initialized); when it was first RUNNING
+    with an active task; how many "tasks" lines (each a change of its task sets) and "active"
+    opens/closes it printed; and its REBALANCING spans."""
+    def s(t: int | None) -> float | None:
+        return None if t is None else round((t - origin_ns) / 1e9, 3)
+    within = [e for e in events if until_ns is None or e["t"] <= until_ns]
+    ready = next((e["t"] for e in within if e["event"] == "ready"), None)
+    first_tasks = next((e["t"] for e in within if e["event"] == "tasks" and e["active"]), None)
+    opens = [e for e in within if e["event"] == "active" and e.get("phase") == "open"]
+    closes = [e for e in within if e["event"] == "active" and e.get("phase") == "close"]
+    tasks_lines = [e for e in within if e["event"] == "tasks"]
+    return {"ready": s(ready), "first_active_tasks_line": s(first_tasks),
+            "first_task_open": s(opens[0]["t"]) if opens else None,
+            "first_running_with_task": s(first_running_task_ns(within)),
+            "tasks_lines": len(tasks_lines), "active_sizes": [len(e["active"]) for e in tasks_lines],
+            "opens": len(opens), "closes": len(closes),
+            "rebalancing": [(s(a), s(b)) for a, b in rebalancing_spans(within)]}
+
+
+def start_summary(timelines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The instances' start timelines folded: the spread of their first tasks, and the totals
+    of task-set changes, task opens/closes and REBALANCING spans (more spans or closes: more
+    rounds)."""
+    def spread(key: str) -> list[float] | None:
+        got = sorted(t[key] for t in timelines if t[key] is not None)
+        return [got[0], got[len(got) // 2], got[-1]] if got else None
+    return {"first_active_tasks_line_min_med_max": spread("first_active_tasks_line"),
+            "first_task_open_min_med_max": spread("first_task_open"),
+            "first_running_min_med_max": spread("first_running_with_task"),
+            "ready_min_med_max": spread("ready"),
+            "tasks_lines": sum(t["tasks_lines"] for t in timelines),
+            "opens": sum(t["opens"] for t in timelines), "closes": sum(t["closes"] for t in timelines),
+            "rebalancing_spans": sum(len(t["rebalancing"]) for t in timelines)}
