@@ -68,18 +68,9 @@ def kept_tasks(events: Sequence[Event], since_ns: int) -> set[str]:
 def longest_rebalancing_ns(events: Sequence[Event], since_ns: int, until_ns: int) -> int:
     """The longest span in state REBALANCING within [since_ns, until_ns] (a span still open
     ends at ``until_ns``); 0 if none."""
-    longest, began = 0, None
-    for e in events:
-        if e["event"] != "state":
-            continue
-        if e["state"] == "REBALANCING" and began is None:
-            began = e["t"]
-        elif e["state"] != "REBALANCING" and began is not None:
-            longest = max(longest, min(e["t"], until_ns) - max(began, since_ns))
-            began = None
-    if began is not None:
-        longest = max(longest, until_ns - max(began, since_ns))
-    return max(longest, 0)
+    spans = [min(until_ns if left is None else left, until_ns) - max(began, since_ns)
+             for began, left in rebalancing_spans(events)]
+    return max([0, *spans])
 
 
 def rebalancing_spans(events: Sequence[Event]) -> list[tuple[int, int | None]]:
