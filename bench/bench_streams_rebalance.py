@@ -44,8 +44,11 @@ instance's timeline from the last "ready" line (its first task, its task-set cha
 REBALANCING spans: streams_rebalance_lines.start_timeline), the instances' JVM CPU seconds, and
 for each side's servers (the broker; kcoord) the CPU seconds over the start window, per half
 second, with kcoord's StreamsGroupHeartbeat answers and forwarded requests from its metrics
-endpoint (bench/streams_rebalance_probe.py). Every start's lines are kept in the work dir
-(start-events.jsonl).
+endpoint (bench/streams_rebalance_probe.py); and the coordinator's own account of the group
+(bench/streams_rebalance_groups.py: Kafka's server.log, kcoord's state topic): when each member
+joined, when the topology was validated, who had joined by then, each member's first target.
+Every start's lines are kept in the work dir (start-events.jsonl). ``--kcoord-initial-delay-ms``
+runs the tuned kcoord sides with an initial rebalance delay: an experiment, not their row.
 
 Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
 the test fixture's lowered group bounds put back) serving the group itself, its streams settings
