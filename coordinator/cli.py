@@ -382,7 +382,9 @@ async def _serve_body(args: argparse.Namespace, upstream: str, embedded, parts: 
                                        recreate=not args.no_state_topic_recreate)
     if args.metrics_port:
         from prometheus_client import start_http_server
-        register_group_collector(service.shards)
+
+        from .group.group_admin import group_state_name
+        register_group_collector(service.shards, group_state_name)
         from .runtime.txn_metrics import register_txn_collector
         register_txn_collector(service.shards)
         start_http_server(args.metrics_port, addr=args.metrics_host)

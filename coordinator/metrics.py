@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
@@ -159,8 +160,9 @@ def set_shard_state(partition: int, state: str) -> None:
 class GroupCollector:
     """Groups and members by type and state, computed at scrape time from the shards."""
 
-    def __init__(self, shards: Callable[[], Iterable]) -> None:
+    def __init__(self, shards: Callable[[], Iterable], state_of: Callable[[Any], str]) -> None:
         self._shards = shards
+        self._state_of = state_of
 
     def collect(self):
         groups = GaugeMetricFamily("kcoord_groups", "Groups by type and state", labels=["type", "state"])
@@ -172,7 +174,8 @@ class GroupCollector:
             policy = shard.heartbeat_policy     # the service gives every shard the process-wide count
             for g in shard.groups.values():
                 kind = g.group_type
-                counts[(kind, g.state.value)] = counts.get((kind, g.state.value), 0) + 1
+                state = self._state_of(g)
+                counts[(kind, state)] = counts.get((kind, state), 0) + 1
                 member_counts[kind] = member_counts.get(kind, 0) + len(g.members)
         for (kind, state), n in counts.items():
             groups.add_metric([kind, state], n)
@@ -196,12 +199,14 @@ class GroupCollector:
         yield trailing
 
 
-def register_group_collector(shards: Callable[[], Iterable]) -> GroupCollector:
+def register_group_collector(shards: Callable[[], Iterable], state_of: Callable[[Any], str]) -> GroupCollector:
     """kcoord's group gauges, and the group coordinator metrics under Kafka's names
-    (coordinator/metrics_kafka.py), both read from the shards at scrape time."""
-    collector = GroupCollector(shards)
+    (coordinator/metrics_kafka.py), both read from the shards at scrape time. ``state_of``
+    is the group type's state name of a group (the group layer's registry, which this
+    module may not import): a streams group computes its state, other types keep it."""
+    collector = GroupCollector(shards, state_of)
     REGISTRY.register(collector)
-    REGISTRY.register(KafkaNamesCollector(shards, kafka_sources()))
+    REGISTRY.register(KafkaNamesCollector(shards, kafka_sources(), state_of))
     return collector
 
 

@@ -131,9 +131,10 @@ class Sources:
 class KafkaNamesCollector:
     """The group coordinator's metrics under Kafka 4.4's names, at scrape time."""
 
-    def __init__(self, shards: Callable[[], Iterable], sources: Sources,
+    def __init__(self, shards: Callable[[], Iterable], sources: Sources, state_of: Callable[[Any], str],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._shards = shards
+        self._state_of = state_of
         self._sources = sources
         self._clock = clock
         now = clock()
@@ -157,7 +158,8 @@ class KafkaNamesCollector:
                 kind = g.group_type
                 states = by_state.get(kind)
                 if states is not None:
-                    states[g.state.value] = states.get(g.state.value, 0) + 1
+                    state = self._state_of(g)
+                    states[state] = states.get(state, 0) + 1
             for topics in shard.offsets.offsets.values():
                 for parts in topics.values():
                     offsets += len(parts)

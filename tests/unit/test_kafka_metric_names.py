@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator import metrics
+from coordinator.group.group_admin import group_state_name
 from coordinator.metrics import RecentObservations
 from coordinator.metrics_kafka import KAFKA, YAMMER, KafkaNamesCollector, Sources, WindowedRate, percentile
 from coordinator.runtime.shard_runtime import group_shards
@@ -90,7 +91,7 @@ class Fixture:
 
     def registry(self, shards) -> CollectorRegistry:
         registry = CollectorRegistry()
-        registry.register(KafkaNamesCollector(lambda: shards, self.sources, clock=self.clock))
+        registry.register(KafkaNamesCollector(lambda: shards, self.sources, group_state_name, clock=self.clock))
         return registry
 
 

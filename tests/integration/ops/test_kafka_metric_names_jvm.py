@@ -72,7 +72,7 @@ def kafka_series(tmp_path) -> tuple[set, set]:
 
 def kcoord_series() -> set:
     registry = CollectorRegistry()
-    registry.register(KafkaNamesCollector(lambda: [], kafka_sources()))
+    registry.register(KafkaNamesCollector(lambda: [], kafka_sources(), lambda group: group.state.value))
     return {(s.name, frozenset(s.labels.items()))
             for family in text_string_to_metric_families(generate_latest(registry).decode())
             for s in family.samples}

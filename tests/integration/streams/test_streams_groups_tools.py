@@ -41,6 +41,7 @@ from support.differential import (
 )
 from support.kafka_tools import run_tool
 from support.kcoord import KcoordProcess
+from support.metrics import kcoord_with_metrics, sample
 from support.produce import produce_records
 from support.wait import wait_until
 
@@ -56,8 +57,8 @@ COMMITTED = {0: 3, 1: 5, 2: 7, 3: 9}
 
 @pytest.fixture(scope="module")
 def kcoord(kafka44) -> Iterator[KcoordProcess]:
-    gateway = KcoordProcess(upstream=kafka44.bootstrap, state_topic=f"__kcoord_sgt_{uuid.uuid4().hex[:8]}",
-                            config=KAFKA_EQUIVALENT).start()
+    gateway = kcoord_with_metrics(kafka44.bootstrap, f"__kcoord_sgt_{uuid.uuid4().hex[:8]}",
+                                  config=KAFKA_EQUIVALENT).start()
     yield gateway
     gateway.stop()
 
@@ -260,3 +261,17 @@ def test_kafka_streams_groups_tool_through_kcoord_answers_as_kafka_44(kafka44, k
     assert (state["type"], state["state"], state["topology_epoch"], state["members"]) == ("streams", "Stable", 1, 1)
     assert {k: normalised(str(v), apps["kafka"]) for k, v in direct.items()} == \
         {k: normalised(str(v), apps["kcoord"]) for k, v in through.items()}
+
+
+def test_kcoords_metrics_count_a_running_streams_group(kcoord, source):
+    """/metrics with a streams group served: a streams group computes its state, and a scrape
+    once failed on it (HTTP 500) for as long as one existed."""
+    app = f"sgt-{uuid.uuid4().hex[:6]}-metrics"
+    member = running_group(Coordinator("kcoord", kcoord.bootstrap), app, source, uuid.uuid4().hex[:22])
+    try:
+        samples = kcoord.metrics()
+        assert sample(samples, "kcoord_groups", type="streams", state="Stable") >= 1, samples
+        assert sample(samples, "kcoord_group_members", type="streams") >= 1
+        assert sample(samples, "kafka_server_group_coordinator_metrics_streams_group_count", state="Stable") >= 1
+    finally:
+        assert int(member.heartbeat(epoch=-1).error_code) == 0

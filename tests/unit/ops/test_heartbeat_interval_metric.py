@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from coordinator.config import CoordinatorConfig
+from coordinator.group.group_admin import group_state_name
 from coordinator.group.modern.consumer.group import MemberState
 from coordinator.group.modern.consumer.heartbeat_policy import HeartbeatIntervalPolicy
 from coordinator.group.shard import GroupCoordinatorShard
@@ -52,7 +53,7 @@ def test_the_collector_exports_the_gauge_and_follows_the_member_count():
     count = [3]
     shard.heartbeat_policy.member_count = lambda: count[0]
     registry = CollectorRegistry()
-    registry.register(GroupCollector(lambda: [shard]))
+    registry.register(GroupCollector(lambda: [shard], group_state_name))
     text = generate_latest(registry).decode()
     assert 'kcoord_heartbeat_interval_ms{kind="stable"} 500.0' in text
     assert 'kcoord_heartbeat_interval_ms{kind="pending"} 100.0' in text
@@ -60,6 +61,6 @@ def test_the_collector_exports_the_gauge_and_follows_the_member_count():
     assert 'kcoord_heartbeat_interval_ms{kind="stable"} 2000.0' in generate_latest(registry).decode()
     # No shard in this process (an instance that holds none): the metric is declared, without samples.
     empty = CollectorRegistry()
-    empty.register(GroupCollector(lambda: []))
+    empty.register(GroupCollector(lambda: [], group_state_name))
     text = generate_latest(empty).decode()
     assert "# TYPE kcoord_heartbeat_interval_ms gauge" in text and 'kcoord_heartbeat_interval_ms{' not in text
