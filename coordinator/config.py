@@ -78,6 +78,14 @@ class CoordinatorConfig:
     # a timer, so a burst of joins settles in about two heartbeat rounds.
     streams_assignment_interval_ms: int = 100
     streams_max_size: int = 2**31 - 1            # `group.streams.max.size`: GROUP_MAX_SIZE_REACHED beyond
+    # kcoord's extension, off (0) by default, serve-wide only: a new group's first target with
+    # tasks waits until no member has joined for this long, and never longer than
+    # max(initial rebalance delay, streams_initial_rebalance_quiet_max_ms) after the first join
+    # (membership.py; docs/user/streams-groups.md). Instances started together join over
+    # seconds; a target computed after the first join hands it every task, and each later
+    # join takes tasks back from a member still opening them.
+    streams_initial_rebalance_quiet_ms: int = 0
+    streams_initial_rebalance_quiet_max_ms: int = 10_000
 
     # Classic groups.
     group_min_session_timeout_ms: int = 6_000

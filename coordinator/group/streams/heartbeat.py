@@ -20,7 +20,8 @@ Rules:
 - statuses: the topology's configuration (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS,
   INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
   for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
-  delayed due to the configured initial rebalance delay.") while the target is held back;
+  delayed due to the configured initial rebalance delay.") while the target is held back
+  (kcoord's quiet hold, membership.py, says "initial rebalance quiet period");
 - the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
   reports holding differs from what it has; the interactive-query map when the member's
@@ -44,11 +45,14 @@ from .membership import (
     can_compute,
     compute_target,
     configured_for,
+    delay_cause,
+    end_quiet_hold,
     endpoint_changed,
     forget_due,
     group_epoch_record,
     group_settings,
     heartbeat_interval_ms,
+    note_join,
     rebalance_key,
     release_due_ms,
     remember_due,
@@ -232,6 +236,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         records.append(group_epoch_record(group, group_epoch, configured.metadata_hash, validated, settings))
     if joining and not group.members and settings.initial_rebalance_delay_ms > 0:
         soft.initial_delay_until_ms = now_ms + settings.initial_rebalance_delay_ms
+    if joining:
+        note_join(soft, group, settings, now_ms)
     if req.shutdown_application:
         soft.shutdown_requester = mid
 
@@ -253,11 +259,12 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                                               topology)
             records += assigned
             target_epoch = group_epoch
+            end_quiet_hold(soft, target)
         else:
             timers.append(assignment_timer(gid, when))
             held_until = when
-            cause = "initial rebalance delay" if when == soft.initial_delay_until_ms else "assignment interval"
-            statuses.append((ASSIGNMENT_DELAYED, f"Assignment delayed due to the configured {cause}."))
+            statuses.append((ASSIGNMENT_DELAYED,
+                             f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
     endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)

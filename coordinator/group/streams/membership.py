@@ -13,6 +13,13 @@ Rules:
   the empty group; later ones wait `assignment_interval_ms` after the last (KIP-1263); a
   held-back target is computed by the assignment timer, as kcoord's consumer groups do, not
   by the next heartbeat after the interval (Kafka's way);
+- kcoord's quiet hold (`initial_rebalance_quiet_ms` > 0, off by default): a member joining an
+  empty group starts it, each later join moves it on, and the group's first target with tasks
+  waits until no member joined for that long, but never past
+  max(initial rebalance delay, `initial_rebalance_quiet_max_ms`) after the first join. A
+  target without tasks (the topology not ready yet) does not end it, so the first tasks are
+  handed out once the joins pause, not as soon as the internal topics appear. Soft, like the
+  initial delay: a reload computes the target at once (timers.on_loaded);
 - the heartbeat interval: Kafka's fixed `streams.heartbeat.interval.ms` under
   `consumer_heartbeat_policy=fixed`, else kcoord's adaptive one (the kernel's
   heartbeat_interval.py): short while the member waits for tasks to receive, the stable one
@@ -127,12 +134,46 @@ def removal_timers(group_id: str, member_id: str) -> list:
     return [CancelTimer(session_key(group_id, member_id)), CancelTimer(rebalance_key(group_id, member_id))]
 
 
+def note_join(soft: Soft, group: StreamsGroup, settings: StreamsSettings, now_ms: int) -> None:
+    """A member joined ``group`` (as it was before the join): start or move the quiet hold."""
+    if settings.initial_rebalance_quiet_ms <= 0:
+        return
+    if not group.members:
+        soft.quiet_hold = (now_ms, now_ms)
+    elif soft.quiet_hold is not None:
+        soft.quiet_hold = (soft.quiet_hold[0], now_ms)
+
+
+def quiet_until(soft: Soft, settings: StreamsSettings) -> int | None:
+    """When the quiet hold lets the first target with tasks be computed, or None without one."""
+    if soft.quiet_hold is None:
+        return None
+    first, last = soft.quiet_hold
+    bound = max(settings.initial_rebalance_delay_ms, settings.initial_rebalance_quiet_max_ms)
+    return min(last + settings.initial_rebalance_quiet_ms, first + bound)
+
+
+def end_quiet_hold(soft: Soft, target: dict[str, Tasks]) -> None:
+    """The hold ends with the first target that hands out tasks."""
+    if soft.quiet_hold is not None and any(not t.is_empty() for t in target.values()):
+        soft.quiet_hold = None
+
+
+def delay_cause(soft: Soft, settings: StreamsSettings, when: int) -> str:
+    if when == soft.initial_delay_until_ms:
+        return "initial rebalance delay"
+    return "initial rebalance quiet period" if when == quiet_until(soft, settings) else "assignment interval"
+
+
 def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_ms: int) -> int | None:
     """None if the target may be computed now, else when it may."""
     if soft.initial_delay_until_ms is not None:
         if now_ms < soft.initial_delay_until_ms:
             return soft.initial_delay_until_ms
         soft.initial_delay_until_ms = None
+    quiet = quiet_until(soft, settings)
+    if quiet is not None and now_ms < quiet:
+        return quiet
     ts, interval = group.assignment_timestamp_ms, settings.assignment_interval_ms
     if ts == 0 or interval == 0 or now_ms >= ts + interval:
         return None

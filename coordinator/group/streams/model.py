@@ -182,6 +182,9 @@ class Soft:
     configured: Any = None                  # topology.ConfiguredTopology, for (topology epoch, hash)
     shutdown_requester: str | None = None   # Kafka's `shutdownRequestMemberId`
     initial_delay_until_ms: int | None = None   # the first assignment waits until then
+    # (first join, last join) while kcoord's quiet hold of the first target with tasks lasts
+    # (membership.quiet_until)
+    quiet_hold: tuple[int, int] | None = None
     endpoint_epoch: int = 0                 # Kafka's `endpointInformationEpoch` (endpoints.py)
     # when each member is due to heartbeat next (the interval it was last told), for kcoord's
     # adaptive interval of a member waiting for tasks (membership.release_due_ms)
@@ -268,6 +271,11 @@ class StreamsSettings:
     task_offset_interval_ms: int = 60_000
     assignor_name: str = "sticky"             # Kafka 4.4's first `group.streams.assignors`
     max_size: int = 2**31 - 1                 # `group.streams.max.size` (broker-wide only)
+    # kcoord's extension (serve-wide only, no group key): hold a new group's first target with
+    # tasks until joins pause for this long (0: off, Kafka's behaviour), at most
+    # max(initial_rebalance_delay_ms, initial_rebalance_quiet_max_ms) after the first join
+    initial_rebalance_quiet_ms: int = 0
+    initial_rebalance_quiet_max_ms: int = 10_000
     # The group's own `streams.heartbeat.interval.ms` when set on the group, else 0: the floor of
     # kcoord's adaptive interval (coordinator/group/heartbeat_interval.py)
     heartbeat_floor_ms: int = 0
@@ -284,12 +292,16 @@ GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
               "assignor_name": "streams.assignor.name"}
 
 
+# The settings with no group key: only the coordinator's `streams_*` fields set them.
+SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms")
+
+
 def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:
     """The streams settings: the group's own keys (``overrides``, the parsed per-group
     configuration, coordinator/group/configs/store.py), else the coordinator's `streams_*`
     fields where it has them, else Kafka's defaults."""
     base = StreamsSettings()
-    values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in (*GROUP_KEYS, "max_size")}
+    values = {name: getattr(config, f"streams_{name}", getattr(base, name)) for name in (*GROUP_KEYS, *SERVE_WIDE)}
     if overrides:
         values.update((name, overrides[key]) for name, key in GROUP_KEYS.items() if key in overrides)
         values["heartbeat_floor_ms"] = overrides.get(GROUP_KEYS["heartbeat_interval_ms"], 0)
