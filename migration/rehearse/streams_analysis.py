@@ -6,19 +6,27 @@ The verdict fails on any of:
 - a committed offset that went down at any time, or changed between one phase's end and the
   next phase's start (across a conversion);
 - a final count on the output topic that is not the number of times the word was produced;
-- a task active on two instances at once (the instances' own task lines), or in two members'
-  assignments in one StreamsGroupDescribe;
+- a task active on two instances at once, from each task's own lifetime on each instance (its
+  "active" open and close lines: StreamsEvents.ActiveLife, java/streams/StreamsEvents.java), or
+  in two members' assignments in one StreamsGroupDescribe; an instance that ran active tasks
+  but printed no "active" line (its tasks would be invisible to the check);
 - a phase whose group the coordinator did not report of the phase's type and Stable, or not
   Empty after its instances stopped; a group type change other than Kafka's two conversions;
 - an error of the run (a phase that did not settle, an instance that failed).
 A record processed twice inside one phase (at-least-once redelivery) is a warning.
 All times are seconds since the rehearsal started (t0).
+
+The spans are not made of the "tasks" lines: a stream thread's task metadata is refreshed only
+when the thread enters RUNNING, so an old owner lists a revoked task after its new owner runs it.
+task_spans and overlaps are also the test suite's overlap check (tests/support/streams_app.py),
+so both judge a handover by one rule.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from itertools import combinations
-from typing import Any
+from typing import Any, NamedTuple
 
 from .analysis import EXAMPLES, _offsets, _s, group_timeline, offset_decreases
 from .probe import GroupSample
@@ -26,6 +34,9 @@ from .streams_observations import InstanceLog, PhaseLog, StreamsObservations
 from .streams_plan import STOP_WHY, StreamsRehearsalPlan, expected_phases, group_type_of
 
 REPORT_FORMAT = 1
+# What each "source" of active_twice measured, as the failures say it.
+TWICE_SOURCE = {"instances": "each instance's own open and close of the task",
+                "describe": "two members' assignments in one StreamsGroupDescribe"}
 
 
 # ------------------------------------------------------------------------ input records
@@ -87,35 +98,89 @@ def count_check(obs: StreamsObservations) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- tasks
-def held_intervals(inst: InstanceLog, t_end: int) -> list[tuple[str, int, int]]:
-    """(task, from, to): spans in which the instance surely held the task as active: from the
-    line that shows it to the poll before the line that drops it (StreamsRehearsalApp.java)."""
-    spans: list[tuple[str, int, int]] = []
+Span = tuple[str, int, int]   # (task, from, to), CLOCK_MONOTONIC ns
+
+
+def task_spans(events: Iterable[dict[str, Any]], end: int) -> list[Span]:
+    """(task, open, close) for each "active" open/close pair in ``events``; a task still open
+    at the last event is held until ``end``. A task may open again after it closed (a revoked
+    task resumed), which starts a new span; other lines are ignored."""
+    spans: list[Span] = []
     since: dict[str, int] = {}
-    for e in inst.events:
-        if e["event"] != "tasks":
+    for event in events:
+        if event["event"] != "active":
             continue
-        now = set(e["active"])
-        for task in [t for t in since if t not in now]:
-            spans.append((task, since.pop(task), int(e["prev_t"])))
-        for task in now - since.keys():
-            since[task] = int(e["t"])
-    end = max((int(e["t"]) for e in inst.events if e["event"] in ("exited", "closed")), default=t_end)
+        task, t = event["task"], int(event["t"])
+        if event["phase"] == "open":
+            since.setdefault(task, t)
+        elif task in since:
+            spans.append((task, since.pop(task), t))
     return spans + [(task, start, end) for task, start in since.items()]
 
 
+class Overlap(NamedTuple):
+    """Two instances' spans of one task that share an instant."""
+
+    task: str
+    first: str
+    first_span: tuple[int, int]
+    second: str
+    second_span: tuple[int, int]
+
+    @property
+    def shared(self) -> tuple[int, int]:
+        """The instants both spans hold."""
+        return max(self.first_span[0], self.second_span[0]), min(self.first_span[1], self.second_span[1])
+
+    def __str__(self) -> str:
+        (s1, e1), (s2, e2) = self.first_span, self.second_span
+        return f"task {self.task}: {self.first} [{s1}, {e1}] and {self.second} [{s2}, {e2}]"
+
+
+def overlapping(instances: Iterable[tuple[str, list[Span]]]) -> list[Overlap]:
+    """Every pair of spans of one task on two instances (two entries of ``instances``, named
+    alike or not: a restart is another process) that share an instant."""
+    by_task: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+    for index, (name, spans) in enumerate(instances):
+        for task, start, end in spans:
+            by_task[task].append((start, end, index, name))
+    return [Overlap(task, a1, (s1, e1), a2, (s2, e2))
+            for task, held in sorted(by_task.items())
+            for (s1, e1, i1, a1), (s2, e2, i2, a2) in combinations(sorted(held), 2)
+            if i1 != i2 and s2 <= e1 and s1 <= e2]
+
+
+def overlaps(instances: Iterable[tuple[str, list[Span]]]) -> list[str]:
+    """overlapping(), each pair said in one line."""
+    return [str(o) for o in overlapping(instances)]
+
+
+def held_intervals(inst: InstanceLog, t_end: int) -> list[Span]:
+    """(task, from, to): the spans in which the instance surely held the task as active; one
+    still open ends at the instance's "exited" or "closed" line, else at the run's end."""
+    end = max((int(e["t"]) for e in inst.events if e["event"] in ("exited", "closed")), default=t_end)
+    return task_spans(inst.events, end)
+
+
+def _name(inst: InstanceLog) -> str:
+    return f"{inst.client_id}@phase{inst.phase}"
+
+
+def silent_instances(obs: StreamsObservations) -> list[str]:
+    """Instances whose "tasks" lines show active tasks but that printed no "active" line: the
+    overlap check would see no span of theirs."""
+    return [_name(i) for i in obs.instances
+            if any(e["event"] == "tasks" and e["active"] for e in i.events)
+            and not any(e["event"] == "active" for e in i.events)]
+
+
 def active_twice(obs: StreamsObservations) -> list[dict[str, Any]]:
+    """Tasks active on two instances at once ("source": "instances", from each instance's own
+    open and close of the task) or in two members' assignments of one describe ("describe")."""
     t0, t_end = obs.t0_ns, obs.t_end or obs.t0_ns
-    by_task: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-    for inst in obs.instances:
-        for task, start, end in held_intervals(inst, t_end):
-            by_task[task].append((start, end, f"{inst.client_id}@phase{inst.phase}"))
-    found = []
-    for task, spans in sorted(by_task.items()):
-        for (s1, e1, a1), (s2, e2, a2) in combinations(sorted(spans), 2):
-            if a1 != a2 and s2 <= e1 and s1 <= e2:
-                found.append({"task": task, "instances": [a1, a2], "from_s": _s(max(s1, s2), t0),
-                              "to_s": _s(min(e1, e2), t0), "source": "instances"})
+    found = [{"task": o.task, "instances": [o.first, o.second], "from_s": _s(o.shared[0], t0),
+              "to_s": _s(o.shared[1], t0), "source": "instances"}
+             for o in overlapping((_name(i), held_intervals(i, t_end)) for i in obs.instances)]
     for s in obs.samples:
         tasks = Counter(t for m in s.view.members for t in m.tasks)
         for task, n in sorted(tasks.items()):
@@ -231,7 +296,10 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
     if not counts["ok"]:
         failures.append(f"output counts wrong for {counts['wrong_words']} of {counts['words']} words "
                         f"(or not read)")
-    failures += [f"task {t['task']} active twice ({t['source']}): {t['instances']} at {t['from_s']}s" for t in twice]
+    failures += [f"task {t['task']} active on two instances at once ({TWICE_SOURCE[t['source']]}): "
+                 f"{t['instances']} from {t['from_s']}s to {t['to_s']}s" for t in twice]
+    failures += [f"instance {name} ran active tasks but printed no \"active\" line: the check of tasks active "
+                 "twice cannot see them" for name in silent_instances(obs)]
     failures += [f"phase {p['phase']} ({p['protocol']}): {problem}" for p in phases for problem in p["problems"]]
     if not types["ok"]:
         failures.append("group type changes differ from Kafka's offline conversions (see type_changes)")

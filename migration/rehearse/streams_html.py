@@ -75,7 +75,8 @@ def render_streams_html(report: dict[str, Any]) -> str:
          f"{inp['produced']} / {inp['processed_unique']} / {inp['never_processed']}"],
         ["processed twice within a phase", inp["processed_twice_in_a_phase"]],
         ["output counts", f"{'complete and correct' if counts['ok'] else 'WRONG'} ({counts['words']} words)"],
-        ["tasks active twice", len(report["active_twice"])],
+        ["tasks active on two instances at once (each instance's own open and close of the task; "
+         "each StreamsGroupDescribe)", len(report["active_twice"])],
         ["committed offsets kept across phases", all(k["kept"] for k in report["offsets"]["across_phases"])],
         ["committed offset decreases", len(report["offsets"]["decreases"])],
     ])
@@ -96,7 +97,8 @@ partitions, {_e(run['tasks'])} tasks), every instance stopped between phases by 
 <h2>Group type changes (Kafka's offline conversions)</h2>{changes}
 <h2>Where processing resumed</h2>{resumed}
 <h2>Timeline</h2><p>Top row: the group as the coordinator reported it (blue classic, green streams; pale when not
-Stable). Below: each instance's active task spans; dashed lines: phase starts and the group reported Empty.</p>
+Stable). Below: each instance's active task spans, from the task's processors' init to their close on the
+instance's stream thread; dashed lines: phase starts and the group reported Empty.</p>
 {timeline_svg(report)}
 </body></html>
 """

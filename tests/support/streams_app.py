@@ -10,7 +10,8 @@ subprocesses, and the checks the streams-group tests make on what they print.
   owned the task (assigned to it, not yet released). A task still open when the instance died
   or closed is held until its kill or its "closed" line. Not from the "tasks" lines: a thread's
   metadata lists a revoked task until the thread next enters RUNNING, after the new owner may
-  already run it.
+  already run it. The spans and their overlaps are the Streams rehearsal's (task_spans and
+  overlaps in migration.rehearse.streams_analysis, which kcoord ships): one rule for both.
 - set_group_configs: IncrementalAlterConfigs on the GROUP resource (raw, through whatever
   answers group APIs at the address: Kafka's coordinator or kcoord).
 - counts_on: the latest count per word on the output topic (read_committed under EOS).
@@ -32,6 +33,7 @@ from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from migration.rehearse.member import read_events, read_lines
+from migration.rehearse.streams_analysis import Span, overlaps, task_spans
 
 from . import processes
 from .admin import admin_client
@@ -175,26 +177,6 @@ class StreamsApp:
 
 # --- checks ---------------------------------------------------------------------------------
 
-Span = tuple[str, int, int]
-
-
-def task_spans(events: Iterable[Event], end: int) -> list[Span]:
-    """(task, open, close) for each "active" open/close pair in ``events``; a task still open
-    at the last event is held until ``end``. A task may open again after it closed (a revoked
-    task resumed), which starts a new span."""
-    spans: list[Span] = []
-    since: dict[str, int] = {}
-    for event in events:
-        if event["event"] != "active":
-            continue
-        task, t = event["task"], int(event["t"])
-        if event["phase"] == "open":
-            since.setdefault(task, t)
-        elif task in since:
-            spans.append((task, since.pop(task), t))
-    return spans + [(task, start, end) for task, start in since.items()]
-
-
 def held_intervals(app: StreamsApp) -> list[Span]:
     """(task, from, to): the spans in which ``app`` surely held each task as active; an open
     one ends at its kill, its "closed" line, or now while it runs."""
@@ -202,21 +184,6 @@ def held_intervals(app: StreamsApp) -> list[Span]:
     end = (app.killed_at if app.killed_at is not None else int(closed[-1]["t"]) if closed
            else time.monotonic_ns())
     return task_spans(app.events("active"), end)
-
-
-def overlaps(instances: Iterable[tuple[str, list[Span]]]) -> list[str]:
-    """Every pair of spans of one task on two instances (two entries of ``instances``, named
-    or not alike: a restart is another process) that share an instant."""
-    by_task: dict[str, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
-    for index, (name, spans) in enumerate(instances):
-        for task, start, end in spans:
-            by_task[task].append((start, end, index, name))
-    found = []
-    for task, held in sorted(by_task.items()):
-        for (s1, e1, i1, a1), (s2, e2, i2, a2) in itertools.combinations(sorted(held), 2):
-            if i1 != i2 and s2 <= e1 and s1 <= e2:
-                found.append(f"task {task}: {a1} [{s1}, {e1}] and {a2} [{s2}, {e2}]")
-    return found
 
 
 def active_overlaps(apps: Iterable[StreamsApp]) -> list[str]:

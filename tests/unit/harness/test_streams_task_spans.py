@@ -1,10 +1,12 @@
-"""support.streams_app's span logic: an active task's lifetime on an instance from its "active"
-open/close lines (CountStreamsApp), and the overlap of two instances' spans of one task."""
+"""The span logic the streams tests (support.streams_app) share with the Streams rehearsal
+(migration.rehearse.streams_analysis, where it lives): an active task's lifetime on an instance
+from its "active" open/close lines (StreamsEvents.ActiveLife), and the overlap of two
+instances' spans of one task."""
 from __future__ import annotations
 
 from typing import Any
 
-from support.streams_app import overlaps, task_spans
+from migration.rehearse.streams_analysis import overlaps, task_spans
 
 
 def active(t: int, phase: str, task: str) -> dict[str, Any]:

@@ -8,6 +8,9 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.TaskMetadata;
 import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
+import org.apache.kafka.streams.processor.api.FixedKeyRecord;
 
 /**
  * The JSON lines a Kafka Streams application prints for the one that drives it (StreamsRehearsalApp,
@@ -19,10 +22,25 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThr
  *   lines never interleave (say is synchronized);
  * - "state" lines are KafkaStreams state transitions; "fatal" an uncaught exception in a stream
  *   thread, after which the client shuts down (watch);
+ * - "active" lines (ActiveLife, "phase" "open" or "close", "task"): an active task's own
+ *   lifetime, printed on its stream thread by a pass-through processor the application puts in
+ *   each subtopology, once (processValues). "open" when Streams initializes the task's processors,
+ *   after the assignment gave it the task and its state is restored, before its first record
+ *   (StreamTask.completeRestoration); "close" when it closes them, as it suspends the task
+ *   (StreamTask.suspend, before any close or recycle), after its last record. A revoked task is
+ *   suspended inside the revocation callback, which completes before the member acknowledges
+ *   the revocation, the acknowledgement a coordinator must see before it gives the task to
+ *   another member: between "open" and "close" the instance surely owned the task. (A lost
+ *   task, the member fenced, closes when the member learns it.) Standby tasks have no
+ *   processors, so no lines.
  * - "tasks" lines (TaskLines): the instance's active tasks (and standby tasks, when asked) as
- *   its stream threads see them, polled and printed on change; "prev_t" is when the poll
- *   before started, the last instant the previous line's sets were seen whole. None is
- *   printed once the client is closed.
+ *   its stream threads see them (KafkaStreams.metadataForLocalThreads()), polled and printed on
+ *   change; "prev_t" is when the poll before started. None is printed once the client is
+ *   closed. A thread's metadata is refreshed only when the thread enters RUNNING
+ *   (StreamThread.setState), so a revoked task stays in it until the thread's next assignment
+ *   is running, and a new task appears only once all of the thread's tasks are restored: these
+ *   lines say what the instance runs once stable, not when a task changed hands (the
+ *   "active" lines do).
  */
 final class StreamsEvents {
     private StreamsEvents() {
@@ -113,6 +131,27 @@ final class StreamsEvents {
                 last = tasks;
             }
             lastPoll = pollStart;
+        }
+    }
+
+    /** Passes records on unchanged; prints its task's "active" open and close (see the rules). */
+    static final class ActiveLife<K, V> implements FixedKeyProcessor<K, V, V> {
+        private FixedKeyProcessorContext<K, V> context;
+
+        @Override
+        public void init(FixedKeyProcessorContext<K, V> context) {
+            this.context = context;
+            say("active", "\"phase\":\"open\",\"task\":" + q(context.taskId().toString()));
+        }
+
+        @Override
+        public void process(FixedKeyRecord<K, V> record) {
+            context.forward(record);
+        }
+
+        @Override
+        public void close() {
+            say("active", "\"phase\":\"close\",\"task\":" + q(context.taskId().toString()));
         }
     }
 

@@ -26,18 +26,23 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  *   CLOCK_MONOTONIC on Linux, the rehearsal's clock); the log goes to stderr.
  * - "input" lines: every input record processed, with its partition and offset (the rehearsal
  *   finds reprocessing and gaps from them).
+ * - "active" lines ("phase" "open" or "close", "task"): each active task's own lifetime on this
+ *   instance, from StreamsEvents.ActiveLife, one in each subtopology; between its "open" and its
+ *   "close" the instance surely owned the task (StreamsEvents' rules say why). The rehearsal's
+ *   "no task active twice" check is made of them.
  * - "tasks" lines: the instance's active tasks as its stream threads see them, polled every
- *   --poll-ms and printed on change; "prev_t" is when the previous poll started, the last
- *   instant the previous line's set was seen whole.
+ *   --poll-ms and printed on change ("prev_t": when the previous poll started). They lag a
+ *   handover (StreamsEvents' rules), so the rehearsal uses them only to see a phase settled.
  * - "state" lines: KafkaStreams state transitions; "fatal": an uncaught exception (the client
  *   shuts down).
  * - stdin: "close leave" (CloseOptions LEAVE_GROUP: the member leaves at once) or "close remain"
  *   (REMAIN_IN_GROUP: the coordinator removes it when its session expires); EOF is "close leave".
  *   Each closes with a 30 s bound, then prints "closed" and exits 0.
  *
- * The JSON-line output and the task polling are StreamsEvents' (StreamsEvents.java), which the
- * test suite's Streams application (tests/clients/java/streams/CountStreamsApp.java) compiles
- * with and uses too, so both print the same lines the same way.
+ * The JSON-line output, the task lifetimes and the task polling are StreamsEvents'
+ * (StreamsEvents.java), which the test suite's Streams application
+ * (tests/clients/java/streams/CountStreamsApp.java) compiles with and uses too, so both print
+ * the same lines the same way.
  *
  * Usage: StreamsRehearsalApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
  *   --protocol classic|streams [--name NAME] [--commit-ms MS] [--poll-ms MS] [--session-timeout-ms MS]
@@ -63,10 +68,12 @@ public class StreamsRehearsalApp {
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(opts.get("input"))
+            .processValues(StreamsEvents.ActiveLife<String, String>::new)
             .processValues(InputRecorder::new)
             .groupBy((key, value) -> value, Grouped.as("by-value"))
             .count(Materialized.as("counts"))
             .toStream()
+            .processValues(StreamsEvents.ActiveLife<String, Long>::new)
             .mapValues(String::valueOf)
             .to(opts.get("output"));
         KafkaStreams streams = new KafkaStreams(builder.build(), p);

@@ -25,9 +25,6 @@ import org.apache.kafka.streams.StreamsMetadata;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.processor.StateRestoreListener;
-import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
-import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
-import org.apache.kafka.streams.processor.api.FixedKeyRecord;
 
 /**
  * A stateful Kafka Streams 4.4 application for the streams-group tests (KIP-1071,
@@ -41,16 +38,9 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  *   CLOCK_MONOTONIC on Linux: the harness compares times across processes); the log goes to stderr.
  *   The lines are printed by StreamsEvents, the helper kcoord ships with its Streams rehearsal
  *   (migration/rehearse/java/streams/StreamsEvents.java; support.java compiles it with this file).
- * - "active" lines ("phase" "open" or "close", "task") are an active task's own lifetime, printed
- *   on its stream thread by a pass-through processor in each subtopology (ActiveLife): "open" when
- *   Streams initializes the task's processors, after the assignment gave it the task and its
- *   state is restored, before its first record (StreamTask.completeRestoration); "close" when it
- *   closes them, as it suspends the task (StreamTask.suspend, before any close or recycle), after
- *   its last record. A revoked task is suspended inside the revocation callback, which completes
- *   before the member acknowledges the revocation, the acknowledgement a coordinator must see
- *   before it gives the task to another member: between "open" and "close" the instance surely
- *   owned the task. (A lost task, the member fenced, closes when the member learns it.) Standby
- *   tasks have no processors, so no lines.
+ * - "active" lines ("phase" "open" or "close", "task") are an active task's own lifetime on this
+ *   instance, printed by StreamsEvents.ActiveLife, one in each subtopology: StreamsEvents' rules
+ *   say when each is printed and why the instance surely owned the task between the two.
  * - "tasks" lines say the instance's active and standby tasks as its stream threads see them
  *   (KafkaStreams.metadataForLocalThreads(), polled every --poll-ms, printed on change). A
  *   thread's metadata is refreshed only when the thread enters RUNNING
@@ -110,11 +100,11 @@ public class CountStreamsApp {
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(opts.get("input"))
-            .processValues(ActiveLife<String, String>::new)
+            .processValues(StreamsEvents.ActiveLife<String, String>::new)
             .groupBy((key, value) -> value, Grouped.as("by-value"))
             .count(Materialized.as(STORE))
             .toStream()
-            .processValues(ActiveLife<String, Long>::new)
+            .processValues(StreamsEvents.ActiveLife<String, Long>::new)
             .mapValues(String::valueOf)
             .to(opts.get("output"));
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
@@ -225,27 +215,6 @@ public class CountStreamsApp {
 
     static void say(String event, String fields) {
         StreamsEvents.say(event, fields);
-    }
-
-    /** Passes records on unchanged; prints its task's "active" open and close (see the rules). */
-    static final class ActiveLife<K, V> implements FixedKeyProcessor<K, V, V> {
-        private FixedKeyProcessorContext<K, V> context;
-
-        @Override
-        public void init(FixedKeyProcessorContext<K, V> context) {
-            this.context = context;
-            say("active", "\"phase\":\"open\",\"task\":" + q(context.taskId().toString()));
-        }
-
-        @Override
-        public void process(FixedKeyRecord<K, V> record) {
-            context.forward(record);
-        }
-
-        @Override
-        public void close() {
-            say("active", "\"phase\":\"close\",\"task\":" + q(context.taskId().toString()));
-        }
     }
 
     static final class Restores implements StateRestoreListener {

@@ -22,6 +22,11 @@ PLAN = StreamsRehearsalPlan("127.0.0.1:29700", instances=1, partitions=1, words=
 TASKS = ["0_0", "1_0"]
 
 
+def active(t: float, phase: str, task: str) -> dict:
+    """An "active" line (StreamsEvents.ActiveLife) at ``t`` seconds."""
+    return {"t": ns(t), "event": "active", "phase": phase, "task": task}
+
+
 def _phase_window(i: int) -> tuple[float, float]:
     """Phase i runs from 10 i + 1 to 10 i + 6 seconds; its group is Empty at 10 i + 7."""
     return 10 * i + 1, 10 * i + 6
@@ -29,10 +34,12 @@ def _phase_window(i: int) -> tuple[float, float]:
 
 def _instance(phase: int, protocol: str, offsets: range) -> InstanceLog:
     start, stop = _phase_window(phase)
-    events = [{"t": ns(start), "event": "spawned"},
-              {"t": ns(start + 1), "event": "state", "state": "RUNNING"},
-              {"t": ns(start + 1), "event": "tasks", "active": TASKS, "prev_t": ns(start + 0.9)}]
+    events = [{"t": ns(start), "event": "spawned"}]
+    events += [active(start + 0.9, "open", task) for task in TASKS]
+    events += [{"t": ns(start + 1), "event": "state", "state": "RUNNING"},
+               {"t": ns(start + 1), "event": "tasks", "active": TASKS, "prev_t": ns(start + 0.9)}]
     events += [{"t": ns(start + 2), "event": "input", "partition": 0, "offset": o} for o in offsets]
+    events += [active(stop - 0.05, "close", task) for task in TASKS]
     events += [{"t": ns(stop), "event": "tasks", "active": [], "prev_t": ns(stop - 0.1)},
                {"t": ns(stop + 0.1), "event": "exited"}]
     return InstanceLog(phase, 0, protocol, "rehearse-i0", events)
@@ -124,16 +131,42 @@ def test_committed_offsets_changed_across_a_conversion_fail():
 def test_a_task_active_on_two_instances_at_once_fails_but_a_handoff_does_not():
     obs = clean()
     other = dataclasses.replace(obs.instances[1], slot=1, client_id="rehearse-i1", events=[
-        {"t": ns(13), "event": "tasks", "active": ["1_0"], "prev_t": ns(12.9)},
-        {"t": ns(14), "event": "tasks", "active": [], "prev_t": ns(13.9)}])
+        active(13, "open", "1_0"), active(14, "close", "1_0")])
     obs.instances.append(other)
     [twice] = _report(obs)["active_twice"]
-    assert (twice["task"], twice["source"]) == ("1_0", "instances")
-    # Held by i0 until the poll before its dropping line; i1's line after that is a handoff.
-    assert held_intervals(obs.instances[1], obs.t_end or 0)[0][2] == ns(15.9)
-    other.events = [{"t": ns(16), "event": "tasks", "active": ["1_0"], "prev_t": ns(15.95)},
-                    {"t": ns(17), "event": "exited"}]
+    assert (twice["task"], twice["source"], twice["from_s"], twice["to_s"]) == ("1_0", "instances", 13.0, 14.0)
+    assert any(f.startswith("task 1_0 active on two instances at once (each instance's own open and close")
+               for f in _report(obs)["failures"])
+    # Held by i0 from its open to its close; i1 opening after that is a handoff.
+    assert held_intervals(obs.instances[1], obs.t_end or 0)[0] == ("0_0", ns(11.9), ns(15.95))
+    other.events = [active(16, "open", "1_0"), {"t": ns(17), "event": "exited"}]
     assert _report(obs)["active_twice"] == []
+
+
+def test_task_lines_that_lag_a_handoff_are_not_an_overlap():
+    """Kafka 4.4 refreshes a thread's task metadata only when the thread enters RUNNING: the old
+    owner's "tasks" lines still list a task it closed, after the new owner opened it."""
+    obs = clean()
+    old = obs.instances[1]
+    old.events = [e for e in old.events if e["event"] != "tasks"] + [
+        {"t": ns(12), "event": "tasks", "active": TASKS, "prev_t": ns(11.9)},
+        {"t": ns(15.99), "event": "tasks", "active": [], "prev_t": ns(15.98)}]
+    old.events.sort(key=lambda e: e["t"])
+    obs.instances.append(dataclasses.replace(old, slot=1, client_id="rehearse-i1", events=[
+        active(15.97, "open", "1_0"), {"t": ns(15.975), "event": "tasks", "active": ["1_0"], "prev_t": ns(15.9)},
+        active(16, "close", "1_0"), {"t": ns(17), "event": "exited"}]))
+    report = _report(obs)
+    assert report["active_twice"] == [] and report["verdict"] == "pass", report["failures"]
+
+
+def test_an_instance_that_ran_tasks_without_active_lines_fails():
+    """Without its "active" lines an instance has no spans, and the check would pass blind."""
+    obs = clean()
+    obs.instances[1].events = [e for e in obs.instances[1].events if e["event"] != "active"]
+    report = _report(obs)
+    assert "instance rehearse-i0@phase1 ran active tasks but printed no \"active\" line: the check of tasks " \
+        "active twice cannot see them" in report["failures"]
+    assert report["instances"][1]["spans"] == []
 
 
 def test_a_task_twice_in_one_describe_fails():
