@@ -286,71 +286,6 @@ def test_three_processes_share_the_shards_and_agree_on_addresses(trio):
     assert all(listed[n][1] in own_ports for n in upstream_nodes), (listed, own_ports)
 
 
-def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, ledger, protocol: str):
-    if client == "java":
-        from support.java import JavaConsumer, java_available
-        if not java_available():
-            pytest.skip("no JDK: the Java client cannot run here")
-        return JavaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
-    return RdkafkaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
-
-
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
-def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, names, drivers, client):
-    topic = names.topic()
-    create_topic(upstream.bootstrap, topic, PARTITIONS)
-    produce_records(upstream.bootstrap, topic, 120)
-    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
-    # One consumer-protocol group and one classic group, through different instances.
-    group_a, group_b = names.group(), names.group()
-    ledgers = {group_a: OwnershipLedger(), group_b: OwnershipLedger()}   # a partition per group
-    consumers = [drivers.add(_consumer(client, trio[i % 3].bootstrap, topic, group, f"{group}-c{i}",
-                                       ledgers[group], protocol)).start()
-                 for i, (group, protocol) in enumerate([(group_a, "consumer"), (group_a, "consumer"),
-                                                        (group_b, "classic"), (group_b, "classic")])]
-    by_group = {group_a: consumers[:2], group_b: consumers[2:]}
-    for members in by_group.values():
-        wait_until(lambda m=members: sum(len(c.assignment()) for c in m) == PARTITIONS, 60,
-                   message="each group is assigned every partition")
-    wait_until(lambda: all(len(c.consumed()) > 20 for c in consumers), 60, message="consumption")
-
-    # Kill the instance coordinating group A.
-    _, node_a, _, port_a = find(trio[0], group_a)
-    victim = next(p for p in trio if p.port == port_a)
-    survivors = [p for p in trio if p is not victim]
-    killed_at = time.monotonic_ns()
-    assert victim.kill() == -9
-    acked: dict[str, dict[int, int]] = {}
-    for group, members in by_group.items():
-        acked[group] = {}
-        for c in members:
-            for ev in c.events("committed"):
-                if ev["t"] < killed_at:
-                    for _, part, off in ev["offsets"]:
-                        acked[group][part] = max(acked[group].get(part, -1), off)
-    assert acked[group_a], "no commit of group A was acknowledged before the kill"
-
-    # Served again by a survivor, named the same by both.
-    wait_until(lambda: (c := coordinators(survivors, [group_a, group_b])) is not None
-               and c[group_a][0] != node_a, 60, message="group A's shard moved to a survivor")
-    for group in (group_a, group_b):
-        after = committed(survivors[0].bootstrap, group, topic)
-        assert all(after[p] >= off for p, off in acked[group].items()), (group, acked[group], after)
-
-    produced = produce_records(upstream.bootstrap, topic, 60) + producer.stop()
-    for group, members in by_group.items():
-        wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
-                   <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
-                   message=f"group {group} consumes everything produced around the kill")
-    for ledger in ledgers.values():
-        ledger.assert_no_double_ownership()
-    assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
-    # KIP-848 members saw no rebalance: the failover was shorter than their session timeout.
-    assert not [e for c in by_group[group_a] for e in c.events("lost") if e["t"] > killed_at]
-    counts = Counter(find(p, g)[1] for p in survivors for g in (f"g-{i}" for i in range(40)))
-    assert len(counts) == 2, counts   # the survivors now coordinate everything
-
-
 OFFSET_COMMIT = 8
 _commit_request = probe.commit_request
 
@@ -596,37 +531,6 @@ def test_processes_flag_runs_a_supervised_cluster(upstream, names):
         assert sup.stop(timeout=60) == 0
 
 
-def upstream_front(process: KcoordProcess) -> dict[int, tuple[str, int]]:
-    md = raw_client.call_with(process.bootstrap, METADATA, 12, topics=None, allow_auto_topic_creation=False,
-                              include_topic_authorized_operations=False)
-    return {int(b.node_id): (b.host, int(b.port)) for b in md.brokers if b.node_id < NODE_ID_BASE}
-
-
-def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, upstream, names, ledger, drivers):
-    """Issue 14 §4: librdkafka keys brokers by node id. Kill the instance fronting the
-    upstream broker: the survivors name the same node id at another instance's address,
-    and a running consumer follows it (it reconnects to the new address) and consumes on."""
-    topic, group = names.topic(), names.group()
-    create_topic(upstream.bootstrap, topic, PARTITIONS)
-    front = upstream_front(trio[0])
-    (node, (host, port)), = front.items()
-    victim = next(p for p in trio if p.port < port <= p.port + 1)
-    survivors = [p for p in trio if p is not victim]
-    consumer = drivers.add(RdkafkaConsumer(survivors[0].bootstrap, topic, group, member="c0", ledger=ledger,
-                                           group_protocol="consumer")).start()
-    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
-    wait_until(lambda: len(consumer.consumed()) > 50, 60, message="consumption through the first front")
-    assert victim.kill() == -9
-    wait_until(lambda: all((f := upstream_front(p)) and f[node] != (host, port) for p in survivors), 60,
-               message="the survivors front the broker elsewhere")
-    assert upstream_front(survivors[0]) == upstream_front(survivors[1])
-    produced = producer.stop()
-    wait_until(lambda: {(r.partition, r.offset) for r in produced}
-               <= {(r.partition, r.offset) for r in consumer.consumed()}, 90,
-               message=f"the consumer follows node {node} to its new address")
-    assert not [e for e in consumer.errors() if e.get("fatal")]
-
-
 def test_fencing_none_refuses_to_serve_beside_a_second_process(upstream, names):
     """`fencing=none` writes as one process does, so it stops (exit 4) once its membership
     group holds a second instance; the other then serves every shard."""
@@ -670,3 +574,104 @@ def test_groups_list_through_one_instance_shows_every_instances_groups(trio, ups
     assert out.returncode == 0, out.stderr
     listed = set(out.stdout.split())
     assert set(groups) <= listed, sorted(set(groups) - listed)
+
+
+# The tests that kill a process with -9 come last: the next test's `trio` starts it again
+# (12-20 s on Tansu, where the processes are dynamic members), so each kill before the
+# module's end costs one restart.
+
+
+def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, ledger, protocol: str):
+    if client == "java":
+        from support.java import JavaConsumer, java_available
+        if not java_available():
+            pytest.skip("no JDK: the Java client cannot run here")
+        return JavaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
+    return RdkafkaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, names, drivers, client):
+    topic = names.topic()
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
+    produce_records(upstream.bootstrap, topic, 120)
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
+    # One consumer-protocol group and one classic group, through different instances.
+    group_a, group_b = names.group(), names.group()
+    ledgers = {group_a: OwnershipLedger(), group_b: OwnershipLedger()}   # a partition per group
+    consumers = [drivers.add(_consumer(client, trio[i % 3].bootstrap, topic, group, f"{group}-c{i}",
+                                       ledgers[group], protocol)).start()
+                 for i, (group, protocol) in enumerate([(group_a, "consumer"), (group_a, "consumer"),
+                                                        (group_b, "classic"), (group_b, "classic")])]
+    by_group = {group_a: consumers[:2], group_b: consumers[2:]}
+    for members in by_group.values():
+        wait_until(lambda m=members: sum(len(c.assignment()) for c in m) == PARTITIONS, 60,
+                   message="each group is assigned every partition")
+    wait_until(lambda: all(len(c.consumed()) > 20 for c in consumers), 60, message="consumption")
+
+    # Kill the instance coordinating group A.
+    _, node_a, _, port_a = find(trio[0], group_a)
+    victim = next(p for p in trio if p.port == port_a)
+    survivors = [p for p in trio if p is not victim]
+    killed_at = time.monotonic_ns()
+    assert victim.kill() == -9
+    acked: dict[str, dict[int, int]] = {}
+    for group, members in by_group.items():
+        acked[group] = {}
+        for c in members:
+            for ev in c.events("committed"):
+                if ev["t"] < killed_at:
+                    for _, part, off in ev["offsets"]:
+                        acked[group][part] = max(acked[group].get(part, -1), off)
+    assert acked[group_a], "no commit of group A was acknowledged before the kill"
+
+    # Served again by a survivor, named the same by both.
+    wait_until(lambda: (c := coordinators(survivors, [group_a, group_b])) is not None
+               and c[group_a][0] != node_a, 60, message="group A's shard moved to a survivor")
+    for group in (group_a, group_b):
+        after = committed(survivors[0].bootstrap, group, topic)
+        assert all(after[p] >= off for p, off in acked[group].items()), (group, acked[group], after)
+
+    produced = produce_records(upstream.bootstrap, topic, 60) + producer.stop()
+    for group, members in by_group.items():
+        wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
+                   <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
+                   message=f"group {group} consumes everything produced around the kill")
+    for ledger in ledgers.values():
+        ledger.assert_no_double_ownership()
+    assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
+    # KIP-848 members saw no rebalance: the failover was shorter than their session timeout.
+    assert not [e for c in by_group[group_a] for e in c.events("lost") if e["t"] > killed_at]
+    counts = Counter(find(p, g)[1] for p in survivors for g in (f"g-{i}" for i in range(40)))
+    assert len(counts) == 2, counts   # the survivors now coordinate everything
+
+
+def upstream_front(process: KcoordProcess) -> dict[int, tuple[str, int]]:
+    md = raw_client.call_with(process.bootstrap, METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
+    return {int(b.node_id): (b.host, int(b.port)) for b in md.brokers if b.node_id < NODE_ID_BASE}
+
+
+def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, upstream, names, ledger, drivers):
+    """Issue 14 §4: librdkafka keys brokers by node id. Kill the instance fronting the
+    upstream broker: the survivors name the same node id at another instance's address,
+    and a running consumer follows it (it reconnects to the new address) and consumes on."""
+    topic, group = names.topic(), names.group()
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
+    front = upstream_front(trio[0])
+    (node, (host, port)), = front.items()
+    victim = next(p for p in trio if p.port < port <= p.port + 1)
+    survivors = [p for p in trio if p is not victim]
+    consumer = drivers.add(RdkafkaConsumer(survivors[0].bootstrap, topic, group, member="c0", ledger=ledger,
+                                           group_protocol="consumer")).start()
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
+    wait_until(lambda: len(consumer.consumed()) > 50, 60, message="consumption through the first front")
+    assert victim.kill() == -9
+    wait_until(lambda: all((f := upstream_front(p)) and f[node] != (host, port) for p in survivors), 60,
+               message="the survivors front the broker elsewhere")
+    assert upstream_front(survivors[0]) == upstream_front(survivors[1])
+    produced = producer.stop()
+    wait_until(lambda: {(r.partition, r.offset) for r in produced}
+               <= {(r.partition, r.offset) for r in consumer.consumed()}, 90,
+               message=f"the consumer follows node {node} to its new address")
+    assert not [e for e in consumer.errors() if e.get("fatal")]
