@@ -13,7 +13,13 @@ StreamsGroupHeartbeatRequestManager.java and StreamsMembershipManager.java):
   (`shouldHeartbeatBeforeIntervalExpires`), and a target that arrived meanwhile is
   reconciled next;
 - a heartbeat reports the last reconciled assignment only when it changed since the last
-  report (`LastSentFields`), else the task fields are null.
+  report (`LastSentFields`), else the task fields are null;
+- ``open_ms_per_task``: a reconciliation that adds k active tasks takes k times as long more
+  (the Streams client opens the tasks it was given before it acts on a newer target, so a
+  member just handed many tasks is slow to release them: docs/measurements/
+  streams-rebalance.md, "the start row"); 0 by default.
+
+A task is never active in two clients at once: checked whenever a reconciliation completes.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ class Client:
     heartbeats: int = 0
     reconciliations: int = 0
     moved_in: int = 0                  # active tasks it started (each one a task moved to it)
+    most_active: int = 0               # the most active tasks it held at once
     # simulated ms in which the coordinator had the member not STABLE at the target epoch,
     # summed over the intervals between its heartbeats
     busy_since_ms: int | None = None
@@ -54,8 +61,9 @@ class Client:
 class Fleet:
     """Clients and the driver on one event queue, ordered by simulated time."""
 
-    def __init__(self, d: Driver, topology, callback_ms: int = 0) -> None:
+    def __init__(self, d: Driver, topology, callback_ms: int = 0, open_ms_per_task: int = 0) -> None:
         self.d, self.topology, self.callback_ms = d, topology, callback_ms
+        self.open_ms_per_task = open_ms_per_task
         self.clients: dict[str, Client] = {}
         self.queue: list[tuple[int, int, str, str, int]] = []
         self.seq = 0
@@ -100,7 +108,8 @@ class Fleet:
     def _maybe_reconcile(self, c: Client) -> None:
         if c.reconciling is None and c.target != c.current:
             c.reconciling = c.target
-            self._at(self.d.now_ms + self.callback_ms, "reconciled", c.member)
+            opened = len(c.target[0] - c.current[0])
+            self._at(self.d.now_ms + self.callback_ms + opened * self.open_ms_per_task, "reconciled", c.member)
 
     def _track(self, c: Client) -> None:
         m = self.d.group().members[c.member]
@@ -119,6 +128,9 @@ class Fleet:
         c.moved_in += len(c.reconciling[0] - c.current[0])
         c.current, c.reconciling = c.reconciling, None
         c.reconciliations += 1
+        c.most_active = max(c.most_active, len(c.current[0]))
+        for other in self.clients.values():
+            assert other is c or not (other.current[0] & c.current[0]), ("active twice", c.member, other.member)
         self.heartbeat(c)
 
     # ------------------------------------------------------------------ the run

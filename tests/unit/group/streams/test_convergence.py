@@ -21,6 +21,12 @@ later), revokes and acknowledges at once (two round trips, no wait in between); 
 gets the released tasks at its next heartbeat after that.
 
 `scenario` returns the figures; docs/measurements/streams-rebalance.md quotes them.
+
+`slow_start`: the start the benchmark measured on a loaded machine (docs/measurements/
+streams-rebalance.md, "the start row"): the ten first heartbeats spread over 6 s, and a member
+opening the tasks it was handed (100 ms each) before it acts on a newer target, so a member
+handed all 64 is slow to give them up. There kcoord's quiet hold of the first target
+(`streams_initial_rebalance_quiet_ms`, membership.py) is compared with no hold.
 """
 from __future__ import annotations
 
@@ -51,6 +57,28 @@ def _started(instances: int, stagger_ms: int, callback_ms: int, config: dict) ->
     return d, fleet, {"start_ms": d.now_ms - last_start, "start_round_trips": fleet.round_trips(),
                       "start_reconciliations": sum(c.reconciliations for c in fleet.clients.values()),
                       "start_moves": sum(c.moved_in for c in fleet.clients.values())}
+
+
+# first heartbeats over 6 s, irregular, as ten JVMs started together on two cores send them
+SLOW_JOINS_MS = (0, 250, 900, 1300, 2000, 2700, 3200, 4100, 5000, 6000)
+OPEN_MS_PER_TASK = 100
+QUIET = {"streams_initial_rebalance_quiet_ms": 1_500}
+
+
+def slow_start(**config) -> dict[str, int]:
+    """Start → stable (from the last join), the tasks moved (active tasks a member started
+    beyond the 64 first placements), the most active tasks one member held; the fleet asserts
+    no task is ever active twice."""
+    d = Driver(IMAGE, **{**TUNED, **config})
+    fleet = Fleet(d, TOP, callback_ms=CALLBACK_MS, open_ms_per_task=OPEN_MS_PER_TASK)
+    t0 = d.now_ms
+    for i, offset in enumerate(SLOW_JOINS_MS):
+        fleet.start(f"m{i}", f"p{i}", at_ms=t0 + offset)
+    last = t0 + SLOW_JOINS_MS[-1]
+    fleet.run_until(lambda: d.now_ms >= last and fleet.stable(ALL))
+    return {"start_ms": d.now_ms - last,
+            "tasks_moved": sum(c.moved_in for c in fleet.clients.values()) - len(ALL),
+            "most_held": max(c.most_active for c in fleet.clients.values())}
 
 
 def sweep(callback_ms: int, **config) -> dict[str, float]:
@@ -114,3 +142,10 @@ def test_the_joiner_runs_its_first_task_no_later_than_under_kafkas_rules():
     kcoord, kafka = scenario(), scenario(**KAFKA_RULES)
     assert kcoord["join_first_task_ms"] <= kafka["join_first_task_ms"], (kcoord, kafka)
     assert kcoord["join_stable_ms"] <= kafka["join_stable_ms"], (kcoord, kafka)
+
+
+def test_the_quiet_hold_moves_fewer_tasks_in_a_slow_start():
+    off, on = slow_start(), slow_start(**QUIET)
+    assert on["tasks_moved"] < off["tasks_moved"], (off, on)
+    assert on["tasks_moved"] == 0, on      # no join after the hold ended: the first target is final
+    assert on["most_held"] < off["most_held"], (off, on)
