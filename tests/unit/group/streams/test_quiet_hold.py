@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from kio.schema.errors import ErrorCode
+
 from coordinator.group.streams.membership import soft_of
 from coordinator.group.streams.model import StreamsGroupState
+from coordinator.group.streams.responses import LEAVE_EPOCH
 from coordinator.group.streams.timers import on_loaded
 from coordinator.group.streams.topology import ASSIGNMENT_DELAYED
 
-from .driver import Driver, image
+from .driver import Driver, beat, image
 from .test_heartbeat import ALL, READY, App, _never_active_twice
 
 QUIET = "Assignment delayed due to the configured initial rebalance quiet period."
@@ -120,3 +123,15 @@ def test_the_hold_is_soft_a_reload_computes_the_target_at_once():
     assert fresh.groups["app"].state() is StreamsGroupState.ASSIGNING
     due = [t for t in on_loaded(fresh, d.now_ms) if t.key[1] == "assignment"]
     assert [t.deadline_ms for t in due] == [d.now_ms]
+
+
+def test_the_last_member_leaving_ends_the_hold_and_the_next_join_starts_a_new_one():
+    d = _driver()
+    app, _ = _trickle(d, 2, 300)
+    for m in ("m0", "m1"):
+        assert d.hb(beat(m, LEAVE_EPOCH)).error_code == ErrorCode.none
+    assert soft_of(d.shard, "app").quiet_hold is None
+    d.advance(5_000)
+    answer = App(d).join("m2", "p2")
+    assert answer.statuses().get(ASSIGNMENT_DELAYED) == QUIET
+    assert soft_of(d.shard, "app").quiet_hold == (d.now_ms, d.now_ms)
