@@ -286,6 +286,95 @@ def test_three_processes_share_the_shards_and_agree_on_addresses(trio):
     assert all(listed[n][1] in own_ports for n in upstream_nodes), (listed, own_ports)
 
 
+# Before the tests that kill a process with -9: the next test's `trio` starts a killed one
+# again (12-20 s on Tansu, where the processes are dynamic members), and the last kill of
+# the module (test_librdkafka_follows_an_upstream_broker_to_its_new_front) needs no restart.
+def test_groups_list_through_one_instance_shows_every_instances_groups(trio, upstream, names):
+    """`kcoord groups list` asks ListGroups of every node in Metadata, as Kafka's tools do:
+    through any one instance it finds the groups of all three."""
+    import subprocess
+    import sys
+
+    topic = names.topic()
+    create_topic(upstream.bootstrap, topic, 1)
+    groups = [f"{names.group()}-{i}" for i in range(12)]
+    for g in groups:
+        owner = next(p for p in trio if p.port == find(trio[0], g)[3])
+        wait_until(lambda o=owner, g=g: commit(o, g, topic, 3) == 0, 30, message=f"commit of {g}")
+    owners = {find(trio[0], g)[1] for g in groups}
+    assert len(owners) >= 2, owners
+    out = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "list", "--bootstrap-server",
+                          trio[1].bootstrap], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = set(out.stdout.split())
+    assert set(groups) <= listed, sorted(set(groups) - listed)
+
+
+def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, ledger, protocol: str):
+    if client == "java":
+        from support.java import JavaConsumer, java_available
+        if not java_available():
+            pytest.skip("no JDK: the Java client cannot run here")
+        return JavaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
+    return RdkafkaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, names, drivers, client):
+    topic = names.topic()
+    create_topic(upstream.bootstrap, topic, PARTITIONS)
+    produce_records(upstream.bootstrap, topic, 120)
+    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
+    # One consumer-protocol group and one classic group, through different instances.
+    group_a, group_b = names.group(), names.group()
+    ledgers = {group_a: OwnershipLedger(), group_b: OwnershipLedger()}   # a partition per group
+    consumers = [drivers.add(_consumer(client, trio[i % 3].bootstrap, topic, group, f"{group}-c{i}",
+                                       ledgers[group], protocol)).start()
+                 for i, (group, protocol) in enumerate([(group_a, "consumer"), (group_a, "consumer"),
+                                                        (group_b, "classic"), (group_b, "classic")])]
+    by_group = {group_a: consumers[:2], group_b: consumers[2:]}
+    for members in by_group.values():
+        wait_until(lambda m=members: sum(len(c.assignment()) for c in m) == PARTITIONS, 60,
+                   message="each group is assigned every partition")
+    wait_until(lambda: all(len(c.consumed()) > 20 for c in consumers), 60, message="consumption")
+
+    # Kill the instance coordinating group A.
+    _, node_a, _, port_a = find(trio[0], group_a)
+    victim = next(p for p in trio if p.port == port_a)
+    survivors = [p for p in trio if p is not victim]
+    killed_at = time.monotonic_ns()
+    assert victim.kill() == -9
+    acked: dict[str, dict[int, int]] = {}
+    for group, members in by_group.items():
+        acked[group] = {}
+        for c in members:
+            for ev in c.events("committed"):
+                if ev["t"] < killed_at:
+                    for _, part, off in ev["offsets"]:
+                        acked[group][part] = max(acked[group].get(part, -1), off)
+    assert acked[group_a], "no commit of group A was acknowledged before the kill"
+
+    # Served again by a survivor, named the same by both.
+    wait_until(lambda: (c := coordinators(survivors, [group_a, group_b])) is not None
+               and c[group_a][0] != node_a, 60, message="group A's shard moved to a survivor")
+    for group in (group_a, group_b):
+        after = committed(survivors[0].bootstrap, group, topic)
+        assert all(after[p] >= off for p, off in acked[group].items()), (group, acked[group], after)
+
+    produced = produce_records(upstream.bootstrap, topic, 60) + producer.stop()
+    for group, members in by_group.items():
+        wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
+                   <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
+                   message=f"group {group} consumes everything produced around the kill")
+    for ledger in ledgers.values():
+        ledger.assert_no_double_ownership()
+    assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
+    # KIP-848 members saw no rebalance: the failover was shorter than their session timeout.
+    assert not [e for c in by_group[group_a] for e in c.events("lost") if e["t"] > killed_at]
+    counts = Counter(find(p, g)[1] for p in survivors for g in (f"g-{i}" for i in range(40)))
+    assert len(counts) == 2, counts   # the survivors now coordinate everything
+
+
 OFFSET_COMMIT = 8
 _commit_request = probe.commit_request
 
@@ -531,121 +620,6 @@ def test_processes_flag_runs_a_supervised_cluster(upstream, names):
         assert sup.stop(timeout=60) == 0
 
 
-def test_fencing_none_refuses_to_serve_beside_a_second_process(upstream, names):
-    """`fencing=none` writes as one process does, so it stops (exit 4) once its membership
-    group holds a second instance; the other then serves every shard."""
-    state = f"__kc_{names.topic()}"
-    alone = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS,
-                          config=(*CLUSTER, "fencing=none"), extra_args=("--instance-id", "kc-0"))
-    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
-                           extra_args=("--instance-id", "kc-1"))
-    alone.start(timeout=60)
-    try:
-        assert any("fencing=none" in line for line in alone.output()), alone.output()
-        second.start(timeout=60)
-        wait_until(lambda: alone.process.poll() is not None, 60, message="the fencing=none process stops")
-        assert alone.process.returncode == 4
-        assert "runs with fencing=none, but membership group" in alone.log_text()
-        wait_until(lambda: (c := coordinators([second], [f"g-{i}" for i in range(40)])) is not None
-                   and {port for _, _, port in c.values()} == {second.port}, 60,
-                   message="the second process serves every shard")
-    finally:
-        for p in (alone, second):
-            if p.process is not None and p.process.poll() is None:
-                p.stop()
-
-
-def test_groups_list_through_one_instance_shows_every_instances_groups(trio, upstream, names):
-    """`kcoord groups list` asks ListGroups of every node in Metadata, as Kafka's tools do:
-    through any one instance it finds the groups of all three."""
-    import subprocess
-    import sys
-
-    topic = names.topic()
-    create_topic(upstream.bootstrap, topic, 1)
-    groups = [f"{names.group()}-{i}" for i in range(12)]
-    for g in groups:
-        owner = next(p for p in trio if p.port == find(trio[0], g)[3])
-        wait_until(lambda o=owner, g=g: commit(o, g, topic, 3) == 0, 30, message=f"commit of {g}")
-    owners = {find(trio[0], g)[1] for g in groups}
-    assert len(owners) >= 2, owners
-    out = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "list", "--bootstrap-server",
-                          trio[1].bootstrap], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    listed = set(out.stdout.split())
-    assert set(groups) <= listed, sorted(set(groups) - listed)
-
-
-# The tests that kill a process with -9 come last: the next test's `trio` starts it again
-# (12-20 s on Tansu, where the processes are dynamic members), so each kill before the
-# module's end costs one restart.
-
-
-def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, ledger, protocol: str):
-    if client == "java":
-        from support.java import JavaConsumer, java_available
-        if not java_available():
-            pytest.skip("no JDK: the Java client cannot run here")
-        return JavaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
-    return RdkafkaConsumer(bootstrap, topic, group, member=member, ledger=ledger, group_protocol=protocol)
-
-
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
-def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, names, drivers, client):
-    topic = names.topic()
-    create_topic(upstream.bootstrap, topic, PARTITIONS)
-    produce_records(upstream.bootstrap, topic, 120)
-    producer = BackgroundProducer(upstream.bootstrap, topic, interval=0.005).start()
-    # One consumer-protocol group and one classic group, through different instances.
-    group_a, group_b = names.group(), names.group()
-    ledgers = {group_a: OwnershipLedger(), group_b: OwnershipLedger()}   # a partition per group
-    consumers = [drivers.add(_consumer(client, trio[i % 3].bootstrap, topic, group, f"{group}-c{i}",
-                                       ledgers[group], protocol)).start()
-                 for i, (group, protocol) in enumerate([(group_a, "consumer"), (group_a, "consumer"),
-                                                        (group_b, "classic"), (group_b, "classic")])]
-    by_group = {group_a: consumers[:2], group_b: consumers[2:]}
-    for members in by_group.values():
-        wait_until(lambda m=members: sum(len(c.assignment()) for c in m) == PARTITIONS, 60,
-                   message="each group is assigned every partition")
-    wait_until(lambda: all(len(c.consumed()) > 20 for c in consumers), 60, message="consumption")
-
-    # Kill the instance coordinating group A.
-    _, node_a, _, port_a = find(trio[0], group_a)
-    victim = next(p for p in trio if p.port == port_a)
-    survivors = [p for p in trio if p is not victim]
-    killed_at = time.monotonic_ns()
-    assert victim.kill() == -9
-    acked: dict[str, dict[int, int]] = {}
-    for group, members in by_group.items():
-        acked[group] = {}
-        for c in members:
-            for ev in c.events("committed"):
-                if ev["t"] < killed_at:
-                    for _, part, off in ev["offsets"]:
-                        acked[group][part] = max(acked[group].get(part, -1), off)
-    assert acked[group_a], "no commit of group A was acknowledged before the kill"
-
-    # Served again by a survivor, named the same by both.
-    wait_until(lambda: (c := coordinators(survivors, [group_a, group_b])) is not None
-               and c[group_a][0] != node_a, 60, message="group A's shard moved to a survivor")
-    for group in (group_a, group_b):
-        after = committed(survivors[0].bootstrap, group, topic)
-        assert all(after[p] >= off for p, off in acked[group].items()), (group, acked[group], after)
-
-    produced = produce_records(upstream.bootstrap, topic, 60) + producer.stop()
-    for group, members in by_group.items():
-        wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
-                   <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
-                   message=f"group {group} consumes everything produced around the kill")
-    for ledger in ledgers.values():
-        ledger.assert_no_double_ownership()
-    assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
-    # KIP-848 members saw no rebalance: the failover was shorter than their session timeout.
-    assert not [e for c in by_group[group_a] for e in c.events("lost") if e["t"] > killed_at]
-    counts = Counter(find(p, g)[1] for p in survivors for g in (f"g-{i}" for i in range(40)))
-    assert len(counts) == 2, counts   # the survivors now coordinate everything
-
-
 def upstream_front(process: KcoordProcess) -> dict[int, tuple[str, int]]:
     md = raw_client.call_with(process.bootstrap, METADATA, 12, topics=None, allow_auto_topic_creation=False,
                               include_topic_authorized_operations=False)
@@ -675,3 +649,27 @@ def test_librdkafka_follows_an_upstream_broker_to_its_new_front(trio, upstream, 
                <= {(r.partition, r.offset) for r in consumer.consumed()}, 90,
                message=f"the consumer follows node {node} to its new address")
     assert not [e for e in consumer.errors() if e.get("fatal")]
+
+
+def test_fencing_none_refuses_to_serve_beside_a_second_process(upstream, names):
+    """`fencing=none` writes as one process does, so it stops (exit 4) once its membership
+    group holds a second instance; the other then serves every shard."""
+    state = f"__kc_{names.topic()}"
+    alone = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS,
+                          config=(*CLUSTER, "fencing=none"), extra_args=("--instance-id", "kc-0"))
+    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER,
+                           extra_args=("--instance-id", "kc-1"))
+    alone.start(timeout=60)
+    try:
+        assert any("fencing=none" in line for line in alone.output()), alone.output()
+        second.start(timeout=60)
+        wait_until(lambda: alone.process.poll() is not None, 60, message="the fencing=none process stops")
+        assert alone.process.returncode == 4
+        assert "runs with fencing=none, but membership group" in alone.log_text()
+        wait_until(lambda: (c := coordinators([second], [f"g-{i}" for i in range(40)])) is not None
+                   and {port for _, _, port in c.values()} == {second.port}, 60,
+                   message="the second process serves every shard")
+    finally:
+        for p in (alone, second):
+            if p.process is not None and p.process.poll() is None:
+                p.stop()
