@@ -533,17 +533,22 @@ def _utc_iso(created: float) -> str:
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:
+    """``level``: the root's level, then any ``logger=LEVEL`` items, comma-separated
+    (``INFO,kcoord.cluster=DEBUG``: one part's detail without every library's)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter() if fmt == "json"
                          else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    for item in filter(None, (part.strip() for part in level.split(","))):
+        name, sep, value = item.rpartition("=")
+        (logging.getLogger(name) if sep else root).setLevel(value.upper())
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-native group coordinator gateway")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO",
+                        help="the level, and per-logger levels: INFO,kcoord.cluster=DEBUG")
     parser.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="json: one JSON object per log line (time, level, logger, message, exception)")
     sub = parser.add_subparsers(dest="command", required=True)

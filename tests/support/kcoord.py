@@ -90,6 +90,7 @@ class KcoordProcess:
     advertised_host: str | None = None
     ports: dict[str, int] = field(default_factory=dict)   # listener name -> its bootstrap port
     extra_args: tuple[str, ...] = ()
+    log_level: str = "INFO"             # kcoord's --log-level (e.g. "INFO,kcoord.cluster=DEBUG")
 
     @property
     def bootstrap(self) -> str:
@@ -121,7 +122,7 @@ class KcoordProcess:
 
     def serve_args(self) -> list[str]:
         """The command line; subclasses add options (for example a metrics port)."""
-        args = [sys.executable, "-m", "coordinator.cli", "serve", *self.listen_args(),
+        args = [sys.executable, "-m", "coordinator.cli", "--log-level", self.log_level, "serve", *self.listen_args(),
                 "--upstream", self.upstream, "--state-topic", self.state_topic,
                 "--state-partitions", str(self.state_partitions)]
         if self.advertised_host is not None:

@@ -27,6 +27,7 @@ EXIT_NOT_ALONE = 4
 # Detection: the watch's join (Tansu holds it session/2 = 1.5 s, Kafka delays a new group's
 # first rebalance), the second's rebalance, and the recheck a session (3 s) after joining.
 DETECT_S = 30
+DEBUG = "INFO,kcoord.cluster=DEBUG"
 
 
 def _serves(process: KcoordProcess, topic: str, group: str, offset: int) -> None:
@@ -55,8 +56,9 @@ def _paused_with_successor(upstream, state: str, topic: str, group: str, success
     and a second plain serve starts beside it; with `successor_commits` the second one
     acknowledges a commit of offset 2. Yields (first, second) with `first` still paused;
     `first` is woken (SIGCONT) on leaving the block, and both are stopped after the test."""
-    first = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
-    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER)
+    # DEBUG: the membership's JoinGroup, SyncGroup and Heartbeat answers, for a failure's log.
+    first = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER, log_level=DEBUG)
+    second = KcoordProcess(upstream.bootstrap, state, state_partitions=SHARDS, config=CLUSTER, log_level=DEBUG)
     try:
         first.start(timeout=60)
         _serves(first, topic, group, 1)
@@ -243,7 +245,8 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
                 stale.append(offset)
             return False
 
-        wait_until(read_until_stopped, DETECT_S, interval=0.05, message="the woken plain serve stops")
+        wait_until(read_until_stopped, DETECT_S, interval=0.05,
+                   message=lambda: f"the woken plain serve stops; its log:\n{first.log_text()[-4000:]}")
         print(f"the woken plain serve stopped {time.monotonic() - woken:.2f}s after waking")
         output = first.log_text()
         assert stale == [], stale
@@ -267,17 +270,21 @@ def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_aga
         assert second.stop() == 0
         first.process.send_signal(signal.SIGCONT)
         answers: list[int] = []
+        last: list[object] = []
 
         def answered() -> bool:
             try:
                 code, offset = probe.fetch(first.bootstrap, group, topic)
-            except (OSError, AssertionError):
+            except (OSError, AssertionError) as e:
+                last[:] = [e]
                 return False
+            last[:] = [code]
             if code == 0:
                 answers.append(offset)
             return code == 0
 
-        wait_until(answered, DETECT_S, interval=0.05, message="the woken plain serve answers again")
+        wait_until(answered, DETECT_S, interval=0.05, message=lambda: f"the woken plain serve answers again "
+                   f"(last: {last}; alive: {first.process.poll() is None}); its log:\n{first.log_text()[-4000:]}")
         assert answers == [2], answers
         assert first.process.poll() is None, first.log_text()[-3000:]
         assert "reloading every shard" in first.log_text(), first.log_text()[-3000:]
