@@ -65,8 +65,9 @@ instance never reaches Tansu's coordinator (tests/support/java.py, TANSU_BASELIN
 the release before, runs, with the same application classes (TANSU_STREAMS_JAR, from ~/.m2).
 "kcoord-tansu": `kcoord serve` in front of that Tansu broker, tuned as "kcoord-tuned",
 group.protocol=streams, Streams 4.4 (kcoord answers ApiVersions itself). "kcoord-quiet": as
-"kcoord-tuned", plus kcoord's extension KCOORD_QUIET (a new group's first target waits until the
-joins pause: docs/user/streams-groups.md); not in the default side list. Nothing is pinned:
+"kcoord-tuned", plus kcoord's extension streams_initial_rebalance_quiet_ms (`--kcoord-quiet-ms`: a
+new group's first target waits until the joins pause, docs/user/streams-groups.md); not in the
+default side list. Nothing is pinned:
 every JVM shares the machine's cores, and the load average is recorded before, during and after.
 """
 from __future__ import annotations
@@ -116,11 +117,12 @@ KCOORD_TUNED = ("streams_initial_rebalance_delay_ms=0", "streams_heartbeat_inter
 # The assignment interval: the tuned side sets the group's own key (kcoord's serve-wide
 # streams_assignment_interval_ms, 100 ms by default, would do the same for every group).
 KCOORD_TUNED_GROUP = {"streams.assignment.interval.ms": "0"}
-# kcoord's quiet hold of a new group's first target (off by default). 2500 ms, not shorter: the
-# measured starts' JVMs sent their first heartbeats with gaps of 1 to 7 s, and on those gaps
-# the simulation (tests/unit/group/streams/test_convergence.py, slow_start) moved as many
-# tasks with 500-1500 ms as with no hold; 2500 ms moved none in most of them.
-KCOORD_QUIET = ("streams_initial_rebalance_quiet_ms=2500",)
+# kcoord's quiet hold of a new group's first target (off by default), `--kcoord-quiet-ms`. Its
+# default, 500 ms: on a quiet machine the ten JVMs' first heartbeats came within 0.7 s, with
+# gaps of about 0.1 s (docs/measurements/streams-rebalance.md); on a loaded one the gaps were
+# 1 to 7 s, where the simulation (tests/unit/group/streams/test_convergence.py, slow_start)
+# needed 2500 ms to move no task.
+QUIET_KEY = "streams_initial_rebalance_quiet_ms"
 SIDES = {
     "kafka-default": "Kafka 4.4 alone, its streams coordinator at its defaults",
     "kafka-tuned": "Kafka 4.4 alone, tuned (" + ", ".join(f"{k}={v}" for k, v in TUNED_BROKER.items()) + ")",
@@ -130,7 +132,7 @@ SIDES = {
     "tansu-classic": "Tansu alone, a classic Streams group (group.protocol=classic, Streams 4.3.1 at its defaults)",
     "kcoord-tansu": "kcoord in front of Tansu, tuned as above (group.protocol=streams)",
     "kcoord-quiet": "kcoord in front of Kafka 4.4, tuned as kcoord-tuned, with kcoord's extension "
-                    + ", ".join(KCOORD_QUIET),
+                    + QUIET_KEY + "={quiet_ms}",
 }
 # How long a classic group's instances must print nothing before it counts as stable.
 CLASSIC_QUIET_S = 3.0
@@ -349,7 +351,7 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
         else:
             upstream = tansu_broker() if side == "kcoord-tansu" else broker("default").bootstrap
             tuned = side in ("kcoord-tuned", "kcoord-tansu", "kcoord-quiet")
-            config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()), *(KCOORD_QUIET if side == "kcoord-quiet" else ()))
+            config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()), *((f"{QUIET_KEY}={a.kcoord_quiet_ms}",) if side == "kcoord-quiet" else ()))
             if tuned and a.kcoord_initial_delay_ms is not None:   # an experiment, named in the log and JSON
                 config = tuple(f"streams_initial_rebalance_delay_ms={a.kcoord_initial_delay_ms}"
                                if c.startswith("streams_initial_rebalance_delay_ms=") else c for c in config)
@@ -392,7 +394,8 @@ def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace
 
         def col(key: str, ok: list[dict[str, Any]] = ok) -> str:
             return _seconds([r[key] for r in ok])
-        out.append("| " + " | ".join([SIDES[side], col("start_s"), col("join_first_task_s"), col("join_stable_s"),
+        label = SIDES[side].format(quiet_ms=a.kcoord_quiet_ms)
+        out.append("| " + " | ".join([label, col("start_s"), col("join_first_task_s"), col("join_stable_s"),
                                       col("pause_s"), str(sum(r["overlaps"] for r in ok)),
                                       f"{sum(not r.get('join_error') for r in ok)} of {len(runs)}"]) + " |")
     return "\n".join(out)
@@ -409,6 +412,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kcoord-initial-delay-ms", type=int, default=None,
                    help="an experiment: this streams_initial_rebalance_delay_ms on the tuned kcoord sides "
                         "(their table label does not say it: do not publish such a run as the tuned row)")
+    p.add_argument("--kcoord-quiet-ms", type=int, default=500,
+                   help="the kcoord-quiet side's streams_initial_rebalance_quiet_ms")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()

@@ -69,12 +69,10 @@ class JsonKcoord(KcoordProcess):
     """`kcoord --log-format json --log-level LEVEL serve ...`: one JSON object per log line,
     with a millisecond UTC timestamp, in ``log_path`` (stderr)."""
 
-    log_level: str = "INFO"
-
     def serve_args(self) -> list[str]:
-        args = super().serve_args()
+        args = super().serve_args()          # `--log-level` (KcoordProcess.log_level) among them
         at = args.index("coordinator.cli") + 1          # the global options go before `serve`
-        return [*args[:at], "--log-format", "json", "--log-level", self.log_level, *args[at:]]
+        return [*args[:at], "--log-format", "json", *args[at:]]
 
 
 def start_instances(bootstrap: str, state_topic: str, n: int, shards: int, config: tuple[str, ...],

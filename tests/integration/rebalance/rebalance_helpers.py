@@ -29,14 +29,13 @@ def adaptive_policy(stable_ms: int = 500, pending_ms: int = 100) -> tuple[str, .
 
 @dataclass
 class MetricsKcoord(KcoordProcess):
-    """KcoordProcess plus a Prometheus endpoint (``metrics_port``) and a log level."""
+    """KcoordProcess plus a Prometheus endpoint (``metrics_port``); its log level is
+    KcoordProcess.log_level."""
 
     metrics_port: int = 0
-    log_level: str = "INFO"
 
     def serve_args(self) -> list[str]:
-        args = super().serve_args()
-        return args[:3] + ["--log-level", self.log_level] + args[3:] + ["--metrics-port", str(self.metrics_port)]
+        return super().serve_args() + ["--metrics-port", str(self.metrics_port)]
 
     def start(self, timeout: float = 30.0) -> MetricsKcoord:
         if not self.metrics_port:
