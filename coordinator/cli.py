@@ -606,8 +606,12 @@ _TOOLS = (offsets_cli, groups_cli, cluster_cli, rehearse_cli)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        configure_logging(args.log_level, args.log_format)
+    except ValueError as e:      # logging's own words: "Unknown level: 'LOUD'"
+        parser.error(f"--log-level {args.log_level}: {e}")
     try:
         import uvloop
         uvloop.install()

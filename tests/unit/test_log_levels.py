@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from coordinator.cli import configure_logging
+from coordinator.cli import configure_logging, main
 
 
 @pytest.fixture
@@ -35,3 +35,10 @@ def test_per_logger_levels_follow_the_root_level(restored):
 def test_an_unknown_level_is_refused_with_its_name(restored):
     with pytest.raises(ValueError, match="LOUD"):
         configure_logging("INFO,kcoord.cluster=loud")
+
+
+def test_kcoord_refuses_an_unknown_level_as_a_usage_error(restored, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--log-level", "INFO,kcoord.cluster=loud", "serve"])
+    assert stopped.value.code == 2
+    assert "--log-level INFO,kcoord.cluster=loud: Unknown level: 'LOUD'" in capsys.readouterr().err
