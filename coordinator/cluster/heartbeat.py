@@ -11,7 +11,16 @@ Rules:
 - a requested rejoin cuts the current interval short;
 - a side heartbeat answered NONE or REBALANCE_IN_PROGRESS proves the member is still in the
   group: it renews the lease, timed from when it was sent; any failure only ends the side
-  heartbeats (the join itself decides).
+  heartbeats (the join itself decides);
+- the side heartbeats end when the join ends (`stop()`), by a flag checked after every wait,
+  not by cancellation alone: on Python 3.11 `asyncio.wait_for` drops a cancellation that
+  arrives in the loop iteration where the awaited operation completes (CPython issue 86296,
+  fixed in 3.12), and the upstream link's connect and request wait that way. A dropped
+  cancel left them running, and the join waiting on them forever: the member heartbeated
+  on the side link without rejoining, so Kafka held every rebalance for the whole rebalance
+  timeout and then removed it, while its side heartbeats kept renewing its lease. Stopped,
+  they renew nothing: the join may have dropped the lease (a lost membership) before it
+  stopped them, and a late answer must not bring it back.
 """
 from __future__ import annotations
 
@@ -53,24 +62,51 @@ class Heartbeat:
         return rejoin
 
 
-async def side_heartbeats(open_link: OpenLink, coordinator: tuple[str, int], interval_s: float,
-                          request: Callable[[], Any], lease: Lease, now_ms: Callable[[], float],
-                          timeout: float, instance_id: str) -> None:
-    """Heartbeat on a link of its own until cancelled, renewing ``lease`` on each proof of
-    membership (``request()`` builds each Heartbeat with the generation of the moment)."""
-    link: Link | None = None
-    try:
-        link = await open_link([coordinator])
-        while True:
-            await asyncio.sleep(interval_s)
-            sent = now_ms()
-            resp = await link.request(request(), timeout)
-            if resp.error_code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
-                lease.renew(sent)
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:     # the join itself decides; this only keeps the lease
-        log.debug("cluster membership %s: heartbeat during the rebalance failed: %s", instance_id, e)
-    finally:
-        if link is not None:
-            link.close()
+class SideHeartbeats:
+    """Heartbeats on a link of their own from construction until `stop()`, renewing ``lease``
+    on each proof of membership (``request()`` builds each Heartbeat with the generation of
+    the moment)."""
+
+    def __init__(self, open_link: OpenLink, coordinator: tuple[str, int], interval_s: float,
+                 request: Callable[[], Any], lease: Lease, now_ms: Callable[[], float], timeout: float,
+                 instance_id: str) -> None:
+        self._open_link = open_link
+        self._coordinator = coordinator
+        self._interval_s = interval_s
+        self._request = request
+        self._lease = lease
+        self._now_ms = now_ms
+        self._timeout = timeout
+        self._instance_id = instance_id
+        self.stopped = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-cluster-side-hb")
+
+    async def stop(self) -> None:
+        """End them and wait until they have (the flag ends them even if the cancel is dropped)."""
+        self.stopped = True
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        link: Link | None = None
+        try:
+            link = await self._open_link([self._coordinator])
+            while not self.stopped:
+                await asyncio.sleep(self._interval_s)
+                if self.stopped:
+                    break
+                sent = self._now_ms()
+                resp = await link.request(self._request(), self._timeout)
+                log.debug("cluster membership %s: side Heartbeat -> %s%s", self._instance_id, resp.error_code.name,
+                          " (the join ended: not counted)" if self.stopped else "")
+                if self.stopped:
+                    break
+                if resp.error_code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+                    self._lease.renew(sent)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:     # the join itself decides; this only keeps the lease
+            log.debug("cluster membership %s: heartbeat during the rebalance failed: %s", self._instance_id, e)
+        finally:
+            if link is not None:
+                link.close()

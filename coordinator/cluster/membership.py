@@ -67,7 +67,7 @@ from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
 from .finding import find_coordinator
-from .heartbeat import Heartbeat, side_heartbeats
+from .heartbeat import Heartbeat, SideHeartbeats
 from .leader import lead
 from .lease import Lease
 from .ownership import ShardOwnership
@@ -258,18 +258,17 @@ class ClusterMembership:
         side = None
         keeps = bool(self.ownership.owned) or (self.solo_since_ms > 0 and not self.solo_candidate)
         if not self.static and self.member_id and keeps and self._coordinator is not None:
-            side = asyncio.get_running_loop().create_task(side_heartbeats(
+            side = SideHeartbeats(
                 self._open_link, self._coordinator, self.heartbeat.interval_ms(self.static) / 1000,
                 lambda: heartbeat_v3.HeartbeatRequest(group_id=GroupId(self.group_id),
                                                       generation_id=i32(self.generation), member_id=self.member_id,
                                                       group_instance_id=None),
-                self.lease, self._ms, self._timeout, self.instance_id), name="kcoord-cluster-side-hb")
+                self.lease, self._ms, self._timeout, self.instance_id)
         try:
             await self._join_and_sync_once()
         finally:
             if side is not None:
-                side.cancel()
-                await asyncio.gather(side, return_exceptions=True)
+                await side.stop()
 
     async def _join_and_sync_once(self) -> None:
         assert self._link is not None
@@ -337,11 +336,15 @@ class ClusterMembership:
             if self._stopping:
                 return
             if rejoin:
+                log.debug("cluster membership %s: rejoining generation %d (asked for)", self.instance_id,
+                          self.generation)
                 raise Rejoin()
             sent = self._ms()
             resp = await self._link.request(heartbeat_v3.HeartbeatRequest(
                 group_id=GroupId(self.group_id), generation_id=i32(self.generation), member_id=self.member_id,
                 group_instance_id=self.instance_id if self.static else None), self._timeout)
+            log.debug("cluster membership %s: Heartbeat generation %d -> %s after %.0f ms", self.instance_id,
+                      self.generation, resp.error_code.name, self._ms() - sent)
             if resp.error_code == ErrorCode.rebalance_in_progress:
                 self.lease.renew(sent)      # still a member: keep serving through the rebalance
                 log.info("cluster membership %s: generation %d rebalancing (Heartbeat: REBALANCE_IN_PROGRESS)",
