@@ -101,12 +101,16 @@ class UpstreamClient(asyncio.Protocol):
         for host, port in addresses:
             client = cls((host, port), client_id)
             try:
-                if context is None:
-                    await asyncio.wait_for(loop.create_connection(lambda c=client: c, host, port), timeout)  # type: ignore[misc]
-                else:
-                    await asyncio.wait_for(loop.create_connection(
-                        lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
-                        ssl_handshake_timeout=timeout), timeout)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that
+                # lands as the awaited operation completes (CPython issue 86296), and a task
+                # cancelled while its link connects or asks must stop (see request below).
+                async with asyncio.timeout(timeout):
+                    if context is None:
+                        await loop.create_connection(lambda c=client: c, host, port)  # type: ignore[misc]
+                    else:
+                        await loop.create_connection(
+                            lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
+                            ssl_handshake_timeout=timeout)
             except ssl.SSLCertVerificationError as e:
                 # OpenSSL's reason code too (CERTIFICATE_VERIFY_FAILED): what operators search for.
                 reason = f" ({e.reason})" if e.reason else ""
@@ -220,7 +224,11 @@ class UpstreamClient(asyncio.Protocol):
         assert self._transport is not None
         self._transport.write(SIZE.pack(len(payload)) + payload)
         try:
-            return await asyncio.wait_for(future, timeout)
+            # Not wait_for: it can drop the caller's cancellation when the answer arrives in
+            # the same loop turn (CPython issue 86296, 3.11), and loops that heartbeat or
+            # refresh over a link stop by being cancelled.
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             self._pending.pop(correlation_id, None)
             # Responses come in order: a lost one means the connection is unusable.

@@ -1,0 +1,52 @@
+"""A task cancelled while its link waits stops, even when the answer lands in the same loop
+turn as the cancellation: on Python 3.11 `asyncio.wait_for` returned the answer and dropped
+the cancellation there (CPython issue 86296), which kept the cluster membership's side
+heartbeats running after their join had ended. The link waits with `asyncio.timeout`."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+from coordinator.upstream.client import UpstreamClient, UpstreamError
+
+
+async def _silent_server() -> tuple[asyncio.AbstractServer, int]:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()      # reads requests, never answers: the test answers by hand
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_a_cancel_in_the_turn_the_answer_lands_is_not_dropped():
+    server, port = await _silent_server()
+    try:
+        link = await UpstreamClient.connect([("127.0.0.1", port)])
+        for _ in range(50):
+            asking = asyncio.create_task(link.request(ApiVersionsRequest(), timeout=5))
+            await asyncio.sleep(0)                  # the request is written and waiting
+            (future, _, _), = link._pending.values()
+            future.set_result("answer")             # the answer lands ...
+            asking.cancel()                         # ... in the turn the asker is cancelled
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+            link._pending.clear()
+        link.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_request_still_times_out_naming_the_api():
+    server, port = await _silent_server()
+    try:
+        link = await UpstreamClient.connect([("127.0.0.1", port)])
+        with pytest.raises(UpstreamError, match=r"api_versions v0 to 127.0.0.1:\d+ timed out after 0.05s"):
+            await link.request(ApiVersionsRequest(), timeout=0.05)
+        link.close()
+    finally:
+        server.close()
+        await server.wait_closed()
