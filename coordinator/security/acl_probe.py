@@ -221,7 +221,8 @@ class ProbeAuthorizer:
         if groups:
             probes.append(self._probe_groups(channel, principal, host, groups))
         try:
-            await asyncio.wait_for(asyncio.gather(*probes), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):   # not wait_for: it can drop a cancel (3.11)
+                await asyncio.gather(*probes)
         except Exception as e:      # fail closed: nothing (more) cached, the actions are refused
             self.failures += 1
             log.warning("authorizer=probe: probing the upstream for %s failed (%s); refusing",

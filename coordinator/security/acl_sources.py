@@ -266,7 +266,8 @@ class UpstreamAclSource:
     async def refresh(self) -> bool:
         """One DescribeAcls; True if it answered (the ACLs are then the upstream's)."""
         try:
-            resources = await asyncio.wait_for(self._describe(), self.request_timeout_s + 5)
+            async with asyncio.timeout(self.request_timeout_s + 5):   # not wait_for: it can drop a cancel (3.11)
+                resources = await self._describe()
         except Exception as e:
             self.failures += 1
             self._drop_link()
