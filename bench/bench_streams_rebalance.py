@@ -5,15 +5,18 @@ group (group.protocol=classic, Tansu's own classic coordinator: what these users
 against kcoord in front of Tansu, tuned.
 
     .venv/bin/python bench/bench_streams_rebalance.py [--runs 3] [--instances 10] [--partitions 32]
+        [--subtopologies 3] [--kcoord-log-level INFO,kcoord.streams=DEBUG]
         [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned,tansu-classic,kcoord-tansu,kcoord-quiet]
         [--doc docs/measurements/streams-rebalance.md] [--json figures.json]
 
 The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
-a count with a repartition and a changelog: two subtopologies (0: input → repartition topic,
-1: count → output), so ``--partitions`` input partitions make 2 × partitions tasks (the
-repartition topic, created by the coordinator or a classic group's leader, gets the input's
-partition count). No input is produced: the figures are the protocol's and the instances', not
-a restore's.
+a count with a repartition and a changelog. With ``--subtopologies 3`` (the default: the
+workload the streams-groups issue names) three subtopologies (0: input → repartition topic,
+1: count → output and a second repartition topic, 2: a count of the counts → output), with 2
+the tests' application (0 and 1 only); ``--partitions`` input partitions make subtopologies ×
+partitions tasks (each repartition topic, created by the coordinator or a classic group's
+leader, gets the input's partition count). No input is produced: the figures are the
+protocol's and the instances', not a restore's.
 
 Rows, each side measured in alternating order (the side list forwards on even runs, backwards
 on odd runs), ``--runs`` times; the table gives medians and ranges:
@@ -49,6 +52,9 @@ endpoint (bench/streams_rebalance_probe.py); and the coordinator's own account o
 joined, when the topology was validated, who had joined by then, each member's first target.
 Every start's lines are kept in the work dir (start-events.jsonl). ``--kcoord-initial-delay-ms``
 runs the tuned kcoord sides with an initial rebalance delay: an experiment, not their row.
+``--kcoord-log-level`` (e.g. ``INFO,kcoord.streams=DEBUG``: every StreamsGroupHeartbeat
+answered, coordinator/group/streams/heartbeat.py) is each kcoord's --log-level; its log's path
+is printed and kept in ``--json`` ("kcoord_logs").
 
 Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
 the test fixture's lowered group bounds put back) serving the group itself, its streams settings
@@ -123,6 +129,10 @@ KCOORD_TUNED_GROUP = {"streams.assignment.interval.ms": "0"}
 # 1 to 7 s, where the simulation (tests/unit/group/streams/test_convergence.py, slow_start)
 # needed 2500 ms to move no task.
 QUIET_KEY = "streams_initial_rebalance_quiet_ms"
+# ... and its trickle (off by default): during the hold each member already runs up to this
+# many tasks of its target, `--kcoord-quiet-tasks` (0: off). floor(tasks / instances) is the
+# most that never has to move once every instance joined (docs/user/streams-groups.md).
+QUIET_TASKS_KEY = "streams_initial_rebalance_quiet_tasks"
 SIDES = {
     "kafka-default": "Kafka 4.4 alone, its streams coordinator at its defaults",
     "kafka-tuned": "Kafka 4.4 alone, tuned (" + ", ".join(f"{k}={v}" for k, v in TUNED_BROKER.items()) + ")",
@@ -132,7 +142,7 @@ SIDES = {
     "tansu-classic": "Tansu alone, a classic Streams group (group.protocol=classic, Streams 4.3.1 at its defaults)",
     "kcoord-tansu": "kcoord in front of Tansu, tuned as above (group.protocol=streams)",
     "kcoord-quiet": "kcoord in front of Kafka 4.4, tuned as kcoord-tuned, with kcoord's extension "
-                    + QUIET_KEY + "={quiet_ms}",
+                    + QUIET_KEY + "={quiet_ms}{quiet_tasks}",
 }
 # How long a classic group's instances must print nothing before it counts as stable.
 CLASSIC_QUIET_S = 3.0
@@ -162,6 +172,8 @@ def on_streams_43(argv: list[str]) -> list[str]:
     return [*argv[:at], ":".join([*classes, *libs, str(TANSU_STREAMS_JAR), *map(str, clients)]), *argv[at + 1:]]
 log = vsk.log
 NS = 1e9
+# side -> its kcoord's log file (the JSON keeps them, for --kcoord-log-level DEBUG runs)
+KCOORD_LOGS: dict[str, str] = {}
 
 
 class Side:
@@ -180,8 +192,8 @@ class Side:
         self.group_timeline = group_timeline
 
 
-def all_tasks(partitions: int) -> set[str]:
-    return {f"{s}_{p}" for s in (0, 1) for p in range(partitions)}
+def all_tasks(partitions: int, subtopologies: int) -> set[str]:
+    return {f"{s}_{p}" for s in range(subtopologies) for p in range(partitions)}
 
 
 def stable(apps: list[StreamsApp], tasks: set[str], protocol: str = "streams") -> bool:
@@ -222,12 +234,13 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
     create_topic(side.upstream, f"{name}-out", 1)
     if side.group_configs:
         set_group_configs(side.bootstrap, name, side.group_configs)
-    tasks = all_tasks(a.partitions)
+    tasks = all_tasks(a.partitions, a.subtopologies)
 
     def instance(i: int) -> StreamsApp:
         app = StreamsApp(side.bootstrap, app_id=name, input=f"{name}-in", output=f"{name}-out",
                          state_dir=str(work / name / f"i{i}"), name=f"{side.name}-i{i}",
                          app_server=f"127.0.0.1:{ports.free_port()}", protocol=side.protocol)
+        app.argv += ["--subtopologies", str(a.subtopologies)]     # the application's own option
         if side.name == "tansu-classic":
             app.argv = on_streams_43(app.argv)
         return app
@@ -351,14 +364,16 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
         else:
             upstream = tansu_broker() if side == "kcoord-tansu" else broker("default").bootstrap
             tuned = side in ("kcoord-tuned", "kcoord-tansu", "kcoord-quiet")
-            config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()), *((f"{QUIET_KEY}={a.kcoord_quiet_ms}",) if side == "kcoord-quiet" else ()))
+            quiet = (f"{QUIET_KEY}={a.kcoord_quiet_ms}", f"{QUIET_TASKS_KEY}={a.kcoord_quiet_tasks}")
+            config = (*MEMBERSHIP, *(KCOORD_TUNED if tuned else ()), *(quiet if side == "kcoord-quiet" else ()))
             if tuned and a.kcoord_initial_delay_ms is not None:   # an experiment, named in the log and JSON
                 config = tuple(f"streams_initial_rebalance_delay_ms={a.kcoord_initial_delay_ms}"
                                if c.startswith("streams_initial_rebalance_delay_ms=") else c for c in config)
             state_topic = unique_name("__kcoord_srb")
-            kc = kcoord_with_metrics(upstream, state_topic, config=config).start()
+            kc = kcoord_with_metrics(upstream, state_topic, config=config, log_level=a.kcoord_log_level).start()
             stops.append(kc.stop)
-            log(f"kcoord ({side}) at {kc.bootstrap}: {config}")
+            log(f"kcoord ({side}) at {kc.bootstrap}: {config}; its log {kc.log_path}")
+            KCOORD_LOGS[side] = str(kc.log_path)
             assert kc.process is not None
             watched = {"kcoord": (kc.process.pid, kc.metrics_port)}
             if side in ("kcoord-tuned", "kcoord-default", "kcoord-quiet"):
@@ -394,7 +409,8 @@ def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace
 
         def col(key: str, ok: list[dict[str, Any]] = ok) -> str:
             return _seconds([r[key] for r in ok])
-        label = SIDES[side].format(quiet_ms=a.kcoord_quiet_ms)
+        label = SIDES[side].format(quiet_ms=a.kcoord_quiet_ms, quiet_tasks=f", {QUIET_TASKS_KEY}={a.kcoord_quiet_tasks}"
+                                   if a.kcoord_quiet_tasks else "")
         out.append("| " + " | ".join([label, col("start_s"), col("join_first_task_s"), col("join_stable_s"),
                                       col("pause_s"), str(sum(r["overlaps"] for r in ok)),
                                       f"{sum(not r.get('join_error') for r in ok)} of {len(runs)}"]) + " |")
@@ -405,7 +421,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--instances", type=int, default=10)
-    p.add_argument("--partitions", type=int, default=32, help="input partitions (2 tasks each)")
+    p.add_argument("--partitions", type=int, default=32, help="input partitions (one task per subtopology each)")
+    p.add_argument("--subtopologies", type=int, choices=(2, 3), default=3,
+                   help="the application's subtopologies: 3 (the issue's workload) or 2 (the tests' application)")
+    p.add_argument("--kcoord-log-level", default="INFO",
+                   help="each kcoord's --log-level, e.g. INFO,kcoord.streams=DEBUG (every heartbeat answered)")
     p.add_argument("--sides", default=",".join(s for s in SIDES if s != "kcoord-quiet"))
     p.add_argument("--timeout", type=float, default=300.0, help="bound of each wait for a stable group, s")
     p.add_argument("--doc", type=Path, default=None, help="write the Markdown page here")
@@ -414,6 +434,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(their table label does not say it: do not publish such a run as the tuned row)")
     p.add_argument("--kcoord-quiet-ms", type=int, default=500,
                    help="the kcoord-quiet side's streams_initial_rebalance_quiet_ms")
+    p.add_argument("--kcoord-quiet-tasks", type=int, default=0,
+                   help="the kcoord-quiet side's streams_initial_rebalance_quiet_tasks (0: off)")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
@@ -427,8 +449,8 @@ def write_doc(path: Path, command: str, meta: dict[str, Any], text: str, failure
     path.write_text(f"""# Streams rebalances: Kafka 4.4's streams coordinator and kcoord
 
 Real Kafka Streams 4.4 instances (`group.protocol=streams`) of the counting application
-(tests/clients/java/streams/CountStreamsApp.java: two subtopologies, {meta['partitions']} input
-partitions, so {2 * meta['partitions']} tasks; no input produced), started together and then
+(tests/clients/java/streams/CountStreamsApp.java: {meta['subtopologies']} subtopologies, {meta['partitions']} input
+partitions, so {meta['subtopologies'] * meta['partitions']} tasks; no input produced), started together and then
 joined by one more. How each figure is taken: the docstring of `bench/bench_streams_rebalance.py`.
 
     {command}
@@ -475,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         for stop in reversed(stops):
             stop()
     text = table(figures, a)
-    meta = {"partitions": a.partitions, "instances": a.instances,
+    meta = {"partitions": a.partitions, "instances": a.instances, "subtopologies": a.subtopologies,
+            "kcoord_logs": KCOORD_LOGS,
             "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, Kafka {vsk.KAFKA_VERSION} "
                        "(1 KRaft node, heap 1g)",
             "load_before": " / ".join(f"{x:.2f}" for x in load_before),

@@ -86,6 +86,12 @@ class CoordinatorConfig:
     # join takes tasks back from a member still opening them.
     streams_initial_rebalance_quiet_ms: int = 0
     streams_initial_rebalance_quiet_max_ms: int = 10_000
+    # kcoord's extension, off (0) by default: with the quiet hold on, the target is computed
+    # at every join during the hold, and each member is handed at most this many active tasks
+    # of it until the hold ends (the first ones in task order, which the sticky assignor keeps
+    # while every member's share is at least this many), so instances start work while others
+    # still join and nothing they were handed has to move (membership.py).
+    streams_initial_rebalance_quiet_tasks: int = 0
 
     # Classic groups.
     group_min_session_timeout_ms: int = 6_000

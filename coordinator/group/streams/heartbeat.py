@@ -25,10 +25,14 @@ Rules:
 - the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
   reports holding differs from what it has; the interactive-query map when the member's
-  endpoint-information epoch is not the group's (endpoints.py).
+  endpoint-information epoch is not the group's (endpoints.py);
+- at DEBUG (logger `kcoord.streams.heartbeat`) every answered heartbeat is one line: who,
+  what it reported, where it stands against its target, and the interval it was told (the
+  rebalance benchmark's diagnosis, docs/measurements/streams-rebalance.md).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -60,12 +64,15 @@ from .membership import (
     removal_timers,
     session_key,
     soft_of,
+    trickle_cap,
 )
 from .model import EMPTY_TASKS, Holders, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
 from .reconciliation import reconcile, within
 from .records import tasks_from, topology_from
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
+
+log = logging.getLogger("kcoord.streams.heartbeat")
 
 
 def streams_group_heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
@@ -148,11 +155,12 @@ def _updated(member: StreamsMember, ctx: Any, req: Any, topology_epoch: int) -> 
 
 def _reconcile(gid: str, member: StreamsMember, updated: StreamsMember, members: dict, target_epoch: int,
                target: dict, owned: Tasks | None, joining: bool, now_ms: int, records: list,
-               timers: list) -> StreamsMember:
-    """The member's next assignment (reconciliation.py), its record 22 if it changed, and its
-    rebalance timer: armed when it starts revoking, cancelled once it is not."""
+               timers: list, cap: int | None = None) -> StreamsMember:
+    """The member's next assignment (reconciliation.py; ``cap``: the quiet hold's trickle), its
+    record 22 if it changed, and its rebalance timer: armed when it starts revoking, cancelled
+    once it is not."""
     after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned,
-                      Holders.of(members.values()))
+                      Holders.of(members.values()), cap)
     if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
                    after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
                                                  member.assigned, member.pending_revocation):
@@ -259,13 +267,15 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                                               topology)
             records += assigned
             target_epoch = group_epoch
-            end_quiet_hold(soft, target)
+            end_quiet_hold(soft, target, settings)
         else:
             timers.append(assignment_timer(gid, when))
             held_until = when
             statuses.append((ASSIGNMENT_DELAYED,
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
-    after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers)
+    trickle = trickle_cap(soft, settings, now_ms)
+    after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers,
+                       None if trickle is None else trickle[0])
     endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
     statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)
@@ -278,11 +288,29 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     if after.state is MemberState.UNRELEASED_TASKS:
         missing = target.get(mid, EMPTY_TASKS).minus(after.assigned)
         released_at = release_due_ms(soft, (m for m in members.values() if m.member_id != mid), missing, now_ms)
-    interval = heartbeat_interval_ms(shard, settings, after, target_epoch, group_epoch, held_until, now_ms, released_at)
+    capped_until = (trickle[1] if trickle is not None and after.state is MemberState.UNRELEASED_TASKS
+                    and len(after.assigned.active) >= trickle[0] else None)
+    interval = heartbeat_interval_ms(shard, settings, after, target_epoch, group_epoch, held_until, now_ms, released_at,
+                                     capped_until)
     remember_due(soft, group, mid, now_ms + interval)
+    if log.isEnabledFor(logging.DEBUG):
+        _debug(gid, mid, ctx.client_id, epoch, owned, after, target.get(mid, EMPTY_TASKS), group_epoch, target_epoch,
+               configured, statuses, interval, now_ms)
     return Result(records=records, timers=timers, response=response(
         ctx.api_version, member_id=mid, member_epoch=after.member_epoch,
         heartbeat_ms=interval,
         task_offset_ms=settings.task_offset_interval_ms, recovery_lag=settings.acceptable_recovery_lag,
         statuses=statuses, tasks=after.assigned if send_tasks else None, endpoint_epoch=soft.endpoint_epoch,
         endpoints=endpoints))
+
+
+def _debug(gid: str, mid: str, client: str | None, epoch: int, owned: Tasks | None, after: StreamsMember, target: Tasks,
+           group_epoch: int, target_epoch: int, configured: Any, statuses: list, interval: int, now_ms: int) -> None:
+    """One DEBUG line per answered heartbeat (sizes, not task lists: a line stays short)."""
+    def n(t: Tasks | None) -> str:
+        return "-" if t is None else str(len(t.active) + len(t.standby) + len(t.warmup))
+    log.debug("streams group %s member %s (client %s) at %d: sent epoch %d owned %s; now %s epoch %d assigned %s "
+              "revoking %s target %s (missing %s); group epoch %d target epoch %d ready %s statuses %s; interval %d ms",
+              gid, mid, client, now_ms, epoch, n(owned), after.state.name, after.member_epoch, n(after.assigned),
+              n(after.pending_revocation), n(target), n(target.minus(after.assigned)), group_epoch, target_epoch,
+              configured.is_ready(), [code for code, _ in statuses], interval)

@@ -20,6 +20,14 @@ Rules:
   target without tasks (the topology not ready yet) does not end it, so the first tasks are
   handed out once the joins pause, not as soon as the internal topics appear. Soft, like the
   initial delay: a reload computes the target at once (timers.on_loaded);
+- its trickle (`initial_rebalance_quiet_tasks` = k > 0, with the hold on): the hold no longer
+  holds the target back; targets are computed at every join as without it, but until the hold
+  ends (the same quiet period and bound) each member is handed at most k active tasks, the
+  first ones of its target in task order (`trickle_cap`, reconciliation.py). The sticky
+  assignor walks tasks in that order and keeps a member's earlier target up to its share, so
+  while every member's share is at least k nothing handed out has to move; the rest of each
+  target is held by nobody and goes to whoever joins. A capped member is told to come back
+  when the hold may end, and gets the rest then;
 - the heartbeat interval: Kafka's fixed `streams.heartbeat.interval.ms` under
   `consumer_heartbeat_policy=fixed`, else kcoord's adaptive one (the kernel's
   heartbeat_interval.py): short while the member waits for tasks to receive, the stable one
@@ -28,10 +36,12 @@ Rules:
   member with tasks to revoke is told the stable one: a Streams client acknowledges its
   revocation with a heartbeat as soon as its callbacks ran, whatever the interval
   (StreamsGroupHeartbeatRequestManager: ACKNOWLEDGING heartbeats before the interval
-  expires), so shorter heartbeats before that only repeat its old report.
+  expires), so shorter heartbeats before that only repeat its old report;
+- at DEBUG (logger `kcoord.streams.membership`) each computed target is one line.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,6 +64,7 @@ from .model import (
 from .topology import ConfiguredTopology, configure, metadata_hash
 
 KIND = "streams"
+log = logging.getLogger("kcoord.streams.membership")
 
 
 def session_key(group_id: str, member_id: str) -> tuple:
@@ -153,10 +164,26 @@ def quiet_until(soft: Soft, settings: StreamsSettings) -> int | None:
     return min(last + settings.initial_rebalance_quiet_ms, first + bound)
 
 
-def end_quiet_hold(soft: Soft, target: dict[str, Tasks]) -> None:
-    """The hold ends with the first target that hands out tasks."""
-    if soft.quiet_hold is not None and any(not t.is_empty() for t in target.values()):
+def end_quiet_hold(soft: Soft, target: dict[str, Tasks], settings: StreamsSettings) -> None:
+    """The hold ends with the first target that hands out tasks (not in the trickle: there
+    it ends with the quiet period, `trickle_cap`)."""
+    if (soft.quiet_hold is not None and settings.initial_rebalance_quiet_tasks <= 0
+            and any(not t.is_empty() for t in target.values())):
         soft.quiet_hold = None
+
+
+def trickle_cap(soft: Soft, settings: StreamsSettings, now_ms: int) -> tuple[int, int] | None:
+    """(k, when the hold may end) while the quiet hold's trickle caps what members are handed,
+    else None; the hold ends here once its time has come."""
+    if settings.initial_rebalance_quiet_tasks <= 0:
+        return None
+    until = quiet_until(soft, settings)
+    if until is None:
+        return None
+    if now_ms >= until:
+        soft.quiet_hold = None
+        return None
+    return settings.initial_rebalance_quiet_tasks, until
 
 
 def delay_cause(soft: Soft, settings: StreamsSettings, when: int) -> str:
@@ -172,7 +199,7 @@ def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_
             return soft.initial_delay_until_ms
         soft.initial_delay_until_ms = None
     quiet = quiet_until(soft, settings)
-    if quiet is not None and now_ms < quiet:
+    if quiet is not None and now_ms < quiet and settings.initial_rebalance_quiet_tasks <= 0:
         return quiet
     ts, interval = group.assignment_timestamp_ms, settings.assignment_interval_ms
     if ts == 0 or interval == 0 or now_ms >= ts + interval:
@@ -194,6 +221,10 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     records = [rh.target_member(group.group_id, mid, t) for mid, t in sorted(target.items())
                if group.target.get(mid) != t]
     records.append(rh.target_metadata(group.group_id, epoch, now_ms))
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("streams group %s at %d: target epoch %d over %d members, %d tasks; active per member %s, "
+                  "%d members' targets changed", group.group_id, now_ms, epoch, len(members), len(tasks),
+                  sorted((len(t.active) for t in target.values()), reverse=True), len(records) - 1)
     return records, target
 
 
@@ -234,10 +265,11 @@ def forget_due(soft: Soft, member_id: str) -> None:
 
 def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: StreamsMember, target_epoch: int,
                           group_epoch: int, held_until_ms: int | None, now_ms: int,
-                          released_at_ms: int | None = None) -> int:
+                          released_at_ms: int | None = None, capped_until_ms: int | None = None) -> int:
     """The interval the member is told (the module's rules). ``held_until_ms``: when the
     target this heartbeat held back may be computed, or None; ``released_at_ms``: for a
-    member waiting for unreleased tasks, when the first may be free (`release_due_ms`)."""
+    member waiting for unreleased tasks, when the first may be free (`release_due_ms`);
+    ``capped_until_ms``: for a member the quiet hold's trickle capped, when the cap lifts."""
     config = shard.config
     if not adaptive(config):
         return settings.heartbeat_interval_ms
@@ -246,6 +278,8 @@ def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: Streams
     pending = pending_ms(config, floor)
     if member.state is MemberState.UNREVOKED_TASKS:
         return stable      # its acknowledgement comes by itself once its callbacks ran
+    if member.state is MemberState.UNRELEASED_TASKS and capped_until_ms is not None:
+        return min(max(pending, capped_until_ms - now_ms), stable)
     if member.state is MemberState.UNRELEASED_TASKS and released_at_ms is not None:
         # back one short interval after the holder heard of its revocation, not every short
         # interval before that (each of those would find nothing released)

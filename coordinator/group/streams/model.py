@@ -276,6 +276,9 @@ class StreamsSettings:
     # max(initial_rebalance_delay_ms, initial_rebalance_quiet_max_ms) after the first join
     initial_rebalance_quiet_ms: int = 0
     initial_rebalance_quiet_max_ms: int = 10_000
+    # kcoord's extension (serve-wide only): during the quiet hold, targets are computed and each
+    # member is handed at most this many active tasks of its target (0: the hold hands out none)
+    initial_rebalance_quiet_tasks: int = 0
     # The group's own `streams.heartbeat.interval.ms` when set on the group, else 0: the floor of
     # kcoord's adaptive interval (coordinator/group/heartbeat_interval.py)
     heartbeat_floor_ms: int = 0
@@ -293,7 +296,8 @@ GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
 
 
 # The settings with no group key: only the coordinator's `streams_*` fields set them.
-SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms")
+SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms",
+              "initial_rebalance_quiet_tasks")
 
 
 def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:

@@ -20,6 +20,9 @@ Rules:
   member's process holds it in any role (one state directory per process). A member with
   unreleased tasks gets the target epoch and the free tasks (UNRELEASED_TASKS), the rest
   come later;
+- kcoord's quiet-hold trickle (membership.trickle_cap; off by default) caps the active tasks a
+  member holds while it lasts: the kept ones, then new ones in task order up to the cap; the
+  rest wait as unreleased tasks do;
 - an active task carries the epoch it was given at (KIP-1251): kept tasks keep theirs, and so
   do tasks pending revocation until the member reports them revoked (Kafka 4.4 writes their
   epochs in record 22 and accepts their commits at those epochs meanwhile).
@@ -48,19 +51,20 @@ def revoked(owned: Tasks | None, pending: Tasks, kept: Tasks) -> bool:
 
 
 def reconcile(member: StreamsMember, target_epoch: int, target: Tasks, owned: Tasks | None,
-              holders: Holders) -> StreamsMember:
+              holders: Holders, cap: int | None = None) -> StreamsMember:
     """The member's next state. `owned` is what its heartbeat reports (None: not reported);
-    `holders` says which processes hold each task now (the group's members before this step)."""
+    `holders` says which processes hold each task now (the group's members before this step);
+    `cap`: the most active tasks it may hold (the trickle), None for no cap."""
     if member.state is MemberState.UNREVOKED_TASKS:
         if not revoked(owned, member.pending_revocation, member.assigned):
             return member
     elif member.state is MemberState.STABLE and member.member_epoch == target_epoch:
         return member
-    return _next(member, target_epoch, target, owned, holders)
+    return _next(member, target_epoch, target, owned, holders, cap)
 
 
 def _next(member: StreamsMember, target_epoch: int, target: Tasks, owned: Tasks | None,
-          holders: Holders) -> StreamsMember:
+          holders: Holders, cap: int | None) -> StreamsMember:
     held = member.assigned
     revoke = held.minus(target)
     kept = Tasks(held.active & target.active, held.standby & target.standby, held.warmup & target.warmup)
@@ -80,6 +84,9 @@ def _next(member: StreamsMember, target_epoch: int, target: Tasks, owned: Tasks 
         return holders.active.get(t) != mine and not here_in_other_role(t)
 
     active = {t for t in target.active if t in kept.active or active_free(t)}
+    if cap is not None and len(active) > max(cap, len(kept.active)):
+        new = sorted(active - kept.active)[:max(0, cap - len(kept.active))]
+        active = set(kept.active) | set(new)
     standby = {t for t in target.standby if t in kept.standby or other_free(t)}
     warmup = {t for t in target.warmup if t in kept.warmup or other_free(t)}
     given = Tasks(frozenset(active), frozenset(standby), frozenset(warmup))

@@ -23,6 +23,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.StreamsMetadata;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.processor.StateRestoreListener;
 
@@ -32,6 +33,9 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * values) per value, with a repartition (groupBy the value) and a changelog (the "counts"
  * store), and writes "value -> count" (count as a decimal string) to --output. Two
  * subtopologies: 0 reads --input and writes the repartition topic, 1 counts and writes --output.
+ * With --subtopologies 3 (the rebalance benchmark's workload), subtopology 1 also re-keys each
+ * count by the count, and a third subtopology counts those ("count-frequencies" store, its own
+ * repartition topic and changelog) and writes "count -> how many values have it" to --output.
  *
  * Rules:
  * - stdout carries one JSON object per line, each with "event" and "t" (System.nanoTime(),
@@ -59,10 +63,11 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * Usage: CountStreamsApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
  *   [--protocol streams|classic] [--guarantee at_least_once|exactly_once_v2] [--instance-id ID]
  *   [--app-server HOST:PORT] [--standbys N] [--commit-ms MS] [--poll-ms MS] [--name NAME]
- *   [--batch-size BYTES] (the producer's batch.size)
+ *   [--batch-size BYTES] (the producer's batch.size) [--subtopologies 2|3] (2 by default)
  */
 public class CountStreamsApp {
     static final String STORE = "counts";
+    static final String FREQUENCIES = "count-frequencies";
 
     public static void main(String[] argv) throws Exception {
         StreamsEvents.TaskLines taskLines = new StreamsEvents.TaskLines(true);
@@ -99,14 +104,27 @@ public class CountStreamsApp {
         }
 
         StreamsBuilder builder = new StreamsBuilder();
-        builder.<String, String>stream(opts.get("input"))
+        KStream<String, Long> counted = builder.<String, String>stream(opts.get("input"))
             .processValues(StreamsEvents.ActiveLife<String, String>::new)
             .groupBy((key, value) -> value, Grouped.as("by-value"))
             .count(Materialized.as(STORE))
             .toStream()
-            .processValues(StreamsEvents.ActiveLife<String, Long>::new)
-            .mapValues(String::valueOf)
-            .to(opts.get("output"));
+            .processValues(StreamsEvents.ActiveLife<String, Long>::new);
+        counted.mapValues(String::valueOf).to(opts.get("output"));
+        if (opts.getOrDefault("subtopologies", "2").equals("3")) {
+            // The benchmark's third subtopology (bench/bench_streams_rebalance.py): the counts
+            // re-keyed by their value and counted again ("how many values have this count"),
+            // through a second repartition topic and changelog; written to --output too.
+            counted.selectKey((value, count) -> String.valueOf(count))
+                .groupByKey(Grouped.as("by-count"))
+                .count(Materialized.as(FREQUENCIES))
+                .toStream()
+                .processValues(StreamsEvents.ActiveLife<String, Long>::new)
+                .mapValues(String::valueOf)
+                .to(opts.get("output"));
+        } else if (opts.containsKey("subtopologies") && !opts.get("subtopologies").equals("2")) {
+            throw new IllegalArgumentException("--subtopologies must be 2 or 3, not " + opts.get("subtopologies"));
+        }
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
         StreamsEvents.watch(streams);
         streams.setGlobalStateRestoreListener(new Restores());
