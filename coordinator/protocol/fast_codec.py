@@ -65,8 +65,29 @@ def _int32_array(values: tuple[int, ...]) -> bytes:
     return write_uvarint(n + 1) + packer.pack(*values)
 
 
+# The bodies of the last answers without an assignment or an error, by the message's identity: the
+# group hands a steady member the same message every interval (modern/consumer/heartbeat.py),
+# so its bytes are written once. An entry holds its message, so the id names no other object
+# while it is kept; bounded (cleared when full).
+BODIES_KEPT = 16_384
+_BODIES: dict[int, tuple[Any, bytes]] = {}
+
+
 def consumer_group_heartbeat_response(message: Any) -> bytes:
     """ConsumerGroupHeartbeatResponse v0/v1 (identical layouts; flexible)."""
+    if message.assignment is None and not message.error_code:
+        kept = _BODIES.get(id(message))
+        if kept is not None and kept[0] is message:
+            return kept[1]
+        body = _consumer_group_heartbeat_response(message)
+        if len(_BODIES) >= BODIES_KEPT:
+            _BODIES.clear()
+        _BODIES[id(message)] = (message, body)
+        return body
+    return _consumer_group_heartbeat_response(message)
+
+
+def _consumer_group_heartbeat_response(message: Any) -> bytes:
     parts = [
         _I32_I16.pack(_ms(message.throttle_time), message.error_code),
         compact_nullable_string(message.error_message),

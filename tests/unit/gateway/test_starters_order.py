@@ -83,3 +83,19 @@ async def test_a_starter_that_raises_or_a_cancelled_answer_closes_the_connection
     service.waiting[-1].cancel()
     await until(lambda: transport.closed or transport.aborted, "the close")
     assert transport.written == []
+
+
+async def test_a_read_of_one_whole_frame_is_answered_and_a_frame_over_the_bound_still_closes() -> None:
+    gateway, _ = _gateway()
+    connection, transport = connect(gateway)
+    connection.data_received(heartbeat(1))               # one whole frame: handled as read
+    connection.data_received(bytearray(heartbeat(2)))    # not bytes: cut by the general path
+    assert transport.correlation_ids() == [1, 2] and not connection.unread
+    frame = heartbeat(3)
+    connection.data_received(frame[:5])                  # a partial frame, then its rest
+    connection.data_received(frame[5:])
+    assert transport.correlation_ids() == [1, 2, 3]
+    gateway.max_frame_size = len(heartbeat(4)) - 5       # the size prefix now claims too much
+    bounded, bounded_transport = connect(gateway)
+    bounded.data_received(heartbeat(4))
+    assert bounded.closing and bounded_transport.correlation_ids() == []

@@ -310,3 +310,43 @@ def test_server_assignor_choice(assignor):
     c = ShardContext(FOO, config=fast())
     c.heartbeat("g", "m1", 0, topics=["foo"], assignor=assignor)
     assert c.group("g").preferred_server_assignor("uniform") == assignor
+
+
+def _steady_member(c: ShardContext, group: str, member: str):
+    r = c.heartbeat(group, member, 0, topics=["foo"])
+    return c.heartbeat(group, member, r.member_epoch, owned=c.assigned(r))
+
+
+def test_a_steady_member_gets_the_same_answer_until_its_epoch_moves():
+    c = ShardContext(FOO, config=fast())
+    acked = _steady_member(c, "g", "m1")
+    first = c.heartbeat("g", "m1", acked.member_epoch)
+    again = c.heartbeat("g", "m1", acked.member_epoch)
+    ok(again)
+    assert again is first           # kept, not built again (the encoder keeps its bytes too)
+    assert (again.member_id, again.member_epoch, again.assignment) == ("m1", acked.member_epoch, None)
+    v0 = c.heartbeat("g", "m1", acked.member_epoch, version=0)
+    assert v0 is not first and type(v0).__module__.split(".")[-2] == "v0" and v0.member_epoch == first.member_epoch
+    # The same member id in another group, at another epoch, gets its own answer.
+    c.heartbeat("g2", "x", 0, topics=["foo"])
+    other = _steady_member(c, "g2", "m1")
+    steady_other = c.heartbeat("g2", "m1", other.member_epoch)
+    ok(steady_other)
+    assert steady_other.member_epoch == other.member_epoch != first.member_epoch
+    # A second member moves the group's epoch: m1 is told to give partitions up, not kept steady.
+    c.heartbeat("g", "m2", 0, topics=["foo"])
+    moved = c.heartbeat("g", "m1", acked.member_epoch)
+    ok(moved)
+    assert moved is not first and moved.assignment is not None
+
+
+def test_the_kept_steady_answers_are_bounded(monkeypatch):
+    from coordinator.group.modern.consumer import heartbeat
+
+    monkeypatch.setattr(heartbeat, "STEADY_ANSWERS_KEPT", 2)
+    monkeypatch.setattr(heartbeat, "_STEADY_ANSWERS", {})
+    c = ShardContext(FOO, config=fast())
+    for m in ("m1", "m2", "m3"):
+        acked = _steady_member(c, "g" + m, m)
+        ok(c.heartbeat("g" + m, m, acked.member_epoch))
+        assert len(heartbeat._STEADY_ANSWERS) <= 2

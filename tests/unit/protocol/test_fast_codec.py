@@ -59,3 +59,20 @@ def test_uvarint_matches_kafka_unsigned_varint():
     assert uvarint(128) == b"\x80\x01"
     assert uvarint(300) == b"\xac\x02"
     assert uvarint(2**31) == b"\x80\x80\x80\x80\x08"
+
+
+def test_an_answer_without_assignment_or_error_is_encoded_once(monkeypatch):
+    from coordinator.protocol import fast_codec
+
+    monkeypatch.setattr(fast_codec, "BODIES_KEPT", 2)
+    monkeypatch.setattr(fast_codec, "_BODIES", {})
+    steady = response(v1, ErrorCode.none, None, "m1", 5, 5000, 0, None)
+    first = encode_body(steady)
+    assert first == kio_bytes(steady) and encode_body(steady) is first
+    equal = response(v1, ErrorCode.none, None, "m1", 5, 5000, 0, None)
+    assert encode_body(equal) == first and encode_body(equal) is not first   # by identity, not by value
+    failed = response(v1, ErrorCode.unknown_member_id, "gone", "m1", 5, 5000, 0, None)
+    assert encode_body(failed) == kio_bytes(failed) and id(failed) not in fast_codec._BODIES
+    for epoch in range(6, 10):
+        encode_body(response(v0, ErrorCode.none, None, "m1", epoch, 5000, 0, None))
+        assert len(fast_codec._BODIES) <= 2

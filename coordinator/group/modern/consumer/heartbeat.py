@@ -263,13 +263,31 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
             or member.client_id != ctx.client_id or member.client_host != ctx.client_host:
         return None
     member_id = member.member_id
+    epoch = member.member_epoch
+    interval = shard.heartbeat_policy.interval_ms(group, member)
+    cls = req.response_schema.ConsumerGroupHeartbeatResponse
+    kept = _STEADY_ANSWERS.get(member_id)
+    if kept is not None and kept[0] is cls and kept[1] == epoch and kept[2] == interval:
+        response = kept[3]
+    else:
+        response = cls(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, member_id=member_id,
+                       member_epoch=epoch, heartbeat_interval=from_ms(interval), assignment=None)
+        if len(_STEADY_ANSWERS) >= STEADY_ANSWERS_KEPT:
+            _STEADY_ANSWERS.clear()
+        _STEADY_ANSWERS[member_id] = (cls, epoch, interval, response)
     return Result(
-        response=req.response_schema.ConsumerGroupHeartbeatResponse(
-            throttle_time=from_ms(0), error_code=ErrorCode.none, member_id=member_id,
-            member_epoch=member.member_epoch,
-            heartbeat_interval=from_ms(shard.heartbeat_policy.interval_ms(group, member)), assignment=None),
+        response=response,
         timers=[ScheduleTimer(session_timer(group.group_id, member_id),
                               now_ms + session_timeout_ms(shard, group.group_id, member))])
+
+
+# A steady answer is the same immutable message every interval until the member's epoch or
+# interval moves: kept per member id and handed out again (building a kio message costs
+# about as much as the rest of `_steady`). Its content is a function of the key checked
+# (version, member id, epoch, interval), so a member id reused in another group or shard
+# gets a correct answer. Bounded (cleared when full): member ids come from clients.
+STEADY_ANSWERS_KEPT = 16_384
+_STEADY_ANSWERS: dict[str, tuple[type, int, int, Any]] = {}
 
 
 # ------------------------------------------------------------------ regular
