@@ -121,3 +121,31 @@ def test_in_the_slow_start_the_trickle_moves_nothing_and_settles_sooner_than_the
     trickle = slow_start(streams_initial_rebalance_quiet_ms=2_500, streams_initial_rebalance_quiet_tasks=6)
     assert trickle["tasks_moved"] == 0 and hold["tasks_moved"] == 0, (hold, trickle)
     assert trickle["start_ms"] < hold["start_ms"], (hold, trickle)
+
+
+def test_with_k_at_most_the_final_share_no_member_ever_revokes():
+    """The bound the documentation gives: k = floor(tasks / members) moves nothing, whatever
+    the number of members and tasks, joins inside the hold, every member heartbeating between
+    joins (two subtopologies of p partitions: 2p tasks)."""
+    for members, partitions in ((3, 8), (5, 8), (10, 32), (7, 16)):
+        top = topology(subtopology("0", sources=["input"], sinks=["rep"]),
+                       subtopology("1", repartition=["rep"], changelogs=["app-store-changelog"]))
+        d = Driver(image(input=partitions, rep=partitions, **{"app-store-changelog": partitions}),
+                   streams_initial_rebalance_delay_ms=0, streams_assignment_interval_ms=0,
+                   streams_initial_rebalance_quiet_ms=500,
+                   streams_initial_rebalance_quiet_tasks=2 * partitions // members)
+        app = App(d)
+        seen = set()
+        for i in range(members):
+            app.join(f"m{i}", f"p{i}", top)
+            d.advance(150)
+            app.settle(1)
+            seen |= set(_states(d).values())
+        d.advance(500)
+        app.settle()
+        seen |= set(_states(d).values())
+        assert MemberState.UNREVOKED_TASKS not in seen, (members, partitions)
+        group = d.group()
+        assert group.state() is StreamsGroupState.STABLE, (members, partitions)
+        loads = sorted(len(m.assigned.active) for m in group.members.values())
+        assert sum(loads) == 2 * partitions and loads[-1] - loads[0] <= 1, (members, partitions, loads)
