@@ -350,3 +350,20 @@ def test_the_kept_steady_answers_are_bounded(monkeypatch):
         acked = _steady_member(c, "g" + m, m)
         ok(c.heartbeat("g" + m, m, acked.member_epoch))
         assert len(heartbeat._STEADY_ANSWERS) <= 2
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "fixed"])
+@pytest.mark.parametrize("own", [None, {}, {"consumer.session.timeout.ms": 60_000},
+                                 {"consumer.heartbeat.interval.ms": 9_000, "consumer.session.timeout.ms": 12_000}])
+def test_steady_ms_is_interval_ms_and_the_session_of_a_stable_member(policy, own):
+    from coordinator.group.modern.consumer.heartbeat_policy import SESSION_TIMEOUT, HeartbeatIntervalPolicy
+
+    config = fast(consumer_heartbeat_policy=policy, consumer_heartbeat_budget_per_second=10)
+    c = ShardContext(FOO, config=config)
+    _steady_member(c, "g", "m1")
+    group, member = c.group("g"), c.member("g", "m1")
+    for members in (1, 50, 100_000):
+        p = HeartbeatIntervalPolicy(config, lambda members=members: members, lambda group_id: own)
+        session = config.consumer_session_timeout_ms if own is None else own.get(SESSION_TIMEOUT,
+                                                                                  config.consumer_session_timeout_ms)
+        assert p.steady_ms("g") == (p.interval_ms(group, member), session)

@@ -264,7 +264,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
         return None
     member_id = member.member_id
     epoch = member.member_epoch
-    interval = shard.heartbeat_policy.interval_ms(group, member)
+    interval, session_ms = shard.heartbeat_policy.steady_ms(group.group_id)
     cls = req.response_schema.ConsumerGroupHeartbeatResponse
     kept = _STEADY_ANSWERS.get(member_id)
     if kept is not None and kept[0] is cls and kept[1] == epoch and kept[2] == interval:
@@ -277,8 +277,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
         _STEADY_ANSWERS[member_id] = (cls, epoch, interval, response)
     return Result(
         response=response,
-        timers=[ScheduleTimer(session_timer(group.group_id, member_id),
-                              now_ms + session_timeout_ms(shard, group.group_id, member))])
+        timers=[ScheduleTimer(session_timer(group.group_id, member_id), now_ms + session_ms)])
 
 
 # A steady answer is the same immutable message every interval until the member's epoch or

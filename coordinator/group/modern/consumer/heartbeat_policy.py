@@ -113,6 +113,20 @@ class HeartbeatIntervalPolicy:
                    else own.get(SESSION_TIMEOUT, c.consumer_session_timeout_ms))
         return stable_ms(c, self.member_count(), session, floor)
 
+    def steady_ms(self, group_id: str) -> tuple[int, int]:
+        """(`interval_ms`, `session_timeout_ms`) of a consumer-protocol member with nothing
+        to reconcile, as the steady heartbeat asks for both: the group's keys looked up
+        once. The same values as the two calls (the tests compare them)."""
+        c = self.config
+        own = self.overrides(group_id)
+        if own is None:
+            floor, session = 0, c.consumer_session_timeout_ms
+        else:
+            floor, session = own.get(HEARTBEAT_INTERVAL, 0), own.get(SESSION_TIMEOUT, c.consumer_session_timeout_ms)
+        if c.consumer_heartbeat_policy == "fixed":     # heartbeat_interval.adaptive, inlined
+            return floor or c.consumer_heartbeat_interval_ms, session
+        return stable_ms(c, self.member_count(), session, floor), session
+
     def handed_out_ms(self) -> dict[str, int]:
         """{"stable": ..., "pending": ...}: what `interval_ms` answers now a consumer-protocol
         member with nothing to reconcile, and one with reconciliation work. Called at scrape
