@@ -62,7 +62,7 @@ from support.kcoord import KcoordProcess, launch_serve  # noqa: E402
 from support.raw_client import read_frame  # noqa: E402
 
 # Sessions longer than any pause between a member's windows (the trees' windows alternate).
-CONFIG = ("consumer_session_timeout_ms=60000", "consumer_max_session_timeout_ms=60000")
+CONFIG = ("consumer_session_timeout_ms=1800000", "consumer_max_session_timeout_ms=1800000")
 
 
 @dataclass

@@ -25,7 +25,7 @@ from ..protocol.apis import (
     kio_version_range,
     request_header_version,
 )
-from ..protocol.codec import BodyError, decode_body
+from ..protocol.codec import BodyError, decode_request
 from ..protocol.framing import HeaderError, request_body_offset, response_frame
 from .routes import Route
 
@@ -76,9 +76,8 @@ class BadInput:
     def parse(self, frame: bytes, route: Route, correlation_id: int) -> tuple[str | None, Any] | None:
         """(client id, kio request) of a request served here; None after rejecting it."""
         try:
-            client_id, offset = request_body_offset(frame, route.request_header_version)
             assert route.request_class is not None
-            return client_id, decode_body(route.request_class, frame, offset)
+            return decode_request(route.request_class, frame, route.request_header_version)
         except HeaderError as e:
             self.reject(str(e), route, correlation_id, reason=HEADER)
             return None

@@ -333,25 +333,30 @@ class ClientConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         queue = self._queue
-        out = []
         released = 0
-        while queue:
-            head = queue[0]
-            if head.__class__ is bytes:
-                out.append(head)
-                released += len(head)
-            else:
-                data = head.data  # type: ignore[union-attr]
-                if data is None:
-                    break
-                out.append(data)
-                released += len(data)
-            queue.popleft()
-        if out:
-            transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if len(queue) == 1 and queue[0].__class__ is bytes:
+            # One ready answer (one request in flight): written as it is, no list to join.
+            released = len(queue[0])
+            transport.write(queue.popleft())
+        else:
+            out = []
+            while queue:
+                head = queue[0]
+                if head.__class__ is bytes:
+                    out.append(head)
+                    released += len(head)
+                else:
+                    data = head.data  # type: ignore[union-attr]
+                    if data is None:
+                        break
+                    out.append(data)
+                    released += len(data)
+                queue.popleft()
+            if out:
+                transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if released:
             if not self.write_paused:
                 self.active = self._limits.now
-        if released:
             self.held -= released
         flow = self._flow
         if flow.paused:

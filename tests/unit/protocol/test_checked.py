@@ -198,3 +198,38 @@ def test_steady_heartbeat_decoding_is_remembered_and_bounded(monkeypatch):
     for epoch in range(10):
         decode_body(cls, encode_body(dataclasses.replace(first, member_epoch=epoch)), 0)
         assert len(memo) <= 3
+
+
+def test_a_memoized_request_is_parsed_once_header_included_and_bounded(monkeypatch):
+    """decode_request remembers the whole parse (client id and body) of a memoized class by
+    the bytes after the correlation id; a frame that does not parse is refused every time
+    and never remembered; the memo is cleared when full."""
+    from coordinator.protocol import codec
+    from coordinator.protocol.framing import HeaderError, RequestHeader
+
+    cls = request_class(68, 1)
+    monkeypatch.setattr(codec, "MEMO_MAX_ENTRIES", 3)
+    memo = codec._REQUEST_MEMOS[cls]
+    memo.clear()
+
+    def frame(correlation_id: int, client_id: str | None, body: bytes) -> bytes:
+        payload = RequestHeader(68, 1, correlation_id, client_id).encode(2) + body
+        return struct.pack(">i", len(payload)) + payload
+
+    request = cls(group_id="g", member_id="m", member_epoch=3, instance_id=None, rack_id=None,
+                  subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+                  topic_partitions=None)
+    body = encode_body(request)
+    first = codec.decode_request(cls, frame(1, "client-a", body), 2)
+    assert first == ("client-a", request)
+    assert codec.decode_request(cls, frame(2, "client-a", body), 2) is first    # another correlation id
+    other = codec.decode_request(cls, frame(3, "client-b", body), 2)
+    assert other == ("client-b", request) and other is not first                # another client id
+    with pytest.raises(BodyError):
+        codec.decode_request(cls, frame(4, "client-a", CGH_BOMB), 2)
+    with pytest.raises(HeaderError):
+        codec.decode_request(cls, struct.pack(">ihhi", 9, 68, 1, 5) + b"\x00\x09ab", 2)   # client id cut short
+    assert all(key.endswith(body) for key in memo)
+    for epoch in range(10):
+        codec.decode_request(cls, frame(5, "c", encode_body(dataclasses.replace(request, member_epoch=epoch))), 2)
+        assert len(memo) <= 3
