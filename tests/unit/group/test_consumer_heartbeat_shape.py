@@ -54,3 +54,25 @@ def test_the_answer_is_in_the_requests_version(version):
         resp = c.apply(c.shard.consumer_group_heartbeat(ctx, cls(**{**_JOIN, "member_id": member_id}), c.now_ms)).response
         assert type(resp) is schema("consumer_group_heartbeat", version).ConsumerGroupHeartbeatResponse
         assert resp.error_code == code
+
+
+def test_a_repeated_message_gets_the_same_shape_and_the_kept_shapes_are_bounded(monkeypatch):
+    from coordinator.group.modern.consumer import requests
+
+    monkeypatch.setattr(requests, "SHAPES_KEPT", 2)
+    monkeypatch.setattr(requests, "_SHAPES", {})
+
+    def message(epoch: int):
+        return v1.ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id="m", member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout=timedelta(milliseconds=-1), subscribed_topic_names=None,
+            subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+
+    req = message(3)
+    shape = ConsumerGroupHeartbeat(req)
+    assert ConsumerGroupHeartbeat(req) is shape and (shape.member_id, shape.member_epoch) == ("m", 3)
+    equal = ConsumerGroupHeartbeat(message(3))
+    assert equal is not shape and equal.member_epoch == 3        # by identity, not by value
+    for epoch in range(4, 9):
+        assert ConsumerGroupHeartbeat(message(epoch)).member_epoch == epoch
+        assert len(requests._SHAPES) <= 2

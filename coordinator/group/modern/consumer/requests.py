@@ -13,9 +13,9 @@ Rules:
 - the version is read once, from the request's kio class (`__version__`), never probed
   field by field;
 - the heartbeat is the hottest path: the shape holds references to kio's fields, as sent
-  (the topics and partitions are never copied), and is one small object per request, less
-  than the two attribute probes it replaces, which missed (and so raised) on every key-68
-  request.
+  (the topics and partitions are never copied), and is one small object per distinct kio
+  message, less than the two attribute probes it replaces, which missed (and so raised) on
+  every key-68 request; nothing writes to a shape, so a repeated message gets the same one.
 """
 from __future__ import annotations
 
@@ -32,24 +32,52 @@ class ConsumerGroupHeartbeat:
     __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout",
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions",
                  "client_assignors", "member_id_required", "response_schema")
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout: Any
+    subscribed_topic_names: Any
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: Any
+    client_assignors: Any
+    member_id_required: bool
+    response_schema: ModuleType
 
-    def __init__(self, req: Any, csa: bool = False) -> None:
+    def __new__(cls, req: Any, csa: bool = False) -> ConsumerGroupHeartbeat:
         """Key 68's request, or 32700's (`csa`: v1's body plus ClientAssignors, answered at its
-        own version 0; client_mode.csa_answer wraps that answer)."""
+        own version 0; client_mode.csa_answer wraps that answer). The gateway hands a steady
+        member's repeated heartbeat over as the same kio message (protocol/codec.py's memo),
+        and nothing writes to a shape: it is kept by the message's identity and handed out
+        again (an entry holds its message, so the id names no other object; bounded)."""
+        kept = _SHAPES.get(id(req))
+        if kept is not None and kept[0] is req and kept[1] is csa:
+            return kept[2]
+        self = object.__new__(cls)
         version = req.__version__
-        self.group_id: str = req.group_id
-        self.member_id: str = req.member_id
-        self.member_epoch: int = req.member_epoch
-        self.instance_id: str | None = req.instance_id
-        self.rack_id: str | None = req.rack_id
-        self.rebalance_timeout: Any = req.rebalance_timeout
-        self.subscribed_topic_names: Any = req.subscribed_topic_names
-        self.subscribed_topic_regex: str | None = req.subscribed_topic_regex if csa or version >= 1 else None
-        self.server_assignor: str | None = req.server_assignor
-        self.topic_partitions: Any = req.topic_partitions
-        self.client_assignors: Any = req.client_assignors if csa else None
-        self.member_id_required: bool = version >= 1
-        self.response_schema: ModuleType = _RESPONSES[version]
+        self.group_id = req.group_id
+        self.member_id = req.member_id
+        self.member_epoch = req.member_epoch
+        self.instance_id = req.instance_id
+        self.rack_id = req.rack_id
+        self.rebalance_timeout = req.rebalance_timeout
+        self.subscribed_topic_names = req.subscribed_topic_names
+        self.subscribed_topic_regex = req.subscribed_topic_regex if csa or version >= 1 else None
+        self.server_assignor = req.server_assignor
+        self.topic_partitions = req.topic_partitions
+        self.client_assignors = req.client_assignors if csa else None
+        self.member_id_required = version >= 1
+        self.response_schema = _RESPONSES[version]
+        if len(_SHAPES) >= SHAPES_KEPT:
+            _SHAPES.clear()
+        _SHAPES[id(req)] = (req, csa, self)
+        return self
+
+
+SHAPES_KEPT = 16_384
+_SHAPES: dict[int, tuple[Any, bool, ConsumerGroupHeartbeat]] = {}
 
 
 def csa_heartbeat(req: Any) -> ConsumerGroupHeartbeat:
