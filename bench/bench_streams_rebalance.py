@@ -85,6 +85,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -293,6 +294,10 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         for x in apps:
             if x.alive:
                 x.kill()
+        # the instances' state directories (RocksDB stores, about 100 MB a run): a long set
+        # filled a shared /tmp; the kept lines (*.jsonl) stay
+        for i in range(a.instances + 1):
+            shutil.rmtree(work / name / f"i{i}", ignore_errors=True)
 
 
 def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], start_s: float) -> dict[str, Any]:
