@@ -7,11 +7,12 @@ the flush of the answer), counted by callgrind, for three workloads:
   each, send their joining ConsumerGroupHeartbeat v1 to one empty group in one pass, and
   every join is answered (its records written and acknowledged);
 - ``offset-commit``: a durable OffsetCommit v9 of a steady consumer-group member's owned
-  partitions (100 members in 10 groups, 10 partitions each, one connection per member),
-  in rounds of one commit per member, each answered after its write is acknowledged.
+  partitions (100 members in 10 groups, 10 partitions each, one connection per member; with
+  ``--partitions K`` the first K of them, e.g. 4, the side-by-side benchmark's shape), in
+  rounds of one commit per member, each answered after its write is acknowledged.
 
     .venv/bin/python bench/callgrind_gateway_heartbeat.py [--workload heartbeat|join-storm|offset-commit]
-        [--requests N] [--repo PATH]
+        [--requests N] [--partitions K] [--repo PATH]
 
 re-runs itself under `valgrind --tool=callgrind` (apt package valgrind) with collection on
 only inside the measured call (``itertools.starmap``), so set-up is never counted, and
@@ -45,8 +46,9 @@ TOPIC = "cg"
 WORKLOADS = {
     "heartbeat": "steady ConsumerGroupHeartbeat v1",
     "join-storm": "join-storm member (joining ConsumerGroupHeartbeat v1, written)",
-    "offset-commit": "durable OffsetCommit v9 (10 partitions, written)",
+    "offset-commit": "durable OffsetCommit v9 ({partitions} partitions, written)",
 }
+OWNED_PARTITIONS = 10       # of each steady member (100 members on the 100-partition topic)
 OFFSET_COMMIT_VERSION = 9
 
 
@@ -244,7 +246,7 @@ def _join_storm(loop: asyncio.AbstractEventLoop, n: int) -> None:
         raise SystemExit(f"expected {n} joins answered without error, got {answers.count} ({answers.errors} errors)")
 
 
-def _offset_commit(loop: asyncio.AbstractEventLoop, n: int) -> None:
+def _offset_commit(loop: asyncio.AbstractEventLoop, n: int, committed: int = OWNED_PARTITIONS) -> None:
     from loadgen.wire import encode_request
 
     from coordinator.protocol.apis import OFFSET_COMMIT
@@ -262,7 +264,7 @@ def _offset_commit(loop: asyncio.AbstractEventLoop, n: int) -> None:
             sends = []
             for i, (m, connection) in enumerate(zip(members, connections)):
                 (partitions,) = m.owned.values()
-                request = _commit_request(m, sorted(partitions), offset=r + 1)
+                request = _commit_request(m, sorted(partitions)[:committed], offset=r + 1)
                 sends.append((connection, encode_request(OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request,
                                                          r * len(members) + i)))
             rounds.append(sends)
@@ -303,14 +305,17 @@ def _commit_request(member, partitions: list[int], offset: int):  # type: ignore
             for p in partitions)),))
 
 
-def _run_plain(workload: str, n: int) -> None:
+def _run_plain(workload: str, n: int, partitions: int) -> None:
     if workload == "heartbeat":
         asyncio.run(_heartbeat(n))
         return
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        (_join_storm if workload == "join-storm" else _offset_commit)(loop, n)
+        if workload == "join-storm":
+            _join_storm(loop, n)
+        else:
+            _offset_commit(loop, n, partitions)
     finally:
         loop.close()
 
@@ -320,15 +325,20 @@ def main() -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="heartbeat")
     parser.add_argument("--requests", type=int, default=20_000,
                         help="requests measured (join-storm: members; offset-commit: rounded up to 100s)")
+    parser.add_argument("--partitions", type=int, default=OWNED_PARTITIONS,
+                        help=f"offset-commit: partitions per commit, 1-{OWNED_PARTITIONS} (default: all the member owns)")
     parser.add_argument("--repo", type=Path, default=BENCH.parent,
                         help="the checkout whose coordinator/ and bench/loadgen/ are measured")
     parser.add_argument("--plain", action="store_true", help="run the workload without valgrind")
     args = parser.parse_args()
+    if not 1 <= args.partitions <= OWNED_PARTITIONS:
+        parser.error(f"--partitions must be 1-{OWNED_PARTITIONS}")
+    what = WORKLOADS[args.workload].format(partitions=args.partitions)
     repo = args.repo.resolve()
     if args.plain:
         sys.path[:0] = [str(repo), str(repo / "bench")]
-        _run_plain(args.workload, args.requests)
-        print(f"{args.requests} x {WORKLOADS[args.workload]} answered")
+        _run_plain(args.workload, args.requests, args.partitions)
+        print(f"{args.requests} x {what} answered")
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
@@ -336,7 +346,8 @@ def main() -> None:
         child = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
              "--toggle-collect=starmap_next", f"--callgrind-out-file={out}", sys.executable, __file__, "--plain",
-             "--workload", args.workload, "--requests", str(args.requests), "--repo", str(repo)],
+             "--workload", args.workload, "--requests", str(args.requests), "--partitions", str(args.partitions),
+             "--repo", str(repo)],
             env={**os.environ, "PYTHONHASHSEED": "0", "KCOORD_CALLGRIND_READY": str(ready)},
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "stderr"), "w"), cwd=repo)
         while not ready.exists():
@@ -352,7 +363,7 @@ def main() -> None:
             raise SystemExit("callgrind wrote no summary")
         total = int(summary.group(1))
     requests = args.requests if args.workload != "offset-commit" else -(-args.requests // 100) * 100
-    print(f"{total / requests:,.0f} instructions per {WORKLOADS[args.workload]} "
+    print(f"{total / requests:,.0f} instructions per {what} "
           f"({total:,} over {requests:,}; {repo}; {sys.version.split()[0]})")
 
 

@@ -58,6 +58,7 @@ from records.schemas import (
     LegacyOffsetCommitValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    _EncodedKey,
 )
 from records.types import (
     CoordinatorRecord,
@@ -215,28 +216,42 @@ def _decode_key(data: bytes, topic: str | None, partition: int | None,
                                 offset=offset) from None
 
 
-# The offset commit keys a shard writes repeat on every commit of the same partitions:
-# their bytes are cached by (group, topic, partition). Group and topic names come from
-# clients, so the cache is bounded twice: by entries (cleared when full, like the decode
-# cache below) and by size (a key longer than _ENCODED_KEY_CACHE_MAX_BYTES is never
-# cached), which caps it at a few megabytes whatever the names.
-_ENCODED_KEY_CACHE: dict[tuple[str, str, int], bytes] = {}
-_ENCODED_KEY_CACHE_MAX = 8192
-_ENCODED_KEY_CACHE_MAX_BYTES = 256
+# The offset commit keys a shard writes repeat on every commit of the same partitions: one
+# shared key per (group, topic, partition), its bytes in its `encoded` slot
+# (schemas._EncodedKey), so a commit neither builds nor encodes its keys again. Group and
+# topic names come from clients, so the memo is bounded twice: by entries (cleared when
+# full, like the decode cache below) and by size (a key longer than
+# OFFSET_COMMIT_KEYS_MAX_BYTES is never kept), which caps it at a few megabytes whatever the
+# names.
+OFFSET_COMMIT_KEYS: dict[tuple[str, str, int], OffsetCommitKey] = {}
+OFFSET_COMMIT_KEYS_MAX = 8192
+OFFSET_COMMIT_KEYS_MAX_BYTES = 256
+_set_encoded = _EncodedKey.encoded.__set__  # type: ignore[misc,attr-defined]  # the slot descriptor
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
+    """The shared OffsetCommitKey of (group, topic, partition) with its bytes in `encoded`:
+    from the memo, else built, encoded and kept if it is small enough."""
+    cache_key = (group, topic, partition)
+    key = OFFSET_COMMIT_KEYS.get(cache_key)
+    if key is not None:
+        return key
+    key = OffsetCommitKey(group, topic, partition)
+    encoded = _encode_key(key)
+    _set_encoded(key, encoded)
+    if len(encoded) <= OFFSET_COMMIT_KEYS_MAX_BYTES:
+        if len(OFFSET_COMMIT_KEYS) >= OFFSET_COMMIT_KEYS_MAX:
+            OFFSET_COMMIT_KEYS.clear()
+        OFFSET_COMMIT_KEYS[cache_key] = key
+    return key
 
 
 def encode_key(key: Any) -> bytes:
     if key.__class__ is OffsetCommitKey:
-        cache_key = (key.group, key.topic, key.partition)
-        encoded = _ENCODED_KEY_CACHE.get(cache_key)
-        if encoded is not None:
-            return encoded
-        encoded = _encode_key(key)
-        if len(encoded) <= _ENCODED_KEY_CACHE_MAX_BYTES:
-            if len(_ENCODED_KEY_CACHE) >= _ENCODED_KEY_CACHE_MAX:
-                _ENCODED_KEY_CACHE.clear()
-            _ENCODED_KEY_CACHE[cache_key] = encoded
-        return encoded
+        try:
+            return key.encoded
+        except AttributeError:     # a key not from offset_commit_key: its shared twin's bytes
+            return offset_commit_key(key.group, key.topic, key.partition).encoded
     return _encode_key(key)
 
 
@@ -307,7 +322,22 @@ _VALUE_ENCODERS: dict[type, tuple[Callable[[Any, int], bytes], range]] = {
 # GroupMetadataManager / GroupCoordinatorRecordHelpers: group metadata is written
 # at GROUP_METADATA_VALUE_VERSION = 3; offsets at 4, or 1 when the commit
 # carries an expire timestamp (the only version with that field).
-_OFFSET_COMMIT_V4_EMPTY_METADATA = struct.Struct(">hqiBqB")
+# Version 4 with empty metadata: version, offset, leader epoch, the metadata's compact length
+# (1: ""), commit timestamp; then the tagged fields: none (a count of 0), or the topic id (a
+# count of 1, tag 0, size 16, the id).
+_OFFSET_COMMIT_V4_HEAD = struct.Struct(">hqiBq")
+# The tagged fields by the topic id's int (a UUID hashes in Python, an int in C). The ids are
+# the metadata image's (a commit names a topic the image knows), bounded all the same.
+_OFFSET_COMMIT_TAGS: dict[int, bytes] = {0: b"\x00"}
+_OFFSET_COMMIT_TAGS_MAX = 4096
+
+
+def _offset_commit_tags(topic_id: int) -> bytes:
+    tags = b"\x01\x00\x10" + topic_id.to_bytes(16, "big") if topic_id else b"\x00"
+    if len(_OFFSET_COMMIT_TAGS) >= _OFFSET_COMMIT_TAGS_MAX:
+        _OFFSET_COMMIT_TAGS.clear()
+    _OFFSET_COMMIT_TAGS[topic_id] = tags
+    return tags
 
 
 def latest_value_version(value: Any) -> int:
@@ -335,15 +365,18 @@ def encode_value(value: Any, version: int | None = None) -> bytes | None:
         return None
     t = type(value)
     try:
-        if t is OffsetCommitValue and (version is None or version == 4) \
+        if t is OffsetCommitValue and (version == 4 or version is None) \
                 and value.expire_timestamp == -1 and not value.metadata \
                 and not value.unknown_tagged_fields:
-            # Fast path: what the coordinator writes for nearly every commit.
-            # UUID.bytes is a Python property over .int: the int's own to_bytes is cheaper.
+            # Fast path: what the coordinator writes for nearly every commit, in one pack.
+            # UUID.bytes is a Python property over .int: the int's halves are cheaper.
+            # The head in one pack, the tagged fields (the topic id's, the same for every
+            # commit of the topic) from a memo by the id.
             tid = value.topic_id.int
-            head = _OFFSET_COMMIT_V4_EMPTY_METADATA.pack(
-                4, value.offset, value.leader_epoch, 1, value.commit_timestamp, 0 if tid == 0 else 1)
-            return head if tid == 0 else head + b"\x00\x10" + tid.to_bytes(16, "big")
+            tags = _OFFSET_COMMIT_TAGS.get(tid)
+            if tags is None:
+                tags = _offset_commit_tags(tid)
+            return _OFFSET_COMMIT_V4_HEAD.pack(4, value.offset, value.leader_epoch, 1, value.commit_timestamp) + tags
         entry = _VALUE_ENCODERS.get(t)
         if entry is None:
             raise RecordEncodeError(f"{t.__name__} is not a record value")

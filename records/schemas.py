@@ -43,8 +43,17 @@ class LegacyOffsetCommitValue:
     commit_timestamp: int = 0
 
 
+class _EncodedKey:
+    """A slot for the key's own bytes, outside the dataclass's fields (not compared, hashed,
+    shown or copied): `records.codec.offset_commit_key` fills it on the keys it shares, so
+    encoding one of those is an attribute read. A key is frozen, so its bytes cannot go
+    stale; a key built any other way leaves the slot empty and is encoded as before."""
+    __slots__ = ("encoded",)
+    encoded: bytes
+
+
 @dataclass(frozen=True, slots=True)
-class OffsetCommitKey:
+class OffsetCommitKey(_EncodedKey):
     record_type: ClassVar[int] = RecordType.OFFSET_COMMIT
     group: str
     topic: str

@@ -31,6 +31,7 @@ from records import (
     OffsetCommitValue,
     TopicPartitions,
 )
+from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
 
 # The consumer group's model (modern/consumer/group.py) as these builders read it: the kernel
 # names no folder, so the member and the resolved regex are typed by their fields' use only.
@@ -141,10 +142,12 @@ def remove_member_records(group_id: str, member_id: str) -> list[CoordinatorReco
 
 
 # ----------------------------------------------------------------- offsets
-def offset_commit_record(group_id: str, topic: str, partition: int, *, offset: int,
-                         leader_epoch: int, metadata: str, commit_timestamp: int,
-                         expire_timestamp: int = -1,
+def offset_commit_record(group_id: str, topic: str, partition: int, offset: int, leader_epoch: int,
+                         metadata: str, commit_timestamp: int, expire_timestamp: int = -1,
                          topic_id: uuid.UUID | None = None) -> CoordinatorRecord:
+    """The commit's record (offset_commit and txn_commit call it positionally, once per
+    partition: keyword arguments cost more per call). Its key is the shared one of (group,
+    topic, partition), already encoded (`records.codec.offset_commit_key`)."""
     # Kafka writes version 1 only when the commit carries a retention time (expireTimestamp).
     if expire_timestamp == -1:
         version = 4
@@ -153,24 +156,11 @@ def offset_commit_record(group_id: str, topic: str, partition: int, *, offset: i
     else:
         version = 1
         topic_id = ZERO_UUID
+    key = OFFSET_COMMIT_KEYS.get((group_id, topic, partition)) or offset_commit_key(group_id, topic, partition)
     # Positional, in OffsetCommitValue's field order (offset, leader epoch, metadata, commit
-    # and expire timestamps, topic id): keyword arguments cost more per call.
-    value = OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, topic_id)
-    cache_key = (group_id, topic, partition)
-    key = _OFFSET_KEYS.get(cache_key)
-    if key is None:
-        key = OffsetCommitKey(group=group_id, topic=topic, partition=partition)
-        if len(group_id) + len(topic) <= 256:
-            if len(_OFFSET_KEYS) >= _OFFSET_KEYS_MAX:
-                _OFFSET_KEYS.clear()
-            _OFFSET_KEYS[cache_key] = key
-    return CoordinatorRecord(key, value, version)
-
-
-# A memo of frozen keys (immutable values, so no shard state is shared through it); bounded in
-# entries and in the names' length because the names are the client's.
-_OFFSET_KEYS: dict[tuple[str, str, int], OffsetCommitKey] = {}
-_OFFSET_KEYS_MAX = 8192
+    # and expire timestamps, topic id).
+    return CoordinatorRecord(key, OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp,
+                                                    expire_timestamp, topic_id), version)
 
 
 def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:

@@ -71,8 +71,10 @@ class Replayer:
         self.groups = groups
         self.offsets = offsets
         self.unknown_record_types: Counter[int] = Counter()
-        self._rules = {LegacyOffsetCommitKey: Replayer._offset_commit, OffsetCommitKey: Replayer._offset_commit,
-                       **rules}
+        # Offset commits are the kernel's (this module's rules), whatever a registry brings:
+        # `replay_records` stores them without looking their rule up.
+        self._rules = {**rules, LegacyOffsetCommitKey: Replayer._offset_commit,
+                       OffsetCommitKey: Replayer._offset_commit}
         # the registry's type for a group that only holds offsets (classic/: Kafka's "simple" group)
         self._simple: Any = simple_group_class
 
@@ -93,6 +95,42 @@ class Replayer:
             self.unknown_record_types[record.record_type] += 1
             return
         raise IllegalStateError(f"no replay rule for record key {type(key).__name__}")
+
+    def replay_records(self, records, base_offset: int = -1) -> None:
+        """`replay` of each record in order, record i at `base_offset` + i (-1: not known): a
+        fresh result's records. An offset commit with its value, what a commit writes for
+        each partition, is stored here as `_offset_commit` and `_put_offset` store it, without
+        their two calls per record, and the group's and the topic's entries are looked up
+        once for a run of commits of one topic; every other record goes through `replay`
+        (which may change any entry: the run ends there)."""
+        groups, store = self.groups, self.offsets.offsets
+        offset = base_offset
+        group = topic = None
+        partitions: dict[int, OffsetAndMetadata] = {}
+        for record in records:
+            key = record.key
+            value = record.value
+            if key.__class__ is OffsetCommitKey and value.__class__ is OffsetCommitValue:
+                if key.group != group or key.topic != topic:
+                    group, topic = key.group, key.topic
+                    if group not in groups:
+                        # An offset commit for an unknown group creates a simple (offsets-only) group.
+                        groups[group] = self._simple(group)
+                    topics = store.get(group)
+                    if topics is None:
+                        topics = store[group] = {}
+                    found = topics.get(topic)
+                    if found is None:
+                        found = topics[topic] = {}
+                    partitions = found
+                partitions[key.partition] = _new_entry(OffsetAndMetadata, (
+                    value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
+                    value.expire_timestamp, value.topic_id, offset))
+            else:
+                self.replay(record, offset)
+                group = topic = None
+            if base_offset >= 0:
+                offset += 1
 
     def replay_end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
         self.offsets.end_transaction(producer_id, committed, marker_offset)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from records import ZERO_UUID
+
 from .. import record_helpers as rh
 from ..errors import ApiError
 from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
@@ -73,26 +75,30 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
         per_partition = check is not ACCEPT_ALL
         for t in req.topics:
             img = image.topics_by_id.get(t.topic_id) if by_id else image.topics_by_name.get(t.name)
+            if img is None:
+                name, topic_id, num_partitions = "", ZERO_UUID, 0     # no partition is in range
+            else:
+                name, topic_id, num_partitions = img.name, img.topic_id, img.num_partitions
             parts = []
             for p in t.partitions:
                 index = p.partition_index
                 metadata = p.committed_metadata or ""
-                if img is None or not 0 <= index < img.num_partitions:
+                if not 0 <= index < num_partitions:
                     code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
                 # A UTF-16 length is at most twice the code points: only a long one is counted.
                 elif 2 * len(metadata) > max_metadata and _java_length(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
                     if per_partition:
-                        error = check(img.topic_id, img.name, index)
+                        error = check(topic_id, name, index)
                         if error is not None:
                             raise ApiError(error)
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
+                    # Positionally: (group, topic, partition, offset, leader epoch, metadata,
+                    # commit and expire timestamps, topic id).
                     records.append(new_record(
-                        group_id, img.name, index, offset=p.committed_offset,
-                        leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
-                        metadata=metadata, commit_timestamp=now_ms,
-                        expire_timestamp=expire, topic_id=img.topic_id))
+                        group_id, name, index, p.committed_offset,
+                        p.committed_leader_epoch if leader_epochs else -1, metadata, now_ms, expire, topic_id))
                     accepted = accepted_parts.get(index)
                     if accepted is None:
                         accepted = partition_cls(partition_index=index, error_code=ErrorCode.none)

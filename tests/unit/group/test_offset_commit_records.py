@@ -1,0 +1,120 @@
+"""A fresh OffsetCommit's records, applied as the runtime applies them (`shard.apply`, whose
+`Replayer.replay_records` stores offset commits without a call per record), give exactly the
+state that a reload of the written bytes gives, record by record and through the bulk
+loader: restart = reload = the same state. And `replay_records` equals `replay` of each record
+on generated logs of every record type."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from coordinator.group.bulk_replay import BulkReplay
+from coordinator.group.kio_util import schema
+from coordinator.group.result import Result
+from coordinator.group.shard import GroupCoordinatorShard, RequestContext
+from coordinator.runtime.shard_runtime import serialize_records
+from ops.generator import GeneratorSpec
+from records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, decode_record
+
+from .context import topic
+from .test_bulk_replay import _batches, _state
+
+FOO, BAR = topic("foo", 6), topic("bar", 3)
+
+
+def _request(version: int, group: str, offsets: dict, metadata: str = "", retention_ms: int = -1, by_id=None):
+    mod = schema("offset_commit", version, "request")
+    topics = []
+    for name, parts in offsets.items():
+        ps = tuple(mod.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=7,
+                                                   committed_metadata=metadata)
+                   if version >= 6 else
+                   mod.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata=metadata)
+                   for p, o in parts.items())
+        topics.append(mod.OffsetCommitRequestTopic(topic_id=by_id[name], partitions=ps) if by_id else
+                      mod.OffsetCommitRequestTopic(name=name, partitions=ps))
+    kw = dict(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=tuple(topics))
+    if version >= 7:
+        kw["group_instance_id"] = None
+    if version <= 4:
+        kw["retention_time"] = timedelta(milliseconds=retention_ms)
+    return mod.OffsetCommitRequest(**kw)
+
+
+def test_applied_commits_equal_their_reload():
+    from coordinator.group.image import MetadataImage
+
+    image = MetadataImage.of([FOO, BAR])
+    live = GroupCoordinatorShard(0, image=image)
+    log: list[tuple[bytes, bytes | None]] = []
+    now = 1_700_000_000_000
+    ids = {"foo": FOO.topic_id, "bar": BAR.topic_id}
+    requests = [
+        (9, _request(9, "g1", {"foo": {0: 5, 1: 6, 5: 9}, "bar": {2: 1}})),
+        (9, _request(9, "g1", {"foo": {1: 60}})),                              # a newer commit replaces
+        (9, _request(9, "g2", {"foo": {0: 3}}, metadata="checkpoint ü")),      # metadata: the generic encoder
+        (2, _request(2, "g3", {"bar": {0: 11}}, retention_ms=60_000)),         # an expire time: version 1
+        (5, _request(5, "g3", {"bar": {1: 12}})),                              # no leader epoch before v6
+        (10, _request(10, "g4", {"foo": {4: 44}, "bar": {0: 4}}, by_id=ids)),  # topics by id
+        (9, _request(9, "g1", {"foo": {9: 1}, "bar": {0: 2}})),                # one partition out of range
+    ]
+    for i, (version, req) in enumerate(requests):
+        result = live.offset_commit(RequestContext(api_version=version, client_id="c", client_host="/h"), req,
+                                    now + i)
+        live.apply(result, len(log))
+        log.extend(serialize_records(result.records))
+    assert live.offsets.get("g1", "foo", 1).offset == 60 and live.offsets.get("g1", "foo", 1).record_offset == 4
+    assert live.offsets.get("g2", "foo", 0).metadata == "checkpoint ü"
+    assert live.offsets.get("g3", "bar", 0).expire_timestamp == now + 3 + 60_000
+    assert live.offsets.get("g1", "bar", 0).offset == 2 and live.offsets.get("g1", "foo", 9) is None
+    assert set(live.groups) == {"g1", "g2", "g3", "g4"}
+
+    by_record = GroupCoordinatorShard(0, image=image)
+    bulk = BulkReplay(GroupCoordinatorShard(0, image=image))
+    for offset, (key, value) in enumerate(log):
+        by_record.replay(decode_record(key, value), offset)
+        bulk.add(key, value, offset)
+    bulk.flush()
+    assert _state(live) == _state(by_record) == _state(bulk.shard)
+    assert live.offsets.offsets == by_record.offsets.offsets     # the entries themselves, record offsets included
+
+
+@pytest.mark.parametrize("seed", [5, 13])
+def test_replay_records_equals_replay_of_each_record(seed):
+    """Generated logs (both group protocols, conversions, deletions, tombstones, unknown
+    types), without transactions: `apply` of results of a few records each against `replay`
+    record by record."""
+    spec = GeneratorSpec(records=6000, groups=20, seed=seed, partitions=1, transactional_fraction=0.0,
+                         cycle_fraction=0.3)
+    one_by_one, applied = GroupCoordinatorShard(0), GroupCoordinatorShard(0)
+    pending: list = []
+    base = 0
+    commits = 0
+    for lb in _batches(spec):
+        if lb.batch.is_control_batch:
+            continue
+        for r in lb.batch.records:
+            record = decode_record(r.key, r.value)
+            one_by_one.replay(record, r.offset)
+            if not pending:
+                base = r.offset
+            if r.offset != base + len(pending) or len(pending) == 7:
+                applied.apply(Result(records=pending), base)
+                pending, base = [], r.offset
+            pending.append(record)
+            commits += isinstance(record, CoordinatorRecord) and record.key.__class__ is OffsetCommitKey \
+                and record.value.__class__ is OffsetCommitValue
+    applied.apply(Result(records=pending), base)
+    assert commits > 1000
+    assert _state(applied) == _state(one_by_one)
+    assert applied.offsets.offsets == one_by_one.offsets.offsets
+
+
+def test_a_result_not_replayed_changes_nothing():
+    shard = GroupCoordinatorShard(0)
+    record = CoordinatorRecord(OffsetCommitKey("g", "t", 0), OffsetCommitValue(offset=1), 4)
+    shard.apply(Result(records=[record], replay=False), 0)
+    assert not shard.offsets.offsets and not shard.groups
+    shard.apply(Result(records=[record]))
+    assert shard.offsets.get("g", "t", 0).record_offset == -1 and "g" in shard.groups
