@@ -76,3 +76,17 @@ def test_a_repeated_message_gets_the_same_shape_and_the_kept_shapes_are_bounded(
     for epoch in range(4, 9):
         assert ConsumerGroupHeartbeat(message(epoch)).member_epoch == epoch
         assert len(requests._SHAPES) <= 2
+
+
+def test_only_a_keep_alive_has_the_steady_form():
+    def shape(**fields):
+        base = dict(group_id="g", member_id="m", member_epoch=3, instance_id=None, rack_id=None,
+                    rebalance_timeout=timedelta(milliseconds=-1), subscribed_topic_names=None,
+                    subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+        return ConsumerGroupHeartbeat(v1.ConsumerGroupHeartbeatRequest(**{**base, **fields}))
+
+    assert shape().steady_form
+    for changed in ({"member_epoch": 0}, {"member_epoch": -1}, {"instance_id": "i"}, {"rack_id": "r"},
+                    {"rebalance_timeout": timedelta(seconds=30)}, {"subscribed_topic_names": ("foo",)},
+                    {"subscribed_topic_regex": "f.*"}, {"server_assignor": "uniform"}, {"topic_partitions": ()}):
+        assert not shape(**changed).steady_form, changed

@@ -235,7 +235,6 @@ def static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id:
 
 
 # ------------------------------------------------------------------- steady
-_NO_REBALANCE_TIMEOUT = -1
 
 
 def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Result | None:
@@ -246,10 +245,7 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
     (static or classic members, regex groups, a pending metadata refresh or target
     computation, another epoch, a changed client id or host) returns None: `_regular`
     handles it."""
-    if (req.instance_id is not None or req.rack_id is not None or req.server_assignor is not None
-            or req.subscribed_topic_names is not None or req.topic_partitions is not None
-            or req.subscribed_topic_regex is not None
-            or to_ms(req.rebalance_timeout) != _NO_REBALANCE_TIMEOUT):
+    if not req.steady_form:     # requests.py: every optional field null, no rebalance timeout
         return None
     group = shard.groups.get(req.group_id)
     if group is None or group.__class__ is not ConsumerGroup or group.metadata_refresh_requested \

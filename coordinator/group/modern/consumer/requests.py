@@ -25,13 +25,15 @@ from typing import Any
 from kio.schema.consumer_group_heartbeat.v0 import response as v0
 from kio.schema.consumer_group_heartbeat.v1 import response as v1
 
+from ...timeutil import to_ms
+
 _RESPONSES = (v0, v1)
 
 
 class ConsumerGroupHeartbeat:
     __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout",
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions",
-                 "client_assignors", "member_id_required", "response_schema")
+                 "client_assignors", "member_id_required", "response_schema", "steady_form")
     group_id: str
     member_id: str
     member_epoch: int
@@ -45,6 +47,10 @@ class ConsumerGroupHeartbeat:
     client_assignors: Any
     member_id_required: bool
     response_schema: ModuleType
+    # A member's keep-alive: a positive epoch and every optional field null (no rebalance
+    # timeout, -1), as clients send in steady state; heartbeat.py's `_steady` serves only
+    # these. Read once per distinct message, since the shape is kept.
+    steady_form: bool
 
     def __new__(cls, req: Any, csa: bool = False) -> ConsumerGroupHeartbeat:
         """Key 68's request, or 32700's (`csa`: v1's body plus ClientAssignors, answered at its
@@ -70,6 +76,10 @@ class ConsumerGroupHeartbeat:
         self.client_assignors = req.client_assignors if csa else None
         self.member_id_required = version >= 1
         self.response_schema = _RESPONSES[version]
+        self.steady_form = (self.member_epoch > 0 and self.instance_id is None and self.rack_id is None
+                            and self.server_assignor is None and self.subscribed_topic_names is None
+                            and self.topic_partitions is None and self.subscribed_topic_regex is None
+                            and self.client_assignors is None and to_ms(self.rebalance_timeout) == -1)
         if len(_SHAPES) >= SHAPES_KEPT:
             _SHAPES.clear()
         _SHAPES[id(req)] = (req, csa, self)
