@@ -333,6 +333,13 @@ def test_a_steady_member_gets_the_same_answer_until_its_epoch_moves():
     steady_other = c.heartbeat("g2", "m1", other.member_epoch)
     ok(steady_other)
     assert steady_other.member_epoch == other.member_epoch != first.member_epoch
+    # ... and its session pushed in its own group: each group's timer moves with its heartbeat.
+    from coordinator.group.timers import session_timer
+    c.now_ms += 1_000
+    c.heartbeat("g", "m1", acked.member_epoch)
+    c.now_ms += 1_000
+    c.heartbeat("g2", "m1", other.member_epoch)
+    assert c.timers[session_timer("g2", "m1")][0] - c.timers[session_timer("g", "m1")][0] == 1_000
     # A second member moves the group's epoch: m1 is told to give partitions up, not kept steady.
     c.heartbeat("g", "m2", 0, topics=["foo"])
     moved = c.heartbeat("g", "m1", acked.member_epoch)

@@ -71,6 +71,11 @@ def heartbeat(shard: ConsumerView, ctx: RequestContext, req, now_ms: int, csa: b
     shard passes migration's (migration/rows.py), which may convert the group. Without
     `upgrade`, a joining member of a non-empty classic group is refused."""
     try:
+        if not csa and req.steady_form and req.member_id and req.group_id:
+            # A keep-alive with both ids passes `_validate` (stateless; every field it
+            # checks beyond the ids is null): straight to the steady path.
+            steady = _steady(shard, ctx, req, now_ms)
+            return steady if steady is not None else _regular(shard, ctx, req, now_ms, csa, upgrade)
         _validate(shard, req)
         if csa:
             client_mode.validate(req, csa)
@@ -259,30 +264,31 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
             or member.client_id != ctx.client_id or member.client_host != ctx.client_host:
         return None
     member_id = member.member_id
+    group_id = group.group_id
     epoch = member.member_epoch
-    interval, session_ms = shard.heartbeat_policy.steady_ms(group.group_id)
+    interval, session_ms = shard.heartbeat_policy.steady_ms(group_id)
     cls = req.response_schema.ConsumerGroupHeartbeatResponse
     kept = _STEADY_ANSWERS.get(member_id)
-    if kept is not None and kept[0] is cls and kept[1] == epoch and kept[2] == interval:
-        response = kept[3]
+    if kept is not None and kept[0] is cls and kept[1] == epoch and kept[2] == interval and kept[3] == group_id:
+        response, key = kept[4], kept[5]
     else:
         response = cls(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, member_id=member_id,
                        member_epoch=epoch, heartbeat_interval=from_ms(interval), assignment=None)
+        key = session_timer(group_id, member_id)
         if len(_STEADY_ANSWERS) >= STEADY_ANSWERS_KEPT:
             _STEADY_ANSWERS.clear()
-        _STEADY_ANSWERS[member_id] = (cls, epoch, interval, response)
-    return Result(
-        response=response,
-        timers=[ScheduleTimer(session_timer(group.group_id, member_id), now_ms + session_ms)])
+        _STEADY_ANSWERS[member_id] = (cls, epoch, interval, group_id, response, key)
+    return Result(response, (), [ScheduleTimer(key, now_ms + session_ms)])
 
 
 # A steady answer is the same immutable message every interval until the member's epoch or
 # interval moves: kept per member id and handed out again (building a kio message costs
-# about as much as the rest of `_steady`). Its content is a function of the key checked
-# (version, member id, epoch, interval), so a member id reused in another group or shard
-# gets a correct answer. Bounded (cleared when full): member ids come from clients.
+# about as much as the rest of `_steady`), with the member's session timer key. Both are
+# functions of what is checked (version, member id, epoch, interval, group id), so a member
+# id reused in another group or shard gets its own. Bounded (cleared when full): member ids
+# come from clients.
 STEADY_ANSWERS_KEPT = 16_384
-_STEADY_ANSWERS: dict[str, tuple[type, int, int, Any]] = {}
+_STEADY_ANSWERS: dict[str, tuple[type, int, int, str, Any, tuple]] = {}
 
 
 # ------------------------------------------------------------------ regular
