@@ -37,6 +37,18 @@ def _serves(process: KcoordProcess, topic: str, group: str, offset: int) -> None
     assert probe.fetch(process.bootstrap, group, topic) == (0, offset)
 
 
+def _log_tail(process: KcoordProcess) -> str:
+    """The end of a process's log for a failure's message, without the DEBUG lines of its
+    membership heartbeats answered NONE (three a second would push everything else out):
+    their count and the last one stay, to show whether the heartbeat loop ran."""
+    kept: list[str] = []
+    routine: list[str] = []
+    for line in process.log_text().splitlines():
+        (routine if "Heartbeat generation" in line and "-> none" in line else kept).append(line)
+    last = f"\n({len(routine)} heartbeats answered NONE, the last: {routine[-1]})" if routine else ""
+    return "\n".join(kept)[-4000:] + last
+
+
 def _stop_all(*processes: KcoordProcess) -> None:
     for p in processes:
         if p.process is not None and p.process.poll() is None:
@@ -246,7 +258,8 @@ def test_a_paused_plain_serve_wakes_beside_its_successor_answers_nothing_stale_a
             return False
 
         wait_until(read_until_stopped, DETECT_S, interval=0.05,
-                   message=lambda: f"the woken plain serve stops; its log:\n{first.log_text()[-4000:]}")
+                   message=lambda: f"the woken plain serve stops; its log:\n{_log_tail(first)}\n"
+                   f"its successor's log:\n{_log_tail(second)}")
         print(f"the woken plain serve stopped {time.monotonic() - woken:.2f}s after waking")
         output = first.log_text()
         assert stale == [], stale
@@ -284,7 +297,7 @@ def test_a_paused_plain_serve_whose_successor_left_reloads_before_it_answers_aga
             return code == 0
 
         wait_until(answered, DETECT_S, interval=0.05, message=lambda: f"the woken plain serve answers again "
-                   f"(last: {last}; alive: {first.process.poll() is None}); its log:\n{first.log_text()[-4000:]}")
+                   f"(last: {last}; alive: {first.process.poll() is None}); its log:\n{_log_tail(first)}")
         assert answers == [2], answers
         assert first.process.poll() is None, first.log_text()[-3000:]
         assert "reloading every shard" in first.log_text(), first.log_text()[-3000:]
