@@ -15,12 +15,13 @@ Rules:
 - the side heartbeats end when the join ends (`stop()`), by a flag checked after every wait,
   not by cancellation alone: on Python 3.11 `asyncio.wait_for` drops a cancellation that
   arrives in the loop iteration where the awaited operation completes (CPython issue 86296,
-  fixed in 3.12), and the upstream link's connect and request wait that way. A dropped
-  cancel left them running, and the join waiting on them forever: the member heartbeated
-  on the side link without rejoining, so Kafka held every rebalance for the whole rebalance
-  timeout and then removed it, while its side heartbeats kept renewing its lease. Stopped,
-  they renew nothing: the join may have dropped the lease (a lost membership) before it
-  stopped them, and a late answer must not bring it back.
+  fixed in 3.12). The upstream link waited that way until it moved to `asyncio.timeout`, and
+  a link is any `OpenLink`. A dropped cancel left them running and the join waiting on them
+  forever (seen): the member heartbeated on the side link without ever rejoining, so Kafka
+  held the next rebalance for its whole timeout and then removed it (Tansu formed the group
+  with its old metadata), while its side heartbeats kept renewing its lease. Stopped, they
+  renew nothing: the join may have dropped the lease (a lost membership) before it stopped
+  them, and a late answer must not bring it back.
 """
 from __future__ import annotations
 
