@@ -99,3 +99,13 @@ async def test_a_read_of_one_whole_frame_is_answered_and_a_frame_over_the_bound_
     bounded, bounded_transport = connect(gateway)
     bounded.data_received(heartbeat(4))
     assert bounded.closing and bounded_transport.correlation_ids() == []
+
+
+async def test_a_served_request_that_does_not_parse_is_refused_after_the_ones_before_it() -> None:
+    gateway, _ = _gateway()
+    connection, transport = connect(gateway)
+    good, bad = heartbeat(1), heartbeat(2)
+    cut = bad[:-3]                                        # the body ends early: BodyError
+    cut = len(cut[4:]).to_bytes(4, "big") + cut[4:]
+    connection.data_received(good + cut)
+    assert transport.correlation_ids() == [1] and connection.closing

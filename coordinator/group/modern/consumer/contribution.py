@@ -7,6 +7,7 @@ keeps on the shard. The consumer group heartbeat's row is migration/'s (migratio
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +108,7 @@ def attach(shard: Any) -> None:
     service replaces the count with its process-wide one)."""
     shard.heartbeat_policy = HeartbeatIntervalPolicy(
         shard.config, lambda: sum(len(g.members) for g in shard.groups.values()),
-        lambda group_id: group_overrides(shard, group_id))
+        functools.partial(group_overrides, shard))     # a partial: no frame of its own per heartbeat
 
 
 CONTRIBUTION = Contribution(
