@@ -8,6 +8,7 @@ pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -20,7 +21,7 @@ from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
 from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
-from .requests import FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch
+from .requests import CommitAnswer, FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch
 
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
@@ -57,8 +58,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
     partition loop and answers the request with one error)."""
     answer = req.answer
-    response_cls, topic_cls, partition_cls, accepted_parts = answer.response, answer.topic, answer.partition, \
-        answer.accepted
+    partition_cls, accepted_parts = answer.partition, answer.accepted
     by_id, leader_epochs = req.by_id, req.leader_epochs
     max_metadata = shard.config.offset_metadata_max_bytes
     image = shard.image
@@ -116,11 +116,37 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     group = shard.groups.get(req.group_id)
     if records and group is not None:
         timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
+    if records and len(answers) == 1 and len(records) == len(answers[0][1]):
+        # One topic, every partition accepted: what a consumer sends again and again, and
+        # the same answer each time (kio's messages are frozen), so one is shared per
+        # (topic, partitions); the topic is the image's, the partitions are bounded here.
+        t = answers[0][0]
+        indices = tuple(map(_INDEX, t.partitions))
+        shared_key = (t.topic_id if by_id else t.name, indices)
+        response = answer.accepted_responses.get(shared_key)
+        if response is None:
+            response = _response(answer, by_id, answers)
+            if len(indices) <= _SHARED_RESPONSE_PARTITIONS:
+                if len(answer.accepted_responses) >= _ACCEPTED_MAX:
+                    answer.accepted_responses.clear()
+                answer.accepted_responses[shared_key] = response
+    else:
+        response = _response(answer, by_id, answers)
+    # Positionally (response, records, timers): keywords cost a NamedTuple more per call.
+    return Result(response, records, timers)
+
+
+_INDEX = operator.attrgetter("partition_index")
+# The answers of all-accepted commits are shared (above) up to this many partitions each.
+_SHARED_RESPONSE_PARTITIONS = 64
+
+
+def _response(answer: CommitAnswer, by_id: bool, answers: list[tuple[Any, list[Any]]]) -> Any:
+    topic_cls = answer.topic
     topics_out = tuple(topic_cls(topic_id=t.topic_id, partitions=tuple(parts)) if by_id else
                        topic_cls(name=t.name, partitions=tuple(parts)) for t, parts in answers)
-    response = response_cls(throttle_time=_NO_THROTTLE, topics=topics_out) if answer.has_throttle \
-        else response_cls(topics=topics_out)
-    return Result(response=response, records=records, timers=timers)
+    return answer.response(throttle_time=_NO_THROTTLE, topics=topics_out) if answer.has_throttle \
+        else answer.response(topics=topics_out)
 
 
 _NO_THROTTLE = from_ms(0)

@@ -31,15 +31,16 @@ from ..timeutil import to_ms
 @dataclass(frozen=True, slots=True)
 class CommitAnswer:
     """OffsetCommit's answer classes at one version, whether it has a throttle time (v3+), and
-    its accepted partitions by index (kio's messages are frozen: one object serves every
-    answer; ops.py bounds the cache). The commit path builds them directly: `build`'s
-    filtering of a superset of fields cost a sixth of a 10-partition commit
-    (docs/measurements/cpu-per-commit.md)."""
+    its accepted partitions by index and its answers to one topic's all-accepted commits by
+    (topic, partitions) (kio's messages are frozen: one object serves every answer; ops.py
+    bounds both). The commit path builds them directly: `build`'s filtering of a superset
+    of fields cost a sixth of a 10-partition commit (docs/measurements/cpu-per-commit.md)."""
     response: Any
     topic: Any
     partition: Any
     has_throttle: bool
     accepted: dict[int, Any] = field(default_factory=dict, compare=False)
+    accepted_responses: dict[tuple[Any, tuple[int, ...]], Any] = field(default_factory=dict, compare=False)
 
 
 @functools.cache

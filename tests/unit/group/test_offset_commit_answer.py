@@ -48,3 +48,24 @@ def test_refused_partitions_keep_their_own_codes_beside_accepted_ones():
     assert at_limit.topics[0].partitions[0].error_code == ErrorCode.none
     over = c.call("offset_commit", _commit([1], metadata="\U0001F600" * 2049), 9)
     assert over.topics[0].partitions[0].error_code == ErrorCode.offset_metadata_too_large
+
+
+def test_all_accepted_answers_are_shared_per_topic_and_partitions_and_bounded():
+    c = ShardContext(WIDE)
+    shared = commit_answer(9).accepted_responses
+    shared.clear()
+    first = c.call("offset_commit", _commit([1, 2, 3]), 9)
+    assert c.call("offset_commit", _commit([1, 2, 3]), 9) is first          # the same answer object
+    assert c.call("offset_commit", _commit([1, 2]), 9) is not first          # other partitions: another
+    assert [p.partition_index for p in c.call("offset_commit", _commit([3, 1]), 9).topics[0].partitions] == [3, 1]
+    # a refused partition: built for this request, never shared
+    mixed = c.call("offset_commit", _commit([1, WIDE.num_partitions]), 9)
+    assert mixed is not c.call("offset_commit", _commit([1, WIDE.num_partitions]), 9)
+    # many partitions in one commit: answered, not kept
+    wide = list(range(ops._SHARED_RESPONSE_PARTITIONS + 1))
+    assert len(c.call("offset_commit", _commit(wide), 9).topics[0].partitions) == len(wide)
+    assert all(len(indices) <= ops._SHARED_RESPONSE_PARTITIONS for _, indices in shared)
+    # a client naming ever new partition sets cannot grow it past its bound
+    for i in range(ops._ACCEPTED_MAX + 20):
+        c.call("offset_commit", _commit([i % WIDE.num_partitions, (i + 1) % WIDE.num_partitions]), 9)
+        assert len(shared) <= ops._ACCEPTED_MAX
