@@ -52,8 +52,11 @@ def encode_body(message: Any) -> bytes:
 # until its epoch moves, and they are most of kcoord's traffic. Decoding is a pure function
 # of the body bytes and kio messages are immutable, so the last bodies seen are remembered:
 # a repeat costs one dict look-up instead of the bounded walk and kio's reader. Bounded
-# (cleared when full), so a client sending endless distinct bodies costs only misses.
+# (cleared when full), so a client sending endless distinct bodies costs only misses; and
+# only small ones are kept (a keep-alive is well under a kilobyte), so what the memos hold
+# is bounded in bytes too, not by max_decoded_request_bytes times the entries.
 MEMO_MAX_ENTRIES = 16_384
+MEMO_MAX_BYTES = 1024
 _MEMOS: dict[type, dict[bytes, Any]] = {}
 
 
@@ -74,14 +77,14 @@ def decode_request(cls: type, frame: bytes, header_version: int) -> tuple[str | 
     remembers the whole parse, a pure function of the bytes after the correlation id: a
     steady heartbeat costs one look-up, not the client id's decoding and the body's."""
     memo = _REQUEST_MEMOS.get(cls)
-    if memo is None:
+    if memo is None or len(frame) > MEMO_MAX_BYTES:
         client_id, offset = request_body_offset(frame, header_version)
         return client_id, decode_body(cls, frame, offset)
     key = frame[12:]
     parsed = memo.get(key)
     if parsed is None:
         client_id, offset = request_body_offset(frame, header_version)
-        parsed = client_id, decode_body(cls, frame, offset)
+        parsed = client_id, _decode(cls, frame, offset, True)    # kept here, not in the body memo too
         if len(memo) >= MEMO_MAX_ENTRIES:
             memo.clear()
         memo[key] = parsed
@@ -95,7 +98,7 @@ def decode_body(cls: type, data: bytes, offset: int, *, exact: bool = True) -> A
     reads and would allocate whatever a hostile length claims. Tagged fields the schema
     does not know are skipped, as Kafka's readers skip them (unknown_tags.py).
     """
-    memo = _MEMOS.get(cls) if exact else None
+    memo = _MEMOS.get(cls) if exact and len(data) - offset <= MEMO_MAX_BYTES else None
     if memo is not None:
         body = data[offset:]
         value = memo.get(body)

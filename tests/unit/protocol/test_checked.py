@@ -233,3 +233,29 @@ def test_a_memoized_request_is_parsed_once_header_included_and_bounded(monkeypat
     for epoch in range(10):
         codec.decode_request(cls, frame(5, "c", encode_body(dataclasses.replace(request, member_epoch=epoch))), 2)
         assert len(memo) <= 3
+
+
+def test_only_small_requests_are_remembered_and_each_in_one_memo():
+    """The memos hold at most MEMO_MAX_BYTES per entry (a hostile client's large distinct
+    heartbeats are decoded, never kept), and a request remembered whole is not kept again
+    by its body."""
+    from coordinator.protocol import codec
+    from coordinator.protocol.framing import RequestHeader
+
+    cls = request_class(68, 1)
+    codec._MEMOS[cls].clear()
+    codec._REQUEST_MEMOS[cls].clear()
+
+    def frame(group_id: str) -> bytes:
+        body = encode_body(cls(group_id=group_id, member_id="m", member_epoch=3, instance_id=None, rack_id=None,
+                               subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+                               topic_partitions=None))
+        payload = RequestHeader(68, 1, 7, "c").encode(2) + body
+        return struct.pack(">i", len(payload)) + payload
+
+    big = frame("g" * (codec.MEMO_MAX_BYTES + 1))
+    assert codec.decode_request(cls, big, 2)[1].group_id == "g" * (codec.MEMO_MAX_BYTES + 1)
+    assert not codec._REQUEST_MEMOS[cls] and not codec._MEMOS[cls]
+    small = frame("g")
+    assert codec.decode_request(cls, small, 2)[1].group_id == "g"
+    assert len(codec._REQUEST_MEMOS[cls]) == 1 and not codec._MEMOS[cls]
