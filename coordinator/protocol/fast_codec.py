@@ -68,8 +68,9 @@ def _int32_array(values: tuple[int, ...]) -> bytes:
 # The bodies of the last answers without an assignment or an error, by the message's identity: the
 # group hands a steady member the same message every interval (modern/consumer/heartbeat.py),
 # so its bytes are written once. An entry holds its message, so the id names no other object
-# while it is kept; bounded (cleared when full).
+# while it is kept; bounded (cleared when full, and only bodies of at most 1 KiB are kept).
 BODIES_KEPT = 16_384
+BODY_KEPT_MAX_BYTES = 1024
 _BODIES: dict[int, tuple[Any, bytes]] = {}
 
 
@@ -80,9 +81,10 @@ def consumer_group_heartbeat_response(message: Any) -> bytes:
         if kept is not None and kept[0] is message:
             return kept[1]
         body = _consumer_group_heartbeat_response(message)
-        if len(_BODIES) >= BODIES_KEPT:
-            _BODIES.clear()
-        _BODIES[id(message)] = (message, body)
+        if len(body) <= BODY_KEPT_MAX_BYTES:     # a steady answer is far smaller; member ids come from clients
+            if len(_BODIES) >= BODIES_KEPT:
+                _BODIES.clear()
+            _BODIES[id(message)] = (message, body)
         return body
     return _consumer_group_heartbeat_response(message)
 

@@ -3,6 +3,7 @@
 class lacks, what the version changes as fields, and the answer in the version's classes."""
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -76,6 +77,13 @@ def test_a_repeated_message_gets_the_same_shape_and_the_kept_shapes_are_bounded(
     for epoch in range(4, 9):
         assert ConsumerGroupHeartbeat(message(epoch)).member_epoch == epoch
         assert len(requests._SHAPES) <= 2
+    requests._SHAPES.clear()
+    join = dataclasses.replace(message(0), subscribed_topic_names=("foo",) * 1000,
+                               rebalance_timeout=timedelta(seconds=30))
+    long_ids = dataclasses.replace(message(3), member_id="m" * 600)
+    assert ConsumerGroupHeartbeat(join).subscribed_topic_names == ("foo",) * 1000
+    assert ConsumerGroupHeartbeat(long_ids).member_id == "m" * 600
+    assert not requests._SHAPES, "only keep-alives with ids of a sane size are kept"
 
 
 def test_only_a_keep_alive_has_the_steady_form():

@@ -76,3 +76,6 @@ def test_an_answer_without_assignment_or_error_is_encoded_once(monkeypatch):
     for epoch in range(6, 10):
         encode_body(response(v0, ErrorCode.none, None, "m1", epoch, 5000, 0, None))
         assert len(fast_codec._BODIES) <= 2
+    fast_codec._BODIES.clear()
+    huge = response(v1, ErrorCode.none, None, "m" * 2000, 5, 5000, 0, None)
+    assert encode_body(huge) == kio_bytes(huge) and not fast_codec._BODIES

@@ -56,8 +56,9 @@ class ConsumerGroupHeartbeat:
         """Key 68's request, or 32700's (`csa`: v1's body plus ClientAssignors, answered at its
         own version 0; client_mode.csa_answer wraps that answer). The gateway hands a steady
         member's repeated heartbeat over as the same kio message (protocol/codec.py's memo),
-        and nothing writes to a shape: it is kept by the message's identity and handed out
-        again (an entry holds its message, so the id names no other object; bounded)."""
+        and nothing writes to a shape: a keep-alive's is kept by the message's identity and
+        handed out again (an entry holds its message, so the id names no other object;
+        bounded in entries and in size)."""
         kept = _SHAPES.get(id(req))
         if kept is not None and kept[0] is req and kept[1] is csa:
             return kept[2]
@@ -80,13 +81,17 @@ class ConsumerGroupHeartbeat:
                             and self.server_assignor is None and self.subscribed_topic_names is None
                             and self.topic_partitions is None and self.subscribed_topic_regex is None
                             and self.client_assignors is None and to_ms(self.rebalance_timeout) == -1)
-        if len(_SHAPES) >= SHAPES_KEPT:
-            _SHAPES.clear()
-        _SHAPES[id(req)] = (req, csa, self)
+        if self.steady_form and len(self.group_id) + len(self.member_id) <= _KEPT_IDS_MAX:
+            # Only keep-alives are kept, and only with ids of a sane size: an entry holds its
+            # message alive, and a join may carry megabytes of topic names.
+            if len(_SHAPES) >= SHAPES_KEPT:
+                _SHAPES.clear()
+            _SHAPES[id(req)] = (req, csa, self)
         return self
 
 
 SHAPES_KEPT = 16_384
+_KEPT_IDS_MAX = 512      # characters of group id and member id together
 _SHAPES: dict[int, tuple[Any, bool, ConsumerGroupHeartbeat]] = {}
 
 
