@@ -120,7 +120,13 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _string(buf: bytes, pos: int, end: int, nullable: bool) -> tuple[str | None, int]:
-    n, pos = _length(buf, pos, end)
+    if pos < end and buf[pos] < 0x80:
+        # A one-byte length (a string under 127 bytes: the group, member and topic names
+        # clients send), read here: `_length`'s call was a third of this function.
+        n = buf[pos] - 1
+        pos += 1
+    else:
+        n, pos = _length(buf, pos, end)
     if n < 0:
         if nullable:
             return None, pos
