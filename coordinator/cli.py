@@ -473,7 +473,8 @@ async def _shutdown(parts: dict, embedded) -> None:
         # A scale-down: finish the writes in flight, then leave the membership group so the
         # shards move now (LeaveGroup v3 by instance id), before anything else closes.
         try:
-            await asyncio.wait_for(parts["cluster"].leave(parts["service"]), SHUTDOWN_STEP_TIMEOUT * 2)
+            async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT * 2):   # not wait_for: it can drop a cancel (3.11)
+                await parts["cluster"].leave(parts["service"])
         except Exception as e:
             log.warning("shutdown: leaving the kcoord cluster failed: %r", e)
     if "solo" in parts:
@@ -494,7 +495,8 @@ async def _shutdown(parts: dict, embedded) -> None:
         steps.append(("embedded broker", embedded.stop()))
     for what, step in steps:
         try:
-            await asyncio.wait_for(step, SHUTDOWN_STEP_TIMEOUT)
+            async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT):
+                await step
         except TimeoutError:
             log.warning("shutdown: closing the %s took over %.0fs; going on", what, SHUTDOWN_STEP_TIMEOUT)
         except Exception as e:

@@ -155,7 +155,8 @@ class ClusterProcess:
         gateway.peers = node
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-cluster-membership")
         try:
-            await asyncio.wait_for(membership.stable.wait(), first_assignment_timeout_s)
+            async with asyncio.timeout(first_assignment_timeout_s):   # not wait_for: it can drop a cancel (3.11)
+                await membership.stable.wait()
         except TimeoutError:
             log.warning("kcoord instance %s: no assignment from membership group %s after %.0fs; serving "
                         "no shard until one arrives", self.instance_id, membership.group_id,

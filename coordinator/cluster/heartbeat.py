@@ -55,7 +55,10 @@ class Heartbeat:
     async def next(self, static: bool) -> bool:
         """Wait one interval (or less, for a requested rejoin); True: rejoin now."""
         try:
-            await asyncio.wait_for(self._wake.wait(), self.interval_ms(static) / 1000)
+            # asyncio.timeout, not wait_for, which on 3.11 can drop the membership task's
+            # cancel when a requested rejoin sets the event in the same turn (CPython 86296).
+            async with asyncio.timeout(self.interval_ms(static) / 1000):
+                await self._wake.wait()
         except TimeoutError:
             pass
         self._wake.clear()

@@ -185,7 +185,8 @@ class ClusterMembership:
             # leaving a forming Tansu group wedges it (below): seen, a plain serve stopped
             # right after its start left the next one waiting for a verdict.
             try:
-                await asyncio.wait_for(self.stable.wait(), self.session_ms / 2000 + 2)
+                async with asyncio.timeout(self.session_ms / 2000 + 2):   # not wait_for (3.11 can drop a cancel)
+                    await self.stable.wait()
             except TimeoutError:
                 pass
         link, member = self._link, self.member_id

@@ -102,7 +102,8 @@ class Peers:
                 return held[1]
             self._close(instance)
             try:
-                link = await asyncio.wait_for(self._open_link([(endpoint.host, endpoint.port)]), self.timeout_s)
+                async with asyncio.timeout(self.timeout_s):   # not wait_for: it can drop a cancel (3.11)
+                    link = await self._open_link([(endpoint.host, endpoint.port)])
             except asyncio.CancelledError:
                 raise
             except Exception as e:
