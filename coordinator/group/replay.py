@@ -1,8 +1,10 @@
 """Replay: the only way group and offset state changes (Kafka:
 `GroupMetadataManager.replay` / `OffsetMetadataManager.replay`).
 
-Loading a shard, applying a freshly written result and tests all go through
-`Replayer.replay`, so what is written is exactly what a reload rebuilds.
+Loading a shard, applying a freshly written result and tests all go through this module
+(`Replayer.replay`; a fresh result through `replay_records`, which stores its offset commits
+as `replay` does without two calls per record), so what is written is exactly what a reload
+rebuilds.
 Invariants follow docs/design/kafka-facts.md §2.4; tombstones for unknown groups or members are
 ignored, a record that contradicts the state raises `IllegalStateError`.
 
