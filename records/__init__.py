@@ -19,6 +19,7 @@ from records.codec import (
     decode_value,
     encode_key,
     encode_record,
+    encode_records,
     encode_value,
     latest_value_version,
 )
@@ -67,7 +68,7 @@ DECODE_ERRORS = (RecordDecodeError, UnknownRecordVersionError)
 
 __all__ = [
     "RecordType", "CoordinatorRecord", "UnknownRecord",
-    "encode_key", "encode_value", "encode_record", "decode_record", "decode_key", "decode_value",
+    "encode_key", "encode_value", "encode_record", "encode_records", "decode_record", "decode_key", "decode_value",
     "latest_value_version",
     "UnknownRecordVersionError", "UnknownRecordTypeError", "RecordDecodeError",
     "RecordEncodeError", "ZERO_UUID", "DECODE_ERRORS", "TRAILING_BYTES",

@@ -495,7 +495,36 @@ def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     return encode_key(key), encode_value(value, record.value_version)
 
 
-__all__ = ["encode_key", "encode_value", "encode_record", "decode_key",
+def encode_records(records: Any) -> list[tuple[bytes, bytes | None]]:
+    """(key bytes, value bytes or None) of each record, as `encode_key` and `encode_value` at
+    the record's version give them, in one loop: a commit's offset record (a key from
+    `offset_commit_key`, version 4, empty metadata, no unknown tags) is encoded here without
+    a call, every other record through those two. Meant for the runtime's `serialize` of a
+    shard's fresh result: one call per record less there, -1.6 % of a durable 10-partition
+    OffsetCommit (docs/measurements/cpu-per-commit.md)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    append = out.append
+    head, tags_of = _OFFSET_COMMIT_V4_HEAD.pack, _OFFSET_COMMIT_TAGS
+    for r in records:
+        key, value = r.key, r.value
+        if value.__class__ is OffsetCommitValue and r.value_version == 4 and key.__class__ is OffsetCommitKey \
+                and not value.metadata and value.expire_timestamp == -1 and not value.unknown_tagged_fields:
+            try:
+                encoded = key.encoded
+            except AttributeError:
+                encoded = encode_key(key)
+            tid = value.topic_id.int
+            try:
+                append((encoded, head(4, value.offset, value.leader_epoch, 1, value.commit_timestamp)
+                        + (tags_of.get(tid) or _offset_commit_tags(tid))))
+            except struct.error:
+                append((encoded, encode_value(value, 4)))   # raises the codec's RecordEncodeError
+        else:
+            append((encode_key(key), encode_value(value, r.value_version)))
+    return out
+
+
+__all__ = ["encode_key", "encode_value", "encode_record", "encode_records", "decode_key",
            "decode_value", "decode_record", "latest_value_version", "decode_offset_commit_fields",
            "decode_offset_commit_key"]
 
