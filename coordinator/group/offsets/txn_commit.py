@@ -277,9 +277,8 @@ def txn_offset_commit(shard: OffsetsView, ctx: RequestContext, wire_request: Any
                                           f"{req.member_id} at epoch {req.generation_id_or_member_epoch}.")
                 answers[(i, p.partition_index)] = ErrorCode.none
                 records.append(rh.offset_commit_record(
-                    req.group_id, img.name, p.partition_index, offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if leader_epochs else -1, metadata=metadata,
-                    commit_timestamp=now_ms, topic_id=img.topic_id))
+                    req.group_id, img.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if leader_epochs else -1, metadata, now_ms, -1, img.topic_id))
         except ApiError as e:
             shard.log.info("[GroupId %s] TxnOffsetCommit of transactional id %s (producer %d epoch %d) refused: "
                            "%s %s", req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
