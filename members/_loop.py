@@ -180,8 +180,8 @@ class DriverLoop:
             group_id = self._machine.group_id
             boot = await Connection.open(*self.bootstrap, self.client_id)
             try:
-                found = await asyncio.wait_for(boot.call(FindCoordinatorRequest(
-                    key_type=i8(0), coordinator_keys=(group_id,))), self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    found = await boot.call(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group_id,)))
             finally:
                 await boot.close()
             c = found.coordinators[0]
@@ -197,7 +197,10 @@ class DriverLoop:
 
     async def _call(self, request: Any) -> Any:
         conn = await self._coordinator()
-        return await asyncio.wait_for(conn.call(request), self.timeout)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation that lands
+        # as the answer arrives (CPython issue 86296), and a member stops by being cancelled.
+        async with asyncio.timeout(self.timeout):
+            return await conn.call(request)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Heartbeat until `stop` is set (then leave) or a fatal error (MemberFatal)."""
@@ -217,7 +220,8 @@ class DriverLoop:
                     await asyncio.sleep(wait)
                 else:
                     try:
-                        await asyncio.wait_for(stop.wait(), timeout=wait)   # woken early to leave
+                        async with asyncio.timeout(wait):   # woken early to leave
+                            await stop.wait()
                     except TimeoutError:
                         pass
         finally:
