@@ -357,6 +357,12 @@ def test_the_kept_steady_answers_are_bounded(monkeypatch):
         acked = _steady_member(c, "g" + m, m)
         ok(c.heartbeat("g" + m, m, acked.member_epoch))
         assert len(heartbeat._STEADY_ANSWERS) <= 2
+    heartbeat._STEADY_ANSWERS.clear()
+    long_id = "m" * 600
+    acked = _steady_member(c, "g4", long_id)
+    steady = c.heartbeat("g4", long_id, acked.member_epoch)
+    ok(steady)
+    assert steady.member_id == long_id and not heartbeat._STEADY_ANSWERS, "ids of any size answered, not kept"
 
 
 @pytest.mark.parametrize("policy", ["adaptive", "fixed"])

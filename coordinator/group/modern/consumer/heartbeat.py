@@ -275,9 +275,10 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
         response = cls(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, member_id=member_id,
                        member_epoch=epoch, heartbeat_interval=from_ms(interval), assignment=None)
         key = session_timer(group_id, member_id)
-        if len(_STEADY_ANSWERS) >= STEADY_ANSWERS_KEPT:
-            _STEADY_ANSWERS.clear()
-        _STEADY_ANSWERS[member_id] = (cls, epoch, interval, group_id, response, key)
+        if len(member_id) + len(group_id) <= _KEPT_IDS_MAX:    # an entry outlives its member
+            if len(_STEADY_ANSWERS) >= STEADY_ANSWERS_KEPT:
+                _STEADY_ANSWERS.clear()
+            _STEADY_ANSWERS[member_id] = (cls, epoch, interval, group_id, response, key)
     return Result(response, (), [ScheduleTimer(key, now_ms + session_ms)])
 
 
@@ -285,9 +286,10 @@ def _steady(shard: ConsumerView, ctx: RequestContext, req, now_ms: int) -> Resul
 # interval moves: kept per member id and handed out again (building a kio message costs
 # about as much as the rest of `_steady`), with the member's session timer key. Both are
 # functions of what is checked (version, member id, epoch, interval, group id), so a member
-# id reused in another group or shard gets its own. Bounded (cleared when full): member ids
-# come from clients.
+# id reused in another group or shard gets its own. Bounded (cleared when full, and only ids
+# of a sane size): member ids come from clients.
 STEADY_ANSWERS_KEPT = 16_384
+_KEPT_IDS_MAX = 512      # characters of member id and group id together
 _STEADY_ANSWERS: dict[str, tuple[type, int, int, str, Any, tuple]] = {}
 
 
