@@ -286,7 +286,10 @@ class ClusterView:
     async def _refresh_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._refresh_wanted.wait(), self.refresh_interval)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can drop the cancel that
+                # stops this loop when a refresh is wanted in the same turn (CPython 86296).
+                async with asyncio.timeout(self.refresh_interval):
+                    await self._refresh_wanted.wait()
             except TimeoutError:
                 pass
             self._refresh_wanted.clear()

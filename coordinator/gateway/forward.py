@@ -116,14 +116,19 @@ class UpstreamLink(asyncio.Protocol):
                 return
             try:
                 self._target = f"{host}:{port}"
+                # asyncio.timeout, not wait_for, which on 3.11 can drop a cancellation that
+                # lands as the connection completes (CPython issue 86296).
                 if opener is not None:
-                    await asyncio.wait_for(opener(self, host, port, timeout), 2 * timeout)
+                    async with asyncio.timeout(2 * timeout):
+                        await opener(self, host, port, timeout)
                 elif context is None:
-                    await asyncio.wait_for(loop.create_connection(lambda: self, host, port), timeout)
+                    async with asyncio.timeout(timeout):
+                        await loop.create_connection(lambda: self, host, port)
                 else:
-                    await asyncio.wait_for(loop.create_connection(
-                        lambda: self, host, port, ssl=context, server_hostname=host,
-                        ssl_handshake_timeout=timeout), timeout)
+                    async with asyncio.timeout(timeout):
+                        await loop.create_connection(
+                            lambda: self, host, port, ssl=context, server_hostname=host,
+                            ssl_handshake_timeout=timeout)
                 return
             except TimeoutError:
                 errors.append(f"{host}:{port}: not connected after upstream_connect_timeout_ms="

@@ -4,7 +4,7 @@ Rules:
 - This module is the only part of `coordinator/runtime/` that knows group shards and their
   record types: it supplies the runtime's `ShardProtocol` (shard_protocol.py) for them —
   how to build a shard, replay a log into it (`BulkReplay`), serialize its records
-  (`records.encode_key`/`encode_value`), which errors mean bad bytes, how a client's
+  (`records.encode_records`), which errors mean bad bytes, how a client's
   transactional write replays (`replay_pending`), and the rebalance counts a write adds.
 - Everything else lives in the runtime's parts, each stating its own rules:
   coordinator_runtime.py (state machine, the three kinds of write, fail/fence/unload),
@@ -27,8 +27,7 @@ from records import (
     OffsetCommitKey,
     RecordDecodeError,
     UnknownRecordVersionError,
-    encode_key,
-    encode_value,
+    encode_records,
 )
 
 from .. import metrics
@@ -78,7 +77,7 @@ def _count_records(records: Sequence[Any]) -> None:
 
 
 def serialize_records(records: Sequence[Any]) -> list[tuple[bytes, bytes | None]]:
-    return [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in records]
+    return encode_records(records)
 
 
 def _new_load(shard: GroupCoordinatorShard, topic: str, partition: int, on_error: BadRecordHook) -> BulkReplay:

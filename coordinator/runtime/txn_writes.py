@@ -246,7 +246,8 @@ class TxnWrites:
         if barrier is None:
             return
         try:
-            await asyncio.wait_for(barrier(rt.partition), rt.write_timeout_s)
+            async with asyncio.timeout(rt.write_timeout_s):   # not wait_for: it can drop a cancel (3.11)
+                await barrier(rt.partition)
         except ShardFenced as e:
             rt.fenced_by(e)
             raise ApiError(ErrorCode.not_coordinator, str(e)) from None
