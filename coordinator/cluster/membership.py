@@ -356,7 +356,7 @@ class ClusterMembership:
 
     def _check(self, code: ErrorCode, api: str) -> None:
         try:
-            raise_for(code, api, self.group_id, self.instance_id)
+            raise_for(code, api, self.group_id, self.instance_id, self.session_ms)
         except Lost:
             self._lose(f"{api} answered {code.name}")
             if code == ErrorCode.unknown_member_id:

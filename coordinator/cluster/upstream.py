@@ -34,8 +34,10 @@ class MembershipFenced(Exception):
 
 
 class MembershipRefused(Exception):
-    """The upstream refuses this principal the membership group (GROUP_AUTHORIZATION_FAILED):
-    retrying cannot help; docs/user/cluster.md lists the ACLs kcoord needs."""
+    """The upstream refuses the membership group: this principal (GROUP_AUTHORIZATION_FAILED;
+    docs/user/cluster.md lists the ACLs kcoord needs), or this session timeout
+    (INVALID_SESSION_TIMEOUT: outside the broker's group.min/max.session.timeout.ms). Retrying
+    cannot help; the message names what to change."""
 
 
 class NotAlone(Exception):
@@ -65,10 +67,17 @@ _REFIND = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_availa
 _LOST = frozenset({ErrorCode.unknown_member_id, ErrorCode.illegal_generation})
 
 
-def raise_for(code: ErrorCode, api: str, group_id: str, instance_id: str) -> None:
+def raise_for(code: ErrorCode, api: str, group_id: str, instance_id: str, session_ms: int | None = None) -> None:
     """Nothing for NONE; else the exception that says what the membership does next."""
     if code == ErrorCode.none:
         return
+    if code == ErrorCode.invalid_session_timeout:
+        # Kafka answers it to a JoinGroup whose session timeout lies outside the broker's
+        # group.min.session.timeout.ms..group.max.session.timeout.ms (6,000..1,800,000 by default).
+        asked = f"={session_ms}" if session_ms is not None else ""
+        raise MembershipRefused(f"{api} of group {group_id} answered INVALID_SESSION_TIMEOUT: kcoord's "
+                                f"cluster.session.timeout.ms{asked} lies outside the broker's "
+                                "group.min.session.timeout.ms..group.max.session.timeout.ms; set it inside them")
     if code == ErrorCode.fenced_instance_id:
         raise MembershipFenced(f"{api}: FENCED_INSTANCE_ID for {instance_id}")
     if code == ErrorCode.group_authorization_failed:

@@ -309,3 +309,26 @@ def _fetch_request(group: str, topic: str):
     return t.OffsetFetchRequest(groups=(t.OffsetFetchRequestGroup(
         group_id=group, topics=(t.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
         require_stable=False)
+
+
+def test_a_session_timeout_the_broker_refuses_is_named_and_the_serve_goes_on_unwatched(kafka44, names):
+    """Kafka answers INVALID_SESSION_TIMEOUT to a JoinGroup whose session lies outside its
+    group.min/max.session.timeout.ms (the fixture's minimum: 1 s). Retrying cannot help, so
+    the watch stops at once naming the setting, and the plain serve serves unwatched instead
+    of waiting out the verdict timeout with a retry every few seconds."""
+    state = f"__kc_{names.topic()}"
+    topic = names.topic()
+    create_topic(kafka44.bootstrap, topic, 1)
+    refused = ("cluster.session.timeout.ms=500", "cluster.heartbeat.interval.ms=100", "cluster.lease.margin.ms=100")
+    process = KcoordProcess(kafka44.bootstrap, state, state_partitions=SHARDS, config=refused)
+    try:
+        process.start(timeout=60)
+        _serves(process, topic, "g-refused", 3)
+        wait_until(lambda: "single-process check stopped" in process.log_text(), 30,
+                   message=lambda: f"the watch named its refusal:\n{_log_tail(process)}")
+        log = process.log_text()
+        assert "INVALID_SESSION_TIMEOUT" in log and "cluster.session.timeout.ms=500" in log, _log_tail(process)
+        assert "no verdict from membership group" not in log, _log_tail(process)
+        assert "answered invalid_session_timeout; retrying" not in log, _log_tail(process)
+    finally:
+        _stop_all(process)
