@@ -261,15 +261,7 @@ class ClientConnection(asyncio.Protocol):
             self.forward_checked(frame, route, correlation_id)
 
     def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        fast = self._fast_decoders.get(route.request_class)     # commit_decode.decoders: one per OffsetCommit class
-        if fast is not None:
-            parsed = fast(frame, route.request_header_version) or self.parse(frame, route, correlation_id)
-        else:
-            try:
-                # A GROUP route always names its request class (routes.py; parse asserts it).
-                parsed = decode_request(route.request_class, frame, route.request_header_version)  # type: ignore[arg-type]
-            except (HeaderError, BodyError):
-                parsed = self.parse(frame, route, correlation_id)    # refuses it, naming the fault
+        parsed = _decode_served(self._fast_decoders, frame, route) or self.parse(frame, route, correlation_id)
         if parsed is None:
             return
         client_id, request = parsed
@@ -341,27 +333,7 @@ class ClientConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         queue = self._queue
-        released = 0
-        if len(queue) == 1 and queue[0].__class__ is bytes:
-            # One ready answer (one request in flight): written as it is, no list to join.
-            released = len(queue[0])
-            transport.write(queue.popleft())
-        else:
-            out = []
-            while queue:
-                head = queue[0]
-                if head.__class__ is bytes:
-                    out.append(head)
-                    released += len(head)
-                else:
-                    data = head.data  # type: ignore[union-attr]
-                    if data is None:
-                        break
-                    out.append(data)
-                    released += len(data)
-                queue.popleft()
-            if out:
-                transport.write(out[0] if len(out) == 1 else b"".join(out))
+        released = _write_ready(queue, transport)
         if released:
             if not self.write_paused:
                 self.active = self._limits.now
@@ -392,3 +364,43 @@ class ClientConnection(asyncio.Protocol):
 
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
+
+
+def _decode_served(fast_decoders: Mapping[Any, Any], frame: bytes, route: Route) -> tuple[str | None, Any] | None:
+    """(client id, request) of a group request kcoord serves, or None for the connection's
+    `parse` to decode it the checked way or refuse it naming the fault: the common
+    OffsetCommit shapes by commit_decode's one-pass decoders, the rest by the codec."""
+    fast = fast_decoders.get(route.request_class)     # commit_decode.decoders: one per OffsetCommit class
+    if fast is not None:
+        return fast(frame, route.request_header_version)
+    try:
+        # A GROUP route always names its request class (routes.py; parse asserts it).
+        return decode_request(route.request_class, frame, route.request_header_version)  # type: ignore[arg-type]
+    except (HeaderError, BodyError):
+        return None
+
+
+def _write_ready(queue: Any, transport: asyncio.Transport) -> int:
+    """Write every answer at the head of ``queue`` that is ready, in one write; the bytes written."""
+    if len(queue) == 1 and queue[0].__class__ is bytes:
+        # One ready answer (one request in flight): written as it is, no list to join.
+        data = queue.popleft()
+        transport.write(data)
+        return len(data)
+    out = []
+    released = 0
+    while queue:
+        head = queue[0]
+        if head.__class__ is bytes:
+            out.append(head)
+            released += len(head)
+        else:
+            data = head.data
+            if data is None:
+                break
+            out.append(data)
+            released += len(data)
+        queue.popleft()
+    if out:
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+    return released
