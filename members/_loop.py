@@ -198,7 +198,7 @@ class DriverLoop:
     async def _call(self, request: Any) -> Any:
         conn = await self._coordinator()
         # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation that lands
-        # as the answer arrives (CPython issue 86296), and a member stops by being cancelled.
+        # as the answer arrives (CPython gh-86296), and a member stops by being cancelled.
         async with asyncio.timeout(self.timeout):
             return await conn.call(request)
 

@@ -287,7 +287,7 @@ class ClusterView:
         while True:
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can drop the cancel that
-                # stops this loop when a refresh is wanted in the same turn (CPython 86296).
+                # stops this loop when a refresh is wanted in the same turn (CPython gh-86296).
                 async with asyncio.timeout(self.refresh_interval):
                     await self._refresh_wanted.wait()
             except TimeoutError:

@@ -117,7 +117,7 @@ class UpstreamLink(asyncio.Protocol):
             try:
                 self._target = f"{host}:{port}"
                 # asyncio.timeout, not wait_for, which on 3.11 can drop a cancellation that
-                # lands as the connection completes (CPython issue 86296).
+                # lands as the connection completes (CPython gh-86296).
                 if opener is not None:
                     async with asyncio.timeout(2 * timeout):
                         await opener(self, host, port, timeout)

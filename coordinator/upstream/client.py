@@ -102,7 +102,7 @@ class UpstreamClient(asyncio.Protocol):
             client = cls((host, port), client_id)
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that
-                # lands as the awaited operation completes (CPython issue 86296), and a task
+                # lands as the awaited operation completes (CPython gh-86296), and a task
                 # cancelled while its link connects or asks must stop (see request below).
                 async with asyncio.timeout(timeout):
                     if context is None:
@@ -225,7 +225,7 @@ class UpstreamClient(asyncio.Protocol):
         self._transport.write(SIZE.pack(len(payload)) + payload)
         try:
             # Not wait_for: it can drop the caller's cancellation when the answer arrives in
-            # the same loop turn (CPython issue 86296, 3.11), and loops that heartbeat or
+            # the same loop turn (CPython gh-86296, 3.11), and loops that heartbeat or
             # refresh over a link stop by being cancelled.
             async with asyncio.timeout(timeout):
                 return await future

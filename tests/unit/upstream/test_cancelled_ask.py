@@ -1,6 +1,6 @@
 """A task cancelled while its link waits stops, even when the answer lands in the same loop
 turn as the cancellation: on Python 3.11 `asyncio.wait_for` returned the answer and dropped
-the cancellation there (CPython issue 86296), which kept the cluster membership's side
+the cancellation there (CPython gh-86296), which kept the cluster membership's side
 heartbeats running after their join had ended. The link waits with `asyncio.timeout`."""
 from __future__ import annotations
 
