@@ -31,6 +31,7 @@ from migration import cli as rehearse_cli
 from ops import cli as offsets_cli
 from ops import cluster_cli, groups_cli
 
+from .aio import within
 from .config import CoordinatorConfig
 
 log = logging.getLogger("kcoord")
@@ -473,8 +474,7 @@ async def _shutdown(parts: dict, embedded) -> None:
         # A scale-down: finish the writes in flight, then leave the membership group so the
         # shards move now (LeaveGroup v3 by instance id), before anything else closes.
         try:
-            async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT * 2):   # not wait_for: it can drop a cancel (3.11)
-                await parts["cluster"].leave(parts["service"])
+            await within(parts["cluster"].leave(parts["service"]), SHUTDOWN_STEP_TIMEOUT * 2)
         except Exception as e:
             log.warning("shutdown: leaving the kcoord cluster failed: %r", e)
     if "solo" in parts:
@@ -495,8 +495,7 @@ async def _shutdown(parts: dict, embedded) -> None:
         steps.append(("embedded broker", embedded.stop()))
     for what, step in steps:
         try:
-            async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT):
-                await step
+            await within(step, SHUTDOWN_STEP_TIMEOUT)
         except TimeoutError:
             log.warning("shutdown: closing the %s took over %.0fs; going on", what, SHUTDOWN_STEP_TIMEOUT)
         except Exception as e:

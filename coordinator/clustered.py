@@ -46,6 +46,7 @@ import time
 from typing import Any
 
 from . import metrics
+from .aio import within
 from .cluster.membership import ClusterMembership, MembershipFenced, NotAlone, group_name
 from .cluster.node import ClusterNode, endpoint_of
 from .cluster.peers import PEER_CLIENT_ID, Peers
@@ -155,8 +156,7 @@ class ClusterProcess:
         gateway.peers = node
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kcoord-cluster-membership")
         try:
-            async with asyncio.timeout(first_assignment_timeout_s):   # not wait_for: it can drop a cancel (3.11)
-                await membership.stable.wait()
+            await within(membership.stable.wait(), first_assignment_timeout_s)
         except TimeoutError:
             log.warning("kcoord instance %s: no assignment from membership group %s after %.0fs; serving "
                         "no shard until one arrives", self.instance_id, membership.group_id,

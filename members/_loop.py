@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.static.primitive import i8
 
+from coordinator.aio import within
 from coordinator.protocol.codec import decode_body, encode_body
 from coordinator.protocol.framing import RequestHeader, decode_response_header
 from coordinator.protocol.private_messages import RESPONSES as PRIVATE_RESPONSES
@@ -180,8 +181,8 @@ class DriverLoop:
             group_id = self._machine.group_id
             boot = await Connection.open(*self.bootstrap, self.client_id)
             try:
-                async with asyncio.timeout(self.timeout):
-                    found = await boot.call(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group_id,)))
+                found = await within(boot.call(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group_id,))),
+                                     self.timeout)
             finally:
                 await boot.close()
             c = found.coordinators[0]
@@ -197,10 +198,7 @@ class DriverLoop:
 
     async def _call(self, request: Any) -> Any:
         conn = await self._coordinator()
-        # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation that lands
-        # as the answer arrives (CPython gh-86296), and a member stops by being cancelled.
-        async with asyncio.timeout(self.timeout):
-            return await conn.call(request)
+        return await within(conn.call(request), self.timeout)   # keeps the cancel that stops a member
 
     async def run(self, stop: asyncio.Event) -> None:
         """Heartbeat until `stop` is set (then leave) or a fatal error (MemberFatal)."""
@@ -220,8 +218,7 @@ class DriverLoop:
                     await asyncio.sleep(wait)
                 else:
                     try:
-                        async with asyncio.timeout(wait):   # woken early to leave
-                            await stop.wait()
+                        await within(stop.wait(), wait)   # woken early to leave
                     except TimeoutError:
                         pass
         finally:

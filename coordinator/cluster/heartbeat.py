@@ -15,7 +15,7 @@ Rules:
 - the side heartbeats end when the join ends (`stop()`), by a flag checked after every wait,
   not by cancellation alone: on Python 3.11 `asyncio.wait_for` drops a cancellation that
   arrives in the loop iteration where the awaited operation completes (CPython gh-86296,
-  fixed in 3.12). The upstream link waited that way until it moved to `asyncio.timeout`, and
+  fixed in 3.12). The upstream link waited that way until it moved to `aio.within`, and
   a link is any `OpenLink`. A dropped cancel left them running and the join waiting on them
   forever (seen): the member heartbeated on the side link without ever rejoining, so Kafka
   held the next rebalance for its whole timeout and then removed it (Tansu formed the group
@@ -32,6 +32,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..aio import within
 from .lease import Lease
 from .upstream import Link, OpenLink
 
@@ -55,10 +56,7 @@ class Heartbeat:
     async def next(self, static: bool) -> bool:
         """Wait one interval (or less, for a requested rejoin); True: rejoin now."""
         try:
-            # asyncio.timeout, not wait_for, which on 3.11 can drop the membership task's
-            # cancel when a requested rejoin sets the event in the same turn (CPython gh-86296).
-            async with asyncio.timeout(self.interval_ms(static) / 1000):
-                await self._wake.wait()
+            await within(self._wake.wait(), self.interval_ms(static) / 1000)   # keeps the membership's cancel
         except TimeoutError:
             pass
         self._wake.clear()

@@ -66,6 +66,7 @@ from kio.schema.sync_group.v3 import request as sync_v3
 from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
+from ..aio import within
 from .finding import find_coordinator
 from .heartbeat import Heartbeat, SideHeartbeats
 from .leader import lead
@@ -185,8 +186,7 @@ class ClusterMembership:
             # leaving a forming Tansu group wedges it (below): seen, a plain serve stopped
             # right after its start left the next one waiting for a verdict.
             try:
-                async with asyncio.timeout(self.session_ms / 2000 + 2):   # not wait_for (3.11 can drop a cancel)
-                    await self.stable.wait()
+                await within(self.stable.wait(), self.session_ms / 2000 + 2)
             except TimeoutError:
                 pass
         link, member = self._link, self.member_id

@@ -29,6 +29,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..aio import within
 from ..protocol import envelope
 from ..protocol.service import ClientInfo
 from .protocol import Assignment, Endpoint
@@ -102,8 +103,7 @@ class Peers:
                 return held[1]
             self._close(instance)
             try:
-                async with asyncio.timeout(self.timeout_s):   # not wait_for: it can drop a cancel (3.11)
-                    link = await self._open_link([(endpoint.host, endpoint.port)])
+                link = await within(self._open_link([(endpoint.host, endpoint.port)]), self.timeout_s)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .. import metrics
+from ..aio import within
 from ..group.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from ..protocol.api_versions import Features
 from ..protocol.apis import CREATE_TOPICS, METADATA, request_class
@@ -286,10 +287,7 @@ class ClusterView:
     async def _refresh_loop(self) -> None:
         while True:
             try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can drop the cancel that
-                # stops this loop when a refresh is wanted in the same turn (CPython gh-86296).
-                async with asyncio.timeout(self.refresh_interval):
-                    await self._refresh_wanted.wait()
+                await within(self._refresh_wanted.wait(), self.refresh_interval)   # keeps the cancel that stops it
             except TimeoutError:
                 pass
             self._refresh_wanted.clear()

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..aio import within
 from ..metrics import GATEWAY_FORWARDED_BYTES
 from ..protocol.apis import api_name
 from ..protocol.codec import BodyError
@@ -116,19 +117,14 @@ class UpstreamLink(asyncio.Protocol):
                 return
             try:
                 self._target = f"{host}:{port}"
-                # asyncio.timeout, not wait_for, which on 3.11 can drop a cancellation that
-                # lands as the connection completes (CPython gh-86296).
                 if opener is not None:
-                    async with asyncio.timeout(2 * timeout):
-                        await opener(self, host, port, timeout)
+                    await within(opener(self, host, port, timeout), 2 * timeout)
                 elif context is None:
-                    async with asyncio.timeout(timeout):
-                        await loop.create_connection(lambda: self, host, port)
+                    await within(loop.create_connection(lambda: self, host, port), timeout)
                 else:
-                    async with asyncio.timeout(timeout):
-                        await loop.create_connection(
-                            lambda: self, host, port, ssl=context, server_hostname=host,
-                            ssl_handshake_timeout=timeout)
+                    await within(loop.create_connection(
+                        lambda: self, host, port, ssl=context, server_hostname=host,
+                        ssl_handshake_timeout=timeout), timeout)
                 return
             except TimeoutError:
                 errors.append(f"{host}:{port}: not connected after upstream_connect_timeout_ms="

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from ..aio import within
 from ..group.errors import ApiError
 from .shard_protocol import ShardProtocol
 from .shard_state import ShardState
@@ -246,8 +247,7 @@ class TxnWrites:
         if barrier is None:
             return
         try:
-            async with asyncio.timeout(rt.write_timeout_s):   # not wait_for: it can drop a cancel (3.11)
-                await barrier(rt.partition)
+            await within(barrier(rt.partition), rt.write_timeout_s)
         except ShardFenced as e:
             rt.fenced_by(e)
             raise ApiError(ErrorCode.not_coordinator, str(e)) from None

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..aio import within
 from ..protocol.apis import request_class
 from .acl import OPERATION_CODES, SUPPORTED_OPERATIONS
 
@@ -221,8 +222,7 @@ class ProbeAuthorizer:
         if groups:
             probes.append(self._probe_groups(channel, principal, host, groups))
         try:
-            async with asyncio.timeout(self.timeout_s):   # not wait_for: it can drop a cancel (3.11)
-                await asyncio.gather(*probes)
+            await within(asyncio.gather(*probes), self.timeout_s)
         except Exception as e:      # fail closed: nothing (more) cached, the actions are refused
             self.failures += 1
             log.warning("authorizer=probe: probing the upstream for %s failed (%s); refusing",

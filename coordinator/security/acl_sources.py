@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..aio import within
 from ..protocol.apis import request_class
 from ..protocol.bootstrap import parse_bootstrap
 from .acl import OPERATION_CODES, AclAuthorizer, AclBinding, AclError, AclSet, settings_flags
@@ -266,8 +267,7 @@ class UpstreamAclSource:
     async def refresh(self) -> bool:
         """One DescribeAcls; True if it answered (the ACLs are then the upstream's)."""
         try:
-            async with asyncio.timeout(self.request_timeout_s + 5):   # not wait_for: it can drop a cancel (3.11)
-                resources = await self._describe()
+            resources = await within(self._describe(), self.request_timeout_s + 5)
         except Exception as e:
             self.failures += 1
             self._drop_link()

@@ -35,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..aio import within
 from ..protocol.apis import (
     API_VERSIONS,
     api_name,
@@ -101,16 +102,14 @@ class UpstreamClient(asyncio.Protocol):
         for host, port in addresses:
             client = cls((host, port), client_id)
             try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that
-                # lands as the awaited operation completes (CPython gh-86296), and a task
-                # cancelled while its link connects or asks must stop (see request below).
-                async with asyncio.timeout(timeout):
-                    if context is None:
-                        await loop.create_connection(lambda c=client: c, host, port)  # type: ignore[misc]
-                    else:
-                        await loop.create_connection(
-                            lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
-                            ssl_handshake_timeout=timeout)
+                # within, not wait_for: a task cancelled while its link connects or asks
+                # must stop (coordinator/aio.py).
+                if context is None:
+                    await within(loop.create_connection(lambda c=client: c, host, port), timeout)  # type: ignore[misc]
+                else:
+                    await within(loop.create_connection(
+                        lambda c=client: c, host, port, ssl=context, server_hostname=host,  # type: ignore[misc]
+                        ssl_handshake_timeout=timeout), timeout)
             except ssl.SSLCertVerificationError as e:
                 # OpenSSL's reason code too (CERTIFICATE_VERIFY_FAILED): what operators search for.
                 reason = f" ({e.reason})" if e.reason else ""
@@ -225,10 +224,9 @@ class UpstreamClient(asyncio.Protocol):
         self._transport.write(SIZE.pack(len(payload)) + payload)
         try:
             # Not wait_for: it can drop the caller's cancellation when the answer arrives in
-            # the same loop turn (CPython gh-86296, 3.11), and loops that heartbeat or
-            # refresh over a link stop by being cancelled.
-            async with asyncio.timeout(timeout):
-                return await future
+            # the same loop turn, and loops that heartbeat or refresh over a link stop by
+            # being cancelled (coordinator/aio.py).
+            return await within(future, timeout)
         except TimeoutError:
             self._pending.pop(correlation_id, None)
             # Responses come in order: a lost one means the connection is unusable.

@@ -1,7 +1,7 @@
 """A task cancelled while its link waits stops, even when the answer lands in the same loop
 turn as the cancellation: on Python 3.11 `asyncio.wait_for` returned the answer and dropped
 the cancellation there (CPython gh-86296), which kept the cluster membership's side
-heartbeats running after their join had ended. The link waits with `asyncio.timeout`."""
+heartbeats running after their join had ended. The link waits through `coordinator.aio.within`."""
 from __future__ import annotations
 
 import asyncio
@@ -50,3 +50,4 @@ async def test_a_request_still_times_out_naming_the_api():
     finally:
         server.close()
         await server.wait_closed()
+
