@@ -196,12 +196,19 @@ def _array(element: Step | None, element_size: int, flexible: bool, nullable: bo
 # --- structs -----------------------------------------------------------------------------
 
 def _nullable_struct(inner: Step) -> Step:
-    # KIP-893: an int8 marker, -1 for null, then the struct.
+    # KIP-893: an int8 marker, -1 for null, then the struct. Kafka's readers take any
+    # negative marker as null, but kio's native reader takes only -1 as null and reads a
+    # struct after any other: a walk that skipped a -127 as null would let kio read
+    # lengths nobody checked (94 GB asked for by a 34-byte connect response). Real
+    # clients write -1 and 1 only; any other negative marker is refused here.
     def step(buf: bytes, pos: int, end: int) -> int:
         if pos >= end:
             raise Malformed("truncated before the null marker of a struct", pos)
-        if buf[pos] >= 0x80:                  # negative int8: null
+        marker = buf[pos]
+        if marker == 0xFF:                    # -1: null
             return pos + 1
+        if marker >= 0x80:
+            raise Malformed(f"null marker {marker - 256} of a struct; Kafka's clients write -1", pos)
         return inner(buf, pos + 1, end)
     return step
 

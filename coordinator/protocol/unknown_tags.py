@@ -154,13 +154,16 @@ def _field_rewrite(field: SchemaField) -> Rewrite:
 
 
 def _nullable_struct(inner: Rewrite) -> Rewrite:
-    # KIP-893: an int8 marker, negative for null, then the struct.
+    # KIP-893: an int8 marker, -1 for null, then the struct; any other negative marker is
+    # refused, as checked.py's walk refuses it (kio would read a struct after it).
     def rewrite(buf: bytes, pos: int, end: int, out: list[bytes], section: Section) -> int:
         if pos >= end:
             raise Malformed("truncated before the null marker of a struct", pos)
         out.append(buf[pos:pos + 1])
-        if buf[pos] >= 0x80:
+        if buf[pos] == 0xFF:
             return pos + 1
+        if buf[pos] >= 0x80:
+            raise Malformed(f"null marker {buf[pos] - 256} of a struct; Kafka's clients write -1", pos)
         return inner(buf, pos + 1, end, out, section)
     return rewrite
 

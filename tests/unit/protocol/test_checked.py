@@ -63,6 +63,45 @@ def test_the_issue_10_length_bomb_is_refused_before_kio_runs():
     assert child.returncode != 0 and "memory allocation" in child.stderr
 
 
+# A connect group's heartbeat response (private key 32703) whose Assignment marker is -127:
+# Kafka's readers take any negative marker as null, kio's native reader only -1. The walk
+# once skipped it as null and kio then read a struct from lengths nobody checked: 94 GB
+# asked for by these 34 bytes (found by fuzz/atheris_connect.py).
+CONNECT_MARKER_BOMB = bytes.fromhex(
+    "ffffff00" "0000" "00" "00" "00000000" "04040000" "81" "0000ffffffff2b00ffffffff3fffff")
+
+
+@pytest.mark.parametrize("marker", [0x80, 0x81, 0xC0, 0xFE])
+def test_a_struct_null_marker_other_than_minus_one_is_malformed(marker):
+    from coordinator.protocol.connect_messages import RESPONSES
+    cls = RESPONSES[min(RESPONSES)]
+    body = CONNECT_MARKER_BOMB[:16] + bytes([marker]) + CONNECT_MARKER_BOMB[17:]
+    with pytest.raises(BodyError, match=rf"assignment: null marker {marker - 256} of a struct"):
+        decode_body(cls, body, 0)
+    # StreamsGroupHeartbeat v0's Topology is such a struct on a request kcoord serves.
+    streams = (b"\x03g1" + b"\x02m" + struct.pack(">ii", 0, 0) + b"\x00\x00" + struct.pack(">i", 45000)
+               + bytes([marker]) + b"\x00\x00\x00\x00\xff\x00\x00\x00\x00\x00")
+    with pytest.raises(BodyError, match=rf"topology: null marker {marker - 256} of a struct"):
+        decode_body(request_class(88, 0), streams, 0)
+
+
+def test_the_marker_bomb_is_refused_before_kio_runs():
+    from coordinator.protocol.connect_messages import RESPONSES
+    cls = RESPONSES[min(RESPONSES)]
+    with pytest.raises(BodyError):
+        decode_body(cls, CONNECT_MARKER_BOMB, 0)
+    # -1 still reads as null, 1 as a struct.
+    null = CONNECT_MARKER_BOMB[:16] + b"\xff\x00"
+    assert decode_body(cls, null, 0).assignment is None
+    # Without the walk, kio's reader aborts the process: shown in a child process.
+    child = subprocess.run(
+        [sys.executable, "-c", "from kio.serial import entity_reader;"
+         "from coordinator.protocol.connect_messages import RESPONSES;"
+         f"entity_reader(RESPONSES[min(RESPONSES)])({CONNECT_MARKER_BOMB!r}, 0)"],
+        capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0 and "memory allocation" in child.stderr
+
+
 def test_non_nullable_array_sent_null_is_malformed():
     # ListGroups v5: StatesFilter is a non-nullable compact array; 0 is the null marker.
     cls = request_class(16, 5)
