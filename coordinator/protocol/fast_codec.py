@@ -67,7 +67,8 @@ def _int32_array(values: tuple[int, ...]) -> bytes:
 
 # The bodies of the last answers without an assignment or an error, by the message's identity: the
 # group hands a steady member the same message every interval (modern/consumer/heartbeat.py),
-# so its bytes are written once. An entry holds its message, so the id names no other object
+# and a committing consumer the same accepted answer (offset_commit_response), so its bytes
+# are written once. An entry holds its message, so the id names no other object
 # while it is kept; bounded (cleared when full, and only bodies of at most 1 KiB are kept).
 BODIES_KEPT = 16_384
 BODY_KEPT_MAX_BYTES = 1024
@@ -117,7 +118,25 @@ def _compact_string(value: str) -> bytes:
 
 
 def offset_commit_response(message: Any) -> bytes:
-    """OffsetCommitResponse v8/v9 (topic names) and v10 (topic ids); flexible."""
+    """OffsetCommitResponse v8/v9 (topic names) and v10 (topic ids); flexible. The body of an
+    answer to one topic with every partition accepted is kept in `_BODIES` (the heartbeat's
+    memo, by the message's identity and holding it): the group shares that answer per
+    (topic, partitions) (group/offsets/ops.py), so a consumer's next commit finds its bytes.
+    Any other answer is built anew per request, and keeping it would only churn the memo."""
+    kept = _BODIES.get(id(message))
+    if kept is not None and kept[0] is message:
+        return kept[1]
+    body = _offset_commit_response(message)
+    topics = message.topics
+    if len(topics) == 1 and len(body) <= BODY_KEPT_MAX_BYTES \
+            and not any(p.error_code for p in topics[0].partitions):
+        if len(_BODIES) >= BODIES_KEPT:
+            _BODIES.clear()
+        _BODIES[id(message)] = (message, body)
+    return body
+
+
+def _offset_commit_response(message: Any) -> bytes:
     topics = message.topics
     parts = [_I32.pack(_ms(message.throttle_time)), write_uvarint(len(topics) + 1)]
     pack = _I32_I16_TAGS.pack

@@ -58,3 +58,27 @@ def test_encode_body_takes_the_fast_encoder_for_the_common_commit():
     # throttle 0, one topic "orders", four partitions of (index, NONE, no tags), no tags
     assert encode_body(msg)[:13] == b"\x00\x00\x00\x00\x02\x07orders\x05"
 
+
+
+def test_an_accepted_answer_to_one_topic_is_encoded_once(monkeypatch):
+    from coordinator.protocol import fast_codec
+
+    monkeypatch.setattr(fast_codec, "BODIES_KEPT", 2)
+    monkeypatch.setattr(fast_codec, "_BODIES", {})
+    accepted = response(v9, 0, [("orders", [(p, ErrorCode.none) for p in range(4)])])
+    first = encode_body(accepted)
+    assert first == kio_bytes(accepted) and encode_body(accepted) is first
+    equal = response(v9, 0, [("orders", [(p, ErrorCode.none) for p in range(4)])])
+    assert encode_body(equal) == first and encode_body(equal) is not first   # by identity, not by value
+    # Built anew per request, so not kept: a refused partition, two topics.
+    refused = response(v9, 0, [("orders", [(0, ErrorCode.none), (1, ErrorCode.unknown_topic_or_partition)])])
+    two = response(v10, 0, [(None, [(0, ErrorCode.none)]), (None, [(1, ErrorCode.none)])])
+    for msg in (refused, two):
+        assert encode_body(msg) == kio_bytes(msg) and id(msg) not in fast_codec._BODIES
+    for p in range(3):
+        msg = response(v8, 0, [("t", [(p, ErrorCode.none)])])
+        assert encode_body(msg) == kio_bytes(msg) and id(msg) in fast_codec._BODIES
+        assert len(fast_codec._BODIES) <= 2
+    fast_codec._BODIES.clear()
+    long = response(v9, 0, [("t" * 2000, [(0, ErrorCode.none)])])
+    assert encode_body(long) == kio_bytes(long) and not fast_codec._BODIES
