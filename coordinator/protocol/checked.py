@@ -99,7 +99,8 @@ def _fixed(size: int, names: tuple[tuple[str, int], ...]) -> Step:
             at = pos
             for name, width in names:         # name the first field that does not fit
                 if at + width > end:
-                    raise Malformed(f"needs {width} bytes, {end - at} left", at).within(name)
+                    short = Malformed(f"needs {width} bytes, {end - at} left", at)
+                    raise short.within(name) if name else short
                 at += width
         return stop
     return step
@@ -228,12 +229,24 @@ def _tagged_section(tags: dict[int, tuple[str, Step]]) -> Step:
             if known is not None:
                 name, inner = known
                 try:
-                    inner(buf, pos, pos + size)
+                    stop = inner(buf, pos, pos + size)
                 except Malformed as e:
                     raise e.within(name) from None
+                if stop != pos + size:
+                    raise Malformed(tag_size_mismatch(tag, size, stop - pos), pos).within(name)
             pos += size
         return pos
     return step
+
+
+def tag_size_mismatch(tag: int, size: int, used: int) -> str:
+    # Kafka's generated readers and kio's native reader read a known tagged field's value
+    # and go on after it, never looking at its size again; this walk, unknown_tags.py and
+    # every reader that skips a field by its size go on after the size. A value shorter than
+    # its size would have kio read the rest as fields nobody walked (a hidden array count
+    # of 2**32 made it allocate past the machine), so the two must be the same: Kafka's
+    # writers and kio's always make them so.
+    return f"tagged field {tag}'s size says {size} bytes, but its value takes {used}"
 
 
 def _struct(steps: list[tuple[str, Step]]) -> Step:
@@ -262,7 +275,11 @@ def _struct(steps: list[tuple[str, Step]]) -> Step:
 def field_step(field: SchemaField, flexible: bool) -> tuple[Step | None, int]:
     """(step, fixed size): a fixed-size primitive has no step, only its size."""
     # Tagged fields are optional by their absence, and kio writes them non-nullable; a
-    # tagged value that is null where the type allows it is still accepted.
+    # tagged value that is null where the type allows it is still accepted (kio's reader
+    # then refuses a null string as non-nullable, which moves nothing). A nullable struct
+    # is the exception: kio's reader reads its KIP-893 marker tagged or not (its writer
+    # writes none when tagged), so the walk reads the marker too, or kio would read one
+    # byte further than the walk, and every field after from bytes nobody walked.
     if field.kind == PRIMITIVE:
         size = FIXED_SIZES.get(field.kafka_type)
         if size is not None:
@@ -274,7 +291,7 @@ def field_step(field: SchemaField, flexible: bool) -> tuple[Step | None, int]:
         return _array(element, size or 0, flexible, field.nullable), 0
     inner = struct_step(field.struct)
     if field.kind == STRUCT:
-        return (_nullable_struct(inner) if field.nullable and field.tag is None else inner), 0
+        return (_nullable_struct(inner) if field.nullable else inner), 0
     return _array(inner, 0, flexible, field.nullable), 0
 
 
@@ -307,7 +324,7 @@ def _compile(cls: Any) -> Step:
     for field in schema_fields(cls):
         step, size = field_step(field, flexible)
         if field.tag is not None:
-            tags[field.tag] = (field.name, step or _fixed(size, ((field.name, size),)))
+            tags[field.tag] = (field.name, step or _fixed(size, (("", size),)))   # the section names it
         elif step is None:
             run.append((field.name, size))
         else:

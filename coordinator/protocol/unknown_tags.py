@@ -32,7 +32,7 @@ from typing import Any
 
 from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, schema_fields
 
-from .checked import Malformed, field_step, read_uvarint, struct_step
+from .checked import Malformed, field_step, read_uvarint, struct_step, tag_size_mismatch
 from .framing import write_uvarint
 
 # (the tags the section's struct knows, the section's known fields: tag -> value, in wire
@@ -116,7 +116,8 @@ def _tagged_section(buf: bytes, pos: int, end: int, out: list[bytes], section: S
                 stop = rewrite(buf, pos, pos + size, inner, section)
             except Malformed as e:
                 raise e.within(name) from None
-            inner.append(buf[stop:pos + size])    # whatever follows the value within its size
+            if stop != pos + size:            # refused as checked.py's walk refuses it
+                raise Malformed(tag_size_mismatch(tag, size, stop - pos), pos).within(name)
             fields[tag] = b"".join(inner)
         pos += size
     kept = section(known, fields)
@@ -149,7 +150,7 @@ def _field_rewrite(field: SchemaField) -> Rewrite:
         return _verbatim(step) if step is not None else _fixed(size)
     inner = _struct_rewrite(field.struct)
     if field.kind == STRUCT:
-        return _nullable_struct(inner) if field.nullable and field.tag is None else inner
+        return _nullable_struct(inner) if field.nullable else inner    # tagged too, as checked.py
     return _struct_array(inner)
 
 

@@ -102,6 +102,64 @@ def test_the_marker_bomb_is_refused_before_kio_runs():
     assert child.returncode != 0 and "memory allocation" in child.stderr
 
 
+# An ApiVersions v3 response (error 0, no api keys, throttle 0) with two tagged fields: tag 1
+# (finalized_features_epoch, an int64) whose size says 15 bytes, and tag 3. The walk skipped
+# the 15 bytes; kio, like Kafka's readers, reads the 8 of the int64 and takes the next 7 as
+# its second field: tag 0 (supported_features), a compact array of 2**32 - 2 entries the
+# walk never saw.
+TAG_PADDING_BOMB = (b"\x00\x00" + b"\x01" + struct.pack(">i", 0) + b"\x02"
+                    + b"\x01\x0f" + struct.pack(">q", 5) + b"\x00\x00\xff\xff\xff\xff\x0f" + b"\x03\x01\x00")
+
+
+def test_a_known_tagged_field_whose_value_does_not_fill_its_size_is_malformed():
+    from coordinator.protocol.apis import response_class
+    cls = response_class(18, 3)
+    with pytest.raises(BodyError, match=r"_tagged_fields\.finalized_features_epoch: tagged field 1's size says "
+                                        r"15 bytes, but its value takes 8 \(at byte 10\)"):
+        decode_body(cls, TAG_PADDING_BOMB, 0)
+    # One byte more than the value, in a served request: Fetch v12's cluster_id (tag 0).
+    fetch = request_class(1, 12)
+    body = encode_body(dataclasses.replace(sample(fetch, random.Random(4)), cluster_id="c"))
+    assert body.endswith(b"\x01\x00\x02\x02c")
+    with pytest.raises(BodyError, match=r"cluster_id: tagged field 0's size says 3 bytes, but its value takes 2"):
+        decode_body(fetch, body[:-3] + b"\x03\x02c\x00", 0)
+    # A value longer than its size stays refused, and the exact size still reads.
+    with pytest.raises(BodyError, match=r"cluster_id: .*1 bytes remain|cluster_id: length 1 but only 0"):
+        decode_body(fetch, body[:-3] + b"\x01\x02c", 0)
+    assert decode_body(fetch, body, 0).cluster_id == "c"
+
+
+def test_the_tag_padding_bomb_is_refused_before_kio_runs():
+    from coordinator.protocol.apis import response_class
+    with pytest.raises(BodyError):
+        decode_body(response_class(18, 3), TAG_PADDING_BOMB, 0)
+    # Without the walk, kio's reader aborts the process: shown in a child process.
+    child = subprocess.run(
+        [sys.executable, "-c", "from kio.serial import entity_reader;"
+         "from coordinator.protocol.apis import response_class;"
+         f"entity_reader(response_class(18, 3))({TAG_PADDING_BOMB!r}, 0)"],
+        capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0 and "memory allocation" in child.stderr
+
+
+def test_a_tagged_nullable_struct_is_walked_with_its_marker_as_kio_reads_it():
+    from tests.unit.protocol.kio_shapes import Inner, TaggedNullableStruct
+    cls = TaggedNullableStruct
+    # a=1, one tagged field: tag 0 of 6 bytes, marker 1, x=7, no tags of its own
+    marked = bytes.fromhex("00000001" "01" "0006" "01" "00000007" "00")
+    assert check_body(cls, marked, 0) == len(marked)
+    assert reader_for(cls)(marked, 0) == (cls(a=1, inner=Inner(x=7)), len(marked))
+    null = bytes.fromhex("00000001" "01" "0001" "ff")
+    assert check_body(cls, null, 0) == len(null)
+    assert reader_for(cls)(null, 0) == (cls(a=1, inner=None), len(null))
+    # kio's writer writes no marker there: its reader would take the 00 of x as "present"
+    # and read one byte past the value; the walk refuses it instead.
+    unmarked = encode_body(cls(a=1, inner=Inner(x=7)))
+    assert unmarked == bytes.fromhex("00000001" "01" "0005" "00000007" "00")
+    with pytest.raises(Malformed, match="inner"):
+        check_body(cls, unmarked, 0)
+
+
 def test_non_nullable_array_sent_null_is_malformed():
     # ListGroups v5: StatesFilter is a non-nullable compact array; 0 is the null marker.
     cls = request_class(16, 5)
@@ -141,8 +199,9 @@ def test_varint_longer_than_five_bytes_is_malformed():
 
 
 def test_error_names_nested_field_and_offset():
-    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
     import uuid
+
+    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
     cls = request_class(68, 1)
     message = sample(cls, random.Random(3))
     import dataclasses
@@ -157,7 +216,8 @@ def test_error_names_nested_field_and_offset():
     assert f"at byte {len(valid) - 7}" in str(info.value)
 
 
-SERVED_VERSIONS = [(t.api_key, v) for t in TARGETS for v in range(*(lambda r: (r[0], r[1] + 1))(kio_version_range(t.api_key)))]
+SERVED_VERSIONS = [(t.api_key, v) for t in TARGETS
+                   for v in range(*(lambda r: (r[0], r[1] + 1))(kio_version_range(t.api_key)))]
 
 
 @pytest.mark.parametrize("api_key,version", SERVED_VERSIONS)

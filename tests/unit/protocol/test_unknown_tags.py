@@ -240,6 +240,22 @@ def test_a_repeated_known_tag_next_to_an_unknown_one_keeps_the_last_value_as_kio
     assert decode_body(cls, repeated, 0).cluster_id == decode_body(cls, with_unknown, 0).cluster_id == "b"
 
 
+def test_a_known_tag_whose_value_does_not_fill_its_size_is_refused_as_the_walk_refuses_it():
+    """kio reads on after a known tagged field's value, whatever its size says; the rewrite
+    skips by the size. It refuses the difference as checked.py's walk does, with an unknown
+    tag in the body too (the case in which codec.py asks it for a copy)."""
+    from coordinator.protocol.checked import Malformed
+    cls = request_class(1, 12)     # Fetch v12: cluster_id is the top level's tag 0
+    plain = encode_body(dataclasses.replace(sample(cls, random.Random(1)), cluster_id=None))
+    padded = plain[:-1] + b"\x02" + tagged(0, b"\x02a\x00") + tagged(9, b"")
+    with pytest.raises(Malformed, match="cluster_id: tagged field 0's size says 3 bytes, but its value takes 2"):
+        strip_unknown_tags(cls, padded, 0)
+    with pytest.raises(BodyError, match="tagged field 0's size says 3 bytes"):
+        decode_body(cls, padded, 0)
+    exact = plain[:-1] + b"\x02" + tagged(0, b"\x02a") + tagged(9, b"")
+    assert decode_body(cls, exact, 0).cluster_id == "a"
+
+
 def test_an_upstream_response_with_unknown_tags_in_its_header_and_body_decodes():
     cls = response_class(METADATA, 12)
     message = sample(cls, random.Random(4))
