@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from coordinator.protocol.framing import write_uvarint
 
@@ -105,6 +105,49 @@ def lying_size(frame: bytes, body: int, rng: random.Random) -> bytes:
     if 0 <= size < len(frame) - 4:
         return _SIZE.pack(size) + frame[4:4 + size]
     return _SIZE.pack(size) + frame[4:]
+
+
+# Body-level mutations, for the differential test of the bounded walk against kio's reader
+# (tests/unit/protocol/test_walk_agrees_with_kio.py): each takes a valid body alone.
+
+# Single bytes that readers treat specially: a null marker or length (0x00 compact, 0xff
+# int8 -1 and the top of an int16/int32 -1), 1 (a present marker, an empty compact value),
+# the largest one-byte varint and int8 (0x7f), a varint that runs on (0x80, 0x81: also the
+# int8 markers -128 and -127, the one that made kio read a struct after a "null"), -2.
+BYTE_VALUES = (0x00, 0x01, 0x7F, 0x80, 0x81, 0xFE, 0xFF)
+
+
+def byte_replacements(body: bytes, positions: Iterable[int] | None = None) -> Iterator[tuple[int, int, bytes]]:
+    """(position, value, mutant) for each byte at ``positions`` (all by default) replaced by
+    each of BYTE_VALUES other than its own."""
+    for pos in range(len(body)) if positions is None else positions:
+        for value in BYTE_VALUES:
+            if body[pos] != value:
+                yield pos, value, body[:pos] + bytes((value,)) + body[pos + 1:]
+
+
+# What follows a known tagged field's value inside its size: a byte, an empty tag, and a
+# tag 0 (then 1) whose value starts with a compact array count of 2**32 - 2 (a reader that
+# reads on after the value instead of skipping the size meets it as the next field).
+TAG_PADDINGS = (b"\x00", b"\x00\x00", b"\x00\x00\xff\xff\xff\xff\x0f", b"\x01\x00\xff\xff\xff\xff\x0f")
+
+
+def padded_tagged_fields(cls: type, body: bytes, padding: bytes) -> bytes | None:
+    """The valid ``cls`` body ``body`` with ``padding`` after the value of every known tagged
+    field, in every section, its size grown to cover it; None when the body has no known
+    tagged field, or does not walk. Kafka's readers and kio's read a known field's value and
+    go on after it, whatever its size says, where a reader that skips by the size goes on
+    after the padding."""
+    from coordinator.protocol.checked import Malformed
+    from coordinator.protocol.unknown_tags import rewrite_tags
+
+    def pad(known: frozenset[int], fields: dict[int, bytes]) -> list[tuple[int, bytes]]:
+        return [(tag, value + padding) for tag, value in fields.items()]
+    try:
+        mutant, _ = rewrite_tags(cls, body, 0, len(body), pad)
+    except Malformed:
+        return None
+    return None if mutant == body else mutant
 
 
 MUTATIONS: dict[str, Mutation] = {
