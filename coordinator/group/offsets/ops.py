@@ -17,7 +17,7 @@ from records import ZERO_UUID
 
 from .. import record_helpers as rh
 from ..errors import ApiError
-from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
+from ..group_types import ACCEPT_ALL, GroupType, PartitionCheck, group_type
 from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
@@ -26,19 +26,19 @@ from .requests import CommitAnswer, FetchAnswer, OffsetCommit, OffsetDelete, Off
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
 
-def _validate_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit) -> PartitionCheck:
-    """A commit to an unknown group; otherwise the group type's rule (group_types.py)."""
-    """`OffsetMetadataManager.validateOffsetCommit`."""
+def _validate_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, group: Any,
+                     kind: GroupType | None) -> PartitionCheck:
+    """`OffsetMetadataManager.validateOffsetCommit`: a commit to an unknown group (``group``
+    None); otherwise the rule of the group's type ``kind`` (group_types.py)."""
     generation = req.generation_id_or_member_epoch
-    group = shard.groups.get(req.group_id)
     if group is None:
         if generation < 0:
             return ACCEPT_ALL  # replay creates a "simple" classic group
         if req.group_id_not_found:
             raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         raise ApiError(ErrorCode.illegal_generation)
-    return group_type(group).validate_offset_commit(group, shard.image, req.member_id, req.group_instance_id,
-                                                    generation, ctx.api_version)
+    return kind.validate_offset_commit(group, shard.image, req.member_id, req.group_instance_id,  # type: ignore[union-attr]
+                                       generation, ctx.api_version)
 
 
 # ---------------------------------------------------------------- commit
@@ -68,8 +68,12 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     answers: list[tuple[Any, list[Any]]] = []
     group_id = req.group_id
     new_record = rh.offset_commit_record
+    # The group and its type, looked up once: the validation and the timers read both (the
+    # operation changes no state, so the group is the same after the loop).
+    group = shard.groups.get(group_id)
+    kind = group_type(group) if group is not None else None
     try:
-        check = _validate_commit(shard, ctx, req)
+        check = _validate_commit(shard, ctx, req, group, kind)
         # A member at its current epoch (and a simple group) may commit any partition: no
         # call per partition then.
         per_partition = check is not ACCEPT_ALL
@@ -113,9 +117,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
         answers = [(t, [partition_cls(partition_index=p.partition_index, error_code=e.code) for p in t.partitions])
                    for t in req.topics]
     timers: list[TimerOp] = []
-    group = shard.groups.get(req.group_id)
-    if records and group is not None:
-        timers = group_type(group).offset_commit_timers(group, req.member_id, now_ms)
+    if records and kind is not None:
+        timers = kind.offset_commit_timers(group, req.member_id, now_ms)
     if records and len(answers) == 1 and len(records) == len(answers[0][1]):
         # One topic, every partition accepted: what a consumer sends again and again, and
         # the same answer each time (kio's messages are frozen), so one is shared per
