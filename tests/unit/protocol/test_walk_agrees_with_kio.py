@@ -23,14 +23,14 @@ then the body without its unknown tags, as codec.py reads it, must end where the
 ended). kio running out of bytes, meeting a negative length or a varint too long after the
 walk accepted means they read different fields, and so does a crash.
 
-kio runs in one child process per group with RLIMIT_AS at CHILD_MEMORY, so an input that
+kio runs in one child process with RLIMIT_AS at CHILD_MEMORY, so an input that
 makes kio allocate past it aborts the child, not pytest: the failure names the class, the
 mutation and the bytes, and the child starts again after that input.
 
-Bound: 3 groups (one child each), 391 body shapes, 105,676 walks and 81,260 kio reads: 5.9 s
-on the development machine at load average 11 (4 s of it the children, 1.5 s importing
-kio's schemas), 8-15 s through pytest as load varied; under 20 s on CI's two cores.
-KCOORD_WALK_DIFF_FULL=1 takes every byte position and four samples (a few minutes);
+Bound: 391 body shapes, 105,676 walks and 81,260 kio reads in one child: 5.8 s on the
+development machine at load average 4 (2.6 s of it the child, 1.5 s importing kio's
+schemas), 8-10 s through pytest (not yet measured on CI).
+KCOORD_WALK_DIFF_FULL=1 takes every byte position and four samples (23-53 s here);
 KCOORD_WALK_DIFF_SEED=<text> draws other samples.
 """
 from __future__ import annotations
@@ -264,14 +264,30 @@ def _value_refusal(error: Exception, unknown_tags: bool = True) -> str | None:
 
 # --- the tests ---------------------------------------------------------------------------
 
+GROUPS = ("requests", "responses", "kcoord")
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, tuple[int, int, int, list[str]]]:
+    """group -> (body shapes, bodies walked, bodies accepted, disagreements): every group's
+    accepted bodies read by kio in one child (its imports are paid once)."""
+    walked: dict[str, tuple[int, int, int]] = {}
+    items: list[tuple[str, str, str, bytes, int]] = []
+    for group in GROUPS:
+        classes = _distinct(_classes(group))
+        accepted, count = _walked(classes, f"{SEED}{group}")
+        walked[group] = (len(classes), count, len(accepted))
+        items += [(module, name, f"{group}: {label}", body, end) for module, name, label, body, end in accepted]
+    failures = run_kio(items)
+    return {group: (*walked[group], [f for f in failures if f"({group}: " in f]) for group in GROUPS}
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("group", ["requests", "responses", "kcoord"])
-def test_when_the_walk_accepts_a_body_kio_reads_the_same_fields(group):
-    classes = _distinct(_classes(group))
-    accepted, walked = _walked(classes, f"{SEED}{group}")
-    assert walked > 100 * len(classes) and len(accepted) > 10 * len(classes)    # the mutants are there
-    failures = run_kio(accepted)
-    assert not failures, f"{len(failures)} disagreements of {len(accepted)} bodies:\n" + "\n".join(failures[:15])
+@pytest.mark.parametrize("group", GROUPS)
+def test_when_the_walk_accepts_a_body_kio_reads_the_same_fields(group, verdicts):
+    shapes, walked, accepted, failures = verdicts[group]
+    assert walked > 100 * shapes and accepted > 10 * shapes        # the mutants are there
+    assert not failures, f"{len(failures)} disagreements of {accepted} bodies:\n" + "\n".join(failures[:15])
 
 
 def test_an_input_that_aborts_kio_is_named_and_the_rest_still_read():
