@@ -146,7 +146,10 @@ def _no_tags(buf: bytes, pos: int, end: int) -> int:
 
 
 def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitRequestPartition, ...], int]:
-    count, pos = _length(buf, pos, end)
+    if pos < end and buf[pos] < 0x80:
+        count, pos = buf[pos] - 1, pos + 1      # a one-byte count, read here (as in `_string`)
+    else:
+        count, pos = _length(buf, pos, end)
     if count < 0 or count * _PARTITION_MIN > end - pos:
         raise _Irregular
     cls = OffsetCommitRequestPartition
@@ -185,11 +188,18 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
         raise _Irregular
     (generation,) = _INT32(buf, pos)
     member_id, pos = _string(buf, pos + 4, end, False)
-    instance_id, pos = _string(buf, pos, end, True)
-    count, pos = _length(buf, pos, end)
+    if pos < end and buf[pos] == 0:
+        instance_id, pos = None, pos + 1        # no group instance id: what a consumer sends
+    else:
+        instance_id, pos = _string(buf, pos, end, True)
+    if pos < end and buf[pos] < 0x80:
+        count, pos = buf[pos] - 1, pos + 1      # a one-byte count, read here (as in `_string`)
+    else:
+        count, pos = _length(buf, pos, end)
     if count < 0 or count * (_TOPIC_MIN if version < 10 else _TOPIC_MIN + 15) > end - pos:
         raise _Irregular
     topics: list[OffsetCommitRequestTopic] = []
+    # The tagged fields' counts (0, one byte each) are checked here, without `_no_tags`'s call.
     for _ in range(count):
         if version < 10:
             name, pos = _string(buf, pos, end, False)
@@ -202,9 +212,11 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
             topic_id = uuid.UUID(int=(high << 64) | low) if high or low else None
             name = None
         partitions, pos = _partitions(buf, pos, end)
-        pos = _no_tags(buf, pos, end)
+        if pos >= end or buf[pos]:
+            raise _Irregular
+        pos += 1
         topics.append(OffsetCommitRequestTopic(name, topic_id, partitions))
-    if _no_tags(buf, pos, end) != end:
+    if pos + 1 != end or buf[pos]:
         raise _Irregular
     return _REQUESTS[version](group_id, generation, member_id, instance_id, tuple(topics))  # type: ignore[arg-type]
 
