@@ -145,9 +145,10 @@ def remove_member_records(group_id: str, member_id: str) -> list[CoordinatorReco
 def offset_commit_record(group_id: str, topic: str, partition: int, offset: int, leader_epoch: int,
                          metadata: str, commit_timestamp: int, expire_timestamp: int = -1,
                          topic_id: uuid.UUID | None = None) -> CoordinatorRecord:
-    """The commit's record (offset_commit and txn_commit call it positionally, once per
-    partition: keyword arguments cost more per call). Its key is the shared one of (group,
-    topic, partition), already encoded (`records.codec.offset_commit_key`)."""
+    """The commit's record (txn_commit calls it positionally, once per partition: keyword
+    arguments cost more per call; offsets/ops.py's offset_commit builds the same records in
+    its loop, without the call). Its key is the shared one of (group, topic, partition),
+    already encoded (`records.codec.offset_commit_key`)."""
     # Kafka writes version 1 only when the commit carries a retention time (expireTimestamp).
     if expire_timestamp == -1:
         version = 4

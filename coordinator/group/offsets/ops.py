@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from records import ZERO_UUID
+from records import ZERO_UUID, CoordinatorRecord, OffsetCommitValue
+from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
 
 from .. import record_helpers as rh
 from ..errors import ApiError
@@ -67,7 +68,11 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     records = []
     answers: list[tuple[Any, list[Any]]] = []
     group_id = req.group_id
-    new_record = rh.offset_commit_record
+    # Each accepted partition's record is built here as rh.offset_commit_record builds it (the
+    # shared key, the value positionally, the version), without that call per partition:
+    # Kafka writes version 1, which has no topic id, only for a commit with a retention time.
+    version = 4 if expire == -1 else 1
+    keys = OFFSET_COMMIT_KEYS
     # The group and its type, looked up once: the validation and the timers read both (the
     # operation changes no state, so the group is the same after the loop).
     group = shard.groups.get(group_id)
@@ -83,6 +88,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                 name, topic_id, num_partitions = "", ZERO_UUID, 0     # no partition is in range
             else:
                 name, topic_id, num_partitions = img.name, img.topic_id, img.num_partitions
+            record_topic_id = topic_id if version == 4 and topic_id is not None else ZERO_UUID
             parts = []
             for p in t.partitions:
                 index = p.partition_index
@@ -98,11 +104,12 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                         if error is not None:
                             raise ApiError(error)
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
-                    # Positionally: (group, topic, partition, offset, leader epoch, metadata,
-                    # commit and expire timestamps, topic id).
-                    records.append(new_record(
-                        group_id, name, index, p.committed_offset,
-                        p.committed_leader_epoch if leader_epochs else -1, metadata, now_ms, expire, topic_id))
+                    # The value positionally: (offset, leader epoch, metadata, commit and
+                    # expire timestamps, topic id).
+                    key = keys.get((group_id, name, index)) or offset_commit_key(group_id, name, index)
+                    records.append(CoordinatorRecord(key, OffsetCommitValue(
+                        p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, metadata, now_ms,
+                        expire, record_topic_id), version))
                     accepted = accepted_parts.get(index)
                     if accepted is None:
                         accepted = partition_cls(partition_index=index, error_code=ErrorCode.none)

@@ -80,6 +80,30 @@ def test_applied_commits_equal_their_reload():
     assert live.offsets.offsets == by_record.offsets.offsets     # the entries themselves, record offsets included
 
 
+@pytest.mark.parametrize(("version", "retention_ms", "by_id"), [(9, -1, False), (10, -1, True), (5, -1, False),
+                                                                 (2, 60_000, False), (2, -1, False)])
+def test_a_commits_records_are_the_record_helpers_records(version, retention_ms, by_id):
+    """offset_commit builds its records in its loop; they are what record_helpers'
+    offset_commit_record builds for the same commit (key, value, version), with the shared key."""
+    from coordinator.group import record_helpers as rh
+    from coordinator.group.image import MetadataImage
+    from records.codec import OFFSET_COMMIT_KEYS
+
+    shard = GroupCoordinatorShard(0, image=MetadataImage.of([FOO, BAR]))
+    ids = {"foo": FOO.topic_id, "bar": BAR.topic_id} if by_id else None
+    req = _request(version, "g", {"foo": {0: 5, 3: 6}, "bar": {2: 1}}, metadata="m", retention_ms=retention_ms,
+                   by_id=ids)
+    now = 1_700_000_000_000
+    result = shard.offset_commit(RequestContext(api_version=version, client_id="c", client_host="/h"), req, now)
+    expire = now + retention_ms if retention_ms != -1 else -1
+    epoch = 7 if version >= 6 else -1
+    expected = [rh.offset_commit_record("g", t.name, p, o, epoch, "m", now, expire, t.topic_id)
+                for t, p, o in ((FOO, 0, 5), (FOO, 3, 6), (BAR, 2, 1))]
+    assert result.records == expected
+    assert [r.value_version for r in result.records] == [1 if retention_ms != -1 else 4] * 3
+    assert all(r.key is OFFSET_COMMIT_KEYS[(r.key.group, r.key.topic, r.key.partition)] for r in result.records)
+
+
 @pytest.mark.parametrize("seed", [5, 13])
 def test_replay_records_equals_replay_of_each_record(seed):
     """Generated logs (both group protocols, conversions, deletions, tombstones, unknown
