@@ -289,7 +289,8 @@ class CoordinatorRuntime:
             writer.schedule_flush()
         else:
             fut = writer.last_pending()
-        self.timers.apply(result.timers)
+        if result.timers:     # most operations change no timer: no call then
+            self.timers.apply(result.timers)
         if result.completions:
             self.parked.answer(result.completions, fut)
         return result.response, fut, parked
