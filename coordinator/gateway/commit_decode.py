@@ -223,6 +223,12 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
 
 def decode(frame: bytes, header_version: int, api_version: int) -> tuple[str | None, Any] | None:
     """(client id, request) of a framed OffsetCommit v8-v10 in the common shape, else None."""
+    return _decode_at(api_version, frame, header_version)
+
+
+def _decode_at(api_version: int, frame: bytes, header_version: int) -> tuple[str | None, Any] | None:
+    """`decode` with the version first: `decoders` binds it positionally (a partial with a
+    keyword builds a dict of keywords on every call)."""
     try:
         client_id, offset = request_body_offset(frame, header_version)
         return client_id, _body(api_version, frame, offset)
@@ -239,4 +245,4 @@ def decoders(starters: Any = None) -> Decoders:
     the authorization stage rebuilds kio's requests, so it needs the general path."""
     if starters is not None and OFFSET_COMMIT not in starters:
         return {}
-    return {request_class(OFFSET_COMMIT, v): functools.partial(decode, api_version=v) for v in VERSIONS}
+    return {request_class(OFFSET_COMMIT, v): functools.partial(_decode_at, v) for v in VERSIONS}
