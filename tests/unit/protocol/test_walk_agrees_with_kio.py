@@ -198,8 +198,9 @@ def run_kio(items: list[tuple[str, str, str, bytes, int]]) -> list[str]:
             return failures
         if last < start:
             raise AssertionError(f"the kio child failed before its first input:\n{proc.stderr.decode()[-3000:]}")
-        failures.append(_named(items[last], f"kio's process died (exit {proc.returncode}): "
-                                            f"{proc.stderr.decode(errors='replace').strip()[-300:]}"))
+        stderr = proc.stderr.decode(errors="replace").strip()
+        why = next((line for line in stderr.splitlines() if "memory allocation" in line), stderr[-300:])
+        failures.append(_named(items[last], f"kio's process died (exit {proc.returncode}): {why}"))
         start = last + 1
     failures.append(f"... stopped after {RESTARTS} dead children")
     return failures
@@ -305,7 +306,8 @@ def test_an_input_that_aborts_kio_is_named_and_the_rest_still_read():
     failures = run_kio([(*item, "valid", valid, len(valid)), (*item, "the marker bomb", bomb, len(bomb)),
                         (*item, "an end the walk did not give", wrong_end, len(wrong_end) - 1)])
     assert len(failures) == 2, failures
-    assert "the marker bomb" in failures[0] and "died" in failures[0] and bomb.hex() in failures[0]
+    assert "the marker bomb" in failures[0] and bomb.hex() in failures[0]
+    assert "died" in failures[0] and "memory allocation of" in failures[0]
     assert "kio ends at" in failures[1] and "an end the walk did not give" in failures[1]
 
 
