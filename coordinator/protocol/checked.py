@@ -10,6 +10,13 @@ Rules of this module:
   bytes remaining").
 - The walk allocates nothing: it only moves an offset. kio decodes afterwards, over bytes
   whose lengths are known to fit.
+- The walk ends every field where kio's reader ends it, or refuses the body: kio reads on
+  from where *it* thinks a field ends, over bytes only the walk's reading checked. Where a
+  byte could be read two ways (a struct marker other than -1, which Kafka's readers take as
+  null and kio as present; a known tagged field whose size is not its value's, which Kafka
+  and kio read by the value) the body is refused.
+  tests/unit/protocol/test_walk_agrees_with_kio.py checks this on mutated bodies of every
+  message class.
 - A non-nullable field sent as null is malformed, as Kafka's generated readers say
   ("non-nullable field X was serialized as null"). Strings longer than 32767 bytes are
   malformed too (Kafka's generated readers: "string field X had invalid length").
