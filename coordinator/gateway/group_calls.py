@@ -129,7 +129,10 @@ class GroupCalls:
             self.failed(route, pending.correlation_id, error)
             return
         try:
-            data = encode_answer(route, pending.correlation_id, response)
+            # encode_answer written out: every waiting answer (a durable commit's) passes here.
+            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+            data = response_frame(pending.correlation_id, body if body.__class__ is bytes else bytes(body),
+                                  route.response_header_version)
         except Exception as e:
             self.failed(route, pending.correlation_id, e)
             return
