@@ -47,7 +47,9 @@ class _Irregular(Exception):
 
 
 class OffsetCommitRequestPartition:
-    """Built by `_partitions`, which sets the slots itself (no `__init__` frame per partition)."""
+    """Built by `_partitions` as ``cls()``, which then sets the slots itself: no `__init__` frame
+    per partition, and with neither `__init__` nor `__new__` of its own the class's call runs
+    C only (cheaper than ``object.__new__(cls)``, a call through a wrapper with its own checks)."""
     __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata")
     partition_index: int
     committed_offset: int
@@ -61,14 +63,12 @@ class OffsetCommitRequestPartition:
 
 
 class OffsetCommitRequestTopic:
-    """By `name` (v8-v9) or by `topic_id` (v10: the other one is None, as kio has no such field)."""
+    """By `name` (v8-v9) or by `topic_id` (v10: the other one is None, as kio has no such field).
+    Built by `_body` as the partitions are (``cls()``, then the slots)."""
     __slots__ = ("name", "topic_id", "partitions")
-
-    def __init__(self, name: str | None, topic_id: uuid.UUID | None,
-                 partitions: tuple[OffsetCommitRequestPartition, ...]) -> None:
-        self.name = name
-        self.topic_id = topic_id
-        self.partitions = partitions
+    name: str | None
+    topic_id: uuid.UUID | None
+    partitions: tuple[OffsetCommitRequestPartition, ...]
 
     def __repr__(self) -> str:
         named = f"topic_id={self.topic_id!r}" if self.name is None else f"name={self.name!r}"
@@ -76,17 +76,15 @@ class OffsetCommitRequestTopic:
 
 
 class OffsetCommitRequest:
-    """kio's OffsetCommitRequest fields at one version (`__version__`, set per subclass)."""
+    """kio's OffsetCommitRequest fields at one version (`__version__`, set per subclass). Built
+    by `_body` as the partitions are (``cls()``, then the slots)."""
     __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "topics")
     __version__: int
-
-    def __init__(self, group_id: str, generation_id_or_member_epoch: int, member_id: str,
-                 group_instance_id: str | None, topics: tuple[OffsetCommitRequestTopic, ...]) -> None:
-        self.group_id = group_id
-        self.generation_id_or_member_epoch = generation_id_or_member_epoch
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.topics = topics
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    topics: tuple[OffsetCommitRequestTopic, ...]
 
     def __repr__(self) -> str:
         return (f"OffsetCommitRequest(v{self.__version__}, group_id={self.group_id!r}, generation_id_or_member_epoch="
@@ -152,8 +150,7 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
         count, pos = _length(buf, pos, end)
     if count < 0 or count * _PARTITION_MIN > end - pos:
         raise _Irregular
-    cls = OffsetCommitRequestPartition
-    new = object.__new__    # slots set here: no Python __init__ frame per partition
+    cls = OffsetCommitRequestPartition    # slots set here: no Python __init__ frame per partition
     # What clients send: every partition without metadata and tagged fields, 18 bytes each,
     # cut by one C iterator; the first partition of another shape sends all to the loop below.
     parts: list[OffsetCommitRequestPartition] = []
@@ -162,7 +159,7 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
             memoryview(buf)[pos:pos + count * _PARTITION_MIN]):
         if metadata != 1 or tags:
             break
-        p = new(cls)
+        p = cls()
         p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata = \
             index, offset, epoch, ""
         append(p)
@@ -172,7 +169,7 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
     for _ in range(count):
         if pos + 16 > end:
             raise _Irregular
-        p = new(cls)
+        p = cls()
         p.partition_index, p.committed_offset, p.committed_leader_epoch = _PARTITION(buf, pos)
         pos += 16
         p.committed_metadata, pos = _string(buf, pos, end, True)
@@ -215,10 +212,15 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
         if pos >= end or buf[pos]:
             raise _Irregular
         pos += 1
-        topics.append(OffsetCommitRequestTopic(name, topic_id, partitions))
+        topic = OffsetCommitRequestTopic()
+        topic.name, topic.topic_id, topic.partitions = name, topic_id, partitions
+        topics.append(topic)
     if pos + 1 != end or buf[pos]:
         raise _Irregular
-    return _REQUESTS[version](group_id, generation, member_id, instance_id, tuple(topics))  # type: ignore[arg-type]
+    request = _REQUESTS[version]()
+    request.group_id, request.generation_id_or_member_epoch, request.member_id, request.group_instance_id, \
+        request.topics = group_id, generation, member_id, instance_id, tuple(topics)  # type: ignore[assignment]
+    return request
 
 
 def decode(frame: bytes, header_version: int, api_version: int) -> tuple[str | None, Any] | None:
