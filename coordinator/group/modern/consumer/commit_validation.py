@@ -37,8 +37,8 @@ def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_
     if member is None:
         raise ApiError(ErrorCode.unknown_member_id,
                        f"Member {member_id} is not a member of group {group.group_id}.")
-    stale = ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
-    if not transactional and not member.uses_classic_protocol and api_version < 9:
+    classic = member.uses_classic_protocol      # a property: read once
+    if not transactional and not classic and api_version < 9:
         raise ApiError(ErrorCode.unsupported_version,
                        "OffsetCommit version 9 or above must be used by members using the consumer "
                        "group protocol.")
@@ -46,6 +46,7 @@ def validate_consumer_commit(image: MetadataImage, group: ConsumerGroup, member_
         # relaxed_epoch_check's first rule, taken before its per-partition check is built: a
         # member at its current epoch is what nearly every commit is.
         return ACCEPT_ALL
+    stale = ErrorCode.illegal_generation if classic else ErrorCode.stale_member_epoch
 
     def given_at(topic_id, topic: str, partition: int) -> int | None:
         if topic_id is None:
