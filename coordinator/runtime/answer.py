@@ -50,9 +50,6 @@ class Answer:
         self._more: list[Callable[[Answer], Any]] | None = None
 
     # ------------------------------------------------------------ completing
-    def set_result(self, result: Any) -> None:
-        self._complete(result, None)
-
     def set_exception(self, error: BaseException) -> None:
         self._complete(None, error)
 
@@ -63,7 +60,7 @@ class Answer:
         self._run_callbacks()
         return True
 
-    def _complete(self, result: Any, error: BaseException | None) -> None:
+    def _complete(self, result: Any, error: BaseException | None = None) -> None:
         if self._state:
             return
         release = self.release
@@ -83,6 +80,10 @@ class Answer:
                 _report(callback, e)
         elif callback is not None:
             self._run_callbacks()
+
+    # `_complete` itself, not a method calling it: a write's callback completes each of its
+    # answers with this (releases.py), one Python call per operation fewer.
+    set_result = _complete
 
     def add_done_callback(self, callback: Callable[[Answer], Any]) -> None:
         if self._state:
