@@ -142,11 +142,13 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                 answer.accepted_responses[shared_key] = response
     else:
         response = _response(answer, by_id, answers)
-    # Positionally (response, records, timers): keywords cost a NamedTuple more per call.
-    return Result(response, records, timers)
+    # Positionally (response, records, timers): keywords cost a NamedTuple more per call; and
+    # through its own __new__, not the class's call (which reaches it through the type's slot).
+    return _new_result(Result, response, records, timers)
 
 
 _INDEX = operator.attrgetter("partition_index")
+_new_result = Result.__new__
 # The answers of all-accepted commits are shared (above) up to this many partitions each.
 _SHARED_RESPONSE_PARTITIONS = 64
 

@@ -70,21 +70,38 @@ def fetch_answer(version: int) -> FetchAnswer:
 
 
 class OffsetCommit:
+    """Built by `offset_commit_shape` (the shard's shape of every OffsetCommit)."""
     __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id",
                  "retention_ms", "by_id", "leader_epochs", "topics", "group_id_not_found", "answer")
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    retention_ms: int
+    by_id: bool               # topics named by `topic_id` (v10+), else by `name`
+    leader_epochs: bool       # partitions carry `committed_leader_epoch` (v6+)
+    topics: Any
+    group_id_not_found: bool
+    answer: CommitAnswer
 
-    def __init__(self, req: Any) -> None:
-        version = req.__version__
-        self.group_id: str = req.group_id
-        self.generation_id_or_member_epoch: int = req.generation_id_or_member_epoch
-        self.member_id: str = req.member_id
-        self.group_instance_id: str | None = req.group_instance_id if version >= 7 else None
-        self.retention_ms: int = to_ms(req.retention_time) if version <= 4 else -1
-        self.by_id: bool = version >= 10          # topics named by `topic_id`, else by `name`
-        self.leader_epochs: bool = version >= 6   # partitions carry `committed_leader_epoch`
-        self.topics: Any = req.topics
-        self.group_id_not_found: bool = version >= 9
-        self.answer: CommitAnswer = commit_answer(version)
+
+def offset_commit_shape(req: Any) -> OffsetCommit:
+    """The OffsetCommit shape of kio's request ``req``. A function that sets the slots of
+    ``OffsetCommit()`` (a class without `__init__`, so its call runs C only): a class's
+    `__init__` costs the call through the type's slot on every commit."""
+    version = req.__version__
+    shape = OffsetCommit()
+    shape.group_id = req.group_id
+    shape.generation_id_or_member_epoch = req.generation_id_or_member_epoch
+    shape.member_id = req.member_id
+    shape.group_instance_id = req.group_instance_id if version >= 7 else None
+    shape.retention_ms = to_ms(req.retention_time) if version <= 4 else -1
+    shape.by_id = version >= 10
+    shape.leader_epochs = version >= 6
+    shape.topics = req.topics
+    shape.group_id_not_found = version >= 9
+    shape.answer = commit_answer(version)
+    return shape
 
 
 class OffsetFetch:

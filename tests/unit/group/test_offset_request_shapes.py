@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.context import RequestContext
 from coordinator.group.kio_util import schema
-from coordinator.group.offsets.requests import OffsetCommit, OffsetDelete, OffsetFetch, fetch_answer
+from coordinator.group.offsets.requests import OffsetDelete, OffsetFetch, fetch_answer, offset_commit_shape
 
 from .context import ShardContext, topic
 
@@ -35,7 +35,7 @@ def commit_request(version: int, offset: int = 7):
 @pytest.mark.parametrize("version", range(2, 11))
 def test_the_commit_shape_takes_kafkas_defaults_and_keeps_the_topics(version):
     req = commit_request(version)
-    shape = OffsetCommit(req)
+    shape = offset_commit_shape(req)
     assert shape.topics is req.topics                      # no copy of what grows with the request
     assert shape.retention_ms == (60_000 if version <= 4 else -1)
     assert shape.group_instance_id == ("static-1" if version >= 7 else None)
@@ -68,7 +68,7 @@ def test_the_single_group_fetch_shape(version):
 
 @pytest.mark.parametrize("version", range(2, 11))
 def test_the_commit_shape_carries_what_the_version_changes_in_the_answer(version):
-    shape = OffsetCommit(commit_request(version))
+    shape = offset_commit_shape(commit_request(version))
     assert shape.group_id_not_found is (version >= 9)
     assert shape.answer.response is schema("offset_commit", version).OffsetCommitResponse
     assert shape.answer.has_throttle is (version >= 3)
