@@ -4,6 +4,10 @@ SyncGroup. Both are an int16 version followed by the struct at that version.
 
 Like Kafka, a newer version than we know is read with the highest known schema (its
 extra fields are trailing bytes), so newer clients do not break conversion.
+
+Both come from clients (JoinGroup metadata, SyncGroup assignments), so the bytes are walked
+by checked.py before kio's native reader sees them: kio allocates what a count claims, and a
+subscription claiming 2**31 - 1 topics asked for 16 GiB.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from kio.schema.consumer_protocol_subscription.v1 import data as s1
 from kio.schema.consumer_protocol_subscription.v2 import data as s2
 from kio.schema.consumer_protocol_subscription.v3 import data as s3
 from kio.serial import entity_reader, entity_writer
+
+from .checked import check_body
 
 _SUBSCRIPTIONS = (s0, s1, s2, s3)
 _ASSIGNMENTS = (a0, a1, a2, a3)
@@ -62,6 +68,7 @@ def decode_subscription(data: bytes) -> Subscription:
     version, known = _split(data, "ConsumerProtocolSubscription")
     mod = _SUBSCRIPTIONS[known]
     try:
+        check_body(mod.ConsumerProtocolSubscription, data, 2)
         sub, _ = entity_reader(mod.ConsumerProtocolSubscription)(data, 2)
     except Exception as e:
         raise MalformedProtocolData(f"ConsumerProtocolSubscription v{version}: {e}") from e
@@ -78,6 +85,7 @@ def decode_assignment(data: bytes) -> ConsumerAssignment:
     version, known = _split(data, "ConsumerProtocolAssignment")
     mod = _ASSIGNMENTS[known]
     try:
+        check_body(mod.ConsumerProtocolAssignment, data, 2)
         a, _ = entity_reader(mod.ConsumerProtocolAssignment)(data, 2)
     except Exception as e:
         raise MalformedProtocolData(f"ConsumerProtocolAssignment v{version}: {e}") from e

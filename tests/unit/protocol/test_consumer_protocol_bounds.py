@@ -1,0 +1,52 @@
+"""The consumer's embedded protocol comes from clients (JoinGroup metadata, SyncGroup
+assignments): a count that claims more than the bytes hold is refused by the bounded walk
+before kio's native reader would allocate for it. Without the walk, kio asks for 16 GiB for
+the subscription below and aborts the process once the allocation fails (shown in a child
+with a 2 GB address-space limit)."""
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from coordinator.protocol.consumer_protocol import (
+    MalformedProtocolData,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+
+# ConsumerProtocolSubscription v1 claiming 2**31 - 1 topics, then one byte.
+SUBSCRIPTION_BOMB = struct.pack(">h", 1) + struct.pack(">i", 0x7FFFFFFF) + b"x"
+# ConsumerProtocolAssignment v0 claiming 2**31 - 1 topic partitions.
+ASSIGNMENT_BOMB = struct.pack(">h", 0) + struct.pack(">i", 0x7FFFFFFF) + b"x"
+
+
+def test_a_subscription_claiming_more_topics_than_it_holds_is_refused():
+    with pytest.raises(MalformedProtocolData, match=r"ConsumerProtocolSubscription v1: .*2147483647"):
+        decode_subscription(SUBSCRIPTION_BOMB)
+
+
+def test_an_assignment_claiming_more_partitions_than_it_holds_is_refused():
+    with pytest.raises(MalformedProtocolData, match=r"ConsumerProtocolAssignment v0: .*2147483647"):
+        decode_assignment(ASSIGNMENT_BOMB)
+
+
+def test_valid_data_still_decodes_and_newer_versions_keep_their_trailing_bytes():
+    data = encode_assignment({"t": [0, 1]}, version=3)
+    assert decode_assignment(data).partitions == {"t": (0, 1)}
+    newer = struct.pack(">h", 9) + data[2:] + b"future fields"
+    assert decode_assignment(newer).partitions == {"t": (0, 1)}
+
+
+def test_without_the_walk_kio_aborts_on_the_subscription():
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
+         "from kio.serial import entity_reader;"
+         "from kio.schema.consumer_protocol_subscription.v1 import data;"
+         f"entity_reader(data.ConsumerProtocolSubscription)({SUBSCRIPTION_BOMB!r}, 2)"],
+        capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0 and "memory allocation" in child.stderr
