@@ -72,6 +72,9 @@ def _int32_array(values: tuple[int, ...]) -> bytes:
 # while it is kept; bounded (cleared when full, and only bodies of at most 1 KiB are kept).
 BODIES_KEPT = 16_384
 BODY_KEPT_MAX_BYTES = 1024
+# The group shares an all-accepted one-topic OffsetCommit answer of at most this many
+# partitions (group/offsets/ops.py); only such answers come back and are worth keeping.
+SHARED_ANSWER_PARTITIONS = 64
 _BODIES: dict[int, tuple[Any, bytes]] = {}
 
 
@@ -122,13 +125,16 @@ def offset_commit_response(message: Any) -> bytes:
     answer to one topic with every partition accepted is kept in `_BODIES` (the heartbeat's
     memo, by the message's identity and holding it): the group shares that answer per
     (topic, partitions) (group/offsets/ops.py), so a consumer's next commit finds its bytes.
-    Any other answer is built anew per request, and keeping it would only churn the memo."""
+    Any other answer (several topics, a refused partition, more than
+    SHARED_ANSWER_PARTITIONS partitions) is built anew per request, so keeping it would only
+    churn the memo and push the steady heartbeats' bodies out with it."""
     kept = _BODIES.get(id(message))
     if kept is not None and kept[0] is message:
         return kept[1]
     body = _offset_commit_response(message)
     topics = message.topics
     if len(topics) == 1 and len(body) <= BODY_KEPT_MAX_BYTES \
+            and len(topics[0].partitions) <= SHARED_ANSWER_PARTITIONS \
             and not any(p.error_code for p in topics[0].partitions):
         if len(_BODIES) >= BODIES_KEPT:
             _BODIES.clear()

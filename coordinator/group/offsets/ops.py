@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from records import ZERO_UUID, CoordinatorRecord, OffsetCommitValue
 from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
 
+from ...protocol.fast_codec import SHARED_ANSWER_PARTITIONS
 from .. import record_helpers as rh
 from ..errors import ApiError
 from ..group_types import ACCEPT_ALL, GroupType, PartitionCheck, group_type
@@ -149,8 +150,9 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
 
 _INDEX = operator.attrgetter("partition_index")
 _new_result = Result.__new__
-# The answers of all-accepted commits are shared (above) up to this many partitions each.
-_SHARED_RESPONSE_PARTITIONS = 64
+# The answers of all-accepted commits are shared (above) up to this many partitions each;
+# the gateway keeps the encoded body of those answers only (protocol/fast_codec.py).
+_SHARED_RESPONSE_PARTITIONS = SHARED_ANSWER_PARTITIONS
 
 
 def _response(answer: CommitAnswer, by_id: bool, answers: list[tuple[Any, list[Any]]]) -> Any:

@@ -59,7 +59,6 @@ def test_encode_body_takes_the_fast_encoder_for_the_common_commit():
     assert encode_body(msg)[:13] == b"\x00\x00\x00\x00\x02\x07orders\x05"
 
 
-
 def test_an_accepted_answer_to_one_topic_is_encoded_once(monkeypatch):
     from coordinator.protocol import fast_codec
 
@@ -70,10 +69,13 @@ def test_an_accepted_answer_to_one_topic_is_encoded_once(monkeypatch):
     assert first == kio_bytes(accepted) and encode_body(accepted) is first
     equal = response(v9, 0, [("orders", [(p, ErrorCode.none) for p in range(4)])])
     assert encode_body(equal) == first and encode_body(equal) is not first   # by identity, not by value
-    # Built anew per request, so not kept: a refused partition, two topics.
+    # Built anew per request, so not kept: a refused partition, two topics, more partitions
+    # than the group shares an answer for (each such commit would add an entry never hit).
     refused = response(v9, 0, [("orders", [(0, ErrorCode.none), (1, ErrorCode.unknown_topic_or_partition)])])
     two = response(v10, 0, [(None, [(0, ErrorCode.none)]), (None, [(1, ErrorCode.none)])])
-    for msg in (refused, two):
+    wide = response(v9, 0, [("o", [(p, ErrorCode.none) for p in range(fast_codec.SHARED_ANSWER_PARTITIONS + 1)])])
+    assert len(encode_body(wide)) <= fast_codec.BODY_KEPT_MAX_BYTES   # refused for its width alone
+    for msg in (refused, two, wide):
         assert encode_body(msg) == kio_bytes(msg) and id(msg) not in fast_codec._BODIES
     for p in range(3):
         msg = response(v8, 0, [("t", [(p, ErrorCode.none)])])
