@@ -216,7 +216,7 @@ def _nullable_struct(inner: Step) -> Step:
         if marker == 0xFF:                    # -1: null
             return pos + 1
         if marker >= 0x80:
-            raise Malformed(f"null marker {marker - 256} of a struct; Kafka's clients write -1", pos)
+            raise Malformed(struct_marker_refused(marker), pos)
         return inner(buf, pos + 1, end)
     return step
 
@@ -244,6 +244,11 @@ def _tagged_section(tags: dict[int, tuple[str, Step]]) -> Step:
             pos += size
         return pos
     return step
+
+
+def struct_marker_refused(marker: int) -> str:
+    """The refusal of a negative KIP-893 marker other than -1 (``marker`` as its byte)."""
+    return f"null marker {marker - 256} of a struct; Kafka's clients write -1"
 
 
 def tag_size_mismatch(tag: int, size: int, used: int) -> str:

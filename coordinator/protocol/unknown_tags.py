@@ -32,7 +32,7 @@ from typing import Any
 
 from records.kio_fields import PRIMITIVE, PRIMITIVE_ARRAY, STRUCT, SchemaField, schema_fields
 
-from .checked import Malformed, field_step, read_uvarint, struct_step, tag_size_mismatch
+from .checked import Malformed, field_step, read_uvarint, struct_marker_refused, struct_step, tag_size_mismatch
 from .framing import write_uvarint
 
 # (the tags the section's struct knows, the section's known fields: tag -> value, in wire
@@ -164,7 +164,7 @@ def _nullable_struct(inner: Rewrite) -> Rewrite:
         if buf[pos] == 0xFF:
             return pos + 1
         if buf[pos] >= 0x80:
-            raise Malformed(f"null marker {buf[pos] - 256} of a struct; Kafka's clients write -1", pos)
+            raise Malformed(struct_marker_refused(buf[pos]), pos)
         return inner(buf, pos + 1, end, out, section)
     return rewrite
 

@@ -226,7 +226,7 @@ def _child() -> None:
         os.write(1, b"%d\n" % index)
         what = _judge(reader_for(cls), cls, body, end)
         if what is not None:
-            os.write(1, f"!{index} {what}\n".encode())
+            os.write(1, f"!{index} {what!r}\n".encode())   # repr: kio's text may hold a newline
 
 
 def _judge(read, cls: type, body: bytes, end: int) -> str | None:
