@@ -77,7 +77,9 @@ class ClientConnection(asyncio.Protocol):
         self._starters: Mapping[int, Any] = getattr(service, "starters", None) or {}
         self._fast_decoders = commit_decode.decoders(self._starters)   # OffsetCommit's one-pass decode
         self._max_frame_size = gateway.max_frame_size
+        # Read by the parts and on every waiting call's answer: a plain attribute, no property.
         self._transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport | None = None
         self.unread = bytearray()          # read, not handled yet: a partial frame, or frames kept back
         self._queue = queue = ResponseQueue()
         self.link: UpstreamLink | None = None
@@ -134,18 +136,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream server's transport (uvloop's TCPTransport is not an asyncio.Transport
         # subclass, so this is a cast, not a check).
-        transport = self._transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self.peer = (str(peer[0]), int(peer[1]))
-        if not self.gateway.admit(self):
-            self.closing = True
-            transport.abort()   # over a connection limit: closed before anything is read
-            return
-        self.admitted = True
-        self.gateway.connections.add(self)
-        # Not paused even while the process-wide queue is over its bounds: it holds none
-        # of it (flow.py pauses only the connections holding their fair share).
+        _made(self, cast(asyncio.Transport, transport))
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -202,9 +193,16 @@ class ClientConnection(asyncio.Protocol):
                 self._flow.pause(INFLIGHT)
         if self._outgoing:
             self.send_read()
-        self.flush()
         limits = self._limits
         flow = self._flow
+        # A read whose oldest request still waits (a durable commit's write) has nothing to
+        # write; the flush is skipped then unless it has a pause to lift, buffered answers to
+        # bound or a link to resume. Its answer's flush comes when the write completes.
+        head = self._queue[0] if self._queue else b""
+        if (head.__class__ is bytes or head.data is not None or flow.paused  # type: ignore[union-attr]
+                or limits.queue_paused or self.link is not None or self.write_paused
+                or self.held > self.held_soft_limit):
+            self.flush()
         if len(self.unread) != flow.buf_counted:   # a frame read in part counts in the queue
             flow.count_unread()
         if limits.queue_paused:
@@ -214,7 +212,7 @@ class ClientConnection(asyncio.Protocol):
             self.gateway.pause_queue()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = None
+        self._transport = self.transport = None
         self._end.lost()
 
     def pause_writing(self) -> None:
@@ -333,7 +331,13 @@ class ClientConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         queue = self._queue
-        released = _write_ready(queue, transport)
+        if len(queue) == 1 and queue[0].__class__ is bytes:
+            # One ready answer (a heartbeat's, one request in flight): written as it is.
+            data = queue.popleft()
+            transport.write(data)
+            released = len(data)
+        else:
+            released = _write_ready(queue, transport)
         if released:
             if not self.write_paused:
                 self.active = self._limits.now
@@ -354,16 +358,28 @@ class ClientConnection(asyncio.Protocol):
 
     # --- what the link, the parts and the authorizer use ------------------------------
 
-    @property
-    def transport(self) -> asyncio.Transport | None:
-        return self._transport
-
     _paused = Forward("_flow", "paused")     # why reading is paused (flow.py's bits)
     sasl_principal = Forward("identity", "sasl_principal")
     forward_link_opener = Forward("identity", "forward_link_opener")
 
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
+
+
+def _made(conn: ClientConnection, transport: asyncio.Transport) -> None:
+    """A connection opened: its peer named, then admitted or closed over a connection limit."""
+    conn._transport = conn.transport = transport
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        conn.peer = (str(peer[0]), int(peer[1]))
+    if not conn.gateway.admit(conn):
+        conn.closing = True
+        transport.abort()   # over a connection limit: closed before anything is read
+        return
+    conn.admitted = True
+    conn.gateway.connections.add(conn)
+    # Not paused even while the process-wide queue is over its bounds: it holds none
+    # of it (flow.py pauses only the connections holding their fair share).
 
 
 def _decode_served(fast_decoders: Mapping[Any, Any], frame: bytes, route: Route) -> tuple[str | None, Any] | None:
@@ -381,12 +397,8 @@ def _decode_served(fast_decoders: Mapping[Any, Any], frame: bytes, route: Route)
 
 
 def _write_ready(queue: Any, transport: asyncio.Transport) -> int:
-    """Write every answer at the head of ``queue`` that is ready, in one write; the bytes written."""
-    if len(queue) == 1 and queue[0].__class__ is bytes:
-        # One ready answer (one request in flight): written as it is, no list to join.
-        data = queue.popleft()
-        transport.write(data)
-        return len(data)
+    """Write every answer at the head of ``queue`` that is ready, in one write; the bytes
+    written (the flush writes one ready answer alone itself)."""
     out = []
     released = 0
     while queue:

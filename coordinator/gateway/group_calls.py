@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from functools import partial
 from typing import Any, Protocol
 
 from ..protocol.apis import api_name
@@ -93,10 +92,15 @@ class GroupCalls:
         """Queue the answer ``answer`` will hold (a Task's, a future the service completes
         from a callback, or the runtime's Answer) in its request's place, written when it is
         done."""
-        pending = Pending(correlation_id, route, size)
-        pending.task = answer   # type: ignore[assignment]
-        self._client.wait_for(pending)
-        answer.add_done_callback(partial(self._done, pending))
+        # The slot's own method is the done-callback, and the slot is built without a Python
+        # __init__ (slots set here): a durable commit's path pays no partial and no __init__
+        # frame, and a method called from Python (Answer._complete) runs in the caller's
+        # interpreter loop where a partial enters a new one.
+        slot = _new_slot(CallSlot)
+        slot.correlation_id, slot.route, slot.data, slot.task, slot.size, slot.calls = (
+            correlation_id, route, None, answer, size, self)   # type: ignore[assignment]
+        self._client.wait_for(slot)
+        answer.add_done_callback(slot.done)
 
     def failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
         client = self._client
@@ -110,45 +114,57 @@ class GroupCalls:
                   exc_info=(type(error), error, error.__traceback__))
         client.close()
 
-    def _done(self, pending: Pending, task: asyncio.Future[Any] | Answer) -> None:
-        """A call that had to wait (e.g. for its state-topic write) has finished."""
-        client = self._client
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self._client.flush()
+
+
+class CallSlot(Pending):
+    """A waiting group call's place in the ordered answers; its ``done`` is called with the
+    call's outcome (a Task, a future or the runtime's Answer) when it is done."""
+
+    __slots__ = ("calls",)
+    calls: GroupCalls
+
+    def done(self, task: asyncio.Future[Any] | Answer) -> None:
+        """The call has finished (e.g. its state-topic write is acknowledged)."""
+        calls = self.calls
+        client = calls._client
         if client.transport is None:
             return   # the client went away; the call ran to completion all the same
-        size = pending.size
+        size = self.size
         if size:
             client.answered(size)
-            pending.size = 0
-        route = pending.route
+            self.size = 0
+        route = self.route
         try:
             response = task.result()
         except asyncio.CancelledError:
-            self.failed(route, pending.correlation_id, asyncio.CancelledError())
+            calls.failed(route, self.correlation_id, asyncio.CancelledError())
             return
         except BaseException as error:  # noqa: BLE001 - the call's failure closes the connection
-            self.failed(route, pending.correlation_id, error)
+            calls.failed(route, self.correlation_id, error)
             return
         try:
             # encode_answer written out: every waiting answer (a durable commit's) passes here.
             body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
-            data = response_frame(pending.correlation_id, body if body.__class__ is bytes else bytes(body),
+            data = response_frame(self.correlation_id, body if body.__class__ is bytes else bytes(body),
                                   route.response_header_version)
         except Exception as e:
-            self.failed(route, pending.correlation_id, e)
+            calls.failed(route, self.correlation_id, e)
             return
-        pending.data = data
+        self.data = data
         client.held += len(data)
-        queue = self._queue
-        if queue and queue[-1] is pending:
+        queue = calls._queue
+        if queue and queue[-1] is self:
             # Nothing behind it can finish later in this iteration: write now, without a
             # trip through the ready queue (one request in flight, the closed loop's case).
             client.flush()
             return
         # Calls finishing in the same loop iteration share one flush (one write).
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._scheduled_flush)
+        if not calls._flush_scheduled:
+            calls._flush_scheduled = True
+            calls._loop.call_soon(calls._scheduled_flush)
 
-    def _scheduled_flush(self) -> None:
-        self._flush_scheduled = False
-        self._client.flush()
+
+_new_slot = object.__new__
