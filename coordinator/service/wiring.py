@@ -187,12 +187,19 @@ class GroupCoordinatorService:
             response = await handler(ctx, request)
         else:
             response = await self._authorization.authorized(handler, api_key, api_version, request, client)
-        return self._release(api_key, api_version, request, client, response, started)
+        return self._release(None, api_key, api_version, request, client, started, response)
 
-    def _release(self, api_key: int, api_version: int, request: Any, client: ClientInfo, response: Any,
-                 started: float) -> Any:
+    def _release(self, respond: ErrorResponse | None, api_key: int, api_version: int, request: Any,
+                 client: ClientInfo, started: float, response: Any, error: BaseException | None = None) -> Any:
         """What every answer passes before it leaves: the request metrics, the membership
-        lease and the audit log."""
+        lease and the audit log. A started request's operation that failed (``error``) with
+        a shard-level failure (ApiError) leaves as the API's error response (``respond``);
+        anything else is raised, and the caller closes the connection, as when `handle`
+        raises. One function, not a wrapper of it: a durable commit's answer passes here."""
+        if error is not None:
+            if respond is None or not isinstance(error, ApiError):
+                raise error
+            response = respond(api_version, error, request)
         # labels() takes a lock and builds a key on every call: keep the children.
         seconds = self._latency.get(api_key)
         if seconds is None:
@@ -233,7 +240,6 @@ class GroupCoordinatorService:
         """The single-group handler (group_apis.py ``one_group``) with `handle`'s tail."""
         operation, respond, api_key = spec.shard_operation or "", spec.error_response, spec.api_key
         runtime_for, release, finish, contexts = self.router.runtime_for, self._release, self._finish, self._contexts
-        released = self._released
 
         def start(api_version: int, req: Any, client: ClientInfo) -> Any:
             started = time.perf_counter()
@@ -257,7 +263,7 @@ class GroupCoordinatorService:
                 if answer.__class__ is Answer:
                     # Waits for its write: released by the answer itself when it completes,
                     # in the write's callback (runtime/answer.py), with no future of our own.
-                    answer.release = functools.partial(released, respond, api_key, api_version, req, client,
+                    answer.release = functools.partial(release, respond, api_key, api_version, req, client,
                                                        started)
                     return answer
                 if isinstance(answer, asyncio.Future):   # a parked JoinGroup/SyncGroup, or a Task
@@ -265,19 +271,8 @@ class GroupCoordinatorService:
                     answer.add_done_callback(functools.partial(finish, waiting, respond, api_key, api_version,
                                                                req, client, started))
                     return waiting
-            return release(api_key, api_version, req, client, answer, started)
+            return release(respond, api_key, api_version, req, client, started, answer)
         return start
-
-    def _released(self, respond: ErrorResponse, api_key: int, api_version: int, request: Any, client: ClientInfo,
-                  started: float, response: Any, error: BaseException | None) -> Any:
-        """A started request's operation is durable (``response``) or failed (``error``): the
-        answer that leaves. A shard-level failure (ApiError) is the API's error response;
-        anything else is raised, and the caller closes the connection, as when `handle` raises."""
-        if error is not None:
-            if not isinstance(error, ApiError):
-                raise error
-            response = respond(api_version, error, request)
-        return self._release(api_key, api_version, request, client, response, started)
 
     def _finish(self, released: asyncio.Future, respond: ErrorResponse, api_key: int, api_version: int, request: Any,
                 client: ClientInfo, started: float, answer: asyncio.Future) -> None:
@@ -290,8 +285,8 @@ class GroupCoordinatorService:
             return
         error = answer.exception()
         try:
-            released.set_result(self._released(respond, api_key, api_version, request, client, started,
-                                               None if error is not None else answer.result(), error))
+            released.set_result(self._release(respond, api_key, api_version, request, client, started,
+                                              None if error is not None else answer.result(), error))
         except Exception as e:  # noqa: BLE001 - the caller closes the connection, as when `handle` raises
             released.set_exception(e)
 
