@@ -68,6 +68,15 @@ def test_a_burst_during_a_write_joins_one_batch_and_offsets_are_contiguous():
 def test_a_batch_is_sealed_before_it_would_overflow_and_one_result_is_never_split():
     async def main():
         topic = FakeStateTopic(PARTITIONS)
+        sizes: list[int] = []
+        real_append = topic.append
+
+        async def recording_append(partition, records, timestamp_ms):
+            sizes.append(len(records))
+            return await real_append(partition, records, timestamp_ms)
+
+        # Before the service is built: its writer binds the log's append once.
+        topic.append = recording_append
         service = await started(topic)
         rt = service.runtimes[0]
         group = group_in(0, PARTITIONS)
@@ -76,14 +85,7 @@ def test_a_batch_is_sealed_before_it_would_overflow_and_one_result_is_never_spli
         record_bytes = sum(len(k) + len(v or b"") for k, v in topic.logs[0])
         rt.max_batch_bytes = 3 * record_bytes
         topic.hold_writes = asyncio.Event()
-        sizes: list[int] = []
-        real_append = topic.append
-
-        async def recording_append(partition, records, timestamp_ms):
-            sizes.append(len(records))
-            return await real_append(partition, records, timestamp_ms)
-
-        topic.append = recording_append
+        sizes.clear()
         blocker = asyncio.create_task(commit(service, group, "t", 1, 2))
         await until(lambda: sizes == [1], "one write in flight")
         tasks = [asyncio.create_task(commit(service, group, "t", p % 4, 100 + p)) for p in range(7)]
