@@ -6,11 +6,14 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
   write cancels it; past the write timeout it is COORDINATOR_NOT_AVAILABLE
   (offsets.commit.timeout.ms: Kafka maps REQUEST_TIMED_OUT so). The write goes on: its
   future is never cancelled here.
-- The operations that wait for one write share one callback on it and one timer, however
-  long the batch took to fill (a loop turn, or the turns while an earlier write was in
-  flight): each answer keeps its own deadline, the timer fails the answers whose deadline
-  has passed and is set again for the earliest left, so no answer times out before its own
-  write timeout, and an operation costs no timer of its own.
+- The operations that wait for one write share one callback on it, however long the batch
+  took to fill (a loop turn, or the turns while an earlier write was in flight), and every
+  write of the shard shares one timer: each answer keeps its own deadline, the timer fails
+  the answers whose deadline has passed and is set again for the earliest left, so no
+  answer times out before its own write timeout, and neither an operation nor a write
+  costs a timer of its own. A write that completes leaves the timer as it is (it fires,
+  finds nothing due, and is set again only while answers wait): end to end a write often
+  carries one commit, and setting and cancelling a timer per write cost more than that.
 - Each answer is an `Answer` (answer.py), not an asyncio future: the write's one callback
   completes them all in its own turn, and each hands its outcome on at once.
 """
@@ -30,12 +33,15 @@ _EARLY_S = 0.001
 
 
 class Releases:
-    __slots__ = ("_partition", "_write", "_waiting")
+    __slots__ = ("_partition", "_write", "_waiting", "_open", "_timer", "_due")
 
     def __init__(self, partition: int) -> None:
         self._partition = partition
         self._write: asyncio.Future | None = None
         self._waiting: _Waiting | None = None
+        self._open: dict[_Waiting, None] = {}     # the writes with answers waiting, oldest first
+        self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0
 
     def when_durable(self, write: asyncio.Future, response: Any, timeout_s: float) -> Answer:
         """The answer ``response`` will be, completed once ``write`` is, or failed after
@@ -45,38 +51,54 @@ class Releases:
         waiting = self._waiting
         if write is not self._write or waiting is None or write.done():
             self._write = write
-            waiting = self._waiting = _Waiting(self._partition, loop, deadline)
+            waiting = self._waiting = _Waiting(self._open)
+            self._open[waiting] = None
             write.add_done_callback(waiting.written)
-        elif deadline < waiting.due:
-            waiting.arm(deadline)
+        if self._timer is None or deadline < self._due:
+            self._arm(loop, deadline)
         answer = Answer()
         waiting.answers.append((answer, response, deadline))
         return answer
 
+    def _arm(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._due = due
+        self._timer = loop.call_at(due, self._timed_out, loop)
+
+    def _timed_out(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        earliest = None
+        for waiting in list(self._open):     # a failed answer's callback may start another write
+            left = []
+            for entry in waiting.answers:
+                answer, _, deadline = entry
+                if answer.done():
+                    continue
+                if deadline <= now + _EARLY_S:
+                    answer.set_exception(ApiError(ErrorCode.coordinator_not_available,
+                                                  f"The write to state partition {self._partition} timed out."))
+                else:
+                    left.append(entry)
+                    if earliest is None or deadline < earliest:
+                        earliest = deadline
+            waiting.answers = left
+        if earliest is not None:
+            self._arm(loop, earliest)
+
 
 class _Waiting:
-    """The answers waiting for one write, each with its deadline, and the write's one timer."""
+    """The answers waiting for one write, each with its deadline."""
 
-    __slots__ = ("answers", "_partition", "_loop", "_timer", "due")
+    __slots__ = ("answers", "_open")
 
-    def __init__(self, partition: int, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    def __init__(self, open_writes: dict[_Waiting, None]) -> None:
         self.answers: list[tuple[Answer, Any, float]] = []
-        self._partition = partition
-        self._loop = loop
-        self._timer: asyncio.TimerHandle | None = None
-        self.due = deadline
-        self.arm(deadline)
-
-    def arm(self, due: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self.due = due
-        self._timer = self._loop.call_at(due, self._timed_out)
+        self._open = open_writes
 
     def written(self, write: asyncio.Future) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._open.pop(self, None)
         answers, self.answers = self.answers, []
         if write.cancelled():
             for answer, _, _ in answers:
@@ -90,20 +112,3 @@ class _Waiting:
                 answer.set_exception(error)
             else:
                 answer.set_result(response)
-
-    def _timed_out(self) -> None:
-        self._timer = None
-        now = self._loop.time()
-        left = []
-        for entry in self.answers:
-            answer, _, deadline = entry
-            if answer.done():
-                continue
-            if deadline <= now + _EARLY_S:
-                answer.set_exception(ApiError(ErrorCode.coordinator_not_available,
-                                              f"The write to state partition {self._partition} timed out."))
-            else:
-                left.append(entry)
-        self.answers = left
-        if left:
-            self.arm(min(deadline for _, _, deadline in left))

@@ -1,6 +1,7 @@
-"""Answers released when their write is durable, one callback and one timer per write
-(coordinator/runtime/releases.py): the write's outcome is each answer's, the timeout fails
-only the answers still waiting, and answers that join a write later keep their own deadline."""
+"""Answers released when their write is durable, one callback per write and one timer for
+all of a shard's writes (coordinator/runtime/releases.py): the write's outcome is each
+answer's, the timeout fails only the answers still waiting, and answers that join a write
+later, or wait for a later write, keep their own deadline."""
 from __future__ import annotations
 
 import asyncio
@@ -60,4 +61,28 @@ def test_the_timeout_fails_the_waiting_answers_and_a_later_joiner_gets_its_own()
         assert not patient.done()
         second.set_result(None)
         assert await patient == "c"
+    asyncio.run(main())
+
+
+def test_a_completed_write_leaves_the_shared_timer_and_a_later_write_times_out_on_its_own_deadline():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rel = Releases(2)
+        first = loop.create_future()
+        quick = rel.when_durable(first, "a", 0.02)     # sets the timer for its deadline
+        first.set_result(None)
+        assert await quick == "a"
+        second = loop.create_future()
+        joined = loop.time()
+        slow = rel.when_durable(second, "b", 0.1)
+        # The timer set for the first answer fires, finds this one not due yet, and is set
+        # again for its deadline: it fails then, never before its own write timeout.
+        with pytest.raises(ApiError) as timed_out:
+            await asyncio.wait_for(slow, 5)
+        assert timed_out.value.code is ErrorCode.coordinator_not_available
+        assert loop.time() >= joined + 0.1 - 0.001
+        third = loop.create_future()
+        after = rel.when_durable(third, "c", 5)       # no timer left: this one sets it again
+        third.set_result(None)
+        assert await after == "c"
     asyncio.run(main())
