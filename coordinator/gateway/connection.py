@@ -331,9 +331,9 @@ class ClientConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         queue = self._queue
-        if len(queue) == 1 and queue[0].__class__ is bytes:
-            # One ready answer (a heartbeat's, one request in flight): written as it is.
-            data = queue.popleft()
+        if len(queue) == 1 and ((data := queue[0]).__class__ is bytes or (data := data.data) is not None):
+            # One ready answer (one request in flight: a heartbeat's, a commit's): written as it is.
+            queue.popleft()
             transport.write(data)
             released = len(data)
         else:
