@@ -12,9 +12,9 @@ Rules:
 - Batches in flight (`inflight`) are a queue in log order, each with its predicted base
   offset; at most `max_inflight` of them, as the process's writer allows (today 1). The next
   is flushed when one completes, so operations arriving meanwhile share one round trip
-  (Kafka's adaptive linger); with one in flight, the task that wrote a batch sends the next. Every read of `inflight`, `sealed` and `current` outside this
-  class goes through a method here (`last_pending`, `idle`, `oldest_open`, `flush_open`,
-  `drop`).
+  (Kafka's adaptive linger); with one in flight, the task that wrote a batch sends the
+  next. Every read of `inflight`, `sealed` and `current` outside this class goes through a
+  method here (`last_pending`, `idle`, `oldest_open`, `flush_open`, `drop`).
 - The append itself is the process's `PartitionWriter` (partition_writer.py), which every
   shard's writer hands its closed batches to; it completes one partition's appends in order.
 - A batch completes only after the upstream acknowledged it, at the predicted offset (the
