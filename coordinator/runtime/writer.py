@@ -12,9 +12,9 @@ Rules:
 - Batches in flight (`inflight`) are a queue in log order, each with its predicted base
   offset; at most `max_inflight` of them, as the process's writer allows (today 1). The next
   is flushed when one completes, so operations arriving meanwhile share one round trip
-  (Kafka's adaptive linger); with one in flight, the task that wrote a batch sends the
-  next. Every read of `inflight`, `sealed` and `current` outside this class goes through a
-  method here (`last_pending`, `idle`, `oldest_open`, `flush_open`, `drop`).
+  (Kafka's adaptive linger). Every read of `inflight`, `sealed` and `current` outside this
+  class goes through a method here (`last_pending`, `idle`, `oldest_open`, `flush_open`,
+  `drop`).
 - The append itself is the process's `PartitionWriter` (partition_writer.py), which every
   shard's writer hands its closed batches to; it completes one partition's appends in order.
 - A batch completes only after the upstream acknowledged it, at the predicted offset (the
@@ -156,41 +156,17 @@ class ShardWriter:
         if not self.rt.is_active():
             return
         while len(self.inflight) < self.max_inflight:
-            batch = self._take()
-            if batch is None:
+            if self.sealed:
+                batch = self.sealed.popleft()
+            elif self.current is not None:
+                batch, self.current = self.current, None
+                self.next_offset += self.append_overhead
+            else:
                 return
+            self.inflight.append(batch)
             asyncio.get_running_loop().create_task(self._write(batch))
 
-    def _take(self) -> Batch | None:
-        """The next batch to send (sealed ones first, then the open one), now in flight."""
-        if self.sealed:
-            batch = self.sealed.popleft()
-        elif self.current is not None:
-            batch, self.current = self.current, None
-            self.next_offset += self.append_overhead
-        else:
-            return None
-        self.inflight.append(batch)
-        return batch
-
-    async def _write(self, batch: Batch | None) -> None:
-        """Send ``batch``, then, one batch in flight at a time, the next one the flush would
-        send at that moment, in this same task: end to end a batch often carries one commit,
-        and a task per batch cost more than that (the next batch is taken when the flush
-        would take it, so the batches and their order are the same)."""
-        while batch is not None:
-            if not await self._write_one(batch):
-                return
-            if self.max_inflight != 1:
-                self.flush()
-                return
-            # `flush` written out for one batch in flight: this task sends it.
-            self.flush_scheduled = False
-            batch = self._take() if not self.inflight and self.rt.is_active() else None
-
-    async def _write_one(self, batch: Batch) -> bool:
-        """Send ``batch``; True when it landed where predicted and the next may follow (what
-        the flush does after a write)."""
+    async def _write(self, batch: Batch) -> None:
         rt = self.rt
         started = time.perf_counter()
         generation = rt.generation
@@ -202,19 +178,19 @@ class ShardWriter:
                 base = await writer.append(rt.partition, batch.records, rt.clock())
         except Exception as e:
             if generation != rt.generation:
-                return False  # the shard was unloaded or reloaded meanwhile: its waiters are answered
+                return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
             self._retire(batch)
             if isinstance(e, ShardFenced):
                 rt.fenced_by(e, batch)
-                return False
+                return
             self.write_failures += 1
             self._log_failure(len(batch.records), e)
             rt.fail(e, batch)
-            return False
+            return
         metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
         metrics.RECORDS_WRITTEN.inc(len(batch.records))
         if generation != rt.generation:
-            return False  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
+            return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
         self._retire(batch)
         self.write_failures = 0
         if base > batch.base_offset and rt.txn.reader is not None:
@@ -237,9 +213,9 @@ class ShardWriter:
             log.error("shard %d: batch landed at offset %d, expected %d; reloading",
                       rt.partition, base, batch.base_offset)
             rt.fail(RuntimeError("unexpected state topic offset"), batch, landed=True)
-            return False
+            return
         batch.done.set_result(base)
-        return True
+        self.flush()
 
     def _retire(self, batch: Batch) -> None:
         """A batch's append answered: it leaves the queue in flight (the head, since a
