@@ -77,11 +77,15 @@ class LeaseGatedLog:
 
     def _check(self, what: str) -> None:
         if not self._serving():
-            raise LeaseLapsed(f"{what} of state topic {self._log.topic} not sent: this kcoord's membership lease "
-                              "ran out (another kcoord may serve the state topic now)")
+            raise self._lapsed(what)
+
+    def _lapsed(self, what: str) -> LeaseLapsed:
+        return LeaseLapsed(f"{what} of state topic {self._log.topic} not sent: this kcoord's membership lease "
+                           "ran out (another kcoord may serve the state topic now)")
 
     async def append(self, partition: int, records: Any, timestamp_ms: int) -> int:
-        self._check(f"a write to partition {partition}")
+        if not self._serving():      # the message built only when refused: a write per commit
+            raise self._lapsed(f"a write to partition {partition}")
         return await self._log.append(partition, records, timestamp_ms)
 
     async def call_leader(self, partition: int, request: Any) -> Any:

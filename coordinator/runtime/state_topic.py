@@ -193,7 +193,8 @@ class StateTopic:
                      timestamp_ms: int) -> int:
         """Append records as ONE batch (Kafka writes a result atomically) and return its base
         offset once the upstream acknowledged it."""
-        self._check_usable(f"write to partition {partition}")
+        if self._suspended is not None:      # the message built only when refused: a write per commit
+            self._check_usable(f"write to partition {partition}")
         try:
             if self._lean is None:
                 raise StateTopicUnavailable(f"state topic {self.topic}: writer not started")
