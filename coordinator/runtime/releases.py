@@ -84,7 +84,9 @@ class Releases:
                     if earliest is None or deadline < earliest:
                         earliest = deadline
             waiting.answers = left
-        if earliest is not None:
+        # An answer's callback above may have started a write and armed the timer already;
+        # keep whichever is earlier, so no answer times out after its own deadline.
+        if earliest is not None and (self._timer is None or earliest < self._due):
             self._arm(loop, earliest)
 
 

@@ -24,6 +24,8 @@ def test_tune_gc_raises_only_the_youngest_threshold(thresholds):
 
 
 def test_serve_tunes_the_collector_before_it_starts(thresholds, monkeypatch):
+    import uvloop
+    monkeypatch.setattr(uvloop, "install", lambda: None)   # main() would set the process's loop policy
     seen = []
     monkeypatch.setattr(cli.asyncio, "run", lambda coro: (coro.close(), seen.append(gc.get_threshold()[0]), 0)[2])
     monkeypatch.setattr(cli, "configure_logging", lambda *a: None)
