@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from .analysis import end_offsets
 from .engine import RehearsalAborted, ensure_topic
@@ -46,18 +46,11 @@ class WordProducer(WorkloadProducer):
 
 
 class OutputReader:
-    """The latest count per word on the output topic (one partition), read as it grows.
+    """The latest count per word on the output topic (one partition), read as it grows."""
 
-    ``read_committed`` (exactly_once_v2): only records of committed transactions, as a
-    downstream consumer of an EOS application reads them. The position may then stop before a
-    transaction's marker (a control record the application never gets), so the partition's
-    end-of-partition event, not the position, says it reached the end."""
-
-    def __init__(self, bootstrap: str, topic: str, read_committed: bool = False) -> None:
+    def __init__(self, bootstrap: str, topic: str) -> None:
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                                  "enable.auto.commit": False, "client.id": "kcoord-rehearse-output",
-                                  "enable.partition.eof": True,
-                                  "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
+                                  "enable.auto.commit": False, "client.id": "kcoord-rehearse-output"})
         self.consumer.assign([TopicPartition(topic, 0, 0)])
         self.topic = topic
         self.counts: dict[str, int] = {}
@@ -70,15 +63,10 @@ class OutputReader:
             [position] = self.consumer.position([TopicPartition(self.topic, 0)])
             if position.offset >= high:
                 break
-            eof = False
             for m in self.consumer.consume(500, 0.2):
-                key, value, error = m.key(), m.value(), m.error()
-                if error is not None:
-                    eof = eof or (error.code() == KafkaError._PARTITION_EOF and (m.offset() or 0) >= high)
-                elif isinstance(key, bytes) and isinstance(value, bytes):
+                key, value = m.key(), m.value()
+                if m.error() is None and isinstance(key, bytes) and isinstance(value, bytes):
                     self.counts[key.decode()] = int(value.decode())
-            if eof:
-                break
         return dict(self.counts)
 
     def close(self) -> None:
@@ -121,14 +109,13 @@ class StreamsRehearsal:
         temporary = plan.state_dir is None
         self.state_root = plan.state_dir or Path(tempfile.mkdtemp(prefix="kcoord-rehearse-streams-"))
         self.progress(f"rehearse streams: {plan.instances} instances of {plan.group}, {' -> '.join(PHASES)}, "
-                      f"{partitions} input partitions ({len(plan.tasks)} tasks), {plan.guarantee}, "
-                      f"stop by {plan.stop}, "
+                      f"{partitions} input partitions ({len(plan.tasks)} tasks), stop by {plan.stop}, "
                       f"via {plan.bootstrap}")
         self.probe = GroupProbe(plan.bootstrap, plan.group, plan.input_name, partitions,
                                 plan.sample_interval_s).start()
         producer = WordProducer(plan)
         producer.start()
-        output = OutputReader(plan.bootstrap, plan.output_name, read_committed=plan.exactly_once)
+        output = OutputReader(plan.bootstrap, plan.output_name)
         try:
             for index, protocol in enumerate(PHASES):
                 last = index == len(PHASES) - 1
@@ -188,8 +175,7 @@ class StreamsRehearsal:
         plan = self.plan
         args = ["--bootstrap", plan.bootstrap, "--app-id", plan.group, "--input", plan.input_name,
                 "--output", plan.output_name, "--state-dir", str(self.state_root / f"i{slot}"),
-                "--protocol", protocol, "--guarantee", plan.guarantee, "--name", f"rehearse-i{slot}",
-                "--commit-ms", str(plan.commit_interval_ms),
+                "--protocol", protocol, "--name", f"rehearse-i{slot}", "--commit-ms", str(plan.commit_interval_ms),
                 "--session-timeout-ms", str(plan.classic_session_timeout_ms)]
         return streams_app_command(args, plan.java_cache)
 

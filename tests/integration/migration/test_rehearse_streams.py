@@ -3,16 +3,13 @@ the rehearsal's own Kafka Streams 4.4 application (migration/rehearse/java/strea
 classic -> streams -> classic, every instance stopped (leaving) between phases, and the
 report's verdicts are the run's: the group's type and state per phase as kcoord reports them,
 Kafka's two offline conversions, committed offsets kept, no reprocessing, counts complete and
-correct, no task active twice. Once at least once, and once with processing.guarantee=
-exactly_once_v2: the instances commit their offsets in their transactions (TxnOffsetCommit with
-the member's epoch, through both conversions) and the counts are read read_committed."""
+correct, no task active twice."""
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError
 
 from migration.rehearse.streams import StreamsRehearsalPlan, rehearse_streams, write_streams_report
 from support.java import ensure_java_jars
@@ -25,41 +22,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(150
 CONFIG = (*KCOORD_CONFIG, "group_initial_rebalance_delay_ms=500")
 
 
-def _records_and_end(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(records a read_uncommitted consumer gets, end offset) of ``topic``'s partition 0: a
-    transaction's commit or abort marker takes an offset no consumer gets."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("rs-markers"), "enable.partition.eof": True,
-                  "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        records = 0
-        while True:
-            m = c.poll(10)
-            assert m is not None, f"no end of {topic} within 10 s"
-            if m.error() is None:
-                records += 1
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                return records, c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        c.close()
-
-
 @pytest.fixture(scope="module")
 def gateway(kafka44) -> Iterator[KcoordProcess]:
     yield from serving(KcoordProcess(upstream=kafka44.bootstrap, state_topic=unique_name("__kcoord_rehearse_streams"),
                                      config=CONFIG))
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
-def test_classic_streams_classic_keeps_offsets_and_counts(gateway, kafka44, tmp_path, guarantee) -> None:
+def test_classic_streams_classic_keeps_offsets_and_counts(gateway, tmp_path) -> None:
     plan = StreamsRehearsalPlan(gateway.bootstrap, instances=2, partitions=2, produce_rate=40, phase_s=1.0,
                                 settle_timeout_s=45, drain_timeout_s=30, state_dir=tmp_path / "state",
-                                java_cache=ensure_java_jars(), run_id=unique_name("rs")[-8:], guarantee=guarantee)
+                                java_cache=ensure_java_jars(), run_id=unique_name("rs")[-8:])
     report = rehearse_streams(plan, progress=print)
-    isolation = "read_committed" if guarantee == "exactly_once_v2" else "read_uncommitted"
-    assert (report["run"]["guarantee"], report["run"]["output_isolation"]) == (guarantee, isolation)
     json_path, html_path = write_streams_report(report, tmp_path, "run")
     assert json.loads(json_path.read_text())["verdict"] == report["verdict"]
     assert report["verdict"] == "pass", (report["failures"], report["phases"])
@@ -67,12 +40,8 @@ def test_classic_streams_classic_keeps_offsets_and_counts(gateway, kafka44, tmp_
         ("classic", ["classic"], True), ("streams", ["streams"], True), ("classic", ["classic"], True)]
     assert [(e["from"], e["to"], e["observed"], e["from_empty"]) for e in report["type_changes"]["expected"]] == [
         ("classic", "streams", True, True), ("streams", "classic", True, True)]
-    assert all(k["kept"] for k in report["offsets"]["across_phases"]) and report["offsets"]["decreases"] == []
+    assert all(k["kept"] for k in report["offsets"]["across_phases"])
     assert report["input"]["produced"] > 0 and report["input"]["never_processed"] == 0
     assert report["resumptions"] and all(r["ok"] for r in report["resumptions"])
     assert report["counts"]["ok"] and report["active_twice"] == []
-    # The instances did write in transactions (or did not): markers between the output records.
-    records, end = _records_and_end(kafka44.bootstrap, report["run"]["output"])
-    assert records > 0 and (end > records) == (guarantee == "exactly_once_v2"), (records, end)
-    html = html_path.read_text()
-    assert "<svg" in html and "classic → streams" in html and f"<b>{guarantee}</b>" in html
+    assert "<svg" in html_path.read_text() and "classic → streams" in html_path.read_text()
