@@ -108,9 +108,24 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     # The value positionally: (offset, leader epoch, metadata, commit and
                     # expire timestamps, topic id).
                     key = keys.get((group_id, name, index)) or offset_commit_key(group_id, name, index)
-                    records.append(CoordinatorRecord(key, OffsetCommitValue(
-                        p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, metadata, now_ms,
-                        expire, record_topic_id), version))
+                    # Both objects built as `object.__new__` plus their slots, in the fields'
+                    # order: a class's call reaches its Python __init__ through the type's slot,
+                    # a new interpreter loop per object (docs/measurements/cpu-per-commit.md).
+                    # tests/unit/group/test_offset_commit_records.py compares them with
+                    # `rh.offset_commit_record`'s, field by field.
+                    value = _new(OffsetCommitValue)
+                    value.offset = p.committed_offset
+                    value.leader_epoch = p.committed_leader_epoch if leader_epochs else -1
+                    value.metadata = metadata
+                    value.commit_timestamp = now_ms
+                    value.expire_timestamp = expire
+                    value.topic_id = record_topic_id
+                    value.unknown_tagged_fields = ()
+                    record = _new(CoordinatorRecord)
+                    record.key = key
+                    record.value = value
+                    record.value_version = version
+                    records.append(record)
                     accepted = accepted_parts.get(index)
                     if accepted is None:
                         accepted = partition_cls(partition_index=index, error_code=ErrorCode.none)
@@ -149,6 +164,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
 
 
 _INDEX = operator.attrgetter("partition_index")
+_new = object.__new__
 _new_result = Result.__new__
 # The answers of all-accepted commits are shared (above) up to this many partitions each;
 # the gateway keeps the encoded body of those answers only (protocol/fast_codec.py).
