@@ -78,7 +78,6 @@ class ClientConnection(asyncio.Protocol):
         self._fast_decoders = commit_decode.decoders(self._starters)   # OffsetCommit's one-pass decode
         self._max_frame_size = gateway.max_frame_size
         # Read by the parts and on every waiting call's answer: a plain attribute, no property.
-        self._transport: asyncio.Transport | None = None
         self.transport: asyncio.Transport | None = None
         self.unread = bytearray()          # read, not handled yet: a partial frame, or frames kept back
         self._queue = queue = ResponseQueue()
@@ -212,7 +211,7 @@ class ClientConnection(asyncio.Protocol):
             self.gateway.pause_queue()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = self.transport = None
+        self.transport = None
         self._end.lost()
 
     def pause_writing(self) -> None:
@@ -327,7 +326,7 @@ class ClientConnection(asyncio.Protocol):
 
     def flush(self) -> None:
         """Write every response at the head of the queue that is ready, in one write."""
-        transport = self._transport
+        transport = self.transport
         if transport is None or transport.is_closing():
             return
         queue = self._queue
@@ -368,7 +367,7 @@ class ClientConnection(asyncio.Protocol):
 
 def _made(conn: ClientConnection, transport: asyncio.Transport) -> None:
     """A connection opened: its peer named, then admitted or closed over a connection limit."""
-    conn._transport = conn.transport = transport
+    conn.transport = transport
     peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and len(peer) >= 2:
         conn.peer = (str(peer[0]), int(peer[1]))

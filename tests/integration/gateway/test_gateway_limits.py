@@ -88,7 +88,7 @@ def test_a_client_that_never_reads_is_bounded_then_closed_while_others_are_serve
         connection = limited.loop.call(lambda: next(c for c in limited.gateway.connections if c.peer[1] == hog_port))
 
         def held() -> tuple[int, int, int]:
-            transport = connection._transport
+            transport = connection.transport
             buffered = transport.get_write_buffer_size() if transport is not None else 0
             return len(connection._queue), connection.held + buffered, connection._paused
 
