@@ -12,11 +12,12 @@ buffered-answers limit, the idle sweep), bad input (badinput.py: parsing what is
 here; Kafka closes the connection on what does not parse), how it ends (ending.py), who the
 client is and its SASL gate (identity.py, sasl.py on SASL listeners only), the guard stage
 (guarded.py: requests checked against the state topic and the safeguards), the forward gate
-(gate.py), forwarding (forwarding.py), calls that wait (group_calls.py), ApiVersions and
-FindCoordinator (served_here.py) and the authorizer's probes (probe.py). Reading, dispatch,
-group requests and the flush stay here: they are the heartbeat's path, and no part adds a
-call or an attribute hop to it (a part is called only when a pause, a partial frame or a
-limit is in play; what others call is bound to the part in ``__init__``).
+(gate.py), forwarding (forwarding.py), the group requests served here (group_requests.py),
+calls that wait (group_calls.py), ApiVersions and FindCoordinator (served_here.py) and the
+authorizer's probes (probe.py). Reading, dispatch and the flush stay here: they are the
+heartbeat's path, and no part adds a call to it (a group request is one call into its part,
+as it was into a method here; any other part is called only when a pause, a partial frame or
+a limit is in play; what others call is bound to the part in ``__init__``).
 
 Per request the limit accounting is a few integer operations (a length check, the request's
 share of the process-wide queue, its answer's bytes in ``held``); the rest is per read or
@@ -28,29 +29,25 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from ..protocol.codec import BodyError, decode_request, encode_body
-from ..protocol.framing import REQUEST_PREFIX, SIZE, FrameError, HeaderError, response_frame, split_frames
+from ..protocol.framing import REQUEST_PREFIX, SIZE, FrameError, split_frames
 from ..protocol.service import ClientInfo
-from ..runtime.answer import Answer
 from ..runtime.parts import Forward
-from . import commit_decode, eager
 from .badinput import FRAME, HEADER, BadInput
-from .eager import Done
 from .ending import ConnectionEnd
 from .flow import INFLIGHT, UPSTREAM, FlowControl
 from .forward import HELD, Pending, UpstreamLink
 from .forwarding import Forwarding
 from .gate import gate_allows
 from .group_calls import GroupCalls
+from .group_requests import GroupRequests
 from .guarded import GuardStage
 from .identity import ClientIdentity
 from .probe import probe_upstream
 from .responses import ResponseQueue
-from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL, Route
+from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL
 from .sasl import answer_not_enabled
 from .served_here import serve_api_versions, serve_find_coordinator
 
@@ -62,8 +59,6 @@ if TYPE_CHECKING:
     from .listeners import ListenerInfo
     from .ports import ConnectionServices
 
-_NO_CLIENT_ID = object()
-
 
 class ClientConnection(asyncio.Protocol):
     def __init__(self, gateway: ConnectionServices, listener: ListenerInfo) -> None:
@@ -71,11 +66,6 @@ class ClientConnection(asyncio.Protocol):
         self.listener = listener
         self.listener_name = listener.name
         self._routes = gateway.routes
-        self._service = service = gateway.service
-        # The service's calls without a coroutine, by API key (GroupCoordinatorService.starters);
-        # a service without them is called through ``handle``.
-        self._starters: Mapping[int, Any] = getattr(service, "starters", None) or {}
-        self._fast_decoders = commit_decode.decoders(self._starters)   # OffsetCommit's one-pass decode
         self._max_frame_size = gateway.max_frame_size
         # Read by the parts and on every waiting call's answer: a plain attribute, no property.
         self.transport: asyncio.Transport | None = None
@@ -84,8 +74,7 @@ class ClientConnection(asyncio.Protocol):
         self.link: UpstreamLink | None = None
         self.closing = False
         self.peer: tuple[str, int] = ("?", 0)
-        self.info: ClientInfo | None = None   # of the latest group request (its client id)
-        self._info_client_id: Any = _NO_CLIENT_ID
+        self.info: ClientInfo | None = None   # of the latest group request (group_requests.py)
         self.loop = loop = asyncio.get_running_loop()
         limits = self._limits = gateway.limits
         self.forward_gate = gateway.forward_gate
@@ -117,7 +106,7 @@ class ClientConnection(asyncio.Protocol):
         self.pause_reading, self.resume_reading = partial(flow.pause, UPSTREAM), partial(flow.resume, UPSTREAM)
         self.probe_upstream = partial(probe_upstream, self)     # for the authorizer (authorizer=probe)
         self.upstream_failed = forwarding.upstream_failed      # from the link
-        calls = self._calls = GroupCalls(self, loop, queue)
+        calls = GroupCalls(self, loop, queue)
         self.serve_outcome = calls.outcome
         self._guard = GuardStage(self, gateway, self._max_decoded_frame)
         # How it ends (ending.py).
@@ -129,13 +118,26 @@ class ClientConnection(asyncio.Protocol):
         identity = self.identity = ClientIdentity(self, gateway, listener, loop)
         self.sasl_session, self._sasl = identity.sasl_session, identity.sasl
         self.request_info, self.client_principal = identity.request_info, identity.principal
+        self._group = GroupRequests(self, gateway.service, loop, queue, calls)   # reads parse, request_info
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """A connection opened: its peer named, then admitted or closed over a connection limit."""
         # A stream server's transport (uvloop's TCPTransport is not an asyncio.Transport
         # subclass, so this is a cast, not a check).
-        _made(self, cast(asyncio.Transport, transport))
+        self.transport = stream = cast(asyncio.Transport, transport)
+        peer = stream.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        if not self.gateway.admit(self):
+            self.closing = True
+            stream.abort()   # over a connection limit: closed before anything is read
+            return
+        self.admitted = True
+        self.gateway.connections.add(self)
+        # Not paused even while the process-wide queue is over its bounds: it holds none
+        # of it (flow.py pauses only the connections holding their fair share).
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -243,7 +245,7 @@ class ClientConnection(asyncio.Protocol):
         if kind == FORWARD:
             self.forward_checked(frame, route, correlation_id)
         elif kind == GROUP:
-            self._serve_group(frame, route, correlation_id)
+            self._group.serve(frame, route, correlation_id)
         elif kind == FORWARD_PRODUCE:
             self._guard.produce(frame, route, correlation_id)
         elif kind == API_VERSIONS_LOCAL:
@@ -256,45 +258,6 @@ class ClientConnection(asyncio.Protocol):
             answer_not_enabled(self, frame, route, correlation_id)
         else:  # FORWARD_REWRITE, FORWARD_REFRESH: handled when the response comes back
             self.forward_checked(frame, route, correlation_id)
-
-    def _serve_group(self, frame: bytes, route: Route, correlation_id: int) -> None:
-        parsed = _decode_served(self._fast_decoders, frame, route) or self.parse(frame, route, correlation_id)
-        if parsed is None:
-            return
-        client_id, request = parsed
-        info = self.info
-        if client_id != self._info_client_id or info is None:
-            self._info_client_id = client_id
-            info = self.info = self.request_info(client_id)
-        start = self._starters.get(route.api_key)
-        if start is not None:
-            # The answer at once, or the runtime's Answer (or a future) of it: no Task, no coroutine.
-            try:
-                response = start(route.api_version, request, info)
-            except Exception as e:
-                self._calls.failed(route, correlation_id, e)
-                return
-            if response.__class__ is Answer or isinstance(response, asyncio.Future):
-                self._calls.waiting(response, route, correlation_id, len(frame))
-                return
-        else:
-            # Run the service at once: most answers need no wait (see eager.py), and those go
-            # straight into the queue, written by the flush at the end of this read.
-            outcome = eager.start(self._service.handle(route.api_key, route.api_version, request, info), self.loop)
-            if outcome.__class__ is not Done or outcome.error is not None:   # type: ignore[union-attr]
-                self.serve_outcome(outcome, route, correlation_id, len(frame))
-                return
-            response = outcome.value   # type: ignore[union-attr]
-        # GroupCalls.outcome inlined (the heartbeat's path): frame the answer, queue it.
-        try:
-            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
-        except Exception as e:
-            self._calls.failed(route, correlation_id, e)
-            return
-        data = response_frame(correlation_id, body if body.__class__ is bytes else bytes(body),
-                              route.response_header_version)
-        self._queue.append(data)
-        self.held += len(data)
 
     # --- answers ----------------------------------------------------------------------
 
@@ -363,36 +326,6 @@ class ClientConnection(asyncio.Protocol):
 
     def principal_changed(self) -> None:
         self.info = None     # rebuilt with the new principal at the next group request
-
-
-def _made(conn: ClientConnection, transport: asyncio.Transport) -> None:
-    """A connection opened: its peer named, then admitted or closed over a connection limit."""
-    conn.transport = transport
-    peer = transport.get_extra_info("peername")
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        conn.peer = (str(peer[0]), int(peer[1]))
-    if not conn.gateway.admit(conn):
-        conn.closing = True
-        transport.abort()   # over a connection limit: closed before anything is read
-        return
-    conn.admitted = True
-    conn.gateway.connections.add(conn)
-    # Not paused even while the process-wide queue is over its bounds: it holds none
-    # of it (flow.py pauses only the connections holding their fair share).
-
-
-def _decode_served(fast_decoders: Mapping[Any, Any], frame: bytes, route: Route) -> tuple[str | None, Any] | None:
-    """(client id, request) of a group request kcoord serves, or None for the connection's
-    `parse` to decode it the checked way or refuse it naming the fault: the common
-    OffsetCommit shapes by commit_decode's one-pass decoders, the rest by the codec."""
-    fast = fast_decoders.get(route.request_class)     # commit_decode.decoders: one per OffsetCommit class
-    if fast is not None:
-        return fast(frame, route.request_header_version)
-    try:
-        # A GROUP route always names its request class (routes.py; parse asserts it).
-        return decode_request(route.request_class, frame, route.request_header_version)  # type: ignore[arg-type]
-    except (HeaderError, BodyError):
-        return None
 
 
 def _write_ready(queue: Any, transport: asyncio.Transport) -> int:
