@@ -1,0 +1,87 @@
+"""GroupCalls on its own, with a fake connection: the slot of a call that waits (built
+without Pending.__init__) has every field a Pending has, and its answer is framed, counted
+and written when the call completes."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from coordinator.gateway.forward import Pending
+from coordinator.gateway.group_calls import CallSlot, GroupCalls
+from coordinator.gateway.routes import GROUP, Route
+from coordinator.protocol.framing import response_frame
+from coordinator.runtime.answer import Answer
+
+ROUTE = Route(kind=GROUP, api_key=8, api_version=9, request_header_version=2, response_header_version=1,
+              flexible=True, request_class=None)
+
+
+class FakeCaller:
+    """A connection as GroupCalls sees it (group_calls.Caller): keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.transport: Any = object()
+        self.peer = ("10.0.0.1", 1)
+        self.listener_name = "test"
+        self.queue: list[Any] = []
+        self.answered_sizes: list[int] = []
+        self.flushes = 0
+        self.closed = False
+
+    def answer(self, data: bytes) -> None:
+        self.queue.append(data)
+
+    def wait_for(self, pending: Pending) -> None:
+        self.queue.append(pending)
+
+    def answered(self, size: int) -> None:
+        self.answered_sizes.append(size)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _slots(cls: type) -> set[str]:
+    """Every slot of ``cls`` and its bases; each class must declare __slots__, else a field
+    could live in a __dict__ that no slot list names."""
+    names: set[str] = set()
+    for klass in cls.__mro__[:-1]:   # not object
+        assert "__slots__" in vars(klass), f"{klass.__name__} has no __slots__"
+        names.update(vars(klass)["__slots__"])
+    return names
+
+
+async def test_a_waiting_calls_slot_sets_every_field_pending_init_sets() -> None:
+    client = FakeCaller()
+    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
+    answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    calls.waiting(answer, ROUTE, 7, 123)
+    [slot] = client.queue
+    assert slot.__class__ is CallSlot
+    # A field Pending gains, or one CallSlot adds, that waiting() does not set is unset on a
+    # slot built without __init__: reading it raises AttributeError.
+    unset = {name for name in _slots(CallSlot) if not hasattr(slot, name)}
+    assert not unset, f"waiting() builds its slot without Pending.__init__ and leaves {unset} unset"
+    assert _slots(Pending) <= _slots(CallSlot)
+    # Pending.__init__ sets exactly Pending's slots, so the list above is the one to follow.
+    reference = Pending(7, ROUTE, 123)
+    assert {name for name in _slots(Pending) if hasattr(reference, name)} == _slots(Pending)
+    assert (slot.correlation_id, slot.route, slot.data, slot.task, slot.size, slot.calls) == \
+        (7, ROUTE, None, answer, 123, calls)
+
+
+async def test_a_waiting_calls_answer_is_framed_counted_and_written() -> None:
+    client = FakeCaller()
+    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
+    answer = Answer()      # the runtime's: its callback runs as it completes, as a commit's does
+    calls.waiting(answer, ROUTE, 7, 123)
+    [slot] = client.queue
+    answer.set_result(bytearray(b"\x00\x01body"))
+    expected = response_frame(7, b"\x00\x01body", ROUTE.response_header_version)
+    assert slot.data == expected and slot.data.__class__ is bytes
+    assert client.held == len(expected) and client.answered_sizes == [123] and slot.size == 0
+    assert client.flushes == 1 and not client.closed   # the newest request: written at once
