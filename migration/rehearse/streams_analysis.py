@@ -191,16 +191,50 @@ def active_twice(obs: StreamsObservations) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------- group
+def _torn(s: GroupSample, next_type: str | None) -> bool:
+    """A sample taken across a conversion: listed classic, described Dead, and the group's next
+    sample of another type.
+
+    A sample is two requests (group_admin.GroupAdmin): ListGroups, then the listed type's
+    describe. When a conversion lands between the two, StreamsGroupDescribe and
+    ConsumerGroupDescribe answer GROUP_ID_NOT_FOUND (an error sample, left out anyway), but
+    DescribeGroups below v6 answers a group that is not classic as "Dead" with no error (Kafka's
+    GroupMetadataManager.describeGroups; KIP-1043 added the error in v6;
+    coordinator/group/group_admin.py describe_group). The sample then reads "classic Dead"
+    although the group already has the next phase's type: it says nothing of the group's type
+    or state."""
+    return (s.view.group_type == "classic" and s.view.state.lower() == "dead"
+            and next_type is not None and next_type != "classic")
+
+
+def typed_samples(samples: list[GroupSample]) -> tuple[list[GroupSample], list[GroupSample]]:
+    """(the samples that say the group's type and state, the torn ones left out of them):
+    neither failed nor unlisted nor taken across a conversion (_torn)."""
+    listed = [s for s in samples if not s.view.error and s.view.group_type]
+    kept: list[GroupSample] = []
+    torn: list[GroupSample] = []
+    next_type: str | None = None   # of the next sample that is not itself "classic Dead"
+    for s in reversed(listed):
+        if _torn(s, next_type):
+            torn.append(s)
+            continue
+        kept.append(s)
+        if not (s.view.group_type == "classic" and s.view.state.lower() == "dead"):
+            next_type = s.view.group_type
+    return kept[::-1], torn[::-1]
+
+
 def _samples_between(samples: list[GroupSample], lo: int | None, hi: int | None) -> list[GroupSample]:
-    return [s for s in samples if lo is not None and s.t_ns >= lo and (hi is None or s.t_ns <= hi)
-            and not s.view.error and s.view.group_type]
+    """``samples`` (typed ones) taken from ``lo`` to ``hi``."""
+    return [s for s in samples if lo is not None and s.t_ns >= lo and (hi is None or s.t_ns <= hi)]
 
 
 def phase_report(obs: StreamsObservations, phase: PhaseLog) -> dict[str, Any]:
     t0 = obs.t0_ns
     gtype = group_type_of(phase.protocol)  # type: ignore[arg-type]
-    starting = _samples_between(obs.samples, phase.t_start, phase.t_settled)
-    running = _samples_between(obs.samples, phase.t_settled, phase.t_stop_requested)
+    typed, _ = typed_samples(obs.samples)
+    starting = _samples_between(typed, phase.t_start, phase.t_settled)
+    running = _samples_between(typed, phase.t_settled, phase.t_stop_requested)
     types = sorted({s.view.group_type for s in running})
     states = sorted({s.view.state for s in running})
     problems = []
@@ -228,31 +262,39 @@ def phase_report(obs: StreamsObservations, phase: PhaseLog) -> dict[str, Any]:
 
 def type_changes(obs: StreamsObservations) -> dict[str, Any]:
     """Group type flips seen by the probe against Kafka's: one at the start of each phase after
-    the first (the first heartbeat or JoinGroup of the new protocol to the empty group)."""
+    the first (the first heartbeat or JoinGroup of the new protocol to the empty group).
+
+    Each expected flip must be seen between the previous phase's group being reported Empty and
+    the phase settling, and every sample of the old type from that Empty report up to the flip
+    must say Empty (``states_before``): nothing but the new protocol touched the group, and the
+    conversion found it empty. No other flip may be seen. Samples taken across a conversion
+    (typed_samples) are left out and counted in ``torn_samples``: they hold no type."""
     t0 = obs.t0_ns
+    typed, torn = typed_samples(obs.samples)
     seen: list[dict[str, Any]] = []
-    prev: GroupSample | None = None
-    for s in obs.samples:
-        if s.view.error or not s.view.group_type:
-            continue
-        if prev is not None and s.view.group_type != prev.view.group_type:
+    for prev, s in zip(typed, typed[1:]):
+        if s.view.group_type != prev.view.group_type:
             seen.append({"from": prev.view.group_type, "to": s.view.group_type,
                          "observed_between_s": [_s(prev.t_ns, t0), _s(s.t_ns, t0)],
                          "state_before": prev.view.state, "offsets_before": _offsets(prev.offsets),
                          "offsets_after": _offsets(s.offsets), "_t": (prev.t_ns, s.t_ns)})
-        prev = s
     expected = []
     for prev_phase, phase in zip(obs.phases, obs.phases[1:]):
         want = (group_type_of(prev_phase.protocol), group_type_of(phase.protocol))  # type: ignore[arg-type]
-        got = next((c for c in seen if (c["from"], c["to"]) == want and phase.t_start is not None
-                    and c["_t"][1] >= (prev_phase.t_empty or phase.t_start)
+        since = prev_phase.t_empty or phase.t_start
+        got = next((c for c in seen if (c["from"], c["to"]) == want and since is not None
+                    and c["_t"][1] >= since
                     and (phase.t_settled is None or c["_t"][0] <= phase.t_settled)), None)
+        states = [] if got is None or since is None else sorted(
+            {s.view.state for s in typed if since <= s.t_ns <= got["_t"][0]})
         expected.append({"phase": phase.index, "from": want[0], "to": want[1], "observed": got is not None,
-                         "from_empty": got is not None and got["state_before"].lower() == "empty"})
+                         "states_before": states,
+                         "from_empty": bool(states) and all(st.lower() == "empty" for st in states)})
     for c in seen:
         del c["_t"]
     ok = len(seen) == len(expected) and all(e["observed"] and e["from_empty"] for e in expected)
-    return {"ok": ok, "expected": expected, "observed": seen}
+    return {"ok": ok, "expected": expected, "observed": seen,
+            "torn_samples": [_s(s.t_ns, t0) for s in torn]}
 
 
 def offsets_across_phases(obs: StreamsObservations) -> list[dict[str, Any]]:
