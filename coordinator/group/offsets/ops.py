@@ -8,7 +8,6 @@ pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -60,7 +59,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
     partition loop and answers the request with one error)."""
     answer = req.answer
-    partition_cls, accepted_parts = answer.partition, answer.accepted
+    partition_cls = answer.partition
     by_id, leader_epochs = req.by_id, req.leader_epochs
     max_metadata = shard.config.offset_metadata_max_bytes
     image = shard.image
@@ -126,12 +125,9 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     record.value = value
                     record.value_version = version
                     records.append(record)
-                    accepted = accepted_parts.get(index)
-                    if accepted is None:
-                        accepted = partition_cls(partition_index=index, error_code=ErrorCode.none)
-                        if len(accepted_parts) < _ACCEPTED_MAX:
-                            accepted_parts[index] = accepted
-                    parts.append(accepted)
+                    # An accepted partition by its index: its answer is looked up only when
+                    # the commit's answer is not a shared one (`_partitions_out`).
+                    parts.append(index)
                     continue
                 parts.append(partition_cls(partition_index=index, error_code=code))
             answers.append((t, parts))
@@ -146,8 +142,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
         # One topic, every partition accepted: what a consumer sends again and again, and
         # the same answer each time (kio's messages are frozen), so one is shared per
         # (topic, partitions); the topic is the image's, the partitions are bounded here.
-        t = answers[0][0]
-        indices = tuple(map(_INDEX, t.partitions))
+        t, accepted_indices = answers[0]
+        indices = tuple(accepted_indices)
         shared_key = (t.topic_id if by_id else t.name, indices)
         response = answer.accepted_responses.get(shared_key)
         if response is None:
@@ -163,7 +159,6 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     return _new_result(Result, response, records, timers)
 
 
-_INDEX = operator.attrgetter("partition_index")
 _new = object.__new__
 _new_result = Result.__new__
 # The answers of all-accepted commits are shared (above) up to this many partitions each;
@@ -173,13 +168,31 @@ _SHARED_RESPONSE_PARTITIONS = SHARED_ANSWER_PARTITIONS
 
 def _response(answer: CommitAnswer, by_id: bool, answers: list[tuple[Any, list[Any]]]) -> Any:
     topic_cls = answer.topic
-    topics_out = tuple(topic_cls(topic_id=t.topic_id, partitions=tuple(parts)) if by_id else
-                       topic_cls(name=t.name, partitions=tuple(parts)) for t, parts in answers)
+    topics_out = tuple(topic_cls(topic_id=t.topic_id, partitions=_partitions_out(answer, parts)) if by_id else
+                       topic_cls(name=t.name, partitions=_partitions_out(answer, parts)) for t, parts in answers)
     return answer.response(throttle_time=_NO_THROTTLE, topics=topics_out) if answer.has_throttle \
         else answer.response(topics=topics_out)
 
 
 _NO_THROTTLE = from_ms(0)
+
+
+def _partitions_out(answer: CommitAnswer, parts: list[Any]) -> tuple[Any, ...]:
+    """A topic's answered partitions from `offset_commit`'s loop: a refused partition's
+    answer as built there, an accepted one's index (an int) as the version's shared accepted
+    answer (kio's messages are frozen), kept for at most `_ACCEPTED_MAX` indices."""
+    partition_cls, accepted_parts = answer.partition, answer.accepted
+    out = []
+    for p in parts:
+        if p.__class__ is not partition_cls:
+            accepted = accepted_parts.get(p)
+            if accepted is None:
+                accepted = partition_cls(partition_index=p, error_code=ErrorCode.none)
+                if len(accepted_parts) < _ACCEPTED_MAX:
+                    accepted_parts[p] = accepted
+            p = accepted
+        out.append(p)
+    return tuple(out)
 
 
 # ----------------------------------------------------------------- fetch
