@@ -9,9 +9,9 @@ Rules:
 - the ClientInfo is built once per client id and kept in the connection's ``info`` (the
   forward gate reads it too); a changed principal clears it (principal_changed);
 - the call runs by the service's starter (no coroutine: GroupCoordinatorService.starters),
-  else through ``handle`` and eager.start; an answer ready at once is framed here and
-  queued, counted in the connection's ``held`` until written; a call that waits or fails
-  goes to GroupCalls (group_calls.py).
+  else through ``handle`` and eager.start; an answer ready at once is framed (encode_answer,
+  as every group call's answer) and queued here, counted in the connection's ``held`` until
+  written; a call that waits or fails goes to GroupCalls (group_calls.py).
 This is the steady heartbeat's and the commit's path: the connection calls `serve` as it
 called its own method before (one call), and what `serve` needs is bound in ``__init__``.
 `GroupRequests` reaches its connection only through `Requester`.
@@ -22,13 +22,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..protocol.codec import BodyError, decode_request, encode_body
-from ..protocol.framing import HeaderError, response_frame
+from ..protocol.codec import BodyError, decode_request
+from ..protocol.framing import HeaderError
 from ..protocol.service import ClientInfo
 from ..runtime.answer import Answer
 from . import commit_decode, eager
 from .eager import Done
-from .group_calls import GroupCalls
+from .group_calls import GroupCalls, encode_answer
 from .responses import ResponseQueue
 from .routes import Route
 
@@ -94,14 +94,11 @@ class GroupRequests:
                 self._calls.outcome(outcome, route, correlation_id, len(frame))
                 return
             response = outcome.value   # type: ignore[union-attr]
-        # GroupCalls.outcome inlined (the heartbeat's path): frame the answer, queue it.
         try:
-            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
+            data = encode_answer(route, correlation_id, response)
         except Exception as e:
             self._calls.failed(route, correlation_id, e)
             return
-        data = response_frame(correlation_id, body if body.__class__ is bytes else bytes(body),
-                              route.response_header_version)
         self._queue.append(data)
         conn.held += len(data)
 

@@ -1,14 +1,22 @@
 """GroupCalls on its own, with a fake connection: the slot of a call that waits (built
 without Pending.__init__) has every field a Pending has, and its answer is framed, counted
-and written when the call completes."""
+and written when the call completes; encode_answer frames as framing.response_frame does."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 from typing import Any
 
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v0.response import HeartbeatResponse as HeartbeatResponseV0
+from kio.schema.heartbeat.v4.response import HeartbeatResponse as HeartbeatResponseV4
+
 from coordinator.gateway.forward import Pending
-from coordinator.gateway.group_calls import CallSlot, GroupCalls
+from coordinator.gateway.group_calls import CallSlot, GroupCalls, encode_answer
 from coordinator.gateway.routes import GROUP, Route
+from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import response_frame
 from coordinator.runtime.answer import Answer
 
@@ -85,3 +93,18 @@ async def test_a_waiting_calls_answer_is_framed_counted_and_written() -> None:
     assert slot.data == expected and slot.data.__class__ is bytes
     assert client.held == len(expected) and client.answered_sizes == [123] and slot.size == 0
     assert client.flushes == 1 and not client.closed   # the newest request: written at once
+
+
+@pytest.mark.parametrize("response", [
+    b"\x00\x00",
+    bytearray(b"\x00\x1b"),
+    HeartbeatResponseV0(error_code=ErrorCode.rebalance_in_progress),
+    HeartbeatResponseV4(throttle_time=datetime.timedelta(0), error_code=ErrorCode.none),
+], ids=["bytes", "bytearray", "kio-v0", "kio-v4"])
+@pytest.mark.parametrize("header_version", [0, 1])
+def test_encode_answer_frames_as_response_frame_does(response: Any, header_version: int) -> None:
+    route = dataclasses.replace(ROUTE, response_header_version=header_version)
+    body = bytes(response) if isinstance(response, (bytes, bytearray)) else encode_body(response)
+    data = encode_answer(route, 0x01020304, response)
+    assert data == response_frame(0x01020304, body, header_version)
+    assert data.__class__ is bytes
