@@ -218,32 +218,48 @@ def _decode_key(data: bytes, topic: str | None, partition: int | None,
 
 # The offset commit keys a shard writes repeat on every commit of the same partitions: one
 # shared key per (group, topic, partition), its bytes in its `encoded` slot
-# (schemas._EncodedKey), so a commit neither builds nor encodes its keys again. Group and
-# topic names come from clients, so the memo is bounded twice: by entries (cleared when
-# full, like the decode cache below) and by size (a key longer than
+# (schemas._EncodedKey), so a commit neither builds nor encodes its keys again. Kept by
+# (group, topic), then by partition: a commit looks its topic up once and each partition by
+# its int, with no tuple built and hashed per partition. Group and topic names come from
+# clients, so the memo is bounded twice: by keys (`_keys_kept`, every key of every topic;
+# all cleared when full, like the decode cache below) and by size (a key longer than
 # OFFSET_COMMIT_KEYS_MAX_BYTES is never kept), which caps it at a few megabytes whatever the
-# names.
-OFFSET_COMMIT_KEYS: dict[tuple[str, str, int], OffsetCommitKey] = {}
+# names. Clearing the dict from outside (tests) leaves the count above the keys held: the
+# bound still holds.
+OFFSET_COMMIT_KEYS: dict[tuple[str, str], dict[int, OffsetCommitKey]] = {}
 OFFSET_COMMIT_KEYS_MAX = 8192
 OFFSET_COMMIT_KEYS_MAX_BYTES = 256
+_keys_kept = 0
 _set_encoded = _EncodedKey.encoded.__set__  # type: ignore[misc,attr-defined]  # the slot descriptor
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
     """The shared OffsetCommitKey of (group, topic, partition) with its bytes in `encoded`:
     from the memo, else built, encoded and kept if it is small enough."""
-    cache_key = (group, topic, partition)
-    key = OFFSET_COMMIT_KEYS.get(cache_key)
-    if key is not None:
-        return key
+    global _keys_kept
+    kept = OFFSET_COMMIT_KEYS.get((group, topic))
+    if kept is not None:
+        key = kept.get(partition)
+        if key is not None:
+            return key
     key = OffsetCommitKey(group, topic, partition)
     encoded = _encode_key(key)
     _set_encoded(key, encoded)
     if len(encoded) <= OFFSET_COMMIT_KEYS_MAX_BYTES:
-        if len(OFFSET_COMMIT_KEYS) >= OFFSET_COMMIT_KEYS_MAX:
+        if _keys_kept >= OFFSET_COMMIT_KEYS_MAX:
             OFFSET_COMMIT_KEYS.clear()
-        OFFSET_COMMIT_KEYS[cache_key] = key
+            _keys_kept = 0
+            kept = None
+        if kept is None:
+            kept = OFFSET_COMMIT_KEYS[(group, topic)] = {}
+        kept[partition] = key
+        _keys_kept += 1
     return key
+
+
+def offset_commit_keys_kept() -> int:
+    """The keys the memo holds (its bound is OFFSET_COMMIT_KEYS_MAX)."""
+    return sum(map(len, OFFSET_COMMIT_KEYS.values()))
 
 
 def encode_key(key: Any) -> bytes:

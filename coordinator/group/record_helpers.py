@@ -31,7 +31,7 @@ from records import (
     OffsetCommitValue,
     TopicPartitions,
 )
-from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
+from records.codec import offset_commit_key
 
 # The consumer group's model (modern/consumer/group.py) as these builders read it: the kernel
 # names no folder, so the member and the resolved regex are typed by their fields' use only.
@@ -157,7 +157,7 @@ def offset_commit_record(group_id: str, topic: str, partition: int, offset: int,
     else:
         version = 1
         topic_id = ZERO_UUID
-    key = OFFSET_COMMIT_KEYS.get((group_id, topic, partition)) or offset_commit_key(group_id, topic, partition)
+    key = offset_commit_key(group_id, topic, partition)
     # Positional, in OffsetCommitValue's field order (offset, leader epoch, metadata, commit
     # and expire timestamps, topic id).
     return CoordinatorRecord(key, OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp,

@@ -90,6 +90,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                 name, topic_id, num_partitions = img.name, img.topic_id, img.num_partitions
             record_topic_id = topic_id if version == 4 and topic_id is not None else ZERO_UUID
             parts = []
+            # The topic's shared keys by partition (records.codec.offset_commit_key fills them).
+            topic_keys = keys.get((group_id, name)) or _NO_KEYS
             for p in t.partitions:
                 index = p.partition_index
                 metadata = p.committed_metadata or ""
@@ -106,7 +108,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     # 4.3 persists the topic id of every commit, resolved by name below v10.
                     # The value positionally: (offset, leader epoch, metadata, commit and
                     # expire timestamps, topic id).
-                    key = keys.get((group_id, name, index)) or offset_commit_key(group_id, name, index)
+                    key = topic_keys.get(index) or offset_commit_key(group_id, name, index)
                     # Both objects built as `object.__new__` plus their slots, in the fields'
                     # order: a class's call reaches its Python __init__ through the type's slot,
                     # a new interpreter loop per object (docs/measurements/cpu-per-commit.md).
@@ -160,6 +162,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
 
 
 _new = object.__new__
+_NO_KEYS: dict[int, Any] = {}       # read only: a topic with no shared key yet
 _new_result = Result.__new__
 # The answers of all-accepted commits are shared (above) up to this many partitions each;
 # the gateway keeps the encoded body of those answers only (protocol/fast_codec.py).

@@ -101,7 +101,7 @@ def test_a_commits_records_are_the_record_helpers_records(version, retention_ms,
                 for t, p, o in ((FOO, 0, 5), (FOO, 3, 6), (BAR, 2, 1))]
     assert result.records == expected
     assert [r.value_version for r in result.records] == [1 if retention_ms != -1 else 4] * 3
-    assert all(r.key is OFFSET_COMMIT_KEYS[(r.key.group, r.key.topic, r.key.partition)] for r in result.records)
+    assert all(r.key is OFFSET_COMMIT_KEYS[(r.key.group, r.key.topic)][r.key.partition] for r in result.records)
 
 
 @pytest.mark.parametrize("seed", [5, 13])

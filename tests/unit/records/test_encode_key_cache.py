@@ -52,7 +52,12 @@ def test_hostile_names_cannot_grow_the_memo() -> None:
     codec.OFFSET_COMMIT_KEYS.clear()
     for i in range(3 * codec.OFFSET_COMMIT_KEYS_MAX):
         codec.encode_key(OffsetCommitKey(group=f"g{i}", topic="t", partition=i))
-        assert len(codec.OFFSET_COMMIT_KEYS) <= codec.OFFSET_COMMIT_KEYS_MAX
+        assert codec.offset_commit_keys_kept() <= codec.OFFSET_COMMIT_KEYS_MAX
+    # the keys of one topic count one by one, not as the topic's one entry
+    for i in range(3 * codec.OFFSET_COMMIT_KEYS_MAX):
+        assert codec.offset_commit_key("g", "t", i).partition == i
+        assert codec.offset_commit_keys_kept() <= codec.OFFSET_COMMIT_KEYS_MAX
+    assert codec.offset_commit_keys_kept() > 0
     codec.OFFSET_COMMIT_KEYS.clear()
     long_key = OffsetCommitKey(group="g" * 30_000, topic="t" * 30_000, partition=0)
     encoded = codec.encode_key(long_key)
@@ -63,7 +68,7 @@ def test_hostile_names_cannot_grow_the_memo() -> None:
     at_bound = codec.OFFSET_COMMIT_KEYS_MAX_BYTES - (2 + 2 + 1 + 2 + 4)
     codec.offset_commit_key("g" * at_bound, "t", 0)
     codec.offset_commit_key("g" * (at_bound + 1), "t", 0)
-    assert list(codec.OFFSET_COMMIT_KEYS) == [("g" * at_bound, "t", 0)]
+    assert [(names, list(kept)) for names, kept in codec.OFFSET_COMMIT_KEYS.items()] == [(("g" * at_bound, "t"), [0])]
 
 
 def test_the_topic_id_tags_memo_is_bounded_and_gives_the_generic_bytes() -> None:
