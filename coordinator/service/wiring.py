@@ -47,6 +47,7 @@ from ..protocol.error_responses import ErrorResponse
 from ..protocol.private_apis import PRIVATE_ERRORS
 from ..protocol.service import ClientInfo
 from ..runtime.answer import Answer
+from ..runtime.coordinator_runtime import start_call
 from ..runtime.partition_writer import LogWriter
 from ..runtime.shard_runtime import ShardRuntime
 from ..runtime.state_log import StateLog
@@ -256,7 +257,7 @@ class GroupCoordinatorService:
                     contexts.clear()
                 contexts[id(client)] = (client, ctx)
             try:
-                answer = runtime_for(req.group_id).start(lambda shard, now: getattr(shard, operation)(ctx, req, now))
+                answer = start_call(runtime_for(req.group_id), operation, ctx, req)
             except ApiError as e:
                 answer = respond(api_version, e, req)
             else:
