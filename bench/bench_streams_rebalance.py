@@ -54,7 +54,12 @@ Every start's lines are kept in the work dir (start-events.jsonl). ``--kcoord-in
 runs the tuned kcoord sides with an initial rebalance delay: an experiment, not their row.
 ``--kcoord-log-level`` (e.g. ``INFO,kcoord.streams=DEBUG``: every StreamsGroupHeartbeat
 answered, coordinator/group/streams/heartbeat.py) is each kcoord's --log-level; its log's path
-is printed and kept in ``--json`` ("kcoord_logs").
+is printed and kept in ``--json`` ("kcoord_logs"). ``--joiner-debug`` lines up the join phase by
+phase: the joiner's Kafka client and Streams loggers at DEBUG in the work dir (joiner.log: each
+request sent and answered, its heartbeats' assignments, its tasks' creation and restore; wall
+clock in ms) and every instance's lines of the join (join-events.jsonl; ``--json`` keeps the
+offset between the two clocks). ``--kcoord-heartbeat-ms`` runs the tuned kcoord sides with
+another interval for settled members than Kafka tuned's 500 ms: an experiment, not their row.
 
 Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
 the test fixture's lowered group bounds put back) serving the group itself, its streams settings
@@ -264,6 +269,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         keep_lines(apps, work / name / "start-events.jsonl", "the start's diagnosis")
         before_join = time.monotonic_ns()
         joiner = instance(a.instances)
+        if a.joiner_debug:
+            joiner.argv = joiner_with_debug_log(joiner.argv, work / name / "joiner.log")
         apps.append(joiner)
         launch([joiner])
         try:
@@ -284,6 +291,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         overlaps = active_overlaps(apps)
         if overlaps:      # the instances' lines, to explain it later
             keep_lines(apps, work / name / "events.jsonl", "task active twice")
+        elif a.joiner_debug:   # the join's lines, to line up with the joiner's own log
+            keep_lines(apps, work / name / "join-events.jsonl", "the join's phases")
         return {"start_s": start_s, "start_diagnosis": diagnosis,
                 "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
@@ -336,6 +345,38 @@ def print_diagnosis(d: dict[str, Any]) -> None:
             f"opens/closes {t['opens']}/{t['closes']}, REBALANCING {t['rebalancing']}")
 
 
+# --joiner-debug: the joiner's Kafka client and Streams loggers at DEBUG into a file (every
+# request it sends and each answer: NetworkClient; its heartbeats and reconciliation: the
+# consumer internals; its tasks' creation and restore: Streams), each line stamped with the
+# wall clock in ms, and the instances' lines kept (join-events.jsonl; "t" is CLOCK_MONOTONIC:
+# the run's JSON keeps the offset between the two clocks, "wall_minus_monotonic_ns"). The same
+# loggers on every side, so the phases compare; the extra logging slows that one JVM a little.
+JOINER_LOG4J = """status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{UNIX_MILLIS}} %-5p [%t] %c{{1}} - %m%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = DEBUG
+logger.streams.name = org.apache.kafka.streams
+logger.streams.level = DEBUG
+logger.metrics.name = org.apache.kafka.common.metrics
+logger.metrics.level = WARN
+"""
+
+
+def joiner_with_debug_log(argv: list[str], path: Path) -> list[str]:
+    """``argv`` with its log4j2 configuration replaced by JOINER_LOG4J writing to ``path``."""
+    config = path.with_suffix(".log4j2.properties")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(JOINER_LOG4J.format(path=path))
+    return [f"-Dlog4j2.configurationFile={config}" if arg.startswith("-Dlog4j2.configurationFile=") else arg
+            for arg in argv]
+
+
 def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> tuple[dict[str, Side], list[Any]]:
     """The brokers and kcoords the chosen sides need; the list of what to stop."""
     out: dict[str, Side] = {}
@@ -374,6 +415,15 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
             if tuned and a.kcoord_initial_delay_ms is not None:   # an experiment, named in the log and JSON
                 config = tuple(f"streams_initial_rebalance_delay_ms={a.kcoord_initial_delay_ms}"
                                if c.startswith("streams_initial_rebalance_delay_ms=") else c for c in config)
+            if tuned and a.kcoord_heartbeat_ms is not None:   # an experiment too: the interval lever
+                # under kcoord's adaptive policy (its default) a settled member is told
+                # consumer_heartbeat_stable_interval_ms (500 ms by default, as Kafka tuned's);
+                # the streams_* ones are Kafka's fixed policy's
+                config = tuple(c for c in config if not c.startswith(("streams_heartbeat_interval_ms=",
+                                                                      "streams_min_heartbeat_interval_ms=")))
+                config += (f"streams_heartbeat_interval_ms={a.kcoord_heartbeat_ms}",
+                           f"streams_min_heartbeat_interval_ms={a.kcoord_heartbeat_ms}",
+                           f"consumer_heartbeat_stable_interval_ms={a.kcoord_heartbeat_ms}")
             state_topic = unique_name("__kcoord_srb")
             kc = kcoord_with_metrics(upstream, state_topic, config=config, log_level=a.kcoord_log_level).start()
             stops.append(kc.stop)
@@ -437,10 +487,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kcoord-initial-delay-ms", type=int, default=None,
                    help="an experiment: this streams_initial_rebalance_delay_ms on the tuned kcoord sides "
                         "(their table label does not say it: do not publish such a run as the tuned row)")
+    p.add_argument("--kcoord-heartbeat-ms", type=int, default=None,
+                   help="an experiment: this heartbeat interval of settled members on the tuned kcoord sides "
+                        "(adaptive policy's stable interval and the streams_* ones) in place of Kafka tuned's "
+                        "500 ms (their table label does not say it: never the tuned row)")
     p.add_argument("--kcoord-quiet-ms", type=int, default=500,
                    help="the kcoord-quiet side's streams_initial_rebalance_quiet_ms")
     p.add_argument("--kcoord-quiet-tasks", type=int, default=0,
                    help="the kcoord-quiet side's streams_initial_rebalance_quiet_tasks (0: off)")
+    p.add_argument("--joiner-debug", action="store_true",
+                   help="the joiner's client and Streams logs at DEBUG in the work dir (joiner.log), its "
+                        "and the others' lines in join-events.jsonl (the work dir)")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
@@ -503,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
             stop()
     text = table(figures, a)
     meta = {"partitions": a.partitions, "instances": a.instances, "subtopologies": a.subtopologies,
-            "kcoord_logs": KCOORD_LOGS,
+            "kcoord_logs": KCOORD_LOGS, "work_dir": str(work),
+            "wall_minus_monotonic_ns": time.time_ns() - time.monotonic_ns(),
             "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, Kafka {vsk.KAFKA_VERSION} "
                        "(1 KRaft node, heap 1g)",
             "load_before": " / ".join(f"{x:.2f}" for x in load_before),

@@ -22,7 +22,8 @@ Rules:
   for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
   delayed due to the configured initial rebalance delay.") while the target is held back
   (kcoord's quiet hold, membership.py, says "initial rebalance quiet period");
-- the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py);
+- the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py), under
+  which a member waiting for unreleased tasks gets the released ones together (release.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
   reports holding differs from what it has; the interactive-query map when the member's
   endpoint-information epoch is not the group's (endpoints.py);
@@ -69,6 +70,7 @@ from .membership import (
 from .model import EMPTY_TASKS, Holders, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
 from .reconciliation import reconcile, within
 from .records import tasks_from, topology_from
+from .release import hold_back_cap
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
 
@@ -274,8 +276,14 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             statuses.append((ASSIGNMENT_DELAYED,
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
     trickle = trickle_cap(soft, settings, now_ms)
+    cap = None if trickle is None else trickle[0]
+    if cap is None:     # released tasks handed together (release.py)
+        mine = target.get(mid, EMPTY_TASKS)
+        probe = reconcile(updated, target_epoch, mine, owned, Holders.of(members.values()))
+        cap = hold_back_cap(shard, soft, settings, member, probe, mine,
+                            (m for m in members.values() if m.member_id != mid), now_ms)
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers,
-                       None if trickle is None else trickle[0])
+                       cap)
     endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
     statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)

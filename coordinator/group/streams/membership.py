@@ -233,20 +233,21 @@ def assignment_timer(group_id: str, deadline_ms: int) -> ScheduleTimer:
 
 
 def release_due_ms(soft: Soft, others: Iterable[StreamsMember], missing: Tasks, now_ms: int) -> int:
-    """When the first of the ``missing`` tasks (a member's unreleased ones) may be free: now if
-    a member holding one was already told to revoke it (its acknowledgement comes as soon as
-    its callbacks ran), else when the first holder is due to heartbeat, which tells it."""
-    due: int | None = None
+    """When every holder of the ``missing`` tasks (a member's unreleased ones) has been told to
+    revoke them, the latest of: now for a holder already told (its acknowledgement comes as
+    soon as its callbacks ran), else when it is due to heartbeat, which tells it. The waiting
+    member comes back a short interval after that and is handed what was released together
+    (release.py), not once per holder as each is told."""
+    due = now_ms
     wanted = missing.active | missing.standby | missing.warmup
     for m in others:
-        if wanted.isdisjoint(m.assigned.active | m.pending_revocation.active | m.assigned.standby
-                             | m.pending_revocation.standby | m.assigned.warmup | m.pending_revocation.warmup):
+        held = m.assigned.active | m.assigned.standby | m.assigned.warmup
+        if wanted.isdisjoint(held | m.pending_revocation.active | m.pending_revocation.standby
+                             | m.pending_revocation.warmup):
             continue
-        if m.state is MemberState.UNREVOKED_TASKS:
-            return now_ms
-        when = soft.due_ms.get(m.member_id, now_ms)
-        due = when if due is None else min(due, when)
-    return now_ms if due is None else due
+        if m.state is not MemberState.UNREVOKED_TASKS or not wanted.isdisjoint(held):
+            due = max(due, soft.due_ms.get(m.member_id, now_ms))
+    return due
 
 
 def remember_due(soft: Soft, group: StreamsGroup, member_id: str, due_ms: int) -> None:
@@ -261,6 +262,7 @@ def remember_due(soft: Soft, group: StreamsGroup, member_id: str, due_ms: int) -
 
 def forget_due(soft: Soft, member_id: str) -> None:
     soft.due_ms.pop(member_id, None)
+    soft.held_back_since.pop(member_id, None)
 
 
 def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: StreamsMember, target_epoch: int,
@@ -268,7 +270,7 @@ def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: Streams
                           released_at_ms: int | None = None, capped_until_ms: int | None = None) -> int:
     """The interval the member is told (the module's rules). ``held_until_ms``: when the
     target this heartbeat held back may be computed, or None; ``released_at_ms``: for a
-    member waiting for unreleased tasks, when the first may be free (`release_due_ms`);
+    member waiting for unreleased tasks, when its holders were all told (`release_due_ms`);
     ``capped_until_ms``: for a member the quiet hold's trickle capped, when the cap lifts."""
     config = shard.config
     if not adaptive(config):

@@ -189,6 +189,9 @@ class Soft:
     # when each member is due to heartbeat next (the interval it was last told), for kcoord's
     # adaptive interval of a member waiting for tasks (membership.release_due_ms)
     due_ms: dict[str, int] = field(default_factory=dict)
+    # since when each member waiting for unreleased tasks has had released ones held back
+    # (release.py: the adaptive policy hands them together, for at most the stable interval)
+    held_back_since: dict[str, int] = field(default_factory=dict)
 
 
 class StreamsGroup:
