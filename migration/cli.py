@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--stop", choices=("leave", "session"), default="leave",
                    help="how instances stop between phases: leave the group at once (CloseOptions LEAVE_GROUP), "
                         "or stay until the coordinator expires their sessions (REMAIN_IN_GROUP); default %(default)s")
+    s.add_argument("--guarantee", choices=("at_least_once", "exactly_once_v2"), default="at_least_once",
+                   help="the application's processing.guarantee; exactly_once_v2 commits offsets in its "
+                        "transactions and the output topic is read read_committed (default %(default)s)")
     s.add_argument("--phase-seconds", type=float, default=3.0,
                    help="processing time of each phase once it settled (default %(default)s)")
     s.add_argument("--output-topic", default=None, help="the application's output topic (default a new one)")
@@ -88,6 +91,7 @@ def run_streams(args: argparse.Namespace) -> int:
         plan = StreamsRehearsalPlan(
             bootstrap=args.bootstrap, instances=args.instances, partitions=args.partitions or 4,
             input_topic=args.topic, output_topic=args.output_topic, app_id=args.group, stop=args.stop,
+            guarantee=args.guarantee,
             produce_rate=args.rate, phase_s=args.phase_seconds, settle_timeout_s=args.settle_timeout,
             drain_timeout_s=args.drain_timeout, sample_interval_s=args.sample_interval,
             classic_session_timeout_ms=args.classic_session_timeout_ms, state_dir=args.state_dir,

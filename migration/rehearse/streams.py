@@ -36,7 +36,8 @@ def write_streams_report(report: dict[str, Any], out_dir: Path, stem: str | None
 def streams_summary_lines(report: dict[str, Any]) -> list[str]:
     run, inp, counts = report["run"], report["input"], report["counts"]
     lines = [f"{report['verdict'].upper()}: streams rehearsal {' -> '.join(run['phases'])} of {run['instances']} "
-             f"instances (stop by {run['stop']}), group {run['group']}, {run['duration_s']}s",
+             f"instances ({run.get('guarantee', 'at_least_once')}, stop by {run['stop']}), group {run['group']}, "
+             f"{run['duration_s']}s",
              f"input: {inp['produced']} produced, {inp['processed_unique']} processed, "
              f"{inp['never_processed']} never processed, {inp['processed_twice_in_a_phase']} twice in a phase",
              f"counts: {'complete and correct' if counts['ok'] else 'WRONG'} ({counts['words']} words, "

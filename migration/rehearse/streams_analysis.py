@@ -13,7 +13,12 @@ The verdict fails on any of:
 - a phase whose group the coordinator did not report of the phase's type and Stable, or not
   Empty after its instances stopped; a group type change other than Kafka's two conversions;
 - an error of the run (a phase that did not settle, an instance that failed).
-A record processed twice inside one phase (at-least-once redelivery) is a warning.
+A record processed twice inside one phase is a warning: at-least-once redelivery, or under
+exactly_once_v2 the reprocessing of an aborted transaction's records (the "input" lines are
+printed on processing, before the transaction's outcome is known).
+Under exactly_once_v2 the checks are the same; what differs is what they read: the output
+counts are read read_committed (so an aborted transaction's counts must not show), and the
+committed offsets are those of committed transactions (TxnOffsetCommit), which never go down.
 All times are seconds since the rehearsal started (t0).
 
 The spans are not made of the "tasks" lines: a stream thread's task metadata is refreshed only
@@ -348,16 +353,23 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
     failures += obs.errors
     warnings = []
     if inputs["processed_twice_in_a_phase"]:
+        why = ("reprocessed after an aborted transaction" if plan.exactly_once else "at-least-once redelivery")
         warnings.append(f"{inputs['processed_twice_in_a_phase']} input records processed twice within a phase "
-                        "(at-least-once redelivery)")
+                        f"({why})")
     if inputs["producer_failures"]:
         warnings.append(f"{inputs['producer_failures']} records the producer could not deliver")
+    if obs.output_read is not None and not obs.output_read["reached_end"]:
+        warnings.append(f"the last read of the output topic ({obs.output_read['isolation']}) did not reach its end "
+                        f"(offset {obs.output_read['end_offset']}) within its budget: the counts may be short")
     probe_errors = [s for s in obs.samples if s.view.error]
     return {
         "format": REPORT_FORMAT, "kind": "streams",
         "verdict": "fail" if failures else "pass", "failures": failures, "warnings": warnings,
         "run": {"kind": "streams", "phases": [p.protocol for p in obs.phases], "instances": plan.instances,
-                "stop": plan.stop, "stop_why": STOP_WHY[plan.stop], "group": obs.group, "input": obs.input_topic,
+                "stop": plan.stop, "stop_why": STOP_WHY[plan.stop], "guarantee": plan.guarantee,
+                "output_isolation": (obs.output_read or {}).get(
+                    "isolation", "read_committed" if plan.exactly_once else "read_uncommitted"),
+                "group": obs.group, "input": obs.input_topic,
                 "output": obs.output_topic,
                 "partitions": obs.partitions, "tasks": len(plan.tasks), "bootstrap": plan.bootstrap,
                 "run_id": plan.run_id, "started_at": obs.started_at, "duration_s": _s(obs.t_end, t0),
@@ -368,6 +380,7 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
         "input": inputs,
         "resumptions": resumed,
         "counts": counts,
+        "output_read": obs.output_read,
         "active_twice": twice,
         "type_changes": types,
         "offsets": {"across_phases": kept, "decreases": decreases},

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from .analysis import end_offsets
 from .engine import RehearsalAborted, ensure_topic
 from .member import MemberProcess
@@ -28,6 +26,7 @@ from .probe import GroupProbe, GroupSample
 from .producer import WorkloadProducer
 from .streams_jars import streams_app_command
 from .streams_observations import InstanceLog, PhaseLog, StreamsObservations
+from .streams_output import OutputReader
 from .streams_plan import PHASES, StreamsRehearsalPlan, group_type_of
 
 log = logging.getLogger("kcoord.rehearse")
@@ -43,34 +42,6 @@ class WordProducer(WorkloadProducer):
 
     def value(self, n: int) -> str:
         return self.plan.word(n)
-
-
-class OutputReader:
-    """The latest count per word on the output topic (one partition), read as it grows."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                                  "enable.auto.commit": False, "client.id": "kcoord-rehearse-output"})
-        self.consumer.assign([TopicPartition(topic, 0, 0)])
-        self.topic = topic
-        self.counts: dict[str, int] = {}
-
-    def read(self, budget_s: float = 1.0) -> dict[str, int]:
-        """Everything up to the current end (bounded by ``budget_s``)."""
-        _, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
-        deadline = time.monotonic() + budget_s
-        while time.monotonic() < deadline:
-            [position] = self.consumer.position([TopicPartition(self.topic, 0)])
-            if position.offset >= high:
-                break
-            for m in self.consumer.consume(500, 0.2):
-                key, value = m.key(), m.value()
-                if m.error() is None and isinstance(key, bytes) and isinstance(value, bytes):
-                    self.counts[key.decode()] = int(value.decode())
-        return dict(self.counts)
-
-    def close(self) -> None:
-        self.consumer.close()
 
 
 def _tasks(proc: MemberProcess) -> set[str]:
@@ -109,13 +80,14 @@ class StreamsRehearsal:
         temporary = plan.state_dir is None
         self.state_root = plan.state_dir or Path(tempfile.mkdtemp(prefix="kcoord-rehearse-streams-"))
         self.progress(f"rehearse streams: {plan.instances} instances of {plan.group}, {' -> '.join(PHASES)}, "
-                      f"{partitions} input partitions ({len(plan.tasks)} tasks), stop by {plan.stop}, "
+                      f"{partitions} input partitions ({len(plan.tasks)} tasks), {plan.guarantee}, "
+                      f"stop by {plan.stop}, "
                       f"via {plan.bootstrap}")
         self.probe = GroupProbe(plan.bootstrap, plan.group, plan.input_name, partitions,
                                 plan.sample_interval_s).start()
         producer = WordProducer(plan)
         producer.start()
-        output = OutputReader(plan.bootstrap, plan.output_name)
+        output = OutputReader(plan.bootstrap, plan.output_name, read_committed=plan.exactly_once)
         try:
             for index, protocol in enumerate(PHASES):
                 last = index == len(PHASES) - 1
@@ -133,6 +105,7 @@ class StreamsRehearsal:
                 obs.t_produce_stopped = time.monotonic_ns()
             obs.producer_failures = list(producer.failed)
             obs.output_counts = output.read(10.0)
+            obs.output_read = output.summary()
             output.close()
             self.probe.stop()
             obs.samples = self.probe.samples()
@@ -175,7 +148,8 @@ class StreamsRehearsal:
         plan = self.plan
         args = ["--bootstrap", plan.bootstrap, "--app-id", plan.group, "--input", plan.input_name,
                 "--output", plan.output_name, "--state-dir", str(self.state_root / f"i{slot}"),
-                "--protocol", protocol, "--name", f"rehearse-i{slot}", "--commit-ms", str(plan.commit_interval_ms),
+                "--protocol", protocol, "--guarantee", plan.guarantee, "--name", f"rehearse-i{slot}",
+                "--commit-ms", str(plan.commit_interval_ms),
                 "--session-timeout-ms", str(plan.classic_session_timeout_ms)]
         return streams_app_command(args, plan.java_cache)
 

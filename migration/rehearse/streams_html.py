@@ -89,7 +89,9 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}}</s
 <h1 style="color:{colour}">{_e(verdict.upper())}: Streams rehearsal {_e(' → '.join(run['phases']))}</h1>
 <p>{_e(run['instances'])} instances of application <code>{_e(run['group'])}</code> ({_e(run['partitions'])} input
 partitions, {_e(run['tasks'])} tasks), every instance stopped between phases by <b>{_e(run['stop'])}</b>, via
-<code>{_e(run['bootstrap'])}</code>, started {_e(run['started_at'])}, {_e(run['duration_s'])} s.</p>
+<code>{_e(run['bootstrap'])}</code>, started {_e(run['started_at'])}, {_e(run['duration_s'])} s.
+Processing guarantee <b>{_e(run.get('guarantee', 'at_least_once'))}</b>; output topic read
+{_e(run.get('output_isolation', 'read_uncommitted'))}.</p>
 <p>Stopping: {_e(run.get('stop_why'))}.</p>
 <h2>Failures and warnings</h2><ul>{listing}</ul>
 <h2>Checks</h2>{checks}

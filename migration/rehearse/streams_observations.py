@@ -50,6 +50,7 @@ class StreamsObservations:
     delivered: list[Delivered] = field(default_factory=list)
     producer_failures: list[tuple[str, str]] = field(default_factory=list)
     output_counts: dict[str, int] | None = None   # the latest count per word on the output topic
+    output_read: dict[str, Any] | None = None     # how it was read (streams_output.OutputReader.summary)
     t_produce_stopped: int | None = None
     t_end: int | None = None
     errors: list[str] = field(default_factory=list)

@@ -22,6 +22,8 @@ from typing import Literal
 
 StreamsProtocol = Literal["classic", "streams"]
 StopMode = Literal["leave", "session"]
+Guarantee = Literal["at_least_once", "exactly_once_v2"]
+GUARANTEES: tuple[Guarantee, ...] = ("at_least_once", "exactly_once_v2")
 PHASES: tuple[StreamsProtocol, ...] = ("classic", "streams", "classic")
 STOP_WHY = {
     "leave": "every instance closes with CloseOptions LEAVE_GROUP: it commits and leaves at once, so the group "
@@ -43,6 +45,10 @@ class StreamsRehearsalPlan:
     output_topic: str | None = None     # None: `kcoord-rehearse-<run id>-out`
     app_id: str | None = None           # the group id; None: `kcoord-rehearse-<run id>`
     stop: StopMode = "leave"
+    # The application's processing.guarantee. exactly_once_v2: each commit is one transaction of
+    # the outputs and the input offsets (TxnOffsetCommit with the member's epoch, KIP-447), and
+    # the rehearsal reads the output topic read_committed.
+    guarantee: Guarantee = "at_least_once"
     produce_rate: float = 50.0          # input records per second, through every phase
     words: int = 17                     # distinct values the application counts
     phase_s: float = 3.0                # processing after a phase settles, before its instances stop
@@ -67,11 +73,17 @@ class StreamsRehearsalPlan:
             raise ValueError(f"words must be >= 1, got {self.words}")
         if self.stop not in ("leave", "session"):
             raise ValueError(f"stop must be 'leave' or 'session', not {self.stop!r}")
+        if self.guarantee not in GUARANTEES:
+            raise ValueError(f"guarantee must be one of {', '.join(GUARANTEES)}, not {self.guarantee!r}")
         if self.produce_rate <= 0:
             raise ValueError(f"produce rate must be > 0 records/s, got {self.produce_rate}")
         host, sep, port = self.bootstrap.split(",")[0].rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ValueError(f"bootstrap must be host:port, got {self.bootstrap!r}")
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == "exactly_once_v2"
 
     @property
     def group(self) -> str:

@@ -45,7 +45,12 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  * the same lines the same way.
  *
  * Usage: StreamsRehearsalApp --bootstrap H:P --app-id ID --input T --output T --state-dir DIR
- *   --protocol classic|streams [--name NAME] [--commit-ms MS] [--poll-ms MS] [--session-timeout-ms MS]
+ *   --protocol classic|streams [--guarantee at_least_once|exactly_once_v2] [--name NAME] [--commit-ms MS]
+ *   [--poll-ms MS] [--session-timeout-ms MS]
+ * Under exactly_once_v2 every commit is one producer transaction carrying the outputs, the
+ * changelog and repartition records and the input offsets (TxnOffsetCommit, KIP-447); "input"
+ * lines are printed when a record is processed, so a record of an aborted transaction is
+ * printed again when Streams reprocesses it.
  */
 public class StreamsRehearsalApp {
     public static void main(String[] argv) throws Exception {
@@ -55,6 +60,7 @@ public class StreamsRehearsalApp {
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, opts.get("app-id"));
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("protocol"));
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, opts.getOrDefault("guarantee", "at_least_once"));
         p.put(StreamsConfig.STATE_DIR_CONFIG, opts.get("state-dir"));
         p.put(StreamsConfig.CLIENT_ID_CONFIG, opts.getOrDefault("name", opts.get("app-id")));
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
@@ -64,6 +70,12 @@ public class StreamsRehearsalApp {
         if (opts.containsKey("session-timeout-ms")) {
             // The classic protocol's member session; a streams group takes the group's own.
             p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), opts.get("session-timeout-ms"));
+        }
+        if (opts.getOrDefault("guarantee", "").startsWith("exactly_once")) {
+            // A killed instance's open transaction is aborted by the transaction coordinator
+            // after this timeout (Kafka's default is 60 s), so the next phase is not held up
+            // by it: read_committed consumers and EOS restores stop at its first record.
+            p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), "10000");
         }
 
         StreamsBuilder builder = new StreamsBuilder();

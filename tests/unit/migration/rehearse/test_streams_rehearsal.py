@@ -82,7 +82,8 @@ def _report(obs: StreamsObservations) -> dict:
 def test_the_plan_checks_its_settings_and_names_its_tasks_and_phases():
     assert PLAN.tasks == frozenset(TASKS) and PLAN.group == "app" and PLAN.word(3) == "w1"
     assert StreamsRehearsalPlan("h:1", run_id="x").input_name == "kcoord-rehearse-x-in"
-    for bad in ({"instances": 0}, {"partitions": 0}, {"stop": "kill"}, {"produce_rate": 0}, {"bootstrap": "nohost"}):
+    for bad in ({"instances": 0}, {"partitions": 0}, {"stop": "kill"}, {"produce_rate": 0}, {"bootstrap": "nohost"},
+                {"guarantee": "exactly_once"}):
         with pytest.raises(ValueError):
             StreamsRehearsalPlan(**({"bootstrap": "h:1"} | bad))  # type: ignore[arg-type]
     assert [(e["protocol"], e["group_type"]) for e in expected_phases()] == [
@@ -103,6 +104,21 @@ def test_a_clean_round_trip_passes():
     assert streams_summary_lines(report)[0].startswith("PASS: streams rehearsal classic -> streams -> classic")
     page = render_streams_html(report)
     assert "<svg" in page and "classic → streams" in page and "PASS" in page
+
+
+def test_exactly_once_is_stated_and_its_reprocessing_after_an_abort_is_a_warning():
+    obs = clean()
+    obs.instances[1].events.insert(5, {"t": ns(13), "event": "input", "partition": 0, "offset": 5})
+    eos = dataclasses.replace(PLAN, guarantee="exactly_once_v2")
+    report = analyse_streams(obs, eos)
+    assert report["verdict"] == "pass", report["failures"]
+    assert (report["run"]["guarantee"], report["run"]["output_isolation"]) == ("exactly_once_v2", "read_committed")
+    assert report["warnings"] == ["1 input records processed twice within a phase "
+                                  "(reprocessed after an aborted transaction)"]
+    assert "exactly_once_v2, stop by leave" in streams_summary_lines(report)[0]
+    assert "<b>exactly_once_v2</b>" in render_streams_html(report)
+    plain = _report(obs)
+    assert plain["run"]["guarantee"] == "at_least_once" and "(at-least-once redelivery)" in plain["warnings"][0]
 
 
 def test_reprocessing_below_the_committed_offset_fails():
@@ -196,3 +212,8 @@ def test_the_cli_refuses_a_bad_streams_plan_before_running(capsys):
     args = parser.parse_args(["rehearse", "streams", "--bootstrap", "127.0.0.1:1", "--instances", "0"])
     assert args.func(args) == 2
     assert "instances must be >= 1" in capsys.readouterr().err
+    args = parser.parse_args(["rehearse", "streams", "--bootstrap", "h:1", "--guarantee", "exactly_once_v2"])
+    assert args.guarantee == "exactly_once_v2"
+    assert parser.parse_args(["rehearse", "streams", "--bootstrap", "h:1"]).guarantee == "at_least_once"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rehearse", "streams", "--bootstrap", "h:1", "--guarantee", "exactly_once"])
