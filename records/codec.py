@@ -511,6 +511,9 @@ def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     return encode_key(key), encode_value(value, record.value_version)
 
 
+_NO_TOPIC_ID = object()
+
+
 def encode_records(records: Any) -> list[tuple[bytes, bytes | None]]:
     """(key bytes, value bytes or None) of each record, as `encode_key` and `encode_value` at
     the record's version give them, in one loop: a commit's offset record (a key from
@@ -521,6 +524,10 @@ def encode_records(records: Any) -> list[tuple[bytes, bytes | None]]:
     out: list[tuple[bytes, bytes | None]] = []
     append = out.append
     head, tags_of = _OFFSET_COMMIT_V4_HEAD.pack, _OFFSET_COMMIT_TAGS
+    # A commit's records are runs of one topic, whose id is the same UUID object: its tags
+    # are looked up once per run (a UUID is immutable, so the same object is the same id).
+    last_id: Any = _NO_TOPIC_ID
+    tags = b""
     for r in records:
         key, value = r.key, r.value
         if value.__class__ is OffsetCommitValue and r.value_version == 4 and key.__class__ is OffsetCommitKey \
@@ -529,10 +536,13 @@ def encode_records(records: Any) -> list[tuple[bytes, bytes | None]]:
                 encoded = key.encoded
             except AttributeError:
                 encoded = encode_key(key)
-            tid = value.topic_id.int
+            topic_id = value.topic_id
+            if topic_id is not last_id:
+                tid = topic_id.int
+                tags = tags_of.get(tid) or _offset_commit_tags(tid)
+                last_id = topic_id
             try:
-                append((encoded, head(4, value.offset, value.leader_epoch, 1, value.commit_timestamp)
-                        + (tags_of.get(tid) or _offset_commit_tags(tid))))
+                append((encoded, head(4, value.offset, value.leader_epoch, 1, value.commit_timestamp) + tags))
             except struct.error:
                 append((encoded, encode_value(value, 4)))   # raises the codec's RecordEncodeError
         else:

@@ -66,3 +66,16 @@ def test_a_value_out_of_range_fails_as_encode_value_fails():
     with pytest.raises(RecordEncodeError) as together:
         encode_records([bad])
     assert str(together.value) == str(alone.value)
+
+
+def test_runs_of_one_topic_id_and_alternating_ids_encode_their_own_ids():
+    """The tags are looked up once per run of one topic id object: an id that changes back
+    and forth, an equal id in another object and the zero id each encode as alone."""
+    a, b = uuid.uuid4(), uuid.uuid4()
+    ids = [a, a, b, a, ZERO_UUID, ZERO_UUID, uuid.UUID(int=a.int), b, b]
+    batch = [CoordinatorRecord(offset_commit_key("g", "t", i), OffsetCommitValue(i, 0, "", 1, -1, tid), 4)
+             for i, tid in enumerate(ids)]
+    batch.insert(3, CoordinatorRecord(GroupMetadataKey("g"), None, 0))
+    encoded = encode_records(batch)
+    assert encoded == [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in batch]
+    assert [decode_record(k, v).value.topic_id for k, v in encoded if v is not None] == ids
