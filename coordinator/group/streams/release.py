@@ -4,12 +4,14 @@ gives each task at the member's first heartbeat after it is free).
 
 Why: a Streams client reconciles one assignment at a time on its stream thread. Handed a
 holder's task or two, it creates and initializes them (the first RocksDB store of a JVM
-takes 0.2 to 0.5 s to open) before it even looks at the next answer, and each set of tasks
-reaches its state updater as a separate restore batch. In the benchmark's join (an 11th
+takes 0.2 to 0.5 s to open) before it even looks at the next answer. In the benchmark's join (an 11th
 instance taking one task from each of 8 holders, docs/measurements/streams-rebalance.md),
 kcoord's 100 ms interval handed the new member its 8 tasks in five answers, and the
-client saw the whole set 0.75 to 1.0 s after its first heartbeat, against 0.63 to 0.69 s on
-Kafka 4.4 tuned, whose 500 ms interval happened to bring it back once every holder was done.
+client saw the whole set 0.75 to 1.0 s after its first heartbeat, against 0.59 to 0.91 s on
+Kafka 4.4 tuned, whose 500 ms interval mostly brought it back once every holder was done;
+with this, in one answer, seen 0.61 to 0.79 s after. On the simulated clock it gains with
+slow client callbacks (as real ones are) and costs some tens of ms with fast ones (the
+measurements page has both).
 
 Rules:
 - only under the adaptive heartbeat policy (Kafka's fixed one keeps Kafka's behaviour) and
