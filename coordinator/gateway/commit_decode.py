@@ -160,8 +160,11 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
         if metadata != 1 or tags:
             break
         p = cls()
-        p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata = \
-            index, offset, epoch, ""
+        # One store per slot: a four-target assignment builds and unpacks a tuple first.
+        p.partition_index = index
+        p.committed_offset = offset
+        p.committed_leader_epoch = epoch
+        p.committed_metadata = ""
         append(p)
     else:
         return tuple(parts), pos + count * _PARTITION_MIN
@@ -218,8 +221,11 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
     if pos + 1 != end or buf[pos]:
         raise _Irregular
     request = _REQUESTS[version]()
-    request.group_id, request.generation_id_or_member_epoch, request.member_id, request.group_instance_id, \
-        request.topics = group_id, generation, member_id, instance_id, tuple(topics)  # type: ignore[assignment]
+    request.group_id = group_id
+    request.generation_id_or_member_epoch = generation
+    request.member_id = member_id
+    request.group_instance_id = instance_id
+    request.topics = tuple(topics)  # type: ignore[assignment]
     return request
 
 
