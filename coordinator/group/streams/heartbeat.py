@@ -157,12 +157,14 @@ def _updated(member: StreamsMember, ctx: Any, req: Any, topology_epoch: int) -> 
 
 def _reconcile(gid: str, member: StreamsMember, updated: StreamsMember, members: dict, target_epoch: int,
                target: dict, owned: Tasks | None, joining: bool, now_ms: int, records: list,
-               timers: list, cap: int | None = None) -> StreamsMember:
-    """The member's next assignment (reconciliation.py; ``cap``: the quiet hold's trickle), its
+               timers: list, cap: int | None = None, after: StreamsMember | None = None) -> StreamsMember:
+    """The member's next assignment (reconciliation.py; ``cap``: the quiet hold's trickle or
+    release.py's hold-back; ``after``: that assignment already reconciled without a cap), its
     record 22 if it changed, and its rebalance timer: armed when it starts revoking, cancelled
     once it is not."""
-    after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned,
-                      Holders.of(members.values()), cap)
+    if after is None:
+        after = reconcile(updated, target_epoch, target.get(updated.member_id, EMPTY_TASKS), owned,
+                          Holders.of(members.values()), cap)
     if joining or (after.member_epoch, after.previous_member_epoch, after.state, after.assigned,
                    after.pending_revocation) != (member.member_epoch, member.previous_member_epoch, member.state,
                                                  member.assigned, member.pending_revocation):
@@ -277,13 +279,14 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
     trickle = trickle_cap(soft, settings, now_ms)
     cap = None if trickle is None else trickle[0]
+    uncapped = None
     if cap is None:     # released tasks handed together (release.py)
         mine = target.get(mid, EMPTY_TASKS)
-        probe = reconcile(updated, target_epoch, mine, owned, Holders.of(members.values()))
-        cap = hold_back_cap(shard, soft, settings, member, probe, mine,
+        uncapped = reconcile(updated, target_epoch, mine, owned, Holders.of(members.values()))
+        cap = hold_back_cap(shard, soft, settings, member, uncapped, mine,
                             (m for m in members.values() if m.member_id != mid), now_ms)
     after = _reconcile(gid, member, updated, members, target_epoch, target, owned, joining, now_ms, records, timers,
-                       cap)
+                       cap, uncapped if cap is None else None)
     endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
     statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)
