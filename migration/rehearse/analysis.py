@@ -67,7 +67,11 @@ def end_offsets(delivered: Iterable[Delivered]) -> dict[int, int]:
 
 # ----------------------------------------------------------------------- group type
 def observed_conversions(samples: list[GroupSample]) -> list[dict[str, Any]]:
-    """Type flips seen by the probe: the conversion happened between `last_old` and `first_new`."""
+    """Type flips seen by the probe: the conversion happened between `last_old` and `first_new`.
+
+    Samples with an error are left out, a torn one included (group_admin.GroupAdmin._describe:
+    the group's type changed between ListGroups and the describe on every attempt); they say
+    nothing of the group's type, so a flip is seen between the samples around them."""
     out = []
     prev: GroupSample | None = None
     for s in samples:
@@ -342,6 +346,7 @@ def analyse(obs: Observations, plan: RehearsalPlan) -> dict[str, Any]:
         "group_timeline": group_timeline(obs.samples, t0),
         "members": member_timeline(obs),
         "probe": {"samples": len(obs.samples), "errors": len(probe_errors),
+                  "torn": sum(1 for s in probe_errors if s.view.torn),
                   "error_examples": sorted({s.view.error for s in probe_errors})[:EXAMPLES]},
         "errors": list(obs.errors),
     }

@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coordinator.protocol.apis import request_class, request_header_version, response_class, response_header_version
 from coordinator.protocol.codec import decode_body, encode_body
 from coordinator.protocol.consumer_protocol import MalformedProtocolData, decode_assignment
@@ -24,6 +26,11 @@ STREAMS_GROUP_DESCRIBE = 89
 WANTED = {API_VERSIONS: (3, 3), FIND_COORDINATOR: (4, 4), LIST_GROUPS: (5, 5),
           CONSUMER_GROUP_DESCRIBE: (0, 1), DESCRIBE_GROUPS: (0, 5), STREAMS_GROUP_DESCRIBE: (0, 1)}
 CLIENT_ID = "kcoord-rehearse"
+GROUP_ID_NOT_FOUND = int(ErrorCode.group_id_not_found)
+# Attempts at one sample (ListGroups, then the listed type's describe) before it is given up
+# as torn. A conversion is one coordinator write, so the next ListGroups already lists the new
+# type; only a group converted again within each of the retries stays torn.
+DESCRIBE_ATTEMPTS = 3
 
 
 class AdminError(RuntimeError):
@@ -98,12 +105,15 @@ class MemberView:
 class GroupView:
     """What the coordinator says about the group at one moment."""
 
-    group_type: str        # "classic" | "consumer" | "" (not listed)
-    state: str             # Kafka's state name, "" when not listed
+    group_type: str        # "classic" | "consumer" | "streams" | "" (not listed, or torn)
+    state: str             # Kafka's state name, "" when not listed or torn
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     members: tuple[MemberView, ...] = field(default=())
     error: str | None = None
+    # The group's type changed between ListGroups and the describe on every attempt
+    # (GroupAdmin._describe): type and state unknown, ``error`` says what was answered.
+    torn: bool = False
 
 
 def _consumer_protocol_partitions(assignment: bytes, topic: str) -> tuple[int, ...]:
@@ -151,24 +161,48 @@ class GroupAdmin:
         return self._coordinator
 
     def _describe(self, conn: BrokerConnection) -> GroupView:
-        listed = conn.call(LIST_GROUPS, states_filter=(), types_filter=())
-        if listed.error_code != 0:
-            raise AdminError(f"ListGroups failed with error {listed.error_code}")
-        mine = [g for g in listed.groups if g.group_id == self.group]
-        if not mine:
-            return GroupView("", "")
-        group_type, state = str(mine[0].group_type).lower(), str(mine[0].group_state)
-        if group_type == "consumer":
-            return self._describe_consumer(conn, group_type, state)
-        if group_type == "streams":
-            return self._describe_streams(conn, group_type, state)
-        return self._describe_classic(conn, group_type, state)
+        """ListGroups, then the listed type's describe; again, up to DESCRIBE_ATTEMPTS times in
+        all, while the describe says the group is not of the listed type.
 
-    def _describe_consumer(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+        A conversion (or a deletion) can land between the two requests. ConsumerGroupDescribe
+        and StreamsGroupDescribe then answer GROUP_ID_NOT_FOUND ("not a consumer/streams
+        group"), and DescribeGroups below v6 answers "Dead" with no error (Kafka's
+        GroupMetadataManager.describeGroups; KIP-1043 added GROUP_ID_NOT_FOUND in v6;
+        coordinator/group/group_admin.py describe_group). Taken as is, such a sample reads
+        "classic Dead" although the group is alive and of another type. The next ListGroups
+        lists the group's new type (or no longer lists a deleted group)."""
+        answers: list[str] = []
+        for _ in range(DESCRIBE_ATTEMPTS):
+            listed = conn.call(LIST_GROUPS, states_filter=(), types_filter=())
+            if listed.error_code != 0:
+                raise AdminError(f"ListGroups failed with error {listed.error_code}")
+            mine = [g for g in listed.groups if g.group_id == self.group]
+            if not mine:
+                return GroupView("", "")
+            group_type, state = str(mine[0].group_type).lower(), str(mine[0].group_state)
+            describe = {"consumer": self._describe_consumer, "streams": self._describe_streams}.get(
+                group_type, self._describe_classic)
+            answer = describe(conn, group_type, state)
+            if isinstance(answer, GroupView):
+                return answer
+            if state.lower() == "dead":  # listed Dead, and the describe agrees: the group's state
+                return GroupView(group_type, state)
+            answers.append(f"listed {group_type} {state}, {answer}")
+        return GroupView("", "", error=f"the group's type changed between ListGroups and the describe "
+                                       f"{len(answers)} times: {'; '.join(answers)}", torn=True)
+
+    # Each describe returns the view, or what the broker answered (a str) when the answer says
+    # the group is no longer a group of the listed type.
+
+    def _describe_consumer(self, conn: BrokerConnection, group_type: str,
+                           state: str) -> GroupView | str:
         resp = conn.call(CONSUMER_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
-        if g.error_code != 0:  # e.g. converted back to classic between the two calls
-            return GroupView(group_type, state, error=f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}")
+        if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
+            return f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}"
+        if g.error_code != 0:
+            return GroupView(group_type, state,
+                             error=f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}")
         members = []
         for m in g.members:
             parts = tuple(sorted(p for tp in m.assignment.topic_partitions if tp.topic_name == self.topic
@@ -179,11 +213,15 @@ class GroupAdmin:
         return GroupView(group_type, str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
                          tuple(sorted(members, key=lambda v: v.client_id)))
 
-    def _describe_streams(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+    def _describe_streams(self, conn: BrokerConnection, group_type: str,
+                          state: str) -> GroupView | str:
         resp = conn.call(STREAMS_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
-        if g.error_code != 0:  # e.g. converted to classic between the two calls
-            return GroupView(group_type, state, error=f"StreamsGroupDescribe error {g.error_code}: {g.error_message}")
+        if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
+            return f"StreamsGroupDescribe error {g.error_code}: {g.error_message}"
+        if g.error_code != 0:
+            return GroupView(group_type, state,
+                             error=f"StreamsGroupDescribe error {g.error_code}: {g.error_message}")
         members = []
         for m in g.members:
             tasks = tuple(sorted(f"{t.subtopology_id}_{p}" for t in m.assignment.active_tasks for p in t.partitions))
@@ -193,11 +231,17 @@ class GroupAdmin:
         return GroupView(group_type, str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
                          tuple(sorted(members, key=lambda v: v.client_id)))
 
-    def _describe_classic(self, conn: BrokerConnection, group_type: str, state: str) -> GroupView:
+    def _describe_classic(self, conn: BrokerConnection, group_type: str,
+                          state: str) -> GroupView | str:
         resp = conn.call(DESCRIBE_GROUPS, groups=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
+        if g.error_code == GROUP_ID_NOT_FOUND:  # v6+: converted or deleted since ListGroups
+            return f"DescribeGroups error {g.error_code}"
         if g.error_code != 0:
             return GroupView(group_type, state, error=f"DescribeGroups error {g.error_code}")
+        if str(g.group_state).lower() == "dead" and group_type == "classic":
+            # Below v6, a group that is not classic, like a missing one, is "Dead" with no error.
+            return "DescribeGroups Dead"
         members = tuple(sorted((MemberView(str(m.member_id), str(m.client_id), "classic", None,
                                            _consumer_protocol_partitions(bytes(m.member_assignment), self.topic))
                                 for m in g.members), key=lambda v: v.client_id))
