@@ -118,18 +118,20 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _string(buf: bytes, pos: int, end: int, nullable: bool) -> tuple[str | None, int]:
-    if pos < end and buf[pos] < 0x80:
+    if pos < end and (n := buf[pos] - 1) < 0x7F:
         # A one-byte length (a string under 127 bytes: the group, member and topic names
-        # clients send), read here: `_length`'s call was a third of this function.
-        n = buf[pos] - 1
+        # clients send), read here once: `_length`'s call was a third of this function.
+        # Such a length is under MAX_STRING_LENGTH.
         pos += 1
     else:
         n, pos = _length(buf, pos, end)
+        if n > MAX_STRING_LENGTH:
+            raise _Irregular
     if n < 0:
         if nullable:
             return None, pos
         raise _Irregular
-    if n > MAX_STRING_LENGTH or n > end - pos:
+    if n > end - pos:
         raise _Irregular
     try:
         return buf[pos:pos + n].decode(), pos + n
