@@ -146,8 +146,8 @@ def _no_tags(buf: bytes, pos: int, end: int) -> int:
 
 
 def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitRequestPartition, ...], int]:
-    if pos < end and buf[pos] < 0x80:
-        count, pos = buf[pos] - 1, pos + 1      # a one-byte count, read here (as in `_string`)
+    if pos < end and (count := buf[pos] - 1) < 0x7F:
+        pos += 1        # a one-byte count, read here once (as in `_string`)
     else:
         count, pos = _length(buf, pos, end)
     if count < 0 or count * _PARTITION_MIN > end - pos:
@@ -194,8 +194,8 @@ def _body(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
         instance_id, pos = None, pos + 1        # no group instance id: what a consumer sends
     else:
         instance_id, pos = _string(buf, pos, end, True)
-    if pos < end and buf[pos] < 0x80:
-        count, pos = buf[pos] - 1, pos + 1      # a one-byte count, read here (as in `_string`)
+    if pos < end and (count := buf[pos] - 1) < 0x7F:
+        pos += 1        # a one-byte count, read here once (as in `_string`)
     else:
         count, pos = _length(buf, pos, end)
     if count < 0 or count * (_TOPIC_MIN if version < 10 else _TOPIC_MIN + 15) > end - pos:
