@@ -62,6 +62,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     partition_cls = answer.partition
     by_id, leader_epochs = req.by_id, req.leader_epochs
     max_metadata = shard.config.offset_metadata_max_bytes
+    half_max_metadata = max_metadata // 2
     image = shard.image
     retention_ms = req.retention_ms
     expire = now_ms + retention_ms if retention_ms != -1 else -1
@@ -97,8 +98,9 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                 metadata = p.committed_metadata or ""
                 if not 0 <= index < num_partitions:
                     code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
-                # A UTF-16 length is at most twice the code points: only a long one is counted.
-                elif 2 * len(metadata) > max_metadata and _java_length(metadata) > max_metadata:
+                # A UTF-16 length is at most twice the code points: only a long one is counted
+                # (for integers, 2 * n > max exactly when n > max // 2).
+                elif len(metadata) > half_max_metadata and _java_length(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
                     if per_partition:

@@ -48,6 +48,11 @@ def test_refused_partitions_keep_their_own_codes_beside_accepted_ones():
     assert at_limit.topics[0].partitions[0].error_code == ErrorCode.none
     over = c.call("offset_commit", _commit([1], metadata="\U0001F600" * 2049), 9)
     assert over.topics[0].partitions[0].error_code == ErrorCode.offset_metadata_too_large
+    # one UTF-16 unit per character: 4,096 are the limit, one more is over it
+    ascii_at_limit = c.call("offset_commit", _commit([1], metadata="x" * 4096), 9)
+    assert ascii_at_limit.topics[0].partitions[0].error_code == ErrorCode.none
+    ascii_over = c.call("offset_commit", _commit([1], metadata="x" * 4097), 9)
+    assert ascii_over.topics[0].partitions[0].error_code == ErrorCode.offset_metadata_too_large
 
 
 def test_all_accepted_answers_are_shared_per_topic_and_partitions_and_bounded():
