@@ -157,8 +157,9 @@ def _partitions(buf: bytes, pos: int, end: int) -> tuple[tuple[OffsetCommitReque
     # cut by one C iterator; the first partition of another shape sends all to the loop below.
     parts: list[OffsetCommitRequestPartition] = []
     append = parts.append
-    for index, offset, epoch, metadata, tags in _PLAIN_PARTITION.iter_unpack(
-            memoryview(buf)[pos:pos + count * _PARTITION_MIN]):
+    # A slice of the frame (a copy of at most the frame's rest) costs less than a memoryview
+    # and its slice for the few partitions a commit holds.
+    for index, offset, epoch, metadata, tags in _PLAIN_PARTITION.iter_unpack(buf[pos:pos + count * _PARTITION_MIN]):
         if metadata != 1 or tags:
             break
         p = cls()
