@@ -221,6 +221,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         records += [rh.current_assignment_tombstone(gid, replaced.member_id),
                     rh.target_member_tombstone(gid, replaced.member_id), rh.member_tombstone(gid, replaced.member_id)]
         member = replace(replaced, member_id=mid)
+        forget_due(soft, replaced.member_id)    # its id is gone: nothing may stay keyed by it
     member = member or StreamsMember(mid)
     bump = False
     topology = group.topology

@@ -85,3 +85,27 @@ def test_kafkas_fixed_policy_hands_each_released_task_at_once():
     _both_told(d, app)
     app.beat("m1")
     assert app.beat("m3").tasks() == {M1_TASK}
+
+
+def test_a_replaced_static_member_leaves_nothing_keyed_by_its_id():
+    """A static member that leaves with -2 and rejoins under a new member id, again and again:
+    the soft state keyed by member id (due times, held-back starts) keeps none of the old ids."""
+    from coordinator.group.streams.membership import soft_of
+
+    from .driver import beat, join
+    from .test_heartbeat import TOP
+
+    d = _driver()
+    app = App(d)
+    app.join("m1", "p1")
+    app.settle()
+    soft = soft_of(d.shard, "app")
+    mid = "s0"
+    d.hb(join(mid, "p2", TOP, instance_id="i1"))
+    for n in range(1, 50):
+        soft.held_back_since[mid] = 0            # as if a hold were in progress for it
+        assert d.hb(beat(mid, -2, instance_id="i1")).error_code == 0
+        mid = f"s{n}"
+        assert d.hb(join(mid, "p2", TOP, instance_id="i1")).error_code == 0
+    gone = {f"s{n}" for n in range(49)}
+    assert gone.isdisjoint(soft.held_back_since) and gone.isdisjoint(soft.due_ms)
