@@ -29,7 +29,7 @@ CLIENT_ID = "kcoord-rehearse"
 GROUP_ID_NOT_FOUND = int(ErrorCode.group_id_not_found)
 # Attempts at one sample (ListGroups, then the listed type's describe) before it is given up
 # as torn. A conversion is one coordinator write, so the next ListGroups already lists the new
-# type; only a group converted again within each of the retries stays torn.
+# type; only a group whose listing moves again within each of the retries stays torn.
 DESCRIBE_ATTEMPTS = 3
 
 
@@ -116,6 +116,14 @@ class GroupView:
     torn: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Disagreement:
+    """A describe's answer that the group is not of the type ListGroups listed just before."""
+
+    answer: str      # what the broker answered
+    view: GroupView  # the sample as that answer has it, kept when the listing did not move
+
+
 def _consumer_protocol_partitions(assignment: bytes, topic: str) -> tuple[int, ...]:
     """Partitions of ``topic`` in a classic ConsumerProtocolAssignment (any version)."""
     try:
@@ -162,7 +170,7 @@ class GroupAdmin:
 
     def _describe(self, conn: BrokerConnection) -> GroupView:
         """ListGroups, then the listed type's describe; again, up to DESCRIBE_ATTEMPTS times in
-        all, while the describe says the group is not of the listed type.
+        all, while the describe says the group is not of the listed type and the listing moved.
 
         A conversion (or a deletion) can land between the two requests. ConsumerGroupDescribe
         and StreamsGroupDescribe then answer GROUP_ID_NOT_FOUND ("not a consumer/streams
@@ -170,8 +178,14 @@ class GroupAdmin:
         GroupMetadataManager.describeGroups; KIP-1043 added GROUP_ID_NOT_FOUND in v6;
         coordinator/group/group_admin.py describe_group). Taken as is, such a sample reads
         "classic Dead" although the group is alive and of another type. The next ListGroups
-        lists the group's new type (or no longer lists a deleted group)."""
+        lists the group's new type (or no longer lists a deleted group).
+
+        A retake that lists the same type and state as the attempt before and gets the same
+        disagreement is no race: nothing was written between the two listings, so the describe
+        disagrees with the listing itself (a coordinator bug the checks must see). The sample
+        is then what the describe says (_Disagreement.view), not a torn one."""
         answers: list[str] = []
+        previous: tuple[str, str] | None = None
         for _ in range(DESCRIBE_ATTEMPTS):
             listed = conn.call(LIST_GROUPS, states_filter=(), types_filter=())
             if listed.error_code != 0:
@@ -187,22 +201,25 @@ class GroupAdmin:
                 return answer
             if state.lower() == "dead":  # listed Dead, and the describe agrees: the group's state
                 return GroupView(group_type, state)
-            answers.append(f"listed {group_type} {state}, {answer}")
+            if (group_type, state) == previous:  # the listing did not move: no race
+                return answer.view
+            previous = (group_type, state)
+            answers.append(f"listed {group_type} {state}, {answer.answer}")
         return GroupView("", "", error=f"the group's type changed between ListGroups and the describe "
                                        f"{len(answers)} times: {'; '.join(answers)}", torn=True)
 
-    # Each describe returns the view, or what the broker answered (a str) when the answer says
-    # the group is no longer a group of the listed type.
+    # Each describe returns the view, or a _Disagreement when the answer says the group is no
+    # longer a group of the listed type.
 
     def _describe_consumer(self, conn: BrokerConnection, group_type: str,
-                           state: str) -> GroupView | str:
+                           state: str) -> GroupView | _Disagreement:
         resp = conn.call(CONSUMER_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
-        if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
-            return f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}"
         if g.error_code != 0:
-            return GroupView(group_type, state,
-                             error=f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}")
+            error = f"ConsumerGroupDescribe error {g.error_code}: {g.error_message}"
+            if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
+                return _Disagreement(error, GroupView(group_type, state, error=error))
+            return GroupView(group_type, state, error=error)
         members = []
         for m in g.members:
             parts = tuple(sorted(p for tp in m.assignment.topic_partitions if tp.topic_name == self.topic
@@ -214,14 +231,14 @@ class GroupAdmin:
                          tuple(sorted(members, key=lambda v: v.client_id)))
 
     def _describe_streams(self, conn: BrokerConnection, group_type: str,
-                          state: str) -> GroupView | str:
+                          state: str) -> GroupView | _Disagreement:
         resp = conn.call(STREAMS_GROUP_DESCRIBE, group_ids=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
-        if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
-            return f"StreamsGroupDescribe error {g.error_code}: {g.error_message}"
         if g.error_code != 0:
-            return GroupView(group_type, state,
-                             error=f"StreamsGroupDescribe error {g.error_code}: {g.error_message}")
+            error = f"StreamsGroupDescribe error {g.error_code}: {g.error_message}"
+            if g.error_code == GROUP_ID_NOT_FOUND:  # converted to classic (or deleted) since ListGroups
+                return _Disagreement(error, GroupView(group_type, state, error=error))
+            return GroupView(group_type, state, error=error)
         members = []
         for m in g.members:
             tasks = tuple(sorted(f"{t.subtopology_id}_{p}" for t in m.assignment.active_tasks for p in t.partitions))
@@ -232,16 +249,17 @@ class GroupAdmin:
                          tuple(sorted(members, key=lambda v: v.client_id)))
 
     def _describe_classic(self, conn: BrokerConnection, group_type: str,
-                          state: str) -> GroupView | str:
+                          state: str) -> GroupView | _Disagreement:
         resp = conn.call(DESCRIBE_GROUPS, groups=(self.group,), include_authorized_operations=False)
         g = resp.groups[0]
-        if g.error_code == GROUP_ID_NOT_FOUND:  # v6+: converted or deleted since ListGroups
-            return f"DescribeGroups error {g.error_code}"
         if g.error_code != 0:
-            return GroupView(group_type, state, error=f"DescribeGroups error {g.error_code}")
+            error = f"DescribeGroups error {g.error_code}"
+            if g.error_code == GROUP_ID_NOT_FOUND:  # v6+: converted or deleted since ListGroups
+                return _Disagreement(error, GroupView(group_type, state, error=error))
+            return GroupView(group_type, state, error=error)
         if str(g.group_state).lower() == "dead" and group_type == "classic":
             # Below v6, a group that is not classic, like a missing one, is "Dead" with no error.
-            return "DescribeGroups Dead"
+            return _Disagreement("DescribeGroups Dead", GroupView(group_type, "Dead"))
         members = tuple(sorted((MemberView(str(m.member_id), str(m.client_id), "classic", None,
                                            _consumer_protocol_partitions(bytes(m.member_assignment), self.topic))
                                 for m in g.members), key=lambda v: v.client_id))

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from itertools import combinations
 from typing import Any, NamedTuple
 
-from .analysis import EXAMPLES, _offsets, _s, group_timeline, offset_decreases
+from .analysis import EXAMPLES, _offsets, _s, group_timeline, offset_decreases, probe_warnings
 from .probe import GroupSample
 from .streams_observations import InstanceLog, PhaseLog, StreamsObservations
 from .streams_plan import STOP_WHY, StreamsRehearsalPlan, expected_phases, group_type_of
@@ -196,37 +196,20 @@ def active_twice(obs: StreamsObservations) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------- group
-def _torn(s: GroupSample, next_type: str | None) -> bool:
-    """A sample taken across a conversion: listed classic, described Dead, and the group's next
-    sample of another type.
-
-    A sample is two requests (group_admin.GroupAdmin): ListGroups, then the listed type's
-    describe. When a conversion lands between the two, StreamsGroupDescribe and
-    ConsumerGroupDescribe answer GROUP_ID_NOT_FOUND (an error sample, left out anyway), but
-    DescribeGroups below v6 answers a group that is not classic as "Dead" with no error (Kafka's
-    GroupMetadataManager.describeGroups; KIP-1043 added the error in v6;
-    coordinator/group/group_admin.py describe_group). The sample then reads "classic Dead"
-    although the group already has the next phase's type: it says nothing of the group's type
-    or state."""
-    return (s.view.group_type == "classic" and s.view.state.lower() == "dead"
-            and next_type is not None and next_type != "classic")
-
-
 def typed_samples(samples: list[GroupSample]) -> tuple[list[GroupSample], list[GroupSample]]:
-    """(the samples that say the group's type and state, the torn ones left out of them):
-    neither failed nor unlisted nor taken across a conversion (_torn)."""
-    listed = [s for s in samples if not s.view.error and s.view.group_type]
-    kept: list[GroupSample] = []
-    torn: list[GroupSample] = []
-    next_type: str | None = None   # of the next sample that is not itself "classic Dead"
-    for s in reversed(listed):
-        if _torn(s, next_type):
-            torn.append(s)
-            continue
-        kept.append(s)
-        if not (s.view.group_type == "classic" and s.view.state.lower() == "dead"):
-            next_type = s.view.group_type
-    return kept[::-1], torn[::-1]
+    """(the samples that say the group's type and state, the probe's torn ones): the first are
+    neither failed nor unlisted; the second are those the probe gave up on (GroupView.torn: the
+    listing moved between ListGroups and the describe on every attempt,
+    group_admin.GroupAdmin._describe), which have an error and no type, so are never typed.
+
+    A "classic Dead" with no error is the group's state. The probe takes a sample again when its
+    describe says the group is not of the listed type (a conversion landed between the two
+    requests, and DescribeGroups below v6 answers "Dead"), so what is left was listed Dead, or
+    described Dead again under an unchanged listing. Either way the checks must see it: a
+    coordinator that removed the classic group and created a streams one, instead of
+    converting the empty group, shows as such a sample before the flip."""
+    return ([s for s in samples if not s.view.error and s.view.group_type],
+            [s for s in samples if s.view.torn])
 
 
 def _samples_between(samples: list[GroupSample], lo: int | None, hi: int | None) -> list[GroupSample]:
@@ -272,8 +255,8 @@ def type_changes(obs: StreamsObservations) -> dict[str, Any]:
     Each expected flip must be seen between the previous phase's group being reported Empty and
     the phase settling, and every sample of the old type from that Empty report up to the flip
     must say Empty (``states_before``): nothing but the new protocol touched the group, and the
-    conversion found it empty. No other flip may be seen. Samples taken across a conversion
-    (typed_samples) are left out and counted in ``torn_samples``: they hold no type."""
+    conversion found it empty. No other flip may be seen. Samples with an error are left out;
+    the probe's torn ones (typed_samples) are listed in ``torn_samples``: they hold no type."""
     t0 = obs.t0_ns
     typed, torn = typed_samples(obs.samples)
     seen: list[dict[str, Any]] = []
@@ -361,6 +344,7 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
     if obs.output_read is not None and not obs.output_read["reached_end"]:
         warnings.append(f"the last read of the output topic ({obs.output_read['isolation']}) did not reach its end "
                         f"(offset {obs.output_read['end_offset']}) within its budget: the counts may be short")
+    warnings += probe_warnings(obs.samples)
     probe_errors = [s for s in obs.samples if s.view.error]
     return {
         "format": REPORT_FORMAT, "kind": "streams",
@@ -392,6 +376,7 @@ def analyse_streams(obs: StreamsObservations, plan: StreamsRehearsalPlan) -> dic
                                  for t, a, b in sorted(held_intervals(i, obs.t_end or t0))]}
                       for i in obs.instances],
         "probe": {"samples": len(obs.samples), "errors": len(probe_errors),
+                  "torn": sum(1 for s in probe_errors if s.view.torn),
                   "error_examples": sorted({s.view.error for s in probe_errors if s.view.error})[:EXAMPLES]},
         "errors": list(obs.errors),
     }

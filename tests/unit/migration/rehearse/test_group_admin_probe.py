@@ -2,7 +2,8 @@
 describe) against a stub coordinator that answers as Kafka does and whose group changes type
 between two requests: a sample taken across a conversion is taken again, not read as the old
 type's "Dead"; a group that stays torn is a sample of no type; a Dead or deleted group is
-still reported so."""
+still reported so; a describe that disagrees again with an unchanged listing is no race, and
+the sample is what the describe says."""
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
@@ -165,3 +166,55 @@ def test_the_bound_is_the_modules_constant(monkeypatch):
     c = StubCoordinator(("classic", "Empty"), {2: ("streams", "Assigning")})
     view = sample(c)
     assert view.torn and c.calls == [LIST_GROUPS, DESCRIBE_GROUPS]
+
+
+class DescribeBug(StubCoordinator):
+    """A coordinator whose describe disagrees with its own listing while nothing changes: as a
+    DescribeGroups that answers "Dead" for a live classic group (or, as v6+, GROUP_ID_NOT_FOUND),
+    or a ConsumerGroupDescribe / StreamsGroupDescribe that answers GROUP_ID_NOT_FOUND for a
+    group ListGroups lists of its type."""
+
+    def call(self, api_key: int, **fields) -> NS:
+        answer = super().call(api_key, **fields)
+        if api_key == DESCRIBE_GROUPS:
+            code = GROUP_ID_NOT_FOUND if self.classic_dead_error else 0
+            answer.groups = (NS(error_code=code, group_state="Dead", members=()),)
+        elif api_key != LIST_GROUPS:
+            answer.groups = (NS(error_code=GROUP_ID_NOT_FOUND, group_state="", error_message="not found"),)
+        return answer
+
+
+def test_describegroups_dead_for_an_unchanged_classic_listing_is_the_samples_state():
+    # Listed classic Stable twice in a row: no conversion landed, so "Dead" is what the
+    # coordinator says of its group, and the checks must see it, not a torn sample.
+    c = DescribeBug(("classic", "Stable"))
+    view = sample(c)
+    assert view == GroupView("classic", "Dead") and not view.torn
+    assert c.calls == [LIST_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, DESCRIBE_GROUPS]
+    # As v6+ answers it: an error sample of the listed type.
+    c = DescribeBug(("classic", "Stable"), classic_dead_error=True)
+    view = sample(c)
+    assert (view.group_type, view.state, view.torn) == ("classic", "Stable", False)
+    assert view.error == f"DescribeGroups error {GROUP_ID_NOT_FOUND}" and len(c.calls) == 4
+
+
+@pytest.mark.parametrize("gtype, describe", [("consumer", CONSUMER_GROUP_DESCRIBE),
+                                             ("streams", STREAMS_GROUP_DESCRIBE)])
+def test_group_id_not_found_for_an_unchanged_listing_is_an_error_sample_of_the_listed_type(gtype, describe):
+    c = DescribeBug((gtype, "Stable"))
+    view = sample(c)
+    assert (view.group_type, view.state, view.torn) == (gtype, "Stable", False)
+    assert view.error is not None and f"error {GROUP_ID_NOT_FOUND}" in view.error
+    assert c.calls == [LIST_GROUPS, describe, LIST_GROUPS, describe]
+
+
+def test_a_listing_that_moved_is_retaken_until_it_stays():
+    # The group's state moved between the first two listings (a join), so the first retake
+    # is a race as far as the probe can tell; the third listing equals the second.
+    c = DescribeBug(("classic", "Empty"), {3: ("classic", "PreparingRebalance")})
+    view = sample(c)
+    assert view == GroupView("classic", "Dead") and len(c.calls) == 2 * DESCRIBE_ATTEMPTS == 6
+    # A group converted on every attempt still is torn (the listing moves each time).
+    flips = {2 * i + 3: ("streams", "Assigning") if i % 2 == 0 else ("classic", "Empty")
+             for i in range(DESCRIBE_ATTEMPTS)}
+    assert sample(DescribeBug(("classic", "Empty"), flips)).torn
