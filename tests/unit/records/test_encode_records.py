@@ -3,6 +3,7 @@ each record's version give (its inline path: a commit's offset record), and fail
 fail."""
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -40,7 +41,8 @@ def offset_records(draw) -> CoordinatorRecord:
     offset, metadata, timestamp = draw(i64), draw(st.just("") | text), draw(i64)
     if draw(st.booleans()):     # version 1: an expire time, no leader epoch, topic id or tags
         return CoordinatorRecord(key, OffsetCommitValue(offset, -1, metadata, timestamp, draw(i64)), 1)
-    value = OffsetCommitValue(offset, draw(i32), metadata, timestamp, -1, draw(uuids),
+    # Version 4 has no expire time: a value built with one (a tool's) encodes without it.
+    value = OffsetCommitValue(offset, draw(i32), metadata, timestamp, draw(st.just(-1) | i64), draw(uuids),
                               draw(st.just(()) | st.just(((7, b"x"),))))
     return CoordinatorRecord(key, value, 4)
 
@@ -55,7 +57,12 @@ def test_the_same_bytes_as_each_record_encoded_alone(batch):
     encoded = encode_records(batch)
     assert encoded == [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in batch]
     for r, (key, value) in zip(batch, encoded):
-        assert decode_record(key, value) == r
+        decoded = decode_record(key, value)
+        if r.value_version == 4:    # the one field version 4 lacks
+            assert decoded.value.expire_timestamp == -1
+            decoded = CoordinatorRecord(decoded.key, dataclasses.replace(
+                decoded.value, expire_timestamp=r.value.expire_timestamp), 4)
+        assert decoded == r
 
 
 def test_a_value_out_of_range_fails_as_encode_value_fails():
