@@ -107,12 +107,17 @@ class Replayer:
         (which may change any entry: the run ends there)."""
         groups, store = self.groups, self.offsets.offsets
         offset = base_offset
+        # Record i is at base_offset + i, or all at -1: one addition per record, no test.
+        step = 1 if base_offset >= 0 else 0
         group = topic = None
         partitions: dict[int, OffsetAndMetadata] = {}
+        # Read per record: locals, not the module's globals.
+        commit_key, commit_value = OffsetCommitKey, OffsetCommitValue
+        new_entry, entry_class = _new_entry, OffsetAndMetadata
         for record in records:
             key = record.key
             value = record.value
-            if key.__class__ is OffsetCommitKey and value.__class__ is OffsetCommitValue:
+            if key.__class__ is commit_key and value.__class__ is commit_value:
                 if key.group != group or key.topic != topic:
                     group, topic = key.group, key.topic
                     if group not in groups:
@@ -125,14 +130,13 @@ class Replayer:
                     if found is None:
                         found = topics[topic] = {}
                     partitions = found
-                partitions[key.partition] = _new_entry(OffsetAndMetadata, (
+                partitions[key.partition] = new_entry(entry_class, (
                     value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
                     value.expire_timestamp, value.topic_id, offset))
             else:
                 self.replay(record, offset)
                 group = topic = None
-            if base_offset >= 0:
-                offset += 1
+            offset += step
 
     def replay_end_transaction(self, producer_id: int, committed: bool, marker_offset: int | None = None) -> None:
         self.offsets.end_transaction(producer_id, committed, marker_offset)

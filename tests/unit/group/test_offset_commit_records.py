@@ -15,7 +15,7 @@ from coordinator.group.result import Result
 from coordinator.group.shard import GroupCoordinatorShard, RequestContext
 from coordinator.runtime.shard_runtime import serialize_records
 from ops.generator import GeneratorSpec
-from records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, decode_record
+from records import CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, decode_record
 
 from .context import topic
 from .test_bulk_replay import _batches, _state
@@ -142,3 +142,15 @@ def test_a_result_not_replayed_changes_nothing():
     assert not shard.offsets.offsets and not shard.groups
     shard.apply(Result(records=[record]))
     assert shard.offsets.get("g", "t", 0).record_offset == -1 and "g" in shard.groups
+
+
+@pytest.mark.parametrize("base", [-1, 0, 10])
+def test_each_record_is_replayed_at_its_own_offset(base):
+    """Record i of an applied result is at `base` + i, every one at -1 when the base is not
+    known, a record that is not a commit counted in between."""
+    records = [CoordinatorRecord(OffsetCommitKey("g", "t", p), OffsetCommitValue(offset=p), 4) for p in range(3)]
+    records.insert(2, CoordinatorRecord(GroupMetadataKey("other"), None, 0))
+    shard = GroupCoordinatorShard(0)
+    shard.apply(Result(records=records), base)
+    expected = [-1, -1, -1] if base == -1 else [base, base + 1, base + 3]
+    assert [shard.offsets.get("g", "t", p).record_offset for p in range(3)] == expected
