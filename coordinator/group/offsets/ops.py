@@ -18,7 +18,7 @@ from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
 from ...protocol.fast_codec import SHARED_ANSWER_PARTITIONS
 from .. import record_helpers as rh
 from ..errors import ApiError
-from ..group_types import ACCEPT_ALL, GroupType, PartitionCheck, group_type
+from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
 from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
@@ -27,19 +27,14 @@ from .requests import CommitAnswer, FetchAnswer, OffsetCommit, OffsetDelete, Off
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
 
-def _validate_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, group: Any,
-                     kind: GroupType | None) -> PartitionCheck:
-    """`OffsetMetadataManager.validateOffsetCommit`: a commit to an unknown group (``group``
-    None); otherwise the rule of the group's type ``kind`` (group_types.py)."""
-    generation = req.generation_id_or_member_epoch
-    if group is None:
-        if generation < 0:
-            return ACCEPT_ALL  # replay creates a "simple" classic group
-        if req.group_id_not_found:
-            raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
-        raise ApiError(ErrorCode.illegal_generation)
-    return kind.validate_offset_commit(group, shard.image, req.member_id, req.group_instance_id,  # type: ignore[union-attr]
-                                       generation, ctx.api_version)
+def _validate_unknown_group(req: OffsetCommit) -> PartitionCheck:
+    """`OffsetMetadataManager.validateOffsetCommit` of a commit to a group that does not exist
+    (a known group's commit is its type's rule: `offset_commit` calls it)."""
+    if req.generation_id_or_member_epoch < 0:
+        return ACCEPT_ALL  # replay creates a "simple" classic group
+    if req.group_id_not_found:
+        raise ApiError(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+    raise ApiError(ErrorCode.illegal_generation)
 
 
 # ---------------------------------------------------------------- commit
@@ -77,9 +72,17 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     # The group and its type, looked up once: the validation and the timers read both (the
     # operation changes no state, so the group is the same after the loop).
     group = shard.groups.get(group_id)
+    # A known group's commit is its type's rule (group_types.py), called here: no frame of
+    # its own per commit.
     kind = group_type(group) if group is not None else None
+    # Whether a partition was refused: a commit of one topic without any shares its answer.
+    refused = False
     try:
-        check = _validate_commit(shard, ctx, req, group, kind)
+        if kind is None:
+            check = _validate_unknown_group(req)
+        else:
+            check = kind.validate_offset_commit(group, image, req.member_id, req.group_instance_id,
+                                                req.generation_id_or_member_epoch, ctx.api_version)
         # A member at its current epoch (and a simple group) may commit any partition: no
         # call per partition then.
         per_partition = check is not ACCEPT_ALL
@@ -134,6 +137,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     parts.append(index)
                     continue
                 parts.append(partition_cls(partition_index=index, error_code=code))
+                refused = True
             answers.append((t, parts))
     except ApiError as e:
         records = []
@@ -142,7 +146,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     timers: list[TimerOp] = []
     if records and kind is not None:
         timers = kind.offset_commit_timers(group, req.member_id, now_ms)
-    if records and len(answers) == 1 and len(records) == len(answers[0][1]):
+    if records and not refused and len(answers) == 1:
         # One topic, every partition accepted: what a consumer sends again and again, and
         # the same answer each time (kio's messages are frozen), so one is shared per
         # (topic, partitions); the topic is the image's, the partitions are bounded here.
