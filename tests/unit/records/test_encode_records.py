@@ -14,6 +14,7 @@ from records import (
     ZERO_UUID,
     CoordinatorRecord,
     GroupMetadataKey,
+    LegacyOffsetCommitKey,
     OffsetCommitKey,
     OffsetCommitValue,
     RecordEncodeError,
@@ -86,3 +87,18 @@ def test_runs_of_one_topic_id_and_alternating_ids_encode_their_own_ids():
     encoded = encode_records(batch)
     assert encoded == [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in batch]
     assert [decode_record(k, v).value.topic_id for k, v in encoded if v is not None] == ids
+
+
+def test_a_commit_value_under_any_key_encodes_as_alone():
+    """The inline path reads the shared key's own bytes, and encodes any other key with
+    `encode_key`: a key built by its class, a legacy key, a key of another type."""
+    tid = uuid.uuid4()
+    keys = [offset_commit_key("g", "t", 0), OffsetCommitKey("g", "t", 0), LegacyOffsetCommitKey("g", "t", 0),
+            GroupMetadataKey("g")]
+    batch = [CoordinatorRecord(k, OffsetCommitValue(3, 1, "", 9, -1, tid), 4) for k in keys]
+    assert encode_records(batch) == [(encode_key(r.key), encode_value(r.value, 4)) for r in batch]
+    with pytest.raises(RecordEncodeError) as alone:
+        encode_key(b"not a key")
+    with pytest.raises(RecordEncodeError) as together:
+        encode_records([CoordinatorRecord(b"not a key", OffsetCommitValue(3), 4)])  # type: ignore[arg-type]
+    assert str(together.value) == str(alone.value)
