@@ -98,12 +98,12 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
             topic_keys = keys.get((group_id, name)) or _NO_KEYS
             for p in t.partitions:
                 index = p.partition_index
-                metadata = p.committed_metadata or ""
+                metadata = p.committed_metadata     # None (nullable) or "" for most commits
                 if not 0 <= index < num_partitions:
                     code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
                 # A UTF-16 length is at most twice the code points: only a long one is counted
-                # (for integers, 2 * n > max exactly when n > max // 2).
-                elif len(metadata) > half_max_metadata and _java_length(metadata) > max_metadata:
+                # (for integers, 2 * n > max exactly when n > max // 2); none is, if empty.
+                elif metadata and len(metadata) > half_max_metadata and _java_length(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
                     if per_partition:
@@ -122,7 +122,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     value = _new(OffsetCommitValue)
                     value.offset = p.committed_offset
                     value.leader_epoch = p.committed_leader_epoch if leader_epochs else -1
-                    value.metadata = metadata
+                    value.metadata = metadata or ""
                     value.commit_timestamp = now_ms
                     value.expire_timestamp = expire
                     value.topic_id = record_topic_id

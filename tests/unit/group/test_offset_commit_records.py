@@ -154,3 +154,18 @@ def test_each_record_is_replayed_at_its_own_offset(base):
     shard.apply(Result(records=records), base)
     expected = [-1, -1, -1] if base == -1 else [base, base + 1, base + 3]
     assert [shard.offsets.get("g", "t", p).record_offset for p in range(3)] == expected
+
+
+@pytest.mark.parametrize("metadata", [None, ""])
+def test_a_null_or_empty_metadata_is_written_empty(metadata):
+    """A partition's metadata is nullable on the wire: a null one is written, as an empty
+    one, as the empty string (Kafka's `OffsetAndMetadata` of a null metadata)."""
+    from coordinator.group import record_helpers as rh
+    from coordinator.group.image import MetadataImage
+
+    shard = GroupCoordinatorShard(0, image=MetadataImage.of([FOO]))
+    now = 1_700_000_000_000
+    result = shard.offset_commit(RequestContext(api_version=9, client_id="c", client_host="/h"),
+                                 _request(9, "g", {"foo": {1: 5}}, metadata=metadata), now)
+    assert result.records == [rh.offset_commit_record("g", "foo", 1, 5, 7, "", now, -1, FOO.topic_id)]
+    assert result.records[0].value.metadata == ""
