@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -93,6 +93,9 @@ class LeanWriter:
         self._scheduled = False
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        # Called as on_failure(partition, error) when an append fails (the StateTopic's
+        # on_write_error), at once: nobody needs to await the append for it to be reported.
+        self.on_failure: Callable[[int, BaseException], None] | None = None
         self.requests_sent = 0                  # figures for benchmarks: requests and batches
         self.batches_sent = 0
 
@@ -105,7 +108,7 @@ class LeanWriter:
                 task.cancel()
         error = StateLogError(f"state topic {self.topic}: writer closed")
         for a in (*self._sent, *self._waiting):     # nobody will hear their requests' answers
-            _fail(a, error)
+            self._fail(a, error)
         self._sent.clear()
         self._waiting.clear()
 
@@ -284,9 +287,10 @@ class LeanWriter:
             log.warning("state topic %s partition %d: sequence of producer %d in doubt; a new producer id "
                         "follows", self.topic, a.partition, self.producer_id)
             self.producer_id = -1
-        _fail(a, error)
+        self._fail(a, error)
 
-
-def _fail(a: _Append, error: BaseException) -> None:
-    if not a.future.done():
-        a.future.set_exception(error)
+    def _fail(self, a: _Append, error: BaseException) -> None:
+        if not a.future.done():
+            a.future.set_exception(error)
+            if self.on_failure is not None:
+                self.on_failure(a.partition, error)

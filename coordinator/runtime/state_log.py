@@ -4,8 +4,9 @@
 `state_topic.StateTopic` implements it on the upstream cluster; tests use an in-memory log
 (tests/unit/runtime/fakes.py). A replacement implements the same four operations:
 
-- `append(partition, records, timestamp_ms) -> base offset`: ONE batch, acknowledged by
-  the log before it returns (a response is released only after its records are durable).
+- `append(partition, records, timestamp_ms)`, awaited -> base offset: ONE batch,
+  acknowledged by the log before the await returns (a response is released only after its
+  records are durable). A coroutine or a future (state_topic.py returns its writer's).
   Raises on failure; the runtime then answers NOT_COORDINATOR and reloads the shard.
 - `load(partitions, sink, on_loaded, ...)`: replay each partition from its start to its
   end, calling `sink(partition, offset, key, value)` for every record and
@@ -90,8 +91,8 @@ class StateLog(Protocol):
     @property
     def partitions(self) -> int: ...
 
-    async def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
-                     timestamp_ms: int) -> int: ...
+    def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+               timestamp_ms: int) -> Awaitable[int]: ...
 
     async def load(self, partitions: Iterable[int], sink: RecordSink,
                    on_loaded: Callable[[int, int], None],
