@@ -121,7 +121,10 @@ class UpstreamLinks:
 
     async def call(self, address: tuple[str, int], request: Any) -> Any:
         try:
-            link = await self.link(address)
+            link = self.links.get(address)
+            # `link`'s checks, without its coroutine for an open link: a write per request.
+            if link is None or link.closed or getattr(link, "reauthentication_due", False):
+                link = await self.link(address)
             return await link.request(request, self.request_timeout_s)
         except Exception as e:   # the link's own errors (UpstreamError), OSError, a timeout
             self.drop(address)

@@ -56,6 +56,7 @@ log = logging.getLogger("kcoord.state_topic")
 
 MAX_REQUESTS_IN_FLIGHT = 5
 RETRY_BACKOFF_S = 0.05
+_PRODUCE_MODULE = request_module(PRODUCE)      # looked up once, not per request
 _INIT_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                              ErrorCode.not_coordinator, ErrorCode.concurrent_transactions})
 
@@ -93,6 +94,7 @@ class LeanWriter:
         self._scheduled = False
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
         # Called as on_failure(partition, error) when an append fails (the StateTopic's
         # on_write_error), at once: nobody needs to await the append for it to be reported.
         self.on_failure: Callable[[int, BaseException], None] | None = None
@@ -219,9 +221,11 @@ class LeanWriter:
         return a.batch
 
     async def _produce(self, address: tuple[str, int], appends: list[_Append]) -> None:
-        m = request_module(PRODUCE)
-        request = make_request(PRODUCE, transactional_id=None, acks=i16(-1),
-                               timeout=duration_ms(int(self.links.request_timeout_s * 1000)),
+        m = _PRODUCE_MODULE
+        timeout_ms = int(self.links.request_timeout_s * 1000)
+        if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
+            self._timeout = (timeout_ms, duration_ms(timeout_ms))
+        request = make_request(PRODUCE, transactional_id=None, acks=i16(-1), timeout=self._timeout[1],
                                topic_data=(m.TopicProduceData(name=TopicName(self.topic), partition_data=tuple(
                                    m.PartitionProduceData(index=i32(a.partition), records=self._batch(a))
                                    for a in appends)),))
