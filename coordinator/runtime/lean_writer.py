@@ -40,10 +40,12 @@ from kio.static.primitive import i16, i32
 
 from records.batch import build_batch
 
+from ..protocol.apis import request_class
 from .fenced_links import (
     INIT_PRODUCER_ID,
     PRODUCE,
     REFRESH,
+    VERSIONS,
     StateLogError,
     UpstreamLinks,
     duration_ms,
@@ -57,6 +59,8 @@ log = logging.getLogger("kcoord.state_topic")
 MAX_REQUESTS_IN_FLIGHT = 5
 RETRY_BACKOFF_S = 0.05
 _PRODUCE_MODULE = request_module(PRODUCE)      # looked up once, not per request
+_PRODUCE_REQUEST = request_class(PRODUCE, VERSIONS[PRODUCE])
+_ACKS_ALL = i16(-1)
 _INIT_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                              ErrorCode.not_coordinator, ErrorCode.concurrent_transactions})
 
@@ -95,6 +99,8 @@ class LeanWriter:
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
+        self._name = ("", TopicName(""))        # the topic's name: (str, kio's value)
+        self._indices: dict[int, i32] = {}
         # Called as on_failure(partition, error) when an append fails (the StateTopic's
         # on_write_error), at once: nobody needs to await the append for it to be reported.
         self.on_failure: Callable[[int, BaseException], None] | None = None
@@ -210,6 +216,10 @@ class LeanWriter:
         log.info("state topic %s: writing as idempotent producer %d epoch %d", self.topic, self.producer_id,
                  self.epoch)
 
+    def _index(self, partition: int) -> i32:
+        index = self._indices[partition] = i32(partition)
+        return index
+
     def _batch(self, a: _Append) -> bytes:
         if a.batch is None:
             sequence = self.sequences.get(a.partition, 0)
@@ -225,10 +235,18 @@ class LeanWriter:
         timeout_ms = int(self.links.request_timeout_s * 1000)
         if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
             self._timeout = (timeout_ms, duration_ms(timeout_ms))
-        request = make_request(PRODUCE, transactional_id=None, acks=i16(-1), timeout=self._timeout[1],
-                               topic_data=(m.TopicProduceData(name=TopicName(self.topic), partition_data=tuple(
-                                   m.PartitionProduceData(index=i32(a.partition), records=self._batch(a))
-                                   for a in appends)),))
+        if self._name[0] != self.topic:
+            self._name = (self.topic, TopicName(self.topic))
+        # kio's values parsed once (the acks, the topic's name, each partition's index), and
+        # the request's class called directly: a request per write.
+        indices = self._indices
+        request = _PRODUCE_REQUEST(
+            transactional_id=None, acks=_ACKS_ALL, timeout=self._timeout[1],
+            topic_data=(m.TopicProduceData(name=self._name[1], partition_data=tuple(
+                m.PartitionProduceData(index=indices[a.partition] if a.partition in indices
+                                       else self._index(a.partition),
+                                       records=self._batch(a))
+                for a in appends)),))
         self.requests_sent += 1
         self.batches_sent += len(appends)
         retry: list[_Append] = []
