@@ -31,7 +31,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 
 from records.batch import iter_batches
@@ -164,29 +165,61 @@ class ShardWriter:
             else:
                 return
             self.inflight.append(batch)
-            asyncio.get_running_loop().create_task(self._write(batch))
+            self._send(batch)
 
-    async def _write(self, batch: Batch) -> None:
+    def _send(self, batch: Batch) -> None:
+        """Hand the batch to the writer. A future (the lean writer's) is followed by a
+        done-callback, not a task awaiting it: a write per commit when commits do not share
+        batches. Anything else awaitable (a coroutine of a fenced log's) gets a task. A
+        writer that raises at once fails the batch on a later turn, as an awaited failure."""
         rt = self.rt
+        writer = self.partition_writer
         started = time.perf_counter()
         generation = rt.generation
-        writer = self.partition_writer
         try:
-            if writer is None:
-                base = await rt.state_topic.append(rt.partition, batch.records, rt.clock())
-            else:
-                base = await writer.append(rt.partition, batch.records, rt.clock())
+            written = (rt.state_topic.append if writer is None else writer.append)(
+                rt.partition, batch.records, rt.clock())
         except Exception as e:
-            if generation != rt.generation:
-                return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
-            self._retire(batch)
-            if isinstance(e, ShardFenced):
-                rt.fenced_by(e, batch)
-                return
-            self.write_failures += 1
-            self._log_failure(len(batch.records), e)
-            rt.fail(e, batch)
+            written = asyncio.get_running_loop().create_future()
+            written.set_exception(e)
+        if isinstance(written, asyncio.Future):
+            written.add_done_callback(partial(self._done, batch, generation, started))
+        else:
+            asyncio.get_running_loop().create_task(self._write(batch, written, generation, started))
+
+    async def _write(self, batch: Batch, written: Awaitable[int], generation: int, started: float) -> None:
+        try:
+            base = await written
+        except Exception as e:
+            self._failed(batch, generation, e)
             return
+        self._landed(batch, generation, started, base)
+
+    def _done(self, batch: Batch, generation: int, started: float, written: asyncio.Future) -> None:
+        if written.cancelled():
+            return      # as a task awaiting it would be cancelled: nobody is answered here
+        error = written.exception()
+        if error is None:
+            self._landed(batch, generation, started, written.result())
+        elif isinstance(error, Exception):
+            self._failed(batch, generation, error)
+        else:
+            raise error
+
+    def _failed(self, batch: Batch, generation: int, e: Exception) -> None:
+        rt = self.rt
+        if generation != rt.generation:
+            return  # the shard was unloaded or reloaded meanwhile: its waiters are answered
+        self._retire(batch)
+        if isinstance(e, ShardFenced):
+            rt.fenced_by(e, batch)
+            return
+        self.write_failures += 1
+        self._log_failure(len(batch.records), e)
+        rt.fail(e, batch)
+
+    def _landed(self, batch: Batch, generation: int, started: float, base: int) -> None:
+        rt = self.rt
         metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
         metrics.RECORDS_WRITTEN.inc(len(batch.records))
         if generation != rt.generation:
