@@ -181,6 +181,27 @@ def test_a_refused_batch_fails_the_append_and_the_partition_writes_on_under_a_ne
     assert [(b.producer_id, b.base_sequence) for _, b in broker.logs[1]] == [(writer.producer_id, 0)]
 
 
+def test_a_failed_append_is_reported_to_on_failure_once_with_its_partition_and_a_written_one_is_not():
+    """The state topic's on_write_error hangs here: the failure is reported when it happens,
+    whether or not anybody awaits the append."""
+    reported: list[tuple[int, str]] = []
+
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        writer.on_failure = lambda partition, error: reported.append((partition, str(error)))
+        broker.script = [{1: ErrorCode.message_too_large}]
+        written = writer.append(0, records(1), 0)
+        refused = writer.append(1, records(1), 0)
+        assert await written == 0
+        with pytest.raises(StateLogError, match="message_too_large"):
+            await refused
+        writer.close()
+
+    asyncio.run(run())
+    assert len(reported) == 1 and reported[0][0] == 1 and "message_too_large" in reported[0][1]
+
+
 def test_at_most_five_requests_are_in_flight_per_broker_and_the_rest_wait_their_turn():
     async def run():
         broker = Broker(partitions=8)
