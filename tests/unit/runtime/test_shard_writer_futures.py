@@ -1,0 +1,70 @@
+"""The shard writer (coordinator/runtime/writer.py) over a process writer that answers with a
+future, as the lean writer does: the batch is followed by a done-callback, not a task, and
+the outcomes are those of an awaited append: landed at the predicted offset, failed to the
+runtime, fenced, and a writer that raises at once fails the batch on a later turn."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from coordinator.runtime.state_log import ShardFenced
+from coordinator.runtime.writer import ShardWriter
+
+from .fakes import FakeStateTopic
+from .test_runtime_parts import StubRuntime, add
+
+
+class FutureWriter:
+    """A process writer whose append returns a future the test completes (or raises)."""
+
+    max_inflight = 1
+
+    def __init__(self) -> None:
+        self.appends: list[asyncio.Future[int]] = []
+        self.raise_now: Exception | None = None
+
+    def append(self, partition: int, records: Any, timestamp_ms: int) -> asyncio.Future[int]:
+        if self.raise_now is not None:
+            raise self.raise_now
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.appends.append(future)
+        return future
+
+
+async def turns(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_a_future_from_the_process_writer_lands_fails_or_fences_the_batch_like_an_awaited_append():
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = FutureWriter()
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        first = add(writer, (b"k", b"1"))
+        await turns()
+        assert len(process.appends) == 1 and len(writer.inflight) == 1
+        second = add(writer, (b"k", b"2"))
+        await turns()
+        assert len(process.appends) == 1, "one batch in flight: the next waits for the answer"
+        process.appends[0].set_result(0)
+        assert await asyncio.wait_for(first, 5) == 0
+        await turns()
+        assert len(process.appends) == 2, "the answer sends the next batch"
+        process.appends[1].set_exception(RuntimeError("upstream refused"))
+        await turns()
+        assert [type(e) for e, _, _ in rt.failed] == [RuntimeError] and writer.write_failures == 1
+        assert not second.done(), "the runtime answers the waiters of a failed write (fail)"
+        writer.drop(RuntimeError("reloading"))
+        add(writer, (b"k", b"3"))
+        await turns()
+        process.appends[2].set_exception(ShardFenced(0, "another owner"))
+        await turns()
+        assert len(rt.fenced) == 1 and writer.write_failures == 1, "a fence is no write failure"
+        writer.drop(RuntimeError("unloaded"))
+        process.raise_now = RuntimeError("refused at once")
+        add(writer, (b"k", b"4"))
+        await turns()
+        assert [str(e) for e, _, _ in rt.failed][-1] == "refused at once" and writer.write_failures == 2
+    asyncio.run(main())
