@@ -32,8 +32,6 @@ import collections
 import gc
 import itertools
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -340,28 +338,12 @@ def main() -> None:
         _run_plain(args.workload, args.requests, args.partitions)
         print(f"{args.requests} x {what} answered")
         return
+    from loadgen import callgrind  # here: a --plain child imports the measured checkout's loadgen
+
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        ready = Path(tmp) / "ready"
-        child = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-             "--toggle-collect=starmap_next", f"--callgrind-out-file={out}", sys.executable, __file__, "--plain",
-             "--workload", args.workload, "--requests", str(args.requests), "--partitions", str(args.partitions),
-             "--repo", str(repo)],
-            env={**os.environ, "PYTHONHASHSEED": "0", "KCOORD_CALLGRIND_READY": str(ready)},
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "stderr"), "w"), cwd=repo)
-        while not ready.exists():
-            if child.poll() is not None:
-                raise SystemExit(f"the measured run ended before its set-up did: {Path(tmp, 'stderr').read_text()}")
-            time.sleep(0.2)
-        subprocess.run(["callgrind_control", "--instr=on", str(child.pid)], check=True, capture_output=True)
-        Path(str(ready) + ".go").touch()
-        if child.wait() != 0:
-            raise SystemExit(f"the measured run failed: {Path(tmp, 'stderr').read_text()[-2000:]}")
-        summary = re.search(r"^summary:\s+(\d+)", Path(out).read_text(), re.MULTILINE)
-        if summary is None:
-            raise SystemExit("callgrind wrote no summary")
-        total = int(summary.group(1))
+        total, _ = callgrind.count(
+            [__file__, "--plain", "--workload", args.workload, "--requests", str(args.requests),
+             "--partitions", str(args.partitions), "--repo", str(repo)], ["starmap_next"], repo, tmp)
     requests = args.requests if args.workload != "offset-commit" else -(-args.requests // 100) * 100
     print(f"{total / requests:,.0f} instructions per {what} "
           f"({total:,} over {requests:,}; {repo}; {sys.version.split()[0]})")

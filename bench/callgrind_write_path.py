@@ -39,12 +39,9 @@ import asyncio
 import collections
 import functools
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -252,34 +249,19 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _count(args: argparse.Namespace, k: int, state: str, profile: str | None) -> tuple[int, int, int, int]:
+    from loadgen import callgrind  # here: a --plain child imports the measured checkout's loadgen
+
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        ready = Path(tmp) / "ready"
         counts = Path(tmp) / "counts"
-        child = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-             "--toggle-collect=starmap_next", "--toggle-collect=functools_reduce",
-             f"--callgrind-out-file={out}", sys.executable, __file__, "--plain",
-             "--commits-per-write", str(k), "--shards", str(args.shards), "--partitions", str(args.partitions),
-             "--commits", str(args.commits), "--state", state, "--repo", str(args.repo)],
-            env={**os.environ, "PYTHONHASHSEED": "0", "KCOORD_CALLGRIND_READY": str(ready),
-                 "KCOORD_WRITE_PATH_COUNTS": str(counts)},
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "stderr"), "w"), cwd=args.repo)
-        while not ready.exists():
-            if child.poll() is not None:
-                raise SystemExit(f"the measured run ended before its set-up did: {Path(tmp, 'stderr').read_text()}")
-            time.sleep(0.2)
-        subprocess.run(["callgrind_control", "--instr=on", str(child.pid)], check=True, capture_output=True)
-        Path(str(ready) + ".go").touch()
-        if child.wait() != 0:
-            raise SystemExit(f"the measured run failed: {Path(tmp, 'stderr').read_text()[-3000:]}")
-        summary = re.search(r"^summary:\s+(\d+)", Path(out).read_text(), re.MULTILINE)
-        if summary is None:
-            raise SystemExit("callgrind wrote no summary")
+        total, out = callgrind.count(
+            [__file__, "--plain", "--commits-per-write", str(k), "--shards", str(args.shards),
+             "--partitions", str(args.partitions), "--commits", str(args.commits), "--state", state,
+             "--repo", str(args.repo)],
+            ["starmap_next", "functools_reduce"], args.repo, tmp, {"KCOORD_WRITE_PATH_COUNTS": str(counts)}, 3000)
         if profile:
             shutil.copy(out, profile)
         commits, batches, requests = (int(x) for x in counts.read_text().split())
-        return int(summary.group(1)), commits, batches, requests
+        return total, commits, batches, requests
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
