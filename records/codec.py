@@ -538,9 +538,10 @@ def encode_records(records: Any) -> list[tuple[bytes, bytes | None]]:
     for r in records:
         key, value = r.key, r.value
         # Version 4 has no expire time: its bytes are the same whatever the value's (the
-        # generic encoder drops the field), so it is not checked here; nor is the key's class:
+        # generic encoder drops the field), so it is not checked here; a null metadata goes to
+        # the generic encoder (its bytes, or its refusal when an expire time is set); nor is the key's class:
         # a key without the shared key's bytes is encoded by `encode_key`, as on the other path.
-        if value.__class__ is OffsetCommitValue and r.value_version == 4 and not value.metadata \
+        if value.__class__ is OffsetCommitValue and r.value_version == 4 and value.metadata == "" \
                 and not value.unknown_tagged_fields:
             try:
                 encoded = key.encoded

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from records.batch import iter_batches
 
 from .. import metrics
+from .fenced_links import StateLogError
 from .partition_writer import PartitionWriter
 from .state_log import ShardFenced, StateLog, TopicAuthorizationFailed
 
@@ -196,9 +197,10 @@ class ShardWriter:
         self._landed(batch, generation, started, base)
 
     def _done(self, batch: Batch, generation: int, started: float, written: asyncio.Future) -> None:
-        if written.cancelled():
-            return      # as a task awaiting it would be cancelled: nobody is answered here
-        error = written.exception()
+        # Cancelled (nothing cancels the lean writer's futures today): a failed write, so
+        # its waiters are answered and the shard reloads; returning would keep the batch in
+        # flight and the shard would never send again (one batch in flight).
+        error = StateLogError("the state-topic write was cancelled") if written.cancelled() else written.exception()
         if error is None:
             self._landed(batch, generation, started, written.result())
         elif isinstance(error, Exception):

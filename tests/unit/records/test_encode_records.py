@@ -76,6 +76,23 @@ def test_a_value_out_of_range_fails_as_encode_value_fails():
     assert str(together.value) == str(alone.value)
 
 
+
+@pytest.mark.parametrize("expire", [-1, 0, 123456789])
+def test_a_null_metadata_encodes_or_fails_as_alone(expire):
+    """A version-4 value with a null metadata (no commit makes one) gets the same bytes or the
+    same refusal together as alone."""
+    bad = CoordinatorRecord(offset_commit_key("g", "t", 0), OffsetCommitValue(1, -1, None, 1, expire, uuid.uuid4()), 4)
+    try:
+        alone: object = [(encode_key(bad.key), encode_value(bad.value, 4))]
+    except RecordEncodeError as e:
+        alone = str(e)
+    try:
+        together: object = encode_records([bad])
+    except RecordEncodeError as e:
+        together = str(e)
+    assert together == alone
+
+
 def test_runs_of_one_topic_id_and_alternating_ids_encode_their_own_ids():
     """The tags are looked up once per run of one topic id object: an id that changes back
     and forth, an equal id in another object and the zero id each encode as alone."""

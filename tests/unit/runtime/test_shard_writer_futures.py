@@ -68,3 +68,27 @@ def test_a_future_from_the_process_writer_lands_fails_or_fences_the_batch_like_a
         await turns()
         assert [str(e) for e, _, _ in rt.failed][-1] == "refused at once" and writer.write_failures == 2
     asyncio.run(main())
+
+
+def test_a_cancelled_write_fails_its_batch_and_the_shard_sends_again():
+    """Nothing cancels the lean writer's futures today; if something did, the batch is a
+    failed write (its waiters answered through the runtime, which reloads), not a batch kept
+    in flight for ever with one batch allowed in flight."""
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = FutureWriter()
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        add(writer, (b"k", b"1"))
+        await turns()
+        process.appends[0].cancel()
+        await turns()
+        assert [type(e).__name__ for e, _, _ in rt.failed] == ["StateLogError"] and not writer.inflight
+        writer.drop(RuntimeError("reloading"))
+        third = add(writer, (b"k", b"3"))
+        await turns()
+        assert len(process.appends) == 2, "the shard writes again"
+        process.appends[1].set_result(writer.next_offset - 1)     # where it was predicted to land
+        assert await asyncio.wait_for(third, 5) == writer.next_offset - 1
+
+    asyncio.run(main())
