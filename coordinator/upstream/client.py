@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..aio import within
 from ..protocol.apis import (
     API_VERSIONS,
+    PRODUCE,
     api_name,
     request_class,
     request_header_version,
@@ -47,6 +48,7 @@ from ..protocol.apis import (
 from ..protocol.bootstrap import parse_bootstrap as parse_bootstrap  # its callers import it from here
 from ..protocol.codec import BodyError, decode_body, encode_body
 from ..protocol.framing import SIZE, RequestHeader, decode_response_header, split_frames
+from ..protocol.produce_answer import read_produce_v9
 from ..security.sasl_client import SASL_AUTHENTICATE, SaslAuthenticationError, SaslError, authenticate
 
 if TYPE_CHECKING:
@@ -289,6 +291,12 @@ class UpstreamClient(asyncio.Protocol):
 
 def _decode(frame: bytes, api_key: int, api_version: int) -> Any:
     _, offset = decode_response_header(frame, response_header_version(api_key, api_version))
+    if api_key == PRODUCE and api_version == 9:
+        # The state topic's acknowledgement, one per write: its common shape read at fixed
+        # offsets (produce_answer.py); anything else is decoded below as before.
+        answer = read_produce_v9(frame, offset)
+        if answer is not None:
+            return answer
     try:
         return decode_body(response_class(api_key, api_version), frame, offset)
     except BodyError:
