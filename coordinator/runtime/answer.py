@@ -13,8 +13,12 @@ Rules:
   completion is ignored (``done()`` tells).
 - ``release``, when set (the service's: the request metrics, the membership lease, the
   audit), turns the operation's outcome into what leaves, once, at completion and before
-  any callback: ``release(result, error)`` returns the result, or raises the answer's
-  exception. A cancelled answer is not released.
+  any callback: ``release(args, result, error)``, with the answer's ``args`` (the request's
+  own values, set with the release), returns the result, or raises the answer's exception.
+  A cancelled answer is not released. The request's values ride on the answer, not in a
+  `functools.partial` made per request: a partial is a C object built and called through
+  C, with its argument array allocated per call past five arguments
+  (docs/measurements/cpu-per-commit.md).
 - Its done-callbacks run when it completes, in the order they were added, each called with
   the answer; one added after that runs at once. A callback that raises is reported to the
   loop's exception handler, as asyncio reports a failed callback, and the others still run.
@@ -34,14 +38,15 @@ log = logging.getLogger("kcoord.runtime")
 
 _PENDING, _DONE, _CANCELLED = 0, 1, 2
 
-Release = Callable[[Any, "BaseException | None"], Any]
+Release = Callable[[Any, Any, "BaseException | None"], Any]
 
 
 class Answer:
-    __slots__ = ("release", "_state", "_result", "_error", "_callback", "_more")
+    __slots__ = ("release", "args", "_state", "_result", "_error", "_callback", "_more")
 
     def __init__(self) -> None:
         self.release: Release | None = None
+        self.args: Any = None
         self._state = _PENDING
         self._result: Any = None
         self._error: BaseException | None = None
@@ -66,7 +71,7 @@ class Answer:
         release = self.release
         if release is not None:
             try:
-                result, error = release(result, error), None
+                result, error = release(self.args, result, error), None
             except Exception as e:  # noqa: BLE001 - the answer's exception, read by whoever waits
                 result, error = None, e
         self._state, self._result, self._error = _DONE, result, error

@@ -242,6 +242,12 @@ class GroupCoordinatorService:
         operation, respond, api_key = spec.shard_operation or "", spec.error_response, spec.api_key
         runtime_for, release, finish, contexts = self.router.runtime_for, self._release, self._finish, self._contexts
 
+        def released(args: tuple, response: Any, error: BaseException | None) -> Any:
+            """A written answer's release (runtime/answer.py), with the request's values
+            the answer carries."""
+            req, client, api_version, started = args
+            return release(respond, api_key, api_version, req, client, started, response, error)
+
         def start(api_version: int, req: Any, client: ClientInfo) -> Any:
             started = time.perf_counter()
             # The context is frozen and the gateway keeps one ClientInfo per connection: build
@@ -264,8 +270,10 @@ class GroupCoordinatorService:
                 if answer.__class__ is Answer:
                     # Waits for its write: released by the answer itself when it completes,
                     # in the write's callback (runtime/answer.py), with no future of our own.
-                    answer.release = functools.partial(release, respond, api_key, api_version, req, client,
-                                                       started)
+                    # The request's values ride on the answer: no functools.partial per
+                    # request (a C object built, then called through C).
+                    answer.release = released
+                    answer.args = (req, client, api_version, started)
                     return answer
                 if isinstance(answer, asyncio.Future):   # a parked JoinGroup/SyncGroup, or a Task
                     waiting = answer.get_loop().create_future()

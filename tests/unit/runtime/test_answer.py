@@ -16,7 +16,7 @@ from coordinator.runtime.releases import Releases
 def test_callbacks_run_at_completion_in_order_with_the_released_outcome():
     seen: list[tuple[str, object]] = []
     answer = Answer()
-    answer.release = lambda result, error: ("released", result, error)
+    answer.release = lambda args, result, error: ("released", result, error)
     answer.add_done_callback(lambda a: seen.append(("first", a.result())))
     answer.add_done_callback(lambda a: seen.append(("second", a.result())))
     assert not answer.done() and seen == []
@@ -32,7 +32,7 @@ def test_callbacks_run_at_completion_in_order_with_the_released_outcome():
 
 
 def test_a_release_that_raises_is_the_answer_s_exception_and_a_cancelled_answer_is_not_released():
-    def release(result, error):
+    def release(args, result, error):
         if error is not None:
             raise error
         return result
@@ -45,7 +45,7 @@ def test_a_release_that_raises_is_the_answer_s_exception_and_a_cancelled_answer_
         failed.result()
     released: list[object] = []
     cancelled = Answer()
-    cancelled.release = lambda result, error: released.append(result)
+    cancelled.release = lambda args, result, error: released.append(result)
     assert cancelled.cancel() and cancelled.cancelled() and not cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         cancelled.exception()
