@@ -192,3 +192,37 @@ def test_split_frames_cuts_at_most_max_frames_and_leaves_the_rest() -> None:
     # A bad size past the cap is found when the rest is cut, not before.
     cut, used, error = split_frames(frames[0] + struct.pack(">i", -1), 100, 1)
     assert cut == frames[:1] and used == 7 and error is None
+
+
+@pytest.mark.parametrize("header_version", [1, 2])
+@pytest.mark.parametrize("length_field,raw", [
+    (0, b""), (1, b"c"), (3, b"a\xffb"), (127, b"x" * 127), (128, b"y" * 128), (300, b"z" * 300),
+    (0x7FFF, b"w" * 0x7FFF), (-1, b""), (-5, b""), (-0x8000, b""), (4, b"abc"), (300, b"z" * 299),
+    (1, b""),
+])
+def test_request_body_offset_reads_the_client_id_as_read_client_id_does(
+        header_version: int, length_field: int, raw: bytes) -> None:
+    """The inlined read of a present client id gives read_client_id's value, position and
+    error for every length: empty, one and two bytes long, null, negative, past the end."""
+    from coordinator.protocol.framing import read_client_id
+    # A client id cut short is the frame's end (nothing after it to read as its bytes).
+    whole = len(raw) == max(length_field, 0)
+    tail = (b"\x00" if header_version == 2 else b"") + b"BODY" if whole else b""
+    framed = frame(struct.pack(">hhih", 12, 4, 1, length_field) + raw + tail)
+    try:
+        expected: object = read_client_id(framed, 12)
+    except HeaderError as e:
+        with pytest.raises(HeaderError) as got:
+            request_body_offset(framed, header_version)
+        assert str(got.value) == str(e)
+        return
+    client_id, pos = expected  # type: ignore[misc]
+    assert request_body_offset(framed, header_version) == (client_id, pos + (1 if header_version == 2 else 0))
+    assert framed[request_body_offset(framed, header_version)[1]:] == b"BODY"
+
+
+@pytest.mark.parametrize("cut", [12, 13])
+def test_request_body_offset_refuses_a_frame_cut_in_the_client_id_length(cut: int) -> None:
+    framed = frame(struct.pack(">hhih", 12, 4, 1, 3) + b"abc")[:cut]
+    with pytest.raises(HeaderError, match="truncated before the client id"):
+        request_body_offset(framed, 1)
