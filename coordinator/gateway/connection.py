@@ -147,9 +147,8 @@ class ClientConnection(asyncio.Protocol):
         queue = self._queue
         limit = self._max_inflight
         room = limit - len(queue)
-        if not buf and room > 0 and data.__class__ is bytes and len(data) >= 4 \
-                and SIZE.unpack_from(data)[0] + 4 == len(data) \
-                and len(data) - 4 <= self._max_frame_size:
+        if not buf and room > 0 and data.__class__ is bytes and (size := len(data) - 4) >= 0 \
+                and SIZE.unpack_from(data)[0] == size and size <= self._max_frame_size:
             # One whole frame and nothing before it (a member's heartbeat, one request in
             # flight): handled as read, without cutting it out into a copy of itself.
             self._handle(data)
