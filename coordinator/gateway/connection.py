@@ -29,6 +29,7 @@ max_buffered_response_bytes_per_connection close it, local answers as well as up
 from __future__ import annotations
 
 import asyncio
+import struct
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -50,6 +51,9 @@ from .responses import ResponseQueue
 from .routes import API_VERSIONS_LOCAL, FIND_COORDINATOR_LOCAL, FORWARD, FORWARD_PRODUCE, GROUP, GUARD, SASL
 from .sasl import answer_not_enabled
 from .served_here import serve_api_versions, serve_find_coordinator
+
+# A request's api key and version as one unsigned int, and its correlation id (_handle).
+_ROUTE_AND_ID = struct.Struct(">Ii")
 
 # Route kinds answered by kcoord itself: the forward gate is not asked for them (SASL: the
 # authentication itself, relayed or answered here, never business traffic).
@@ -227,9 +231,12 @@ class ClientConnection(asyncio.Protocol):
         if len(frame) < 12:
             self.reject(f"request header truncated ({len(frame) - 4} bytes, need at least 8)", reason=HEADER)
             return
-        api_key, api_version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 4)
-        route = self._routes.get((api_key << 16) | (api_version & 0xFFFF))
+        # The api key and version read as one unsigned int are the route's key
+        # (routes.route_key) for every key a route has; a negative api key reads past them.
+        key, correlation_id = _ROUTE_AND_ID.unpack_from(frame, 4)
+        route = self._routes.get(key)
         if route is None:
+            api_key, api_version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 4)
             self._unroutable(frame, api_key, api_version, correlation_id)
             return
         kind = route.kind
