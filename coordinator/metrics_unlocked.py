@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 _INF = float("inf")
+_bisect_left = bisect.bisect_left    # one global read per observation, not a module's attribute too
 
 
 def _created_series() -> bool:
@@ -57,7 +58,7 @@ class HistogramChild:
     def observe(self, amount: float) -> None:
         # Bucket i counts the values <= bounds[i] and > bounds[i - 1] (cumulated at the scrape).
         self.sum += amount
-        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
+        self.counts[_bisect_left(self.bounds, amount)] += 1
 
 
 class _Family(Collector):

@@ -67,7 +67,10 @@ def _count_records(records: Sequence[Any]) -> None:
     for r in records:
         key = r.key.__class__
         if key is OffsetCommitKey:
-            commits += r.value is not None
+            # A test and an int's increment, not `commits += <bool>`: an int plus a bool takes
+            # the interpreter's generic addition, an int plus an int its specialised one.
+            if r.value is not None:
+                commits += 1
         elif key is ConsumerGroupMetadataKey and r.value is not None:
             _CONSUMER_REBALANCES.inc()
         elif key is GroupMetadataKey and r.value is not None and r.value.members:
