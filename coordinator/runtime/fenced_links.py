@@ -5,6 +5,10 @@ fenced_state_log.py's `FencedStateLog`).
 Rules:
 - A link is opened on first use with the caller's `open_link` (TLS, SASL) and dropped on any
   failure of a request on it; the next request opens a new one.
+- One open per address at a time: callers that find no link while one is being opened await
+  that open (two opens would leave one link unclosed and its requests orphaned). A failed open
+  fails all of them and is forgotten, so the next request tries again; a link whose open
+  finishes after `close()` or `drop()` is closed, never kept.
 - A request whose link fails raises `StateLogError`: its outcome is unknown.
 - KIP-368: a link whose SASL session nears its end (`reauthentication_due`) is retired (its
   requests in flight finish) and the next request opens a new, freshly authenticated one.
@@ -72,6 +76,13 @@ class CoordinatorError(Exception):
         self.code = code
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """An open's error is its callers'; retrieved here too, so that an open nobody awaits any
+    more (its callers cancelled) is not reported as an exception never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 def make_request(api_key: int, **fields: Any) -> Any:
     return request_class(api_key, VERSIONS[api_key])(**fields)
 
@@ -93,6 +104,7 @@ class UpstreamLinks:
         self.request_timeout_s = request_timeout_s
         self.fetch_max_bytes = fetch_max_bytes
         self.links: dict[tuple[str, int], Link] = {}
+        self._opening: dict[tuple[str, int], asyncio.Task[Link]] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}
         self.replicas: dict[int, int] = {}      # partition -> replication factor
@@ -101,6 +113,9 @@ class UpstreamLinks:
 
     def close(self) -> None:
         links, self.links = self.links, {}
+        # An open in progress is not cancelled (a cancelled open could lose a link it had
+        # just made): forgotten here, it closes its link when it lands (`_open`).
+        self._opening.clear()
         for link in links.values():
             link.close()
 
@@ -110,11 +125,32 @@ class UpstreamLinks:
             link.retire()       # type: ignore[attr-defined]  # KIP-368: in-flight requests finish on it
             link = None
         if link is None or link.closed:
-            link = self.links[address] = await self.open([address])
+            opening = self._opening.get(address)
+            if opening is None:
+                opening = self._opening[address] = asyncio.get_running_loop().create_task(self._open(address))
+                opening.add_done_callback(_retrieved)
+            # Shielded: a caller cancelled does not cancel the open the others await.
+            link = await asyncio.shield(opening)
+        return link
+
+    async def _open(self, address: tuple[str, int]) -> Link:
+        this = asyncio.current_task()
+        try:
+            link = await self.open([address])
+        finally:
+            if self._opening.get(address) is this:
+                del self._opening[address]
+            else:
+                this = None         # forgotten by close() or drop() meanwhile
+        if this is None:
+            link.close()
+            raise StateLogError(f"link to {address[0]}:{address[1]} closed while it was opened")
+        self.links[address] = link
         return link
 
     def drop(self, address: tuple[str, int] | None) -> None:
         if address is not None:
+            self._opening.pop(address, None)    # its link is closed when it lands (`_open`)
             link = self.links.pop(address, None)
             if link is not None:
                 link.close()

@@ -2,7 +2,9 @@
 CreateTopics waits, bounded, for the topic to be listed and its partition led (Kafka's
 brokers learn a new topic a moment after the controller committed it), never asks for
 auto-creation, and fails naming the topic; a link due for KIP-368 re-authentication is
-retired and replaced before the next request."""
+retired and replaced before the next request; callers that find no link share one open (a
+failed open fails them all and the next call opens again; a link that lands after close() or
+drop() is closed)."""
 from __future__ import annotations
 
 import asyncio
@@ -89,3 +91,107 @@ def test_a_link_due_for_reauthentication_is_retired_and_a_new_one_opened():
 
     fresh = asyncio.run(run())
     assert link.retired and len(opened) == 2 and len(fresh.requests) == 1
+
+
+class _Opener:
+    """An `open_link` whose opens finish when the test says: each open waits on its own future."""
+
+    def __init__(self) -> None:
+        self.pending: list[asyncio.Future] = []
+        self.links: list[Link] = []
+
+    async def __call__(self, addresses):
+        gate = asyncio.get_running_loop().create_future()
+        self.pending.append(gate)
+        await gate
+        link = Link([_answer(ErrorCode.none)])
+        self.links.append(link)
+        return link
+
+
+async def _until(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def _one_open(opener: _Opener) -> None:
+    """The first open started, and every other caller had its turns: one open only."""
+    await _until(lambda: opener.pending)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(opener.pending) == 1
+
+
+def _opener_links() -> tuple[UpstreamLinks, _Opener]:
+    opener = _Opener()
+    return UpstreamLinks([BROKER], TOPIC, opener, request_timeout_s=1.0, fetch_max_bytes=1024), opener
+
+
+def test_two_callers_finding_no_link_share_one_open():
+    links, opener = _opener_links()
+
+    async def run():
+        first = asyncio.ensure_future(links.call(BROKER, "first"))
+        second = asyncio.ensure_future(links.call(BROKER, "second"))
+        await _one_open(opener)
+        opener.pending[0].set_result(None)
+        await asyncio.gather(first, second)
+
+    asyncio.run(run())
+    assert len(opener.links) == 1
+    link = opener.links[0]
+    assert links.links == {BROKER: link} and not link.closed
+    assert link.requests == ["first", "second"]
+    links.close()
+    assert all(opened.closed for opened in opener.links)
+
+
+def test_a_failed_open_fails_every_caller_and_the_next_call_opens_again():
+    links, opener = _opener_links()
+
+    async def run():
+        calls = [asyncio.ensure_future(links.call(BROKER, n)) for n in range(2)]
+        await _one_open(opener)
+        opener.pending[0].set_exception(OSError("connection refused"))
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(r, StateLogError) and "connection refused" in str(r) for r in results)
+        again = asyncio.ensure_future(links.call(BROKER, "again"))
+        await _until(lambda: len(opener.pending) == 2)
+        opener.pending[1].set_result(None)
+        return await again
+
+    assert asyncio.run(run()) is not None
+    assert len(opener.links) == 1 and opener.links[0].requests == ["again"]
+
+
+@pytest.mark.parametrize("forget", ["close", "drop"])
+def test_a_link_that_finishes_opening_after_close_or_drop_is_closed(forget):
+    links, opener = _opener_links()
+
+    async def run():
+        call = asyncio.ensure_future(links.call(BROKER, "request"))
+        await _until(lambda: opener.pending)
+        links.close() if forget == "close" else links.drop(BROKER)
+        opener.pending[0].set_result(None)
+        with pytest.raises(StateLogError, match="closed while it was opened"):
+            await call
+
+    asyncio.run(run())
+    assert len(opener.links) == 1 and opener.links[0].closed and opener.links[0].requests == []
+    assert links.links == {}
+
+
+def test_a_caller_cancelled_does_not_cancel_the_open_the_others_await():
+    links, opener = _opener_links()
+
+    async def run():
+        first = asyncio.ensure_future(links.call(BROKER, "first"))
+        second = asyncio.ensure_future(links.call(BROKER, "second"))
+        await _one_open(opener)
+        first.cancel()
+        opener.pending[0].set_result(None)
+        assert await second is not None
+        assert first.cancelled()
+
+    asyncio.run(run())
+    assert len(opener.links) == 1 and opener.links[0].requests == ["second"]
