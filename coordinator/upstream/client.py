@@ -23,6 +23,15 @@ that would close the connection.
 Bounds: a response size comes from the upstream; one outside [4, MAX_RESPONSE_BYTES] fails
 the link at once, naming the size, instead of being buffered or read (a state-topic fetch
 answer is bounded by the fetch's max bytes: anything near 1 GiB is broken).
+
+Timeouts: a request not answered within its timeout fails (UpstreamError) and closes the link
+(answers come in order: a lost one makes the connection unusable, and closing it fails the
+other requests in flight). The bound is one timer per link, not one per request (a
+`asyncio.timeout` per request cost a timer handle, its heap entry and a context manager on
+every state-topic write: docs/measurements/write-path-cost.md): each request keeps its
+deadline, and while any request is pending the link's timer is armed at or before the
+earliest deadline; when it fires, the requests past their deadline fail, and it is armed
+again for the earliest left. A caller's cancellation cancels only its own wait.
 """
 from __future__ import annotations
 
@@ -57,6 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.upstream")
 
 MAX_RESPONSE_BYTES = 1 << 30
+_NEVER = float("inf")       # the deadline of a request without a timeout
 
 
 class UpstreamError(Exception):
@@ -80,7 +90,9 @@ class UpstreamClient(asyncio.Protocol):
         self.client_id = client_id
         self._transport: asyncio.Transport | None = None
         self._buf = bytearray()
-        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        # correlation id -> (the caller's future, api key, version, deadline (loop time), timeout)
+        self._pending: dict[int, tuple[asyncio.Future[Any], int, int, float, float | None]] = {}
+        self._timer: asyncio.TimerHandle | None = None      # armed while requests are pending
         self._correlation = itertools.count(1)
         self._lost: Exception | None = None
         self._closed_here = False
@@ -220,21 +232,42 @@ class UpstreamClient(asyncio.Protocol):
         correlation_id = next(self._correlation)
         header = RequestHeader(api_key, api_version, correlation_id, self.client_id)
         payload = header.encode(request_header_version(api_key, api_version)) + encode_body(request)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (future, api_key, api_version)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        deadline = loop.time() + timeout if timeout is not None else _NEVER
+        self._pending[correlation_id] = (future, api_key, api_version, deadline, timeout)
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            if deadline != _NEVER:
+                self._timer = loop.call_at(deadline, self._expire)
         assert self._transport is not None
         self._transport.write(SIZE.pack(len(payload)) + payload)
-        try:
-            # Not wait_for: it can drop the caller's cancellation when the answer arrives in
-            # the same loop turn, and loops that heartbeat or refresh over a link stop by
-            # being cancelled (coordinator/aio.py).
-            return await within(future, timeout)
-        except TimeoutError:
-            self._pending.pop(correlation_id, None)
-            # Responses come in order: a lost one means the connection is unusable.
-            self.close()
-            raise UpstreamError(f"{api_name(api_key)} v{api_version} to {self._where()} timed out "
-                                f"after {timeout}s") from None
+        # The bare future, not wait_for: no cancellation of the caller's is dropped
+        # (coordinator/aio.py); the link's timer bounds the wait (module rules).
+        return await future
+
+    def _expire(self) -> None:
+        """The link's timer: requests past their deadline fail and the link closes (answers
+        come in order); else the timer is armed for the earliest deadline left."""
+        self._timer = None
+        if not self._pending:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        expired = [(c, entry) for c, entry in self._pending.items() if entry[3] <= now]
+        if not expired:
+            earliest = min(entry[3] for entry in self._pending.values())
+            if earliest != _NEVER:
+                self._timer = loop.call_at(earliest, self._expire)
+            return
+        for correlation_id, (future, api_key, api_version, _, timeout) in expired:
+            del self._pending[correlation_id]
+            if not future.done():
+                future.set_exception(UpstreamError(f"{api_name(api_key)} v{api_version} to {self._where()} "
+                                                   f"timed out after {timeout}s"))
+        self.close()
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -265,7 +298,7 @@ class UpstreamClient(asyncio.Protocol):
         entry = self._pending.pop(correlation_id, None)
         if entry is None:
             return  # answer to a request that already timed out
-        future, api_key, api_version = entry
+        future, api_key, api_version, _, _ = entry
         if self._retiring and not self._pending:
             asyncio.get_running_loop().call_soon(self.close)
         if future.done():
@@ -280,7 +313,10 @@ class UpstreamClient(asyncio.Protocol):
         if self._lost is None:
             self._lost = error
         pending, self._pending = self._pending, {}
-        for future, _, _ in pending.values():
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for future, *_ in pending.values():
             if not future.done():
                 future.set_exception(error)
         self.close()
