@@ -239,7 +239,8 @@ def joins(b: Bench, config: str, sides: dict[str, tuple[int, list[int]]], bootst
 
     def one(side: str, pids: list[int], log_dir: Path) -> dict[str, Any]:
         cpu0, t0 = sum(procs.cpu_seconds(p) for p in pids), time.monotonic()
-        r = clients.join_11th(clients.consumer_target(f"sbs-{config}-{side}", bootstraps[side]), partitions=22,
+        target = clients.consumer_target(f"sbs-{config}-{side}", bootstraps[side], a.join_debug)
+        r = clients.join_11th(target, partitions=22,
                               rate=a.rate, before_s=5.0, after_s=2.0, log_dir=log_dir)
         r["server_cpu_s"] = sum(procs.cpu_seconds(p) for p in pids) - cpu0
         r["wall_s"] = time.monotonic() - t0
@@ -360,6 +361,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--storm-partitions", type=int, default=2000)
     ap.add_argument("--storm-timeout", type=float, default=90.0)
     ap.add_argument("--rate", type=float, default=2000, help="11th member: records/s produced")
+    ap.add_argument("--join-debug", default="", metavar="CONTEXTS",
+                    help="11th member only: librdkafka debug contexts (e.g. cgrp,fetch,protocol,broker) in its "
+                         "log under the work directory; bench/side_by_side/join_phases.py reads them")
     ap.add_argument("--state-partitions", type=int, default=50, help="kcoord's, as offsets.topic.num.partitions")
     ap.add_argument("--kcoord-config", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--doc", type=Path, default=None, help="write the Markdown page here")

@@ -18,15 +18,37 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rebalance.scenarios import Target, run_formation, run_join
 
+JOINER = "new"     # run_join's name of the 11th member
 
-def consumer_target(label: str, bootstrap: str) -> Target:
+
+@dataclass(frozen=True)
+class JoinerDebugTarget(Target):
+    """A Target whose 11th member alone logs librdkafka's ``debug`` contexts (e.g.
+    "cgrp,fetch,protocol,broker") to its stderr file: the ten others are not slowed by their
+    logging, so the join is timed as without it, and the joiner's requests get wall-clock stamps
+    (bench/side_by_side/join_phases.py reads them)."""
+
+    joiner_debug: str = ""
+
+    def argv(self, topic: str, group: str, name: str, wait_go: bool = False) -> list[str]:
+        if name == JOINER and self.joiner_debug:
+            plain = Target(self.label, self.bootstrap, self.protocol, self.client, self.assignor,
+                           self.session_timeout_ms, self.heartbeat_interval_ms, self.debug,
+                           (*self.props, ("debug", self.joiner_debug)))
+            return plain.argv(topic, group, name, wait_go)
+        return super().argv(topic, group, name, wait_go)
+
+
+def consumer_target(label: str, bootstrap: str, joiner_debug: str = "") -> Target:
+    if joiner_debug:
+        return JoinerDebugTarget(label, bootstrap, protocol="consumer", joiner_debug=joiner_debug)
     return Target(label, bootstrap, protocol="consumer")
 
 
@@ -52,6 +74,9 @@ def join_11th(target: Target, *, partitions: int, rate: float, before_s: float, 
         "kept_partitions_paused_beyond_steady": [paused, unaffected],
         "longest_record_delay_s": f.max_record_delay_s,
         "members": [asdict(m) for m in f.members],
+        # The joiner's subscribe() on the wall clock (librdkafka's debug stamps) and its log.
+        "t_join_wall": run.t_join / 1e9 + (time.time() - time.monotonic()),
+        "joiner_log": str(run.member_logs.get(JOINER, "")),
     }
 
 
