@@ -166,6 +166,31 @@ class UpstreamLinks:
             self.drop(address)
             raise StateLogError(f"{type(request).__name__} to {address[0]}:{address[1]}: {e}") from e
 
+    def send(self, address: tuple[str, int], request: Any) -> asyncio.Future[Any]:
+        """`call` as a future, without a coroutine or a Task when the link is open (the lean
+        writer's request per write): the link's own future of the answer. Its failure is
+        read with `failed`, which drops the link as `call` does; a link to open (or one
+        without `send`) goes through `call` in a Task."""
+        link = self.links.get(address)
+        send = getattr(link, "send", None)
+        if send is None or link.closed or getattr(link, "reauthentication_due", False):  # type: ignore[union-attr]
+            return asyncio.ensure_future(self.call(address, request))
+        try:
+            answer: asyncio.Future[Any] = send(request, self.request_timeout_s)
+            return answer
+        except Exception as e:
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(self.failed(address, request, e))
+            return failed
+
+    def failed(self, address: tuple[str, int], request: Any, error: BaseException) -> StateLogError:
+        """A request `send` made failed: its link is dropped (the next request opens a new
+        one) and the outcome is unknown. A StateLogError is `call`'s (the Task's), handled."""
+        if isinstance(error, StateLogError):
+            return error
+        self.drop(address)
+        return StateLogError(f"{type(request).__name__} to {address[0]}:{address[1]}: {error}")
+
     async def bootstrap_call(self, request: Any) -> Any:
         errors = []
         for address in list(self.brokers.values()) + self.bootstrap:

@@ -32,6 +32,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -98,6 +99,7 @@ class LeanWriter:
         self._scheduled = False
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._answers: set[asyncio.Future[Any]] = set()     # the requests' answers awaited
         self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
         self._name = ("", TopicName(""))        # the topic's name: (str, kio's value)
         self._indices: dict[int, i32] = {}
@@ -111,7 +113,7 @@ class LeanWriter:
         await self._init_producer()
 
     def close(self) -> None:
-        for task in (*self._tasks, self._preparing):
+        for task in (*self._tasks, self._preparing, *self._answers):
             if task is not None:
                 task.cancel()
         error = StateLogError(f"state topic {self.topic}: writer closed")
@@ -167,7 +169,7 @@ class LeanWriter:
         self._waiting = keep
         for address, appends in by_broker.items():
             self._requests[address] += 1
-            self._spawn(self._produce(address, appends))
+            self._produce(address, appends)
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -230,7 +232,9 @@ class LeanWriter:
             self.sequences[a.partition] = (sequence + len(a.records)) % 2**31
         return a.batch
 
-    async def _produce(self, address: tuple[str, int], appends: list[_Append]) -> None:
+    def _produce(self, address: tuple[str, int], appends: list[_Append]) -> None:
+        """One ProduceRequest of `appends`; its answer is taken by `_produced`, a callback on
+        the link's future (no Task and coroutine per request: write-path-cost.md)."""
         m = _PRODUCE_MODULE
         timeout_ms = int(self.links.request_timeout_s * 1000)
         if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
@@ -249,16 +253,26 @@ class LeanWriter:
                 for a in appends)),))
         self.requests_sent += 1
         self.batches_sent += len(appends)
+        answer = self.links.send(address, request)
+        self._answers.add(answer)
+        answer.add_done_callback(partial(self._produced, address, appends, request))
+
+    def _produced(self, address: tuple[str, int], appends: list[_Append], request: Any,
+                  answer: asyncio.Future[Any]) -> None:
+        self._answers.discard(answer)
         retry: list[_Append] = []
         try:
-            try:
-                response = await self.links.call(address, request)
-            except StateLogError as e:
+            if answer.cancelled():      # close(): its appends failed there
+                return
+            error = answer.exception()
+            if error is not None:
+                e = self.links.failed(address, request, error)
                 # Outcome unknown: the same bytes again (a batch that landed is deduplicated).
                 log.debug("state topic %s: produce to %s:%d failed (%s); retrying", self.topic, *address, e)
                 self.links.leaders.clear()
                 retry = appends
                 return
+            response = answer.result()
             answers = {int(p.index): p for t in response.responses for p in t.partition_responses}
             for a in appends:
                 self._answered(a, answers.get(a.partition), retry)

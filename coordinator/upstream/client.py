@@ -222,6 +222,15 @@ class UpstreamClient(asyncio.Protocol):
 
     async def request(self, request: Any, timeout: float = 10.0) -> Any:
         """Send a kio request at its class's version and wait for the decoded response."""
+        # The bare future, not wait_for: no cancellation of the caller's is dropped
+        # (coordinator/aio.py); the link's timer bounds the wait (module rules).
+        return await self.send(request, timeout)
+
+    def send(self, request: Any, timeout: float | None = 10.0) -> asyncio.Future[Any]:
+        """`request` without its coroutine: the future of the decoded response (UpstreamError
+        when the link fails or the answer is late), for callers that take the answer in a
+        callback (the lean state-topic writer, a request per write). Raises UpstreamError at
+        once on a closed link or an expired session."""
         if self.closed:
             raise UpstreamError(f"connection to {self._where()} is closed")
         if self.session_expired:
@@ -244,9 +253,7 @@ class UpstreamClient(asyncio.Protocol):
                 self._timer = loop.call_at(deadline, self._expire)
         assert self._transport is not None
         self._transport.write(SIZE.pack(len(payload)) + payload)
-        # The bare future, not wait_for: no cancellation of the caller's is dropped
-        # (coordinator/aio.py); the link's timer bounds the wait (module rules).
-        return await future
+        return future
 
     def _expire(self) -> None:
         """The link's timer: requests past their deadline fail and the link closes (answers

@@ -195,3 +195,54 @@ def test_a_caller_cancelled_does_not_cancel_the_open_the_others_await():
 
     asyncio.run(run())
     assert len(opener.links) == 1 and opener.links[0].requests == ["second"]
+
+
+class _SendingLink(Link):
+    """A link with `send`: the future of each answer, completed by the test."""
+
+    def __init__(self) -> None:
+        super().__init__([_answer(ErrorCode.none)])
+        self.sent: list[asyncio.Future] = []
+        self.refuse: Exception | None = None
+
+    def send(self, request, timeout: float = 0):
+        if self.refuse is not None:
+            raise self.refuse
+        self.requests.append(request)
+        self.sent.append(asyncio.get_running_loop().create_future())
+        return self.sent[-1]
+
+
+def test_send_on_an_open_link_is_its_future_and_a_failure_drops_the_link():
+    link = _SendingLink()
+    links = _links(link)
+
+    async def run():
+        await links.link(BROKER)
+        answer = links.send(BROKER, "request")
+        assert answer is link.sent[0]              # the link's own future, no Task between
+        answer.set_exception(OSError("reset"))
+        error = links.failed(BROKER, "request", answer.exception())
+        assert isinstance(error, StateLogError) and "reset" in str(error)
+        assert link.closed and BROKER not in links.links
+        link.closed, link.refuse = False, OSError("session expired")
+        links.links[BROKER] = link
+        refused = links.send(BROKER, "again")
+        assert isinstance(refused.exception(), StateLogError) and "session expired" in str(refused.exception())
+        assert link.closed and BROKER not in links.links
+
+    asyncio.run(run())
+
+
+def test_send_without_an_open_link_opens_one_through_call():
+    link = Link([_answer(ErrorCode.none)])       # no `send`: every request goes through `call`
+    opened: list = []
+    links = _links(link, opened)
+
+    async def run():
+        answer = links.send(BROKER, "request")
+        assert await answer is not None
+        assert links.failed(BROKER, "request", StateLogError("call's own")).args == ("call's own",)
+
+    asyncio.run(run())
+    assert len(opened) == 1 and link.requests == ["request"] and not link.closed

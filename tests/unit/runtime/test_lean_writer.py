@@ -66,6 +66,13 @@ class Broker:
         log.append((offset, batch))
         return ErrorCode.none, offset
 
+    def send(self, address, request) -> asyncio.Future:
+        return asyncio.ensure_future(self.call(address, request))
+
+    def failed(self, address, request, error: BaseException) -> StateLogError:
+        assert isinstance(error, StateLogError)     # call's own: the writer only retries
+        return error
+
     async def call(self, address, request) -> SimpleNamespace:
         assert address == BROKER and int(request.acks) == -1
         parts = [(int(p.index), p.records) for t in request.topic_data for p in t.partition_data]
@@ -301,3 +308,46 @@ def test_the_produce_request_encoder_writes_kios_bytes(txn, acks, timeout, topic
     buf = io.BytesIO()
     entity_writer(type(msg))(buf, msg)
     assert FAST_ENCODERS[type(msg)] is not None and encode_body(msg) == buf.getvalue()
+
+
+def test_a_broker_that_never_answers_fails_the_append_within_its_deadline():
+    """Real links (UpstreamLinks over UpstreamClient) to a broker that reads every request and
+    answers none: each request fails at the link's request timeout and is resent, and the
+    append fails once its delivery deadline passed; the bound holds with no per-request timer."""
+    from coordinator.runtime.fenced_links import UpstreamLinks
+    from coordinator.upstream.client import open_plain_link
+
+    async def run():
+        received = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while data := await reader.read(65536):
+                received.append(len(data))
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        address = ("127.0.0.1", server.sockets[0].getsockname()[1])
+        links = UpstreamLinks([address], "__state", open_plain_link, request_timeout_s=0.05,
+                              fetch_max_bytes=1024)
+        broker = Broker()
+
+        async def metadata() -> None:
+            links.brokers, links.leaders = {1: address}, {0: 1}
+        links.refresh_metadata = metadata           # type: ignore[method-assign]
+        links.bootstrap_call = broker.bootstrap_call  # type: ignore[method-assign]
+        writer = LeanWriter(links, "__state", delivery_timeout_s=0.3)
+        await writer.start()
+        try:
+            async with asyncio.timeout(10):         # far above the deadline: no hang
+                with pytest.raises(StateLogError, match="not acknowledged within"):
+                    await writer.append(0, records(1), 0)
+        finally:
+            writer.close()
+            links.close()
+            server.close()
+            await server.wait_closed()
+        return writer, received
+
+    writer, received = asyncio.run(run())
+    assert writer.requests_sent >= 1 and received                # the Produce reached the broker
+    assert writer.producer_id == -1                               # its sequence is in doubt
