@@ -2,8 +2,14 @@
 
 Values are ``<seq>:<CLOCK_MONOTONIC ns at send>``, so a consumer's "record" event gives
 the record's end-to-end delay on one clock (consumer processes stamp with the same clock).
-Partitions: librdkafka's default for null keys (random per record), so every partition
-of the topic receives about rate/partitions records per second.
+Partitions: one at random per record (librdkafka's partitioner for null keys with
+``sticky.partitioning.linger.ms`` 0), so every partition of the topic receives about
+rate/partitions records per second, spread over time. librdkafka's default (10 ms) keeps
+one partition for 10 ms, so each partition got a burst of ~20 records every ~220 ms at
+2,000 records/s over 22 partitions; a member handed a partition between two bursts then
+waited up to a Fetch long-poll for its first record, and the join rows measured where the
+next burst landed instead of the handoff (docs/measurements/side-by-side.md, "the tuned
+11th member, phase by phase").
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ class PacedProducer:
         self.sent = 0
         self.delivered = 0
         self.failed = 0
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": 1})
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": 1,
+                                   "sticky.partitioning.linger.ms": 0})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"paced-{topic}", daemon=True)
 
