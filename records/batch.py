@@ -100,10 +100,12 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, base_of
         if builder.append(delta, timestamp_ms, key, value, []) is None:
             raise ValueError("record batch is full")  # cannot happen with an int32 max size
     out = builder.build()
-    # aiokafka builds what a producer sends (base offset 0, no leader epoch);
-    # neither field is covered by the CRC, so they can be set afterwards.
-    _I64.pack_into(out, 0, base_offset)
-    _I32.pack_into(out, _LEADER_EPOCH_AT, partition_leader_epoch)
+    # aiokafka builds what a producer sends (base offset 0, leader epoch -1: the lean
+    # writer's batch as it is, a batch per write); neither field is covered by the CRC, so
+    # others are set afterwards.
+    if base_offset != 0 or partition_leader_epoch != -1:
+        _I64.pack_into(out, 0, base_offset)
+        _I32.pack_into(out, _LEADER_EPOCH_AT, partition_leader_epoch)
     return bytes(out)
 
 

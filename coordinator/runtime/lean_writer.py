@@ -147,19 +147,20 @@ class LeanWriter:
         self._scheduled = False
         if not self._waiting or self._preparing is not None:
             return
-        links = self.links
-        if self.producer_id < 0 or any(links.brokers.get(links.leaders.get(a.partition, -1)) is None
-                                       for a in self._waiting):
+        brokers, leaders = self.links.brokers, self.links.leaders
+        # Each append's leader looked up once (a list, not a generator per send: a send per write).
+        addresses = [brokers.get(leaders.get(a.partition, -1)) for a in self._waiting]
+        if self.producer_id < 0 or None in addresses:
             self._preparing = self._spawn(self._prepare())
             return
         now = time.monotonic()
         by_broker: dict[tuple[str, int], list[_Append]] = defaultdict(list)
         keep = []
-        for a in self._waiting:
+        for a, address in zip(self._waiting, addresses):
             if a.deadline < now:
                 self._expired(a)
                 continue
-            address = links.brokers[links.leaders[a.partition]]
+            assert address is not None
             if a.partition in self._sending or self._requests[address] >= MAX_REQUESTS_IN_FLIGHT:
                 keep.append(a)
                 continue
