@@ -44,12 +44,16 @@ Each side also counts the instants a task was active on two instances at once (a
 of tests/support/streams_app.py, from the "tasks" lines over the whole measurement): 0 expected.
 The start's diagnosis (printed per run, kept in ``--json``; no figure of the table): each
 instance's timeline from the last "ready" line (its first task, its task-set changes, its
-REBALANCING spans: streams_rebalance_lines.start_timeline), the instances' JVM CPU seconds, and
+REBALANCING spans: streams_rebalance_lines.start_timeline), the instances' JVM CPU seconds (in
+all, and together per half second from the origin: on the 2-core machine 1.0 is all of it), the
+whole machine's busy cores per half second from before the JVMs start (/proc/stat), and
 for each side's servers (the broker; kcoord) the CPU seconds over the start window, per half
 second, with kcoord's StreamsGroupHeartbeat answers and forwarded requests from its metrics
 endpoint (bench/streams_rebalance_probe.py); and the coordinator's own account of the group
 (bench/streams_rebalance_groups.py: Kafka's server.log, kcoord's state topic): when each member
-joined, when the topology was validated, who had joined by then, each member's first target.
+joined, when the topology was validated, who had joined by then, each member's first target,
+and when each was first handed active tasks (kcoord's records name the instance: the timelines
+then also get the client's own time from that answer to its first task open and RUNNING).
 Every start's lines are kept in the work dir (start-events.jsonl). ``--kcoord-initial-delay-ms``
 runs the tuned kcoord sides with an initial rebalance delay: an experiment, not their row.
 ``--kcoord-log-level`` (e.g. ``INFO,kcoord.streams=DEBUG``: every StreamsGroupHeartbeat
@@ -256,8 +260,12 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
     def settled() -> bool:
         return stable(apps, tasks, side.protocol)
     probes = {n: probe.Probe(pid, port).start() for n, (pid, port) in side.watched.items()}
+    probes[MACHINE_PROBE] = probe.Probe(0).start()      # the whole machine, from before the JVMs start
     try:
         launch(apps)
+        # the JVMs too (from their ready lines on: launch waits for them): their share of the machine
+        jvms = {x.name: probe.Probe(x.process.pid).start() for x in apps if x.process is not None}
+        probes.update({f"{INSTANCE_PROBE}{n}": p for n, p in jvms.items()})
         wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: {len(apps)} instances stable "
                    f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         events = [x.events() for x in apps]
@@ -266,6 +274,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         if side.group_timeline is not None:
             diagnosis["group"] = side.group_timeline(name, diagnosis["origin_wall"])
             log(f"    the group's records: {diagnosis['group']}")
+            hand_to_open(diagnosis)
         keep_lines(apps, work / name / "start-events.jsonl", "the start's diagnosis")
         before_join = time.monotonic_ns()
         joiner = instance(a.instances)
@@ -309,6 +318,12 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             shutil.rmtree(work / name / f"i{i}", ignore_errors=True)
 
 
+# the start's probes of the instances' JVMs are named with this prefix, the whole machine's
+# MACHINE_PROBE (the others: the side's servers)
+INSTANCE_PROBE = "instance "
+MACHINE_PROBE = "machine"
+
+
 def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], start_s: float) -> dict[str, Any]:
     """Where the start's time went (no assertion): each instance's timeline from the last
     "ready" (lines.start_timeline), their summary, the JVMs' CPU seconds so far, and each
@@ -325,18 +340,53 @@ def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], star
     # The origin on the wall clock too, to line the timelines up with the servers' logs (Kafka's
     # GroupMetadataManager lines) and the state topic's record timestamps (kcoord's group records).
     origin_wall = time.time() - (time.monotonic_ns() - origin) / NS
+    stopped = {n: p.stop(origin) for n, p in probes.items()}
+    per_half: dict[float, float] = {}
+    for n, figures in stopped.items():
+        if n.startswith(INSTANCE_PROBE):
+            for at, cpu in figures.get("cpu_per_half_s", []):
+                per_half[at] = per_half.get(at, 0.0) + cpu
     out = {"start_s": round(start_s, 3), "origin_wall": round(origin_wall, 3),
            "summary": lines.start_summary(list(timelines.values())),
-           "instances_cpu_s": round(sum(jvm_cpu), 1), "servers": {n: p.stop(origin) for n, p in probes.items()},
+           "instances_cpu_s": round(sum(jvm_cpu), 1),
+           # all the instances' CPU seconds per half second from the origin (2 cores: 1.0 is all)
+           "instances_cpu_per_half_s": [(at, round(cpu, 2)) for at, cpu in sorted(per_half.items())],
+           # the whole machine's busy cores per half second, from before the JVMs started
+           "machine_busy_cores": [(at, round(cpu * 2, 2))
+                                  for at, cpu in stopped[MACHINE_PROBE].get("cpu_per_half_s", [])]
+           if MACHINE_PROBE in stopped else None,
+           "servers": {n: f for n, f in stopped.items() if not n.startswith(INSTANCE_PROBE) and n != MACHINE_PROBE},
            "timelines": timelines}
     print_diagnosis(out)
     return out
 
 
+def hand_to_open(d: dict[str, Any]) -> None:
+    """Each instance's time from the coordinator's first answer with active tasks for it (the
+    group's records, keyed by instance where the coordinator keeps client ids: kcoord's) to its
+    first task open and its first RUNNING with tasks: the client's own share of the start
+    (docs/measurements/streams-rebalance.md, the seventh section). Kept in the timelines."""
+    handed = (d.get("group") or {}).get("first_handed_s") or {}
+    shares = []
+    for name, t in d["timelines"].items():
+        at = handed.get(name)
+        if at is None:
+            continue
+        t["handed"] = at
+        t["hand_to_open_s"] = None if t["first_task_open"] is None else round(t["first_task_open"] - at, 3)
+        t["hand_to_running_s"] = (None if t["first_running_with_task"] is None
+                                  else round(t["first_running_with_task"] - at, 3))
+        shares.append(f"{name} {at} +{t['hand_to_open_s']} open +{t['hand_to_running_s']} RUNNING")
+    if shares:
+        log("    first handed -> first open, RUNNING: " + "; ".join(shares))
+
+
 def print_diagnosis(d: dict[str, Any]) -> None:
     wall = time.strftime("%H:%M:%S", time.gmtime(d["origin_wall"])) + f".{int(d['origin_wall'] % 1 * 1000):03d} UTC"
     log(f"    start {d['start_s']:.2f} s (origin: the last ready line, {wall}); {d['summary']}; "
-        f"the instances' JVMs used {d['instances_cpu_s']} CPU s")
+        f"the instances' JVMs used {d['instances_cpu_s']} CPU s; per half second from the origin "
+        f"{d.get('instances_cpu_per_half_s')}; the machine's busy cores per half second {d.get('machine_busy_cores')} "
+        f"(of {os.cpu_count()})")
     for name, s in d["servers"].items():
         log(f"    {name}: " + "; ".join(f"{k} {v}" for k, v in s.items()))
     for name, t in d["timelines"].items():

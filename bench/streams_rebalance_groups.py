@@ -4,7 +4,11 @@ server.log, and kcoord's group records in its state topic (read with `kcoord off
 each record's batch timestamp the wall clock kcoord wrote it at). Both give when each member
 joined, when the topology was first validated (its internal topics seen), how many members
 had joined by then, and the most active tasks one member was assigned in the first target
-after that: a member given many tasks early must release most of them to the later ones.
+after that: a member given many tasks early must release most of them to the later ones. And
+when each member was first handed active tasks (`first_handed_s`: the answer that gave it its
+first ones; kcoord's record 22, keyed by the instance its client id names; Kafka's "new
+assignment state" line, keyed by member id): from there to the instance's first task open is
+the client's own time (docs/measurements/streams-rebalance.md, the seventh section).
 
 Rules: diagnosis only; times are seconds from the caller's origin (wall clock, seconds); a log
 or a dump that cannot be read gives {"error": ...}, never an exception.
@@ -24,12 +28,19 @@ REPO = Path(__file__).resolve().parents[1]
 _KAFKA_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] ")
 
 
-def _summary(joins: list[float], ready: float | None, first_active: list[int], origin: float) -> dict[str, Any]:
+def _summary(joins: list[float], ready: float | None, first_active: list[int], origin: float,
+             handed: dict[str, float]) -> dict[str, Any]:
     def s(t: float | None) -> float | None:
         return None if t is None else round(t - origin, 3)
     return {"joins": len(joins), "first_join": s(min(joins, default=None)), "last_join": s(max(joins, default=None)),
             "topology_ready": s(ready), "joined_by_ready": sum(1 for j in joins if ready is not None and j <= ready),
-            "first_target_after_ready_active_per_member": sorted(first_active, reverse=True)}
+            "first_target_after_ready_active_per_member": sorted(first_active, reverse=True),
+            "first_handed_s": {who: s(t) for who, t in sorted(handed.items(), key=lambda kv: kv[1])}}
+
+
+def _instance(client_id: str) -> str:
+    """The instance a Streams client id names ("<name>-StreamThread-1-consumer" -> "<name>")."""
+    return client_id.split("-StreamThread-")[0]
 
 
 def kafka_group(log_path: Path, group: str, origin_wall: float) -> dict[str, Any]:
@@ -37,6 +48,7 @@ def kafka_group(log_path: Path, group: str, origin_wall: float) -> dict[str, Any
     joins: list[float] = []
     ready: float | None = None
     first_active: dict[str, int] = {}
+    handed: dict[str, float] = {}
     try:
         text = log_path.read_text(errors="replace")
     except OSError as e:
@@ -49,10 +61,13 @@ def kafka_group(log_path: Path, group: str, origin_wall: float) -> dict[str, Any
             joins.append(t)
         elif ready is None and re.search(r"validated topic epoch (\d+)", line):
             ready = t
-        elif ready is not None and "new assignment state" in line and (a := re.search(
+        elif "new assignment state" in line and (a := re.search(
                 r"\[MemberId ([^\]]+)\].*assignedTasks=\(active=\[([^\]]*)\]", line)):
-            first_active.setdefault(a.group(1), a.group(2).count("@"))
-    return _summary(joins, ready, list(first_active.values()), origin_wall)
+            if a.group(2).count("@"):
+                handed.setdefault(a.group(1), t)
+            if ready is not None:
+                first_active.setdefault(a.group(1), a.group(2).count("@"))
+    return _summary(joins, ready, list(first_active.values()), origin_wall, handed)
 
 
 def kcoord_group(bootstrap: str, state_topic: str, group: str, origin_wall: float) -> dict[str, Any]:
@@ -63,11 +78,22 @@ def kcoord_group(bootstrap: str, state_topic: str, group: str, origin_wall: floa
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": f"{e}"}
+    got = dump_summary(dump.stdout.splitlines(), group, origin_wall)
+    if got is None:
+        return {"error": f"no records of {group} in {state_topic} (exit {dump.returncode}: {dump.stderr[-300:]})"}
+    return got
+
+
+def dump_summary(dump_lines: list[str], group: str, origin_wall: float) -> dict[str, Any] | None:
+    """The summary from the lines of ``kcoord offsets dump`` (one JSON record each), or None
+    without any record of ``group``."""
     joins: dict[str, float] = {}
     ready: float | None = None
     first_active: dict[str, int] = {}
+    clients: dict[str, str] = {}
+    handed: dict[str, float] = {}
     records = []
-    for line in dump.stdout.splitlines():
+    for line in dump_lines:
         try:
             r = json.loads(line)
         except ValueError:
@@ -78,11 +104,15 @@ def kcoord_group(bootstrap: str, state_topic: str, group: str, origin_wall: floa
         t, kind, key, value = r["timestamp"] / 1000, r["type"], r["key"], r["value"]
         if kind == "STREAMS_GROUP_MEMBER_METADATA":
             joins.setdefault(key["member_id"], t)
+            clients.setdefault(key["member_id"], _instance(value.get("client_id") or key["member_id"]))
+        elif kind == "STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT" and any(x.get("partitions")
+                                                                       for x in value.get("active_tasks", [])):
+            handed.setdefault(clients.get(key["member_id"], key["member_id"]), t)
         elif kind == "STREAMS_GROUP_METADATA" and ready is None and value.get("validated_topology_epoch", -1) >= 0:
             ready = t
         elif kind == "STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER" and ready is not None:
             first_active.setdefault(key["member_id"], sum(len(x.get("partitions", []))
                                                           for x in value.get("active_tasks", [])))
     if not records:
-        return {"error": f"no records of {group} in {state_topic} (exit {dump.returncode}: {dump.stderr[-300:]})"}
-    return _summary(list(joins.values()), ready, list(first_active.values()), origin_wall)
+        return None
+    return _summary(list(joins.values()), ready, list(first_active.values()), origin_wall, handed)

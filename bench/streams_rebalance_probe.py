@@ -24,6 +24,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 HEARTBEAT = "StreamsGroupHeartbeat"
 
 
+def machine_busy_seconds() -> float:
+    """The whole machine's busy CPU seconds, all cores (/proc/stat's first line: every column
+    but idle and iowait): what the benchmark's processes and anything else running used."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / TICK
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of ``pid`` (all its threads), in seconds."""
     with open(f"/proc/{pid}/stat") as f:
@@ -59,10 +67,12 @@ def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float
 
 
 class Probe:
-    """Samples one process (and, with ``metrics_port``, its kcoord metrics) from start() to stop()."""
+    """Samples one process (and, with ``metrics_port``, its kcoord metrics) from start() to stop();
+    ``pid`` 0: the whole machine (machine_busy_seconds)."""
 
     def __init__(self, pid: int, metrics_port: int | None = None) -> None:
         self.pid, self.metrics_port = pid, metrics_port
+        self._read = machine_busy_seconds if pid == 0 else lambda: cpu_seconds(pid)
         self.cpu: list[tuple[int, float]] = []
         self.metrics: list[tuple[int, dict[str, Any]]] = []
         self.metrics_error: str | None = None      # the first failed scrape, said in the figures
@@ -80,7 +90,7 @@ class Probe:
         next_metrics = 0.0
         while not self._stop.is_set():
             try:
-                self.cpu.append((time.monotonic_ns(), cpu_seconds(self.pid)))
+                self.cpu.append((time.monotonic_ns(), self._read()))
             except OSError:
                 return
             if time.monotonic() >= next_metrics:

@@ -3,8 +3,14 @@ instance's start timeline from its own lines (bench/streams_rebalance_lines.py) 
 account from Kafka's server.log (bench/streams_rebalance_groups.py)."""
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+from coordinator.group.streams import records as rh
+from coordinator.group.streams.model import StreamsMember, Tasks
+from ops.recordjson import to_dict, type_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
@@ -83,8 +89,37 @@ def test_kafkas_log_gives_the_joins_the_validated_topology_and_the_first_target(
     origin = 1796005621.905      # 2026-11-30 02:27:01.905 UTC, the first join
     got = groups.kafka_group(log, "g", origin)
     assert got == {"joins": 2, "first_join": 0.0, "last_join": 0.595, "topology_ready": 2.192, "joined_by_ready": 2,
-                   "first_target_after_ready_active_per_member": [3, 1]}
+                   "first_target_after_ready_active_per_member": [3, 1],
+                   "first_handed_s": {"BBBB": 2.199, "AAAA": 2.202}}
 
 
 def test_an_unreadable_log_is_said_not_raised(tmp_path: Path) -> None:
     assert "error" in groups.kafka_group(tmp_path / "missing.log", "g", 0.0)
+
+
+def dumped(at_ms: int, record) -> str:
+    """One line of `kcoord offsets dump` for ``record`` (ops/show.py's shape)."""
+    return json.dumps({"timestamp": at_ms, "type": type_name(int(record.key.record_type)),
+                       "key": to_dict(record.key), "value": to_dict(record.value)})
+
+
+def test_kcoords_state_topic_names_each_instance_by_its_client_and_when_it_was_first_handed_tasks() -> None:
+    early = StreamsMember("AAAA", client_id="app-i3-StreamThread-1-consumer")
+    late = StreamsMember("BBBB", client_id="app-i7-StreamThread-1-consumer")
+    one, two = Tasks(frozenset({("0", 1)}), frozenset(), frozenset()), Tasks(frozenset({("0", 2)}), frozenset(),
+                                                                            frozenset())
+    dump = [dumped(1000, rh.member_metadata("g", early)),
+            dumped(1100, rh.current_assignment("g", replace(early, member_epoch=2))),      # joined with nothing
+            dumped(1200, rh.member_metadata("other", late)),
+            dumped(1300, rh.member_metadata("g", late)),
+            dumped(1400, rh.current_assignment("g", replace(late, member_epoch=3, assigned=one,
+                                                            active_epochs={("0", 1): 3}))),
+            dumped(1500, rh.current_assignment("g", replace(early, member_epoch=4, assigned=two,
+                                                            active_epochs={("0", 2): 4}))),
+            dumped(1600, rh.current_assignment("g", replace(late, member_epoch=4, assigned=one,
+                                                            active_epochs={("0", 1): 3})))]
+    got = groups.dump_summary(dump, "g", 1.0)
+    assert got is not None
+    assert got["first_handed_s"] == {"app-i7": 0.4, "app-i3": 0.5}
+    assert got["joins"] == 2
+    assert groups.dump_summary(dump, "missing", 1.0) is None
