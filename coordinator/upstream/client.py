@@ -93,6 +93,7 @@ class UpstreamClient(asyncio.Protocol):
         # correlation id -> (the caller's future, api key, version, deadline (loop time), timeout)
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int, float, float | None]] = {}
         self._timer: asyncio.TimerHandle | None = None      # armed while requests are pending
+        self._kinds: dict[type, tuple[int, int, bytes, bytes]] = {}     # `_kind`, per request class
         self._correlation = itertools.count(1)
         self._lost: Exception | None = None
         self._closed_here = False
@@ -237,10 +238,12 @@ class UpstreamClient(asyncio.Protocol):
             self.close()
             raise UpstreamError(f"the SASL session with {self._where()} expired "
                                 f"(lifetime {self.session_lifetime_ms} ms, KIP-368): reconnect")
-        api_key, api_version = int(request.__api_key__), int(request.__version__)
+        kind = self._kinds.get(type(request))
+        if kind is None:
+            kind = self._kind(request)
+        api_key, api_version, head, tail = kind
         correlation_id = next(self._correlation)
-        header = RequestHeader(api_key, api_version, correlation_id, self.client_id)
-        payload = header.encode(request_header_version(api_key, api_version)) + encode_body(request)
+        body = encode_body(request)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         deadline = loop.time() + timeout if timeout is not None else _NEVER
@@ -252,8 +255,19 @@ class UpstreamClient(asyncio.Protocol):
             if deadline != _NEVER:
                 self._timer = loop.call_at(deadline, self._expire)
         assert self._transport is not None
-        self._transport.write(SIZE.pack(len(payload)) + payload)
+        self._transport.write(b"".join((SIZE.pack(8 + len(tail) + len(body)), head, SIZE.pack(correlation_id),
+                                        tail, body)))
         return future
+
+    def _kind(self, request: Any) -> tuple[int, int, bytes, bytes]:
+        """A request class's api key, version and header bytes around the correlation id
+        (`RequestHeader.encode`'s, with this link's client id), kept per class: the header
+        is the same on every request of a class but that id (a request per write)."""
+        api_key, api_version = int(request.__api_key__), int(request.__version__)
+        header = RequestHeader(api_key, api_version, 0, self.client_id).encode(
+            request_header_version(api_key, api_version))
+        kind = self._kinds[type(request)] = (api_key, api_version, header[:4], header[8:])
+        return kind
 
     def _expire(self) -> None:
         """The link's timer: requests past their deadline fail and the link closes (answers

@@ -85,3 +85,42 @@ async def test_the_link_timer_bounds_every_request_it_carries():
     finally:
         server.close()
         await server.wait_closed()
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def close(self) -> None: ...
+
+
+@pytest.mark.parametrize("client_id", ["kcoord-state", None, ""])
+async def test_each_request_frame_is_the_header_encoders_and_the_body_encoders(client_id):
+    """The header kept per request class (`UpstreamClient._kind`) writes the bytes
+    RequestHeader.encode writes for every correlation id: header v1 and v2 (flexible), with
+    and without a client id."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+    from kio.schema.metadata.v9.request import MetadataRequest
+
+    from coordinator.protocol.apis import request_header_version
+    from coordinator.protocol.codec import encode_body
+    from coordinator.protocol.framing import SIZE, RequestHeader
+
+    link = UpstreamClient(("127.0.0.1", 1), client_id)     # type: ignore[arg-type]
+    transport = _Transport()
+    link.connection_made(transport)                         # type: ignore[arg-type]
+    requests = [ApiVersionsRequest(), ApiVersionsV3(client_software_name="kcoord", client_software_version="1"),
+                MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                include_cluster_authorized_operations=False,
+                                include_topic_authorized_operations=False)] * 2
+    for request in requests:
+        link.send(request, timeout=None)
+    for correlation_id, (request, frame) in enumerate(zip(requests, transport.written), start=1):
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        payload = RequestHeader(api_key, version, correlation_id, client_id).encode(
+            request_header_version(api_key, version)) + encode_body(request)
+        assert frame == SIZE.pack(len(payload)) + payload
+    assert link._timer is None                              # no timeout, no timer
