@@ -347,13 +347,14 @@ class UpstreamClient(asyncio.Protocol):
 
 
 def _decode(frame: bytes, api_key: int, api_version: int) -> Any:
-    _, offset = decode_response_header(frame, response_header_version(api_key, api_version))
-    if api_key == PRODUCE and api_version == 9:
-        # The state topic's acknowledgement, one per write: its common shape read at fixed
+    if api_key == PRODUCE and api_version == 9 and len(frame) > 9 and frame[8] == 0:
+        # The state topic's acknowledgement, one per write: its header (v1: the correlation
+        # id, then a tagged-field count, 0 here) and its body's common shape read at fixed
         # offsets (produce_answer.py); anything else is decoded below as before.
-        answer = read_produce_v9(frame, offset)
+        answer = read_produce_v9(frame, 9)
         if answer is not None:
             return answer
+    _, offset = decode_response_header(frame, response_header_version(api_key, api_version))
     try:
         return decode_body(response_class(api_key, api_version), frame, offset)
     except BodyError:
