@@ -58,6 +58,7 @@ from .membership import (
     group_settings,
     heartbeat_interval_ms,
     note_join,
+    note_validated,
     rebalance_key,
     release_due_ms,
     remember_due,
@@ -251,6 +252,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         soft.initial_delay_until_ms = now_ms + settings.initial_rebalance_delay_ms
     if joining:
         note_join(soft, group, settings, now_ms)
+    if validated >= 0 > group.validated_topology_epoch:
+        note_validated(soft, now_ms)
     if req.shutdown_application:
         soft.shutdown_requester = mid
 
@@ -278,7 +281,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             held_until = when
             statuses.append((ASSIGNMENT_DELAYED,
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
-    trickle = trickle_cap(soft, settings, now_ms)
+    trickle = trickle_cap(soft, settings, now_ms, configured.is_ready())
     cap = None if trickle is None else trickle[0]
     uncapped = None
     if cap is None:     # released tasks handed together (release.py)

@@ -18,8 +18,9 @@ Rules:
   waits until no member joined for that long, but never past
   max(initial rebalance delay, `initial_rebalance_quiet_max_ms`) after the first join. A
   target without tasks (the topology not ready yet) does not end it, so the first tasks are
-  handed out once the joins pause, not as soon as the internal topics appear. Soft, like the
-  initial delay: a reload computes the target at once (timers.on_loaded);
+  handed out once the joins pause, not as soon as the internal topics appear; the topology's
+  validation moves the hold on as a join does (`note_validated`). Soft, like the initial
+  delay: a reload computes the target at once (timers.on_loaded);
 - its trickle (`initial_rebalance_quiet_tasks` = k > 0, with the hold on): the hold no longer
   holds the target back; targets are computed at every join as without it, but until the hold
   ends (the same quiet period and bound) each member is handed at most k active tasks, the
@@ -155,6 +156,16 @@ def note_join(soft: Soft, group: StreamsGroup, settings: StreamsSettings, now_ms
         soft.quiet_hold = (soft.quiet_hold[0], now_ms)
 
 
+def note_validated(soft: Soft, now_ms: int) -> None:
+    """The topology was validated (its internal topics appeared) while the quiet hold lasts:
+    that moves the hold on as a join does. No member can be handed a task before it, and the
+    topics' creation can outlast the quiet period: without this a lone first member would be
+    handed every task at the validation, just before the next joins make it revoke most of them
+    (docs/measurements/streams-rebalance.md, the seventh section: 2 starts of 9)."""
+    if soft.quiet_hold is not None:
+        soft.quiet_hold = (soft.quiet_hold[0], max(soft.quiet_hold[1], now_ms))
+
+
 def quiet_until(soft: Soft, settings: StreamsSettings) -> int | None:
     """When the quiet hold lets the first target with tasks be computed, or None without one."""
     if soft.quiet_hold is None:
@@ -172,16 +183,18 @@ def end_quiet_hold(soft: Soft, target: dict[str, Tasks], settings: StreamsSettin
         soft.quiet_hold = None
 
 
-def trickle_cap(soft: Soft, settings: StreamsSettings, now_ms: int) -> tuple[int, int] | None:
+def trickle_cap(soft: Soft, settings: StreamsSettings, now_ms: int, ready: bool) -> tuple[int, int] | None:
     """(k, when the hold may end) while the quiet hold's trickle caps what members are handed,
-    else None; the hold ends here once its time has come."""
+    else None; the hold ends here once its time has come and the topology is ready (before,
+    there is nothing to hand, and its validation moves the hold on: `note_validated`)."""
     if settings.initial_rebalance_quiet_tasks <= 0:
         return None
     until = quiet_until(soft, settings)
     if until is None:
         return None
     if now_ms >= until:
-        soft.quiet_hold = None
+        if ready:
+            soft.quiet_hold = None
         return None
     return settings.initial_rebalance_quiet_tasks, until
 

@@ -149,3 +149,46 @@ def test_with_k_at_most_the_final_share_no_member_ever_revokes():
         assert group.state() is StreamsGroupState.STABLE, (members, partitions)
         loads = sorted(len(m.assigned.active) for m in group.members.values())
         assert sum(loads) == 2 * partitions and loads[-1] - loads[0] <= 1, (members, partitions, loads)
+
+
+def test_the_topologys_validation_moves_the_hold_on_like_a_join():
+    """A lone first member whose internal topics appear only after the quiet period (their
+    creation took longer than it on a loaded cluster) is capped from the validation on, not
+    handed every task just before the next member joins (which would make it revoke most of
+    them): the quiet period runs from the later of the last join and the validation."""
+    d = _driver()
+    d.shard.image = image(input=8)                   # the repartition topic and changelog not created yet
+    app = App(d)
+    assert app.join("m0", "p0", TOP).tasks() == set()
+    d.advance(600)                                   # past the quiet period (500 ms) with no other join
+    assert app.beat("m0").tasks() is None            # still nothing to hand: the hold stays
+    d.advance(100)
+    d.shard.image = IMG
+    validated = app.beat("m0")
+    assert validated.tasks() == {("0", p) for p in range(3)}
+    assert validated.heartbeat_interval == STABLE    # back when the hold may end: 500 ms after the validation
+    d.advance(300)
+    app.join("m1", "p1", TOP)
+    app.settle(2)
+    assert MemberState.UNREVOKED_TASKS not in _states(d).values()
+    assert sorted(len(m.assigned.active) for m in d.group().members.values()) == [3, 3]
+    d.advance(500)
+    app.settle()
+    group = d.group()
+    assert group.state() is StreamsGroupState.STABLE
+    assert sorted(len(m.assigned.active) for m in group.members.values()) == [8, 8]
+    _never_active_twice(d)
+
+
+def test_without_the_trickle_the_validation_after_the_quiet_period_holds_the_target_too():
+    d = _driver(streams_initial_rebalance_quiet_tasks=0)
+    d.shard.image = image(input=8)
+    app = App(d)
+    app.join("m0", "p0", TOP)
+    d.advance(700)
+    d.shard.image = IMG
+    held = app.beat("m0")
+    assert held.tasks() is None and ASSIGNMENT_DELAYED in held.statuses()
+    d.advance(500)
+    app.settle()
+    assert sorted(len(m.assigned.active) for m in d.group().members.values()) == [16]
