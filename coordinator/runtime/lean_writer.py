@@ -9,8 +9,12 @@ Rules:
 - One batch per partition in flight (`max_inflight` 1: the shard's writer sends its next
   batch once this one is acknowledged). Batches of different partitions led by one broker
   that are waiting when a send runs go into one ProduceRequest (acks=all); at most
-  `MAX_REQUESTS_IN_FLIGHT` requests per broker are in flight, pipelined on one link (Kafka's
-  idempotent window is five batches per producer and partition).
+  `MAX_REQUESTS_IN_FLIGHT` (1) request per broker is in flight on its link. A Kafka broker
+  serves one request of a connection at a time (it mutes the connection until the answer is
+  sent), so a second request in flight would gain only its transit; held back, every batch
+  that arrives meanwhile joins the next request, and a request's fixed cost (kcoord's and the
+  broker's) is paid once for all of them. Kafka's idempotent window (five batches per
+  producer and partition) is not the bound here: a partition has one batch in flight anyway.
 - An append completes with its batch's base offset only once the broker acknowledged it with
   acks=all, so a response is released only after its records are replicated.
 - A retry resends the same bytes (same producer id, epoch and sequence), so a batch that
@@ -57,7 +61,11 @@ from .state_log import TopicAuthorizationFailed
 
 log = logging.getLogger("kcoord.state_topic")
 
-MAX_REQUESTS_IN_FLIGHT = 5
+# docs/measurements/write-path-cost.md ("requests in flight"): with 5, the closed loop of
+# bench/bench_commit_cpu.py kept ~3 requests in flight of ~12 commits each; 1 took 9 % off
+# kcoord's CPU per commit there, and 18 % off the server side's (kcoord and the broker on one
+# core) in bench/bench_side_by_side.py, with lower latency: that loop is bound by CPU.
+MAX_REQUESTS_IN_FLIGHT = 1
 RETRY_BACKOFF_S = 0.05
 _PRODUCE_MODULE = request_module(PRODUCE)      # looked up once, not per request
 _PRODUCE_REQUEST = request_class(PRODUCE, VERSIONS[PRODUCE])
