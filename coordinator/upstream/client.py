@@ -329,6 +329,15 @@ class UpstreamClient(asyncio.Protocol):
         except (BodyError, ValueError) as e:
             future.set_exception(UpstreamError(f"{api_name(api_key)} v{api_version} response from "
                                                f"{self._where()} does not parse: {e}"))
+        except Exception as e:
+            # Anything else (a response header that does not decode: HeaderError) fails the
+            # request and the link: the request is no longer pending, so nothing else would
+            # ever answer it (the link's timer bounds only pending requests), and an upstream
+            # that sends such headers is not one to keep talking to.
+            error = UpstreamError(f"{api_name(api_key)} v{api_version} response from {self._where()} "
+                                  f"does not parse: {type(e).__name__}: {e}")
+            future.set_exception(error)
+            self._fail(error)
 
     def _fail(self, error: Exception) -> None:
         if self._lost is None:
