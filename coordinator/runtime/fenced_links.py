@@ -29,6 +29,7 @@ import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -155,15 +156,27 @@ class UpstreamLinks:
             if link is not None:
                 link.close()
 
+    def _forget(self, address: tuple[str, int], link: Link | None) -> None:
+        """A request failed on ``link`` (None: its open failed): that link is closed and
+        forgotten, but not a newer link or an open in progress for the address, which
+        another caller may have started meanwhile (a failed open is forgotten by `_open`)."""
+        if link is None:
+            return
+        if self.links.get(address) is link:
+            del self.links[address]
+        link.close()
+
     async def call(self, address: tuple[str, int], request: Any) -> Any:
+        link = None
         try:
             link = self.links.get(address)
             # `link`'s checks, without its coroutine for an open link: a write per request.
             if link is None or link.closed or getattr(link, "reauthentication_due", False):
+                link = None
                 link = await self.link(address)
             return await link.request(request, self.request_timeout_s)
         except Exception as e:   # the link's own errors (UpstreamError), OSError, a timeout
-            self.drop(address)
+            self._forget(address, link)
             raise StateLogError(f"{type(request).__name__} to {address[0]}:{address[1]}: {e}") from e
 
     def send(self, address: tuple[str, int], request: Any) -> asyncio.Future[Any]:
@@ -177,18 +190,25 @@ class UpstreamLinks:
             return asyncio.ensure_future(self.call(address, request))
         try:
             answer: asyncio.Future[Any] = send(request, self.request_timeout_s)
-            return answer
         except Exception as e:
+            self._forget(address, link)
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(self.failed(address, request, e))
             return failed
+        # The link this request used is dropped if it fails (`_forget`: not a newer one
+        # another caller opened meanwhile); added before the caller's own callback.
+        answer.add_done_callback(partial(self._answer_failed, address, link))
+        return answer
+
+    def _answer_failed(self, address: tuple[str, int], link: Link, answer: asyncio.Future[Any]) -> None:
+        if answer.cancelled() or answer.exception() is not None:
+            self._forget(address, link)
 
     def failed(self, address: tuple[str, int], request: Any, error: BaseException) -> StateLogError:
-        """A request `send` made failed: its link is dropped (the next request opens a new
-        one) and the outcome is unknown. A StateLogError is `call`'s (the Task's), handled."""
+        """The error of a request `send` made: the outcome is unknown (its link was dropped
+        when it failed, `_answer_failed`). A StateLogError is `call`'s (the Task's), as is."""
         if isinstance(error, StateLogError):
             return error
-        self.drop(address)
         return StateLogError(f"{type(request).__name__} to {address[0]}:{address[1]}: {error}")
 
     async def bootstrap_call(self, request: Any) -> Any:

@@ -222,6 +222,7 @@ def test_send_on_an_open_link_is_its_future_and_a_failure_drops_the_link():
         answer = links.send(BROKER, "request")
         assert answer is link.sent[0]              # the link's own future, no Task between
         answer.set_exception(OSError("reset"))
+        await asyncio.sleep(0)                     # the answer's callbacks: the link is dropped
         error = links.failed(BROKER, "request", answer.exception())
         assert isinstance(error, StateLogError) and "reset" in str(error)
         assert link.closed and BROKER not in links.links
@@ -246,3 +247,61 @@ def test_send_without_an_open_link_opens_one_through_call():
 
     asyncio.run(run())
     assert len(opened) == 1 and link.requests == ["request"] and not link.closed
+
+
+def test_a_failed_request_drops_only_its_own_link_not_a_newer_open():
+    """Two callers share an open that fails; the first asks the same address again at once
+    (bootstrap_call does, when a broker's address is also a bootstrap address), which starts
+    a new open. The second caller's failure must not forget that open: the retry lands."""
+    gate = asyncio.Event()
+    opens = 0
+
+    async def open_link(addresses):
+        nonlocal opens
+        opens += 1
+        if opens == 1:
+            await gate.wait()
+            raise OSError("refused")
+        await asyncio.sleep(0.01)
+        return Link(["ok"])
+
+    links = UpstreamLinks([BROKER], TOPIC, open_link, request_timeout_s=1.0, fetch_max_bytes=1024)
+
+    async def first():
+        try:
+            await links.call(BROKER, "req")
+        except StateLogError:
+            return await links.call(BROKER, "req")
+
+    async def second():
+        with pytest.raises(StateLogError, match="refused"):
+            await links.call(BROKER, "req")
+
+    async def run():
+        a = asyncio.create_task(first())
+        b = asyncio.create_task(second())
+        await asyncio.sleep(0)
+        gate.set()
+        async with asyncio.timeout(10):
+            assert await a == "ok"
+            await b
+        assert opens == 2 and not links.links[BROKER].closed
+
+    asyncio.run(run())
+
+
+def test_a_failed_answer_does_not_drop_a_newer_link():
+    """A request's answer fails after its link was replaced by a newer one (another caller
+    opened it meanwhile): the newer link stays."""
+    old, new = _SendingLink(), _SendingLink()
+    links = _links(old)
+
+    async def run():
+        await links.link(BROKER)
+        answer = links.send(BROKER, "request")
+        links.links[BROKER] = new                  # the old link was replaced meanwhile
+        answer.set_exception(OSError("reset"))
+        await asyncio.sleep(0)
+        assert old.closed and links.links[BROKER] is new and not new.closed
+
+    asyncio.run(run())
