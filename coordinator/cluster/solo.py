@@ -95,6 +95,23 @@ class LeaseGatedLog:
         refused.set_exception(self._lapsed(f"a write to partition {partition}"))
         return refused
 
+    @property
+    def append_then(self) -> Callable[[int, Any, int, Callable[[int, BaseException | None], None]], None] | None:
+        """The wrapped log's `append_then` behind the gate (runtime/partition_writer.py), or
+        None where it has none (its writers then use `append`)."""
+        inner = getattr(self._log, "append_then", None)
+        if inner is None:
+            return None
+
+        def gated(partition: int, records: Any, timestamp_ms: int,
+                  then: Callable[[int, BaseException | None], None]) -> None:
+            if self._serving():
+                inner(partition, records, timestamp_ms, then)
+                return
+            # Refused: handed over on the next loop turn, never from inside the call.
+            asyncio.get_running_loop().call_soon(then, -1, self._lapsed(f"a write to partition {partition}"))
+        return gated
+
     async def call_leader(self, partition: int, request: Any) -> Any:
         self._check(f"a client's transactional write to partition {partition}")
         return await self._log.call_leader(partition, request)

@@ -57,6 +57,7 @@ from .fenced_links import (
     make_request,
     request_module,
 )
+from .partition_writer import Written
 from .state_log import TopicAuthorizationFailed
 
 log = logging.getLogger("kcoord.state_topic")
@@ -75,14 +76,18 @@ _INIT_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.c
 
 
 class _Append:
-    __slots__ = ("partition", "records", "timestamp_ms", "future", "deadline", "batch", "producer")
+    __slots__ = ("partition", "records", "timestamp_ms", "future", "then", "deadline", "batch", "producer")
 
     def __init__(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int,
-                 future: asyncio.Future[int], deadline: float) -> None:
+                 future: asyncio.Future[int] | None, deadline: float,
+                 then: Written | None = None) -> None:
         self.partition = partition
         self.records = records
         self.timestamp_ms = timestamp_ms
+        # Completed with the base offset or the failure: the future (`append`), or `then`,
+        # called once and then cleared (`append_then`).
         self.future = future
+        self.then = then
         self.deadline = deadline
         self.batch: bytes | None = None       # built once, at its first send; resent as is
         self.producer = (-1, -1)
@@ -125,10 +130,11 @@ class LeanWriter:
             if task is not None:
                 task.cancel()
         error = StateLogError(f"state topic {self.topic}: writer closed")
-        for a in (*self._sent, *self._waiting):     # nobody will hear their requests' answers
+        # Taken before any is failed: an append's `then` may append again meanwhile.
+        sent, waiting = self._sent, self._waiting
+        self._sent, self._waiting = set(), []
+        for a in (*sent, *waiting):     # nobody will hear their requests' answers
             self._fail(a, error)
-        self._sent.clear()
-        self._waiting.clear()
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                timestamp_ms: int) -> asyncio.Future[int]:
@@ -142,6 +148,19 @@ class LeanWriter:
                                      time.monotonic() + self.delivery_timeout_s))
         self._schedule()
         return future
+
+    def append_then(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int,
+                    then: Written) -> None:
+        """`append`, its outcome handed to ``then(base_offset, None)`` or ``then(-1, error)``
+        once, from the callback that reads the answer (partition_writer.py): no future, and
+        no loop turn between the answer and the shard's writer (a batch often holds one
+        commit end to end)."""
+        if not records:
+            raise ValueError("an append needs at least one record")
+        self._waiting.append(_Append(partition, records, timestamp_ms, None,
+                                     time.monotonic() + self.delivery_timeout_s, then))
+        if not self._scheduled:
+            self._schedule()
 
     # ------------------------------------------------------------------ sending
     def _schedule(self) -> None:
@@ -157,14 +176,17 @@ class LeanWriter:
             return
         brokers, leaders = self.links.brokers, self.links.leaders
         # Each append's leader looked up once (a list, not a generator per send: a send per write).
-        addresses = [brokers.get(leaders.get(a.partition, -1)) for a in self._waiting]
+        waiting = self._waiting
+        addresses = [brokers.get(leaders.get(a.partition, -1)) for a in waiting]
         if self.producer_id < 0 or None in addresses:
             self._preparing = self._spawn(self._prepare())
             return
+        # Taken: an expired append's `then` may append again meanwhile (kept after these).
+        self._waiting = []
         now = time.monotonic()
         by_broker: dict[tuple[str, int], list[_Append]] = defaultdict(list)
         keep = []
-        for a, address in zip(self._waiting, addresses):
+        for a, address in zip(waiting, addresses):
             if a.deadline < now:
                 self._expired(a)
                 continue
@@ -175,6 +197,8 @@ class LeanWriter:
             self._sending.add(a.partition)
             self._sent.add(a)
             by_broker[address].append(a)
+        if self._waiting:
+            keep.extend(self._waiting)
         self._waiting = keep
         for address, appends in by_broker.items():
             self._requests[address] += 1
@@ -308,7 +332,11 @@ class LeanWriter:
         code = answer.error_code
         base = int(answer.base_offset)
         if code == ErrorCode.none or (code == ErrorCode.duplicate_sequence_number and base >= 0):
-            if not a.future.done():
+            then = a.then
+            if then is not None:
+                a.then = None
+                _call(then, base, None)
+            elif a.future is not None and not a.future.done():
                 a.future.set_result(base)
         elif code in REFRESH:
             self.links.forget_leader(a.partition)    # nothing appended: resent to the new leader
@@ -335,7 +363,23 @@ class LeanWriter:
         self._fail(a, error)
 
     def _fail(self, a: _Append, error: BaseException) -> None:
-        if not a.future.done():
+        then = a.then
+        if then is not None:
+            a.then = None
+            # Reported first, as with a future (whose callbacks run on a later turn).
+            if self.on_failure is not None:
+                self.on_failure(a.partition, error)
+            _call(then, -1, error)
+        elif a.future is not None and not a.future.done():
             a.future.set_exception(error)
             if self.on_failure is not None:
                 self.on_failure(a.partition, error)
+
+
+def _call(then: Written, base: int, error: BaseException | None) -> None:
+    """An append's `then`: one that raises is logged, and the other appends of its answer
+    are still completed (as a future's failed callback is reported and the others run)."""
+    try:
+        then(base, error)
+    except Exception:
+        log.exception("state topic: an append's completion callback failed")

@@ -11,6 +11,12 @@ Rules:
   received them (an idempotent producer's sequence numbers give that order upstream).
 - A write fails by raising, as `StateLog.append` does (state_log.py); `ShardFenced` means
   another process owns the shard.
+- A writer may also offer `append_then(partition, records, timestamp_ms, then)`: the same
+  append, its outcome handed to ``then(base_offset, None)`` or ``then(-1, error)`` exactly
+  once, never from inside the call (a refusal is handed over on a later loop turn, as an
+  awaited failure is), and no awaitable returned. The shard's writer uses it where it is
+  offered (None: not offered): the lean writer calls it from the callback that reads the
+  broker's answer, so no future and no loop turn lie between the answer and the batch.
 - `LogWriter` is today's writer: each batch is one `StateLog.append`, one batch in flight per
   shard. Where a log coalesces several shards' batches into one request (lean_writer.py:
   one ProduceRequest per broker), that happens below this port.
@@ -21,6 +27,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from .state_log import StateLog
+
+# An append's outcome, handed over once: (base offset, None), or (-1, the failure).
+Written = Callable[[int, "BaseException | None"], None]
 
 
 class PartitionWriter(Protocol):
@@ -39,9 +48,12 @@ class LogWriter:
 
     max_inflight = 1
     append: Callable[[int, Sequence[tuple[bytes, bytes | None]], int], Awaitable[int]]
+    append_then: Callable[[int, Sequence[tuple[bytes, bytes | None]], int, Written], None] | None
 
     def __init__(self, log: StateLog) -> None:
         self.log = log
         # The log's own append, not a coroutine awaiting it: one coroutine fewer to create
         # and to resume per batch (end to end, a batch often holds one commit).
         self.append = log.append
+        # The log's append_then where it has one (the state topic's, through the lease gate).
+        self.append_then = getattr(log, "append_then", None)

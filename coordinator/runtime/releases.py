@@ -16,6 +16,11 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
   carries one commit, and setting and cancelling a timer per write cost more than that.
 - Each answer is an `Answer` (answer.py), not an asyncio future: the write's one callback
   completes them all in its own turn, and each hands its outcome on at once.
+- A shard's batch's future is a `WriteDone`: its writer completes it with `land` when the
+  batch landed where predicted, which completes the answers waiting for it in that same
+  call, not through a done-callback on a later loop turn (a batch often holds one commit
+  end to end). Any other completion (a failure, a drop, a cancel) reaches them on a later
+  turn, as a done-callback would: the runtime completes those inside loops over its batches.
 """
 from __future__ import annotations
 
@@ -53,7 +58,10 @@ class Releases:
             self._write = write
             waiting = self._waiting = _Waiting(self._open)
             self._open[waiting] = None
-            write.add_done_callback(waiting.written)
+            if type(write) is WriteDone and write.waiting is None and not write.done():
+                write.waiting = waiting
+            else:
+                write.add_done_callback(waiting.written)
         if self._timer is None or deadline < self._due:
             self._arm(loop, deadline)
         answer = Answer()
@@ -114,3 +122,42 @@ class _Waiting:
                 answer.set_exception(error)
             else:
                 answer.set_result(response)
+
+
+class WriteDone(asyncio.Future):
+    """A shard's batch's future (writer.py's `Batch.done`), telling the answers waiting for
+    it (`waiting`, set by `Releases.when_durable`) without a done-callback (module rules)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self.waiting: _Waiting | None = None
+
+    def land(self, base: int) -> None:
+        """The batch landed at `base`: completed, and its answers released in this call."""
+        asyncio.Future.set_result(self, base)
+        waiting = self.waiting
+        if waiting is not None:
+            self.waiting = None
+            waiting.written(self)
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._later()
+
+    def set_exception(self, exception: Any) -> None:
+        super().set_exception(exception)
+        self._later()
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._later()
+        return True
+
+    def _later(self) -> None:
+        waiting = self.waiting
+        if waiting is not None:
+            self.waiting = None
+            self.get_loop().call_soon(waiting.written, self)

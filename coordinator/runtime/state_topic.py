@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from ..upstream.client import opener, parse_bootstrap
 from .fenced_links import CREATE_TOPICS, StateLogError, UpstreamLinks, make_request, request_module
 from .fenced_reads import LogReads
 from .lean_writer import LeanWriter
+from .partition_writer import Written
 from .state_log import (
     OFFSETS_TOPIC_SEGMENT_BYTES,
     TOPIC_CONFIGS,
@@ -211,6 +212,23 @@ class StateTopic:
             self._write_failed(partition, e)
             return _failed(e)
 
+    def append_then(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int,
+                    then: Written) -> None:
+        """`append` with its outcome handed to ``then`` (partition_writer.py): the lean
+        writer's `append_then`; a refusal is handed over on the next loop turn."""
+        lean = self._lean
+        if self._suspended is not None:
+            _refuse(then, StateTopicUnavailable(f"write to partition {partition} of state topic {self.topic} "
+                                                f"refused: {self._suspended}"))
+            return
+        try:
+            if lean is None:
+                raise StateTopicUnavailable(f"state topic {self.topic}: writer not started")
+            lean.append_then(partition, records, timestamp_ms, then)
+        except Exception as e:
+            self._write_failed(partition, e)
+            _refuse(then, e)
+
     def _write_failed(self, partition: int, error: BaseException) -> None:
         if self.on_write_error is not None:
             try:
@@ -263,3 +281,9 @@ def _failed(error: BaseException) -> asyncio.Future[int]:
     future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     future.set_exception(error)
     return future
+
+
+def _refuse(then: Written, error: BaseException) -> None:
+    """A refused `append_then`: handed over on the next loop turn, never from inside the
+    call (partition_writer.py)."""
+    asyncio.get_running_loop().call_soon(then, -1, error)

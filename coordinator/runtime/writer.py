@@ -40,6 +40,7 @@ from records.batch import iter_batches
 from .. import metrics
 from .fenced_links import StateLogError
 from .partition_writer import PartitionWriter
+from .releases import WriteDone
 from .state_log import ShardFenced, StateLog, TopicAuthorizationFailed
 
 log = logging.getLogger("kcoord.runtime")
@@ -73,7 +74,8 @@ class Batch:
     def __init__(self, base_offset: int) -> None:
         self.base_offset = base_offset
         self.records: list[tuple[bytes, bytes | None]] = []
-        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        # Its Releases' answers are completed in the turn it lands (releases.py).
+        self.done: WriteDone = WriteDone(loop=asyncio.get_running_loop())
         self.size = 0
 
 
@@ -86,6 +88,8 @@ class ShardWriter:
         # None: each batch is one append of the runtime's state log (partition_writer.LogWriter).
         self.partition_writer = partition_writer
         self.max_inflight = 1 if partition_writer is None else partition_writer.max_inflight
+        # The writer's append_then where it offers one: the outcome handed straight to `_written`.
+        self.append_then = None if partition_writer is None else getattr(partition_writer, "append_then", None)
         self.next_offset = 0
         self.current: Batch | None = None
         self.sealed: deque[Batch] = deque()
@@ -169,14 +173,22 @@ class ShardWriter:
             self._send(batch)
 
     def _send(self, batch: Batch) -> None:
-        """Hand the batch to the writer. A future (the lean writer's) is followed by a
+        """Hand the batch to the writer: its `append_then` where it offers one
+        (partition_writer.py), else its `append`. A future (the lean writer's) is followed by a
         done-callback, not a task awaiting it: a write per commit when commits do not share
         batches. Anything else awaitable (a coroutine of a fenced log's) gets a task. A
         writer that raises at once fails the batch on a later turn, as an awaited failure."""
         rt = self.rt
-        writer = self.partition_writer
         started = time.perf_counter()
         generation = rt.generation
+        then = self.append_then
+        if then is not None:
+            try:
+                then(rt.partition, batch.records, rt.clock(), partial(self._written, batch, generation, started))
+            except Exception as e:
+                asyncio.get_running_loop().call_soon(self._failed, batch, generation, e)
+            return
+        writer = self.partition_writer
         try:
             written = (rt.state_topic.append if writer is None else writer.append)(
                 rt.partition, batch.records, rt.clock())
@@ -195,6 +207,15 @@ class ShardWriter:
             self._failed(batch, generation, e)
             return
         self._landed(batch, generation, started, base)
+
+    def _written(self, batch: Batch, generation: int, started: float, base: int,
+                 error: BaseException | None) -> None:
+        """The writer's `append_then` outcome, handed over from the callback that read the
+        upstream's answer."""
+        if error is None:
+            self._landed(batch, generation, started, base)
+        else:
+            self._failed(batch, generation, error if isinstance(error, Exception) else StateLogError(repr(error)))
 
     def _done(self, batch: Batch, generation: int, started: float, written: asyncio.Future) -> None:
         # Cancelled (nothing cancels the lean writer's futures today): a failed write, so
@@ -249,7 +270,7 @@ class ShardWriter:
                       rt.partition, base, batch.base_offset)
             rt.fail(RuntimeError("unexpected state topic offset"), batch, landed=True)
             return
-        batch.done.set_result(base)
+        batch.done.land(base)
         self.flush()
 
     def _retire(self, batch: Batch) -> None:

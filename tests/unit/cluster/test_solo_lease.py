@@ -143,6 +143,37 @@ def test_the_gated_log_asks_before_every_send_and_passes_the_rest():
     assert LeaseGatedLog(FakeStateTopic(4), lambda: True).takeover is None    # a plain log loads without one
 
 
+def test_the_gated_logs_append_then_asks_before_every_send_and_refuses_on_a_later_turn():
+    """The lean writer's path (runtime/partition_writer.py's `append_then`) is gated as
+    `append` is: refused, the outcome is a LeaseLapsed handed over on a later loop turn
+    (never from inside the call) and nothing reaches the wrapped log."""
+    sent: list[int] = []
+    outcomes: list[tuple[int, BaseException | None]] = []
+
+    class Log:
+        topic = "__kc"
+
+        def append_then(self, partition, records, timestamp_ms, then):
+            sent.append(partition)
+            then(7, None)
+
+    allowed = [True]
+    gated = LeaseGatedLog(Log(), lambda: allowed[0]).append_then
+    assert gated is not None
+
+    async def run():
+        gated(0, [], 0, lambda base, error: outcomes.append((base, error)))
+        allowed[0] = False
+        gated(1, [], 0, lambda base, error: outcomes.append((base, error)))
+        assert len(outcomes) == 1, "refused: handed over on a later turn"
+        await asyncio.sleep(0)
+
+    asyncio.run(run())
+    assert sent == [0] and outcomes[0] == (7, None)
+    assert outcomes[1][0] == -1 and isinstance(outcomes[1][1], LeaseLapsed) and "__kc" in str(outcomes[1][1])
+    assert LeaseGatedLog(FakeStateTopic(4), lambda: True).append_then is None, "a log without one: append"
+
+
 # ------------------------------------------------------------------ the watcher's membership
 async def _watcher(script: dict, until, clock: Clock, heartbeat_ms: int):
     ref: list = []

@@ -285,6 +285,44 @@ def test_closing_the_writer_answers_every_append_in_flight_or_waiting():
     assert all(isinstance(r, StateLogError) and "closed" in str(r) for r in results), results
 
 
+def test_append_then_hands_each_outcome_over_once_and_a_then_may_append_again():
+    """The shard writer's path (partition_writer.py's `append_then`): the base offset or the
+    failure handed over once, the failure after on_failure heard it, a `then` that raises
+    does not keep the other appends of its answer from theirs, and an append made from a
+    `then` (the shard's next batch) is sent."""
+    outcomes: list[tuple[int, int, str | None]] = []
+    reported: list[int] = []
+
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        writer.on_failure = lambda partition, error: reported.append(len(outcomes))
+        done = asyncio.Event()
+
+        def then(partition: int):
+            def outcome(base: int, error: BaseException | None) -> None:
+                outcomes.append((partition, base, None if error is None else str(error)))
+                if partition == 0 and 0 <= base < 3:
+                    writer.append_then(0, records(1), 0, then(0))      # the shard's next batch
+                if partition == 2:
+                    raise RuntimeError("a broken callback")
+                if len(outcomes) == 5:
+                    done.set()
+            return outcome
+
+        broker.script = [{1: ErrorCode.message_too_large}]
+        for p in (2, 0, 1):
+            writer.append_then(p, records(2), 0, then(p))
+        assert not outcomes, "never handed over from inside the call"
+        await asyncio.wait_for(done.wait(), 5)
+        writer.close()
+
+    asyncio.run(run())
+    assert sorted(outcomes[:3]) == [(0, 0, None), (1, -1, outcomes[2][2]), (2, 0, None)]
+    assert "message_too_large" in str(outcomes[2][2]) and reported == [2], "on_failure heard it first"
+    assert outcomes[3:] == [(0, 2, None), (0, 3, None)]
+
+
 # --- the ProduceRequest v9 the writer sends: fast_codec's encoder writes kio's bytes ---------
 
 import io  # noqa: E402

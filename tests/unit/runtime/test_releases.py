@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
-from coordinator.runtime.releases import Releases
+from coordinator.runtime.releases import Releases, WriteDone
 
 
 def test_answers_of_one_write_share_its_outcome():
@@ -85,4 +85,51 @@ def test_a_completed_write_leaves_the_shared_timer_and_a_later_write_times_out_o
         after = rel.when_durable(third, "c", 5)       # no timer left: this one sets it again
         third.set_result(None)
         assert await after == "c"
+    asyncio.run(main())
+
+
+def test_a_batch_that_lands_releases_its_answers_in_the_same_call_and_a_failure_on_a_later_turn():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rel = Releases(2)
+        write = WriteDone(loop=loop)
+        first, second = rel.when_durable(write, "a", 5), rel.when_durable(write, "b", 5)
+        write.land(17)
+        assert first.result() == "a" and second.result() == "b", "no loop turn between the landing and them"
+        assert write.result() == 17
+        late = rel.when_durable(write, "c", 5)    # durable already: through a done-callback
+        assert await late == "c"
+        failing = WriteDone(loop=loop)
+        third = rel.when_durable(failing, "d", 5)
+        failing.set_exception(ApiError(ErrorCode.not_coordinator, "the write failed"))
+        assert not third.done(), "a failure reaches the answers on a later turn, as a done-callback"
+        with pytest.raises(ApiError):
+            await third
+        dropped = WriteDone(loop=loop)
+        fourth = rel.when_durable(dropped, "e", 5)
+        dropped.set_result(None)       # a batch that landed as the shard was dropped
+        assert not fourth.done()
+        assert await fourth == "e"
+        cancelled = WriteDone(loop=loop)
+        fifth = rel.when_durable(cancelled, "f", 5)
+        assert cancelled.cancel() and not cancelled.cancel()
+        await asyncio.sleep(0)
+        assert fifth.cancelled()
+    asyncio.run(main())
+
+
+def test_answers_of_one_batch_waiting_in_two_groups_are_all_released():
+    """A shard's second write can come between two answers of its first (an operation with no
+    records waits for the last pending batch): the first batch then has two groups waiting."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rel = Releases(2)
+        first, second = WriteDone(loop=loop), WriteDone(loop=loop)
+        a = rel.when_durable(first, "a", 5)
+        b = rel.when_durable(second, "b", 5)
+        c = rel.when_durable(first, "c", 5)
+        first.land(0)
+        assert a.result() == "a" and await c == "c" and not b.done()
+        second.land(1)
+        assert b.result() == "b"
     asyncio.run(main())

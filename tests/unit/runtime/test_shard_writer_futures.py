@@ -1,12 +1,15 @@
 """The shard writer (coordinator/runtime/writer.py) over a process writer that answers with a
-future, as the lean writer does: the batch is followed by a done-callback, not a task, and
-the outcomes are those of an awaited append: landed at the predicted offset, failed to the
-runtime, fenced, and a writer that raises at once fails the batch on a later turn."""
+future, as the lean writer's `append` does: the batch is followed by a done-callback, not a
+task, and the outcomes are those of an awaited append: landed at the predicted offset, failed
+to the runtime, fenced, and a writer that raises at once fails the batch on a later turn. The
+same outcomes over a writer's `append_then` (the lean writer's, through the state topic),
+where a batch that landed releases its answers in the same call."""
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from coordinator.runtime.releases import Releases
 from coordinator.runtime.state_log import ShardFenced
 from coordinator.runtime.writer import ShardWriter
 
@@ -91,4 +94,66 @@ def test_a_cancelled_write_fails_its_batch_and_the_shard_sends_again():
         process.appends[1].set_result(writer.next_offset - 1)     # where it was predicted to land
         assert await asyncio.wait_for(third, 5) == writer.next_offset - 1
 
+    asyncio.run(main())
+
+
+class ThenWriter:
+    """A process writer offering `append_then` (partition_writer.py): the test hands each
+    append's outcome over, or the writer raises at once."""
+
+    max_inflight = 1
+
+    def __init__(self) -> None:
+        self.thens: list[Any] = []
+        self.raise_now: Exception | None = None
+
+    def append(self, partition: int, records: Any, timestamp_ms: int) -> asyncio.Future[int]:
+        raise AssertionError("append_then is offered: append is not used")
+
+    def append_then(self, partition: int, records: Any, timestamp_ms: int, then: Any) -> None:
+        if self.raise_now is not None:
+            raise self.raise_now
+        self.thens.append(then)
+
+
+def test_an_append_then_outcome_lands_the_batch_and_releases_its_answers_in_the_same_call():
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = ThenWriter()
+        releases = Releases(0)
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        first = add(writer, (b"k", b"1"))
+        answer = releases.when_durable(first, "committed", 5)
+        await turns()
+        assert len(process.thens) == 1 and not answer.done()
+        second = add(writer, (b"k", b"2"))
+        await turns()
+        assert len(process.thens) == 1, "one batch in flight: the next waits for the answer"
+        process.thens[0](0, None)
+        assert first.done() and first.result() == 0
+        assert answer.done() and answer.result() == "committed", "released without a loop turn"
+        assert len(process.thens) == 2, "the outcome sends the next batch"
+        process.thens[1](-1, RuntimeError("upstream refused"))
+        assert [type(e) for e, _, _ in rt.failed] == [RuntimeError] and writer.write_failures == 1
+        assert not second.done(), "the runtime answers the waiters of a failed write (fail)"
+        writer.drop(RuntimeError("reloading"))
+        add(writer, (b"k", b"3"))
+        await turns()
+        process.thens[2](-1, ShardFenced(0, "another owner"))
+        assert len(rt.fenced) == 1 and writer.write_failures == 1, "a fence is no write failure"
+        writer.drop(RuntimeError("unloaded"))
+        add(writer, (b"k", b"4"))
+        await turns()
+        process.thens[3](-1, asyncio.CancelledError())
+        assert type(rt.failed[-1][0]).__name__ == "StateLogError" and not writer.inflight
+        writer.drop(RuntimeError("reloading"))
+        process.raise_now = RuntimeError("refused at once")
+        add(writer, (b"k", b"5"))
+        asyncio.get_running_loop().call_soon(writer.flush)
+        await asyncio.sleep(0)
+        failures = len(rt.failed)
+        assert writer.inflight, "a writer that raises at once fails the batch on a later turn"
+        await turns()
+        assert len(rt.failed) == failures + 1 and str(rt.failed[-1][0]) == "refused at once"
     asyncio.run(main())

@@ -206,3 +206,42 @@ def test_a_corrupt_batch_fails_only_its_shard_and_kcoord_starts(caplog):
               if r.levelno == logging.ERROR and "FAILED to load" in r.getMessage()]
     assert errors and f"topic {topic.topic}, partition 2, offset 3" in errors[0], errors
     assert "cannot be skipped" in errors[0] and "CorruptRecordException" in errors[0]
+
+
+def test_append_then_goes_to_the_lean_writer_and_a_refusal_is_handed_over_on_a_later_turn():
+    """The shard writer's path (partition_writer.py's `append_then`): suspended or without
+    a writer, the outcome is the refusal, on a later loop turn; a writer not started is
+    also reported to on_write_error, as `append` reports it."""
+    from coordinator.runtime.state_topic import StateTopicUnavailable
+
+    from .test_lean_writer import Broker, started
+
+    outcomes: list[tuple[int, BaseException | None]] = []
+    reported: list[int] = []
+
+    async def run():
+        topic = StateTopic("127.0.0.1:1", "__t", 4)
+        topic.on_write_error = lambda partition, error: reported.append(partition)
+        third = asyncio.Event()
+
+        def then(base: int, error: BaseException | None) -> None:
+            outcomes.append((base, error))
+            if len(outcomes) == 3:
+                third.set()
+        topic.append_then(1, [(b"k", b"v")], 0, then)
+        topic.suspend("the topic is gone")
+        topic.append_then(2, [(b"k", b"v")], 0, then)
+        assert not outcomes, "refused on a later turn, never from inside the call"
+        await asyncio.sleep(0)
+        assert reported == [1], "a writer not started is reported; a suspended topic is not"
+        topic.resume()
+        topic._lean = await started(Broker())
+        topic.append_then(3, [(b"k", b"v")], 0, then)
+        await asyncio.wait_for(third.wait(), 5)
+        topic._lean.close()
+        topic.reads.links.close()
+
+    asyncio.run(run())
+    assert [base for base, _ in outcomes] == [-1, -1, 0]
+    assert all(isinstance(e, StateTopicUnavailable) for _, e in outcomes[:2]) and outcomes[2][1] is None
+    assert "not started" in str(outcomes[0][1]) and "the topic is gone" in str(outcomes[1][1])
