@@ -335,7 +335,12 @@ class LeanWriter:
             then = a.then
             if then is not None:
                 a.then = None
-                _call(then, base, None)
+                try:
+                    then(base, None)
+                except Exception:
+                    # Logged; the other appends of this answer are still completed (as a
+                    # future's failed callback is reported and the others run).
+                    log.exception("state topic %s: an append's completion callback failed", self.topic)
             elif a.future is not None and not a.future.done():
                 a.future.set_result(base)
         elif code in REFRESH:
@@ -369,17 +374,11 @@ class LeanWriter:
             # Reported first, as with a future (whose callbacks run on a later turn).
             if self.on_failure is not None:
                 self.on_failure(a.partition, error)
-            _call(then, -1, error)
+            try:
+                then(-1, error)
+            except Exception:
+                log.exception("state topic %s: an append's completion callback failed", self.topic)
         elif a.future is not None and not a.future.done():
             a.future.set_exception(error)
             if self.on_failure is not None:
                 self.on_failure(a.partition, error)
-
-
-def _call(then: Written, base: int, error: BaseException | None) -> None:
-    """An append's `then`: one that raises is logged, and the other appends of its answer
-    are still completed (as a future's failed callback is reported and the others run)."""
-    try:
-        then(base, error)
-    except Exception:
-        log.exception("state topic: an append's completion callback failed")

@@ -212,10 +212,28 @@ class ShardWriter:
                  error: BaseException | None) -> None:
         """The writer's `append_then` outcome, handed over from the callback that read the
         upstream's answer."""
-        if error is None:
-            self._landed(batch, generation, started, base)
-        else:
+        if error is not None:
             self._failed(batch, generation, error if isinstance(error, Exception) else StateLogError(repr(error)))
+            return
+        rt = self.rt
+        metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+        metrics.RECORDS_WRITTEN.inc(len(batch.records))
+        if generation != rt.generation:
+            return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
+        if base != batch.base_offset:
+            self._placed(batch, base)
+            return
+        # `_landed` written out for a batch at its predicted offset (a batch often holds
+        # one commit end to end).
+        inflight = self.inflight
+        if inflight and inflight[0] is batch:
+            inflight.popleft()
+        else:
+            self._retire(batch)
+        self.write_failures = 0
+        batch.done.land(base)
+        if self.sealed or self.current is not None:
+            self.flush()
 
     def _done(self, batch: Batch, generation: int, started: float, written: asyncio.Future) -> None:
         # Cancelled (nothing cancels the lean writer's futures today): a failed write, so
@@ -242,11 +260,15 @@ class ShardWriter:
         rt.fail(e, batch)
 
     def _landed(self, batch: Batch, generation: int, started: float, base: int) -> None:
-        rt = self.rt
         metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
         metrics.RECORDS_WRITTEN.inc(len(batch.records))
-        if generation != rt.generation:
+        if generation != self.rt.generation:
             return  # unloaded meanwhile: the waiters already got NOT_COORDINATOR
+        self._placed(batch, base)
+
+    def _placed(self, batch: Batch, base: int) -> None:
+        """A batch of this generation landed at `base`."""
+        rt = self.rt
         self._retire(batch)
         self.write_failures = 0
         if base > batch.base_offset and rt.txn.reader is not None:
@@ -262,7 +284,7 @@ class ShardWriter:
                     later.base_offset += delta
             # Only markers may fill the gap; anything else is a foreign write (the check
             # below reloads then, as for any unexpected offset).
-            asyncio.get_running_loop().create_task(self._check_gap(batch.base_offset, base, generation))
+            asyncio.get_running_loop().create_task(self._check_gap(batch.base_offset, base, rt.generation))
         elif base != batch.base_offset:
             # Someone else wrote to our partition: our in-memory offsets are wrong. Kafka
             # fails the context and reloads it the same way.

@@ -157,3 +157,24 @@ def test_an_append_then_outcome_lands_the_batch_and_releases_its_answers_in_the_
         await turns()
         assert len(rt.failed) == failures + 1 and str(rt.failed[-1][0]) == "refused at once"
     asyncio.run(main())
+
+
+def test_an_append_then_batch_landing_past_its_predicted_offset_reloads_and_a_late_outcome_is_ignored():
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = ThenWriter()
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        first = add(writer, (b"k", b"1"))
+        await turns()
+        process.thens[0](3, None)        # someone else wrote to the partition
+        assert [(str(e), landed) for e, _, landed in rt.failed] == [("unexpected state topic offset", True)]
+        assert not first.done(), "the runtime answers it (its records are in the log)"
+        writer.drop(RuntimeError("reloading"), rt.failed[0][1], landed=True)
+        second = add(writer, (b"k", b"2"))
+        await turns()
+        rt.generation += 1               # reloaded meanwhile: the outcome is no longer its
+        writer.drop(RuntimeError("reloading"))
+        process.thens[1](1, None)
+        assert len(rt.failed) == 1 and second.exception() is not None and not writer.inflight
+    asyncio.run(main())
