@@ -182,11 +182,11 @@ class UpstreamLinks:
     def send(self, address: tuple[str, int], request: Any) -> asyncio.Future[Any]:
         """`call` as a future, without a coroutine or a Task when the link is open (the lean
         writer's request per write): the link's own future of the answer. Its failure is
-        read with `failed`, which drops the link as `call` does; a link to open (or one
-        without `send`) goes through `call` in a Task."""
+        read with `failed`; the link it used is dropped, as `call` drops it; a link to open
+        (or one without `send`) goes through `call` in a Task."""
         link = self.links.get(address)
         send = getattr(link, "send", None)
-        if send is None or link.closed or getattr(link, "reauthentication_due", False):  # type: ignore[union-attr]
+        if link is None or send is None or link.closed or getattr(link, "reauthentication_due", False):
             return asyncio.ensure_future(self.call(address, request))
         try:
             answer: asyncio.Future[Any] = send(request, self.request_timeout_s)
