@@ -121,11 +121,13 @@ class LeanWriter:
         self.on_failure: Callable[[int, BaseException], None] | None = None
         self.requests_sent = 0                  # figures for benchmarks: requests and batches
         self.batches_sent = 0
+        self._closed = False                    # close(): nothing is sent or retried after it
 
     async def start(self) -> None:
         await self._init_producer()
 
     def close(self) -> None:
+        self._closed = True
         for task in (*self._tasks, self._preparing, *self._answers):
             if task is not None:
                 task.cancel()
@@ -172,6 +174,12 @@ class LeanWriter:
 
     def _send(self) -> None:
         self._scheduled = False
+        if self._closed:
+            # Appended after close(), or answered in its turn: nobody sends them any more.
+            waiting, self._waiting = self._waiting, []
+            for a in waiting:
+                self._fail(a, StateLogError(f"state topic {self.topic}: writer closed"))
+            return
         if not self._waiting or self._preparing is not None:
             return
         brokers, leaders = self.links.brokers, self.links.leaders
@@ -197,12 +205,31 @@ class LeanWriter:
             self._sending.add(a.partition)
             self._sent.add(a)
             by_broker[address].append(a)
+        if self.producer_id < 0:
+            # An expired append sent under this producer id put its sequences in doubt
+            # (`_failed`): none of these may be built under producer id -1, so they wait for
+            # the next producer id with the rest.
+            for appends in by_broker.values():
+                for a in appends:
+                    self._sending.discard(a.partition)
+                    self._sent.discard(a)
+                keep.extend(appends)
+            by_broker.clear()
+            self._schedule()
         if self._waiting:
             keep.extend(self._waiting)
         self._waiting = keep
         for address, appends in by_broker.items():
             self._requests[address] += 1
-            self._produce(address, appends)
+            try:
+                self._produce(address, appends)
+            except Exception as e:      # building the request (a bug, a value out of range)
+                self._requests[address] -= 1
+                error = StateLogError(f"produce to {self.topic}: the request could not be built: {e!r}")
+                for a in appends:
+                    self._sending.discard(a.partition)
+                    self._sent.discard(a)
+                    self._failed(a, error)
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -314,7 +341,12 @@ class LeanWriter:
             for a in appends:
                 self._sending.discard(a.partition)
                 self._sent.discard(a)
-            if retry:
+            if self._closed:
+                # Answered in close()'s turn, before this callback ran: close() failed these
+                # appends; nothing is queued again or sent after it.
+                for a in retry:
+                    self._fail(a, StateLogError(f"state topic {self.topic}: writer closed"))
+            elif retry:
                 now = time.monotonic()
                 for a in retry:
                     if a.deadline < now:

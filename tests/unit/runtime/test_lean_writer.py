@@ -393,3 +393,86 @@ def test_a_broker_that_never_answers_fails_the_append_within_its_deadline():
     writer, received = asyncio.run(run())
     assert writer.requests_sent >= 1 and received                # the Produce reached the broker
     assert writer.producer_id == -1                               # its sequence is in doubt
+
+
+class _ManualAnswers(Broker):
+    """Every Produce's answer is a future the test completes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[asyncio.Future] = []
+
+    def send(self, address, request) -> asyncio.Future:
+        self.requests.append(request)
+        self.answers.append(asyncio.get_running_loop().create_future())
+        return self.answers[-1]
+
+
+async def _turns(n: int = 10) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_close_in_the_turn_an_answer_failed_queues_and_sends_nothing_more(monkeypatch):
+    """close() runs in the turn a Produce's answer failed, before the answer's callback: the
+    callback must neither queue the appends again nor send (and so reopen a link) after it."""
+    monkeypatch.setattr("coordinator.runtime.lean_writer.RETRY_BACKOFF_S", 0.0)   # a retry would come at once
+
+    async def run():
+        broker = _ManualAnswers()
+        writer = await started(broker)
+        append = writer.append(0, records(1), 0)
+        await _turns()
+        assert len(broker.answers) == 1
+        broker.answers[0].set_exception(StateLogError("connection lost"))
+        writer.close()                      # the same turn: the answer's callback has not run
+        await _turns()
+        assert writer._waiting == [] and len(broker.answers) == 1
+        with pytest.raises(StateLogError, match="writer closed"):
+            await append
+        late = writer.append(1, records(1), 0)      # after close(): refused, never sent
+        await _turns()
+        assert len(broker.answers) == 1
+        with pytest.raises(StateLogError, match="writer closed"):
+            await late
+
+    asyncio.run(run())
+
+
+def test_an_append_expired_before_its_resend_leaves_no_batch_without_a_producer_id(monkeypatch):
+    """An append sent, failed (outcome unknown) and expired while waiting for its resend puts
+    its producer's sequences in doubt. An append sent in the same turn must not be built under
+    producer id -1 (not idempotent): it waits for the next producer id."""
+    monkeypatch.setattr("coordinator.runtime.lean_writer.RETRY_BACKOFF_S", 3600.0)  # no resend on its own
+
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        broker.script = ["lost-before"]
+        first = writer.append(0, records(1), 0)
+        await _turns()
+        assert len(broker.requests) == 1 and len(writer._waiting) == 1     # queued for its resend
+        writer._waiting[0].deadline = 0.0                                  # and expired meanwhile
+        second = writer.append(1, records(1), 0)
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(first, second, return_exceptions=True)
+        assert isinstance(results[0], StateLogError) and results[1] == 0
+        producers = [next(iter(iter_batches(data))).producer_id for req in broker.requests for _, data in req]
+        assert -1 not in producers and producers[-1] != producers[0]
+
+    asyncio.run(run())
+
+
+def test_a_request_that_cannot_be_built_fails_its_appends_and_frees_its_broker():
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        broker.request_timeout_s = 1e10         # milliseconds past int32: the request's timeout refuses it
+        with pytest.raises(StateLogError, match="could not be built"):
+            async with asyncio.timeout(10):
+                await writer.append(0, records(1), 0)
+        broker.request_timeout_s = 1.0
+        async with asyncio.timeout(10):
+            assert await writer.append(1, records(1), 0) == 0
+
+    asyncio.run(run())
