@@ -206,5 +206,7 @@ class ShardUpkeep:
         done = batch.done
         writer.schedule_flush()
         self.writes += 1
-        await done
+        # Shielded: the batch is shared with other operations' records, and a cancelled task
+        # awaiting it directly would cancel it for all of them.
+        await asyncio.shield(done)
 

@@ -205,21 +205,19 @@ class LeanWriter:
             self._sending.add(a.partition)
             self._sent.add(a)
             by_broker[address].append(a)
+        later, self._waiting = self._waiting, keep      # appended by a `then` meanwhile
+        requests = list(by_broker.items())
         if self.producer_id < 0:
             # An expired append sent under this producer id put its sequences in doubt
             # (`_failed`): none of these may be built under producer id -1, so they wait for
             # the next producer id with the rest.
-            for appends in by_broker.values():
-                for a in appends:
-                    self._sending.discard(a.partition)
-                    self._sent.discard(a)
-                keep.extend(appends)
-            by_broker.clear()
-            self._schedule()
-        if self._waiting:
-            keep.extend(self._waiting)
-        self._waiting = keep
-        for address, appends in by_broker.items():
+            self._put_back(waiting, [a for _, appends in requests for a in appends])
+            requests = []
+        self._waiting.extend(later)
+        for i, (address, appends) in enumerate(requests):
+            if self.producer_id < 0:    # a request before this one failed to build and reset it
+                self._put_back(waiting, [a for _, rest in requests[i:] for a in rest])
+                return
             self._requests[address] += 1
             try:
                 self._produce(address, appends)
@@ -230,6 +228,17 @@ class LeanWriter:
                     self._sending.discard(a.partition)
                     self._sent.discard(a)
                     self._failed(a, error)
+
+    def _put_back(self, taken: list[_Append], appends: list[_Append]) -> None:
+        """Appends placed in a send that will not go out now: back to the waiting ones, in
+        the order they arrived (``taken``, the send's waiting list): a partition's later
+        append may wait there already, and a partition's appends land in arrival order."""
+        for a in appends:
+            self._sending.discard(a.partition)
+            self._sent.discard(a)
+        order = {id(a): i for i, a in enumerate(taken)}
+        self._waiting = sorted(self._waiting + appends, key=lambda a: order.get(id(a), len(order)))
+        self._schedule()
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -403,9 +412,13 @@ class LeanWriter:
         then = a.then
         if then is not None:
             a.then = None
-            # Reported first, as with a future (whose callbacks run on a later turn).
-            if self.on_failure is not None:
-                self.on_failure(a.partition, error)
+            # Reported first, as with a future (whose callbacks run on a later turn); the
+            # outcome is handed over even if the report fails (one batch in flight per shard).
+            try:
+                if self.on_failure is not None:
+                    self.on_failure(a.partition, error)
+            except Exception:
+                log.exception("state topic %s: reporting a failed append failed", self.topic)
             try:
                 then(-1, error)
             except Exception:

@@ -133,7 +133,10 @@ class WriteDone(asyncio.Future):
     waiting: _Waiting | None = None
 
     def land(self, base: int) -> None:
-        """The batch landed at `base`: completed, and its answers released in this call."""
+        """The batch landed at `base`: completed, and its answers released in this call.
+        Already done (an awaiter's task cancelled it): nothing more, so the writer goes on."""
+        if self.done():
+            return
         asyncio.Future.set_result(self, base)
         waiting = self.waiting
         if waiting is not None:

@@ -476,3 +476,56 @@ def test_a_request_that_cannot_be_built_fails_its_appends_and_frees_its_broker()
             assert await writer.append(1, records(1), 0) == 0
 
     asyncio.run(run())
+
+
+class _TwoBrokers(Broker):
+    """Partition 2 led by a second broker (answered by the same simulated logs)."""
+
+    other = ("127.0.0.2", 9092)
+
+    async def refresh_metadata(self) -> None:
+        await super().refresh_metadata()
+        self.brokers = {1: BROKER, 2: self.other}
+        self.leaders[2] = 2
+
+    async def call(self, address, request):
+        return await super().call(BROKER if address == self.other else address, request)
+
+
+def test_a_request_that_cannot_be_built_leaves_no_other_brokers_batch_without_a_producer_id():
+    """One send, two brokers: the first broker's request fails to build after one of its
+    batches was built (which puts the producer's sequences in doubt); the second broker's
+    appends wait for the next producer id instead of going out under producer id -1."""
+    async def run():
+        broker = _TwoBrokers()
+        writer = await started(broker)
+        await broker.refresh_metadata()
+        ok = writer.append(0, records(1), 0)
+        bad = writer.append(1, records(1), 2**70)    # build_batch refuses the timestamp, after p0's batch
+        other = writer.append(2, records(1), 0)      # the second broker's request, in the same send
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(ok, bad, other, return_exceptions=True)
+        assert isinstance(results[1], StateLogError) and results[2] == 0
+        producers = [next(iter(iter_batches(d))).producer_id for req in broker.requests for _, d in req]
+        assert -1 not in producers
+
+    asyncio.run(run())
+
+
+def test_a_producer_id_reset_in_a_send_keeps_a_partitions_appends_in_order(monkeypatch):
+    monkeypatch.setattr("coordinator.runtime.lean_writer.RETRY_BACKOFF_S", 3600.0)  # no resend on its own
+
+    async def run():
+        broker = Broker()
+        writer = await started(broker)
+        broker.script = ["lost-before"]
+        expired = writer.append(1, records(1), 0)
+        await _turns()
+        writer._waiting[0].deadline = 0.0           # expired while waiting for its resend
+        first = writer.append(0, records(1, "a"), 0)
+        second = writer.append(0, records(1, "b"), 0)
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(expired, first, second, return_exceptions=True)
+        assert isinstance(results[0], StateLogError) and results[1:] == [0, 1]
+
+    asyncio.run(run())

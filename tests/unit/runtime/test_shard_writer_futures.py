@@ -178,3 +178,32 @@ def test_an_append_then_batch_landing_past_its_predicted_offset_reloads_and_a_la
         process.thens[1](1, None)
         assert len(rt.failed) == 1 and second.exception() is not None and not writer.inflight
     asyncio.run(main())
+
+
+def test_a_batch_cancelled_by_an_awaiter_still_lets_the_writer_send_the_next():
+    """A task awaiting a batch's future directly and then cancelled cancels that future
+    (asyncio passes a task's cancellation to what it awaits; epoch_upkeep.write_fence shields
+    it for that reason). The landing then finds the future done: it must neither raise inside
+    the lean writer's answer callback nor keep the writer from sending the next batch."""
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = ThenWriter()
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        first = add(writer, (b"k", b"1"))
+
+        async def awaiting() -> None:
+            await first
+
+        task = asyncio.get_running_loop().create_task(awaiting())
+        await turns()
+        task.cancel()
+        await turns()
+        assert first.cancelled()
+        add(writer, (b"k", b"2"))
+        await turns()
+        process.thens[0](0, None)           # the first batch landed where predicted
+        await turns()
+        assert len(process.thens) == 2, "the next batch was never sent"
+
+    asyncio.run(main())
