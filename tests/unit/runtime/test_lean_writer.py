@@ -439,6 +439,17 @@ def test_close_in_the_turn_an_answer_failed_queues_and_sends_nothing_more(monkey
     asyncio.run(run())
 
 
+async def _expired_before_its_resend(broker: Broker, writer: LeanWriter, partition: int) -> asyncio.Future:
+    """An append whose request failed (outcome unknown), queued for its resend and expired
+    meanwhile (with RETRY_BACKOFF_S set long, the resend waits for the next send)."""
+    broker.script = ["lost-before"]
+    append = writer.append(partition, records(1), 0)
+    await _turns()
+    assert len(broker.requests) == 1 and len(writer._waiting) == 1     # queued for its resend
+    writer._waiting[0].deadline = 0.0                                  # and expired meanwhile
+    return append
+
+
 def test_an_append_expired_before_its_resend_leaves_no_batch_without_a_producer_id(monkeypatch):
     """An append sent, failed (outcome unknown) and expired while waiting for its resend puts
     its producer's sequences in doubt. An append sent in the same turn must not be built under
@@ -448,11 +459,7 @@ def test_an_append_expired_before_its_resend_leaves_no_batch_without_a_producer_
     async def run():
         broker = Broker()
         writer = await started(broker)
-        broker.script = ["lost-before"]
-        first = writer.append(0, records(1), 0)
-        await _turns()
-        assert len(broker.requests) == 1 and len(writer._waiting) == 1     # queued for its resend
-        writer._waiting[0].deadline = 0.0                                  # and expired meanwhile
+        first = await _expired_before_its_resend(broker, writer, 0)
         second = writer.append(1, records(1), 0)
         async with asyncio.timeout(10):
             results = await asyncio.gather(first, second, return_exceptions=True)
@@ -518,10 +525,7 @@ def test_a_producer_id_reset_in_a_send_keeps_a_partitions_appends_in_order(monke
     async def run():
         broker = Broker()
         writer = await started(broker)
-        broker.script = ["lost-before"]
-        expired = writer.append(1, records(1), 0)
-        await _turns()
-        writer._waiting[0].deadline = 0.0           # expired while waiting for its resend
+        expired = await _expired_before_its_resend(broker, writer, 1)
         first = writer.append(0, records(1, "a"), 0)
         second = writer.append(0, records(1, "b"), 0)
         async with asyncio.timeout(10):

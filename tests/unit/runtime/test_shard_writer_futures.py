@@ -116,6 +116,15 @@ class ThenWriter:
         self.thens.append(then)
 
 
+def _then_writer() -> tuple[StubRuntime, ThenWriter, ShardWriter]:
+    """A shard's writer over a process writer offering `append_then`."""
+    rt = StubRuntime(FakeStateTopic(1))
+    process = ThenWriter()
+    writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                         partition_writer=process)
+    return rt, process, writer
+
+
 def test_an_append_then_outcome_lands_the_batch_and_releases_its_answers_in_the_same_call():
     async def main() -> None:
         rt = StubRuntime(FakeStateTopic(1))
@@ -161,10 +170,7 @@ def test_an_append_then_outcome_lands_the_batch_and_releases_its_answers_in_the_
 
 def test_an_append_then_batch_landing_past_its_predicted_offset_reloads_and_a_late_outcome_is_ignored():
     async def main() -> None:
-        rt = StubRuntime(FakeStateTopic(1))
-        process = ThenWriter()
-        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
-                             partition_writer=process)
+        rt, process, writer = _then_writer()
         first = add(writer, (b"k", b"1"))
         await turns()
         process.thens[0](3, None)        # someone else wrote to the partition
@@ -186,10 +192,7 @@ def test_a_batch_cancelled_by_an_awaiter_still_lets_the_writer_send_the_next():
     it for that reason). The landing then finds the future done: it must neither raise inside
     the lean writer's answer callback nor keep the writer from sending the next batch."""
     async def main() -> None:
-        rt = StubRuntime(FakeStateTopic(1))
-        process = ThenWriter()
-        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
-                             partition_writer=process)
+        rt, process, writer = _then_writer()
         first = add(writer, (b"k", b"1"))
 
         async def awaiting() -> None:
