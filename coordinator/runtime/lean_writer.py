@@ -113,9 +113,7 @@ class LeanWriter:
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._answers: set[asyncio.Future[Any]] = set()     # the requests' answers awaited
-        self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
-        self._name = ("", TopicName(""))        # the topic's name: (str, kio's value)
-        self._indices: dict[int, i32] = {}
+        self._requests_of = _ProduceRequests()
         # Called as on_failure(partition, error) when an append fails (the StateTopic's
         # on_write_error), at once: nobody needs to await the append for it to be reported.
         self.on_failure: Callable[[int, BaseException], None] | None = None
@@ -266,30 +264,11 @@ class LeanWriter:
         self._schedule()
 
     async def _init_producer(self) -> None:
-        """InitProducerId without a transactional id; retried while the upstream's
-        transaction coordinator loads or moves (a broker just started answers
-        COORDINATOR_LOAD_IN_PROGRESS), up to the delivery timeout."""
-        deadline = time.monotonic() + self.delivery_timeout_s
-        delay = 0.05
-        while True:
-            response = await self.links.bootstrap_call(make_request(
-                INIT_PRODUCER_ID, transactional_id=None, transaction_timeout=duration_ms(60_000),
-                producer_id=ProducerId(-1), producer_epoch=i16(-1)))
-            code = response.error_code
-            if code == ErrorCode.none:
-                break
-            if code not in _INIT_RETRIABLE or time.monotonic() + delay > deadline:
-                raise StateLogError(f"InitProducerId for the state topic {self.topic}: {code.name}")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        self.producer_id, self.epoch = int(response.producer_id), int(response.producer_epoch)
+        self.producer_id, self.epoch = await _init_idempotent_producer(self.links, self.topic,
+                                                                       self.delivery_timeout_s)
         self.sequences.clear()
         log.info("state topic %s: writing as idempotent producer %d epoch %d", self.topic, self.producer_id,
                  self.epoch)
-
-    def _index(self, partition: int) -> i32:
-        index = self._indices[partition] = i32(partition)
-        return index
 
     def _batch(self, a: _Append) -> bytes:
         if a.batch is None:
@@ -304,22 +283,7 @@ class LeanWriter:
     def _produce(self, address: tuple[str, int], appends: list[_Append]) -> None:
         """One ProduceRequest of `appends`; its answer is taken by `_produced`, a callback on
         the link's future (no Task and coroutine per request: write-path-cost.md)."""
-        m = _PRODUCE_MODULE
-        timeout_ms = int(self.links.request_timeout_s * 1000)
-        if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
-            self._timeout = (timeout_ms, duration_ms(timeout_ms))
-        if self._name[0] != self.topic:
-            self._name = (self.topic, TopicName(self.topic))
-        # kio's values parsed once (the acks, the topic's name, each partition's index), and
-        # the request's class called directly: a request per write.
-        indices = self._indices
-        request = _PRODUCE_REQUEST(
-            transactional_id=None, acks=_ACKS_ALL, timeout=self._timeout[1],
-            topic_data=(m.TopicProduceData(name=self._name[1], partition_data=tuple(
-                m.PartitionProduceData(index=indices[a.partition] if a.partition in indices
-                                       else self._index(a.partition),
-                                       records=self._batch(a))
-                for a in appends)),))
+        request = self._requests_of.build(self.topic, self.links.request_timeout_s, appends, self._batch)
         self.requests_sent += 1
         self.batches_sent += len(appends)
         answer = self.links.send(address, request)
@@ -427,3 +391,56 @@ class LeanWriter:
             a.future.set_exception(error)
             if self.on_failure is not None:
                 self.on_failure(a.partition, error)
+
+
+async def _init_idempotent_producer(links: UpstreamLinks, topic: str, delivery_timeout_s: float) -> tuple[int, int]:
+    """InitProducerId without a transactional id: (producer id, epoch); retried while the
+    upstream's transaction coordinator loads or moves (a broker just started answers
+    COORDINATOR_LOAD_IN_PROGRESS), up to the delivery timeout."""
+    deadline = time.monotonic() + delivery_timeout_s
+    delay = 0.05
+    while True:
+        response = await links.bootstrap_call(make_request(
+            INIT_PRODUCER_ID, transactional_id=None, transaction_timeout=duration_ms(60_000),
+            producer_id=ProducerId(-1), producer_epoch=i16(-1)))
+        code = response.error_code
+        if code == ErrorCode.none:
+            return int(response.producer_id), int(response.producer_epoch)
+        if code not in _INIT_RETRIABLE or time.monotonic() + delay > deadline:
+            raise StateLogError(f"InitProducerId for the state topic {topic}: {code.name}")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+class _ProduceRequests:
+    """The lean writer's ProduceRequest (acks=all) of a list of appends, with kio's values
+    parsed once (the timeout, the topic's name, each partition's index) and the request's
+    class called directly: a request per write."""
+
+    __slots__ = ("_timeout", "_name", "_indices")
+
+    def __init__(self) -> None:
+        self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
+        self._name = ("", TopicName(""))        # the topic's name: (str, kio's value)
+        self._indices: dict[int, i32] = {}
+
+    def build(self, topic: str, timeout_s: float, appends: list[_Append],
+              batch_of: Callable[[_Append], bytes]) -> Any:
+        m = _PRODUCE_MODULE
+        timeout_ms = int(timeout_s * 1000)
+        if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
+            self._timeout = (timeout_ms, duration_ms(timeout_ms))
+        if self._name[0] != topic:
+            self._name = (topic, TopicName(topic))
+        indices = self._indices
+        return _PRODUCE_REQUEST(
+            transactional_id=None, acks=_ACKS_ALL, timeout=self._timeout[1],
+            topic_data=(m.TopicProduceData(name=self._name[1], partition_data=tuple(
+                m.PartitionProduceData(index=indices[a.partition] if a.partition in indices
+                                       else self._index(a.partition),
+                                       records=batch_of(a))
+                for a in appends)),))
+
+    def _index(self, partition: int) -> i32:
+        index = self._indices[partition] = i32(partition)
+        return index
