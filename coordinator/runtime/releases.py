@@ -19,12 +19,17 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
 - A shard's batch's future is a `WriteDone`: its writer completes it with `land` when the
   batch landed where predicted, which completes the answers waiting for it in that same
   call, not through a done-callback on a later loop turn (a batch often holds one commit
-  end to end). Any other completion (a failure, a drop, a cancel) reaches them on a later
+  end to end). Any other completion (a failure, a drop) reaches them on a later
   turn, as a done-callback would: the runtime completes those inside loops over its batches.
+- A `WriteDone` is never cancelled from outside: its batch's outcome is every answer's in
+  it, and the writer's alone to decide. Its `cancel` refuses, and a task awaiting it directly
+  awaits it shielded, so that task's cancellation (a client gone, a `wait_for` run out)
+  cancels the task alone, at once, and never the answers that share the batch.
 """
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -134,7 +139,7 @@ class WriteDone(asyncio.Future):
 
     def land(self, base: int) -> None:
         """The batch landed at `base`: completed, and its answers released in this call.
-        Already done (an awaiter's task cancelled it): nothing more, so the writer goes on."""
+        Already done (dropped with its shard): nothing more, so the writer goes on."""
         if self.done():
             return
         asyncio.Future.set_result(self, base)
@@ -152,10 +157,18 @@ class WriteDone(asyncio.Future):
         self._later()
 
     def cancel(self, msg: Any = None) -> bool:
-        if not super().cancel(msg):
-            return False
-        self._later()
-        return True
+        """Refused (module rules): the batch's outcome is its writer's (landed, failed or
+        dropped), shared by every answer in it."""
+        return False
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        # Shielded while pending: a task awaiting this future is cancelled through what it
+        # awaits (Task.cancel cancels its `_fut_waiter`), here shield's own outer future.
+        if self.done():
+            return asyncio.Future.__await__(self)
+        return asyncio.shield(self).__await__()
+
+    __iter__ = __await__
 
     def _later(self) -> None:
         waiting = self.waiting

@@ -110,11 +110,34 @@ def test_a_batch_that_lands_releases_its_answers_in_the_same_call_and_a_failure_
         dropped.set_result(None)       # a batch that landed as the shard was dropped
         assert not fourth.done()
         assert await fourth == "e"
-        cancelled = WriteDone(loop=loop)
-        fifth = rel.when_durable(cancelled, "f", 5)
-        assert cancelled.cancel() and not cancelled.cancel()
+    asyncio.run(main())
+
+
+def test_a_cancelled_awaiter_of_a_batch_leaves_the_answers_sharing_it_alone():
+    """A task that awaits a batch's future directly and is then cancelled (its client went
+    away) is cancelled at once, alone: the batch goes on, and the other answers in it are
+    released when it lands. A direct `cancel` of the batch's future is refused."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rel = Releases(2)
+        write = WriteDone(loop=loop)
+        first, second = rel.when_durable(write, "a", 5), rel.when_durable(write, "b", 5)
+
+        async def awaiting() -> int:
+            return await write
+
+        gone = loop.create_task(awaiting())
+        staying = loop.create_task(awaiting())
         await asyncio.sleep(0)
-        assert fifth.cancelled()
+        gone.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert gone.cancelled(), "the awaiter is cancelled at once, not when the batch lands"
+        assert not write.done() and not first.done() and not second.done()
+        assert not write.cancel() and not write.done(), "the batch's outcome is its writer's"
+        write.land(9)
+        assert first.result() == "a" and second.result() == "b"
+        assert await staying == 9 and await write == 9
     asyncio.run(main())
 
 

@@ -186,11 +186,10 @@ def test_an_append_then_batch_landing_past_its_predicted_offset_reloads_and_a_la
     asyncio.run(main())
 
 
-def test_a_batch_cancelled_by_an_awaiter_still_lets_the_writer_send_the_next():
-    """A task awaiting a batch's future directly and then cancelled cancels that future
-    (asyncio passes a task's cancellation to what it awaits; epoch_upkeep.write_fence shields
-    it for that reason). The landing then finds the future done: it must neither raise inside
-    the lean writer's answer callback nor keep the writer from sending the next batch."""
+def test_a_cancelled_awaiter_of_a_batch_leaves_it_to_land_and_the_writer_sends_the_next():
+    """A task awaiting a batch's future directly and then cancelled is cancelled alone: the
+    batch's future awaits shielded (releases.WriteDone), so it lands where predicted, and the
+    writer sends the next batch."""
     async def main() -> None:
         rt, process, writer = _then_writer()
         first = add(writer, (b"k", b"1"))
@@ -202,10 +201,11 @@ def test_a_batch_cancelled_by_an_awaiter_still_lets_the_writer_send_the_next():
         await turns()
         task.cancel()
         await turns()
-        assert first.cancelled()
+        assert task.cancelled() and not first.done()
         add(writer, (b"k", b"2"))
         await turns()
         process.thens[0](0, None)           # the first batch landed where predicted
+        assert first.result() == 0
         await turns()
         assert len(process.thens) == 2, "the next batch was never sent"
 
