@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -123,3 +124,95 @@ def test_counts_and_lengths_past_one_varint_byte(version):
 
 def test_the_decoders_are_keyed_by_the_routes_request_class():
     assert set(commit_decode.decoders()) == {request_class(OFFSET_COMMIT, v) for v in VERSIONS}
+
+
+# The connection's decoder keeps the head of its last one-topic request (commit_decode.
+# CommitDecoder): for any run of frames its answers are the stateless decode's, which the
+# tests above hold to kio's.
+
+def _same(decoder: commit_decode.CommitDecoder, data_frame: bytes, version: int, header_version: int = 2) -> Any:
+    got = decoder.decode(data_frame, header_version)
+    want = commit_decode.decode(data_frame, header_version, version)
+    assert (got is None) == (want is None), (data_frame, got, want)
+    if got is not None:
+        assert got[0] == want[0]
+        assert fields(got[1]) == fields(want[1])
+        assert isinstance(got[1], commit_decode.OffsetCommitRequest) and got[1].__version__ == version
+    return got
+
+
+def _one_topic(version: int, group: str = "g", member: str = "m-1", epoch: int = 3, offset: int = 10,
+               metadata: str | None = "", partitions: int = 4, topic: str = "orders"):
+    mod = __import__(f"kio.schema.offset_commit.v{version}.request", fromlist=["x"])
+    key = {"topic_id": uuid.UUID(int=7)} if version >= 10 else {"name": topic}
+    return mod.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=i32(epoch), member_id=member, group_instance_id=None,
+        topics=(mod.OffsetCommitRequestTopic(**key, partitions=tuple(
+            mod.OffsetCommitRequestPartition(partition_index=i32(p), committed_offset=i64(offset + p),
+                                             committed_leader_epoch=i32(-1), committed_metadata=metadata)
+            for p in range(partitions))),))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_memo_answers_a_repeated_head_as_a_full_decode(version):
+    decoder = commit_decode.CommitDecoder(version)
+    first = framed(version, _one_topic(version, offset=10))
+    assert _same(decoder, first, version) is not None
+    assert decoder.head is not None          # one topic: its head is kept
+    for offset, partitions, metadata in ((11, 4, ""), (12, 1, None), (13, 0, ""), (14, 3, "md"), (15, 4, "")):
+        again = framed(version, _one_topic(version, offset=offset, partitions=partitions, metadata=metadata))
+        got = _same(decoder, again, version)
+        assert got is not None and [p.committed_offset for p in got[1].topics[0].partitions] == \
+            [offset + p for p in range(partitions)]
+    # Another head (a new epoch, another member, another client id) is decoded in full, and kept.
+    for other in (framed(version, _one_topic(version, epoch=4)), framed(version, _one_topic(version, member="m-2")),
+                  framed(version, _one_topic(version), client_id="other")):
+        assert _same(decoder, other, version) is not None
+        assert decoder.head == other[12:decoder.start]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_memo_never_answers_for_a_broken_tail_nor_a_broken_head(version):
+    valid = framed(version, _one_topic(version))
+    for cut in range(12, len(valid)):
+        decoder = commit_decode.CommitDecoder(version)
+        _same(decoder, valid, version)
+        assert _same(decoder, frame(valid[4:cut]), version) is None      # cut short: never decodes
+    for i in range(12, len(valid)):
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF, valid[i] ^ 0x01):
+            decoder = commit_decode.CommitDecoder(version)
+            _same(decoder, valid, version)
+            mutated = valid[:i] + bytes([value]) + valid[i + 1:]
+            _same(decoder, mutated, version)
+            _same(decoder, valid, version)        # and the memo still answers the valid head
+    decoder = commit_decode.CommitDecoder(version)
+    _same(decoder, valid, version)
+    assert _same(decoder, frame(valid[4:] + b"\x00"), version) is None            # a byte after the body
+    assert _same(decoder, frame(valid[4:-1] + b"\x01\x05\x01\x00"), version) is None   # a tagged field
+    assert _same(decoder, valid, version, 1) is None    # read as header v1: the memo of v2 is not used
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), version=st.sampled_from(VERSIONS), seed=st.integers(0, 2**32))
+def test_the_memo_on_runs_of_random_and_mutated_frames(data, version, seed):
+    rng = random.Random(seed)
+    decoder = commit_decode.CommitDecoder(version)
+    heads = [data.draw(requests(version)) for _ in range(2)] + [_one_topic(version)]
+    for _ in range(12):
+        request = rng.choice(heads)
+        valid = framed(version, request)
+        body = len(valid) - len(encode_body(request))
+        name, mutate = rng.choice(list(MUTATIONS.items()))
+        _same(decoder, mutate(valid, body, rng), version)
+        _same(decoder, valid, version)
+
+
+def test_the_memo_keeps_no_head_of_several_topics_nor_a_long_one():
+    mod = __import__("kio.schema.offset_commit.v9.request", fromlist=["x"])
+    two = _one_topic(9)
+    two = mod.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=i32(1), member_id="m",
+                                  group_instance_id=None, topics=two.topics * 2)
+    decoder = commit_decode.CommitDecoder(9)
+    assert _same(decoder, framed(9, two), 9) is not None and decoder.head is None
+    long_head = _one_topic(9, group="g" * (commit_decode.MEMO_MAX_BYTES + 1))
+    assert _same(decoder, framed(9, long_head), 9) is not None and decoder.head is None
