@@ -53,7 +53,9 @@ endpoint (bench/streams_rebalance_probe.py); and the coordinator's own account o
 (bench/streams_rebalance_groups.py: Kafka's server.log, kcoord's state topic): when each member
 joined, when the topology was validated, who had joined by then, each member's first target,
 and when each was first handed active tasks (kcoord's records name the instance: the timelines
-then also get the client's own time from that answer to its first task open and RUNNING).
+then also get the client's own time from that answer to its first task open and RUNNING), and,
+from kcoord's records, when each was last handed tasks it did not have and the time from there
+to the end of its last REBALANCING span.
 Every start's lines are kept in the work dir (start-events.jsonl). ``--kcoord-initial-delay-ms``
 runs the tuned kcoord sides with an initial rebalance delay: an experiment, not their row.
 ``--kcoord-log-level`` (e.g. ``INFO,kcoord.streams=DEBUG``: every StreamsGroupHeartbeat
@@ -367,7 +369,8 @@ def hand_to_open(d: dict[str, Any]) -> None:
     first task open and its first RUNNING with tasks: the client's own share of the start
     (docs/measurements/streams-rebalance.md, the seventh section). Kept in the timelines."""
     handed = (d.get("group") or {}).get("first_handed_s") or {}
-    shares = []
+    last = (d.get("group") or {}).get("last_handed_s") or {}
+    shares, lasts = [], []
     for name, t in d["timelines"].items():
         at = handed.get(name)
         if at is None:
@@ -377,8 +380,16 @@ def hand_to_open(d: dict[str, Any]) -> None:
         t["hand_to_running_s"] = (None if t["first_running_with_task"] is None
                                   else round(t["first_running_with_task"] - at, 3))
         shares.append(f"{name} {at} +{t['hand_to_open_s']} open +{t['hand_to_running_s']} RUNNING")
+        if (end := last.get(name)) is not None:
+            # the last REBALANCING span's end: RUNNING on the whole start set
+            ran = max((b for _, b in t["rebalancing"] if b is not None), default=t["first_running_with_task"])
+            t["last_handed"] = end
+            t["last_hand_to_running_s"] = None if ran is None else round(ran - end, 3)
+            lasts.append(f"{name} {end} +{t['last_hand_to_running_s']}")
     if shares:
         log("    first handed -> first open, RUNNING: " + "; ".join(shares))
+    if lasts:
+        log("    last handed -> RUNNING after it: " + "; ".join(lasts))
 
 
 def print_diagnosis(d: dict[str, Any]) -> None:

@@ -8,7 +8,9 @@ after that: a member given many tasks early must release most of them to the lat
 when each member was first handed active tasks (`first_handed_s`: the answer that gave it its
 first ones; kcoord's record 22, keyed by the instance its client id names; Kafka's "new
 assignment state" line, keyed by member id): from there to the instance's first task open is
-the client's own time (docs/measurements/streams-rebalance.md, the seventh section).
+the client's own time (docs/measurements/streams-rebalance.md, the seventh section); from
+kcoord's records also when each was last handed tasks it did not have (`last_handed_s`: the
+answer that completed its start set, e.g. the quiet hold's trickle's rest; the ninth section).
 
 Rules: diagnosis only; times are seconds from the caller's origin (wall clock, seconds); a log
 or a dump that cannot be read gives {"error": ...}, never an exception.
@@ -29,13 +31,16 @@ _KAFKA_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] ")
 
 
 def _summary(joins: list[float], ready: float | None, first_active: list[int], origin: float,
-             handed: dict[str, float]) -> dict[str, Any]:
+             handed: dict[str, float], last_handed: dict[str, float] | None = None) -> dict[str, Any]:
     def s(t: float | None) -> float | None:
         return None if t is None else round(t - origin, 3)
-    return {"joins": len(joins), "first_join": s(min(joins, default=None)), "last_join": s(max(joins, default=None)),
-            "topology_ready": s(ready), "joined_by_ready": sum(1 for j in joins if ready is not None and j <= ready),
-            "first_target_after_ready_active_per_member": sorted(first_active, reverse=True),
-            "first_handed_s": {who: s(t) for who, t in sorted(handed.items(), key=lambda kv: kv[1])}}
+    out = {"joins": len(joins), "first_join": s(min(joins, default=None)), "last_join": s(max(joins, default=None)),
+           "topology_ready": s(ready), "joined_by_ready": sum(1 for j in joins if ready is not None and j <= ready),
+           "first_target_after_ready_active_per_member": sorted(first_active, reverse=True),
+           "first_handed_s": {who: s(t) for who, t in sorted(handed.items(), key=lambda kv: kv[1])}}
+    if last_handed is not None:
+        out["last_handed_s"] = {who: s(t) for who, t in sorted(last_handed.items(), key=lambda kv: kv[1])}
+    return out
 
 
 def _instance(client_id: str) -> str:
@@ -92,6 +97,9 @@ def dump_summary(dump_lines: list[str], group: str, origin_wall: float) -> dict[
     first_active: dict[str, int] = {}
     clients: dict[str, str] = {}
     handed: dict[str, float] = {}
+    # the last answer that gave the member active tasks it did not have (its start set complete)
+    last_handed: dict[str, float] = {}
+    active: dict[str, set] = {}
     records = []
     for line in dump_lines:
         try:
@@ -107,7 +115,12 @@ def dump_summary(dump_lines: list[str], group: str, origin_wall: float) -> dict[
             clients.setdefault(key["member_id"], _instance(value.get("client_id") or key["member_id"]))
         elif kind == "STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT" and any(x.get("partitions")
                                                                        for x in value.get("active_tasks", [])):
-            handed.setdefault(clients.get(key["member_id"], key["member_id"]), t)
+            who = clients.get(key["member_id"], key["member_id"])
+            handed.setdefault(who, t)
+            now = {(x.get("subtopology_id"), p) for x in value.get("active_tasks", []) for p in x.get("partitions", [])}
+            if not now <= active.get(who, set()):
+                last_handed[who] = t
+            active[who] = now
         elif kind == "STREAMS_GROUP_METADATA" and ready is None and value.get("validated_topology_epoch", -1) >= 0:
             ready = t
         elif kind == "STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER" and ready is not None:
@@ -115,4 +128,4 @@ def dump_summary(dump_lines: list[str], group: str, origin_wall: float) -> dict[
                                                           for x in value.get("active_tasks", [])))
     if not records:
         return None
-    return _summary(list(joins.values()), ready, list(first_active.values()), origin_wall, handed)
+    return _summary(list(joins.values()), ready, list(first_active.values()), origin_wall, handed, last_handed)

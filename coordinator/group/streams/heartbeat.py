@@ -281,7 +281,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             held_until = when
             statuses.append((ASSIGNMENT_DELAYED,
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
-    trickle = trickle_cap(soft, settings, now_ms, configured.is_ready())
+    trickle = trickle_cap(soft, settings, now_ms, configured.is_ready(), len(members) if target_epoch == group_epoch
+                          else 0, sum((configured.task_counts or {}).values()))
     cap = None if trickle is None else trickle[0]
     uncapped = None
     if cap is None:     # released tasks handed together (release.py)

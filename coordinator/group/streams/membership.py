@@ -28,7 +28,8 @@ Rules:
   assignor walks tasks in that order and keeps a member's earlier target up to its share, so
   while every member's share is at least k nothing handed out has to move; the rest of each
   target is held by nobody and goes to whoever joins. A capped member is told to come back
-  when the hold may end, and gets the rest then;
+  when the hold may end, and gets the rest then. The hold ends sooner once the current target
+  is over floor(tasks / k) members (two at least): the trickle is full (`filled`);
 - the heartbeat interval: Kafka's fixed `streams.heartbeat.interval.ms` under
   `consumer_heartbeat_policy=fixed`, else kcoord's adaptive one (the kernel's
   heartbeat_interval.py): short while the member waits for tasks to receive, the stable one
@@ -183,20 +184,38 @@ def end_quiet_hold(soft: Soft, target: dict[str, Tasks], settings: StreamsSettin
         soft.quiet_hold = None
 
 
-def trickle_cap(soft: Soft, settings: StreamsSettings, now_ms: int, ready: bool) -> tuple[int, int] | None:
+def trickle_cap(soft: Soft, settings: StreamsSettings, now_ms: int, ready: bool,
+                members: int = 0, tasks: int = 0) -> tuple[int, int] | None:
     """(k, when the hold may end) while the quiet hold's trickle caps what members are handed,
     else None; the hold ends here once its time has come and the topology is ready (before,
-    there is nothing to hand, and its validation moves the hold on: `note_validated`)."""
-    if settings.initial_rebalance_quiet_tasks <= 0:
+    there is nothing to hand, and its validation moves the hold on: `note_validated`), or
+    sooner once the trickle is `filled` (``members``: how many the group's current target is
+    over, 0 while a newer one is due; ``tasks``: the active tasks of the ready topology)."""
+    k = settings.initial_rebalance_quiet_tasks
+    if k <= 0:
         return None
     until = quiet_until(soft, settings)
     if until is None:
         return None
-    if now_ms >= until:
+    if now_ms >= until or (ready and filled(k, members, tasks)):
         if ready:
             soft.quiet_hold = None
         return None
-    return settings.initial_rebalance_quiet_tasks, until
+    return k, until
+
+
+def filled(k: int, members: int, tasks: int) -> bool:
+    """Whether the trickle's hold may end before its quiet period: the current target is over
+    at least floor(tasks / k) members, and two at least. Why: up to that many members, every
+    member's share of the target is at least k, and the sticky assignor keeps each member's
+    first k tasks in task order (its quota never drops below floor(tasks / members)), so no
+    join inside the hold revoked anything and handing the rest of the targets now revokes
+    nothing either. With one member more, some shares fall below k: that join revokes tasks
+    under the hold too, the cap protects nobody from it any longer, and holding the rest back
+    only delays the members that wait for it (its last tasks, one quiet period after the last
+    join; docs/measurements/streams-rebalance.md, the ninth section). A lone member is no
+    evidence that the start is over: it stays capped until the quiet period ends."""
+    return members >= 2 and members >= tasks // k
 
 
 def delay_cause(soft: Soft, settings: StreamsSettings, when: int) -> str:
