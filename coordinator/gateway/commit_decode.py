@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..group.offsets.requests import OffsetCommit, commit_answer
 from ..protocol.apis import OFFSET_COMMIT, request_class
 from ..protocol.framing import HeaderError, request_body_offset
 
@@ -78,16 +79,14 @@ class OffsetCommitRequestTopic:
         return f"OffsetCommitRequestTopic({named}, partitions={self.partitions!r})"
 
 
-class OffsetCommitRequest:
-    """kio's OffsetCommitRequest fields at one version (`__version__`, set per subclass). Built
-    by `_body` as the partitions are (``cls()``, then the slots)."""
-    __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "topics")
+class OffsetCommitRequest(OffsetCommit):
+    """kio's OffsetCommitRequest fields at one version (`__version__`, set per subclass), and
+    the shard's shape of it (group/offsets/requests.OffsetCommit, whose slots it has: the
+    version's constants set with the fields), so the shard takes the request as its own
+    shape instead of building one per commit (`offset_commit_shape`). Built by `_body` as the
+    partitions are (``cls()``, then the slots)."""
+    __slots__ = ()
     __version__: int
-    group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str
-    group_instance_id: str | None
-    topics: tuple[OffsetCommitRequestTopic, ...]
 
     def __repr__(self) -> str:
         return (f"OffsetCommitRequest(v{self.__version__}, group_id={self.group_id!r}, generation_id_or_member_epoch="
@@ -97,6 +96,9 @@ class OffsetCommitRequest:
 
 _REQUESTS = {v: type(f"OffsetCommitRequestV{v}", (OffsetCommitRequest,), {"__slots__": (), "__version__": v})
              for v in (8, 9, 10)}
+# The shape's fields that are the version's (offset_commit_shape's rules): no retention time
+# (v5+), a leader epoch per partition (v6+), topics by id from v10, GROUP_ID_NOT_FOUND from v9.
+_ANSWERS = {v: commit_answer(v) for v in _REQUESTS}
 VERSIONS = frozenset(_REQUESTS)
 
 
@@ -236,7 +238,12 @@ def _body(version: int, buf: bytes, pos: int) -> tuple[OffsetCommitRequest, int]
     request.generation_id_or_member_epoch = generation
     request.member_id = member_id
     request.group_instance_id = instance_id
-    request.topics = tuple(topics)  # type: ignore[assignment]
+    request.topics = tuple(topics)
+    request.retention_ms = -1
+    request.by_id = version >= 10
+    request.leader_epochs = True
+    request.group_id_not_found = version >= 9
+    request.answer = _ANSWERS[version]
     return request, memo_end
 
 
@@ -272,11 +279,15 @@ class CommitDecoder:
     runs of frames sharing heads, mutated and cut short."""
 
     __slots__ = ("version", "head", "header_version", "start", "client_id", "group_id", "generation",
-                 "member_id", "instance_id", "name", "topic_id", "request_class")
+                 "member_id", "instance_id", "name", "topic_id", "request_class", "by_id", "group_id_not_found",
+                 "answer")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.request_class = _REQUESTS[version]
+        self.by_id = version >= 10
+        self.group_id_not_found = version >= 9
+        self.answer = _ANSWERS[version]
         self.head: bytes | None = None
         self.header_version = -1
         self.start = 0
@@ -308,6 +319,11 @@ class CommitDecoder:
             request.member_id = self.member_id
             request.group_instance_id = self.instance_id
             request.topics = (topic,)
+            request.retention_ms = -1
+            request.by_id = self.by_id
+            request.leader_epochs = True
+            request.group_id_not_found = self.group_id_not_found
+            request.answer = self.answer
             return self.client_id, request
         try:
             client_id, offset = request_body_offset(frame, header_version)

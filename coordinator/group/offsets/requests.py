@@ -70,7 +70,8 @@ def fetch_answer(version: int) -> FetchAnswer:
 
 
 class OffsetCommit:
-    """Built by `offset_commit_shape` (the shard's shape of every OffsetCommit)."""
+    """Built by `offset_commit_shape` (the shard's shape of every OffsetCommit), or a subclass
+    of it decoded by the gateway with these fields set (gateway/commit_decode.py)."""
     __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id",
                  "retention_ms", "by_id", "leader_epochs", "topics", "group_id_not_found", "answer")
     group_id: str
@@ -89,6 +90,10 @@ def offset_commit_shape(req: Any) -> OffsetCommit:
     """The OffsetCommit shape of kio's request ``req``. A function that sets the slots of
     ``OffsetCommit()`` (a class without `__init__`, so its call runs C only): a class's
     `__init__` costs the call through the type's slot on every commit."""
+    if isinstance(req, OffsetCommit):
+        # The gateway's one-pass decoded request (gateway/commit_decode.py) is its own shape:
+        # its class has these slots and its decoder sets them by these rules.
+        return req
     version = req.__version__
     shape = OffsetCommit()
     shape.group_id = req.group_id

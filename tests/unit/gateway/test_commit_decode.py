@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kio.static.primitive import i32, i64
 
 from coordinator.gateway import commit_decode
+from coordinator.group.offsets.requests import offset_commit_shape
 from coordinator.protocol.apis import OFFSET_COMMIT, request_class
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader, frame
@@ -216,3 +217,23 @@ def test_the_memo_keeps_no_head_of_several_topics_nor_a_long_one():
     assert _same(decoder, framed(9, two), 9) is not None and decoder.head is None
     long_head = _one_topic(9, group="g" * (commit_decode.MEMO_MAX_BYTES + 1))
     assert _same(decoder, framed(9, long_head), 9) is not None and decoder.head is None
+
+
+SHAPE_FIELDS = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "retention_ms",
+                "by_id", "leader_epochs", "group_id_not_found", "answer")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_decoded_request_is_the_shards_shape_of_kios(version):
+    """The shard takes the one-pass decoded request as its own shape (offset_commit_shape
+    returns it): each field is what the shape of kio's request for the same bytes holds."""
+    request = _one_topic(version)
+    valid = framed(version, request)
+    decoder = commit_decode.CommitDecoder(version)
+    decoded = [commit_decode.decode(valid, 2, version)[1], decoder.decode(valid, 2)[1], decoder.decode(valid, 2)[1]]
+    assert decoder.head is not None                     # the last one came from the memo
+    want = offset_commit_shape(general(valid, version)[1])
+    for got in decoded:
+        assert offset_commit_shape(got) is got
+        assert [(f, getattr(got, f)) for f in SHAPE_FIELDS] == [(f, getattr(want, f)) for f in SHAPE_FIELDS]
+        assert fields(got) == fields(general(valid, version)[1])
