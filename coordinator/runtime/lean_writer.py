@@ -15,6 +15,13 @@ Rules:
   that arrives meanwhile joins the next request, and a request's fixed cost (kcoord's and the
   broker's) is paid once for all of them. Kafka's idempotent window (five batches per
   producer and partition) is not the bound here: a partition has one batch in flight anyway.
+- A shard's batch closes as late as it can (`flush_before_send`): its writer's flush runs in
+  the turn of the send that can carry it (its leader has no request in flight), before that
+  send takes the waiting appends, not on a loop turn of its own. While a request is in
+  flight, the operations that arrive meanwhile therefore join their shard's open batch, and
+  go in the next request; closed at once, the batch would wait there with the shard's next
+  one stuck behind it (one batch per partition in flight) for a request more. A partition
+  batch costs the broker about as much as 18 records (bench/bench_broker_produce_cost.py).
 - An append completes with its batch's base offset only once the broker acknowledged it with
   acks=all, so a response is released only after its records are replicated.
 - A retry resends the same bytes (same producer id, epoch and sequence), so a batch that
@@ -110,6 +117,7 @@ class LeanWriter:
         self._sent: set[_Append] = set()        # the appends in flight
         self._requests: dict[tuple[str, int], int] = defaultdict(int)   # in flight per broker
         self._scheduled = False
+        self._flushes: list[tuple[int, Callable[[], None]]] = []   # flush_before_send's, in order
         self._preparing: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._answers: set[asyncio.Future[Any]] = set()     # the requests' answers awaited
@@ -131,10 +139,13 @@ class LeanWriter:
                 task.cancel()
         error = StateLogError(f"state topic {self.topic}: writer closed")
         # Taken before any is failed: an append's `then` may append again meanwhile.
-        sent, waiting = self._sent, self._waiting
-        self._sent, self._waiting = set(), []
+        sent, waiting, flushes = self._sent, self._waiting, self._flushes
+        self._sent, self._waiting, self._flushes = set(), [], []
         for a in (*sent, *waiting):     # nobody will hear their requests' answers
-            self._fail(a, error)
+            _fail(a, self.on_failure, self.topic, error)
+        loop = asyncio.get_running_loop()
+        for _, flush in flushes:        # their appends are refused: the shards' writes fail
+            loop.call_soon(flush)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                timestamp_ms: int) -> asyncio.Future[int]:
@@ -162,6 +173,18 @@ class LeanWriter:
         if not self._scheduled:
             self._schedule()
 
+    def flush_before_send(self, partition: int, flush: Callable[[], None]) -> None:
+        """Call ``flush`` (a shard's writer's, which appends its batch) in the turn of the next
+        send that can carry `partition`'s batch, before that send takes its waiting appends
+        (module rules); a send is scheduled unless the partition's leader has a request in
+        flight, whose answer schedules one."""
+        self._flushes.append((partition, flush))
+        if self._scheduled:
+            return
+        address = self.links.brokers.get(self.links.leaders.get(partition, -1))
+        if address is None or self._requests.get(address, 0) < MAX_REQUESTS_IN_FLIGHT or self._closed:
+            self._schedule()
+
     # ------------------------------------------------------------------ sending
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -172,11 +195,13 @@ class LeanWriter:
 
     def _send(self) -> None:
         self._scheduled = False
+        if self._flushes and not self._closed:
+            _flush_shards(self)
         if self._closed:
             # Appended after close(), or answered in its turn: nobody sends them any more.
             waiting, self._waiting = self._waiting, []
             for a in waiting:
-                self._fail(a, StateLogError(f"state topic {self.topic}: writer closed"))
+                _fail(a, self.on_failure, self.topic, StateLogError(f"state topic {self.topic}: writer closed"))
             return
         if not self._waiting or self._preparing is not None:
             return
@@ -226,6 +251,8 @@ class LeanWriter:
                     self._sending.discard(a.partition)
                     self._sent.discard(a)
                     self._failed(a, error)
+                if self._flushes:       # the broker is free again: its shards' flushes
+                    self._schedule()
 
     def _put_back(self, taken: list[_Append], appends: list[_Append]) -> None:
         """Appends placed in a send that will not go out now: back to the waiting ones, in
@@ -318,7 +345,7 @@ class LeanWriter:
                 # Answered in close()'s turn, before this callback ran: close() failed these
                 # appends; nothing is queued again or sent after it.
                 for a in retry:
-                    self._fail(a, StateLogError(f"state topic {self.topic}: writer closed"))
+                    _fail(a, self.on_failure, self.topic, StateLogError(f"state topic {self.topic}: writer closed"))
             elif retry:
                 now = time.monotonic()
                 for a in retry:
@@ -327,7 +354,7 @@ class LeanWriter:
                     else:
                         self._waiting.insert(0, a)
                 asyncio.get_running_loop().call_later(RETRY_BACKOFF_S, self._schedule)
-            elif self._waiting:
+            elif self._waiting or self._flushes:
                 self._schedule()
 
     def _answered(self, a: _Append, answer: Any, retry: list[_Append]) -> None:
@@ -370,27 +397,53 @@ class LeanWriter:
             log.warning("state topic %s partition %d: sequence of producer %d in doubt; a new producer id "
                         "follows", self.topic, a.partition, self.producer_id)
             self.producer_id = -1
-        self._fail(a, error)
+        _fail(a, self.on_failure, self.topic, error)
 
-    def _fail(self, a: _Append, error: BaseException) -> None:
-        then = a.then
-        if then is not None:
-            a.then = None
-            # Reported first, as with a future (whose callbacks run on a later turn); the
-            # outcome is handed over even if the report fails (one batch in flight per shard).
+
+def _fail(a: _Append, on_failure: Callable[[int, BaseException], None] | None, topic: str,
+          error: BaseException) -> None:
+    """The append's failure handed over: reported to `on_failure` (the writer's), then its
+    `then` called or its future failed."""
+    then = a.then
+    if then is not None:
+        a.then = None
+        # Reported first, as with a future (whose callbacks run on a later turn); the
+        # outcome is handed over even if the report fails (one batch in flight per shard).
+        try:
+            if on_failure is not None:
+                on_failure(a.partition, error)
+        except Exception:
+            log.exception("state topic %s: reporting a failed append failed", topic)
+        try:
+            then(-1, error)
+        except Exception:
+            log.exception("state topic %s: an append's completion callback failed", topic)
+    elif a.future is not None and not a.future.done():
+        a.future.set_exception(error)
+        if on_failure is not None:
+            on_failure(a.partition, error)
+
+
+def _flush_shards(writer: LeanWriter) -> None:
+    """Runs the shards' flushes whose batches this send can carry (`flush_before_send`), their
+    appends joining it; the others wait for their leader's answer."""
+    flushes, writer._flushes = writer._flushes, []
+    brokers, leaders, requests = writer.links.brokers, writer.links.leaders, writer._requests
+    left = []
+    writer._scheduled = True        # the appends they make join this send: none of their own
+    try:
+        for partition, flush in flushes:
+            address = brokers.get(leaders.get(partition, -1))
+            if address is not None and requests.get(address, 0) >= MAX_REQUESTS_IN_FLIGHT:
+                left.append((partition, flush))
+                continue
             try:
-                if self.on_failure is not None:
-                    self.on_failure(a.partition, error)
+                flush()
             except Exception:
-                log.exception("state topic %s: reporting a failed append failed", self.topic)
-            try:
-                then(-1, error)
-            except Exception:
-                log.exception("state topic %s: an append's completion callback failed", self.topic)
-        elif a.future is not None and not a.future.done():
-            a.future.set_exception(error)
-            if self.on_failure is not None:
-                self.on_failure(a.partition, error)
+                log.exception("state topic %s: a shard's flush failed", writer.topic)
+    finally:
+        writer._scheduled = False
+        writer._flushes[:0] = left
 
 
 async def _init_idempotent_producer(links: UpstreamLinks, topic: str, delivery_timeout_s: float) -> tuple[int, int]:

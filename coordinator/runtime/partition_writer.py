@@ -17,6 +17,11 @@ Rules:
   awaited failure is), and no awaitable returned. The shard's writer uses it where it is
   offered (None: not offered): the lean writer calls it from the callback that reads the
   broker's answer, so no future and no loop turn lie between the answer and the batch.
+- A writer may also offer `flush_before_send(partition, flush)`: it calls `flush` (the shard
+  writer's, which appends its batch) in the turn it next sends a request that can carry that
+  partition's batch, and the shard's writer schedules its flush there instead of on a loop
+  turn of its own: the batch stays open, taking operations, while the writer could not send
+  it anyway (lean_writer.py).
 - `LogWriter` is today's writer: each batch is one `StateLog.append`, one batch in flight per
   shard. Where a log coalesces several shards' batches into one request (lean_writer.py:
   one ProduceRequest per broker), that happens below this port.
@@ -49,6 +54,7 @@ class LogWriter:
     max_inflight = 1
     append: Callable[[int, Sequence[tuple[bytes, bytes | None]], int], Awaitable[int]]
     append_then: Callable[[int, Sequence[tuple[bytes, bytes | None]], int, Written], None] | None
+    flush_before_send: Callable[[int, Callable[[], None]], None] | None
 
     def __init__(self, log: StateLog) -> None:
         self.log = log
@@ -57,3 +63,5 @@ class LogWriter:
         self.append = log.append
         # The log's append_then where it has one (the state topic's, through the lease gate).
         self.append_then = getattr(log, "append_then", None)
+        # The log's flush_before_send where it has one (the state topic's: it sends nothing).
+        self.flush_before_send = getattr(log, "flush_before_send", None)

@@ -229,6 +229,16 @@ class StateTopic:
             self._write_failed(partition, e)
             _refuse(then, e)
 
+    def flush_before_send(self, partition: int, flush: Callable[[], None]) -> None:
+        """`flush` called in the lean writer's next send that can carry the partition's batch
+        (lean_writer.py); with no writer, or suspended, on the next loop turn (its append is
+        refused there). Nothing is sent here: the lease gate passes it through."""
+        lean = self._lean
+        if lean is None or self._suspended is not None:
+            asyncio.get_running_loop().call_soon(flush)
+        else:
+            lean.flush_before_send(partition, flush)
+
     def _write_failed(self, partition: int, error: BaseException) -> None:
         if self.on_write_error is not None:
             try:

@@ -12,9 +12,11 @@ Rules:
 - Batches in flight (`inflight`) are a queue in log order, each with its predicted base
   offset; at most `max_inflight` of them, as the process's writer allows (today 1). The next
   is flushed when one completes, so operations arriving meanwhile share one round trip
-  (Kafka's adaptive linger). Every read of `inflight`, `sealed` and `current` outside this
-  class goes through a method here (`last_pending`, `idle`, `oldest_open`, `flush_open`,
-  `drop`).
+  (Kafka's adaptive linger). Where the process's writer offers `flush_before_send`, the
+  open batch is flushed in the writer's next send that can carry it, not on a loop turn of
+  its own: while the writer could not send it anyway, it keeps taking operations. Every
+  read of `inflight`, `sealed` and `current` outside this class goes through a method here
+  (`last_pending`, `idle`, `oldest_open`, `flush_open`, `drop`).
 - The append itself is the process's `PartitionWriter` (partition_writer.py), which every
   shard's writer hands its closed batches to; it completes one partition's appends in order.
 - A batch completes only after the upstream acknowledged it, at the predicted offset (the
@@ -90,6 +92,9 @@ class ShardWriter:
         self.max_inflight = 1 if partition_writer is None else partition_writer.max_inflight
         # The writer's append_then where it offers one: the outcome handed straight to `_written`.
         self.append_then = None if partition_writer is None else getattr(partition_writer, "append_then", None)
+        # The writer's flush_before_send where it offers one: the flush runs in its next send.
+        self.flush_before_send = None if partition_writer is None else getattr(
+            partition_writer, "flush_before_send", None)
         self.next_offset = 0
         self.current: Batch | None = None
         self.sealed: deque[Batch] = deque()
@@ -153,8 +158,14 @@ class ShardWriter:
     def schedule_flush(self) -> None:
         if len(self.inflight) < self.max_inflight and not self.flush_scheduled:
             self.flush_scheduled = True
-            # Flush after the operations already queued on the loop had their turn.
-            asyncio.get_running_loop().call_soon(self.flush)
+            before = self.flush_before_send
+            if before is not None:
+                # In the writer's next send that can carry the batch (partition_writer.py):
+                # until then the batch stays open, and one loop handle serves every shard.
+                before(self.rt.partition, self.flush)
+            else:
+                # Flush after the operations already queued on the loop had their turn.
+                asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         """Send closed batches, then the open one, while the writer takes more in flight."""

@@ -533,3 +533,40 @@ def test_a_producer_id_reset_in_a_send_keeps_a_partitions_appends_in_order(monke
         assert isinstance(results[0], StateLogError) and results[1:] == [0, 1]
 
     asyncio.run(run())
+
+
+def test_a_shards_flush_waits_for_the_send_that_can_carry_its_batch():
+    """`flush_before_send`: while its broker has a request in flight, a shard's flush waits,
+    so what arrives meanwhile joins its batch; the answer's send runs it first, and the batch
+    goes in that request. With the broker free, the flush runs in the next send's turn."""
+    async def run():
+        broker = Broker(partitions=4)
+        writer = await started(broker)
+        broker.gate = asyncio.Event()
+        in_flight = asyncio.ensure_future(writer.append(0, records(1), 0))
+        await _turns()
+        assert len(broker.requests) == 1 and broker.inflight == 1
+        batch: list[tuple[bytes, bytes]] = []
+        landed: list[int] = []
+        flushed: list[int] = []
+
+        def flush() -> None:
+            flushed.append(len(batch))
+            writer.append_then(1, list(batch), 0, lambda base, error: landed.append(base))
+        batch.extend(records(1, "a"))
+        writer.flush_before_send(1, flush)
+        for tag in "bc":
+            await _turns()
+            batch.extend(records(1, tag))
+        assert not flushed and len(broker.requests) == 1, "its broker is busy: the batch stays open"
+        broker.gate.set()
+        assert await in_flight == 0
+        await _turns()
+        assert flushed == [3] and landed == [0] and len(broker.requests) == 2
+        assert [p for p, _ in broker.requests[1]] == [1]
+        (sent,) = iter_batches(broker.requests[1][0][1])
+        assert len(sent.records) == 3
+        writer.flush_before_send(2, lambda: writer.append_then(2, records(2), 0, lambda b, e: landed.append(b)))
+        await _turns()
+        assert landed == [0, 0] and [p for p, _ in broker.requests[2]] == [2], "a free broker: the next turn's send"
+    asyncio.run(run())

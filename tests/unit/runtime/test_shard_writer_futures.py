@@ -210,3 +210,48 @@ def test_a_cancelled_awaiter_of_a_batch_leaves_it_to_land_and_the_writer_sends_t
         assert len(process.thens) == 2, "the next batch was never sent"
 
     asyncio.run(main())
+
+
+class SendingWriter(ThenWriter):
+    """A process writer that also offers `flush_before_send`: the flushes wait for the test's
+    send (the lean writer's next request)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes: list[Any] = []
+        self.records: list[Any] = []
+
+    def flush_before_send(self, partition: int, flush: Any) -> None:
+        self.flushes.append((partition, flush))
+
+    def append_then(self, partition: int, records: Any, timestamp_ms: int, then: Any) -> None:
+        self.records.append(list(records))
+        super().append_then(partition, records, timestamp_ms, then)
+
+    def send(self) -> None:
+        flushes, self.flushes = self.flushes, []
+        for _, flush in flushes:
+            flush()
+
+
+def test_a_writer_offering_flush_before_send_keeps_the_batch_open_until_its_send():
+    """The shard's flush runs in the writer's send, not on a loop turn of its own: operations
+    that arrive before that send join the open batch, and it lands as one batch."""
+    async def main() -> None:
+        rt = StubRuntime(FakeStateTopic(1))
+        process = SendingWriter()
+        writer = ShardWriter(rt, max_batch_bytes=100, append_overhead=0,   # type: ignore[arg-type]
+                             partition_writer=process)
+        first = add(writer, (b"k", b"1"))
+        await turns()
+        second = add(writer, (b"k", b"2"))
+        await turns()
+        assert not process.thens and [p for p, _ in process.flushes] == [0], "one flush, waiting for the send"
+        assert first is second, "the later operation joined the open batch"
+        process.send()
+        assert process.records == [[(b"k", b"1"), (b"k", b"2")]] and len(writer.inflight) == 1
+        third = add(writer, (b"k", b"3"))
+        assert not process.flushes, "a batch in flight: the next is flushed when it lands"
+        process.thens[0](0, None)
+        assert first.result() == 0 and process.records[-1] == [(b"k", b"3")] and not third.done()
+    asyncio.run(main())
