@@ -21,7 +21,7 @@ Rules:
   flight, the operations that arrive meanwhile therefore join their shard's open batch, and
   go in the next request; closed at once, the batch would wait there with the shard's next
   one stuck behind it (one batch per partition in flight) for a request more. A partition
-  batch costs the broker about as much as 18 records (bench/bench_broker_produce_cost.py).
+  batch costs the broker about as much as ~19 records (bench/bench_broker_produce_cost.py).
 - An append completes with its batch's base offset only once the broker acknowledged it with
   acks=all, so a response is released only after its records are replicated.
 - A retry resends the same bytes (same producer id, epoch and sequence), so a batch that
