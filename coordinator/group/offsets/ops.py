@@ -8,12 +8,13 @@ pending offset (KIP-447), and OffsetDelete tombstones pending offsets too.
 """
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from records import ZERO_UUID, CoordinatorRecord, OffsetCommitValue
-from records.codec import OFFSET_COMMIT_KEYS, offset_commit_key
+from records.codec import OFFSET_COMMIT_KEYS, EncodedRecords, offset_commit_key, offset_commit_v4_packer
 
 from ...protocol.fast_codec import SHARED_ANSWER_PARTITIONS
 from .. import record_helpers as rh
@@ -61,13 +62,19 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
     image = shard.image
     retention_ms = req.retention_ms
     expire = now_ms + retention_ms if retention_ms != -1 else -1
-    records = []
+    records: list[Any] = _EncodedRecords()
     answers: list[tuple[Any, list[Any]]] = []
     group_id = req.group_id
     # Each accepted partition's record is built here as rh.offset_commit_record builds it (the
     # shared key, the value positionally, the version), without that call per partition:
     # Kafka writes version 1, which has no topic id, only for a commit with a retention time.
     version = 4 if expire == -1 else 1
+    # The records' bytes, made here where each value's fields are at hand (records.codec.
+    # EncodedRecords: the runtime's serialize takes them as they are); None once a record is
+    # not of the packed shape (version 1, metadata, a field out of range): then the codec
+    # encodes them all, as before. tests/unit/group/test_offset_commit_records.py compares
+    # them with the codec's bytes.
+    encoded: list[tuple[bytes, bytes | None]] | None = [] if version == 4 else None
     keys = OFFSET_COMMIT_KEYS
     # The group and its type, looked up once: the validation and the timers read both (the
     # operation changes no state, so the group is the same after the loop).
@@ -93,6 +100,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
             else:
                 name, topic_id, num_partitions = img.name, img.topic_id, img.num_partitions
             record_topic_id = topic_id if version == 4 and topic_id is not None else ZERO_UUID
+            if encoded is not None:
+                pack, tags = offset_commit_v4_packer(record_topic_id)
             parts = []
             # The topic's shared keys by partition (records.codec.offset_commit_key fills them).
             topic_keys = keys.get((group_id, name)) or _NO_KEYS
@@ -120,8 +129,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     # tests/unit/group/test_offset_commit_records.py compares them with
                     # `rh.offset_commit_record`'s, field by field.
                     value = _new(OffsetCommitValue)
-                    value.offset = p.committed_offset
-                    value.leader_epoch = p.committed_leader_epoch if leader_epochs else -1
+                    value.offset = offset = p.committed_offset
+                    value.leader_epoch = epoch = p.committed_leader_epoch if leader_epochs else -1
                     value.metadata = metadata or ""
                     value.commit_timestamp = now_ms
                     value.expire_timestamp = expire
@@ -132,6 +141,14 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
                     record.value = value
                     record.value_version = version
                     records.append(record)
+                    if encoded is not None:
+                        if metadata:
+                            encoded = None
+                        else:
+                            try:
+                                encoded.append((key.encoded, pack(4, offset, epoch, 1, now_ms, tags)))
+                            except struct.error:
+                                encoded = None      # the codec raises its own error for it
                     # An accepted partition by its index: its answer is looked up only when
                     # the commit's answer is not a shared one (`_partitions_out`).
                     parts.append(index)
@@ -143,6 +160,8 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
         records = []
         answers = [(t, [partition_cls(partition_index=p.partition_index, error_code=e.code) for p in t.partitions])
                    for t in req.topics]
+    else:
+        records.encoded = encoded  # type: ignore[attr-defined]
     timers: list[TimerOp] = []
     if records and kind is not None:
         timers = kind.offset_commit_timers(group, req.member_id, now_ms)
@@ -168,6 +187,7 @@ def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, no
 
 
 _new = object.__new__
+_EncodedRecords = EncodedRecords
 _NO_KEYS: dict[int, Any] = {}       # read only: a topic with no shared key yet
 _new_result = Result.__new__
 # The answers of all-accepted commits are shared (above) up to this many partitions each;

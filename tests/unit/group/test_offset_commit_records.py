@@ -169,3 +169,54 @@ def test_a_null_or_empty_metadata_is_written_empty(metadata):
                                  _request(9, "g", {"foo": {1: 5}}, metadata=metadata), now)
     assert result.records == [rh.offset_commit_record("g", "foo", 1, 5, 7, "", now, -1, FOO.topic_id)]
     assert result.records[0].value.metadata == ""
+
+
+@pytest.mark.parametrize(("version", "metadata", "retention_ms", "by_id", "packed"), [
+    (9, "", -1, False, True), (9, None, -1, False, True), (10, "", -1, True, True), (5, "", -1, False, True),
+    (9, "m", -1, False, False),        # metadata: the codec encodes the records
+    (2, "", 60_000, False, False),     # version 1 (an expire time): the codec too
+])
+def test_a_commits_bytes_made_in_its_loop_are_the_codecs(version, metadata, retention_ms, by_id, packed):
+    """offset_commit makes its records' bytes as it builds them (records.codec.EncodedRecords),
+    for version 4 values without metadata: the runtime's serialize returns those, and they are
+    the codec's bytes of the same records, one by one; any other commit is encoded by the codec."""
+    from coordinator.group.image import MetadataImage
+    from records.codec import EncodedRecords, encode_key, encode_value
+
+    shard = GroupCoordinatorShard(0, image=MetadataImage.of([FOO, BAR]))
+    ids = {"foo": FOO.topic_id, "bar": BAR.topic_id, "nope": FOO.topic_id} if by_id else None
+    # An unknown topic's and an out-of-range partition's refusals have no record.
+    offsets = {"foo": {0: 5, 3: 2**40, 9: 1}, "bar": {2: 0}} if by_id else {"foo": {0: 5, 3: 2**40, 9: 1},
+                                                                          "bar": {2: 0}, "nope": {0: 1}}
+    req = _request(version, "g", offsets, metadata=metadata, retention_ms=retention_ms, by_id=ids)
+    result = shard.offset_commit(RequestContext(api_version=version, client_id="c", client_host="/h"), req,
+                                 1_700_000_000_000)
+    assert len(result.records) == 3
+    assert isinstance(result.records, EncodedRecords) and (result.records.encoded is not None) is packed
+    codec = [(encode_key(r.key), encode_value(r.value, r.value_version)) for r in result.records]
+    assert serialize_records(result.records) == serialize_records(list(result.records)) == codec
+
+
+def test_a_commit_with_a_field_out_of_range_is_refused_by_the_codec_as_before():
+    """A value the packed shape cannot hold (here an offset past int64, which no decoder gives)
+    leaves the bytes to the codec, which refuses it with its own error."""
+    from coordinator.gateway import commit_decode
+    from coordinator.group.image import MetadataImage
+    from records.types import RecordEncodeError
+
+    shard = GroupCoordinatorShard(0, image=MetadataImage.of([FOO]))
+    request = commit_decode.decode(_frame_of(_request(9, "g", {"foo": {0: 5, 1: 6}})), 2, 9)[1]
+    request.topics[0].partitions[1].committed_offset = 2**63
+    result = shard.offset_commit(RequestContext(api_version=9, client_id="c", client_host="/h"), request,
+                                 1_700_000_000_000)
+    assert result.records.encoded is None
+    with pytest.raises(RecordEncodeError):
+        serialize_records(result.records)
+
+
+def _frame_of(request) -> bytes:
+    from coordinator.protocol.apis import OFFSET_COMMIT
+    from coordinator.protocol.codec import encode_body
+    from coordinator.protocol.framing import RequestHeader, frame
+
+    return frame(RequestHeader(OFFSET_COMMIT, request.__version__, 1, "c").encode(2) + encode_body(request))
