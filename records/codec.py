@@ -520,12 +520,13 @@ _OFFSET_COMMIT_V4_WITH_ID = struct.Struct(f">hqiBq{_ID_TAGS_LENGTH}s").pack
 
 
 class EncodedRecords(list):
-    """Records whose bytes were made as they were built (`encoded`: the (key bytes, value bytes)
-    of each, in order, as `encode_records` gives them), which `encode_records` returns as they
-    are: the durable OffsetCommit's (group/offsets/ops.py packs each value where its fields are
-    at hand). Its builder sets `encoded` once the list is complete and changes neither after;
-    None: not made (then the records are encoded as any list's). A copy of it (`list(...)`,
-    `[*records]`) is a plain list, encoded in full."""
+    """A durable OffsetCommit's records (group/offsets/ops.py): every one an offset commit
+    with a value. When their bytes were made as they were built (`encoded`: the (key bytes,
+    value bytes) of each, in order, as `encode_records` gives them), `encode_records` returns
+    those as they are (ops.py packs each value where its fields are at hand). Its builder
+    sets `encoded` once the list is complete and changes neither after; None: not made (then
+    the records are encoded as any list's). A copy of it (`list(...)`, `[*records]`) is a
+    plain list, encoded in full."""
     __slots__ = ("encoded",)
     encoded: list[tuple[bytes, bytes | None]] | None
 

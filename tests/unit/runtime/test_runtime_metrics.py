@@ -2,6 +2,8 @@
 from the records a result writes (a steady heartbeat writes none, so it is never counted)."""
 from __future__ import annotations
 
+import uuid
+
 from prometheus_client import REGISTRY
 
 from coordinator.group import record_helpers as rh
@@ -37,3 +39,27 @@ def test_each_offset_commit_record_counts_once_and_tombstones_do_not():
     assert commits() == before + 4
     _count_records([rh.offset_tombstone("g", "t", 0), rh.group_epoch_tombstone("g")])  # expiry, deletion
     assert commits() == before + 4
+
+
+def test_a_durable_commits_records_count_as_their_partitions():
+    """offset_commit's records (records.codec.EncodedRecords) are counted by their number: one
+    per accepted partition, whether their bytes were made in its loop or not."""
+    from coordinator.group.image import MetadataImage, TopicImage
+    from coordinator.group.kio_util import schema
+    from coordinator.group.shard import GroupCoordinatorShard, RequestContext
+    from records.codec import EncodedRecords
+
+    image = MetadataImage.of([TopicImage(topic_id=uuid.uuid4(), name="t", num_partitions=3)])
+    shard = GroupCoordinatorShard(0, image=image)
+    mod = schema("offset_commit", 9, "request")
+    for metadata in ("", "md"):
+        req = mod.OffsetCommitRequest(
+            group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(mod.OffsetCommitRequestTopic(name="t", partitions=tuple(
+                mod.OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                 committed_metadata=metadata) for p in (0, 2, 7))),))
+        result = shard.offset_commit(RequestContext(api_version=9, client_id="c", client_host="/h"), req, 1)
+        assert isinstance(result.records, EncodedRecords) and len(result.records) == 2   # partition 7: refused
+        before = commits()
+        _count_records(result.records)
+        assert commits() == before + 2
