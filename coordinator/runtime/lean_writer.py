@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -47,12 +48,13 @@ from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.types import ProducerId, TopicName
-from kio.static.primitive import i16, i32
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
 from records.batch import build_batch
 
-from ..protocol.apis import request_class
+from ..protocol.framing import write_uvarint
+from ..upstream.client import EncodedRequest
 from .fenced_links import (
     INIT_PRODUCER_ID,
     PRODUCE,
@@ -62,7 +64,6 @@ from .fenced_links import (
     UpstreamLinks,
     duration_ms,
     make_request,
-    request_module,
 )
 from .partition_writer import Written
 from .state_log import TopicAuthorizationFailed
@@ -75,9 +76,8 @@ log = logging.getLogger("kcoord.state_topic")
 # core) in bench/bench_side_by_side.py, with lower latency: that loop is bound by CPU.
 MAX_REQUESTS_IN_FLIGHT = 1
 RETRY_BACKOFF_S = 0.05
-_PRODUCE_MODULE = request_module(PRODUCE)      # looked up once, not per request
-_PRODUCE_REQUEST = request_class(PRODUCE, VERSIONS[PRODUCE])
-_ACKS_ALL = i16(-1)
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I32 = struct.Struct(">i")
 _INIT_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                              ErrorCode.not_coordinator, ErrorCode.concurrent_transactions})
 
@@ -465,35 +465,40 @@ async def _init_idempotent_producer(links: UpstreamLinks, topic: str, delivery_t
         delay = min(delay * 2, 1.0)
 
 
-class _ProduceRequests:
-    """The lean writer's ProduceRequest (acks=all) of a list of appends, with kio's values
-    parsed once (the timeout, the topic's name, each partition's index) and the request's
-    class called directly: a request per write."""
+class _EncodedProduce(EncodedRequest):
+    """The lean writer's ProduceRequest v9, its body written by `_ProduceRequests`."""
 
-    __slots__ = ("_timeout", "_name", "_indices")
+    __slots__ = ()
+    __api_key__ = PRODUCE
+    __version__ = VERSIONS[PRODUCE]
+
+
+class _ProduceRequests:
+    """The lean writer's ProduceRequest v9 (acks=all, one topic) of a list of appends, its
+    body written in one pass from the batches' bytes (the partition's index, the batch as
+    compact bytes, no tags), the head (transactional id, acks, timeout, the topic's name)
+    written once per topic and timeout: no kio object per partition, a request per write.
+    The bytes are kio's (tests/unit/runtime/test_lean_writer.py)."""
+
+    __slots__ = ("_key", "_head")
 
     def __init__(self) -> None:
-        self._timeout = (-1, duration_ms(0))    # the Produce timeout: (ms, kio's value)
-        self._name = ("", TopicName(""))        # the topic's name: (str, kio's value)
-        self._indices: dict[int, i32] = {}
+        self._key: tuple[str, int] = ("", -1)
+        self._head = b""
 
     def build(self, topic: str, timeout_s: float, appends: list[_Append],
-              batch_of: Callable[[_Append], bytes]) -> Any:
-        m = _PRODUCE_MODULE
+              batch_of: Callable[[_Append], bytes]) -> _EncodedProduce:
         timeout_ms = int(timeout_s * 1000)
-        if self._timeout[0] != timeout_ms:      # parsed once per timeout, not per request
-            self._timeout = (timeout_ms, duration_ms(timeout_ms))
-        if self._name[0] != topic:
-            self._name = (topic, TopicName(topic))
-        indices = self._indices
-        return _PRODUCE_REQUEST(
-            transactional_id=None, acks=_ACKS_ALL, timeout=self._timeout[1],
-            topic_data=(m.TopicProduceData(name=self._name[1], partition_data=tuple(
-                m.PartitionProduceData(index=indices[a.partition] if a.partition in indices
-                                       else self._index(a.partition),
-                                       records=batch_of(a))
-                for a in appends)),))
-
-    def _index(self, partition: int) -> i32:
-        index = self._indices[partition] = i32(partition)
-        return index
+        if self._key != (topic, timeout_ms):
+            name = topic.encode()
+            # transactional id null, acks -1, timeout, one topic, its compact name
+            self._head = b"".join((b"\x00", _ACKS_TIMEOUT.pack(-1, timeout_ms), b"\x02",
+                                   write_uvarint(len(name) + 1), name))
+            self._key = (topic, timeout_ms)
+        pack = _I32.pack
+        parts = [self._head, write_uvarint(len(appends) + 1)]
+        for a in appends:
+            batch = batch_of(a)
+            parts += (pack(a.partition), write_uvarint(len(batch) + 1), batch, b"\x00")
+        parts.append(b"\x00\x00")        # the topic's tags, the request's
+        return _EncodedProduce(b"".join(parts))

@@ -9,9 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9 import request as produce_v9
 
+from coordinator.protocol.codec import decode_body
 from coordinator.runtime.fenced_links import StateLogError
-from coordinator.runtime.lean_writer import MAX_REQUESTS_IN_FLIGHT, LeanWriter
+from coordinator.runtime.lean_writer import MAX_REQUESTS_IN_FLIGHT, LeanWriter, _Append, _ProduceRequests
 from records.batch import iter_batches
 
 BROKER = ("127.0.0.1", 9092)
@@ -74,7 +76,8 @@ class Broker:
         return error
 
     async def call(self, address, request) -> SimpleNamespace:
-        assert address == BROKER and int(request.acks) == -1
+        request = decode_body(produce_v9.ProduceRequest, request.body, 0)     # the bytes the broker reads
+        assert address == BROKER and int(request.acks) == -1 and request.transactional_id is None
         parts = [(int(p.index), p.records) for t in request.topic_data for p in t.partition_data]
         self.requests.append(parts)
         step = self.script.pop(0) if self.script else {}
@@ -330,7 +333,6 @@ from datetime import timedelta  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from kio.schema.produce.v9 import request as produce_v9  # noqa: E402
 from kio.serial import entity_writer  # noqa: E402
 
 from coordinator.protocol.codec import encode_body  # noqa: E402
@@ -350,6 +352,26 @@ def test_the_produce_request_encoder_writes_kios_bytes(txn, acks, timeout, topic
     buf = io.BytesIO()
     entity_writer(type(msg))(buf, msg)
     assert FAST_ENCODERS[type(msg)] is not None and encode_body(msg) == buf.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(topic=st.text(max_size=300), timeout_ms=st.integers(0, 2**31 - 1),
+       batches=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.binary(max_size=400)), min_size=1, max_size=30))
+def test_the_writers_produce_request_is_kios_bytes(topic, timeout_ms, batches):
+    """The lean writer writes its ProduceRequest's body itself: the bytes kio writes for the
+    same request (idempotent, acks=all, one topic), whatever the name, timeout and batches."""
+    appends = [_Append(p, [(b"k", b"v")], 0, None, 0.0) for p, _ in batches]
+    for a, (_, data) in zip(appends, batches):
+        a.batch = data
+    timeout_s = timeout_ms / 1000
+    request = _ProduceRequests().build(topic, timeout_s, appends, lambda a: a.batch)
+    timeout = timedelta(milliseconds=int(timeout_s * 1000))      # the writer's milliseconds
+    msg = produce_v9.ProduceRequest(transactional_id=None, acks=-1, timeout=timeout,
+                                    topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=tuple(
+                                        produce_v9.PartitionProduceData(index=p, records=r) for p, r in batches)),))
+    buf = io.BytesIO()
+    entity_writer(type(msg))(buf, msg)
+    assert (request.__api_key__, request.__version__) == (0, 9) and request.body == buf.getvalue()
 
 
 def test_a_broker_that_never_answers_fails_the_append_within_its_deadline():
