@@ -143,9 +143,10 @@ class LeanWriter:
         self._sent, self._waiting, self._flushes = set(), [], []
         for a in (*sent, *waiting):     # nobody will hear their requests' answers
             _fail(a, self.on_failure, self.topic, error)
-        loop = asyncio.get_running_loop()
-        for _, flush in flushes:        # their appends are refused: the shards' writes fail
-            loop.call_soon(flush)
+        if flushes:                     # their appends are refused: the shards' writes fail
+            loop = asyncio.get_running_loop()
+            for _, flush in flushes:
+                loop.call_soon(flush)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                timestamp_ms: int) -> asyncio.Future[int]:
@@ -178,11 +179,14 @@ class LeanWriter:
         send that can carry `partition`'s batch, before that send takes its waiting appends
         (module rules); a send is scheduled unless the partition's leader has a request in
         flight, whose answer schedules one."""
+        if self._closed:    # no send will come: the flush's appends are refused at once
+            asyncio.get_running_loop().call_soon(flush)
+            return
         self._flushes.append((partition, flush))
         if self._scheduled:
             return
         address = self.links.brokers.get(self.links.leaders.get(partition, -1))
-        if address is None or self._requests.get(address, 0) < MAX_REQUESTS_IN_FLIGHT or self._closed:
+        if address is None or self._requests.get(address, 0) < MAX_REQUESTS_IN_FLIGHT:
             self._schedule()
 
     # ------------------------------------------------------------------ sending

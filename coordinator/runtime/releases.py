@@ -23,8 +23,11 @@ Rules (those of parked.py's `durable`, paid once per write rather than once per 
   turn, as a done-callback would: the runtime completes those inside loops over its batches.
 - A `WriteDone` is never cancelled from outside: its batch's outcome is every answer's in
   it, and the writer's alone to decide. Its `cancel` refuses, and a task awaiting it directly
-  awaits it shielded, so that task's cancellation (a client gone, a `wait_for` run out)
-  cancels the task alone, at once, and never the answers that share the batch.
+  awaits it shielded, so that task's cancellation (a client gone, an `asyncio.timeout` run
+  out) cancels the task alone, at once, and never the answers that share the batch. Await
+  it directly, through `within` in a Task, or with `asyncio.wait`; never through `wait_for`
+  or `gather`, which end by cancelling what they wait for and, refused, wait for the batch
+  to land instead (CPython 3.11's `wait_for` returns its result after the timeout).
 """
 from __future__ import annotations
 

@@ -592,3 +592,23 @@ def test_a_shards_flush_waits_for_the_send_that_can_carry_its_batch():
         await _turns()
         assert landed == [0, 0] and [p for p, _ in broker.requests[2]] == [2], "a free broker: the next turn's send"
     asyncio.run(run())
+
+
+def test_a_flush_offered_after_close_still_runs_and_its_append_is_refused():
+    """A shard's flush offered to a closed writer runs at once (no send will come to run it);
+    left waiting, its shard would stay flush-scheduled and never write or reload again."""
+    async def run() -> None:
+        writer = await started(Broker(partitions=4))
+        writer.close()
+        outcomes: list[tuple[int, object]] = []
+        writer.flush_before_send(1, lambda: writer.append_then(1, records(1), 0,
+                                                               lambda base, error: outcomes.append((base, error))))
+        await _turns()
+        assert len(outcomes) == 1 and outcomes[0][0] == -1 and isinstance(outcomes[0][1], StateLogError)
+    asyncio.run(run())
+
+
+def test_close_needs_no_running_loop_when_no_flush_waits():
+    writer = asyncio.run(started(Broker(partitions=4)))
+    writer.close()
+    assert writer._closed
