@@ -125,8 +125,7 @@ class LeanWriter:
         # Called as on_failure(partition, error) when an append fails (the StateTopic's
         # on_write_error), at once: nobody needs to await the append for it to be reported.
         self.on_failure: Callable[[int, BaseException], None] | None = None
-        self.requests_sent = 0                  # figures for benchmarks: requests and batches
-        self.batches_sent = 0
+        self.requests_sent = self.batches_sent = 0      # figures for benchmarks
         self._closed = False                    # close(): nothing is sent or retried after it
 
     async def start(self) -> None:
@@ -143,10 +142,8 @@ class LeanWriter:
         self._sent, self._waiting, self._flushes = set(), [], []
         for a in (*sent, *waiting):     # nobody will hear their requests' answers
             _fail(a, self.on_failure, self.topic, error)
-        if flushes:                     # their appends are refused: the shards' writes fail
-            loop = asyncio.get_running_loop()
-            for _, flush in flushes:
-                loop.call_soon(flush)
+        for _, flush in flushes:        # their appends are refused: the shards' writes fail
+            asyncio.get_running_loop().call_soon(flush)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                timestamp_ms: int) -> asyncio.Future[int]:
