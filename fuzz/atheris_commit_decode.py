@@ -4,6 +4,12 @@
     .venv/bin/python fuzz/atheris_commit_decode.py -runs=200000 -rss_limit_mb=2048 -artifact_prefix=/tmp/
 
 The first input byte picks the version (v8-v10) and the shape:
+- memo (bit 0x40 set, half the inputs): a run of frames through one connection's
+  `CommitDecoder`s (fuzz/commit_decode.run_connection: heads kept, varied and as long as
+  the memo's bound; tails valid or with extreme values and lying counts, lengths and tagged
+  fields; frames cut, patched, mutated, sent with another header version or to another
+  version's decoder; v2-v10 frames with fields at extremes), every answer checked against
+  the stateless `decode`, the memo bounded and made only from frames decoded in full;
 - values: a valid request built from fuzzed values (names, epochs, offsets, metadata of any
   length, null or not, and counts), so the decoder sees every value it must give back as kio
   does, then a few bytes of it overwritten by fuzzed ones;
@@ -28,7 +34,7 @@ with atheris.instrument_imports():
     from coordinator.protocol.codec import encode_body  # noqa: E402
     from coordinator.protocol.framing import RequestHeader, frame  # noqa: E402
 
-from fuzz.commit_decode import VERSIONS, check  # noqa: E402
+from fuzz.commit_decode import VERSIONS, check, run_connection  # noqa: E402
 
 
 def _text(fdp: atheris.FuzzedDataProvider) -> str:
@@ -62,6 +68,9 @@ def _request(version: int, fdp: atheris.FuzzedDataProvider) -> bytes:
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 (atheris' name)
     if not data:
+        return
+    if data[0] & 0x40:
+        run_connection(atheris.FuzzedDataProvider(data[1:]))
         return
     version = VERSIONS[data[0] % len(VERSIONS)]
     header = RequestHeader(OFFSET_COMMIT, version, 1, "fuzz").encode(2)
