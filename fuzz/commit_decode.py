@@ -165,7 +165,7 @@ def _body_head(head: Head) -> bytes:
     return body[:-3]
 
 
-def _frame(head: Head, tail: bytes, correlation_id: int = 7) -> bytes:
+def framed(head: Head, tail: bytes, correlation_id: int = 7) -> bytes:
     prefix = struct.pack(">hhi", OFFSET_COMMIT, head.version, correlation_id)
     return reframe(prefix + head.header() + _body_head(head) + tail)
 
@@ -381,9 +381,9 @@ def run_connection(p: Any, max_frames: int = 16) -> Connection:
         head = heads[at]
         body = 12 + len(head.header())
         if kind <= 2 or kind in (8, 9):
-            frame = _frame(head, _valid_tail(p))
+            frame = framed(head, _valid_tail(p))
         elif kind <= 4:
-            frame = _frame(head, hostile_tail(p))
+            frame = framed(head, hostile_tail(p))
         elif kind == 10:
             version = _pick(p, ALL_VERSIONS)
             label, frame = _pick(p, _templates(version)).variant(random.Random(p.ConsumeIntInRange(0, 2**32 - 1)))
@@ -392,7 +392,7 @@ def run_connection(p: Any, max_frames: int = 16) -> Connection:
             conn.seen[f"template v{version}"] += 1
             continue
         elif last is None:
-            frame = _frame(head, _valid_tail(p))
+            frame = framed(head, _valid_tail(p))
         else:
             version, header_version, frame, body = last
             if kind == 5:      # cut short, or bytes after the body

@@ -21,8 +21,16 @@ from coordinator.gateway import commit_decode
 from coordinator.protocol.apis import OFFSET_COMMIT, request_class
 from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader, frame
-from fuzz.commit_decode import ALL_VERSIONS, MEMO_BOUND, VERSIONS, Head, RandomProvider, _frame, plain_tail, \
-    run_connection
+from fuzz.commit_decode import (
+    ALL_VERSIONS,
+    MEMO_BOUND,
+    VERSIONS,
+    Head,
+    RandomProvider,
+    framed,
+    plain_tail,
+    run_connection,
+)
 
 CONNECTIONS = 600
 
@@ -60,7 +68,7 @@ def test_the_runs_frames_are_kios(version):
                                                  for p, o, e, m in values)),))
     assert type(request) is request_class(OFFSET_COMMIT, version)
     want = frame(RequestHeader(OFFSET_COMMIT, version, 7, "client").encode(2) + encode_body(request))
-    assert _frame(head, plain_tail(values)) == want
+    assert framed(head, plain_tail(values)) == want
 
 
 class _IgnoresHeaderVersion(commit_decode.CommitDecoder):
