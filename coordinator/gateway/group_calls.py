@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ..protocol.apis import api_name
 from ..protocol.codec import encode_body
-from ..runtime.answer import Answer
+from ..runtime.answer import _DONE, Answer
 from .eager import Done
 from .forward import Pending
 from .routes import Route
@@ -164,14 +164,19 @@ class CallSlot(Pending):
             client.answered(size)
             self.size = 0
         route = self.route
-        try:
-            response = task.result()
-        except asyncio.CancelledError:
-            calls.failed(route, self.correlation_id, asyncio.CancelledError())
-            return
-        except BaseException as error:  # noqa: BLE001 - the call's failure closes the connection
-            calls.failed(route, self.correlation_id, error)
-            return
+        if task.__class__ is Answer and task._state == _DONE and task._error is None:
+            # The runtime's answer, completed with a result (a durable commit's): read in
+            # place, not through result(), a Python call per commit for the same value.
+            response = task._result
+        else:
+            try:
+                response = task.result()
+            except asyncio.CancelledError:
+                calls.failed(route, self.correlation_id, asyncio.CancelledError())
+                return
+            except BaseException as error:  # noqa: BLE001 - the call's failure closes the connection
+                calls.failed(route, self.correlation_id, error)
+                return
         try:
             data = encode_answer(route, self.correlation_id, response)
         except Exception as e:

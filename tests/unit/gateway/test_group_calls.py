@@ -95,6 +95,29 @@ async def test_a_waiting_calls_answer_is_framed_counted_and_written() -> None:
     assert client.flushes == 1 and not client.closed   # the newest request: written at once
 
 
+@pytest.mark.parametrize("outcome", ["failed", "cancelled"])
+async def test_a_waiting_calls_answer_that_failed_or_was_cancelled_closes_the_connection(
+        outcome: str, caplog: pytest.LogCaptureFixture) -> None:
+    client = FakeCaller()
+    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
+    answer = Answer()
+    calls.waiting(answer, ROUTE, 7, 123)
+    [slot] = client.queue
+    if outcome == "failed":
+        answer.set_exception(RuntimeError("the write failed"))
+    else:
+        answer.cancel()
+    # Read in place only when completed with a result: neither outcome is taken for a None one.
+    assert slot.data is None and client.closed and client.flushes == 0 and client.held == 0
+    assert client.answered_sizes == [123]
+    # A failure is logged with its cause; a cancelled call closes silently.
+    logged = [r.getMessage() for r in caplog.records if r.name == "kcoord.gateway"]
+    if outcome == "failed":
+        assert len(logged) == 1 and "the write failed" in logged[0]
+    else:
+        assert logged == []
+
+
 @pytest.mark.parametrize("response", [
     b"\x00\x00",
     bytearray(b"\x00\x1b"),

@@ -10,6 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
+from coordinator.runtime.answer import Answer
 from coordinator.runtime.releases import Releases, WriteDone
 
 
@@ -155,4 +156,20 @@ def test_answers_of_one_batch_waiting_in_two_groups_are_all_released():
         assert a.result() == "a" and await c == "c" and not b.done()
         second.land(1)
         assert b.result() == "b"
+    asyncio.run(main())
+
+
+def test_an_answer_built_without_init_has_every_slot_answer_init_sets():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        answer = Releases(3).when_durable(loop.create_future(), "a", 5)
+        assert answer.__class__ is Answer
+        # when_durable builds its answer without Answer.__init__: a slot Answer gains that it
+        # does not set is unset, and reading it raises AttributeError.
+        slots = set(Answer.__slots__)
+        reference = Answer()
+        assert {name for name in slots if hasattr(reference, name)} == slots
+        assert {name for name in slots if not hasattr(answer, name)} == set()
+        assert {name: getattr(answer, name) for name in slots} == \
+            {name: getattr(reference, name) for name in slots}
     asyncio.run(main())
