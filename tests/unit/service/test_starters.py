@@ -126,3 +126,33 @@ def test_request_contexts_are_kept_per_client_and_version_and_bounded():
         assert 0 < len(svc._contexts) <= wiring._CONTEXTS_KEPT
         svc.close()
     asyncio.run(main())
+
+
+def test_a_written_answer_is_counted_timed_and_audited_as_handle_s_is():
+    """The written answer's release (wiring._release_written) and `_release`, which it
+    repeats, count, time and audit the same request alike, and gate it on the lease alike."""
+    async def main():
+        from coordinator import metrics
+
+        log = FakeStateTopic(2)
+        svc = await _service(log)
+        audited: list = []
+
+        class Audit:
+            def record(self, api_key, request, response, client):
+                audited.append((api_key, request.topics[0].partitions[0].committed_offset, _code(response), client))
+
+        svc.audit = Audit()  # type: ignore[assignment]
+        name = svc.registry.names[apis.OFFSET_COMMIT]
+        requests = metrics.REQUESTS.labels(api=name, error="none")
+        seconds = metrics.REQUEST_SECONDS.labels(api=name)
+        counted, timed = requests.value, sum(seconds.counts)
+        written = await _commit_while_held(svc, log, "g")
+        assert isinstance(svc.starters[apis.OFFSET_COMMIT](VERSION, _commit("g", 6), CLIENT), Answer)
+        handled = await svc.handle(apis.OFFSET_COMMIT, VERSION, _commit("g", 7), CLIENT)
+        assert written == handled and _code(written) is ErrorCode.none
+        assert requests.value - counted >= 2 and sum(seconds.counts) - timed >= 2
+        assert audited[0] == (apis.OFFSET_COMMIT, 5, ErrorCode.none, CLIENT)
+        assert (apis.OFFSET_COMMIT, 7, ErrorCode.none, CLIENT) in audited
+        svc.close()
+    asyncio.run(main())
