@@ -127,7 +127,12 @@ class GroupCalls:
         slot.size = size
         slot.calls = self
         self._client.wait_for(slot)
-        answer.add_done_callback(slot.done)
+        if answer.__class__ is Answer and answer._callback is None and not answer._state:
+            # The runtime's answer of a durable commit, pending with no reader yet: its one
+            # callback slot set here, what add_done_callback does then, without the call.
+            answer._callback = slot.done
+        else:
+            answer.add_done_callback(slot.done)
 
     def failed(self, route: Route, correlation_id: int, error: BaseException) -> None:
         client = self._client

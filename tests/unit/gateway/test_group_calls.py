@@ -95,6 +95,22 @@ async def test_a_waiting_calls_answer_is_framed_counted_and_written() -> None:
     assert client.flushes == 1 and not client.closed   # the newest request: written at once
 
 
+@pytest.mark.parametrize("readers", [0, 1])
+async def test_a_waiting_calls_answer_with_or_without_another_reader_reaches_each(readers: int) -> None:
+    client = FakeCaller()
+    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
+    answer = Answer()
+    seen: list[Any] = []
+    for _ in range(readers):
+        answer.add_done_callback(lambda a: seen.append(a.result()))
+    calls.waiting(answer, ROUTE, 7, 123)
+    [slot] = client.queue
+    answer.set_result(b"\x00\x01")
+    assert slot.data == response_frame(7, b"\x00\x01", ROUTE.response_header_version)
+    assert seen == [b"\x00\x01"] * readers and client.flushes == 1
+    assert answer._callback is None and answer._more is None, "no reference left to the slot"
+
+
 @pytest.mark.parametrize("outcome", ["failed", "cancelled"])
 async def test_a_waiting_calls_answer_that_failed_or_was_cancelled_closes_the_connection(
         outcome: str, caplog: pytest.LogCaptureFixture) -> None:
