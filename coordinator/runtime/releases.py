@@ -135,8 +135,8 @@ class _Waiting:
             return
         error = write.exception()
         for answer, response, _ in answers:
-            if answer.done():
-                continue      # timed out, or the caller went away
+            if answer._state:
+                continue      # timed out, or the caller went away (answer.done(), without the call)
             if error is not None:
                 answer.set_exception(error)
             else:
@@ -159,8 +159,14 @@ class WriteDone(asyncio.Future):
         asyncio.Future.set_result(self, base)
         waiting = self.waiting
         if waiting is not None:
+            # `_Waiting.written` of a batch that landed, written out here: neither cancelled
+            # nor failed, so neither is asked, and no call per batch (often one commit).
             self.waiting = None
-            waiting.written(self)
+            waiting._open.pop(waiting, None)
+            answers, waiting.answers = waiting.answers, []
+            for answer, response, _ in answers:
+                if not answer._state:     # else timed out, or the caller went away
+                    answer.set_result(response)
 
     def set_result(self, result: Any) -> None:
         super().set_result(result)

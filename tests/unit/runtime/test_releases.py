@@ -173,3 +173,21 @@ def test_an_answer_built_without_init_has_every_slot_answer_init_sets():
         assert {name: getattr(answer, name) for name in slots} == \
             {name: getattr(reference, name) for name in slots}
     asyncio.run(main())
+
+
+def test_a_batch_that_lands_leaves_an_answer_already_done_as_it_is_and_forgets_its_answers():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rel = Releases(2)
+        write = WriteDone(loop=loop)
+        gone, timed_out, kept = (rel.when_durable(write, x, 5) for x in "abc")
+        gone.cancel()       # the caller went away
+        timed_out.set_exception(ApiError(ErrorCode.coordinator_not_available, "timed out"))
+        write.land(3)
+        assert gone.cancelled() and kept.result() == "c"
+        with pytest.raises(ApiError) as failed:
+            timed_out.result()
+        assert failed.value.code is ErrorCode.coordinator_not_available
+        # Nothing left waiting: the shared timer finds no answer of this write when it fires.
+        assert not rel._open and write.waiting is None
+    asyncio.run(main())
