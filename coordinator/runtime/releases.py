@@ -64,7 +64,11 @@ class Releases:
         waiting = self._waiting
         if write is not self._write or waiting is None or write.done():
             self._write = write
-            waiting = self._waiting = _Waiting(self._open)
+            # Built without _Waiting.__init__ (both its slots set here), as the answer below:
+            # end to end a write often carries one commit, and this is one per write.
+            waiting = self._waiting = _new_object(_Waiting)
+            waiting.answers = []
+            waiting._open = self._open
             self._open[waiting] = None
             if type(write) is WriteDone and write.waiting is None and not write.done():
                 write.waiting = waiting
@@ -76,7 +80,7 @@ class Releases:
         # reached through C and enters a new interpreter loop, once per durable operation
         # (docs/measurements/cpu-per-commit.md). tests/unit/runtime/test_releases.py fails
         # if a slot of Answer's is left unset here.
-        answer = _new_answer(Answer)
+        answer = _new_object(Answer)
         answer.release = None
         answer.args = None
         answer._state = _PENDING
@@ -197,4 +201,4 @@ class WriteDone(asyncio.Future):
             self.get_loop().call_soon(waiting.written, self)
 
 
-_new_answer = object.__new__
+_new_object = object.__new__

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.errors import ApiError
 from coordinator.runtime.answer import Answer
-from coordinator.runtime.releases import Releases, WriteDone
+from coordinator.runtime.releases import Releases, WriteDone, _Waiting
 
 
 def test_answers_of_one_write_share_its_outcome():
@@ -162,7 +162,8 @@ def test_answers_of_one_batch_waiting_in_two_groups_are_all_released():
 def test_an_answer_built_without_init_has_every_slot_answer_init_sets():
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        answer = Releases(3).when_durable(loop.create_future(), "a", 5)
+        rel = Releases(3)
+        answer = rel.when_durable(loop.create_future(), "a", 5)
         assert answer.__class__ is Answer
         # when_durable builds its answer without Answer.__init__: a slot Answer gains that it
         # does not set is unset, and reading it raises AttributeError.
@@ -172,6 +173,10 @@ def test_an_answer_built_without_init_has_every_slot_answer_init_sets():
         assert {name for name in slots if not hasattr(answer, name)} == set()
         assert {name: getattr(answer, name) for name in slots} == \
             {name: getattr(reference, name) for name in slots}
+        # Its write's _Waiting too: built without __init__, each of its slots set.
+        waiting = rel._waiting
+        assert {name for name in _Waiting.__slots__ if not hasattr(waiting, name)} == set()
+        assert waiting.answers == [(answer, "a", waiting.answers[0][2])] and waiting._open is rel._open
     asyncio.run(main())
 
 
