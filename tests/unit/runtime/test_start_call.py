@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from coordinator import metrics
 from coordinator.group.errors import ApiError
 from coordinator.group.result import Result
-from coordinator.runtime.coordinator_runtime import start_call
+from coordinator.runtime.coordinator_runtime import start_call, wall_ms
 from coordinator.runtime.shard_runtime import ShardRuntime, ShardState
 
 from .fakes import FakeStateTopic
@@ -63,5 +63,19 @@ def test_every_path_answers_as_start_does():
         with pytest.raises(ApiError) as raised:
             start_call(runtime, "echo", "c", "r")
         assert raised.value.code is ErrorCode.coordinator_load_in_progress
+        runtime.close()
+    asyncio.run(main())
+
+
+def test_the_default_clock_gives_wall_ms_and_a_replaced_one_its_own():
+    async def main():
+        runtime = ShardRuntime(0, lambda partition: _Shard(), FakeStateTopic(1))  # type: ignore[arg-type,return-value]
+        runtime.set_state(ShardState.ACTIVE)
+        assert runtime.clock is wall_ms
+        before = wall_ms()
+        _, _, now = start_call(runtime, "echo", "c", "r")
+        assert before <= now <= wall_ms() and now.__class__ is int
+        runtime.clock = lambda: 77
+        assert start_call(runtime, "echo", "c", "r") == ("c", "r", 77)
         runtime.close()
     asyncio.run(main())
