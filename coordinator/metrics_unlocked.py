@@ -36,6 +36,10 @@ def _created_series() -> bool:
 
 
 class CounterChild:
+    """A labelled counter's value. ``value`` is public: a caller on a request's path (the
+    service's release, a shard's committed offsets) adds to it in place of ``inc()``, one
+    Python call per request fewer; ``inc()``'s one line is all there is to repeat."""
+
     __slots__ = ("value", "created")
 
     def __init__(self) -> None:

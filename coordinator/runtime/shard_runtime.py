@@ -67,7 +67,8 @@ def _count_records(records: Sequence[Any]) -> None:
     if records.__class__ is EncodedRecords:
         # A durable OffsetCommit's records (records.codec.EncodedRecords): offset commits with
         # a value each, counted without a look at each.
-        _OFFSET_COMMITS.inc(len(records))
+        # inc()'s one line in place (metrics_unlocked.CounterChild): a call per commit fewer.
+        _OFFSET_COMMITS.value += len(records)
         return
     commits = 0
     for r in records:
