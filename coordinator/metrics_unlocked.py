@@ -51,6 +51,10 @@ class CounterChild:
 
 
 class HistogramChild:
+    """A labelled histogram's buckets. Its fields are public: the service's release adds
+    each request's latency in place of ``observe()`` (its two lines, one Python call per
+    request fewer)."""
+
     __slots__ = ("bounds", "counts", "sum", "created")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:

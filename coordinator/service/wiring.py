@@ -23,6 +23,7 @@ Rules of this module:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import time
@@ -69,6 +70,7 @@ log = logging.getLogger("kcoord.service")
 # and the ConsumerGroupHeartbeat's, which is the same written out (group_apis.py).
 _STARTED_HANDLERS = (None, "consumer_group_heartbeat")
 Starter = Callable[[int, Any, ClientInfo], Any]
+_bisect_left = bisect.bisect_left    # the request latency's bucket (metrics_unlocked.HistogramChild)
 _CONTEXTS_KEPT = 4096     # request contexts the starters keep (one per connection), cleared when full
 
 
@@ -206,7 +208,10 @@ class GroupCoordinatorService:
         seconds = self._latency.get(api_key)
         if seconds is None:
             seconds = self._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=self._names[api_key])
-        seconds.observe(time.perf_counter() - started)
+        # observe()'s two lines (metrics_unlocked.HistogramChild), without the call.
+        elapsed = time.perf_counter() - started
+        seconds.sum += elapsed
+        seconds.counts[_bisect_left(seconds.bounds, elapsed)] += 1
         error = getattr(response, "error_code", None)
         # An answer without a top-level error code (most of them): keyed by the API alone.
         counter = self._counted.get(api_key if error is None else (api_key, error))
@@ -383,7 +388,9 @@ def _release_written(args: tuple[GroupCoordinatorService, ErrorResponse, int, in
     seconds = svc._latency.get(api_key)
     if seconds is None:
         seconds = svc._latency[api_key] = metrics.REQUEST_SECONDS.labels(api=svc._names[api_key])
-    seconds.observe(time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    seconds.sum += elapsed
+    seconds.counts[_bisect_left(seconds.bounds, elapsed)] += 1
     error = getattr(response, "error_code", None)
     counter = svc._counted.get(api_key if error is None else (api_key, error))
     if counter is None:
