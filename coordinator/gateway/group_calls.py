@@ -64,8 +64,7 @@ class Caller(Protocol):
 
 def encode_answer(route: Route, correlation_id: int, response: Any) -> bytes:
     """The framed answer of a group call (the service may answer with the encoded body
-    already): one ready at once (the heartbeat's, group_requests.py); a waiting call's is
-    framed by these lines repeated in `CallSlot.done` (a change here is a change there).
+    already): a waiting call's, and one ready at once (the heartbeat's, group_requests.py).
 
     Its callers are Python, so it runs in their interpreter loop, and it writes the response
     header itself (framing.response_frame's two layouts) so that the answer costs one Python
@@ -183,19 +182,11 @@ class CallSlot(Pending):
             except BaseException as error:  # noqa: BLE001 - the call's failure closes the connection
                 calls.failed(route, self.correlation_id, error)
                 return
-        # encode_answer's lines, not a call to it: a Python frame per durable commit fewer.
-        # tests/unit/gateway/test_group_calls.py holds its frames equal to response_frame's.
         try:
-            body = response if isinstance(response, (bytes, bytearray)) else encode_body(response)
-            if body.__class__ is not bytes:
-                body = bytes(body)
+            data = encode_answer(route, self.correlation_id, response)
         except Exception as e:
             calls.failed(route, self.correlation_id, e)
             return
-        if route.response_header_version == 0:
-            data = _RESPONSE_V0.pack(len(body) + 4, self.correlation_id) + body
-        else:
-            data = _RESPONSE_V1.pack(len(body) + 5, self.correlation_id, 0) + body
         self.data = data
         client.held += len(data)
         queue = calls._queue

@@ -147,33 +147,3 @@ def test_encode_answer_frames_as_response_frame_does(response: Any, header_versi
     data = encode_answer(route, 0x01020304, response)
     assert data == response_frame(0x01020304, body, header_version)
     assert data.__class__ is bytes
-
-
-@pytest.mark.parametrize("response", [
-    b"\x00\x00",
-    bytearray(b"\x00\x1b"),
-    HeartbeatResponseV0(error_code=ErrorCode.rebalance_in_progress),
-    HeartbeatResponseV4(throttle_time=datetime.timedelta(0), error_code=ErrorCode.none),
-], ids=["bytes", "bytearray", "kio-v0", "kio-v4"])
-@pytest.mark.parametrize("header_version", [0, 1])
-async def test_a_waiting_calls_frame_is_encode_answer_s(response: Any, header_version: int) -> None:
-    """CallSlot.done frames its answer itself (encode_answer's lines): the same frames."""
-    route = dataclasses.replace(ROUTE, response_header_version=header_version)
-    client = FakeCaller()
-    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
-    answer = Answer()
-    calls.waiting(answer, route, 0x01020304, 0)
-    [slot] = client.queue
-    answer.set_result(response)
-    assert slot.data == encode_answer(route, 0x01020304, response) and slot.data.__class__ is bytes
-    assert client.held == len(slot.data) and not client.closed
-
-
-async def test_a_waiting_calls_answer_that_cannot_be_encoded_closes_the_connection() -> None:
-    client = FakeCaller()
-    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
-    answer = Answer()
-    calls.waiting(answer, ROUTE, 7, 0)
-    [slot] = client.queue
-    answer.set_result(object())     # not a message the codec knows
-    assert slot.data is None and client.closed and client.held == 0
