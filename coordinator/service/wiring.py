@@ -375,8 +375,8 @@ def _release_written(args: tuple[GroupCoordinatorService, ErrorResponse, int, in
     runtime's Answer calls it as its ``release`` with the request's values it carries
     (``args``: the service, respond, api_key, api_version, request, client, started), so a
     waiting call needs no closure of its own. It calls `_release` rather than repeating its
-    lines: the lease check and the audit stay in one place, at about 0.2 % of a durable
-    commit (bench/callgrind_gateway_heartbeat.py)."""
+    lines: the lease check and the audit stay in one place, at about 0.5 % of a durable
+    commit (bench/callgrind_gateway_heartbeat.py; docs/measurements/cpu-per-commit.md)."""
     svc, respond, api_key, api_version, request, client, started = args
     return svc._release(respond, api_key, api_version, request, client, started, response, error)
 

@@ -134,6 +134,17 @@ async def test_a_waiting_calls_answer_that_failed_or_was_cancelled_closes_the_co
         assert logged == []
 
 
+
+async def test_a_waiting_calls_answer_that_cannot_be_encoded_closes_the_connection() -> None:
+    client = FakeCaller()
+    calls = GroupCalls(client, asyncio.get_running_loop(), client.queue)
+    answer = Answer()
+    calls.waiting(answer, ROUTE, 7, 0)
+    [slot] = client.queue
+    answer.set_result(object())     # not a message the codec knows
+    assert slot.data is None and client.closed and client.held == 0
+
+
 @pytest.mark.parametrize("response", [
     b"\x00\x00",
     bytearray(b"\x00\x1b"),

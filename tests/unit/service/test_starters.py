@@ -129,8 +129,8 @@ def test_request_contexts_are_kept_per_client_and_version_and_bounded():
 
 
 def test_a_written_answer_is_counted_timed_and_audited_as_handle_s_is():
-    """The written answer's release (wiring._release_written) and `_release`, which it
-    repeats, count, time and audit the same request alike, and gate it on the lease alike."""
+    """The written answer's release (wiring._release_written, which calls `_release`)
+    counts, times and audits the request as `handle`'s release does."""
     async def main():
         from coordinator import metrics
 
