@@ -29,7 +29,7 @@ class RecentObservations:
 
     __slots__ = ("histogram", "recent", "_clock")
 
-    def __init__(self, histogram: Histogram, keep: int = 4096,
+    def __init__(self, histogram: Histogram | UnlockedHistogram, keep: int = 4096,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.histogram = histogram
         self.recent: deque[tuple[float, float]] = deque(maxlen=keep)
@@ -106,12 +106,14 @@ SERVING.set(1)
 # sampled: one operation in EVENT_SAMPLE is timed, so the heartbeat path pays a counter
 # increment, not two clock reads and a histogram observation (~2 µs) per request.
 EVENT_SAMPLE = 16
-EVENT_QUEUE_SECONDS = RecentObservations(Histogram(
+# Observed by the shards' runtime on the event loop's thread alone: unlocked as well.
+EVENT_QUEUE_SECONDS = RecentObservations(UnlockedHistogram(
     "kcoord_event_queue_seconds", "Time an operation waits for its shard before it runs (Kafka: "
-    "event-queue-time-ms; one in 16 sampled)", buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)))
-EVENT_PROCESSING_SECONDS = RecentObservations(Histogram(
+    "event-queue-time-ms; one in 16 sampled)", [],
+    buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)))
+EVENT_PROCESSING_SECONDS = RecentObservations(UnlockedHistogram(
     "kcoord_event_processing_seconds", "Time an operation runs on its shard, write excluded (Kafka: "
-    "event-processing-time-ms; one in 16 sampled)",
+    "event-processing-time-ms; one in 16 sampled)", [],
     buckets=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.1)))
 # The fenced state log under transactions v1: a shard's next transaction waits
 # while the upstream still writes the previous one's markers (CONCURRENT_TRANSACTIONS).
