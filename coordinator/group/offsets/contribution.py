@@ -11,7 +11,7 @@ from ..group_types import Contribution
 from ..result import Result, ScheduleTimer, TimerOp
 from ..timers import EXPIRE_KEY, TimerKind
 from . import expiration, ops
-from .requests import OffsetDelete, OffsetFetch
+from .requests import OffsetDelete, OffsetFetch, offset_commit_shape
 
 if TYPE_CHECKING:
     from ..context import OffsetsView
@@ -34,9 +34,7 @@ CONTRIBUTION = Contribution(
     operations=(("offset_commit", None, ops.offset_commit),
                 ("offset_fetch", None, ops.offset_fetch),
                 ("offset_delete", None, ops.offset_delete)),
-    # No shape registered for offset_commit: ops.offset_commit takes kio's request or its
-    # shape itself, so the shard calls it without a wrapper frame (shard.py `_operation`).
-    request_shapes={"offset_fetch": OffsetFetch, "offset_delete": OffsetDelete},
+    request_shapes={"offset_commit": offset_commit_shape, "offset_fetch": OffsetFetch, "offset_delete": OffsetDelete},
     timers={TimerKind.EXPIRE.value: _on_expire,
             TimerKind.TOPICS_DELETED.value: _on_topics_deleted},
     on_loaded=on_loaded,

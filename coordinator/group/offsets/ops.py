@@ -23,7 +23,7 @@ from ..group_types import ACCEPT_ALL, PartitionCheck, group_type
 from ..kio_util import build
 from ..result import Result, TimerOp
 from ..timeutil import from_ms
-from .requests import CommitAnswer, FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch, offset_commit_shape
+from .requests import CommitAnswer, FetchAnswer, OffsetCommit, OffsetDelete, OffsetFetch
 
 if TYPE_CHECKING:
     from ..context import OffsetsView, RequestContext
@@ -49,19 +49,11 @@ def _java_length(s: str) -> int:
 _ACCEPTED_MAX = 4096
 
 
-def offset_commit(shard: OffsetsView, ctx: RequestContext, req: Any, now_ms: int) -> Result:
+def offset_commit(shard: OffsetsView, ctx: RequestContext, req: OffsetCommit, now_ms: int) -> Result:
     """Topic-level problems (unknown topic id or name, partition out of range) and oversized
     metadata fail single partitions; any group-level validation failure, including a
     KIP-1251 per-partition epoch check, fails every partition (Kafka throws out of the
-    partition loop and answers the request with one error).
-
-    ``req`` is kio's request or its `OffsetCommit` shape (the gateway's one-pass decoded
-    request is one, gateway/commit_decode.py). The shape is taken here rather than as the
-    operation's registered request shape (contribution.py): with a shape registered the shard
-    calls this through a wrapper of its own (shard.py `_operation`), two Python frames more
-    per commit."""
-    if not isinstance(req, OffsetCommit):
-        req = offset_commit_shape(req)
+    partition loop and answers the request with one error)."""
     answer = req.answer
     partition_cls = answer.partition
     by_id, leader_epochs = req.by_id, req.leader_epochs
