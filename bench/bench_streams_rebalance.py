@@ -64,8 +64,16 @@ is printed and kept in ``--json`` ("kcoord_logs"). ``--joiner-debug`` lines up t
 phase: the joiner's Kafka client and Streams loggers at DEBUG in the work dir (joiner.log: each
 request sent and answered, its heartbeats' assignments, its tasks' creation and restore; wall
 clock in ms) and every instance's lines of the join (join-events.jsonl; ``--json`` keeps the
-offset between the two clocks). ``--kcoord-heartbeat-ms`` runs the tuned kcoord sides with
-another interval for settled members than Kafka tuned's 500 ms: an experiment, not their row.
+offset between the two clocks). ``--instances-log debug`` does the same for every started
+instance (<group>/i<N>.log) and lines up each one's start step by step
+(bench/streams_rebalance_steps.py: its first heartbeat, first answer with tasks, first store
+open, restore, RUNNING, the error codes it retried on, each API's latency), kept in ``--json``
+("steps"); ten JVMs logging at DEBUG slow the start on both sides alike, so such a run's figures
+are no row. ``--instances-log light`` keeps only the lines of a few of those steps (the state
+transitions, the restore, the admin client's retried ListOffsets), about what the bench's rows
+cost. ``--kcoord-heartbeat-ms`` runs the tuned kcoord sides with another interval for settled
+members than Kafka tuned's 500 ms: an experiment, not their row. Each Kafka broker's group
+coordinator is warmed before the first run (warm_group_coordinator).
 
 Sides. "kafka-default": Kafka 4.4.0 (one KRaft node, heap 1 GiB; bench_vs_kafka.KAFKA_DEFAULTS:
 the test fixture's lowered group bounds put back) serving the group itself, its streams settings
@@ -114,10 +122,12 @@ import bench_vs_kafka as vsk  # noqa: E402
 import streams_rebalance_groups as group_records  # noqa: E402
 import streams_rebalance_lines as lines  # noqa: E402
 import streams_rebalance_probe as probe  # noqa: E402
+import streams_rebalance_steps as steps  # noqa: E402
+from confluent_kafka import KafkaException  # noqa: E402
 from side_by_side import pinning  # noqa: E402
 
 from support import ports  # noqa: E402
-from support.admin import create_topic  # noqa: E402
+from support.admin import committed_offsets, create_topic  # noqa: E402
 from support.java import TANSU_BASELINE_JARS, ensure_java_jars  # noqa: E402
 from support.kafka_broker import KafkaCluster, start_kafka  # noqa: E402
 from support.kcoord import MEMBERSHIP  # noqa: E402
@@ -255,6 +265,9 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         app.argv += ["--subtopologies", str(a.subtopologies)]     # the application's own option
         if side.name == "tansu-classic":
             app.argv = on_streams_43(app.argv)
+        if a.instances_log and i < a.instances:
+            app.argv = joiner_with_debug_log(app.argv, work / name / f"i{i}.log",
+                                             INSTANCES_LIGHT_LOG4J if a.instances_log == "light" else JOINER_LOG4J)
         return app
 
     apps = [instance(i) for i in range(a.instances)]
@@ -278,6 +291,10 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             log(f"    the group's records: {diagnosis['group']}")
             hand_to_open(diagnosis)
         keep_lines(apps, work / name / "start-events.jsonl", "the start's diagnosis")
+        if a.instances_log:     # each instance's start step by step, from its log
+            diagnosis["steps"] = steps.group_steps(work / name, diagnosis["origin_wall"], start_s)
+            for inst, got in sorted(diagnosis["steps"].items(), key=lambda kv: kv[1]["running"] or 0):
+                log(f"    {inst}: " + ", ".join(f"{k} {v}" for k, v in got.items() if k != "latency_ms"))
         before_join = time.monotonic_ns()
         joiner = instance(a.instances)
         if a.joiner_debug:
@@ -429,11 +446,30 @@ logger.metrics.level = WARN
 """
 
 
-def joiner_with_debug_log(argv: list[str], path: Path) -> list[str]:
-    """``argv`` with its log4j2 configuration replaced by JOINER_LOG4J writing to ``path``."""
+# --instances-log light: the steps of streams_rebalance_steps.py that cost few lines: the
+# client's state transitions, the stream thread's task initialisation (INFO), the restore's
+# start and end, and each ListOffsets of a changelog the admin client retries (its handler's
+# DEBUG line: the partition had no leader on the broker yet).
+INSTANCES_LIGHT_LOG4J = """status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{UNIX_MILLIS}} %-5p [%t] %c{{1}} - %m%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+logger.streams.name = org.apache.kafka.streams
+logger.streams.level = INFO
+logger.retries.name = org.apache.kafka.clients.admin.internals.ListOffsetsHandler
+logger.retries.level = DEBUG
+"""
+
+
+def joiner_with_debug_log(argv: list[str], path: Path, template: str = JOINER_LOG4J) -> list[str]:
+    """``argv`` with its log4j2 configuration replaced by ``template`` writing to ``path``."""
     config = path.with_suffix(".log4j2.properties")
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(JOINER_LOG4J.format(path=path))
+    config.write_text(template.format(path=path))
     return [f"-Dlog4j2.configurationFile={config}" if arg.startswith("-Dlog4j2.configurationFile=") else arg
             for arg in argv]
 
@@ -459,6 +495,7 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
             log(f"starting Kafka {vsk.KAFKA_VERSION} ({kind}): {overrides}")
             brokers[kind] = start_kafka(vsk.KAFKA_VERSION, work / f"kafka-{kind}", overrides=overrides, heap="1g")
             stops.append(brokers[kind].stop)
+            warm_group_coordinator(brokers[kind].bootstrap)
         return brokers[kind]
 
     for side in sides:
@@ -497,6 +534,28 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
             out[side] = Side(side, kc.bootstrap, upstream, KCOORD_TUNED_GROUP if tuned else None, watched=watched,
                              group_timeline=functools.partial(group_records.kcoord_group, upstream, state_topic))
     return out, stops
+
+
+def warm_group_coordinator(bootstrap: str) -> None:
+    """Kafka creates __consumer_offsets on the first FindCoordinator and then loads its
+    partitions; a fresh broker's first group (any type: one coordinator runtime) is answered
+    NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS meanwhile. Without this the first start on a
+    Kafka side lost 1.5 s to it (its members' first join 1.5 to 1.6 s after their first
+    heartbeat, 40 and 56 such answers: docs/measurements/streams-rebalance.md, the twelfth
+    section), which no kcoord side pays (kcoord's state topic exists before its first run, and a
+    deployed cluster has its __consumer_offsets). One group's OffsetFetch, answered, is the
+    coordinator up."""
+    started = time.monotonic()
+    group = unique_name("srb-warm")
+
+    def answered() -> bool:
+        try:
+            committed_offsets(bootstrap, group, "srb-warm", 1, timeout=10)
+        except KafkaException:     # NOT_COORDINATOR while __consumer_offsets loads: ask again
+            return False
+        return True
+    wait_until(answered, 120, 0.5, f"{bootstrap}: a group coordinator")
+    log(f"  {bootstrap}: group coordinator answered after {time.monotonic() - started:.1f} s")
 
 
 def broker_pid(cluster: KafkaCluster) -> int:
@@ -559,6 +618,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--joiner-debug", action="store_true",
                    help="the joiner's client and Streams logs at DEBUG in the work dir (joiner.log), its "
                         "and the others' lines in join-events.jsonl (the work dir)")
+    p.add_argument("--instances-log", choices=("debug", "light"), default=None,
+                   help="every started instance's log in the work dir (<group>/i<N>.log, kept): the start "
+                        "step by step; debug: its client and Streams loggers at DEBUG, as the joiner's with "
+                        "--joiner-debug (ten JVMs logging slow the start, both sides alike: no row figure); "
+                        "light: only the steps' own lines (INSTANCES_LIGHT_LOG4J)")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
