@@ -7,7 +7,7 @@ against kcoord in front of Tansu, tuned.
     .venv/bin/python bench/bench_streams_rebalance.py [--runs 3] [--instances 10] [--partitions 32]
         [--subtopologies 3] [--kcoord-log-level INFO,kcoord.streams=DEBUG]
         [--sides kafka-default,kafka-tuned,kcoord-default,kcoord-tuned,tansu-classic,kcoord-tansu,kcoord-quiet]
-        [--doc docs/measurements/streams-rebalance.md] [--json figures.json]
+        [--pin 0:1] [--doc docs/measurements/streams-rebalance.md] [--json figures.json]
 
 The application: tests/clients/java/streams/CountStreamsApp.java (tests/support/streams_app.py),
 a count with a repartition and a changelog. With ``--subtopologies 3`` (the default: the
@@ -92,8 +92,22 @@ the release before, runs, with the same application classes (TANSU_STREAMS_JAR, 
 group.protocol=streams, Streams 4.4 (kcoord answers ApiVersions itself). "kcoord-quiet": as
 "kcoord-tuned", plus kcoord's extension streams_initial_rebalance_quiet_ms (`--kcoord-quiet-ms`: a
 new group's first target waits until the joins pause, docs/user/streams-groups.md); not in the
-default side list. Nothing is pinned:
-every JVM shares the machine's cores, and the load average is recorded before, during and after.
+default side list. Without ``--pin`` nothing is pinned: every JVM shares the machine's cores,
+and the load average is recorded before, during and after.
+
+``--pin SERVER:CLIENTS`` (e.g. ``0:1``; each a CPU set as bench/side_by_side/pinning.py's
+parse_cpus reads it) splits the machine by the side-by-side tool's rule (bench/bench_side_by_side.py):
+the whole server side on SERVER (every broker: Kafka 4.4, Tansu; and every kcoord), the load on
+CLIENTS (every Streams instance's JVM, the joiner's too, and this process: its log readers, probes
+and the group's describes). Each process is started while the starting thread is pinned to its
+set, so the JVM sizes its GC and compiler threads for the CPUs it may use, and every thread it has
+once started is pinned again (pinning.pin_process); each run logs how many threads sit where at the
+start's end ("pinned"). Unpinned, kcoord's own CPU (0.3-0.4 s per start) and the broker's compete
+with the ten JVMs' start on the same cores, and the start row is the machine's total; pinned, a
+side's server cost cannot slow its clients, so Kafka alone and kcoord plus the same Kafka are
+compared on the same one core each, as the side-by-side's rows are. Each run also keeps the CPU
+seconds of each part over the start ("cpu_s": the broker, kcoord, the instances' JVMs from their
+start, this process, the machine).
 """
 from __future__ import annotations
 
@@ -112,7 +126,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("KCOORD_TEST_PORTS", "29800-29899")
@@ -196,6 +210,42 @@ log = vsk.log
 NS = 1e9
 # side -> its kcoord's log file (the JSON keeps them, for --kcoord-log-level DEBUG runs)
 KCOORD_LOGS: dict[str, str] = {}
+T = TypeVar("T")
+
+
+class Pin(NamedTuple):
+    """``--pin SERVER:CLIENTS``: the brokers and kcoords on ``server``, the instances and this
+    process on ``clients`` (the docstring)."""
+    server: set[int]
+    clients: set[int]
+
+    @staticmethod
+    def parse(text: str) -> Pin:
+        server, sep, clients = text.partition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{text!r}: SERVER:CLIENTS, e.g. 0:1")
+        pin = Pin(pinning.parse_cpus(server), pinning.parse_cpus(clients))
+        if pin.server & pin.clients:
+            raise argparse.ArgumentTypeError(f"{text!r}: the two sets share CPUs {sorted(pin.server & pin.clients)}")
+        return pin
+
+    def text(self) -> str:
+        return f"server side on CPUs {sorted(self.server)}, Streams instances and the bench on {sorted(self.clients)}"
+
+
+def on_server(pin: Pin | None, what: str, start: Callable[[], T], pid: Callable[[T], int]) -> T:
+    """``start()`` with the server side's pinning: started while this thread is on the server's
+    CPUs (its process inherits them), then every thread of ``pid(started)`` pinned there."""
+    if pin is None:
+        return start()
+    with pinning.running_on(pin.server):
+        got = start()
+    n = pinning.pin_process(pid(got), pin.server)
+    # the threads this process started meanwhile (a log reader, a client's) inherited the
+    # server's set: back to the clients'
+    pinning.pin_process(os.getpid(), pin.clients)
+    log(f"  {what}: pid {pid(got)}, {n} threads pinned on CPUs {sorted(pin.server)}")
+    return got
 
 
 class Side:
@@ -244,9 +294,29 @@ def keep_lines(apps: list[StreamsApp], path: Path, why: str) -> None:
     log(f"  {why}; the instances' lines in {path}")
 
 
-def launch(apps: list[StreamsApp]) -> None:
-    with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:   # JVM starts overlap
-        list(pool.map(lambda app: app.start(180), apps))
+def launch(apps: list[StreamsApp], pin: Pin | None = None) -> None:
+    """Start ``apps`` at once; with ``pin`` on its clients' CPUs (the pool's threads, and so the
+    JVMs they start, inherit this thread's set), every JVM thread pinned again once it is ready."""
+    with pinning.running_on(pin.clients if pin else os.sched_getaffinity(0)):
+        with concurrent.futures.ThreadPoolExecutor(len(apps)) as pool:   # JVM starts overlap
+            list(pool.map(lambda app: app.start(180), apps))
+    if pin is not None:
+        n = sum(pinning.pin_process(x.process.pid, pin.clients) for x in apps if x.process is not None)
+        log(f"  {len(apps)} instance JVM(s): {n} threads pinned on CPUs {sorted(pin.clients)}")
+
+
+def where_threads_run(side: Side, apps: list[StreamsApp]) -> dict[str, dict[str, int]]:
+    """Each part's threads by the CPUs they may use (pinning.thread_cpus): the pinning checked."""
+    out: dict[str, dict[str, int]] = {}
+    parts = [*((n, pid) for n, (pid, _) in side.watched.items()),
+             *(("instances", x.process.pid) for x in apps if x.process is not None), ("bench", os.getpid())]
+    for part, pid in parts:
+        try:
+            for cpus, n in pinning.thread_cpus(pid).items():
+                out.setdefault(part, {})[cpus] = out.get(part, {}).get(cpus, 0) + n
+        except (FileNotFoundError, ProcessLookupError):     # the process ended: nothing to say
+            pass
+    return out
 
 
 def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str, Any]:
@@ -277,7 +347,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
     probes = {n: probe.Probe(pid, port).start() for n, (pid, port) in side.watched.items()}
     probes[MACHINE_PROBE] = probe.Probe(0).start()      # the whole machine, from before the JVMs start
     try:
-        launch(apps)
+        bench_cpu = os.times()
+        launch(apps, a.pin)
         # the JVMs too (from their ready lines on: launch waits for them): their share of the machine
         jvms = {x.name: probe.Probe(x.process.pid).start() for x in apps if x.process is not None}
         probes.update({f"{INSTANCE_PROBE}{n}": p for n, p in jvms.items()})
@@ -286,6 +357,10 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         events = [x.events() for x in apps]
         start_s = (lines.settled_ns(events) - lines.last_ready_ns(events)) / NS
         diagnosis = start_diagnosis(apps, probes, start_s)
+        now = os.times()
+        diagnosis["cpu_s"] = cpu_by_part(diagnosis, now.user + now.system - bench_cpu.user - bench_cpu.system)
+        diagnosis["pinned"] = where_threads_run(side, apps)
+        log(f"    CPU seconds over the start: {diagnosis['cpu_s']}; threads by CPU set: {diagnosis['pinned']}")
         if side.group_timeline is not None:
             diagnosis["group"] = side.group_timeline(name, diagnosis["origin_wall"])
             log(f"    the group's records: {diagnosis['group']}")
@@ -300,14 +375,15 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         if a.joiner_debug:
             joiner.argv = joiner_with_debug_log(joiner.argv, work / name / "joiner.log")
         apps.append(joiner)
-        launch([joiner])
+        launch([joiner], a.pin)
         try:
             wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
                        f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         except WaitTimeout as exc:   # the start's figure stands; the join's are missing
             keep_lines(apps, work / name / "events.jsonl", "the join never settled")
             overlaps = active_overlaps(apps)
-            return {"start_s": start_s, "start_diagnosis": diagnosis, "join_first_task_s": None,
+            return {"start_s": start_s, "start_diagnosis": diagnosis, "cpu_s": diagnosis["cpu_s"],
+                    "join_first_task_s": None,
                     "join_stable_s": None, "pause_s": None,
                     "keepers": None, "overlaps": len(overlaps), "overlap_examples": overlaps[:3],
                     "join_error": f"{exc}"[:600]}
@@ -321,7 +397,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             keep_lines(apps, work / name / "events.jsonl", "task active twice")
         elif a.joiner_debug:   # the join's lines, to line up with the joiner's own log
             keep_lines(apps, work / name / "join-events.jsonl", "the join's phases")
-        return {"start_s": start_s, "start_diagnosis": diagnosis,
+        return {"start_s": start_s, "start_diagnosis": diagnosis, "cpu_s": diagnosis["cpu_s"],
                 "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
                 "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
@@ -341,6 +417,15 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
 # MACHINE_PROBE (the others: the side's servers)
 INSTANCE_PROBE = "instance "
 MACHINE_PROBE = "machine"
+
+
+def cpu_by_part(d: dict[str, Any], bench_s: float) -> dict[str, float | None]:
+    """The CPU seconds each part used over the start (start_diagnosis's figures): the servers
+    and the machine from just before the JVMs started to the stable group, the instances' JVMs
+    from their own start (all of a JVM's start is the start's), this process over the same."""
+    servers = d["servers"]
+    return {"broker": servers.get("broker", {}).get("cpu_s"), "kcoord": servers.get("kcoord", {}).get("cpu_s"),
+            "instances": d["instances_cpu_s"], "bench": round(bench_s, 2), "machine": d.get("machine_cpu_s")}
 
 
 def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], start_s: float) -> dict[str, Any]:
@@ -374,6 +459,7 @@ def start_diagnosis(apps: list[StreamsApp], probes: dict[str, probe.Probe], star
            "machine_busy_cores": [(at, round(cpu * 2, 2))
                                   for at, cpu in stopped[MACHINE_PROBE].get("cpu_per_half_s", [])]
            if MACHINE_PROBE in stopped else None,
+           "machine_cpu_s": stopped.get(MACHINE_PROBE, {}).get("cpu_s"),
            "servers": {n: f for n, f in stopped.items() if not n.startswith(INSTANCE_PROBE) and n != MACHINE_PROBE},
            "timelines": timelines}
     print_diagnosis(out)
@@ -483,7 +569,7 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
 
     def tansu_broker() -> str:
         if not tansu:
-            t = start_tansu(log_dir=work)
+            t = on_server(a.pin, "Tansu", lambda: start_tansu(log_dir=work), lambda t: t.process.pid)
             stops.append(t.stop)
             log(f"Tansu at {t.bootstrap}")
             tansu.append(t.bootstrap)
@@ -493,7 +579,10 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
         if kind not in brokers:
             overrides = {**vsk.KAFKA_DEFAULTS, **(TUNED_BROKER if kind == "tuned" else {})}
             log(f"starting Kafka {vsk.KAFKA_VERSION} ({kind}): {overrides}")
-            brokers[kind] = start_kafka(vsk.KAFKA_VERSION, work / f"kafka-{kind}", overrides=overrides, heap="1g")
+            brokers[kind] = on_server(
+                a.pin, f"Kafka ({kind})",
+                lambda: start_kafka(vsk.KAFKA_VERSION, work / f"kafka-{kind}", overrides=overrides, heap="1g"),
+                broker_pid)
             stops.append(brokers[kind].stop)
             warm_group_coordinator(brokers[kind].bootstrap)
         return brokers[kind]
@@ -523,7 +612,8 @@ def start_side_servers(sides: list[str], work: Path, a: argparse.Namespace) -> t
                            f"streams_min_heartbeat_interval_ms={a.kcoord_heartbeat_ms}",
                            f"consumer_heartbeat_stable_interval_ms={a.kcoord_heartbeat_ms}")
             state_topic = unique_name("__kcoord_srb")
-            kc = kcoord_with_metrics(upstream, state_topic, config=config, log_level=a.kcoord_log_level).start()
+            kc = kcoord_with_metrics(upstream, state_topic, config=config, log_level=a.kcoord_log_level)
+            kc = on_server(a.pin, f"kcoord ({side})", kc.start, kcoord_pid)
             stops.append(kc.stop)
             log(f"kcoord ({side}) at {kc.bootstrap}: {config}; its log {kc.log_path}")
             KCOORD_LOGS[side] = str(kc.log_path)
@@ -556,6 +646,11 @@ def warm_group_coordinator(bootstrap: str) -> None:
         return True
     wait_until(answered, 120, 0.5, f"{bootstrap}: a group coordinator")
     log(f"  {bootstrap}: group coordinator answered after {time.monotonic() - started:.1f} s")
+
+
+def kcoord_pid(kc: Any) -> int:
+    assert kc.process is not None, "kcoord is not running"
+    return int(kc.process.pid)
 
 
 def broker_pid(cluster: KafkaCluster) -> int:
@@ -624,11 +719,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "--joiner-debug (ten JVMs logging slow the start, both sides alike: no row figure); "
                         "light: only the steps' own lines (INSTANCES_LIGHT_LOG4J)")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
+    p.add_argument("--pin", type=Pin.parse, default=None, metavar="SERVER:CLIENTS",
+                   help="e.g. 0:1: brokers and kcoords on SERVER's CPUs, the Streams instances and this process on "
+                        "CLIENTS' (the side-by-side's rule; default: nothing pinned)")
     a = p.parse_args(argv)
     unknown = set(a.sides.split(",")) - SIDES.keys()
     if unknown:
         p.error(f"unknown sides {sorted(unknown)}; known: {sorted(SIDES)}")
     return a
+
+
+def pinned_text(meta: dict[str, Any]) -> str:
+    pin = meta.get("pin")
+    if pin is None:
+        return (f"Nothing pinned: every JVM (the broker, {meta['instances'] + 1} Streams instances) and kcoord "
+                "share the cores with whatever else runs.")
+    return (f"Pinned (`--pin`, the side-by-side's rule): the server side (the broker; kcoord) on CPUs "
+            f"{pin['server']}, the {meta['instances'] + 1} Streams instances' JVMs and the bench on CPUs "
+            f"{pin['clients']}; whatever else runs shares them.")
 
 
 def write_doc(path: Path, command: str, meta: dict[str, Any], text: str, failures: list[str]) -> None:
@@ -642,8 +750,7 @@ joined by one more. How each figure is taken: the docstring of `bench/bench_stre
 
     {command}
 
-- Machine: {meta['machine']}. Nothing pinned: every JVM (the broker, {meta['instances'] + 1}
-  Streams instances) and kcoord share the cores with whatever else runs.
+- Machine: {meta['machine']}. {pinned_text(meta)}
 - Load average (1/5/15 min): {meta['load_before']} before, {meta['load_after']} after;
   {meta['load_during']}. Elapsed {meta['elapsed_min']:.0f} min.
 - Each cell: the median of the runs, the range in brackets; the sides alternate in order run by run.
@@ -659,6 +766,9 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "bench/bench_streams_rebalance.py", *(argv if argv is not None else sys.argv[1:])])
     work = Path(tempfile.mkdtemp(prefix="bench-streams-rebalance-"))
     load_before = os.getloadavg()
+    if a.pin is not None:    # this process (its threads: the probes, the log readers) on the clients' CPUs
+        n = pinning.pin_process(os.getpid(), a.pin.clients)
+        log(f"pinning: {a.pin.text()}; this process's {n} threads on CPUs {sorted(a.pin.clients)}")
     sampler = pinning.LoadAverage().start()
     log(f"command: {command}; load average {load_before}; work dir {work}")
     sides = a.sides.split(",")
@@ -686,6 +796,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(figures, a)
     meta = {"partitions": a.partitions, "instances": a.instances, "subtopologies": a.subtopologies,
             "kcoord_logs": KCOORD_LOGS, "work_dir": str(work),
+            "pin": None if a.pin is None else {"server": sorted(a.pin.server), "clients": sorted(a.pin.clients)},
             "wall_minus_monotonic_ns": time.time_ns() - time.monotonic_ns(),
             "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, Kafka {vsk.KAFKA_VERSION} "
                        "(1 KRaft node, heap 1g)",

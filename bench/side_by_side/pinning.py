@@ -43,6 +43,21 @@ def pin_process(pid: int, cpus: set[int]) -> int:
     return n
 
 
+def thread_cpus(pid: int) -> dict[str, int]:
+    """Where ``pid``'s threads may run: each CPU list (as Cpus_allowed_list, e.g. "0" or "0-1")
+    -> how many threads have it; to check a pinning took (``taskset -a -p`` in one line)."""
+    out: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            cpus = sorted(os.sched_getaffinity(int(task.name)))
+        except (ProcessLookupError, FileNotFoundError):    # a thread that just ended
+            continue
+        key = f"{cpus[0]}-{cpus[-1]}" if len(cpus) > 1 and cpus == list(range(cpus[0], cpus[-1] + 1)) \
+            else ",".join(map(str, cpus))
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 @contextmanager
 def running_on(cpus: set[int]) -> Iterator[None]:
     """This process (and what it starts meanwhile) on ``cpus``; the previous set afterwards."""
