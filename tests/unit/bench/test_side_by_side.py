@@ -42,6 +42,23 @@ def test_cpu_sets_are_parsed_and_checked():
             sbs.parse_args(["--server-cpus", str(mine[0]), "--load-cpus", f"{mine[0]},{mine[1]}"])
 
 
+
+def test_thread_cpus_counts_each_thread_under_its_cpu_list():
+    """What the Streams bench logs to show a pinning took: every thread of the process under
+    the CPU list it may run on, here one thread narrowed to a single CPU and put back."""
+    import threading
+    mine = sorted(os.sched_getaffinity(0))
+    whole = f"{mine[0]}-{mine[-1]}" if mine == list(range(mine[0], mine[-1] + 1)) else ",".join(map(str, mine))
+    before = pinning.thread_cpus(os.getpid())
+    assert sum(before.values()) >= threading.active_count() and whole in before   # native threads too
+    if len(mine) >= 2:
+        os.sched_setaffinity(threading.get_native_id(), {mine[-1]})
+        try:
+            narrowed = pinning.thread_cpus(os.getpid())
+            assert narrowed.get(str(mine[-1]), 0) >= before.get(str(mine[-1]), 0) + 1
+        finally:
+            os.sched_setaffinity(threading.get_native_id(), set(mine))
+
 def test_table_gives_medians_failures_and_the_cpu_ratio():
     def rate(cpu: float, r: float) -> dict[str, float]:
         return {"cpu_us_per_op": cpu, "rate": r, "p50_us": 900.0, "p99_us": 25_000.0}
