@@ -17,6 +17,7 @@ Rules:
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from ..hashing import group_metadata_hash, java_string_hash
@@ -124,34 +125,62 @@ def _count(topic: str, image: MetadataImage, decided: dict[str, int]) -> int:
 
 
 def _decide_partition_counts(topology: Topology, image: MetadataImage) -> dict[str, int]:
+    """Kafka's `RepartitionTopics.setRepartitionSourceTopicPartitionCount`: passes over the
+    undecided repartition topics (here in name order) until none is left, each taking the
+    largest count known at that moment among the inputs of the subtopologies that write it.
+    Run as events, not passes: a topic is decided at the first (pass, place) where one input
+    of one of its writers is known, so a chain of n repartitions costs O(n log n) where
+    passes cost O(n^2) (a 2,000-link chain in one heartbeat took 5 s of the event loop, and a
+    request may be 100 MB). The decisions and their order are the passes'.
+    A name given a fixed count in one subtopology is fixed, even where another leaves it open
+    (Kafka keeps one definition per name)."""
     decided: dict[str, int] = {}
-    flexible: set[str] = set()
+    named: set[str] = set()
     for s in topology.subtopologies:
         for r in s.repartition_source_topics:
+            named.add(r.name)
             if r.partitions > 0:
                 decided[r.name] = r.partitions
-            else:
-                flexible.add(r.name)
-    writers: dict[str, list] = {}
-    for s in topology.subtopologies:
+    flexible = named - decided.keys()
+    place = {name: i for i, name in enumerate(sorted(flexible))}
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, list[int]] = {}
+    for i, s in enumerate(topology.subtopologies):
         for sink in s.repartition_sink_topics:
-            writers.setdefault(sink, []).append(s)
-    pending = set(flexible)
-    while pending:
-        progress = False
-        for name in sorted(pending):
-            candidates = [c for s in writers.get(name, ())
-                          for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))
-                          if (c := _known(t, image, decided)) is not None]
-            if candidates:
-                decided[name] = max(candidates)
-                pending.discard(name)
-                progress = True
-        if not progress:
-            raise TopicConfigurationError(
-                MISSING_SOURCE_TOPICS, "Failed to compute number of partitions for all repartition topics, make "
-                "sure all user input topics are created and all Pattern subscriptions match at least one topic "
-                "in the cluster")
+            writers.setdefault(sink, []).append(i)
+        for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
+            readers.setdefault(t, []).append(i)
+    largest: list[int | None] = [None] * len(topology.subtopologies)   # per writer: its largest known input
+    due: list[tuple[int, int, str]] = []                                 # (pass, place, topic)
+
+    def known(topic: str, count: int, when: tuple[int, int]) -> None:
+        for i in readers.get(topic, ()):
+            before = largest[i]
+            largest[i] = count if before is None else max(before, count)
+            if before is None:      # the writer's first known input: its sinks can be decided
+                for sink in topology.subtopologies[i].repartition_sink_topics:
+                    if sink in place and sink not in decided:
+                        at = place[sink]
+                        heapq.heappush(due, (when[0] if at > when[1] else when[0] + 1, at, sink))
+
+    start = (0, len(place))
+    for topic in readers:
+        found = image.topics_by_name.get(topic)
+        count = found.num_partitions if found is not None else (decided.get(topic) if topic not in flexible else None)
+        if count is not None:
+            known(topic, count, start)
+    while due:
+        when_pass, at, name = heapq.heappop(due)
+        if name in decided:
+            continue
+        decided[name] = max(c for i in writers[name] if (c := largest[i]) is not None)
+        if name not in image.topics_by_name:      # an existing topic's own count was known from the start
+            known(name, decided[name], (when_pass, at))
+    if flexible - decided.keys():
+        raise TopicConfigurationError(
+            MISSING_SOURCE_TOPICS, "Failed to compute number of partitions for all repartition topics, make "
+            "sure all user input topics are created and all Pattern subscriptions match at least one topic "
+            "in the cluster")
     for s in topology.subtopologies:
         for group in s.copartitioned_topic_sets():
             _enforce_copartitioning(group, image, decided, flexible)
