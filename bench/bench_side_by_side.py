@@ -293,16 +293,14 @@ def phase(b: Bench, config: str) -> dict[str, Any]:
     a = b.args
     sections = {"commit" if w.startswith("commit") else "heartbeat" if w.startswith("heartbeat") else w
                 for w in a.workload_set}
-    with pinning.running_on(a.server_set):
-        kafka = _Upstream(b, config)
+    kafka, _ = pinning.start_pinned(a.server_set, a.load_set, lambda: _Upstream(b, config), lambda k: k.pid)
     kc = None
     try:
         vsk.create_topics(kafka.bootstrap, a, sections)
-        with pinning.running_on(a.server_set):
-            kc = vsk.start_kcoord(kafka.bootstrap, a)
+        kc, more = pinning.start_pinned(a.server_set, a.load_set, lambda: vsk.start_kcoord(kafka.bootstrap, a),
+                                        lambda k: k.pid)
+        threads = more + pinning.pin_process(kafka.pid, a.server_set)   # and the broker's threads started since
         kpid = kafka.pid
-        threads = pinning.pin_process(kpid, a.server_set) + pinning.pin_process(kc.pid, a.server_set)
-        pinning.pin_process(os.getpid(), a.load_set)
         log(f"{config}: upstream pid {kpid} and kcoord pid {kc.pid} ({threads} threads) on CPUs "
             f"{sorted(a.server_set)}; load generators on {sorted(a.load_set)}")
         time.sleep(1.5)       # the gateway's metadata view has the topics (refresh: 1 s)

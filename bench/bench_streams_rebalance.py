@@ -107,7 +107,10 @@ with the ten JVMs' start on the same cores, and the start row is the machine's t
 side's server cost cannot slow its clients, so Kafka alone and kcoord plus the same Kafka are
 compared on the same one core each, as the side-by-side's rows are. Each run also keeps the CPU
 seconds of each part over the start ("cpu_s": the broker, kcoord, the instances' JVMs from their
-start, this process, the machine).
+start, this process, the machine). The servers of every side listed are started once and stay
+on SERVER, idle while another side runs: a Kafka side shares its core with the idle kcoord (and
+a second broker, if both Kafka sides run), a kcoord side with the other side's idle broker;
+"cpu_s" counts only the side's own servers.
 """
 from __future__ import annotations
 
@@ -238,12 +241,7 @@ def on_server(pin: Pin | None, what: str, start: Callable[[], T], pid: Callable[
     CPUs (its process inherits them), then every thread of ``pid(started)`` pinned there."""
     if pin is None:
         return start()
-    with pinning.running_on(pin.server):
-        got = start()
-    n = pinning.pin_process(pid(got), pin.server)
-    # the threads this process started meanwhile (a log reader, a client's) inherited the
-    # server's set: back to the clients'
-    pinning.pin_process(os.getpid(), pin.clients)
+    got, n = pinning.start_pinned(pin.server, pin.clients, start, pid)
     log(f"  {what}: pid {pid(got)}, {n} threads pinned on CPUs {sorted(pin.server)}")
     return got
 

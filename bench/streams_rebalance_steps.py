@@ -81,8 +81,8 @@ def steps(lines: list[str], origin_wall: float, until: float | None = None) -> d
         if not stamp.isdigit():
             continue
         t = round(int(stamp) / 1000 - origin_wall, 3)
-        if until is not None and t > until:
-            break
+        if until is not None and t > until:     # not break: another thread's earlier line may come later
+            continue
         if (m := _SENT.search(rest)) is not None:
             sent[(m.group(2), m.group(3))] = int(stamp)
         elif (m := _RECEIVED.search(rest)) is not None and (m.group(2), m.group(3)) in sent:

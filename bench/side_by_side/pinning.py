@@ -13,9 +13,12 @@ from __future__ import annotations
 import os
 import statistics
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def parse_cpus(text: str) -> set[int]:
@@ -44,18 +47,31 @@ def pin_process(pid: int, cpus: set[int]) -> int:
 
 
 def thread_cpus(pid: int) -> dict[str, int]:
-    """Where ``pid``'s threads may run: each CPU list (as Cpus_allowed_list, e.g. "0" or "0-1")
-    -> how many threads have it; to check a pinning took (``taskset -a -p`` in one line)."""
+    """Where ``pid``'s threads may run: each thread's Cpus_allowed_list as the kernel writes it
+    (e.g. "0", "0-1", "0-1,3") -> how many threads have it; to check a pinning took
+    (``taskset -a -p`` in one line)."""
     out: dict[str, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            cpus = sorted(os.sched_getaffinity(int(task.name)))
+            status = (task / "status").read_text()
         except (ProcessLookupError, FileNotFoundError):    # a thread that just ended
             continue
-        key = f"{cpus[0]}-{cpus[-1]}" if len(cpus) > 1 and cpus == list(range(cpus[0], cpus[-1] + 1)) \
-            else ",".join(map(str, cpus))
+        key = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                   if line.startswith("Cpus_allowed_list:"))
         out[key] = out.get(key, 0) + 1
     return out
+
+
+def start_pinned(cpus: set[int], back_to: set[int], start: Callable[[], T], pid: Callable[[T], int]) -> tuple[T, int]:
+    """``start()`` while this process is on ``cpus`` (what it starts inherits them), then every
+    thread of ``pid(started)`` pinned there, and this process's threads, some of which may have
+    started meanwhile on ``cpus`` (a log reader, a client's), put back on ``back_to``. Returns
+    what ``start`` returned and how many threads were pinned."""
+    with running_on(cpus):
+        got = start()
+    n = pin_process(pid(got), cpus)
+    pin_process(os.getpid(), back_to)
+    return got, n
 
 
 @contextmanager

@@ -42,22 +42,36 @@ def test_cpu_sets_are_parsed_and_checked():
             sbs.parse_args(["--server-cpus", str(mine[0]), "--load-cpus", f"{mine[0]},{mine[1]}"])
 
 
-
-def test_thread_cpus_counts_each_thread_under_its_cpu_list():
-    """What the Streams bench logs to show a pinning took: every thread of the process under
-    the CPU list it may run on, here one thread narrowed to a single CPU and put back."""
+def test_thread_cpus_counts_each_thread_under_its_own_cpu_list():
+    """What the Streams bench logs to show a pinning took: every thread under the CPU list the
+    kernel gives that thread. A helper thread narrows itself to one CPU: that list's count rises
+    by one (a read of the process's affinity for every thread would not see it). Only that
+    count is compared: other threads of a test worker may come and go meanwhile."""
     import threading
     mine = sorted(os.sched_getaffinity(0))
-    whole = f"{mine[0]}-{mine[-1]}" if mine == list(range(mine[0], mine[-1] + 1)) else ",".join(map(str, mine))
+    if len(mine) < 2 or mine != list(range(mine[0], mine[-1] + 1)):
+        pytest.skip("needs two or more contiguous CPUs")
+    whole, one = f"{mine[0]}-{mine[-1]}", str(mine[-1])
+    narrowed, release = threading.Event(), threading.Event()
+
+    def narrow() -> None:
+        os.sched_setaffinity(0, {mine[-1]})       # 0: the calling thread
+        narrowed.set()
+        release.wait(10)
+
+    threads = threading.active_count()
     before = pinning.thread_cpus(os.getpid())
-    assert sum(before.values()) >= threading.active_count() and whole in before   # native threads too
-    if len(mine) >= 2:
-        os.sched_setaffinity(threading.get_native_id(), {mine[-1]})
-        try:
-            narrowed = pinning.thread_cpus(os.getpid())
-            assert narrowed.get(str(mine[-1]), 0) >= before.get(str(mine[-1]), 0) + 1
-        finally:
-            os.sched_setaffinity(threading.get_native_id(), set(mine))
+    assert sum(before.values()) >= threads and before.get(whole, 0) >= 1
+    helper = threading.Thread(target=narrow, daemon=True)
+    helper.start()
+    try:
+        assert narrowed.wait(10)
+        after = pinning.thread_cpus(os.getpid())
+        assert after.get(one, 0) == before.get(one, 0) + 1
+    finally:
+        release.set()
+        helper.join(10)
+
 
 def test_table_gives_medians_failures_and_the_cpu_ratio():
     def rate(cpu: float, r: float) -> dict[str, float]:
