@@ -7,9 +7,12 @@ Rules of this module:
   CLUSTER, else on each TOPIC, before it asks (streams_apis.py); a refused topic is never
   sent, the member's MISSING_INTERNAL_TOPICS status says "Unauthorized to CREATE on topics …".
 - The CreateTopics request runs in the background: the heartbeat is answered at once (Kafka
-  sends it to the controller and does not wait either). A topic already being created is not
-  asked again; at most `MAX_IN_FLIGHT` topics are in flight, the others wait for a later
-  heartbeat.
+  sends it to the controller and does not wait either). A topic already being created, or
+  whose creation failed and is remembered, is not asked again (Kafka's back-off). The others
+  a heartbeat misses go in one CreateTopics, as Kafka sends them, so Kafka's per-request
+  bounds below judge them together: never a slice of them, which would let a topology
+  create, a few requests apart, what Kafka refuses. Past `MAX_IN_FLIGHT` topics in flight
+  they wait for a later heartbeat, whole.
 - A creation that fails (an error code other than TOPIC_ALREADY_EXISTS, or no answer) is
   remembered per topic until its deadline, twice the group's heartbeat interval (Kafka's
   `timeoutMs`), and appended to the MISSING_INTERNAL_TOPICS status as "; Creation failed:
@@ -41,7 +44,7 @@ from ..protocol.messages import schema
 
 log = logging.getLogger("kcoord.streams")
 
-MAX_IN_FLIGHT = 1_000
+MAX_IN_FLIGHT = 10_000       # Kafka's partitions per request: more topics are refused in one request anyway
 MAX_ERRORS = 10_000
 CREATE_TOPICS_VERSION = 5      # the first with the cluster's default replication factor (-1, KIP-464) and configs
 REQUEST_TIMEOUT_S = 30.0
@@ -67,13 +70,18 @@ class InternalTopicCreator:
 
     def create(self, topics: Iterable[CreatableTopic], timeout_ms: int) -> None:
         """Ask for ``topics`` in the background; what fails is remembered for ``timeout_ms``."""
-        wanted = [t for t in topics if t.name not in self.in_flight][:max(0, MAX_IN_FLIGHT - len(self.in_flight))]
-        if not wanted:
+        now = self._clock()
+        wanted = [t for t in topics if t.name not in self.in_flight and not self._backing_off(t.name, now)]
+        if not wanted or (self.in_flight and len(self.in_flight) + len(wanted) > MAX_IN_FLIGHT):
             return
         self.in_flight.update(t.name for t in wanted)
         task = asyncio.get_running_loop().create_task(self._create(wanted, timeout_ms))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _backing_off(self, name: str, now: float) -> bool:
+        found = self.errors.get(name)
+        return found is not None and found[1] > now
 
     def failures(self, names: Collection[str]) -> list[tuple[str, str]]:
         """(topic, message) of the remembered failures of ``names`` that have not expired."""

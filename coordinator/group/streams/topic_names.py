@@ -12,7 +12,8 @@ Rules:
   STREAMS_INVALID_TOPOLOGY "Topic names a,b are not valid topic names.";
 - `internal_topics_to_create` reads what the last heartbeat configured (the soft state, no
   write): the internal topics missing from the metadata image, with their partition counts,
-  and the replication factor and configs the topology gives them (0: the cluster's default).
+  and the replication factor and configs the topology gives them (0: the cluster's default,
+  -1 sent for it; any other factor as given).
 """
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def internal_topics_to_create(shard: Any, group_id: str, topology: Topology | No
     out = []
     for name, partitions in sorted(configured.to_create.items()):
         info = infos.get(name)
-        factor = info.replication_factor if info is not None and info.replication_factor > 0 else -1
+        # Kafka's `toCreatableTopic`: 0 (unset) is the cluster's default (-1), any other factor
+        # is sent as given: -2 is refused by kcoord's copy of the controller's rules (streams_topics.py),
+        # 32767 by the upstream's controller, which knows its brokers
+        factor = info.replication_factor if info is not None and info.replication_factor != 0 else -1
         out.append(CreatableTopic(name, partitions, factor, info.configs if info is not None else ()))
     return out
