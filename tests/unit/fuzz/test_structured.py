@@ -23,7 +23,7 @@ from coordinator.protocol.framing import decode_request_header
 from fuzz.health import UpstreamWatch
 from fuzz.structured import BATCH_HEADER, EXCLUDED, StructuredFrames, _get
 
-ADVERTISED = {key: kio_version_range(key) for key in [*range(0, 93), *range(32700, 32707)]
+ADVERTISED = {key: kio_version_range(key) for key in [*range(0, 100), *range(32700, 32707)]
               if kio_version_range(key) and (forwardable_range(key, kio_version_range(key)) or key in GROUP_APIS)}
 
 
@@ -45,6 +45,8 @@ def _decode(frame: bytes):
 def test_every_advertised_api_but_the_excluded_has_templates_with_fields_to_patch(frames):
     covered = {key for key, _ in frames.versions}
     assert covered == set(ADVERTISED) - set(EXCLUDED)
+    # the streams group APIs (KIP-1071), their topology's values among them
+    assert {(88, 0), (88, 1), (89, 0), (89, 1), (93, 0)} <= set(frames.versions)
     fields = {(t.label.split(" v")[0], re.sub(r"\[\d+\]", "", path)) for t in frames.templates
               for path, _, _ in t.slots}
     # the numbers the issue names as what a receiver allocates from or waits on
@@ -52,6 +54,10 @@ def test_every_advertised_api_but_the_excluded_has_templates_with_fields_to_patc
             ("create_partitions", "topics.count"), ("fetch", "max_bytes"), ("fetch", "max_wait"),
             ("fetch", "topics.partitions.partition_max_bytes"), ("produce", "topic_data.partition_data.records"),
             ("offset_commit", "topics.partitions.committed_offset")} <= fields
+    assert {("streams_group_heartbeat", "member_epoch"), ("streams_group_heartbeat", "rebalance_timeout"),
+            ("streams_group_heartbeat", "topology.subtopologies.repartition_source_topics.partitions"),
+            ("streams_group_heartbeat", "topology.subtopologies.repartition_source_topics.replication_factor"),
+            ("streams_group_heartbeat", "user_endpoint.port"), ("streams_group_heartbeat", "topology.epoch")} <= fields
 
 
 def test_each_patched_field_decodes_to_the_extreme_its_label_names(frames):
