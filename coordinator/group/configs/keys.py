@@ -49,6 +49,7 @@ SHARE_DELIVERY_COUNT_BOUNDS = (2, 10)
 SHARE_RECORD_LOCKS_BOUNDS = (100, 10_000)
 STREAMS_MAX_STANDBY_REPLICAS = 2
 STREAMS_MAX_WARMUP_REPLICAS = 20
+STREAMS_MIN_TASK_OFFSET_INTERVAL_MS = 15_000     # group.streams.min.task.offset.interval.ms
 INT_MAX = 2**31 - 1
 # Kafka 4.4's `group.streams.assignors` (KIP-1357): the names a group may pick; the first is
 # the default of `streams.assignor.name`.
@@ -124,7 +125,8 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         _fixed(ASSIGNMENT_INTERVAL_BOUNDS), synonym="group.streams.assignment.interval.ms"),
     Key("streams.assignor.offload.enable", _B, _const(True), internal=True,
         synonym="group.streams.assignor.offload.enable"),
-    Key("streams.task.offset.interval.ms", _I, _const(60_000), 1, internal=True,
+    Key("streams.task.offset.interval.ms", _I, _const(60_000), 1,
+        _fixed((STREAMS_MIN_TASK_OFFSET_INTERVAL_MS, INT_MAX)), internal=True,
         synonym="group.streams.task.offset.interval.ms"),
     Key("streams.num.warmup.replicas", _I, _const(2), 0, _fixed((-(2**31), STREAMS_MAX_WARMUP_REPLICAS)),
         internal=True, synonym="group.streams.num.warmup.replicas"),
@@ -225,6 +227,8 @@ def validate(configs: Mapping[str, str], config: CoordinatorConfig) -> dict[str,
         if value < lo or value > hi:
             if lo <= -(2**31):
                 raise invalid(f"{name} must be less than or equal to {hi}")
+            if hi >= INT_MAX:
+                raise invalid(f"{name} must be greater than or equal to {lo}")
             raise invalid(f"{name} must be in the range {lo} to {hi} inclusive.")
     tags = parsed.get("streams.rack.aware.assignment.tags", ())
     if len(set(tags)) != len(tags):

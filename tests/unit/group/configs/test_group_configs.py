@@ -38,6 +38,9 @@ def refusal(configs: dict[str, str]) -> tuple[ErrorCode, str]:
     ({"consumer.assignment.interval.ms": "15001"},
      "consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive."),
     ({"streams.num.standby.replicas": "3"}, "streams.num.standby.replicas must be less than or equal to 2"),
+    # GroupConfig.validateIntMin against group.streams.min.task.offset.interval.ms (15000)
+    ({"streams.task.offset.interval.ms": "14999"},
+     "streams.task.offset.interval.ms must be greater than or equal to 15000"),
     ({"consumer.assignor.offload.enable": "yes"},
      "Invalid value yes for configuration consumer.assignor.offload.enable: Expected value to be either true or false"),
     ({"share.isolation.level": "dirty"},
