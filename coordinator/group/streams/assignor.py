@@ -3,8 +3,15 @@ written from its guarantees, not its code.
 
 Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness):
 - every task is active on exactly one member;
-- stickiness: a task stays with the member that had it active, then goes to a member that
-  had it as a standby (its state is warm), as long as that member stays within its quota;
+- stickiness: a task stays with the member that had it active, then goes to one of its
+  "previous standby" candidates, as long as that member stays within its quota. The
+  candidates are Kafka 4.4's (`collectStandbyCandidates`, `STANDBY_CANDIDATE_ORDER`): the
+  members that had it as a standby plus those that reported an offset for it (its state is on
+  their disk, offsets.py), ranked standbys first, then by larger reported offset sum (0 when
+  none), then by member id; the first in that rank wins unless a later one has both a lower
+  process load and a lower member load (`findPrevMemberWithLeastLoad`). Kafka picks among all
+  candidates and then checks the quota; kcoord drops those at their quota first, so a task
+  whose best candidate is full still goes to another member with its state;
   the rest go to the least loaded member, the least loaded process first, so the load is
   balanced across processes by their number of members;
 - the quota is ceil(tasks / members) over the tasks and members not yet full: once a member
@@ -25,8 +32,9 @@ import heapq
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from types import MappingProxyType
 
 from .model import NO_TASKS, Task, Tasks, TaskSet
 
@@ -37,6 +45,8 @@ log = logging.getLogger("kcoord.streams.assignor")
 class MemberSpec:
     process_id: str
     previous: Tasks      # the member's assignment so far (its target), for stickiness
+    # the member's last reported TaskOffsets (offsets.py): the tasks whose state it has on disk
+    reported: Mapping[Task, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class _Load:
@@ -80,9 +90,16 @@ class _Load:
         heapq.heappush(self.in_process[pid], (self.member[member_id], member_id))
         heapq.heappush(self.heap, self.process_key(pid))
 
-    def least_loaded(self, candidates: Iterable[str]) -> str | None:
-        """The least loaded of a few candidates (a linear scan)."""
-        return min(candidates, default=None, key=self.key)
+    def first_least_loaded(self, ranked: Iterable[str]) -> str | None:
+        """Kafka's `findPrevMemberWithLeastLoad`: the first of the ranked candidates, replaced
+        only by a later one whose process load and member load are both lower."""
+        best, best_process, best_member = None, 0.0, 0
+        for m in ranked:
+            pid = self.process_of[m]
+            process, member = self.process[pid] / self.capacity[pid], self.member[m]
+            if best is None or (process < best_process and member < best_member):
+                best, best_process, best_member = m, process, member
+        return best
 
     def pop_least(self, eligible: Callable[[str], bool]) -> str | None:
         """The least loaded member of an eligible process (`eligible` takes a process id); the
@@ -134,7 +151,7 @@ def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict
     load = _Load(members)
     quota = _Quota(len(tasks), len(members))
     prev_active = _owners(members, lambda s: s.previous.active)
-    prev_standby = _owners(members, lambda s: s.previous.standby)
+    prev_standby = _candidates(members)
     unassigned = []
     for t in tasks:
         owner = next((m for m in sorted(prev_active.get(t, ())) if load.member[m] < quota.per_member), None)
@@ -146,7 +163,7 @@ def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict
             quota.took(load.member[owner])
     rest = []
     for t in unassigned:
-        warm = load.least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota.per_member)
+        warm = load.first_least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota.per_member)
         if warm is None:
             rest.append(t)
         else:
@@ -175,14 +192,14 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
         for t in ts:
             holders.setdefault(t, set()).add(members[m].process_id)
     quota = math.ceil(len(tasks) * (num_standby + 1) / len(members))
-    prev_standby = _owners(members, lambda s: s.previous.standby)
+    prev_standby = _candidates(members)
     unplaced = 0
     for t in tasks:
         placed = holders.setdefault(t, set())
         for _ in range(num_standby):
             sticky = [m for m in prev_standby.get(t, ())
                       if members[m].process_id not in placed and load.member[m] < quota]
-            chosen = load.least_loaded(sticky) or load.pop_least(partial(_elsewhere, placed))
+            chosen = load.first_least_loaded(sticky) or load.pop_least(partial(_elsewhere, placed))
             if chosen is None:
                 unplaced += 1
                 continue
@@ -194,6 +211,22 @@ def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active
                     "increase the number of application instances to maintain the requested number of standby "
                     "replicas.", unplaced, len(tasks) * num_standby)
     return out
+
+
+def _candidates(members: Mapping[str, MemberSpec]) -> dict[Task, list[str]]:
+    """Each task's "previous standby" candidates in Kafka 4.4's rank (the module's rules): its
+    standby holders, then the members that reported an offset for it without holding it as a
+    standby, each group by larger reported offset sum, then member id (Kafka's ties follow its
+    members' hash order)."""
+    ranked: dict[Task, list[tuple[bool, int, str]]] = {}
+    for m, spec in members.items():
+        standby = spec.previous.standby
+        for t in standby:
+            ranked.setdefault(t, []).append((False, -spec.reported.get(t, 0), m))
+        for t, offset in spec.reported.items():
+            if t not in standby:
+                ranked.setdefault(t, []).append((True, -offset, m))
+    return {t: [m for _, _, m in sorted(c)] for t, c in ranked.items()}
 
 
 def _elsewhere(held: set[str], process_id: str) -> bool:

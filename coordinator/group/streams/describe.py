@@ -10,11 +10,14 @@ Rules:
 - v1's AssignorName is the group's `streams.assignor.name` (the built-in `sticky` by default);
   the topology description needs Kafka's plugin, which kcoord does not have: none is sent
   (TopologyDescriptionStatus NOT_REQUESTED, or NOT_STORED when the request asks for it);
-- task offsets are kept by Kafka in memory from the heartbeats; kcoord does not keep them yet
-  (empty lists). Authorization and filtering of unauthorized topics is the service's work.
+- a member's TaskOffsets and TaskEndOffsets are its last reported ones (offsets.py, soft state:
+  none after a reload), sorted by subtopology id then partition, values as sent
+  (`StreamsGroupMember.asStreamsGroupDescribeMember`, `taskOffsetsFromMap`). Authorization and
+  filtering of unauthorized topics is the service's work.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,7 +27,9 @@ from ...protocol.kio_build import NO_THROTTLE
 from ..kio_util import build, schema
 from ..result import Result
 from .membership import group_settings, soft_of
-from .model import StreamsGroup, StreamsMember, Tasks, TaskSet, Topology, by_subtopology
+from .model import StreamsGroup, StreamsMember, Task, Tasks, TaskSet, Topology, by_subtopology
+from .offsets import EMPTY as NO_OFFSETS
+from .offsets import MemberOffsets
 
 API = "streams_group_describe"
 OMITTED = -(2**31)
@@ -52,11 +57,13 @@ def _described(shard: Any, mod, group: Any, gid: str, description_status: int, o
         return _failed(mod, gid, f"Group {gid} not found.")
     if not isinstance(group, StreamsGroup):
         return _failed(mod, gid, f"Group {gid} is not a streams group.")
+    offsets = soft_of(shard, gid).task_offsets
     return build(mod.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=gid,
                  group_state=group.state().value, group_epoch=group.group_epoch,
                  assignment_epoch=group.target_assignment_epoch,
                  topology=None if group.topology is None else _topology(mod, group.topology, _resolved(shard, group)),
-                 members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()))
+                 members=tuple(_member(mod, m, group.target.get(m.member_id, Tasks()),
+                                       offsets.get(m.member_id, NO_OFFSETS))
                                for m in sorted(group.members.values(), key=lambda m: m.member_id)),
                  assignor_name=group_settings(shard, gid).assignor_name,
                  topology_description_status=description_status, authorized_operations=ops)
@@ -71,14 +78,20 @@ def _assignment(mod, tasks: Tasks):
                  warmup_tasks=_ids(mod, tasks.warmup))
 
 
-def _member(mod, m: StreamsMember, target: Tasks):
+def _offsets(mod, by_task: Mapping[Task, int]) -> tuple:
+    return tuple(build(mod.TaskOffset, subtopology_id=s, partition=p, offset=by_task[(s, p)])
+                 for s, p in sorted(by_task))
+
+
+def _member(mod, m: StreamsMember, target: Tasks, offsets: MemberOffsets):
     endpoint = None if m.user_endpoint is None else build(mod.Endpoint, host=m.user_endpoint[0],
                                                           port=m.user_endpoint[1])
     return build(mod.Member, member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
                  rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                  topology_epoch=m.topology_epoch, process_id=m.process_id, user_endpoint=endpoint,
                  client_tags=tuple(build(mod.KeyValue, key=k, value=v) for k, v in m.client_tags),
-                 task_offsets=(), task_end_offsets=(), assignment=_assignment(mod, m.assigned),
+                 task_offsets=_offsets(mod, offsets.offsets), task_end_offsets=_offsets(mod, offsets.end_offsets),
+                 assignment=_assignment(mod, m.assigned),
                  target_assignment=_assignment(mod, target), is_classic=False)
 
 

@@ -22,6 +22,9 @@ Rules:
   for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
   delayed due to the configured initial rebalance delay.") while the target is held back
   (kcoord's quiet hold, membership.py, says "initial rebalance quiet period");
+- the member's TaskOffsets / TaskEndOffsets are kept (offsets.py: each side replaced when
+  sent, a duplicate task INVALID_REQUEST) after the member and topology checks and before the
+  target is computed, as Kafka 4.4 does;
 - the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py), under
   which a member waiting for unreleased tasks gets the released ones together (release.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
@@ -69,6 +72,8 @@ from .membership import (
     trickle_cap,
 )
 from .model import EMPTY_TASKS, Holders, MemberState, StreamsGroup, StreamsMember, Tasks, Topology
+from .offsets import EMPTY as EMPTY_OFFSETS
+from .offsets import after_heartbeat, store
 from .reconciliation import reconcile, within
 from .records import tasks_from, topology_from
 from .release import hold_back_cap
@@ -243,6 +248,11 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     if topology is None:     # a log with members but no topology: make the member rejoin with it
         raise ApiError(ErrorCode.fenced_member_epoch, f"Group {gid} has no topology; the member must rejoin.")
     configured = configured_for(soft, topology, shard.image)
+    # Kafka 4.4 keeps the reported offsets here, after the member and topology checks and
+    # before the target is computed, so this heartbeat's offsets rank the candidates (offsets.py)
+    reported = after_heartbeat(soft.task_offsets.get(mid, EMPTY_OFFSETS), req, configured.task_counts)
+    if reported is not None:
+        store(soft.task_offsets, (*group.members, mid), mid, reported)
     validated = topology.epoch if configured.is_ready() else -1
     bump = bump or configured.metadata_hash != group.metadata_hash
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
@@ -272,7 +282,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         when = can_compute(group, soft, settings, now_ms)
         if when is None:
             assigned, target = compute_target(group, members, configured, group_epoch, settings, now_ms,
-                                              topology)
+                                              topology, soft)
             records += assigned
             target_epoch = group_epoch
             end_quiet_hold(soft, target, settings)

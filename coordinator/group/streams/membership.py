@@ -7,7 +7,8 @@ Rules:
   payload, ("streams", "assignment", group);
 - a member leaves (or is fenced) by the tombstones of its current assignment, its target and
   its metadata, and a group epoch bump (Kafka's `removeStreamsMember` + `bumpGroupEpoch`);
-- the target is computed by the built-in sticky assignor over the configured topology's tasks;
+- the target is computed by the built-in sticky assignor over the configured topology's tasks,
+  given the members' reported task offsets (offsets.py), which rank its standby candidates;
   a topology that is not ready has no tasks (every member's target is empty);
 - pacing: a group's first target waits out the initial rebalance delay after a member joined
   the empty group; later ones wait `assignment_interval_ms` after the last (KIP-1263); a
@@ -63,6 +64,7 @@ from .model import (
     Topology,
     settings_of,
 )
+from .offsets import NONE, of_members
 from .topology import ConfiguredTopology, configure, metadata_hash
 
 KIND = "streams"
@@ -241,11 +243,15 @@ def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_
 
 def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
                    epoch: int, settings: StreamsSettings, now_ms: int,
-                   topology: Topology | None = None) -> tuple[list, dict[str, Tasks]]:
+                   topology: Topology | None = None, soft: Soft | None = None) -> tuple[list, dict[str, Tasks]]:
     """Records 21 (members whose target changed) and 20, and the new target of every member.
-    ``topology``: the group's, or the one a first join stores in this same heartbeat."""
+    ``topology``: the group's, or the one a first join stores in this same heartbeat; ``soft``:
+    the group's soft state, whose members' reported task offsets rank the assignor's standby
+    candidates (Kafka's `TargetAssignmentBuilder.withTaskOffsets`)."""
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
-    specs = {mid: MemberSpec(m.process_id, group.target.get(mid, EMPTY_TASKS)) for mid, m in members.items()}
+    reported = {} if soft is None else of_members(soft.task_offsets, members)
+    specs = {mid: MemberSpec(m.process_id, group.target.get(mid, EMPTY_TASKS), reported.get(mid, NONE))
+             for mid, m in members.items()}
     topology = topology or group.topology
     stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics) \
         if topology is not None else frozenset()
@@ -293,8 +299,11 @@ def remember_due(soft: Soft, group: StreamsGroup, member_id: str, due_ms: int) -
 
 
 def forget_due(soft: Soft, member_id: str) -> None:
+    """A member is gone (left, fenced or replaced): nothing may stay keyed by its id, its
+    reported task offsets neither (Kafka's `StreamsGroup.removeMember` drops them)."""
     soft.due_ms.pop(member_id, None)
     soft.held_back_since.pop(member_id, None)
+    soft.task_offsets.pop(member_id, None)
 
 
 def heartbeat_interval_ms(shard: Any, settings: StreamsSettings, member: StreamsMember, target_epoch: int,

@@ -192,6 +192,9 @@ class Soft:
     # since when each member waiting for unreleased tasks has had released ones held back
     # (release.py: the adaptive policy hands them together, for at most the stable interval)
     held_back_since: dict[str, int] = field(default_factory=dict)
+    # each member's last TaskOffsets / TaskEndOffsets (offsets.MemberOffsets; Kafka keeps them
+    # in memory only, StreamsGroup.taskOffsets)
+    task_offsets: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamsGroup:

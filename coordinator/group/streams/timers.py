@@ -61,7 +61,8 @@ def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
     if when is not None:
         return Result(timers=[assignment_timer(group.group_id, when)])
     configured = None if group.topology is None else configured_for(soft, group.topology, shard.image)
-    records, target = compute_target(group, dict(group.members), configured, group.group_epoch, settings, now_ms)
+    records, target = compute_target(group, dict(group.members), configured, group.group_epoch, settings, now_ms,
+                                     soft=soft)
     end_quiet_hold(soft, target, settings)
     return Result(records=records)
 

@@ -14,6 +14,11 @@ StreamsGroupHeartbeatRequestManager.java and StreamsMembershipManager.java):
   reconciled next;
 - a heartbeat reports the last reconciled assignment only when it changed since the last
   report (`LastSentFields`), else the task fields are null;
+- ``report_offsets``: the client reports `TaskOffsets` as the 4.4 client does on a join and
+  whenever it reports its tasks (`HeartbeatState.buildRequestData`, only when they differ from
+  the last ones sent): the tasks of stateful subtopologies whose state it has on disk (every
+  one it held, active or standby), minus its running active tasks (`TaskManager.
+  maybeUpdateTaskOffsetSumSnapshot`); off by default;
 - ``open_ms_per_task``: a reconciliation that adds k active tasks takes k times as long more
   (the Streams client opens the tasks it was given before it acts on a newer target, so a
   member just handed many tasks is slow to release them: docs/measurements/
@@ -24,7 +29,7 @@ A task is never active in two clients at once: checked whenever a reconciliation
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from kio.schema.errors import ErrorCode
@@ -56,14 +61,19 @@ class Client:
     # summed over the intervals between its heartbeats
     busy_since_ms: int | None = None
     busy_ms: list = field(default_factory=list)
+    on_disk: set = field(default_factory=set)          # stateful tasks it ever held
+    offsets_sent: tuple | None = None
 
 
 class Fleet:
     """Clients and the driver on one event queue, ordered by simulated time."""
 
-    def __init__(self, d: Driver, topology, callback_ms: int = 0, open_ms_per_task: int = 0) -> None:
+    def __init__(self, d: Driver, topology, callback_ms: int = 0, open_ms_per_task: int = 0,
+                 report_offsets: bool = False) -> None:
         self.d, self.topology, self.callback_ms = d, topology, callback_ms
         self.open_ms_per_task = open_ms_per_task
+        self.report_offsets = report_offsets
+        self.stateful = {s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics}
         self.clients: dict[str, Client] = {}
         self.queue: list[tuple[int, int, str, str, int]] = []
         self.seq = 0
@@ -83,15 +93,29 @@ class Fleet:
         return c
 
     # ------------------------------------------------------------------ one client
+    def _offsets(self, c: Client) -> tuple | None:
+        """The TaskOffsets to send, or None (not reporting, or the same as last sent)."""
+        if not self.report_offsets:
+            return None
+        sent = tuple(REQ.TaskOffset(subtopology_id=s, partition=p, offset=100 + p)
+                     for s, p in sorted(c.on_disk - c.current[0]))
+        if sent == c.offsets_sent:
+            return None
+        c.offsets_sent = sent
+        return sent
+
     def _request(self, c: Client):
         if c.epoch == 0:
+            c.offsets_sent = None         # a join always sends them
             return REQ.StreamsGroupHeartbeatRequest(
                 group_id="app", member_id=c.member, member_epoch=0, endpoint_information_epoch=0,
                 rebalance_timeout=timedelta(minutes=5), topology=self.topology, active_tasks=(), standby_tasks=(),
-                warmup_tasks=(), process_id=c.process, client_tags=(), task_offsets=None, task_end_offsets=None)
+                warmup_tasks=(), process_id=c.process, client_tags=(), task_offsets=self._offsets(c),
+                task_end_offsets=None)
         owned = None if c.last_sent == c.current else c.current
         c.last_sent = c.current
-        return beat(c.member, c.epoch, owned)
+        req = beat(c.member, c.epoch, owned)
+        return req if owned is None else replace(req, task_offsets=self._offsets(c))
 
     def heartbeat(self, c: Client) -> None:
         a = self.d.hb(self._request(c))
@@ -127,6 +151,7 @@ class Fleet:
         assert c.reconciling is not None
         c.moved_in += len(c.reconciling[0] - c.current[0])
         c.current, c.reconciling = c.reconciling, None
+        c.on_disk |= {t for t in c.current[0] | c.current[1] if t[0] in self.stateful}
         c.reconciliations += 1
         c.most_active = max(c.most_active, len(c.current[0]))
         for other in self.clients.values():

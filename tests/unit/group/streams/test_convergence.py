@@ -47,10 +47,11 @@ TUNED = {"streams_initial_rebalance_delay_ms": 0, "streams_assignment_interval_m
 KAFKA_RULES = {**TUNED, "consumer_heartbeat_policy": "fixed", "streams_heartbeat_interval_ms": 500}
 
 
-def _started(instances: int, stagger_ms: int, callback_ms: int, config: dict) -> tuple[Driver, Fleet, dict]:
+def _started(instances: int, stagger_ms: int, callback_ms: int, config: dict,
+             report_offsets: bool = False) -> tuple[Driver, Fleet, dict]:
     """``instances`` started ``stagger_ms`` apart, run until stable; the start's figures."""
     d = Driver(IMAGE, **{**TUNED, **config})
-    fleet = Fleet(d, TOP, callback_ms=callback_ms)
+    fleet = Fleet(d, TOP, callback_ms=callback_ms, report_offsets=report_offsets)
     t0 = d.now_ms
     last_start = t0 + (instances - 1) * stagger_ms
     for i in range(instances):
@@ -92,8 +93,8 @@ def sweep(callback_ms: int, **config) -> dict[str, float]:
     return means | {"max_start_ms": max(r["start_ms"] for r in runs)}
 
 
-def scenario(instances: int = 10, **config) -> dict[str, int]:
-    d, fleet, out = _started(instances, STAGGER_MS, CALLBACK_MS, config)
+def scenario(instances: int = 10, report_offsets: bool = False, **config) -> dict[str, int]:
+    d, fleet, out = _started(instances, STAGGER_MS, CALLBACK_MS, config, report_offsets)
     before = {m: c.current[0] for m, c in fleet.clients.items()}
     joiner = fleet.start("joiner", "pj", at_ms=d.now_ms + JOIN_AFTER_MS)
     fleet.run_until(lambda: joiner.heartbeats > 0)        # its join: the new target is computed
@@ -132,6 +133,18 @@ def test_a_join_moves_five_tasks_from_five_members_as_kafkas_rules_do():
         assert figures["join_moves"] == 5, figures
         assert figures["members_reconciling"] == 5, figures
         assert figures["members_gaining"] == 0, figures
+
+
+def test_the_figures_are_the_same_when_clients_report_the_state_on_their_disk():
+    """The 4.4 clients report their TaskOffsets (clients.py, `report_offsets`), which make the
+    members with a task's state on disk its first candidates (Kafka 4.4's sticky assignor,
+    assignor.py). In the start and the join no task is handed to a candidate under its quota
+    that the ranking would move elsewhere: the join still moves five tasks from five members
+    to the joiner, on both sides."""
+    d, _, _ = _started(10, STAGGER_MS, CALLBACK_MS, {}, report_offsets=True)
+    assert sum(len(o.offsets) for o in d.shard.streams_soft["app"].task_offsets.values()) > 0
+    for config in ({}, KAFKA_RULES):
+        assert scenario(report_offsets=True, **config) == scenario(**config)
 
 
 def test_a_member_that_keeps_tasks_reconciles_within_one_callback_pass():
