@@ -172,3 +172,17 @@ def test_through_the_heartbeat_the_reported_offsets_move_an_orphaned_task():
     app.held.pop("m1")
     app.settle()
     assert orphaned[0] in app.held["m3"][0]
+
+
+def test_a_static_member_keeps_them_while_away_and_its_replacement_drops_them():
+    """A static member leaving with -2 stays in the group (Kafka keeps its offsets: no
+    `removeMember`); the member that takes its instance id replaces it, and its id's offsets go."""
+    d = _fast()
+    a = d.hb(_sent(join("s1", "p1", TOP, instance_id="i1"), _offsets(("0", 1, 10))))
+    assert a.error_code == ErrorCode.none, a.error_message
+    assert d.hb(beat("s1", -2, instance_id="i1")).error_code == ErrorCode.none
+    assert _shown(d, "s1") == ([("0", 1, 10)], [])
+    taken = d.hb(join("s1-again", "p1", TOP, instance_id="i1"))
+    assert taken.error_code == ErrorCode.none, taken.error_message
+    assert set(d.shard.streams_soft["app"].task_offsets) == set()
+    assert _shown(d, "s1-again") == ([], [])
