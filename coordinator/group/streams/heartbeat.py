@@ -252,7 +252,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     # before the target is computed, so this heartbeat's offsets rank the candidates (offsets.py)
     reported = after_heartbeat(soft.task_offsets.get(mid, EMPTY_OFFSETS), req, configured.task_counts)
     if reported is not None:
-        store(soft.task_offsets, (*group.members, mid), mid, reported)
+        store(soft.task_offsets, group.members, mid, reported)
     validated = topology.epoch if configured.is_ready() else -1
     bump = bump or configured.metadata_hash != group.metadata_hash
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch

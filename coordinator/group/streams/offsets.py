@@ -70,14 +70,13 @@ def after_heartbeat(before: MemberOffsets, req: Any, counts: Mapping[str, int] |
                          before.end_offsets if ends is None else MappingProxyType(_kept(ends, counts)))
 
 
-def store(table: dict[str, MemberOffsets], members: Iterable[str], member_id: str, offsets: MemberOffsets) -> None:
-    """Keep ``offsets`` for ``member_id``; entries of members no longer in the group (a removal
-    that did not pass by `forget_due`, such as a replayed tombstone) are dropped once the table
-    outgrows the group."""
+def store(table: dict[str, MemberOffsets], members: Mapping[str, Any], member_id: str, offsets: MemberOffsets) -> None:
+    """Keep ``offsets`` for ``member_id`` (a member of ``members`` or joining it); entries of
+    members no longer in the group (a removal that did not pass by `forget_due`, such as a
+    replayed tombstone) are dropped once the table outgrows the group (O(1) until then)."""
     table[member_id] = offsets
-    live = set(members)
-    if len(table) > len(live) + 16:
-        for gone in [m for m in table if m not in live and m != member_id]:
+    if len(table) > len(members) + 17:
+        for gone in [m for m in table if m not in members and m != member_id]:
             del table[gone]
 
 

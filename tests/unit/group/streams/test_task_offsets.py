@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.streams.assignor import MemberSpec, assign
 from coordinator.group.streams.model import Tasks
+from coordinator.group.streams.offsets import EMPTY, store
 
 from .driver import REQ, Driver, beat, image, join, subtopology, topology
 from .test_describe_and_migration import _describe
@@ -186,3 +187,15 @@ def test_a_static_member_keeps_them_while_away_and_its_replacement_drops_them():
     assert taken.error_code == ErrorCode.none, taken.error_message
     assert set(d.shard.streams_soft["app"].task_offsets) == set()
     assert _shown(d, "s1-again") == ([], [])
+
+
+def test_entries_of_members_gone_another_way_are_dropped_once_the_table_outgrows_the_group():
+    """A member removed by a replayed tombstone (not through `forget_due`) leaves its entry; the
+    table never holds more than the group's members and a few more."""
+    table: dict = {}
+    members = {"a": None, "b": None}
+    for i in range(100):
+        store(table, members, f"gone{i}", EMPTY)
+        assert len(table) <= len(members) + 18
+    store(table, members, "a", EMPTY)
+    assert "a" in table and len(table) <= len(members) + 18
