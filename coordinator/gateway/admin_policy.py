@@ -15,6 +15,9 @@ Rules:
   ``validate_only`` (Kafka uses an unbounded quota there). A
   topic kcoord knows to exist (CreateTopics) or not to (DeleteTopics, CreatePartitions)
   takes nothing: the upstream answers it with its own error.
+- IncrementalAlterConfigs: a resource with a config operation outside 0-3 is INVALID_REQUEST,
+  with or without safeguards, and never forwarded (`unknown_config_operations`: it makes
+  Kafka 4.4's controller renounce its leadership).
 This module decides; state_guard.py builds the answers and the split.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS
 from . import safeguards
-from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics, requested_partitions
+from .admin_limits import ClusterFacts, check_create_partitions, check_create_topics, requested_partitions, shown
 from .safeguards import RULE_QUOTA, RULE_SAFEGUARD, Rules, Safeguards
 
 # KIP-599: the first version of each API whose answer can carry THROTTLING_QUOTA_EXCEEDED.
@@ -131,9 +134,37 @@ def _quota(api_key: int, version: int, request: Any, skip: set[int], facts: Clus
     _add(verdict, refused, RULE_QUOTA)
 
 
+# IncrementalAlterConfigs' operations (AlterConfigOp.OpType): SET, DELETE, APPEND, SUBTRACT.
+CONFIG_OPERATIONS = range(4)
+RULE_CONFIG_OPERATION = "config_operation"
+
+
+def unknown_config_operations(request: Any) -> dict[int, tuple[ErrorCode, str]]:
+    """Resources with a config operation outside SET..SUBTRACT. Kafka 4.4's broker hands such
+    a TOPIC resource to its controller, whose incrementalAlterConfigs fails on the null
+    OpType (NullPointerException): a controller fault, so the controller renounces its
+    leadership, and the resource is answered UNKNOWN_SERVER_ERROR. One such request per
+    fault; 26 of them in a structured fuzz run (seed 1) left a single-node Kafka 4.4 not
+    answering at all. Refused here, never forwarded, naming the field."""
+    out: dict[int, tuple[ErrorCode, str]] = {}
+    for i, r in enumerate(request.resources):
+        bad = next((c for c in r.configs if int(c.config_operation) not in CONFIG_OPERATIONS), None)
+        if bad is not None:
+            out[i] = (ErrorCode.invalid_request, f"Unknown config_operation {int(bad.config_operation)} for config "
+                      f"{shown(bad.name)!r} of resource {shown(r.resource_name)!r} (0-3: SET, "
+                      f"DELETE, APPEND, SUBTRACT).")
+    return out
+
+
 def judge_configs(api_key: int, request: Any, policy: Policy | None) -> Verdict | None:
-    """AlterConfigs / IncrementalAlterConfigs against the topic-config bounds."""
-    if policy is None or api_key not in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+    """AlterConfigs / IncrementalAlterConfigs: an unknown config operation (always), then the
+    topic-config bounds (with a policy)."""
+    if api_key not in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
         return None
-    entries = safeguards.alter_configs(policy.rules, request, api_key == INCREMENTAL_ALTER_CONFIGS)
-    return Verdict(entries=entries, rule=RULE_SAFEGUARD) if entries else None
+    verdict = Verdict()
+    if api_key == INCREMENTAL_ALTER_CONFIGS:
+        _add(verdict, unknown_config_operations(request), RULE_CONFIG_OPERATION)
+    if policy is not None:
+        _add(verdict, safeguards.alter_configs(policy.rules, request, api_key == INCREMENTAL_ALTER_CONFIGS),
+             RULE_SAFEGUARD)
+    return verdict if verdict.entries else None
