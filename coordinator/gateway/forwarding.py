@@ -19,11 +19,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..metrics import forwarded
-from ..protocol.apis import CREATE_TOPICS, api_name
+from ..protocol.apis import CREATE_TOPICS, api_name, request_class
 from ..protocol.checked import Malformed
+from ..protocol.codec import decode_body
 from ..protocol.framing import HeaderError, body_offset
 from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
+from .keyed_arrays import KEYED, duplicate_key
 from .routes import FORWARD_LATEST, Route
 from .tansu_list_offsets import latest_request
 from .upstream_facts import is_kafka
@@ -88,6 +90,13 @@ class Forwarding:
             client.reject(f"body does not parse: {api_name(route.api_key)} v{route.api_version}: {e}",
                           route, correlation_id, reason=BODY)
             return
+        if route.api_key in KEYED:     # a key named twice costs Kafka's parse N**2 (keyed_arrays.py)
+            twice = duplicate_key(route.api_key, decode_body(request_class(route.api_key, route.api_version),
+                                                             frame, offset))
+            if twice is not None:
+                client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}: Kafka's clients never "
+                              f"repeat a key of this array", route, correlation_id, reason=BODY)
+                return
         clamp = route.clamp
         if clamp is not None:      # numbers over Kafka's bounds (fetch_bounds.py)
             frame = clamp(frame, offset)

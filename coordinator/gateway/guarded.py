@@ -25,6 +25,7 @@ from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
+from .keyed_arrays import duplicate_key
 from .produce_check import UNDECIDED, RecordChecks, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
@@ -129,6 +130,11 @@ class GuardStage:
             return
         except BodyError as e:
             self._client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
+            return
+        twice = duplicate_key(route.api_key, request)     # Kafka's parse costs N**2 (keyed_arrays.py)
+        if twice is not None:
+            self._client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}: Kafka's clients never "
+                                f"repeat a key of this array", route, correlation_id, reason=BODY)
             return
         if route.api_key in group_configs.GROUP_CONFIG_APIS and group_configs.takes(route.api_key, route.api_version,
                                                                                      request):
