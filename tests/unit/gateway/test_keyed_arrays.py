@@ -88,3 +88,23 @@ def test_the_fuzzers_repeated_dirs_are_refused_and_never_forwarded():
 def test_distinct_dirs_are_forwarded():
     rejected, sent = _through_forwarding(_log_dirs(("/a", ("t",)), ("/b", ("t",))))
     assert rejected == [] and len(sent) == 1
+
+
+def test_repeated_config_resources_are_refused_on_the_guarded_path_too():
+    """AlterConfigs / IncrementalAlterConfigs are decoded by the guard stage (guarded.py),
+    not by the plain forwarding path."""
+    from types import SimpleNamespace
+
+    from coordinator.gateway.guarded import GuardStage
+    request = _configs(*[("t", (("retention.ms", 0),))] * 1_000)
+    data = frame(RequestHeader(INCREMENTAL_ALTER_CONFIGS, 1, 9, "t").encode(
+        request_header_version(INCREMENTAL_ALTER_CONFIGS, 1)) + encode_body(request))
+    route = build_routes({INCREMENTAL_ALTER_CONFIGS: (0, 1)}, ())[route_key(INCREMENTAL_ALTER_CONFIGS, 1)]
+    client = _Client()
+    forwarded: list[bytes] = []
+    client.forward = lambda frame, pending: forwarded.append(frame)  # type: ignore[attr-defined]
+    GuardStage(client, SimpleNamespace(guard=None), 1 << 20).admin(data, route, 9)  # type: ignore[arg-type]
+    assert forwarded == []
+    assert client.rejected == ["incremental_alter_configs v1: resources[1] repeats the key of resources[0] "
+                               "(resource_type=2, resource_name='t'): Kafka's clients never repeat a key of this "
+                               "array"]
