@@ -50,6 +50,8 @@ HEARTBEAT, DESCRIBE, TOPOLOGY_UPDATE, DESCRIBE_GROUPS = 88, 89, 93, 15
 OFFSET_COMMIT, OFFSET_FETCH, METADATA = 8, 9, 3
 INPUT_PARTITIONS = 4
 MISSING_INTERNAL_TOPICS = 3
+# tasks of the topology below, unsorted, with the sentinels a Streams client may send
+REPORTED = [("1", 3, 2**63 - 1), ("0", 2, 17), ("1", 0, -1), ("0", 0, 5)]
 
 
 @pytest.fixture(scope="module")
@@ -105,18 +107,25 @@ class StreamsMember:
             warmup_tasks=(), process_id=self.process_id, user_endpoint=None, client_tags=(), task_offsets=None,
             task_end_offsets=None, shutdown_application=False)
 
-    def heartbeat(self, epoch: int | None = None, instance_id: str | None = None) -> Any:
+    def heartbeat(self, epoch: int | None = None, instance_id: str | None = None, offsets: list | None = None,
+                  ends: list | None = None) -> Any:
+        """``offsets``, ``ends``: TaskOffsets / TaskEndOffsets as (subtopology, partition, offset),
+        or None (the field sent null)."""
         t = self.side.types(HEARTBEAT, 1)
 
         def ids(kind: str):
             return tuple(t.TaskIds(subtopology_id=s, partitions=p) for s, p in self.tasks[kind])
+
+        def reported(entries: list | None):
+            return None if entries is None else tuple(t.TaskOffset(subtopology_id=s, partition=p, offset=o)
+                                                      for s, p, o in entries)
         response = self.side.call(
             HEARTBEAT, 1, group_id=self.group, member_id=self.member_id,
             member_epoch=self.epoch if epoch is None else epoch, endpoint_information_epoch=0, instance_id=instance_id,
             rack_id=None, rebalance_timeout=timedelta(milliseconds=-1), topology=None,
             active_tasks=ids("active"), standby_tasks=ids("standby"), warmup_tasks=ids("warmup"),
-            process_id=None, user_endpoint=None, client_tags=None, task_offsets=None, task_end_offsets=None,
-            shutdown_application=False)
+            process_id=None, user_endpoint=None, client_tags=None, task_offsets=reported(offsets),
+            task_end_offsets=reported(ends), shutdown_application=False)
         self.note(response)
         return response
 
@@ -208,6 +217,13 @@ def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffi
     t.add("settled", view(settled, app))
     t.add("describe v1", describe(side, app, 1))
     t.add("describe v0", describe(side, app, 0))
+    # Kafka 4.4 keeps a member's last TaskOffsets / TaskEndOffsets (each side replaced when sent,
+    # kept when null) and its describe shows them sorted, the values as sent
+    t.add("task offsets reported", view(member.heartbeat(offsets=REPORTED, ends=[("1", 0, 40)]), app))
+    t.add("describe with task offsets", describe(side, app, 1))
+    t.add("a duplicate task offset", view(member.heartbeat(offsets=[("0", 1, 1), ("0", 1, 2)]), app))
+    t.add("end offsets only", view(member.heartbeat(ends=[]), app))
+    t.add("describe after end offsets only", describe(side, app, 1))
     t.add("authorized operations", describe(side, app, 1, operations=True)["groups"][0]["authorized_operations"])
     t.add("commit at the member's epoch", commit(side, app, source, {0: 5, 1: 7}, member_id=ids[0],
                                                  epoch=member.epoch))
@@ -428,6 +444,11 @@ def test_streams_group_raw_requests_answer_as_kafka_44(three_sides, input_topic)
     assert [s["status_code"] for s in kafka["join within the initial rebalance delay"]["status"]] == [5]
     assert kafka["commit at the member's epoch"] == {0: "none", 1: "none"}
     assert kafka["fetch at the member's epoch"]["error_code"] == "none"
+    shown = kafka["describe with task offsets"]["groups"][0]["members"][0]
+    assert [(o["subtopology_id"], o["partition"], o["offset"]) for o in shown["task_offsets"]] == sorted(REPORTED)
+    assert kafka["a duplicate task offset"]["error_code"] == "invalid_request"
+    shown = kafka["describe after end offsets only"]["groups"][0]["members"][0]
+    assert (len(shown["task_offsets"]), shown["task_end_offsets"]) == (len(REPORTED), [])
     assert kafka["commit at a future epoch"] == {0: "stale_member_epoch"}
     assert kafka["fetch at another epoch"]["error_code"] == "stale_member_epoch"
     assert [g["group_type"] for g in kafka["list streams groups"]] == ["streams"]
