@@ -507,13 +507,9 @@ def print_diagnosis(d: dict[str, Any]) -> None:
             f"opens/closes {t['opens']}/{t['closes']}, REBALANCING {t['rebalancing']}")
 
 
-# --joiner-debug: the joiner's Kafka client and Streams loggers at DEBUG into a file (every
-# request it sends and each answer: NetworkClient; its heartbeats and reconciliation: the
-# consumer internals; its tasks' creation and restore: Streams), each line stamped with the
-# wall clock in ms, and the instances' lines kept (join-events.jsonl; "t" is CLOCK_MONOTONIC:
-# the run's JSON keeps the offset between the two clocks, "wall_minus_monotonic_ns"). The same
-# loggers on every side, so the phases compare; the extra logging slows that one JVM a little.
-JOINER_LOG4J = """status = error
+# A log4j2 configuration writing to {path} (str.format), each line stamped with the wall clock
+# in ms; the loggers are appended.
+LOG4J_FILE = """status = error
 appender.file.type = File
 appender.file.name = FILE
 appender.file.fileName = {path}
@@ -521,7 +517,16 @@ appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = %d{{UNIX_MILLIS}} %-5p [%t] %c{{1}} - %m%n
 rootLogger.level = WARN
 rootLogger.appenderRef.file.ref = FILE
-logger.clients.name = org.apache.kafka.clients
+"""
+
+
+# --joiner-debug: the joiner's Kafka client and Streams loggers at DEBUG into a file (every
+# request it sends and each answer: NetworkClient; its heartbeats and reconciliation: the
+# consumer internals; its tasks' creation and restore: Streams), each line stamped with the
+# wall clock in ms, and the instances' lines kept (join-events.jsonl; "t" is CLOCK_MONOTONIC:
+# the run's JSON keeps the offset between the two clocks, "wall_minus_monotonic_ns"). The same
+# loggers on every side, so the phases compare; the extra logging slows that one JVM a little.
+JOINER_LOG4J = LOG4J_FILE + """logger.clients.name = org.apache.kafka.clients
 logger.clients.level = DEBUG
 logger.streams.name = org.apache.kafka.streams
 logger.streams.level = DEBUG
@@ -534,15 +539,7 @@ logger.metrics.level = WARN
 # client's state transitions, the stream thread's task initialisation (INFO), the restore's
 # start and end, and each ListOffsets of a changelog the admin client retries (its handler's
 # DEBUG line: the partition had no leader on the broker yet).
-INSTANCES_LIGHT_LOG4J = """status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {path}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{UNIX_MILLIS}} %-5p [%t] %c{{1}} - %m%n
-rootLogger.level = WARN
-rootLogger.appenderRef.file.ref = FILE
-logger.streams.name = org.apache.kafka.streams
+INSTANCES_LIGHT_LOG4J = LOG4J_FILE + """logger.streams.name = org.apache.kafka.streams
 logger.streams.level = INFO
 logger.retries.name = org.apache.kafka.clients.admin.internals.ListOffsetsHandler
 logger.retries.level = DEBUG
