@@ -6,6 +6,13 @@ succeeds. Ports this process never handed out go first, then the ones it handed 
 longest ago (least recently used), so two brokers or gateways started back to back (or
 side by side, from threads) never get the same port, even once a long run has handed out
 every port of the range.
+
+A port whose only user is a closed connection in TIME_WAIT (a server that closed first,
+as a gateway does on hostile input) refuses a plain bind for a minute, but not the bind
+of a listener that sets SO_REUSEADDR, and every listener the suite starts does (asyncio's
+create_server and kcoord's listeners, the JDK's server sockets, tokio's in Tansu). So a
+port is looked for twice: free to a plain bind first, then free to such a listener. A
+full run once ran a worker's 100 ports out this way (`no 4 consecutive free ports`).
 """
 from __future__ import annotations
 
@@ -56,8 +63,13 @@ def pool() -> range:
     return range(low, high + 1)
 
 
-def is_free(port: int, host: str = "127.0.0.1") -> bool:
+def is_free(port: int, host: str = "127.0.0.1", reuse: bool = False) -> bool:
+    """A plain bind succeeds; with ``reuse``, a bind with SO_REUSEADDR (as a listener does),
+    which also succeeds on a port held only by connections in TIME_WAIT, never on one that
+    something listens on."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -72,10 +84,12 @@ def free_port(host: str = "127.0.0.1") -> int:
     candidates = list(range(low, high + 1))
     random.shuffle(candidates)
     with _lock:
-        for port in sorted(candidates, key=lambda p: _handed_out.get(p, _NEVER)):
-            if is_free(port, host):
-                _handed_out[port] = time.monotonic()
-                return port
+        ordered = sorted(candidates, key=lambda p: _handed_out.get(p, _NEVER))
+        for reuse in (False, True):
+            for port in ordered:
+                if is_free(port, host, reuse):
+                    _handed_out[port] = time.monotonic()
+                    return port
     raise RuntimeError(f"no free loopback port in {low}-{high}")
 
 
@@ -94,11 +108,12 @@ def free_block(pool: range, count: int = 1, host: str = "127.0.0.1") -> int:
     with _lock:
         starts = [first for first in pool if first + count - 1 in pool]
         starts.sort(key=lambda first: max(_handed_out.get(p, _NEVER) for p in range(first, first + count)))
-        for first in starts:
-            span = range(first, first + count)
-            if all(is_free(p, host) for p in span):
-                now = time.monotonic()
-                for p in span:
-                    _handed_out[p] = now
-                return first
+        for reuse in (False, True):
+            for first in starts:
+                span = range(first, first + count)
+                if all(is_free(p, host, reuse) for p in span):
+                    now = time.monotonic()
+                    for p in span:
+                        _handed_out[p] = now
+                    return first
     raise RuntimeError(f"no {count} consecutive free ports in {pool.start}-{pool.stop - 1}")

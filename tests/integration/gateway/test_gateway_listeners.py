@@ -24,8 +24,10 @@ def test_listener_map_and_a_broker_that_appears_later(gw_loop: LoopThread, gw_ta
 
         # A node the gateway has not seen (as if upstream grew): it gets the next free port
         # at once, already accepting connections, forwarding to that node's address.
-        blocker = socket.socket()
-        blocker.bind(("127.0.0.1", running.port + 2))   # the next port is taken: skip it
+        blocker = socket.socket()     # the next port is taken (listened on): skip it. As a
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # listener, it binds a
+        blocker.bind(("127.0.0.1", running.port + 2))                   # port in TIME_WAIT too
+        blocker.listen()
         try:
             host, port = gw_loop.call(lambda: gateway.address_of(999, "127.0.0.1", gw_tansu.port))
         finally:

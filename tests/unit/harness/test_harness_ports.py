@@ -4,6 +4,8 @@ started side by side never get the same block (recycling once ignored what it ha
 handed out, and two gateways got the same block: `Address already in use` in a full run)."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from support import ports
@@ -43,3 +45,34 @@ def test_free_port_prefers_never_used_then_oldest_and_release_puts_a_port_first(
 def test_the_pool_is_the_workers_own_range(monkeypatch):
     monkeypatch.setenv("KCOORD_TEST_PORTS", "29300-29399")      # worker gw1 of 2
     assert ports.pool() == range(29300, 29400)
+
+
+def _time_wait(port: int) -> None:
+    """Leave ``port`` held only by a closed connection in TIME_WAIT: the server closes first."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()
+        client.recv(1)      # the server's FIN has arrived: the server side is in FIN_WAIT_2
+        client.close()      # ... and now in TIME_WAIT
+
+
+def test_a_port_in_time_wait_is_handed_out_when_nothing_else_is_free(monkeypatch):
+    """A plain bind is refused on a TIME_WAIT port; a listener's (SO_REUSEADDR) is not, so such
+    a port still counts, after every port free to a plain bind. (Ports apart from the other
+    tests': the TIME_WAIT outlives this test by a minute.)"""
+    monkeypatch.setenv("KCOORD_TEST_PORTS", "29490-29490")
+    monkeypatch.setattr(ports, "_handed_out", {})
+    _time_wait(29490)
+    assert not ports.is_free(29490)
+    assert ports.is_free(29490, reuse=True)
+    assert ports.free_block(range(29490, 29494), 2) == 29491     # free to a plain bind: first
+    assert ports.free_block(range(29490, 29492), 2) == 29490     # then the TIME_WAIT port's block
+    assert ports.free_port() == 29490
+    with socket.socket() as listening:             # a listener is never "free", either way
+        listening.bind(("127.0.0.1", 29493))
+        listening.listen()
+        assert not ports.is_free(29493, reuse=True)
