@@ -270,3 +270,10 @@ GATEWAY_SAFEGUARD_REFUSALS = Counter(
     "kcoord_gateway_safeguard_refusals_total", "Forwarded requests (or entries of them) answered by a "
     "safeguard instead of the upstream, by API and rule (a fixed set: gateway/admin_limits.py, "
     "gateway/safeguards.py)", ["api", "rule"])
+# ListOffsets answers held because a topic this process just created has no log yet on the
+# broker (gateway/list_offsets_hold.py): outcome "answered" (every held partition answered
+# within the bound), "gave_up" (the bound passed, or a retry did not decode: the answer as
+# upstream gave it, with what the retries did answer), "cancelled" (the client went away).
+GATEWAY_LIST_OFFSETS_HELD = Counter("kcoord_gateway_list_offsets_held_total", "ListOffsets answers held and "
+                                    "asked again for partitions of a just-created topic, by outcome",
+                                    ["outcome"])

@@ -20,7 +20,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..aio import within
 from ..metrics import GATEWAY_FORWARDED_BYTES
@@ -89,6 +89,9 @@ class UpstreamLink(asyncio.Protocol):
         self._closed = False
         self._target = "?"
         self.paused = 0           # CLIENT_WRITE | HELD
+        # ListOffsets answers held for a just-created topic's log (list_offsets_hold.py): at
+        # most one per request in the client's queue; closing the link cancels them.
+        self.holds: set[Any] = set()
         # False only for a bare link in tests/unit/protocol/test_forward_matching.py, whose
         # fake client keeps no accounts (read once here, not per upstream read).
         self._accounts = gateway is not None
@@ -151,8 +154,25 @@ class UpstreamLink(asyncio.Protocol):
 
     def close(self) -> None:
         self._closed = True
+        for held in list(self.holds):
+            held.cancel()
         if self._transport is not None:
             self._transport.close()
+
+    def deliver(self, pending: Pending, frame: bytes) -> None:
+        """``pending``'s answer, released outside an upstream read (a held ListOffsets whose
+        bound passed: list_offsets_hold.py), accounted as data_received accounts one."""
+        if self._closed:
+            return
+        pending.data = frame
+        client = self._client
+        size = pending.size
+        if size:
+            client.answered(size)
+            pending.size = 0
+        if self._accounts:
+            client.held += len(frame)
+        client.flush()
 
     def pause_reading(self, reason: int = CLIENT_WRITE) -> None:
         was = self.paused
@@ -254,7 +274,8 @@ class UpstreamLink(asyncio.Protocol):
                 self._gateway.cluster.request_refresh()
             elif kind == FORWARD_LATEST and pending.__class__ is not Pending:
                 # In front of Tansu: the ListOffsets answer waits for the Fetch behind it,
-                # whose answer completes it (tansu_list_offsets.py).
+                # whose answer completes it (tansu_list_offsets.py). In front of Kafka, while a
+                # topic kcoord created is fresh: held until its log exists (list_offsets_hold.py).
                 try:
                     done = pending.completed(frame)  # type: ignore[attr-defined]
                 except ValueError as e:

@@ -4,7 +4,9 @@ Rules: Kafka closes the connection on a header that does not parse, and so does 
 before forwarding (the log names the client and the fault); a body that fails the route's
 check closes it too. Fetch's max_bytes and DescribeTopicPartitions' partition limit over
 Kafka's bounds are clamped (fetch_bounds.py). In front of Tansu, a ListOffsets asking LATEST
-takes a Fetch of the high watermarks along (tansu_list_offsets.py).
+takes a Fetch of the high watermarks along (tansu_list_offsets.py); in front of Kafka, while a
+topic this process created is fresh, its answer may be held until the topic's logs exist
+(list_offsets_hold.py).
 The upstream link opens with the connection's first forwarded request; while it opens the
 client is not read (UPSTREAM, flow.py), so the link's outbox holds at most one read's
 frames. Frames of one read go up in one write, after the read (``send_read``). Each
@@ -25,7 +27,9 @@ from ..protocol.codec import decode_body
 from ..protocol.framing import HeaderError, body_offset
 from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
+from .fresh_topics import FreshTopics
 from .keyed_arrays import KEYED, duplicate_key
+from .list_offsets_hold import HoldablePending
 from .routes import FORWARD_LATEST, Route
 from .tansu_list_offsets import latest_request
 from .upstream_facts import is_kafka
@@ -65,7 +69,7 @@ class Forwarder(Protocol):
 
 
 class Forwarding:
-    __slots__ = ("outgoing", "_client", "_gateway")
+    __slots__ = ("outgoing", "_client", "_gateway", "_fresh")
 
     def __init__(self, client: Forwarder, gateway: ConnectionServices) -> None:
         # Frames of this read not sent yet: one list for the connection's life (the
@@ -73,6 +77,9 @@ class Forwarding:
         self.outgoing: list[bytes] = []
         self._client = client
         self._gateway = gateway
+        # The process's just-created topics (fresh_topics.py), made by the service's wiring;
+        # None when the service keeps none (then ListOffsets is never held).
+        self._fresh: FreshTopics | None = getattr(getattr(gateway, "service", None), "fresh_topics", None)
 
     def checked(self, frame: bytes, route: Route, correlation_id: int,
                 merge: Callable[[bytes], bytes] | None = None) -> None:
@@ -107,9 +114,17 @@ class Forwarding:
 
     def _latest(self, frame: bytes, route: Route, correlation_id: int, offset: int) -> bool:
         """In front of Tansu, a ListOffsets asking LATEST goes up with the Fetch that reads
-        its high watermarks right behind it (tansu_list_offsets.py); False: forward it as is."""
+        its high watermarks right behind it (tansu_list_offsets.py); in front of Kafka, while
+        some topic is fresh, it goes up in a slot that may hold its answer (list_offsets_hold.py);
+        False: forward it as is."""
         if is_kafka(getattr(self._gateway.cluster, "upstream_api_versions", ())):
-            return False
+            fresh = self._fresh
+            if fresh is None or not fresh:
+                return False
+            holdable = HoldablePending(correlation_id, route, frame, offset, fresh)
+            self.forward(frame, holdable)
+            holdable.link = self._client.link
+            return True
         latest = latest_request(route, frame, offset, correlation_id)
         if latest is None:
             return False

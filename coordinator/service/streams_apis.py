@@ -78,7 +78,8 @@ def creator_of(service: Service) -> InternalTopicCreator:
     if creator is None:
         creator = _creators[service] = InternalTopicCreator(
             link_opener(service.state_topic), lambda: service.image,
-            on_created=lambda: getattr(service, "request_metadata_refresh", lambda: None)())
+            on_created=lambda: getattr(service, "request_metadata_refresh", lambda: None)(),
+            fresh=getattr(service, "fresh_topics", None))
     return creator
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..gateway.admin_limits import ClusterFacts, check_create_topics
+from ..gateway.fresh_topics import FreshTopics
 from ..group.image import EMPTY_IMAGE, MetadataImage
 from ..group.streams.topic_names import CreatableTopic
 from ..protocol.messages import schema
@@ -57,9 +58,13 @@ class InternalTopicCreator:
     """The internal topics of streams groups, created through one upstream link (module rules)."""
 
     def __init__(self, open_link: OpenLink | None, image: Callable[[], MetadataImage] = lambda: EMPTY_IMAGE,
-                 clock: Callable[[], float] = time.monotonic, on_created: Callable[[], None] = lambda: None) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_created: Callable[[], None] = lambda: None,
+                 fresh: FreshTopics | None = None) -> None:
         self._open = open_link
         self._on_created = on_created      # called once a request created at least one topic
+        # The process's just-created topics (gateway/fresh_topics.py): the gateway holds a
+        # ListOffsets of theirs until the broker has their logs (gateway/list_offsets_hold.py).
+        self._fresh = fresh
         self._image = image
         self._clock = clock
         self._link: Any = None
@@ -104,7 +109,10 @@ class InternalTopicCreator:
             answers = {t.name: (ErrorCode.unknown_server_error, str(e) or type(e).__name__) for t in topics}
         finally:
             self.in_flight.difference_update(t.name for t in topics)
-        if any(code == ErrorCode.none for code, _ in answers.values()):
+        created = [name for name, (code, _) in answers.items() if code == ErrorCode.none]
+        if created:
+            if self._fresh is not None:
+                self._fresh.add(created)
             self._on_created()
         deadline = self._clock() + timeout_ms / 1000
         for name, (code, message) in answers.items():

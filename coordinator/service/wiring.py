@@ -36,6 +36,7 @@ from .. import metrics
 from ..authz import ALLOW_ALL, Authorizer
 from ..config import CoordinatorConfig
 from ..connect_apis import CONNECT_ROWS
+from ..gateway.fresh_topics import FreshTopics
 from ..group.errors import ApiError
 from ..group.hashing import KAFKA, Partitioner
 from ..group.image import EMPTY_IMAGE, MetadataImage
@@ -155,6 +156,10 @@ class GroupCoordinatorService:
         # instead of at the next periodic refresh (Kafka's coordinator sees them in the same
         # metadata image its controller publishes).
         self.request_metadata_refresh: Callable[[], None] = lambda: None
+        # The topics this process just created (gateway/fresh_topics.py): the internal-topic
+        # creator writes it (streams_topics.py), the gateway's connections read it to hold a
+        # ListOffsets whose partition has no log yet (gateway/list_offsets_hold.py).
+        self.fresh_topics = FreshTopics()
 
     def _bind(self, spec: ApiSpec) -> Handler:
         handler = spec.handler
