@@ -1,42 +1,54 @@
 """The built-in `sticky` streams task assignor (Kafka: `streams/assignor/StickyTaskAssignor`),
-written from its guarantees, not its code.
+the rules of Kafka 4.4.0's own (read from its jar: docs/design/streams-groups.md, "The sticky
+assignor's placement, as Kafka 4.4.0 does it").
 
 Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness):
 - every task is active on exactly one member;
-- stickiness: a task stays with the member that had it active, then goes to one of its
-  "previous standby" candidates, as long as that member stays within its quota. The
-  candidates are Kafka 4.4's (`collectStandbyCandidates`, `STANDBY_CANDIDATE_ORDER`): the
-  members that had it as a standby plus those that reported an offset for it (its state is on
-  their disk, offsets.py), ranked standbys first, then by larger reported offset sum (0 when
-  none), then by member id; the first in that rank wins unless a later one has both a lower
-  process load and a lower member load (`findPrevMemberWithLeastLoad`). Kafka picks among all
-  candidates and then checks the quota; kcoord drops those at their quota first, so a task
-  whose best candidate is full still goes to another member with its state;
-  the rest go to the least loaded member, the least loaded process first, so the load is
-  balanced across processes by their number of members;
-- the quota is ceil(tasks / members) over the tasks and members not yet full: once a member
-  reaches it, the quota is computed again for the others (Kafka's `maybeUpdateTasksPerMember`).
-  So loads never differ by more than one, whatever the previous assignment: a fixed
-  ceil(tasks / members) let members that joined one by one keep 7, 7, ... 4, 4 of 64 tasks
-  over 10, and the next join then moved tasks between members that stayed (8 lost one, 2
-  gained one and had to wait for the revocations: docs/measurements/streams-rebalance.md);
+- two quotas, each ceil(tasks / members) over the tasks and members not yet full, computed
+  again for the others once a member reaches it (Kafka's `maybeUpdateActiveTasksPerMember`,
+  `maybeUpdateTotalTasksPerMember`): the active quota over the active tasks, and the total
+  quota over the active tasks plus one per standby replica of each stateful task, a member's
+  actives and standbys together. So loads never differ by more than one, whatever the
+  previous assignment: a fixed ceil(tasks / members) let members that joined one by one keep
+  7, 7, ... 4, 4 of 64 tasks over 10, and the next join then moved tasks between members that
+  stayed (docs/measurements/streams-rebalance.md);
+- actives, tasks by subtopology then partition (Kafka: partition, then subtopology; kept for
+  the quiet hold's trickle, see `_assign_active`): the task's previous active owner if under
+  the active quota; then, for those left, its "previous standby" candidates
+  (`collectStandbyCandidates`, `STANDBY_CANDIDATE_ORDER`): the members that had it as a
+  standby plus those that reported an offset for it (its state is on their disk, offsets.py),
+  ranked standbys first, then by larger reported offset sum (0 when none), then by member id.
+  One candidate is chosen, the first in that rank unless a later one has both a lower process
+  load and a lower member load (`findPrevMemberWithLeastLoad`); only then is its quota checked,
+  and a chosen candidate at its quota leaves the task to the last pass (another candidate is
+  not tried). The rest, by subtopology then partition, go to the least loaded process (load:
+  tasks / members) and its least loaded member, with no quota;
 - standbys only for the tasks of stateful subtopologies (those with a changelog: a standby of
-  a stateless task would keep nothing warm; Kafka 4.4 assigns none there either);
+  a stateless task would keep nothing warm), tasks by partition then subtopology, both
+  descending; for each replica: the task's previous active owner (a member that had it active
+  and lost it keeps its state as a standby), if its process does not hold the task yet and it
+  is under the total quota; else the chosen "previous standby" candidate among those whose
+  process does not hold the task, if under the total quota; else this and the task's
+  remaining replicas wait for the last pass: tasks by subtopology then partition, both
+  descending, each replica to the least loaded process that does not hold the task and its
+  least loaded member, with no quota;
 - a standby is never placed on a process that holds the same task (active or standby);
   standbys that find no such process stay unassigned, with a warning, as in Kafka;
-- deterministic: tasks, members and processes are walked in sorted order.
+- deterministic: where Kafka's order is its hash maps' (members' order among equally ranked
+  candidates, and which of equally loaded processes or members is the least loaded), kcoord
+  takes the smaller member id; among processes of equal load, the one whose least loaded
+  member has fewer tasks, then the smaller process id.
 """
 from __future__ import annotations
 
 import heapq
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
 
-from .model import NO_TASKS, Task, Tasks, TaskSet
+from .model import NO_TASKS, Task, Tasks
 
 log = logging.getLogger("kcoord.streams.assignor")
 
@@ -119,7 +131,9 @@ class _Load:
 
 
 class _Quota:
-    """The sticky passes' quota (the module's rules): ceil(left tasks / members not full)."""
+    """A quota (the module's rules): ceil(left tasks / members not full). Kafka lets the
+    number of members not full reach 0 (quota 0); kept at 1 here, which refuses the same
+    members: the quota never grows, so every member is at or above it by then."""
 
     def __init__(self, tasks: int, members: int) -> None:
         self.tasks, self.members = tasks, members
@@ -140,72 +154,97 @@ def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby
     all_tasks = sorted(tasks)
     if not members:
         return {}
-    active = _assign_active(members, all_tasks)
     with_state = all_tasks if stateful is None else [t for t in all_tasks if t[0] in stateful]
-    standby = _assign_standby(members, with_state, active, num_standby)
+    num_standby = max(num_standby, 0)
+    load = _Load(members)
+    # Kafka's `totalTasksPerMember`, counted from the start: the active pass fills it too
+    total = _Quota(len(all_tasks) + len(with_state) * num_standby, len(members))
+    prev_active = _previous_owners(members)
+    prev_standby = _candidates(members)
+    active = _assign_active(load, total, all_tasks, prev_active, prev_standby)
+    standby = _assign_standby(load, total, with_state, active, num_standby, prev_active, prev_standby)
     return {m: Tasks(frozenset(active[m]), frozenset(standby[m]), NO_TASKS) for m in sorted(members)}
 
 
-def _assign_active(members: Mapping[str, MemberSpec], tasks: list[Task]) -> dict[str, set[Task]]:
-    out: dict[str, set[Task]] = {m: set() for m in members}
-    load = _Load(members)
-    quota = _Quota(len(tasks), len(members))
-    prev_active = _owners(members, lambda s: s.previous.active)
-    prev_standby = _candidates(members)
-    unassigned = []
-    for t in tasks:
-        owner = next((m for m in sorted(prev_active.get(t, ())) if load.member[m] < quota.per_member), None)
-        if owner is None:
-            unassigned.append(t)
-        else:
-            out[owner].add(t)
-            load.add(owner)
-            quota.took(load.member[owner])
-    rest = []
-    for t in unassigned:
-        warm = load.first_least_loaded(m for m in prev_standby.get(t, ()) if load.member[m] < quota.per_member)
-        if warm is None:
-            rest.append(t)
-        else:
-            out[warm].add(t)
-            load.add(warm)
-            quota.took(load.member[warm])
-    for t in rest:
-        m = load.pop_least(lambda _pid: True)
-        assert m is not None
+def _by_partition(task: Task) -> tuple[int, str]:
+    """Kafka's order of the sticky passes: partition, then subtopology id (Java's String order,
+    the same as Python's for ids without characters beyond U+FFFF)."""
+    return task[1], task[0]
+
+
+def _assign_active(load: _Load, total: _Quota, tasks: list[Task], prev_active: dict[Task, str],
+                   prev_standby: dict[Task, list[str]]) -> dict[str, set[Task]]:
+    out: dict[str, set[Task]] = {m: set() for m in load.member}
+    quota = _Quota(len(tasks), len(out))
+
+    def give(m: str, t: Task) -> None:
         out[m].add(t)
         load.add(m)
+        quota.took(load.member[m])
+        total.took(load.member[m])
+
+    waiting = []
+    # Kafka walks these two passes by partition, then subtopology; kcoord by subtopology, then
+    # partition: the quiet hold's trickle hands a member the first tasks of its target in that
+    # order, which stay its own at the next join only if the assignor keeps them first
+    # (membership.py; docs/design/streams-groups.md, "The sticky assignor's placement")
+    for t in tasks:
+        owner = prev_active.get(t)
+        if owner is not None and load.member[owner] < quota.per_member:
+            give(owner, t)
+        else:
+            waiting.append(t)
+    rest = []
+    for t in waiting:
+        # Kafka chooses first and checks the quota after: a full choice is not replaced
+        warm = load.first_least_loaded(prev_standby.get(t, ()))
+        if warm is not None and load.member[warm] < quota.per_member:
+            give(warm, t)
+        else:
+            rest.append(t)
+    for t in sorted(rest):
+        m = load.pop_least(_anywhere)
+        assert m is not None
+        give(m, t)
     return out
 
 
-def _assign_standby(members: Mapping[str, MemberSpec], tasks: list[Task], active: dict[str, set[Task]],
-                    num_standby: int) -> dict[str, set[Task]]:
-    out: dict[str, set[Task]] = {m: set() for m in members}
+def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[str, set[Task]], num_standby: int,
+                    prev_active: dict[Task, str], prev_standby: dict[Task, list[str]]) -> dict[str, set[Task]]:
+    out: dict[str, set[Task]] = {m: set() for m in load.member}
     if num_standby <= 0:
         return out
-    load = _Load(members)
-    for m, ts in active.items():
-        for _ in ts:
-            load.add(m)
-    holders: dict[Task, set[str]] = {}
-    for m, ts in active.items():
-        for t in ts:
-            holders.setdefault(t, set()).add(members[m].process_id)
-    quota = math.ceil(len(tasks) * (num_standby + 1) / len(members))
-    prev_standby = _candidates(members)
-    unplaced = 0
-    for t in tasks:
+    process_of = load.process_of
+    holders: dict[Task, set[str]] = {t: {process_of[m]} for m, ts in active.items() for t in ts}
+
+    def give(m: str, t: Task) -> None:
+        out[m].add(t)
+        load.add(m)
+        total.took(load.member[m])
+        holders[t].add(process_of[m])
+
+    left: list[tuple[Task, int]] = []
+    for t in sorted(tasks, key=_by_partition, reverse=True):
         placed = holders.setdefault(t, set())
-        for _ in range(num_standby):
-            sticky = [m for m in prev_standby.get(t, ())
-                      if members[m].process_id not in placed and load.member[m] < quota]
-            chosen = load.first_least_loaded(sticky) or load.pop_least(partial(_elsewhere, placed))
+        for i in range(num_standby):
+            chosen = prev_active.get(t)
+            if chosen is None or process_of[chosen] in placed or load.member[chosen] >= total.per_member:
+                chosen = load.first_least_loaded(m for m in prev_standby.get(t, ()) if process_of[m] not in placed)
+                if chosen is not None and load.member[chosen] >= total.per_member:
+                    chosen = None
             if chosen is None:
-                unplaced += 1
-                continue
-            out[chosen].add(t)
-            load.add(chosen)
-            placed.add(members[chosen].process_id)
+                left.append((t, num_standby - i))      # this replica and the task's next ones
+                break
+            give(chosen, t)
+    unplaced = 0
+    for t, replicas in sorted(left, reverse=True):
+        placed = holders[t]
+        for i in range(replicas):
+            chosen = load.pop_least(partial(_elsewhere, placed))
+            if chosen is None:
+                unplaced += replicas - i
+                break
+            give(chosen, t)
     if unplaced:
         log.warning("Unable to assign %d of %d standby tasks: there is not enough available capacity. You should "
                     "increase the number of application instances to maintain the requested number of standby "
@@ -229,14 +268,20 @@ def _candidates(members: Mapping[str, MemberSpec]) -> dict[Task, list[str]]:
     return {t: [m for _, _, m in sorted(c)] for t, c in ranked.items()}
 
 
+def _previous_owners(members: Mapping[str, MemberSpec]) -> dict[Task, str]:
+    """Each task's previous active owner (Kafka's `activeTaskToPrevMember`: one member per
+    task; a target never holds a task active twice, and if the members' assignments did,
+    Kafka keeps the last in its hash order, here the smallest member id)."""
+    owners: dict[Task, str] = {}
+    for m in sorted(members, reverse=True):
+        for t in members[m].previous.active:
+            owners[t] = m
+    return owners
+
+
+def _anywhere(_process_id: str) -> bool:
+    return True
+
+
 def _elsewhere(held: set[str], process_id: str) -> bool:
     return process_id not in held
-
-
-def _owners(members: Mapping[str, MemberSpec], pick) -> dict[Task, set[str]]:
-    owners: dict[Task, set[str]] = {}
-    for m, spec in members.items():
-        tasks: TaskSet = pick(spec)
-        for t in tasks:
-            owners.setdefault(t, set()).add(m)
-    return owners
