@@ -515,3 +515,78 @@ def test_static_membership_answers_as_kafka_44(three_sides, input_topic):
     assert kafka["a third with the same instance id"]["error_code"] == "unreleased_instance_id"
     for kcoord in kcoords:
         assert_same(kafka, kcoord)
+
+
+# ---------------------------------------------------------------- the sticky assignor's standbys
+def one_store(side: Coordinator, app: str, source: str):
+    """One stateful subtopology: four tasks, each with a changelog (standbys are placed)."""
+    t = side.types(HEARTBEAT, 1)
+    changelog = t.TopicInfo(name=f"{app}-store-changelog", partitions=0, replication_factor=0, topic_configs=())
+    return t.Topology(epoch=1, subtopologies=(t.Subtopology(
+        subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(changelog,),
+        repartition_sink_topics=(), repartition_source_topics=(), copartition_groups=()),))
+
+
+def targets(side: Coordinator, app: str, members: int) -> Any:
+    """The group's epochs and each member's target assignment (StreamsGroupDescribe v1), once
+    the target of the group's epoch is computed for all ``members``."""
+    def computed() -> Any:
+        [g] = describe(side, app, 1)["groups"]
+        done = (g["error_code"] == "none" and len(g["members"]) == members
+                and g["assignment_epoch"] == g["group_epoch"] and all(m["target_assignment"] for m in g["members"]))
+        return g if done else None
+    g = wait_until(computed, 30, 0.2, f"{side.name}: a target for {members} members")
+    return {"group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
+            "targets": {m["member_id"]: m["target_assignment"] for m in g["members"]}}
+
+
+def reconciled(side: Coordinator, app: str, members: tuple[StreamsMember, ...]) -> None:
+    """Heartbeats until every member holds its target: Kafka's assignor starts from the
+    members' current assignments (`StreamsGroupMember.assignedTasks()`), kcoord's from their
+    targets, the same once reconciled."""
+    def done() -> bool:
+        for m in members:
+            m.heartbeat()
+        [g] = describe(side, app, 1)["groups"]
+        return (len(g["members"]) == len(members) and g["assignment_epoch"] == g["group_epoch"]
+                and all(m["assignment"] == m["target_assignment"] for m in g["members"]))
+    wait_until(done, 30, 0.2, f"{side.name}: {len(members)} members hold their targets")
+
+
+def standby_placement(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
+    """One standby replica, three members on three processes joining one by one: A alone runs
+    the four tasks; B's join moves 2 and 3 to B, and A, their previous active owner, is their
+    standby; both reconcile, B reports offsets for its standbys and C joins. Kafka 4.4's
+    placement (its StickyTaskAssignor, docs/design/streams-groups.md): 3 goes to C (B keeps one
+    task, the active quota); 3's standby to B, its previous active owner; 2's stays on A and
+    1's on B, which is then at the total quota (3), so 0's goes to C, not to B its holder."""
+    side = t.side
+    app = f"diff-standby-{suffix}-{side.name}"
+    wait_for_coordinator(side, app)
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0",
+                                       "streams.num.standby.replicas": "1"})
+    a, b, c = (StreamsMember(side, app, ids[i], ids[3 + i]) for i in range(3))
+    a.note(a.join(one_store(side, app, source)))
+    wait_until(lambda: a.heartbeat() and a.active_count() == INPUT_PARTITIONS, 60, 0.2,
+               f"{side.name}: the first member runs the four tasks")
+    t.add("one member", targets(side, app, 1))
+    b.note(b.join(one_store(side, app, source)))
+    t.add("a second member", targets(side, app, 2))
+    reconciled(side, app, (a, b))
+    t.add("offsets of its standbys", view(b.heartbeat(offsets=[("0", 0, 1000), ("0", 1, 1000)]), app)["error_code"])
+    c.note(c.join(one_store(side, app, source)))
+    t.add("a third member", targets(side, app, 3))
+    for member in (a, b, c):
+        assert int(member.heartbeat(epoch=-1).error_code) == 0
+    return t
+
+
+def test_standby_placement_is_kafka_44s(three_sides, input_topic):
+    ids, suffix = member_ids(6), uuid.uuid4().hex[:6]
+    kafka, *kcoords = (standby_placement(Transcript(side), input_topic, ids, suffix) for side in three_sides)
+    active = {m: t["active_tasks"] for m, t in kafka["a third member"]["targets"].items()}
+    standby = {m: t["standby_tasks"] for m, t in kafka["a third member"]["targets"].items()}
+    assert active == {ids[0]: [("0", [0, 1])], ids[1]: [("0", [2])], ids[2]: [("0", [3])]}
+    assert standby == {ids[0]: [("0", [2])], ids[1]: [("0", [1, 3])], ids[2]: [("0", [0])]}
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
