@@ -19,8 +19,8 @@ Rules:
   request carries at most one of the two extra requests.
 - Only while the process's registry of fresh topics (fresh_topics.py) is not empty: otherwise
   ListOffsets is forwarded and answered byte for byte, as before, for one check. Only answers in
-  which a partition of a fresh topic carries one of the two errors are held; every other answer
-  passes byte for byte.
+  which a partition of a fresh topic the client asked carries one of the two errors are held;
+  every other answer passes byte for byte.
 - The retry goes to the same upstream node on the client's own link (the same principal), with
   the client's own request header (its correlation id and client id) and body, reduced to the
   partitions still unanswered, every ``RETRY_INTERVAL_S``, one at a time. A partition is done
@@ -143,8 +143,11 @@ class HoldablePending(Pending):
             request = decode_body(request_class(LIST_OFFSETS, self.route.api_version), self.frame, self.body_offset)
         except (BodyError, ValueError):
             return self, frame
+        # Only what the client asked: an upstream naming a partition it was not asked for
+        # (hostile, or broken) would have it asked again for nothing until the bound.
+        wanted &= {(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions}
         bound = hold_bound(request)
-        if bound < RETRY_INTERVAL_S:
+        if not wanted or bound < RETRY_INTERVAL_S:
             return self, frame
         HeldListOffsets(self, link, frame, request, wanted).start(bound)
         self.frame = b""                 # kept by the chain as the header and decoded request only

@@ -1,0 +1,119 @@
+"""A ListOffsets of a streams group's internal topic that kcoord has just created, through kcoord in
+front of Kafka 4.4: held by the gateway while the broker has no log for the partition, asked again,
+and answered without error (coordinator/gateway/list_offsets_hold.py); against Kafka directly,
+right after CreateTopics, the same request can get NOT_LEADER_OR_FOLLOWER
+(docs/measurements/streams-rebalance.md, "2026-11-30, twelfth: the start, step by step").
+
+The direct side is evidence, not an assertion of a race: every error Kafka gives a just-created
+topic's partition before its log exists must be one of the two the gateway holds (Kafka's
+ReplicaManager.getPartitionOrError: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION). Through
+kcoord, the hold is made certain by asking one partition more than the topic has (UNKNOWN_TOPIC_OR_
+PARTITION until the bound): the answer is held, the real partitions are answered, and the metric
+counts the hold.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from support.admin import create_topic
+from support.differential import KAFKA_EQUIVALENT, Coordinator, wait_for_coordinator, wait_knows_topic
+from support.metrics import kcoord_with_metrics, sample
+from support.raw_client import call, create_topics_request, partition_count, request, request_types
+from support.wait import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+HEARTBEAT = 88
+LIST_OFFSETS = 2
+CREATE_TOPICS = 19
+VERSION = 9                       # no timeout_ms: the hold's bound is its 1 s
+PARTITIONS = 16
+HELD = {int(ErrorCode.not_leader_or_follower), int(ErrorCode.unknown_topic_or_partition)}
+METRIC = "kcoord_gateway_list_offsets_held_total"
+
+
+@pytest.fixture(scope="module")
+def kcoord(kafka44: Any) -> Iterator[Any]:
+    gateway = kcoord_with_metrics(kafka44.bootstrap, f"__kcoord_loh_{uuid.uuid4().hex[:8]}",
+                                  config=KAFKA_EQUIVALENT).start()
+    yield gateway
+    gateway.stop()
+
+
+def list_offsets(address: str, topic: str, partitions: range) -> dict[int, tuple[int, int]]:
+    """partition -> (error code, offset) of a ListOffsets LATEST of ``partitions``."""
+    t = request_types(LIST_OFFSETS, VERSION)
+    asked = t.ListOffsetsTopic(name=topic, partitions=tuple(
+        t.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in partitions))
+    response = call(address, LIST_OFFSETS, VERSION,
+                    request(LIST_OFFSETS, VERSION, replica_id=-1, isolation_level=0, topics=(asked,)))
+    return {p.partition_index: (int(p.error_code), int(p.offset)) for tp in response.topics for p in tp.partitions}
+
+
+def join_with_changelog(side: Coordinator, app: str, source: str) -> None:
+    """One raw streams member whose topology has a changelog: kcoord creates it (and the
+    repartition topic) through its own link to Kafka."""
+    t = side.types(HEARTBEAT, 1)
+
+    def info(name: str) -> Any:
+        return t.TopicInfo(name=name, partitions=0, replication_factor=0, topic_configs=())
+    topology = t.Topology(epoch=1, subtopologies=(
+        t.Subtopology(subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
+                      repartition_sink_topics=(f"{app}-repartition",), repartition_source_topics=(),
+                      copartition_groups=()),
+        t.Subtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
+                      state_changelog_topics=(info(f"{app}-store-changelog"),), repartition_sink_topics=(),
+                      repartition_source_topics=(info(f"{app}-repartition"),), copartition_groups=())))
+    answer = side.call(
+        HEARTBEAT, 1, group_id=app, member_id=uuid.uuid4().hex[:22], member_epoch=0, endpoint_information_epoch=0,
+        instance_id=None, rack_id=None, rebalance_timeout=timedelta(seconds=30), topology=topology,
+        active_tasks=(), standby_tasks=(), warmup_tasks=(), process_id="process-1",
+        user_endpoint=t.Endpoint(host="app-host", port=7070), client_tags=(), task_offsets=None,
+        task_end_offsets=None, shutdown_application=False)
+    assert int(answer.error_code) == 0, answer
+
+
+def test_kafkas_errors_before_a_new_topics_log_exists_are_the_two_held(kafka44: Any) -> None:
+    topic = f"loh-direct-{uuid.uuid4().hex[:8]}"
+    created = call(kafka44.bootstrap, CREATE_TOPICS, 7, create_topics_request([(topic, PARTITIONS, 1)]))
+    assert [int(t.error_code) for t in created.topics] == [0]
+    seen: set[int] = set()
+
+    def answered() -> bool:
+        got = list_offsets(kafka44.bootstrap, topic, range(PARTITIONS))
+        seen.update(error for error, _ in got.values())
+        return all(error == 0 for error, _ in got.values())
+    wait_until(answered, 30, 0.0, f"Kafka answers every partition of {topic}")
+    assert seen <= {0} | HELD, f"Kafka answered a partition of a new topic {seen - {0}}: not held by the gateway"
+
+
+def test_a_fresh_changelogs_list_offsets_is_held_until_answered(kafka44: Any, kcoord: Any) -> None:
+    side = Coordinator("kcoord", kcoord.bootstrap)
+    app = f"loh-{uuid.uuid4().hex[:8]}"
+    source = f"{app}-input"
+    create_topic(kafka44.bootstrap, source, PARTITIONS)
+    wait_knows_topic(side, source, PARTITIONS)
+    wait_for_coordinator(side, app)
+    before = kcoord.metrics()
+    join_with_changelog(side, app, source)
+    changelog = f"{app}-store-changelog"
+    wait_until(lambda: partition_count(kcoord.bootstrap, changelog) == PARTITIONS, 30, 0.0,
+               f"kcoord created {changelog}")
+    # At once, and one partition more than the topic has: that one stays UNKNOWN_TOPIC_OR_PARTITION,
+    # so the answer is certainly held to its bound, and every real partition is asked again
+    # until its log exists.
+    got = list_offsets(kcoord.bootstrap, changelog, range(PARTITIONS + 1))
+    assert got[PARTITIONS][0] == int(ErrorCode.unknown_topic_or_partition)
+    assert {p: got[p] for p in range(PARTITIONS)} == {p: (0, 0) for p in range(PARTITIONS)}
+    after = kcoord.metrics()
+    assert sample(after, METRIC, outcome="gave_up") == sample(before, METRIC, outcome="gave_up") + 1
+    # A topic kcoord did not create is never held: its answer comes as Kafka gives it.
+    assert list_offsets(kcoord.bootstrap, source, range(PARTITIONS, PARTITIONS + 1)) == {
+        PARTITIONS: (int(ErrorCode.unknown_topic_or_partition), -1)}
+    assert sample(kcoord.metrics(), METRIC) == sample(after, METRIC)
