@@ -159,6 +159,10 @@ class UpstreamLink(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def deliver(self, pending: Pending, frame: bytes) -> None:
         """``pending``'s answer, released outside an upstream read (a held ListOffsets whose
         bound passed: list_offsets_hold.py), accounted as data_received accounts one."""

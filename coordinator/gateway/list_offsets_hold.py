@@ -193,9 +193,9 @@ class HeldListOffsets:
 
     def _send(self) -> None:
         self._next = None
-        if self.done:
-            return
         link = self.link
+        if self.done or link.closed:     # closed: the client's end cancels the chain (link.close)
+            return
         link.send([retry_frame(self.slot.route, self.header, self.request, self.wanted)])
         link.waiting.append(RetryPending(self))
 

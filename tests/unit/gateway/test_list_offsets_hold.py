@@ -315,6 +315,19 @@ async def test_closing_the_link_cancels_the_chain() -> None:
     assert transport.writes == [] and slot.data is None
 
 
+async def test_a_lost_upstream_sends_no_retry() -> None:
+    request = list_request(9, {"c": {0: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    link.data_received(list_answer(9, {"c": {0: (NLOF, -1)}}))
+    (chain,) = link.holds
+    link.connection_lost(None)       # the client's close (link.close) follows; until then nothing goes up
+    assert client.failures and link.closed
+    chain._send()
+    assert transport.writes == [] and not link._outbox and list(link.waiting) == []
+    link.close()
+    assert chain.done and not link.holds
+
+
 # ---------------------------------------------------------------- the forwarding side
 
 class FakeForwarder:
