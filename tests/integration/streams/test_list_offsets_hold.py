@@ -109,11 +109,20 @@ def test_a_fresh_changelogs_list_offsets_is_held_until_answered(kafka44: Any, kc
     # At once, and one partition more than the topic has: that one stays UNKNOWN_TOPIC_OR_PARTITION,
     # so the answer is certainly held to its bound, and every real partition is asked again
     # until its log exists.
-    got = list_offsets(kcoord.bootstrap, changelog, range(PARTITIONS + 1))
-    assert got[PARTITIONS][0] == int(ErrorCode.unknown_topic_or_partition)
+    # A broker slower than the hold's bound to create the logs (a loaded CI machine) answers the
+    # client as before, and the client asks again: so does this test, within the topic's
+    # 30 s of freshness, and each answer is held again.
+    asked = 0
+    while asked < 5:
+        asked += 1
+        got = list_offsets(kcoord.bootstrap, changelog, range(PARTITIONS + 1))
+        assert got[PARTITIONS][0] == int(ErrorCode.unknown_topic_or_partition)
+        assert all(got[p] == (0, 0) or got[p][0] in HELD for p in range(PARTITIONS)), got
+        if all(got[p] == (0, 0) for p in range(PARTITIONS)):
+            break
     assert {p: got[p] for p in range(PARTITIONS)} == {p: (0, 0) for p in range(PARTITIONS)}
     after = kcoord.metrics()
-    assert sample(after, METRIC, outcome="gave_up") == sample(before, METRIC, outcome="gave_up") + 1
+    assert sample(after, METRIC, outcome="gave_up") == sample(before, METRIC, outcome="gave_up") + asked
     # A topic kcoord did not create is never held: its answer comes as Kafka gives it.
     assert list_offsets(kcoord.bootstrap, source, range(PARTITIONS, PARTITIONS + 1)) == {
         PARTITIONS: (int(ErrorCode.unknown_topic_or_partition), -1)}
