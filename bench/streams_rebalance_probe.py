@@ -46,7 +46,8 @@ def _labels(key: str) -> dict[str, str]:
 
 def kcoord_counts(samples: dict[str, float]) -> dict[str, Any]:
     """The heartbeat and forwarding figures of one scrape."""
-    out: dict[str, Any] = {"heartbeats": {}, "heartbeat_buckets": {}, "heartbeat_sum_s": 0.0, "forwarded": {}}
+    out: dict[str, Any] = {"heartbeats": {}, "heartbeat_buckets": {}, "heartbeat_sum_s": 0.0, "forwarded": {},
+                           "list_offsets_held": {}}
     for key, value in samples.items():
         name = key.partition("{")[0]
         labels = _labels(key)
@@ -59,6 +60,8 @@ def kcoord_counts(samples: dict[str, float]) -> dict[str, Any]:
         elif name == "kcoord_gateway_forwarded_requests_total":
             api = labels.get("api", "")
             out["forwarded"][api] = out["forwarded"].get(api, 0) + value
+        elif name == "kcoord_gateway_list_offsets_held_total":    # gateway/list_offsets_hold.py
+            out["list_offsets_held"][labels.get("outcome", "")] = value
     return out
 
 
@@ -126,6 +129,8 @@ class Probe:
                 if n else None
             out["heartbeat_le_buckets"] = {le: int(v) for le, v in sorted(buckets.items(), key=lambda kv: float(kv[0]))}
             out["forwarded"] = {k: int(v) for k, v in sorted(_minus(last["forwarded"], first["forwarded"]).items())}
+            out["list_offsets_held"] = {k: int(v) for k, v in sorted(
+                _minus(last["list_offsets_held"], first["list_offsets_held"]).items())}
             # Heartbeats answered per METRICS_EVERY_S from the origin (a coarse arrival series).
             out["heartbeats_series"] = [(round((t - origin_ns) / 1e9, 2), int(sum(m["heartbeats"].values())
                                                                              - sum(first["heartbeats"].values())))
