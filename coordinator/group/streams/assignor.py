@@ -8,8 +8,11 @@ Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness)
   again for the others once a member reaches it (Kafka's `maybeUpdateActiveTasksPerMember`,
   `maybeUpdateTotalTasksPerMember`): the active quota over the active tasks, and the total
   quota over the active tasks plus one per standby replica of each stateful task, a member's
-  actives and standbys together. So loads never differ by more than one, whatever the
-  previous assignment: a fixed ceil(tasks / members) let members that joined one by one keep
+  actives and standbys together. So where every process has one member (a Streams
+  instance is one member per stream thread), loads never differ by more than one,
+  whatever the previous assignment; the last pass balances processes by tasks per member
+  first, so processes of unequal member counts can leave two members two apart. A fixed
+  ceil(tasks / members) let members that joined one by one keep
   7, 7, ... 4, 4 of 64 tasks over 10, and the next join then moved tasks between members that
   stayed (docs/measurements/streams-rebalance.md);
 - actives, tasks by subtopology then partition (Kafka: partition, then subtopology; kept for
