@@ -11,6 +11,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ... import record_helpers as rh
 from ...errors import ApiError
 from ...group_types import Contribution
 from ...result import Result, ScheduleTimer, TimerOp
@@ -20,7 +21,13 @@ from .assignment_pacing import assignment_timer
 from .group import ConsumerGroup, MemberState
 from .group_type import ConsumerGroupType
 from .heartbeat_policy import HeartbeatIntervalPolicy, group_overrides, session_timeout_ms
-from .membership import compute_target_assignment, rebalance_timer, session_timer, subscribed_topic_names
+from .membership import (
+    compute_target_assignment,
+    metadata_hash,
+    rebalance_timer,
+    session_timer,
+    subscribed_topic_names,
+)
 from .replay import REPLAY_RULES
 
 if TYPE_CHECKING:
@@ -45,12 +52,30 @@ def _on_assignment(shard: ConsumerView, key: tuple, payload: Any, now_ms: int) -
     asked = client_mode.on_assignment_timer(shard, group, now_ms)
     if asked is not None:
         return asked   # client mode: a member computes it (docs/design/client-assignors-spec.md)
+    # The target is computed from this shard's image, which must be the one the group's
+    # metadata hash describes. A shard that moved to another kcoord process may find an
+    # image older than the hash (each process refreshes its own every
+    # metadata_refresh_interval_ms): a topic created a moment before is missing. A target
+    # computed from it gives that topic's partitions to nobody, and once the image catches
+    # up the hash matches again, so no heartbeat would ever compute another. Bump the epoch
+    # with the hash of the image used, as Kafka's heartbeat does when the subscribed topics'
+    # hash changes: the next refresh then differs from it and starts the next epoch
+    # (tests/unit/group/test_consumer_target_image.py).
+    records: list = []
+    epoch = group.group_epoch
+    image_hash = metadata_hash(shard.image, subscribed_topic_names(group, group.subscribed_topic_names,
+                                                                   group.regex_subscribers))
+    if image_hash != group.metadata_hash:
+        epoch += 1
+        records.append(rh.group_epoch_record(group.group_id, epoch, image_hash))
+        if group.has_partition_metadata_record:
+            records.append(rh.partition_metadata_tombstone(group.group_id))
     try:
-        records, _ = compute_target_assignment(shard, group, group.group_epoch, None, now_ms)
+        target_records, _ = compute_target_assignment(shard, group, epoch, None, now_ms)
     except ApiError as e:
         log.error("[GroupId %s] %s", group.group_id, e.message)
         return Result()
-    return Result(records=records)
+    return Result(records=records + target_records)
 
 
 def _on_client_assignment(shard: ConsumerView, key: tuple, payload: Any, now_ms: int) -> Result:
