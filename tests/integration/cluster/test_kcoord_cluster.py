@@ -310,6 +310,15 @@ def test_groups_list_through_one_instance_shows_every_instances_groups(trio, ups
     assert set(groups) <= listed, sorted(set(groups) - listed)
 
 
+def _unconsumed(produced, consumers) -> str:
+    """What a failed wait for consumption reports: the records not consumed yet per
+    partition, and the partitions each consumer holds (an unowned partition shows here)."""
+    seen = {(r.partition, r.offset) for c in consumers for r in c.consumed()}
+    missing = Counter(r.partition for r in produced if (r.partition, r.offset) not in seen)
+    held = {c.member: sorted(p for _, p in c.assignment()) for c in consumers}
+    return f"not consumed, per partition: {dict(sorted(missing.items()))}; partitions held: {held}"
+
+
 def _consumer(client: str, bootstrap: str, topic: str, group: str, member: str, ledger, protocol: str):
     if client == "java":
         from support.java import JavaConsumer, java_available
@@ -365,7 +374,8 @@ def test_kill_dash_nine_moves_the_groups_and_keeps_every_commit(trio, upstream, 
     for group, members in by_group.items():
         wait_until(lambda m=members: {(r.partition, r.offset) for r in produced}
                    <= {(r.partition, r.offset) for c in m for r in c.consumed()}, 90,
-                   message=f"group {group} consumes everything produced around the kill")
+                   message=lambda g=group, m=members: f"group {g} consumes everything produced around the "
+                                                      f"kill ({_unconsumed(produced, m)})")
     for ledger in ledgers.values():
         ledger.assert_no_double_ownership()
     assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
@@ -588,7 +598,8 @@ def test_rolling_restart_fences_no_consumer_protocol_member(trio, upstream, name
     produced = producer.stop()
     wait_until(lambda: {(r.partition, r.offset) for r in produced}
                <= {(r.partition, r.offset) for c in consumers for r in c.consumed()}, 90,
-               message="everything produced during the rolling restart is consumed")
+               message=lambda: "everything produced during the rolling restart is consumed "
+                               f"({_unconsumed(produced, consumers)})")
     assert not [e for c in consumers for e in c.events("lost") if e["t"] > started]
     assert not [e for c in consumers for e in c.errors() if e.get("fatal")]
     ledger.assert_no_double_ownership()
