@@ -17,8 +17,17 @@ Rules:
   not walked (state_guard.py says why): its batches are checked when it has at most
   LARGE_PRODUCE_PARTITIONS partitions, each span held to the frame; a refusal then walks
   it before it is decoded. Above the budget it is forwarded unchecked.
+- Produce's ``topic_data`` is a keyed array (``mapKey`` name up to v12; kcoord forwards up
+  to v9): Kafka's network thread parses it into a hash table whose cost a repeated name, or
+  names whose Java hash codes meet, makes quadratic to cubic (keyed_arrays.py says how and
+  what was measured). The walk here reads every topic's name anyway, so it refuses a
+  Produce that names a topic twice, and one of at least NAMES_LAID_OUT_FROM topics whose
+  names would crowd Kafka's table (keyed_arrays.crowded), by raising RepeatedKeys:
+  the connection is closed, as for any body Kafka could not take. A Produce not walked
+  (above max_decoded_request_bytes) is checked within its budget only.
 - Cost: a few integer reads per topic and partition, O(1) per batch, plus the CRC in C when
-  on (bench/bench_produce_checks.py).
+  on (bench/bench_produce_checks.py); the names: nothing for one topic, a set of name
+  slices for more (bench/bench_keyed_arrays.py check).
 """
 from __future__ import annotations
 
@@ -28,8 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.checked import Malformed, read_uvarint
+from ..protocol.codec import BodyError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID
 from ..protocol.record_batch_check import check_partition_records
+from .keyed_arrays import crowded, java_string_hash
 
 RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguard_refusals_total)
 # A Produce above max_decoded_request_bytes is not walked (state_guard.py says why); its
@@ -37,6 +48,12 @@ RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguar
 # usual reason for a big request), at a cost linear in them. Above it: forwarded unchecked.
 LARGE_PRODUCE_PARTITIONS = 1_000
 OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tansu 0.6
+# Produce's names are laid out as Kafka's table would seat them (keyed_arrays.crowded) from
+# this many topics: below it one crowd of one hash code costs Kafka at most 256**3/6 steps
+# (~1 ms), while laying names out costs ~1.5 µs a topic on the hot path
+# (bench/bench_keyed_arrays.py check). Produce has one keyed array, so crowds cannot add up
+# over many arrays as in the admin requests (keyed_arrays.SIMULATED_FROM).
+NAMES_LAID_OUT_FROM = 256
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
@@ -71,6 +88,11 @@ def _skip_tags(frame: bytes, pos: int, end: int) -> int:
     return pos
 
 
+class RepeatedKeys(BodyError):
+    """A Produce naming one topic twice, or topics whose names would crowd Kafka's table
+    (keyed_arrays.py): refused whole, never forwarded."""
+
+
 class _Unchecked(Exception):
     """A Produce not walked beforehand has more partitions than the budget, or does not fit
     its frame: it is forwarded unchecked, as before (the upstream parses it)."""
@@ -94,6 +116,10 @@ def record_spans(frame: bytes, offset: int, version: int,
         return (_I32(frame, pos)[0], pos + 4) if wide else (_I16(frame, pos)[0], pos + 2)
     length, pos = prefix(offset, False)                            # transactional_id
     topics, pos = prefix(pos + max(0, length) + 6, True)           # acks, timeout_ms
+    # topic_data is keyed by name (keyed_arrays.py): the names' bytes, checked once walked,
+    # when more than one; v13+ (keyed by topic id) is never forwarded.
+    names: list[bytes] | None = [] if topics > 1 and version < FIRST_TOPIC_ID else None
+    keep = names.append if names is not None else None
     for t in range(max(0, topics)):
         if budget is not None:            # topics count too: one with no partition costs a step
             seen += 1
@@ -103,6 +129,8 @@ def record_spans(frame: bytes, offset: int, version: int,
             pos += 16
         else:
             length, pos = prefix(pos, False)
+            if keep is not None:
+                keep(frame[pos:pos + length])      # a walked name is never null (-1)
             pos += length
         partitions, pos = prefix(pos, True)
         for p in range(max(0, partitions)):
@@ -118,6 +146,27 @@ def record_spans(frame: bytes, offset: int, version: int,
                 pos = _skip_tags(frame, pos, end)
         if flexible:
             pos = _skip_tags(frame, pos, end)
+    if names is not None:
+        _check_names(names, version)
+
+
+def _check_names(names: list[bytes], version: int) -> None:
+    """Raise RepeatedKeys if a name repeats, or if the names would crowd Kafka's table."""
+    if len(set(names)) < len(names):          # in C: the per-request cost (bench/bench_keyed_arrays.py)
+        first: dict[bytes, int] = {}
+        for t, name in enumerate(names):
+            if first.setdefault(name, t) != t:
+                raise RepeatedKeys(f"Produce v{version}: topic_data[{t}] repeats the name of topic_data[{first[name]}] "
+                                   f"({_shown(name)}): Kafka's clients never repeat a key of this array")
+    if len(names) >= NAMES_LAID_OUT_FROM:
+        why = crowded("topic_data", [java_string_hash(name) for name in names])
+        if why is not None:
+            raise RepeatedKeys(f"Produce v{version}: {why}")
+
+
+def _shown(name: bytes) -> str:
+    text = repr(name.decode("utf-8", "replace"))
+    return text if len(text) <= 120 else f"{text[:117]}..."
 
 
 def refused_partitions(frame: bytes, offset: int, version: int, checks: RecordChecks,

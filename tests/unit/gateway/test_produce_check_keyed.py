@@ -1,0 +1,79 @@
+"""Produce's topic_data is a keyed array (``mapKey`` name up to v12): a Produce naming one
+topic twice, or topics whose names' Java hash codes crowd Kafka's table, is refused in the
+walk the gateway already makes of it (gateway/produce_check.py, keyed_arrays.py) and never
+forwarded: Kafka 4.4's network thread would parse it in time cubic in the crowd."""
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from coordinator.gateway.guarded import GuardStage
+from coordinator.gateway.produce_check import NAMES_LAID_OUT_FROM, RecordChecks, RepeatedKeys, refused_partitions
+from coordinator.gateway.routes import build_routes, route_key
+from coordinator.gateway.state_guard import StateTopicGuard
+from coordinator.protocol.apis import PRODUCE
+
+from .test_keyed_arrays import _one_hash_code
+from .test_produce_check import batch, produce
+
+CHECKS = RecordChecks(max_message_bytes=2**31 - 1, verify_crc=True)
+
+
+@pytest.mark.parametrize("version", [3, 8, 9])
+def test_a_topic_named_twice_is_refused(version: int) -> None:
+    data, offset = produce(version, [("a", [(0, batch())]), ("b", [(0, batch())]), ("a", [(1, batch())])])
+    with pytest.raises(RepeatedKeys, match=r"topic_data\[2\] repeats the name of topic_data\[0\] \('a'\)"):
+        refused_partitions(data, offset, version, CHECKS)
+    # a Produce not walked beforehand is checked within its budget too
+    with pytest.raises(RepeatedKeys):
+        refused_partitions(data, offset, version, CHECKS, budget=1_000)
+
+
+def test_distinct_names_and_one_topic_pass() -> None:
+    data, offset = produce(9, [("a", [(0, batch())]), ("b", [(0, batch()), (1, batch())])])
+    assert refused_partitions(data, offset, 9, CHECKS) is None
+    data, offset = produce(9, [("a", [(0, batch())])])
+    assert refused_partitions(data, offset, 9, CHECKS) is None
+    many, offset = produce(9, [(f"orders-{i}", [(0, None)]) for i in range(2_000)])
+    refused = refused_partitions(many, offset, 9, CHECKS)
+    assert refused is not None and len(refused) == 2_000       # null records, each refused on its own
+
+
+def test_names_of_one_hash_code_are_refused() -> None:
+    names = _one_hash_code(1_000)
+    data, offset = produce(9, [(name, [(0, batch())]) for name in names])
+    with pytest.raises(RepeatedKeys, match="topic_data: its keys' Java hash codes meet.* 1,000 keys"):
+        refused_partitions(data, offset, 9, CHECKS)
+    few, offset = produce(9, [(name, [(0, batch())]) for name in names[:NAMES_LAID_OUT_FROM - 1]])
+    assert refused_partitions(few, offset, 9, CHECKS) is None
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.rejected: list[str] = []
+        self.forwarded: list[bytes] = []
+
+    def reject(self, what: str, route: Any = None, correlation_id: Any = None, api_key: Any = None,
+               api_version: Any = None, *, reason: str = "") -> None:
+        self.rejected.append(what)
+
+    def forward(self, frame: bytes, pending: Any) -> None:
+        self.forwarded.append(frame)
+
+
+def test_the_gateway_closes_instead_of_forwarding() -> None:
+    guard = StateTopicGuard("__kcoord_offsets", uuid.uuid4, lambda: True)
+    guard.record_checks = CHECKS
+    route = build_routes({PRODUCE: (3, 9)}, ())[route_key(PRODUCE, 9)]
+    client = _Client()
+    stage = GuardStage(client, SimpleNamespace(guard=guard), 4 * 1024 * 1024 + 4)  # type: ignore[arg-type]
+    data, _ = produce(9, [("a", [(0, batch())]), ("a", [(1, batch())])])
+    stage.produce(data, route, 7)
+    assert client.forwarded == []
+    assert len(client.rejected) == 1 and "topic_data[1] repeats the name of topic_data[0] ('a')" in client.rejected[0]
+    good, _ = produce(9, [("a", [(0, batch())]), ("b", [(1, batch())])])
+    stage.produce(good, route, 8)
+    assert client.forwarded == [good] and len(client.rejected) == 1
