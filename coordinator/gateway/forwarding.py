@@ -6,7 +6,8 @@ check closes it too. Fetch's max_bytes and DescribeTopicPartitions' partition li
 Kafka's bounds are clamped (fetch_bounds.py). In front of Tansu, a ListOffsets asking LATEST
 takes a Fetch of the high watermarks along (tansu_list_offsets.py); in front of Kafka, while a
 topic this process created is fresh, its answer may be held until the topic's logs exist
-(list_offsets_hold.py).
+(list_offsets_hold.py), and a SASL frame (a KIP-368 re-authentication) first ends every such
+hold on its link, so that no retry goes up inside the SASL exchange.
 The upstream link opens with the connection's first forwarded request; while it opens the
 client is not read (UPSTREAM, flow.py), so the link's outbox holds at most one read's
 frames. Frames of one read go up in one write, after the read (``send_read``). Each
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..metrics import forwarded
-from ..protocol.apis import CREATE_TOPICS, api_name, request_class
+from ..protocol.apis import CREATE_TOPICS, SASL_AUTHENTICATE, SASL_HANDSHAKE, api_name, request_class
 from ..protocol.checked import Malformed
 from ..protocol.codec import decode_body
 from ..protocol.framing import HeaderError, body_offset
@@ -29,7 +30,7 @@ from .badinput import BODY, HEADER
 from .forward import CLIENT_WRITE, MergingPending, Pending, UpstreamLink
 from .fresh_topics import FreshTopics
 from .keyed_arrays import KEYED, duplicate_key
-from .list_offsets_hold import HoldablePending
+from .list_offsets_hold import HoldablePending, settle
 from .routes import FORWARD_LATEST, Route
 from .tansu_list_offsets import latest_request
 from .upstream_facts import is_kafka
@@ -144,11 +145,18 @@ class Forwarding:
             if local is not None:
                 client.answer(local)
                 return
-        requests, sent = forwarded(int.from_bytes(frame[4:6], "big", signed=True), client.listener_name, api_name)
+        api_key = int.from_bytes(frame[4:6], "big", signed=True)
+        requests, sent = forwarded(api_key, client.listener_name, api_name)
         requests.inc()
         sent.inc(len(frame))
         link = client.link
-        if link is None:
+        if link is not None:
+            if (api_key == SASL_HANDSHAKE or api_key == SASL_AUTHENTICATE) and self._fresh is not None:
+                # Kafka's SaslServerAuthenticator closes the connection on any other request
+                # between SaslHandshake and the end of SaslAuthenticate: no held ListOffsets
+                # may send its retry after this frame (list_offsets_hold.py, SASL).
+                settle(link)
+        else:
             gateway = self._gateway
             link = client.link = UpstreamLink(client, gateway)   # type: ignore[arg-type]
             link.open(gateway.upstream_of(client.listener_name))

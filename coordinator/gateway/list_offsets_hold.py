@@ -34,6 +34,11 @@ Rules:
   retry that does not decode releases the original unchanged. Counted by outcome
   (kcoord_gateway_list_offsets_held_total). A closed link (the client gone, or upstream broken)
   cancels the chain; a retry answered after its chain ended is read and dropped.
+- SASL (KIP-368): a client re-authenticating sends SaslHandshake with requests in flight. Kafka's
+  SaslServerAuthenticator closes the connection on any other request between SaslHandshake and
+  the end of SaslAuthenticate (IllegalSaslStateException), so before a SASL frame goes up on
+  the link (``settle``), every chain ends as at its bound and every ListOffsets still
+  upstream is answered as it comes: no retry follows a SASL frame.
 """
 from __future__ import annotations
 
@@ -100,6 +105,16 @@ def merged(route: Route, answer: bytes, answered: dict[Key, Any]) -> bytes:
                                  dataclasses.replace(response, topics=topics))
 
 
+def settle(link: Any) -> None:
+    """A SASL frame is about to go up on ``link`` (module rules, SASL): every chain ends as at
+    its bound, and every ListOffsets still upstream is answered as it comes."""
+    for pending in link.waiting:
+        if pending.__class__ is HoldablePending:
+            pending.fresh = None
+    for chain in list(link.holds):
+        chain.settle()
+
+
 def hold_bound(request: Any) -> float:
     """How long an answer to ``request`` may be held: MAX_HOLD_S, less under a shorter timeout_ms."""
     timeout = getattr(request, "timeout", None)
@@ -130,12 +145,13 @@ class HoldablePending(Pending):
         super().__init__(correlation_id, route, 2 * len(frame))
         self.frame = frame
         self.body_offset = body_offset
-        self.fresh = fresh
+        self.fresh: FreshTopics | None = fresh      # None: answered as it comes (``settle``)
         self.link: Any = None           # the client's UpstreamLink, set once forwarded
 
     def completed(self, frame: bytes) -> tuple[Pending, bytes] | None:
         """Upstream's answer: the client's at once (None: held, a retry chain started)."""
-        wanted = unready(self.route, frame, self.fresh) if self.fresh else set()
+        fresh = self.fresh
+        wanted = unready(self.route, frame, fresh) if fresh else set()
         link = self.link
         if not wanted or link is None:
             return self, frame
@@ -218,6 +234,10 @@ class HeldListOffsets:
 
     def _give_up(self) -> None:
         self._deadline = None
+        self.settle()
+
+    def settle(self) -> None:
+        """End as at the bound: the original released with what was answered."""
         if self.done:
             return
         slot = self._end(_GAVE_UP)

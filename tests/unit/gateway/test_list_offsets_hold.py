@@ -20,12 +20,12 @@ from coordinator.gateway.list_offsets_hold import HoldablePending, merged, retry
 from coordinator.gateway.produce_check import OFFSET_FOR_LEADER_EPOCH
 from coordinator.gateway.routes import build_routes, route_key
 from coordinator.metrics import GATEWAY_LIST_OFFSETS_HELD
-from coordinator.protocol.apis import LIST_OFFSETS, request_class, response_class
+from coordinator.protocol.apis import LIST_OFFSETS, SASL_HANDSHAKE, request_class, response_class
 from coordinator.protocol.codec import decode_body, decode_response_frame, encode_response_frame
 from coordinator.protocol.framing import decode_request_header
 from support.raw_client import encode_request, request_types
 
-ROUTES = build_routes({LIST_OFFSETS: (1, 10)}, ())
+ROUTES = build_routes({LIST_OFFSETS: (1, 10), SASL_HANDSHAKE: (0, 1)}, ())
 NLOF = int(ErrorCode.not_leader_or_follower)
 UNKNOWN = int(ErrorCode.unknown_topic_or_partition)
 
@@ -301,6 +301,46 @@ async def test_a_shorter_request_timeout_is_not_held() -> None:
     answer = list_answer(10, {"c": {0: (NLOF, -1)}})
     link.data_received(answer)
     assert slot.data == answer and not link.holds
+
+
+# ---------------------------------------------------------------- SASL re-authentication
+
+def sasl_handshake(correlation_id: int) -> bytes:
+    return encode_request(SASL_HANDSHAKE, 1, correlation_id, request_class(SASL_HANDSHAKE, 1)(mechanism="PLAIN"))
+
+
+async def test_a_sasl_frame_ends_every_hold_before_it_goes_up() -> None:
+    """KIP-368: a client re-authenticating sends SaslHandshake with requests in flight; Kafka's
+    SaslServerAuthenticator closes the connection on a ListOffsets between SaslHandshake and
+    SaslAuthenticate, so no retry may follow the SASL frame on the link."""
+    gave_up = count("gave_up")
+    request = list_request(9, {"c": {0: -1, 1: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    original = list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}})
+    link.data_received(original)
+    await until(lambda: len(transport.writes) == 1, "the first retry")
+    link.data_received(list_answer(9, {"c": {0: (0, 6), 1: (NLOF, -1)}}))     # the next retry is armed
+    (chain,) = link.holds
+    assert chain._next is not None
+    # A second ListOffsets still upstream when the handshake goes: its answer is not held.
+    second = list_request(9, {"c": {1: -1}}, correlation_id=8)
+    in_flight = HoldablePending(8, route(9), second, decode_request_header(second, route(9).request_header_version)[1],
+                                slot.fresh or FreshTopics())
+    in_flight.link = link
+    link.waiting.append(in_flight)
+    forwarding = Forwarding(FakeForwarder(link), ForwardingGateway(fresh_of("c")))  # type: ignore[arg-type]
+    handshake = sasl_handshake(9)
+    forwarding.forward(handshake, Pending(9, ROUTES[route_key(SASL_HANDSHAKE, 1)], len(handshake)))
+    forwarding.send_read()
+    # Ended as at the bound, before the handshake went up: released in order, nothing armed.
+    assert chain.done and chain._next is None and chain._deadline is None and not link.holds
+    assert slot.data is not None and offsets(9, slot.data) == {("c", 0): (0, 6), ("c", 1): (NLOF, -1)}
+    assert count("gave_up") == gave_up + 1 and client.flushes
+    assert transport.writes[-1] == handshake and len(transport.writes) == 2
+    later = list_answer(9, {"c": {1: (NLOF, -1)}}, correlation_id=8)
+    link.data_received(later)
+    assert in_flight.data == later and not link.holds          # passed as it came, not held
+    assert transport.writes[-1] == handshake and not client.failures
 
 
 async def test_closing_the_link_cancels_the_chain() -> None:
