@@ -23,8 +23,12 @@ Rules:
   what was measured). The walk here reads every topic's name anyway, so it refuses a
   Produce that names a topic twice, and one of at least NAMES_LAID_OUT_FROM topics whose
   names would crowd Kafka's table (keyed_arrays.crowded), by raising RepeatedKeys:
-  the connection is closed, as for any body Kafka could not take. A Produce not walked
-  (above max_decoded_request_bytes) is checked within its budget only.
+  the connection is closed, as for any body Kafka could not take. The names are read in
+  every Produce of more than one topic, with the record checks off too, and in a Produce
+  not walked (above max_decoded_request_bytes) past its records' budget, up to
+  MAX_NAMED_PARTITIONS topics and partitions: above that, or when its bytes do not parse,
+  such a Produce is refused by the same close. Forwarded unread, one of 100 MiB could hold
+  10**5 names of one hash code and hold a Kafka network thread for hours.
 - Cost: a few integer reads per topic and partition, O(1) per batch, plus the CRC in C when
   on (bench/bench_produce_checks.py); the names: nothing for one topic, a set of name
   slices for more (bench/bench_keyed_arrays.py check).
@@ -54,6 +58,12 @@ OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tan
 # (bench/bench_keyed_arrays.py check). Produce has one keyed array, so crowds cannot add up
 # over many arrays as in the admin requests (keyed_arrays.SIMULATED_FROM).
 NAMES_LAID_OUT_FROM = 256
+# A Produce not walked beforehand has its names read to this many topics and partitions
+# (86 ms of the event loop for 100,000 partitions of two topics, 134 ms for 50,000 topics of
+# one each, measured on a loaded 2-core machine; the generic walk of a frame of
+# max_decoded_request_bytes may meet ~460,000 tiny partitions): a producer's request names
+# the partitions one broker leads, and no Kafka broker leads so many. Above it: refused.
+MAX_NAMED_PARTITIONS = 100_000
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
@@ -95,7 +105,8 @@ class RepeatedKeys(BodyError):
 
 class _Unchecked(Exception):
     """A Produce not walked beforehand has more partitions than the budget, or does not fit
-    its frame: it is forwarded unchecked, as before (the upstream parses it)."""
+    its frame: its records are forwarded unchecked (the upstream checks them), once its
+    names were read (check_names)."""
 
 
 def record_spans(frame: bytes, offset: int, version: int,
@@ -114,8 +125,7 @@ def record_spans(frame: bytes, offset: int, version: int,
             n, pos = read_uvarint(frame, pos, end)
             return n - 1, pos
         return (_I32(frame, pos)[0], pos + 4) if wide else (_I16(frame, pos)[0], pos + 2)
-    length, pos = prefix(offset, False)                            # transactional_id
-    topics, pos = prefix(pos + max(0, length) + 6, True)           # acks, timeout_ms
+    topics, pos = _topic_count(frame, offset, flexible)
     # topic_data is keyed by name (keyed_arrays.py): the names' bytes, checked once walked,
     # when more than one; v13+ (keyed by topic id) is never forwarded.
     names: list[bytes] | None = [] if topics > 1 and version < FIRST_TOPIC_ID else None
@@ -124,7 +134,7 @@ def record_spans(frame: bytes, offset: int, version: int,
         if budget is not None:            # topics count too: one with no partition costs a step
             seen += 1
             if seen > budget:
-                raise _Unchecked
+                raise _Unchecked(f"more than {budget:,} topics and partitions")
         if version >= FIRST_TOPIC_ID:
             pos += 16
         else:
@@ -139,8 +149,10 @@ def record_spans(frame: bytes, offset: int, version: int,
             pos += max(0, length)
             if budget is not None:
                 seen += 1
-                if seen > budget or pos > end:
-                    raise _Unchecked
+                if seen > budget:
+                    raise _Unchecked(f"more than {budget:,} topics and partitions")
+                if pos > end:
+                    raise _Unchecked(f"topic_data[{t}].partition_data[{p}]'s records end past the frame")
             yield t, p, start, (start if length < 0 else pos)
             if flexible:
                 pos = _skip_tags(frame, pos, end)
@@ -148,6 +160,32 @@ def record_spans(frame: bytes, offset: int, version: int,
             pos = _skip_tags(frame, pos, end)
     if names is not None:
         _check_names(names, version)
+
+
+def _topic_count(frame: bytes, offset: int, flexible: bool) -> tuple[int, int]:
+    """(topic_data's count, its first topic's position) of a framed Produce body."""
+    if flexible:
+        length, pos = read_uvarint(frame, offset, len(frame))                 # transactional_id
+        count, pos = read_uvarint(frame, pos + max(0, length - 1) + 6, len(frame))
+        return count - 1, pos
+    length = _I16(frame, offset)[0]
+    return _I32(frame, offset + 2 + max(0, length) + 6)[0], offset + 2 + max(0, length) + 10
+
+
+def check_names(frame: bytes, offset: int, version: int, walked: bool) -> None:
+    """Raise RepeatedKeys if a Produce of more than one topic names one twice or names that
+    would crowd Kafka's table; for a frame not ``walked`` also past MAX_NAMED_PARTITIONS topics
+    and partitions, or when it does not parse (a BodyError: the connection is closed)."""
+    try:
+        if version >= FIRST_TOPIC_ID or _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
+            return
+        for _ in record_spans(frame, offset, version, None if walked else MAX_NAMED_PARTITIONS):
+            pass
+    except _Unchecked as e:
+        raise RepeatedKeys(f"Produce v{version} of {len(frame) - 4:,} bytes: {e}: its topic names cannot be "
+                           f"read within kcoord's bound, and Kafka's parse of them cannot be bounded") from None
+    except (Malformed, struct.error) as e:
+        raise BodyError(f"Produce v{version}: {e or 'a length past the end of the frame'}") from None
 
 
 def _check_names(names: list[bytes], version: int) -> None:
@@ -189,5 +227,6 @@ def refused_partitions(frame: bytes, offset: int, version: int, checks: RecordCh
     except (_Unchecked, Malformed, struct.error):
         if budget is None:
             raise
+        check_names(frame, offset, version, walked=False)     # the names, whatever the records' budget
         return None
     return refused

@@ -61,7 +61,14 @@ from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID, produce_acks
 from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap, shown
 from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy, Verdict, judge, judge_configs
-from .produce_check import LARGE_PRODUCE_PARTITIONS, RULE_RECORDS, UNDECIDED, RecordChecks, refused_partitions
+from .produce_check import (
+    LARGE_PRODUCE_PARTITIONS,
+    RULE_RECORDS,
+    UNDECIDED,
+    RecordChecks,
+    check_names,
+    refused_partitions,
+)
 from .safeguards import Safeguards
 
 TOPIC_RESOURCE = 2                 # ConfigResource.Type.TOPIC
@@ -270,6 +277,8 @@ class StateTopicGuard:
             if bad is not None and not walked:
                 walk()   # a refusal is answered per partition: the request is decoded, so walked first
                 walked = True
+        else:   # record checks off: the topic names are still Kafka's parse cost (produce_check.py)
+            check_names(frame, body_offset, version, walked)
         id_bytes = self._topic_id_bytes() if version >= FIRST_TOPIC_ID else None
         named = self._name_bytes in frame or (id_bytes is not None and id_bytes in frame)
         if not named and bad is None:

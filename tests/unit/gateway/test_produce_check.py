@@ -13,14 +13,13 @@ from kio.schema.errors import ErrorCode
 from coordinator.gateway.produce_check import (
     LARGE_PRODUCE_PARTITIONS,
     RecordChecks,
-    RepeatedKeys,
     record_checks,
     record_spans,
     refused_partitions,
 )
 from coordinator.gateway.state_guard import Close, Local, Split, StateTopicGuard
 from coordinator.protocol.apis import PRODUCE, request_class, request_header_version, response_class
-from coordinator.protocol.codec import decode_body, decode_response_frame, encode_body, encode_response_frame
+from coordinator.protocol.codec import BodyError, decode_body, decode_response_frame, encode_body, encode_response_frame
 from coordinator.protocol.framing import RequestHeader, frame, request_body_offset
 
 STATE = "__kcoord_offsets"
@@ -135,25 +134,29 @@ def test_a_produce_above_the_walk_bound_is_checked_within_a_partition_budget() -
     assert refused_partitions(data[:-20], offset, 9, CHECKS, budget=LARGE_PRODUCE_PARTITIONS) is None
 
 
-def test_an_unwalked_frame_cut_or_flipped_anywhere_never_raises() -> None:
-    """...but RepeatedKeys, the refusal of a Produce naming one topic twice
-    (test_produce_check_keyed.py), which a flipped length can make of two names."""
+def test_an_unwalked_frame_cut_or_flipped_anywhere_raises_only_a_body_error() -> None:
+    """A Produce not walked beforehand is forwarded unchecked when its records cannot be checked
+    within the budget, but one of several topics has its names read (produce_check.check_names):
+    a cut or flipped one that no longer parses is a BodyError (the connection closed), or
+    RepeatedKeys when a flipped length makes two names one; never another exception. Topic ids
+    (v13) are not a crowd Kafka's table can suffer: never refused."""
     import random
 
     rng = random.Random(7)
-    repeated = 0
     for version in (3, 9, 13):
         key = uuid.uuid4() if version >= 13 else "topic"
         data, offset = produce(version, [(key, [(0, batch()), (1, None)]), ("other" if version < 13 else uuid.uuid4(),
                                                                              [(2, bad_crc())])])
+        assert refused_partitions(data, offset, version, CHECKS, budget=LARGE_PRODUCE_PARTITIONS) is not None
         variants = [data[:cut] for cut in range(offset, len(data))]
         for _ in range(300):
             flipped = bytearray(data)
             flipped[rng.randrange(offset, len(data))] = rng.randrange(256)
             variants.append(bytes(flipped))
+        refused = 0
         for variant in variants:
             try:
                 refused_partitions(variant, offset, version, CHECKS, budget=LARGE_PRODUCE_PARTITIONS)
-            except RepeatedKeys:
-                repeated += 1
-    assert repeated < 10
+            except BodyError:
+                refused += 1
+        assert refused > 0 if version < 13 else refused == 0

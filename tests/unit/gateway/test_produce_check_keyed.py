@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
+from coordinator.gateway import produce_check
 from coordinator.gateway.guarded import GuardStage
-from coordinator.gateway.produce_check import NAMES_LAID_OUT_FROM, RecordChecks, RepeatedKeys, refused_partitions
+from coordinator.gateway.produce_check import (
+    LARGE_PRODUCE_PARTITIONS,
+    NAMES_LAID_OUT_FROM,
+    RecordChecks,
+    RepeatedKeys,
+    refused_partitions,
+)
 from coordinator.gateway.routes import build_routes, route_key
 from coordinator.gateway.state_guard import StateTopicGuard
 from coordinator.protocol.apis import PRODUCE
@@ -77,3 +84,33 @@ def test_the_gateway_closes_instead_of_forwarding() -> None:
     good, _ = produce(9, [("a", [(0, batch())]), ("b", [(1, batch())])])
     stage.produce(good, route, 8)
     assert client.forwarded == [good] and len(client.rejected) == 1
+
+
+def test_a_produce_past_its_records_budget_still_has_its_names_read(monkeypatch: Any) -> None:
+    """Above max_decoded_request_bytes a Produce's records are checked within a budget only,
+    but its names are what Kafka's parse suffers: read past the budget, to a bound above which
+    the Produce is refused (one of 100 MiB could name 10**5 topics of one hash code)."""
+    small = StateTopicGuard("__state", lambda: None, lambda: True, max_walked_frame=10)
+    names = [f"t{i}" for i in range(LARGE_PRODUCE_PARTITIONS)] + ["t7"]
+    twice, offset = produce(9, [(name, [(0, batch())]) for name in names])
+    with pytest.raises(RepeatedKeys, match=r"topic_data\[1000\] repeats the name of topic_data\[7\]"):
+        small.produce(twice, 9, offset, CHECKS)
+    distinct, offset = produce(9, [(f"t{i}", [(0, batch())]) for i in range(LARGE_PRODUCE_PARTITIONS + 1)])
+    assert small.produce(distinct, 9, offset, CHECKS) == (-1, None)     # forwarded, records unchecked
+    monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 1_500)
+    with pytest.raises(RepeatedKeys, match="more than 1,500 topics and partitions: its topic names cannot be read"):
+        small.produce(distinct, 9, offset, CHECKS)
+    one_topic, offset = produce(9, [("t", [(p, batch()) for p in range(2_000)])])
+    assert small.produce(one_topic, 9, offset, CHECKS) == (-1, None)   # one name: nothing to crowd
+
+
+def test_with_the_record_checks_off_names_are_still_read() -> None:
+    guard = StateTopicGuard("__state", lambda: None, lambda: True)
+    twice, offset = produce(9, [("a", [(0, batch())]), ("a", [(1, batch())])])
+    with pytest.raises(RepeatedKeys, match=r"topic_data\[1\] repeats the name of topic_data\[0\]"):
+        guard.produce(twice, 9, offset, None)
+    crowd, offset = produce(9, [(name, [(0, batch())]) for name in _one_hash_code(1_000)])
+    with pytest.raises(RepeatedKeys, match="Java hash codes meet"):
+        guard.produce(crowd, 9, offset, None)
+    one, offset = produce(9, [("a", [(0, batch())])])
+    assert guard.produce(one, 9, offset, None) == (-1, None)
