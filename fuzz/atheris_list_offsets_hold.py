@@ -14,8 +14,8 @@ at once (no 25 ms wait) and its answer comes from the input.
 Invariants (a violation raises AssertionError, a crash):
 - nothing escapes data_received, and a well-framed answer never breaks the link;
 - a first answer is either released byte for byte or held; held only if it decodes and names
-  a fresh topic's partition the client asked with NOT_LEADER_OR_FOLLOWER or
-  UNKNOWN_TOPIC_OR_PARTITION, and held for those only;
+  a fresh topic's partition the client asked (within the topic's partition count) with
+  NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, and held for those only;
 - a retry is the client's request (its version and header) reduced to the held partitions;
 - a retry's answer that does not decode releases the first answer unchanged; otherwise the
   released answer has the first answer's partitions, each the first's or a retried one
@@ -75,7 +75,9 @@ VERSIONS = tuple(range(1, 11))
 ROUTES = build_routes({LIST_OFFSETS: (1, 10)}, ())
 CORRELATION_ID = 7
 NLOF = int(ErrorCode.not_leader_or_follower)
+UNKNOWN = int(ErrorCode.unknown_topic_or_partition)
 FRESH = "fresh-changelog"
+FRESH_PARTITIONS = 2            # the client asks one index more: never held
 ASKED = {FRESH: (0, 1, 2), "other": (0,)}
 
 
@@ -113,7 +115,7 @@ def _answer(version: int, errors: dict[str, dict[int, int]]) -> bytes:
 
 
 REQUESTS = {v: _request(v) for v in VERSIONS}
-FIRST = {v: _answer(v, {FRESH: {0: NLOF, 1: NLOF, 2: 0}, "other": {0: NLOF}}) for v in VERSIONS}
+FIRST = {v: _answer(v, {FRESH: {0: NLOF, 1: NLOF, 2: UNKNOWN}, "other": {0: NLOF}}) for v in VERSIONS}
 RETRIED = {v: _answer(v, {FRESH: {0: 0, 1: NLOF}}) for v in VERSIONS}
 
 
@@ -185,6 +187,10 @@ def _entries(version: int, frame: bytes) -> list[tuple[tuple[str, int], Any]] | 
     return [((t.name, p.partition_index), p) for t in response.topics for p in t.partitions]
 
 
+def _holdable(key: tuple[str, int]) -> bool:
+    return key[0] == FRESH and key[1] in ASKED[FRESH] and 0 <= key[1] < FRESH_PARTITIONS
+
+
 async def _one(data: bytes) -> str:
     """The input's outcome: passed, unchanged, released, holding (or short)."""
     if len(data) < 2:
@@ -193,7 +199,7 @@ async def _one(data: bytes) -> str:
     retry_is_hostile, whole, rest = bool(data[1] & 1), bool(data[1] & 2), data[2:]
     route = _route(version)
     fresh = FreshTopics()
-    fresh.add([FRESH])
+    fresh.add([(FRESH, FRESH_PARTITIONS)])
     client = _Client()
     link = UpstreamLink(client, _Gateway())  # type: ignore[arg-type]
     transport = _Transport()
@@ -210,16 +216,15 @@ async def _one(data: bytes) -> str:
         if slot.data is not None:
             assert slot.data == first and not link.holds, "a released first answer is byte for byte"
             entries = _entries(version, first)
-            assert entries is None or not any(key[0] == FRESH and key[1] in ASKED[FRESH] and p.error_code in HELD_ERRORS
+            assert entries is None or not any(_holdable(key) and p.error_code in HELD_ERRORS
                                               for key, p in entries), "not held"
             return "passed"
         (chain,) = link.holds
         held = set(chain.wanted)
         entries = _entries(version, first)
         assert entries is not None and held and all(
-            k[0] == FRESH and k[1] in ASKED[FRESH] and any(key == k and p.error_code in HELD_ERRORS
-                                                           for key, p in entries) for k in held), \
-            "held for what the client asked and the answer names"
+            _holdable(k) and any(key == k and p.error_code in HELD_ERRORS for key, p in entries) for k in held), \
+            "held for what the client asked, the topic has and the answer names"
         chain._next.cancel()
         chain._send()                     # the retry, at once
         (retry,) = transport.writes

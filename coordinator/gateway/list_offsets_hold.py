@@ -34,6 +34,9 @@ Rules:
   retry that does not decode releases the original unchanged. Counted by outcome
   (kcoord_gateway_list_offsets_held_total). A closed link (the client gone, or upstream broken)
   cancels the chain; a retry answered after its chain ended is read and dropped.
+- Partitions: only an index the topic has (0 <= index < its partition count, recorded by the
+  creator in fresh_topics.py) is held; an index beyond it stays UNKNOWN_TOPIC_OR_PARTITION
+  for good, and asking it again would only make kcoord send the request ~40 times.
 - SASL (KIP-368): a client re-authenticating sends SaslHandshake with requests in flight. Kafka's
   SaslServerAuthenticator closes the connection on any other request between SaslHandshake and
   the end of SaslAuthenticate (IllegalSaslStateException), so before a SASL frame goes up on
@@ -68,15 +71,16 @@ Key = tuple[str, int]      # (topic, partition)
 
 
 def unready(route: Route, answer: bytes, fresh: FreshTopics) -> set[Key]:
-    """The partitions of fresh topics a ListOffsets answer gives one of HELD_ERRORS; empty
-    when there are none or it does not decode (then it passes as it is)."""
+    """The partitions of fresh topics, within their partition count, a ListOffsets answer gives
+    one of HELD_ERRORS; empty when there are none or it does not decode (then it passes as it is)."""
     try:
         _, response = decode_response_frame(LIST_OFFSETS, route.api_version, answer)
     except (BodyError, HeaderError, ValueError):
         return set()
     return {(topic.name, partition.partition_index)
-            for topic in response.topics if topic.name in fresh
-            for partition in topic.partitions if partition.error_code in HELD_ERRORS}
+            for topic in response.topics if (count := fresh.partitions(topic.name))
+            for partition in topic.partitions
+            if partition.error_code in HELD_ERRORS and 0 <= partition.partition_index < count}
 
 
 def retry_answers(route: Route, frame: bytes) -> dict[Key, Any] | None:

@@ -102,8 +102,9 @@ class InternalTopicCreator:
         return out
 
     async def _create(self, topics: Sequence[CreatableTopic], timeout_ms: int) -> None:
+        counts: dict[str, int] = {}
         try:
-            answers = await self._request(topics)
+            answers = await self._request(topics, counts)
         except Exception as e:  # noqa: BLE001 - any failure of the link is a failed creation, remembered
             log.warning("streams internal topics %s not created: %s", ", ".join(t.name for t in topics), e)
             answers = {t.name: (ErrorCode.unknown_server_error, str(e) or type(e).__name__) for t in topics}
@@ -112,7 +113,9 @@ class InternalTopicCreator:
         created = [name for name, (code, _) in answers.items() if code == ErrorCode.none]
         if created:
             if self._fresh is not None:
-                self._fresh.add(created)
+                # The count asked, else (-1: the broker's default) the one the answer gives.
+                asked = {t.name: t.partitions for t in topics}
+                self._fresh.add((name, asked[name] if asked[name] > 0 else counts.get(name, 0)) for name in created)
             self._on_created()
         deadline = self._clock() + timeout_ms / 1000
         for name, (code, message) in answers.items():
@@ -123,7 +126,11 @@ class InternalTopicCreator:
                 self.errors.pop(next(iter(self.errors)))
             self.errors[name] = (message or code.name, deadline)
 
-    async def _request(self, topics: Sequence[CreatableTopic]) -> dict[str, tuple[ErrorCode, str | None]]:
+    async def _request(self, topics: Sequence[CreatableTopic],
+                       counts: dict[str, int]) -> dict[str, tuple[ErrorCode, str | None]]:
+        """Each asked topic's (error, message); ``counts`` gets the partition count the answer
+        gives a topic. Only the names asked are read: a hostile upstream naming others would
+        otherwise mark any topic just created (gateway/fresh_topics.py)."""
         request = self._build(topics)
         image = self._image()
         refusal = check_create_topics(request, ClusterFacts(broker_count=0, partitions=lambda name: (
@@ -138,7 +145,11 @@ class InternalTopicCreator:
         if request.topics:
             link = await self._connected()
             response = await link.request(request, REQUEST_TIMEOUT_S + 5)
-            answers.update((t.name, (ErrorCode(int(t.error_code)), t.error_message)) for t in response.topics)
+            asked = {t.name for t in request.topics}
+            for t in response.topics:
+                if t.name in asked:
+                    answers[t.name] = (ErrorCode(int(t.error_code)), t.error_message)
+                    counts[t.name] = max(0, int(t.num_partitions))
         for t in topics:
             answers.setdefault(t.name, (ErrorCode.unknown_server_error, "no answer for the topic"))
         return answers

@@ -89,9 +89,9 @@ def test_fresh_topics_expire_after_their_window() -> None:
     clock = Clock()
     fresh = FreshTopics(window_s=30.0, clock=clock)
     assert not fresh
-    fresh.add(["a"])
+    fresh.add([("a", 1)])
     clock.now += 20
-    fresh.add(["b"])
+    fresh.add([("b", 1)])
     assert fresh and "a" in fresh and "b" in fresh and "c" not in fresh
     clock.now += 11                 # a: 31 s old, b: 11 s
     assert "a" not in fresh and "b" in fresh
@@ -103,21 +103,44 @@ def test_fresh_topics_expire_after_their_window() -> None:
 def test_fresh_topics_are_bounded_oldest_first() -> None:
     clock = Clock()
     fresh = FreshTopics(max_entries=3, clock=clock)
-    fresh.add(["a", "b", "c"])
-    fresh.add(["a"])                # created again: now the newest
-    fresh.add(["d"])
+    fresh.add([("a", 1), ("b", 1), ("c", 1)])
+    fresh.add([("a", 1)])           # created again: now the newest
+    fresh.add([("d", 1)])
     assert len(fresh) == 3 and "b" not in fresh and {"a", "c", "d"} == {n for n in "abcd" if n in fresh}
 
 
 # ---------------------------------------------------------------- the pure parts
 
+def test_fresh_topics_keep_their_partition_count() -> None:
+    clock = Clock()
+    fresh = FreshTopics(window_s=30.0, clock=clock)
+    fresh.add([("a", 4), ("unknown", -1), ("zero", 0)])    # a count not known is not kept
+    assert fresh.partitions("a") == 4 and "a" in fresh
+    assert fresh.partitions("unknown") == 0 and "unknown" not in fresh and "zero" not in fresh
+    assert len(fresh) == 1
+    clock.now += 31
+    assert fresh.partitions("a") == 0
+
+
 def test_only_fresh_topics_with_a_missing_log_are_unready() -> None:
     fresh = FreshTopics()
-    fresh.add(["changelog"])
+    fresh.add([("changelog", 4)])
     answer = list_answer(9, {"changelog": {0: (NLOF, -1), 1: (UNKNOWN, -1), 2: (0, 5), 3: (78, -1)},
                              "other": {0: (NLOF, -1)}})
     assert unready(route(9), answer, fresh) == {("changelog", 0), ("changelog", 1)}
     assert unready(route(9), struct.pack(">ii", 7, 7) + b"\xff", fresh) == set()
+
+
+def test_partition_indexes_the_topic_does_not_have_are_never_held() -> None:
+    # An index beyond the topic's count stays UNKNOWN_TOPIC_OR_PARTITION for good: holding it
+    # would make kcoord send the request again every 25 ms until the bound.
+    fresh = FreshTopics()
+    fresh.add([("changelog", 2)])
+    answer = list_answer(9, {"changelog": {0: (NLOF, -1), 1: (UNKNOWN, -1), 2: (UNKNOWN, -1), 7: (UNKNOWN, -1),
+                                           -1: (UNKNOWN, -1), 2**31 - 1: (UNKNOWN, -1)}})
+    assert unready(route(9), answer, fresh) == {("changelog", 0), ("changelog", 1)}
+    beyond = list_answer(9, {"changelog": {2: (UNKNOWN, -1), -5: (UNKNOWN, -1)}})
+    assert unready(route(9), beyond, fresh) == set()
 
 
 def test_merge_replaces_only_the_retried_partitions() -> None:
@@ -220,9 +243,9 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.005)
 
 
-def fresh_of(*names: str) -> FreshTopics:
+def fresh_of(*names: str, partitions: int = 4) -> FreshTopics:
     fresh = FreshTopics()
-    fresh.add(names)
+    fresh.add((name, partitions) for name in names)
     return fresh
 
 
@@ -427,17 +450,23 @@ class CreateLink:
 
     closed = False
 
-    def __init__(self, errors: dict[str, ErrorCode]) -> None:
+    def __init__(self, errors: dict[str, ErrorCode], extra: tuple[str, ...] = (), partitions: int = 0) -> None:
         self.errors = errors
+        self.extra = extra                # names answered that were not asked (a hostile upstream)
+        self.partitions = partitions      # the count answered for a topic asked with -1
 
     async def request(self, request: Any, timeout: float) -> Any:
         from coordinator.protocol.kio_build import build
         from coordinator.protocol.messages import schema
         mod = schema("create_topics", int(request.__version__))
-        return build(mod.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(build(mod.CreatableTopicResult,
-            name=t.name, topic_id=None, error_code=self.errors[t.name], error_message=None, topic_config_error_code=0,
-            num_partitions=t.num_partitions, replication_factor=t.replication_factor, configs=())
-            for t in request.topics))
+
+        def result(name: str, partitions: int) -> Any:
+            return build(mod.CreatableTopicResult, name=name, topic_id=None, error_code=self.errors.get(name, 0),
+                         error_message=None, topic_config_error_code=0,
+                         num_partitions=partitions if partitions > 0 else self.partitions, replication_factor=1,
+                         configs=())
+        return build(mod.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(
+            result(t.name, t.num_partitions) for t in request.topics) + tuple(result(n, 3) for n in self.extra))
 
     def close(self) -> None:
         pass
@@ -456,6 +485,24 @@ async def test_the_creator_registers_only_the_topics_it_created() -> None:
     creator.create([CreatableTopic(name, 4, -1, ()) for name in ("made", "there", "refused")], 10_000)
     await until(lambda: not creator.in_flight, "the CreateTopics answer")
     assert "made" in fresh and "there" not in fresh and "refused" not in fresh and len(fresh) == 1
+    assert fresh.partitions("made") == 4
+
+
+async def test_the_creator_registers_only_names_it_asked_with_their_count() -> None:
+    from coordinator.group.streams.topic_names import CreatableTopic
+    from coordinator.service.streams_topics import InternalTopicCreator
+    # A hostile upstream answers names it was not asked: none becomes fresh.
+    link = CreateLink({"made": ErrorCode.none, "default": ErrorCode.none}, extra=("victim", "made-too"),
+                      partitions=6)
+
+    async def open_link() -> CreateLink:
+        return link
+    fresh = FreshTopics()
+    creator = InternalTopicCreator(open_link, fresh=fresh)
+    creator.create([CreatableTopic("made", 4, -1, ()), CreatableTopic("default", -1, -1, ())], 10_000)
+    await until(lambda: not creator.in_flight, "the CreateTopics answer")
+    assert "victim" not in fresh and "made-too" not in fresh and len(fresh) == 2
+    assert fresh.partitions("made") == 4 and fresh.partitions("default") == 6   # -1: the answer's count
 
 
 def test_the_services_registry_is_the_one_its_creator_writes() -> None:
