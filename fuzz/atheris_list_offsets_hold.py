@@ -13,13 +13,15 @@ at once (no 25 ms wait) and its answer comes from the input.
 
 Invariants (a violation raises AssertionError, a crash):
 - nothing escapes data_received, and a well-framed answer never breaks the link;
-- a first answer is either released byte for byte or held; held only if it decodes and names
-  a fresh topic's partition the client asked (within the topic's partition count) with
-  NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, and held for those only;
+- a first answer is either released byte for byte or held; held only if it decodes, carries
+  no throttle and names a fresh topic's partition the client asked (within the topic's
+  partition count) with NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, and held for
+  those only;
 - a retry is the client's request (its version and header) reduced to the held partitions;
 - a retry's answer that does not decode releases the first answer unchanged; otherwise the
   released answer has the first answer's partitions, each the first's or a retried one
-  answered with another code; a chain still holding has its next retry armed;
+  answered with another code, and the larger throttle of the two; a chain still holding has
+  its next retry armed, and a retry answered with a throttle holds no more;
 - closing the link cancels the chain: nothing held, nothing armed.
 An allocation past -malloc_limit_mb (kio allocates whatever a length claims) is a crash too.
 """
@@ -187,6 +189,11 @@ def _entries(version: int, frame: bytes) -> list[tuple[tuple[str, int], Any]] | 
     return [((t.name, p.partition_index), p) for t in response.topics for p in t.partitions]
 
 
+def _throttle(version: int, frame: bytes) -> timedelta:
+    """A decodable answer's throttle (none before v2)."""
+    return getattr(decode_response_frame(LIST_OFFSETS, version, frame)[1], "throttle_time", None) or timedelta(0)
+
+
 def _holdable(key: tuple[str, int]) -> bool:
     return key[0] == FRESH and key[1] in ASKED[FRESH] and 0 <= key[1] < FRESH_PARTITIONS
 
@@ -216,13 +223,13 @@ async def _one(data: bytes) -> str:
         if slot.data is not None:
             assert slot.data == first and not link.holds, "a released first answer is byte for byte"
             entries = _entries(version, first)
-            assert entries is None or not any(_holdable(key) and p.error_code in HELD_ERRORS
-                                              for key, p in entries), "not held"
+            assert entries is None or _throttle(version, first) > timedelta(0) or not any(
+                _holdable(key) and p.error_code in HELD_ERRORS for key, p in entries), "not held"
             return "passed"
         (chain,) = link.holds
         held = set(chain.wanted)
         entries = _entries(version, first)
-        assert entries is not None and held and all(
+        assert entries is not None and held and _throttle(version, first) <= timedelta(0) and all(
             _holdable(k) and any(key == k and p.error_code in HELD_ERRORS for key, p in entries) for k in held), \
             "held for what the client asked, the topic has and the answer names"
         chain._next.cancel()
@@ -245,7 +252,11 @@ async def _one(data: bytes) -> str:
             assert released is not None and [k for k, _ in released] == [k for k, _ in entries]
             for (key, p), (_, before) in zip(released, entries, strict=True):
                 assert p == before or (key in held and p == got.get(key) and p.error_code not in HELD_ERRORS)
+            if version >= 2:         # a retry's throttle, when over the first's (and 0)
+                before_t, retry_t = _throttle(version, first), _throttle(version, answer)
+                assert _throttle(version, slot.data) == (retry_t if retry_t > max(before_t, timedelta(0)) else before_t)
             return "released"
+        assert _throttle(version, answer) <= timedelta(0), "a throttled retry holds no more"
         assert chain._next is not None and link.holds == {chain}, "still holding: the next retry armed"
         return "holding"
     finally:

@@ -34,6 +34,10 @@ Rules:
   retry that does not decode releases the original unchanged. Counted by outcome
   (kcoord_gateway_list_offsets_held_total). A closed link (the client gone, or upstream broken)
   cancels the chain; a retry answered after its chain ended is read and dropped.
+- Throttling (KIP-219): the released answer carries the largest throttle_time_ms of the
+  original and its retries, and a retry answered with a throttle ends the chain there (the
+  client backs off, as Kafka asks; kcoord does not keep asking a broker that throttles it).
+  A first answer with a throttle is not held.
 - Partitions: only an index the topic has (0 <= index < its partition count, recorded by the
   creator in fresh_topics.py) is held; an index beyond it stays UNKNOWN_TOPIC_OR_PARTITION
   for good, and asking it again would only make kcoord send the request ~40 times.
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -62,6 +67,7 @@ from .routes import Route
 HELD_ERRORS = frozenset({int(ErrorCode.not_leader_or_follower), int(ErrorCode.unknown_topic_or_partition)})
 RETRY_INTERVAL_S = 0.025
 MAX_HOLD_S = 1.0
+_NO_THROTTLE = timedelta(0)
 
 _ANSWERED = GATEWAY_LIST_OFFSETS_HELD.labels(outcome="answered")
 _GAVE_UP = GATEWAY_LIST_OFFSETS_HELD.labels(outcome="gave_up")
@@ -70,12 +76,20 @@ _CANCELLED = GATEWAY_LIST_OFFSETS_HELD.labels(outcome="cancelled")
 Key = tuple[str, int]      # (topic, partition)
 
 
+def throttle_of(response: Any) -> timedelta:
+    """An answer's throttle_time_ms (v2+; v1 has none)."""
+    return getattr(response, "throttle_time", None) or _NO_THROTTLE
+
+
 def unready(route: Route, answer: bytes, fresh: FreshTopics) -> set[Key]:
     """The partitions of fresh topics, within their partition count, a ListOffsets answer gives
-    one of HELD_ERRORS; empty when there are none or it does not decode (then it passes as it is)."""
+    one of HELD_ERRORS; empty when there are none, when it is throttled, or when it does not
+    decode (then it passes as it is)."""
     try:
         _, response = decode_response_frame(LIST_OFFSETS, route.api_version, answer)
     except (BodyError, HeaderError, ValueError):
+        return set()
+    if throttle_of(response) > _NO_THROTTLE:
         return set()
     return {(topic.name, partition.partition_index)
             for topic in response.topics if (count := fresh.partitions(topic.name))
@@ -83,30 +97,38 @@ def unready(route: Route, answer: bytes, fresh: FreshTopics) -> set[Key]:
             if partition.error_code in HELD_ERRORS and 0 <= partition.partition_index < count}
 
 
-def retry_answers(route: Route, frame: bytes) -> dict[Key, Any] | None:
-    """(topic, partition) -> its partition answer in a retry's answer; None if it does not decode."""
+def retry_answers(route: Route, frame: bytes) -> tuple[dict[Key, Any], timedelta] | None:
+    """(topic, partition) -> its partition answer in a retry's answer, and the answer's
+    throttle; None if it does not decode."""
     try:
         _, response = decode_response_frame(LIST_OFFSETS, route.api_version, frame)
     except (BodyError, HeaderError, ValueError):
         return None
-    return {(topic.name, partition.partition_index): partition
-            for topic in response.topics for partition in topic.partitions}
+    return ({(topic.name, partition.partition_index): partition
+             for topic in response.topics for partition in topic.partitions}, throttle_of(response))
 
 
-def merged(route: Route, answer: bytes, answered: dict[Key, Any]) -> bytes:
-    """``answer`` with each partition in ``answered`` replaced by its retried answer; ``answer``
-    itself when ``answered`` is empty or it does not decode."""
-    if not answered:
+def merged(route: Route, answer: bytes, answered: dict[Key, Any], throttle: timedelta = _NO_THROTTLE) -> bytes:
+    """``answer`` with each partition in ``answered`` replaced by its retried answer and the
+    larger of its throttle and ``throttle`` (a retry's); ``answer`` itself when that changes
+    nothing or it does not decode."""
+    if not answered and throttle <= _NO_THROTTLE:
         return answer
     try:
         correlation_id, response = decode_response_frame(LIST_OFFSETS, route.api_version, answer)
     except (BodyError, HeaderError, ValueError):
         return answer
-    topics = tuple(dataclasses.replace(topic, partitions=tuple(
-        answered.get((topic.name, partition.partition_index), partition) for partition in topic.partitions))
-        for topic in response.topics)
+    changes: dict[str, Any] = {}
+    if hasattr(response, "throttle_time") and throttle > max(_NO_THROTTLE, throttle_of(response)):
+        changes["throttle_time"] = throttle
+    if answered:
+        changes["topics"] = tuple(dataclasses.replace(topic, partitions=tuple(
+            answered.get((topic.name, partition.partition_index), partition) for partition in topic.partitions))
+            for topic in response.topics)
+    if not changes:
+        return answer
     return encode_response_frame(LIST_OFFSETS, route.api_version, correlation_id,
-                                 dataclasses.replace(response, topics=topics))
+                                 dataclasses.replace(response, **changes))
 
 
 def settle(link: Any) -> None:
@@ -190,7 +212,7 @@ class RetryPending(Pending):
 class HeldListOffsets:
     """One held answer and its retries (module rules)."""
 
-    __slots__ = ("slot", "link", "answer", "request", "header", "wanted", "answered", "done",
+    __slots__ = ("slot", "link", "answer", "request", "header", "wanted", "answered", "throttle", "done",
                  "_deadline", "_next")
 
     def __init__(self, slot: HoldablePending, link: Any, answer: bytes, request: Any, wanted: set[Key]) -> None:
@@ -201,6 +223,7 @@ class HeldListOffsets:
         self.header = slot.frame[4:slot.body_offset]
         self.wanted = wanted              # partitions still unanswered
         self.answered: dict[Key, Any] = {}
+        self.throttle = _NO_THROTTLE      # the largest of the retries' answers
         self.done = False
         self._deadline: asyncio.TimerHandle | None = None
         self._next: asyncio.TimerHandle | None = None
@@ -223,18 +246,25 @@ class HeldListOffsets:
         """A retry's answer: (the client's slot, its answer) once released, else None."""
         if self.done:
             return None                   # its chain ended while it was upstream: dropped
-        found = retry_answers(self.slot.route, frame)
-        if found is None:
+        decoded = retry_answers(self.slot.route, frame)
+        if decoded is None:
             return self._end(_GAVE_UP), self.answer
+        found, throttle = decoded
         for key in list(self.wanted):
             partition = found.get(key)
             if partition is not None and partition.error_code not in HELD_ERRORS:
                 self.answered[key] = partition
                 self.wanted.discard(key)
+        self.throttle = max(self.throttle, throttle)
         if not self.wanted:
-            return self._end(_ANSWERED), merged(self.slot.route, self.answer, self.answered)
+            return self._end(_ANSWERED), self._released()
+        if throttle > _NO_THROTTLE:        # the broker throttles: the client is told, and backs off
+            return self._end(_GAVE_UP), self._released()
         self._next = asyncio.get_running_loop().call_later(RETRY_INTERVAL_S, self._send)
         return None
+
+    def _released(self) -> bytes:
+        return merged(self.slot.route, self.answer, self.answered, self.throttle)
 
     def _give_up(self) -> None:
         self._deadline = None
@@ -245,7 +275,7 @@ class HeldListOffsets:
         if self.done:
             return
         slot = self._end(_GAVE_UP)
-        self.link.deliver(slot, merged(slot.route, self.answer, self.answered))
+        self.link.deliver(slot, self._released())
 
     def cancel(self) -> None:
         """The link closed: nothing is released."""

@@ -48,7 +48,8 @@ def list_request(version: int, asks: dict[str, dict[int, int]], timeout_ms: int 
     return encode_request(LIST_OFFSETS, version, correlation_id, request_class(LIST_OFFSETS, version)(**fields))
 
 
-def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], correlation_id: int = 7) -> bytes:
+def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], correlation_id: int = 7,
+                throttle_ms: int = 0) -> bytes:
     """answers: topic -> partition -> (error code, offset)."""
     types: Any = __import__(response_class(LIST_OFFSETS, version).__module__, fromlist=["x"])
     topics = tuple(types.ListOffsetsTopicResponse(name=name, partitions=tuple(
@@ -56,9 +57,13 @@ def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], co
         for p, (e, o) in parts.items())) for name, parts in answers.items())
     fields: dict[str, Any] = {"topics": topics}
     if version >= 2:
-        fields["throttle_time"] = timedelta(0)
+        fields["throttle_time"] = timedelta(milliseconds=throttle_ms)
     return encode_response_frame(LIST_OFFSETS, version, correlation_id,
                                  response_class(LIST_OFFSETS, version)(**fields))
+
+
+def throttle_ms(version: int, frame: bytes) -> int:
+    return int(decode_response_frame(LIST_OFFSETS, version, frame)[1].throttle_time.total_seconds() * 1000)
 
 
 def offsets(version: int, frame: bytes) -> dict[tuple[str, int], tuple[int, int]]:
@@ -143,6 +148,12 @@ def test_partition_indexes_the_topic_does_not_have_are_never_held() -> None:
     assert unready(route(9), beyond, fresh) == set()
 
 
+def test_a_throttled_first_answer_is_not_held() -> None:
+    answer = list_answer(9, {"c": {0: (NLOF, -1)}}, throttle_ms=300)
+    assert unready(route(9), answer, fresh_of("c")) == set()
+    assert unready(route(9), list_answer(9, {"c": {0: (NLOF, -1)}}), fresh_of("c")) == {("c", 0)}
+
+
 def test_merge_replaces_only_the_retried_partitions() -> None:
     answer = list_answer(9, {"c": {0: (NLOF, -1), 1: (0, 4)}, "o": {0: (0, 9)}})
     retried = decode_response_frame(LIST_OFFSETS, 9, list_answer(9, {"c": {0: (0, 12)}}))[1]
@@ -150,6 +161,18 @@ def test_merge_replaces_only_the_retried_partitions() -> None:
     assert offsets(9, got) == {("c", 0): (0, 12), ("c", 1): (0, 4), ("o", 0): (0, 9)}
     assert decode_response_frame(LIST_OFFSETS, 9, got)[0] == 7
     assert merged(route(9), answer, {}) is answer
+
+
+def test_the_merge_keeps_the_largest_throttle() -> None:
+    answer = list_answer(9, {"c": {0: (NLOF, -1)}}, throttle_ms=20)
+    retried = decode_response_frame(LIST_OFFSETS, 9, list_answer(9, {"c": {0: (0, 12)}}))[1]
+    part = {("c", 0): retried.topics[0].partitions[0]}
+    assert throttle_ms(9, merged(route(9), answer, part, timedelta(milliseconds=500))) == 500
+    assert throttle_ms(9, merged(route(9), answer, part, timedelta(milliseconds=5))) == 20
+    assert throttle_ms(9, merged(route(9), answer, {}, timedelta(milliseconds=70))) == 70
+    assert merged(route(9), answer, {}, timedelta(milliseconds=20)) is answer
+    v1 = list_answer(1, {"c": {0: (NLOF, -1)}})                  # v1 has no throttle field
+    assert merged(route(1), v1, {}, timedelta(milliseconds=70)) == v1
 
 
 def test_a_retry_is_the_clients_request_for_the_unready_partitions() -> None:
@@ -316,6 +339,19 @@ async def test_the_bound_releases_the_answer_and_a_late_retry_is_dropped(monkeyp
         link.data_received(list_answer(9, {"c": {1: (0, 8)}}))
         assert offsets(9, slot.data or b"")[("c", 1)] == (NLOF, -1)
     assert not link.waiting and not client.failures
+
+
+async def test_a_throttled_retry_ends_the_hold_and_the_client_gets_the_throttle() -> None:
+    gave_up = count("gave_up")
+    request = list_request(9, {"c": {0: -1, 1: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    link.data_received(list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}}, throttle_ms=0))
+    await until(lambda: len(transport.writes) == 1, "the retry")
+    (chain,) = link.holds
+    link.data_received(list_answer(9, {"c": {0: (0, 3), 1: (NLOF, -1)}}, throttle_ms=250))
+    assert slot.data is not None and count("gave_up") == gave_up + 1
+    assert offsets(9, slot.data) == {("c", 0): (0, 3), ("c", 1): (NLOF, -1)} and throttle_ms(9, slot.data) == 250
+    assert chain.done and chain._next is None and not link.holds and not link.waiting and not client.failures
 
 
 async def test_a_shorter_request_timeout_is_not_held() -> None:
