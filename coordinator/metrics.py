@@ -230,6 +230,8 @@ GATEWAY_BAD_REQUESTS = Counter(
     ["reason"])
 GATEWAY_FORWARDED = Counter("kcoord_gateway_forwarded_requests_total", "Requests forwarded upstream, by API "
                             "and listener", ["api", "listener"])
+# to_client counts upstream's answers to the client's own requests as upstream sent them, once
+# whole: a held ListOffsets' retries (gateway/list_offsets_hold.py) are kcoord's, not counted.
 GATEWAY_FORWARDED_BYTES = Counter("kcoord_gateway_forwarded_bytes_total", "Bytes forwarded, by listener and "
                                   "direction (to_upstream: requests; to_client: upstream's answers)",
                                   ["listener", "direction"])
@@ -272,8 +274,9 @@ GATEWAY_SAFEGUARD_REFUSALS = Counter(
     "gateway/safeguards.py)", ["api", "rule"])
 # ListOffsets answers held because a topic this process just created has no log yet on the
 # broker (gateway/list_offsets_hold.py): outcome "answered" (every held partition answered
-# within the bound), "gave_up" (the bound passed, or a retry did not decode: the answer as
-# upstream gave it, with what the retries did answer), "cancelled" (the client went away).
+# within the bound), "gave_up" (the bound passed, a retry did not decode or was throttled, or
+# the client re-authenticates: the answer as upstream gave it, with what the retries did
+# answer), "cancelled" (the client went away).
 GATEWAY_LIST_OFFSETS_HELD = Counter("kcoord_gateway_list_offsets_held_total", "ListOffsets answers held and "
                                     "asked again for partitions of a just-created topic, by outcome",
                                     ["outcome"])

@@ -48,6 +48,9 @@ class Pending:
     """A response slot in a client connection's ordered queue."""
 
     __slots__ = ("correlation_id", "route", "data", "task", "size")
+    # False: its answer is kcoord's own and never reaches the client (a held ListOffsets'
+    # retry, list_offsets_hold.py); it is not counted in the bytes forwarded to the client.
+    to_client = True
 
     def __init__(self, correlation_id: int, route: Route, size: int = 0) -> None:
         self.correlation_id = correlation_id
@@ -168,15 +171,30 @@ class UpstreamLink(asyncio.Protocol):
         bound passed: list_offsets_hold.py), accounted as data_received accounts one."""
         if self._closed:
             return
+        self._release(pending, frame)
+        if self._accounts:
+            self._flush()
+        else:
+            self._client.flush()
+
+    def _release(self, pending: Pending, frame: bytes) -> None:
+        """``pending`` answered with ``frame``: out of the process-wide queue, held for the client."""
         pending.data = frame
-        client = self._client
         size = pending.size
-        if size:
+        client = self._client
+        if size:   # answered: out of the process-wide queue
             client.answered(size)
             pending.size = 0
         if self._accounts:
             client.held += len(frame)
+
+    def _flush(self) -> None:
+        client = self._client
         client.flush()
+        # Answers still held behind a slower local answer at the head of the queue: past
+        # half the per-connection bound, leave the rest upstream (flush resumes).
+        if client.held > client.held_soft_limit and client.head_is_local():
+            self.pause_reading(HELD)
 
     def pause_reading(self, reason: int = CLIENT_WRITE) -> None:
         was = self.paused
@@ -223,8 +241,9 @@ class UpstreamLink(asyncio.Protocol):
         self._client.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        if self._received is not None:
-            self._received.inc(len(data))
+        # Bytes of the answers read, as upstream sent them, that reach the client: not the
+        # partial frame kept for the next read, a stray acks=0 answer or a retry's (to_client).
+        seen = 0
         buf = self._buf
         if buf:
             buf += data
@@ -236,7 +255,6 @@ class UpstreamLink(asyncio.Protocol):
                 buf += data[used:]
         waiting = self.waiting
         client = self._client
-        held = 0
         for frame in frames:
             (correlation_id,) = SIZE.unpack_from(frame, 4)
             while True:
@@ -253,6 +271,7 @@ class UpstreamLink(asyncio.Protocol):
             if correlation_id != pending.correlation_id:
                 return self._broken(f"upstream {self._target} answered correlation id {correlation_id}, "
                                     f"expected {pending.correlation_id}")
+            seen += len(frame)
             route = pending.route
             kind = route.kind
             if route.endpoints:
@@ -280,6 +299,8 @@ class UpstreamLink(asyncio.Protocol):
                 # In front of Tansu: the ListOffsets answer waits for the Fetch behind it,
                 # whose answer completes it (tansu_list_offsets.py). In front of Kafka, while a
                 # topic kcoord created is fresh: held until its log exists (list_offsets_hold.py).
+                if not pending.to_client:
+                    seen -= len(frame)
                 try:
                     done = pending.completed(frame)  # type: ignore[attr-defined]
                 except ValueError as e:
@@ -294,22 +315,15 @@ class UpstreamLink(asyncio.Protocol):
                 except (BodyError, HeaderError, ValueError) as e:
                     return self._broken(f"{api_name(route.api_key)} v{route.api_version} response from "
                                         f"upstream {self._target} could not be merged: {e}")
-            pending.data = frame
-            held += len(frame)
-            size = pending.size
-            if size:   # answered: out of the process-wide queue
-                client.answered(size)
-                pending.size = 0
-        accounts = self._accounts
-        if accounts:
-            client.held += held
+            self._release(pending, frame)
+        if seen and self._received is not None:
+            self._received.inc(seen)
         if error is not None:
             return self._broken(f"upstream {self._target}: {error}")
-        client.flush()
-        # Answers still held behind a slower local answer at the head of the queue: past
-        # half the per-connection bound, leave the rest upstream (flush resumes).
-        if accounts and client.held > client.held_soft_limit and client.head_is_local():
-            self.pause_reading(HELD)
+        if self._accounts:
+            self._flush()
+        else:
+            client.flush()
 
     def _broken(self, what: str) -> None:
         self.close()

@@ -200,6 +200,7 @@ class RetryPending(Pending):
     """A retry of a held ListOffsets; in the link's waiting list only."""
 
     __slots__ = ("chain",)
+    to_client = False       # its answer is kcoord's own, not the client's (forward.py's byte count)
 
     def __init__(self, chain: HeldListOffsets) -> None:
         super().__init__(chain.slot.correlation_id, chain.slot.route)

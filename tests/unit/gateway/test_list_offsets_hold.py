@@ -13,13 +13,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.gateway import list_offsets_hold as hold
-from coordinator.gateway.forward import Pending, UpstreamLink
+from coordinator.gateway.forward import HELD, Pending, UpstreamLink
 from coordinator.gateway.forwarding import Forwarding
 from coordinator.gateway.fresh_topics import FreshTopics
 from coordinator.gateway.list_offsets_hold import HoldablePending, merged, retry_frame, unready
 from coordinator.gateway.produce_check import OFFSET_FOR_LEADER_EPOCH
 from coordinator.gateway.routes import build_routes, route_key
-from coordinator.metrics import GATEWAY_LIST_OFFSETS_HELD
+from coordinator.metrics import GATEWAY_FORWARDED_BYTES, GATEWAY_LIST_OFFSETS_HELD
 from coordinator.protocol.apis import LIST_OFFSETS, SASL_HANDSHAKE, request_class, response_class
 from coordinator.protocol.codec import decode_body, decode_response_frame, encode_response_frame
 from coordinator.protocol.framing import decode_request_header
@@ -360,6 +360,35 @@ async def test_a_shorter_request_timeout_is_not_held() -> None:
     answer = list_answer(10, {"c": {0: (NLOF, -1)}})
     link.data_received(answer)
     assert slot.data == answer and not link.holds
+
+
+async def test_a_released_answer_pauses_the_link_behind_a_local_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An answer released at the bound counts in the client's held bytes as one read upstream
+    # does: past the soft limit, behind a slower local answer, the link stops reading.
+    monkeypatch.setattr(hold, "MAX_HOLD_S", 0.05)
+    request = list_request(9, {"c": {0: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    client.held_soft_limit = 10
+    client.head_is_local = lambda: True  # type: ignore[method-assign]
+    link.data_received(list_answer(9, {"c": {0: (NLOF, -1)}}))
+    assert not link.paused & HELD                     # the held answer is not the client's yet
+    await until(lambda: slot.data is not None, "the release at the bound")
+    assert client.held == len(slot.data or b"") and link.paused & HELD
+
+
+async def test_a_retrys_answer_is_not_counted_as_forwarded_to_the_client() -> None:
+    to_client = GATEWAY_FORWARDED_BYTES.labels(listener=FakeClient.listener_name, direction="to_client")
+    request = list_request(9, {"c": {0: -1}})
+    link, slot, transport, _ = linked(9, request, fresh_of("c"))
+    before = to_client._value.get()
+    original = list_answer(9, {"c": {0: (NLOF, -1)}})
+    link.data_received(original)                       # the client gets it (merged) once released
+    assert to_client._value.get() == before + len(original)
+    await until(lambda: len(transport.writes) == 1, "the retry")
+    retry_answer = list_answer(9, {"c": {0: (0, 4)}})
+    link.data_received(retry_answer[:5])               # a partial frame counts once whole
+    link.data_received(retry_answer[5:])
+    assert slot.data is not None and to_client._value.get() == before + len(original)
 
 
 # ---------------------------------------------------------------- SASL re-authentication
