@@ -4,7 +4,7 @@ answers a held ListOffsets decodes (coordinator/gateway/list_offsets_hold.py).
     .venv/bin/python fuzz/atheris_list_offsets_hold.py -runs=500000 -rss_limit_mb=2048 \
         -malloc_limit_mb=1024 -artifact_prefix=/tmp/
 
-The upstream is hostile too. Each input picks a ListOffsets version (1-10) and which answer
+The upstream is hostile too. Each input picks a ListOffsets version (1-11) and which answer
 is hostile: the first (the one checked for a fresh topic's missing log) or a retry's. The
 answer is a valid one with a slice replaced by the fuzzer's bytes, or the fuzzer's bytes as a
 whole body, framed with the right size and correlation id. It goes through the real
@@ -73,8 +73,8 @@ else:
     )
     from coordinator.protocol.framing import HeaderError, RequestHeader, decode_request_header, response_frame  # noqa: E402
 
-VERSIONS = tuple(range(1, 11))
-ROUTES = build_routes({LIST_OFFSETS: (1, 10)}, ())
+VERSIONS = tuple(range(1, 12))
+ROUTES = build_routes({LIST_OFFSETS: (1, 11)}, ())
 CORRELATION_ID = 7
 NLOF = int(ErrorCode.not_leader_or_follower)
 UNKNOWN = int(ErrorCode.unknown_topic_or_partition)

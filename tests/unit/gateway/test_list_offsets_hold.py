@@ -25,7 +25,8 @@ from coordinator.protocol.codec import decode_body, decode_response_frame, encod
 from coordinator.protocol.framing import decode_request_header
 from support.raw_client import encode_request, request_types
 
-ROUTES = build_routes({LIST_OFFSETS: (1, 10), SASL_HANDSHAKE: (0, 1)}, ())
+ROUTES = build_routes({LIST_OFFSETS: (1, 11), SASL_HANDSHAKE: (0, 1)}, ())
+VERSIONS = tuple(range(1, 12))
 NLOF = int(ErrorCode.not_leader_or_follower)
 UNKNOWN = int(ErrorCode.unknown_topic_or_partition)
 
@@ -37,8 +38,9 @@ def route(version: int) -> Any:
 def list_request(version: int, asks: dict[str, dict[int, int]], timeout_ms: int = 30_000,
                  correlation_id: int = 7) -> bytes:
     types = request_types(LIST_OFFSETS, version)
+    epoch: dict[str, int] = {"current_leader_epoch": 3} if version >= 4 else {}
     topics = tuple(types.ListOffsetsTopic(name=name, partitions=tuple(
-        types.ListOffsetsPartition(partition_index=p, timestamp=t, current_leader_epoch=3) for p, t in parts.items()))
+        types.ListOffsetsPartition(partition_index=p, timestamp=t, **epoch) for p, t in parts.items()))
         for name, parts in asks.items())
     fields: dict[str, Any] = {"replica_id": -1, "topics": topics}
     if version >= 2:
@@ -302,6 +304,20 @@ async def test_held_until_every_partition_answers_then_merged() -> None:
     assert not link.holds and not link.waiting and count("answered") == answered_before + 1
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_held_and_merged_in_every_version(version: int) -> None:
+    request = list_request(version, {"c": {0: -1, 1: -1}}, correlation_id=7)
+    link, slot, transport, client = linked(version, request, fresh_of("c"))
+    link.data_received(list_answer(version, {"c": {0: (NLOF, -1), 1: (0, 2)}}))
+    assert slot.data is None
+    await until(lambda: len(transport.writes) == 1, "the retry")
+    header, retry = asked(version, transport.writes[0])
+    assert header.api_version == version and [(t.name, [p.partition_index for p in t.partitions])
+                                              for t in retry.topics] == [("c", [0])]
+    link.data_received(list_answer(version, {"c": {0: (0, 9)}}))
+    assert offsets(version, slot.data or b"") == {("c", 0): (0, 9), ("c", 1): (0, 2)} and not client.failures
+
+
 async def test_another_error_ends_the_hold_with_that_answer() -> None:
     request = list_request(9, {"c": {0: -1}})
     link, slot, transport, _ = linked(9, request, fresh_of("c"))
@@ -322,7 +338,7 @@ async def test_a_retry_that_does_not_decode_releases_the_original() -> None:
     assert slot.data == original and not client.failures and count("gave_up") == gave_up + 1
 
 
-async def test_the_bound_releases_the_answer_and_a_late_retry_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_bound_releases_the_answer_with_what_was_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hold, "MAX_HOLD_S", 0.1)
     gave_up = count("gave_up")
     request = list_request(9, {"c": {0: -1, 1: -1}})
@@ -330,15 +346,26 @@ async def test_the_bound_releases_the_answer_and_a_late_retry_is_dropped(monkeyp
     original = list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}})
     link.data_received(original)
     await until(lambda: len(transport.writes) == 1, "the retry")
+    monkeypatch.setattr(hold, "RETRY_INTERVAL_S", 60.0)     # no second retry before the bound
     link.data_received(list_answer(9, {"c": {0: (0, 3), 1: (NLOF, -1)}}))
     await until(lambda: slot.data is not None, "the release at the bound")
     assert offsets(9, slot.data or b"") == {("c", 0): (0, 3), ("c", 1): (NLOF, -1)}   # what was answered
     assert count("gave_up") == gave_up + 1 and client.released == 2 * len(request) and client.flushes
-    assert not link.holds
-    if len(link.waiting) == 1:          # a retry was upstream at the bound: its answer is read and dropped
-        link.data_received(list_answer(9, {"c": {1: (0, 8)}}))
-        assert offsets(9, slot.data or b"")[("c", 1)] == (NLOF, -1)
-    assert not link.waiting and not client.failures
+    assert not link.holds and not link.waiting and len(transport.writes) == 1 and not client.failures
+
+
+async def test_a_retry_upstream_at_the_bound_is_read_and_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hold, "MAX_HOLD_S", 0.1)
+    request = list_request(9, {"c": {0: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    original = list_answer(9, {"c": {0: (NLOF, -1)}})
+    link.data_received(original)
+    await until(lambda: len(transport.writes) == 1, "the retry")
+    # The retry is not answered before the bound: it is certainly upstream when the bound passes.
+    await until(lambda: slot.data is not None, "the release at the bound")
+    assert slot.data == original and not link.holds and len(link.waiting) == 1
+    link.data_received(list_answer(9, {"c": {0: (0, 8)}}))
+    assert slot.data == original and not link.waiting and not client.failures and len(transport.writes) == 1
 
 
 async def test_a_throttled_retry_ends_the_hold_and_the_client_gets_the_throttle() -> None:
@@ -476,7 +503,7 @@ class Service:
 
 
 class Cluster:
-    upstream_api_versions = {OFFSET_FOR_LEADER_EPOCH: (0, 4), LIST_OFFSETS: (1, 10)}
+    upstream_api_versions = {OFFSET_FOR_LEADER_EPOCH: (0, 4), LIST_OFFSETS: (1, 11)}
 
 
 class ForwardingGateway:
