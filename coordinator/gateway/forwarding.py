@@ -102,8 +102,8 @@ class Forwarding:
             twice = duplicate_key(route.api_key, decode_body(request_class(route.api_key, route.api_version),
                                                              frame, offset))
             if twice is not None:
-                client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}: Kafka's clients never "
-                              f"repeat a key of this array", route, correlation_id, reason=BODY)
+                client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}", route, correlation_id,
+                              reason=BODY)
                 return
         clamp = route.clamp
         if clamp is not None:      # numbers over Kafka's bounds (fetch_bounds.py)

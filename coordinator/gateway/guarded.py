@@ -26,7 +26,7 @@ from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
 from .keyed_arrays import duplicate_key
-from .produce_check import UNDECIDED, RecordChecks, record_checks
+from .produce_check import UNDECIDED, RecordChecks, RepeatedKeys, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
 from .state_guard import METRIC_API, SIZED_APIS, UPDATE_FEATURES, Allowed, Close, Local, Split
@@ -79,6 +79,9 @@ class GuardStage:
             acks, decision = self._guard.produce(frame, route.api_version, offset, self._record_checks())
         except HeaderError as e:
             client.reject(str(e), route, correlation_id, reason=HEADER)
+            return
+        except RepeatedKeys as e:   # it parses: its topic names are what Kafka's parse cannot take
+            client.reject(str(e), route, correlation_id, reason=BODY)
             return
         except BodyError as e:
             client.reject(f"body does not parse: {e}", route, correlation_id, reason=BODY)
@@ -133,8 +136,8 @@ class GuardStage:
             return
         twice = duplicate_key(route.api_key, request)     # Kafka's parse costs N**2 (keyed_arrays.py)
         if twice is not None:
-            self._client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}: Kafka's clients never "
-                                f"repeat a key of this array", route, correlation_id, reason=BODY)
+            self._client.reject(f"{api_name(route.api_key)} v{route.api_version}: {twice}", route, correlation_id,
+                                reason=BODY)
             return
         if route.api_key in group_configs.GROUP_CONFIG_APIS and group_configs.takes(route.api_key, route.api_version,
                                                                                      request):

@@ -124,7 +124,8 @@ def _duplicate(parent: Any, keyed: Keyed, prefix: str, spent: _Spent) -> str | N
             first = seen.setdefault(key, i)
             if first != i:
                 shown = ", ".join(f"{f}={_shown(v)}" for f, v in zip(key_fields, key))
-                return f"{path}[{i}] repeats the key of {path}[{first}] ({shown})"
+                return (f"{path}[{i}] repeats the key of {path}[{first}] ({shown}): Kafka's clients never repeat "
+                        f"a key of this array")
         if len(entries) >= SIMULATED_FROM:
             spent.add(path, [entry_hash(entry, key_fields) for entry in entries])
     for i, entry in enumerate(entries):

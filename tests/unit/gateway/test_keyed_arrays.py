@@ -20,6 +20,7 @@ from coordinator.protocol.codec import encode_body
 from coordinator.protocol.framing import RequestHeader, frame
 
 ALTER_REPLICA_LOG_DIRS = 34
+NEVER = ": Kafka's clients never repeat a key of this array"
 
 
 def _log_dirs(*dirs: tuple[str, tuple[str, ...]], version: int = 2) -> Any:
@@ -40,13 +41,13 @@ def _configs(*resources: tuple[str, tuple[tuple[str, int], ...]]) -> Any:
 
 def test_a_repeated_key_is_named_with_its_first_entry():
     repeated = _log_dirs(*[("/d", ("t",))] * 3)
-    assert duplicate_key(ALTER_REPLICA_LOG_DIRS, repeated) == "dirs[1] repeats the key of dirs[0] (path='/d')"
+    assert duplicate_key(ALTER_REPLICA_LOG_DIRS, repeated) == "dirs[1] repeats the key of dirs[0] (path='/d')" + NEVER
     nested = _log_dirs(("/a", ("t",)), ("/b", ("u", "v", "u")))
     assert duplicate_key(ALTER_REPLICA_LOG_DIRS, nested) == \
-        "dirs[1].topics[2] repeats the key of dirs[1].topics[0] (name='u')"
+        "dirs[1].topics[2] repeats the key of dirs[1].topics[0] (name='u')" + NEVER
     resources = _configs(("t", (("retention.ms", 0),)), ("t", (("cleanup.policy", 0),)))
     assert duplicate_key(INCREMENTAL_ALTER_CONFIGS, resources) == \
-        "resources[1] repeats the key of resources[0] (resource_type=2, resource_name='t')"
+        "resources[1] repeats the key of resources[0] (resource_type=2, resource_name='t')" + NEVER
 
 
 def test_distinct_keys_pass():
