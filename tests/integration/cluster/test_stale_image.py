@@ -111,8 +111,8 @@ def test_a_target_computed_where_the_topic_was_not_listed_is_computed_again_once
         def computed_on_b():
             d = _described(b, group)
             return d if d.error_code == 0 and d.assignment_epoch == d.group_epoch else None
-        g = wait_until(computed_on_b, INTERVAL_MS / 1000 + 30, message="B's timer computes the pending target")
-        assert all(not m.target_assignment.topic_partitions for m in g.members), g    # without the topic
+        # From an image without the topic (B's describe cannot name those partitions either).
+        wait_until(computed_on_b, INTERVAL_MS / 1000 + 30, message="B's timer computes the pending target")
 
         create_topic(b.bootstrap, names.topic(), 1)              # through B: B refreshes its image
 
