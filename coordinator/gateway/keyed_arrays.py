@@ -194,29 +194,45 @@ def _layout(hashes: list[int], capacity: int) -> tuple[int, list[tuple[int, int]
 
 
 _MASK = 0xFFFFFFFF
-_REVERSED_POWERS: dict[int, tuple[int, ...]] = {}     # length -> (31**(length-1), ..., 31, 1) mod 2**32
+_CHUNK = 256                       # names are hashed in chunks of this many code units
+_CHUNK_STEP = pow(31, _CHUNK, 1 << 32)
+_REVERSED_POWERS: dict[int, tuple[int, ...]] = {}     # length <= _CHUNK -> (31**(length-1), ..., 31, 1) mod 2**32
 
 
 def java_string_hash(text: str | bytes) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units) of ``text`` (or of its UTF-8
-    bytes, as a Produce's walk reads a name), as an unsigned 32-bit value."""
+    bytes, as a Produce's walk reads a name), as an unsigned 32-bit value. Longer names go in
+    chunks: h(a + b) = h(a) * 31**len(b) + h(b), so the memo of powers stays at most _CHUNK
+    tuples of at most _CHUNK numbers, whatever names a client sends."""
     if text.isascii():                   # one UTF-16 code unit per byte
         units: Any = text if isinstance(text, bytes) else text.encode()
     else:
         raw = (text.decode("utf-8", "replace") if isinstance(text, bytes) else text).encode("utf-16-be")
         units = struct.unpack(f">{len(raw) // 2}H", raw)
     count = len(units)
-    powers = _REVERSED_POWERS.get(count) or _reversed_powers(count)
-    return sum(map(operator.mul, units, powers)) & _MASK
+    if count <= _CHUNK:
+        return sum(map(operator.mul, units, _REVERSED_POWERS.get(count) or _reversed_powers(count))) & _MASK
+    first = count % _CHUNK or _CHUNK
+    h = sum(map(operator.mul, units[:first], _REVERSED_POWERS.get(first) or _reversed_powers(first)))
+    powers = _REVERSED_POWERS.get(_CHUNK) or _reversed_powers(_CHUNK)
+    for i in range(first, count, _CHUNK):
+        h = (h * _CHUNK_STEP + sum(map(operator.mul, units[i:i + _CHUNK], powers))) & _MASK
+    return h & _MASK
 
 
 def _reversed_powers(count: int) -> tuple[int, ...]:
     powers = [1]
     for _ in range(count - 1):
         powers.append(powers[-1] * 31 & _MASK)
-    if len(_REVERSED_POWERS) < 1_024:        # names of at most 32,767 characters: a bounded memo
-        _REVERSED_POWERS[count] = tuple(reversed(powers))
-    return tuple(reversed(powers))
+    _REVERSED_POWERS[count] = found = tuple(reversed(powers))
+    return found
+
+
+def java_uuid_hash(raw: bytes) -> int:
+    """Java's ``UUID.hashCode`` of a UUID's 16 bytes: (int) (hilo >> 32) ^ (int) hilo, where
+    hilo = mostSigBits ^ leastSigBits (any id whose halves are equal hashes to 0)."""
+    hilo = int.from_bytes(raw[:8], "big") ^ int.from_bytes(raw[8:16], "big")
+    return ((hilo >> 32) ^ hilo) & _MASK
 
 
 def _field_hash(value: Any) -> int:
@@ -232,9 +248,8 @@ def _field_hash(value: Any) -> int:
         if -(1 << 31) <= value < (1 << 31):
             return value & _MASK                       # int8/int16/int32: the value
         return ((value >> 32) ^ value) & _MASK         # int64: (int) (v >> 32) ^ (int) v
-    if isinstance(value, uuid.UUID):                   # UUID.hashCode: hilo folded
-        hilo = (value.int >> 64) ^ (value.int & ((1 << 64) - 1))
-        return ((hilo >> 32) ^ hilo) & _MASK
+    if isinstance(value, uuid.UUID):
+        return java_uuid_hash(value.bytes)
     return hash(value) & _MASK
 
 

@@ -36,6 +36,7 @@ Rules:
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ from ..protocol.checked import Malformed, read_uvarint
 from ..protocol.codec import BodyError
 from ..protocol.produce import FIRST_FLEXIBLE, FIRST_TOPIC_ID
 from ..protocol.record_batch_check import check_partition_records
-from .keyed_arrays import crowded, java_string_hash
+from .keyed_arrays import crowded, java_string_hash, java_uuid_hash
 
 RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguard_refusals_total)
 # A Produce above max_decoded_request_bytes is not walked (state_guard.py says why); its
@@ -64,6 +65,13 @@ NAMES_LAID_OUT_FROM = 256
 # max_decoded_request_bytes may meet ~460,000 tiny partitions): a producer's request names
 # the partitions one broker leads, and no Kafka broker leads so many. Above it: refused.
 MAX_NAMED_PARTITIONS = 100_000
+# A name longer than this is refused by Kafka's generated reader ("had invalid length"); a
+# frame not walked is held to it here, as the generic walk holds a walked one.
+MAX_NAME_LENGTH = 0x7FFF
+# Laying names out means hashing them in Python (~0.1 µs a byte): a Produce of at least
+# NAMES_LAID_OUT_FROM topics whose names take more than this is refused. Kafka's topic
+# names are at most 249 characters: 4,096 topics of the longest fit.
+MAX_NAME_BYTES_LAID_OUT = 1 << 20
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
@@ -109,6 +117,14 @@ class _Unchecked(Exception):
     names were read (check_names)."""
 
 
+class _OverBudget(_Unchecked):
+    """More topics and partitions than the budget."""
+
+
+class _PastFrame(_Unchecked):
+    """A record span or a name past the frame, or a name no Kafka reader takes."""
+
+
 def record_spans(frame: bytes, offset: int, version: int,
                  budget: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     """(topic position, partition position, start, end) of each partition's records in a
@@ -126,19 +142,23 @@ def record_spans(frame: bytes, offset: int, version: int,
             return n - 1, pos
         return (_I32(frame, pos)[0], pos + 4) if wide else (_I16(frame, pos)[0], pos + 2)
     topics, pos = _topic_count(frame, offset, flexible)
-    # topic_data is keyed by name (keyed_arrays.py): the names' bytes, checked once walked,
-    # when more than one; v13+ (keyed by topic id) is never forwarded.
-    names: list[bytes] | None = [] if topics > 1 and version < FIRST_TOPIC_ID else None
+    # topic_data is keyed by name up to v12, by topic id from v13 (keyed_arrays.py): the
+    # keys' bytes, checked once walked, when more than one.
+    names: list[bytes] | None = [] if topics > 1 else None
     keep = names.append if names is not None else None
     for t in range(max(0, topics)):
         if budget is not None:            # topics count too: one with no partition costs a step
             seen += 1
             if seen > budget:
-                raise _Unchecked(f"more than {budget:,} topics and partitions")
+                raise _OverBudget(f"more than {budget:,} topics and partitions")
         if version >= FIRST_TOPIC_ID:
+            if keep is not None:
+                keep(frame[pos:pos + 16])
             pos += 16
         else:
             length, pos = prefix(pos, False)
+            if budget is not None and not 0 <= length <= MAX_NAME_LENGTH:   # Kafka's reader refuses it too
+                raise _PastFrame(f"topic_data[{t}].name has invalid length {length}")
             if keep is not None:
                 keep(frame[pos:pos + length])      # a walked name is never null (-1)
             pos += length
@@ -150,9 +170,9 @@ def record_spans(frame: bytes, offset: int, version: int,
             if budget is not None:
                 seen += 1
                 if seen > budget:
-                    raise _Unchecked(f"more than {budget:,} topics and partitions")
+                    raise _OverBudget(f"more than {budget:,} topics and partitions")
                 if pos > end:
-                    raise _Unchecked(f"topic_data[{t}].partition_data[{p}]'s records end past the frame")
+                    raise _PastFrame(f"topic_data[{t}].partition_data[{p}]'s records end past the frame")
             yield t, p, start, (start if length < 0 else pos)
             if flexible:
                 pos = _skip_tags(frame, pos, end)
@@ -177,27 +197,40 @@ def check_names(frame: bytes, offset: int, version: int, walked: bool) -> None:
     would crowd Kafka's table; for a frame not ``walked`` also past MAX_NAMED_PARTITIONS topics
     and partitions, or when it does not parse (a BodyError: the connection is closed)."""
     try:
-        if version >= FIRST_TOPIC_ID or _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
+        if _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
             return
         for _ in record_spans(frame, offset, version, None if walked else MAX_NAMED_PARTITIONS):
             pass
-    except _Unchecked as e:
+    except _OverBudget as e:
         raise RepeatedKeys(f"Produce v{version} of {len(frame) - 4:,} bytes: {e}: its topic names cannot be "
                            f"read within kcoord's bound, and Kafka's parse of them cannot be bounded") from None
-    except (Malformed, struct.error) as e:
+    except (_PastFrame, Malformed, struct.error) as e:
         raise BodyError(f"Produce v{version}: {e or 'a length past the end of the frame'}") from None
 
 
-def _check_names(names: list[bytes], version: int) -> None:
-    """Raise RepeatedKeys if a name repeats, or if the names would crowd Kafka's table."""
-    if len(set(names)) < len(names):          # in C: the per-request cost (bench/bench_keyed_arrays.py)
+def _check_names(keys: list[bytes], version: int) -> None:
+    """Raise RepeatedKeys if a key (a name, or from v13 a topic id) repeats, or if the keys
+    would crowd Kafka's table."""
+    ids = version >= FIRST_TOPIC_ID
+    if len(set(keys)) < len(keys):          # in C: the per-request cost (bench/bench_keyed_arrays.py)
         first: dict[bytes, int] = {}
-        for t, name in enumerate(names):
-            if first.setdefault(name, t) != t:
-                raise RepeatedKeys(f"Produce v{version}: topic_data[{t}] repeats the name of topic_data[{first[name]}] "
-                                   f"({_shown(name)}): Kafka's clients never repeat a key of this array")
-    if len(names) >= NAMES_LAID_OUT_FROM:
-        why = crowded("topic_data", [java_string_hash(name) for name in names])
+        for t, key in enumerate(keys):
+            if first.setdefault(key, t) != t:
+                what = f"topic id of topic_data[{first[key]}] ({uuid.UUID(bytes=key)})" if ids else \
+                    f"name of topic_data[{first[key]}] ({_shown(key)})"
+                raise RepeatedKeys(f"Produce v{version}: topic_data[{t}] repeats the {what}: Kafka's clients never "
+                                   f"repeat a key of this array")
+    if len(keys) >= NAMES_LAID_OUT_FROM:
+        if ids:
+            hashes = [java_uuid_hash(key) for key in keys]
+        else:
+            size = sum(map(len, keys))
+            if size > MAX_NAME_BYTES_LAID_OUT:     # hashing is Python, ~0.1 µs a byte: bounded
+                raise RepeatedKeys(f"Produce v{version}: the names of its {len(keys):,} topics take {size:,} bytes, "
+                                   f"over {MAX_NAME_BYTES_LAID_OUT:,}: they cannot be checked against Kafka's "
+                                   f"table within kcoord's bound")
+            hashes = [java_string_hash(name) for name in keys]
+        why = crowded("topic_data", hashes)
         if why is not None:
             raise RepeatedKeys(f"Produce v{version}: {why}")
 

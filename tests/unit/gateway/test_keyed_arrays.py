@@ -8,10 +8,12 @@ the broker answering nothing, 8,000 distinct paths of one hashCode held a networ
 from __future__ import annotations
 
 import random
+import struct
 import sys
 import uuid
 from typing import Any
 
+from coordinator.gateway import keyed_arrays
 from coordinator.gateway.forwarding import Forwarding
 from coordinator.gateway.keyed_arrays import KEYED, SIMULATED_FROM, crowded, duplicate_key, entry_hash, java_string_hash
 from coordinator.gateway.routes import build_routes, route_key
@@ -217,3 +219,19 @@ def test_share_group_apis_are_never_forwarded():
     share = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
     advertised = advertised_versions({key: (0, 1) for key in share} | {0: (3, 9)}, {})
     assert [key for key in share if key in advertised and key not in KEYED] == []
+
+
+def test_long_names_hash_as_java_does_and_the_memo_stays_bounded():
+    """Names are hashed in chunks (h(a + b) = h(a) * 31**len(b) + h(b)), so the memo of powers
+    never grows past one tuple per length up to the chunk, whatever lengths a client sends."""
+    def reference(text: str) -> int:
+        h = 0
+        for unit in struct.unpack(f">{len(text.encode('utf-16-be')) // 2}H", text.encode("utf-16-be")):
+            h = (31 * h + unit) & 0xFFFFFFFF
+        return h
+    for length in (0, 1, 255, 256, 257, 512, 1_000, 32_767):
+        text = "".join(chr(97 + (i * 7) % 26) for i in range(length))
+        assert java_string_hash(text) == reference(text) == java_string_hash(text.encode())
+    assert java_string_hash("é" * 300) == reference("é" * 300)
+    assert len(keyed_arrays._REVERSED_POWERS) <= keyed_arrays._CHUNK
+    assert max(map(len, keyed_arrays._REVERSED_POWERS.values())) <= keyed_arrays._CHUNK

@@ -116,3 +116,34 @@ def test_with_the_record_checks_off_names_are_still_read() -> None:
         guard.produce(crowd, 9, offset, None)
     one, offset = produce(9, [("a", [(0, batch())])])
     assert guard.produce(one, 9, offset, None) == (-1, None)
+
+
+def test_topic_ids_are_keys_from_v13() -> None:
+    """From v13 topic_data is keyed by topic id: an id twice, or ids of one Java hash code (any
+    id whose halves are equal hashes to 0), are refused as names are."""
+    same = uuid.uuid4()
+    twice, offset = produce(13, [(same, [(0, batch())]), (uuid.uuid4(), [(0, batch())]), (same, [(1, batch())])])
+    with pytest.raises(RepeatedKeys, match=rf"topic_data\[2\] repeats the topic id of topic_data\[0\] \({same}\)"):
+        refused_partitions(twice, offset, 13, CHECKS)
+    halves = [uuid.UUID(bytes=i.to_bytes(8, "big") * 2) for i in range(1, 1_001)]
+    crowd, offset = produce(13, [(topic_id, [(0, batch())]) for topic_id in halves])
+    with pytest.raises(RepeatedKeys, match="Java hash codes meet"):
+        refused_partitions(crowd, offset, 13, CHECKS)
+    guard = StateTopicGuard("__state", lambda: None, lambda: True)
+    with pytest.raises(RepeatedKeys):
+        guard.produce(crowd, 13, offset, None)           # record checks off too
+    distinct, offset = produce(13, [(uuid.uuid4(), [(0, batch())]) for _ in range(1_000)])
+    assert refused_partitions(distinct, offset, 13, CHECKS) is None
+
+
+def test_names_are_held_to_kafkas_length_and_their_bytes_to_a_bound(monkeypatch: Any) -> None:
+    """A frame not walked is held to the 32,767 bytes Kafka's reader takes per name; names laid
+    out (hashed in Python) to MAX_NAME_BYTES_LAID_OUT together."""
+    from coordinator.protocol.codec import BodyError
+    long_name, offset = produce(9, [("a" * 40_000, [(0, batch())]), ("b", [(0, batch())])])
+    with pytest.raises(BodyError, match=r"topic_data\[0\].name has invalid length 40000"):
+        produce_check.check_names(long_name, offset, 9, walked=False)
+    monkeypatch.setattr(produce_check, "MAX_NAME_BYTES_LAID_OUT", 10_000)
+    names, offset = produce(9, [(f"{i:040d}", [(0, batch())]) for i in range(NAMES_LAID_OUT_FROM)])
+    with pytest.raises(RepeatedKeys, match="the names of its 256 topics take 10,240 bytes, over 10,000"):
+        refused_partitions(names, offset, 9, CHECKS)
