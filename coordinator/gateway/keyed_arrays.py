@@ -41,8 +41,8 @@ Rules:
 - ``KEYED`` lists the keyed arrays (Kafka 4.4's request schemas, ``mapKey`` fields) of the
   requests kcoord forwards. CreateTopics' and CreatePartitions' ``topics`` are left out:
   their duplicates are answered as Kafka answers them and never forwarded
-  (admin_limits.py). Produce's ``topic_data`` (keyed by name up to v12; kcoord forwards up
-  to v9) is checked in the walk the gateway already makes of it (produce_check.py), with
+  (admin_limits.py). Produce's ``topic_data`` (keyed by name up to v12, by topic id
+  from v13) is checked in the walk the gateway already makes of it (produce_check.py), with
   ``crowded`` below. Share-group and share-state APIs (76-79, 83-87, 90-92) have keyed
   arrays too but are never forwarded (protocol/apis.py NOT_THROUGH_GATEWAY).
 """

@@ -17,12 +17,13 @@ Rules:
   not walked (state_guard.py says why): its batches are checked when it has at most
   LARGE_PRODUCE_PARTITIONS partitions, each span held to the frame; a refusal then walks
   it before it is decoded. Above the budget it is forwarded unchecked.
-- Produce's ``topic_data`` is a keyed array (``mapKey`` name up to v12; kcoord forwards up
-  to v9): Kafka's network thread parses it into a hash table whose cost a repeated name, or
-  names whose Java hash codes meet, makes quadratic to cubic (keyed_arrays.py says how and
-  what was measured). The walk here reads every topic's name anyway, so it refuses a
-  Produce that names a topic twice, and one of at least NAMES_LAID_OUT_FROM topics whose
-  names would crowd Kafka's table (keyed_arrays.crowded), by raising RepeatedKeys:
+- Produce's ``topic_data`` is a keyed array (``mapKey`` name up to v12, topic id from v13,
+  which kcoord forwards in front of Kafka 4.1+, leader_endpoints.py): Kafka's network
+  thread parses it into a hash table whose cost a repeated key, or keys whose Java hash
+  codes meet, makes quadratic to cubic (keyed_arrays.py says how and what was measured).
+  The walk here reads every topic's key anyway, so it refuses a Produce that names a topic
+  twice, and one of at least NAMES_LAID_OUT_FROM topics whose keys would crowd Kafka's
+  table (keyed_arrays.crowded), by raising RepeatedKeys:
   the connection is closed, as for any body Kafka could not take. The names are read in
   every Produce of more than one topic, with the record checks off too, and in a Produce
   not walked (above max_decoded_request_bytes) past its records' budget, up to
