@@ -170,6 +170,7 @@ class HighWatermarkPending(Pending):
     """The Fetch sent behind a LatestPending; in the link's waiting list only."""
 
     __slots__ = ("target",)
+    to_client = False       # its answer is kcoord's own, not the client's (forward.py's byte count)
 
     def __init__(self, target: LatestPending) -> None:
         super().__init__(target.correlation_id, target.route)
