@@ -20,6 +20,7 @@ from .membership import (
     end_quiet_hold,
     endpoint_changed,
     forget_due,
+    group_epoch_record,
     group_settings,
     rebalance_key,
     removal_records,
@@ -61,10 +62,23 @@ def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
     if when is not None:
         return Result(timers=[assignment_timer(group.group_id, when)])
     configured = None if group.topology is None else configured_for(soft, group.topology, shard.image)
-    records, target = compute_target(group, dict(group.members), configured, group.group_epoch, settings, now_ms,
-                                     soft=soft)
+    records: list = []
+    epoch = group.group_epoch
+    if configured is not None and group.topology is not None and configured.metadata_hash != group.metadata_hash:
+        # The shard's image is not the one the group's hash describes: a shard that moved to
+        # another kcoord process may load with an image older than the hash (each process
+        # refreshes its own), missing a topic created a moment before. The target computed
+        # from it is stamped with that image's hash in a new epoch, as the heartbeat does when
+        # the hash changes, so the next heartbeat after the image catches up starts another
+        # (the consumer groups' assignment timer does the same; tests/unit/group/streams/
+        # test_target_image.py).
+        epoch += 1
+        validated = group.topology.epoch if configured.is_ready() else -1
+        records.append(group_epoch_record(group, epoch, configured.metadata_hash, validated, settings))
+    target_records, target = compute_target(group, dict(group.members), configured, epoch, settings, now_ms,
+                                            soft=soft)
     end_quiet_hold(soft, target, settings)
-    return Result(records=records)
+    return Result(records=records + target_records)
 
 
 def on_loaded(shard: Any, now_ms: int) -> list:
