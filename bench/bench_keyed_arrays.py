@@ -35,16 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from coordinator.protocol.framing import write_uvarint  # noqa: E402  (after the path)
+
 MAX_DECODED = 4 * 1024 * 1024      # coordinator/config.py max_decoded_request_bytes
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def colliding_keys(n: int) -> list[str]:
@@ -72,10 +65,10 @@ def keys(kind: str, n: int) -> list[str]:
 
 def alter_replica_log_dirs(paths: list[str], correlation_id: int) -> bytes:
     """AlterReplicaLogDirs v2 (flexible, request header v2), each dir with no topic."""
-    body = bytearray(_uvarint(len(paths) + 1))
+    body = bytearray(write_uvarint(len(paths) + 1))
     for path in paths:
         raw = path.encode()
-        body += _uvarint(len(raw) + 1) + raw + b"\x01\x00"      # topics: empty; no tags
+        body += write_uvarint(len(raw) + 1) + raw + b"\x01\x00"      # topics: empty; no tags
     body += b"\x00"
     header = struct.pack(">hhih", 34, 2, correlation_id, 5) + b"bench" + b"\x00"
     payload = header + bytes(body)

@@ -342,3 +342,23 @@ def describe_groups(side: Coordinator, group: str) -> dict:
 def delete_groups(side: Coordinator, group: str) -> str:
     [result] = side.call(DELETE_GROUPS, 2, groups_names=(group,)).results
     return plain(result.error_code)
+
+
+STREAMS_GROUP_HEARTBEAT = 88
+
+
+def streams_changelog_topology(side: Coordinator, app: str, source: str) -> Any:
+    """A raw streams member's topology (StreamsGroupHeartbeat v1): subtopology 0 reads
+    ``source`` and writes the repartition topic; subtopology 1 reads it and keeps a store with
+    a changelog. The coordinator creates both internal topics."""
+    t = side.types(STREAMS_GROUP_HEARTBEAT, 1)
+
+    def info(name: str) -> Any:
+        return t.TopicInfo(name=name, partitions=0, replication_factor=0, topic_configs=())
+    return t.Topology(epoch=1, subtopologies=(
+        t.Subtopology(subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
+                      repartition_sink_topics=(f"{app}-repartition",), repartition_source_topics=(),
+                      copartition_groups=()),
+        t.Subtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
+                      state_changelog_topics=(info(f"{app}-store-changelog"),), repartition_sink_topics=(),
+                      repartition_source_topics=(info(f"{app}-repartition"),), copartition_groups=())))

@@ -25,7 +25,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from support.admin import create_topic
-from support.differential import KAFKA_EQUIVALENT, Coordinator, wait_for_coordinator, wait_knows_topic
+from support.differential import (
+    KAFKA_EQUIVALENT,
+    Coordinator,
+    streams_changelog_topology,
+    wait_for_coordinator,
+    wait_knows_topic,
+)
 from support.metrics import kcoord_with_metrics, sample
 from support.raw_client import call, create_topics_request, request, request_types
 from support.wait import wait_until
@@ -64,16 +70,7 @@ def join_with_changelog(side: Coordinator, app: str, source: str) -> None:
     """One raw streams member whose topology has a changelog: kcoord creates it (and the
     repartition topic) through its own link to Kafka."""
     t = side.types(HEARTBEAT, 1)
-
-    def info(name: str) -> Any:
-        return t.TopicInfo(name=name, partitions=0, replication_factor=0, topic_configs=())
-    topology = t.Topology(epoch=1, subtopologies=(
-        t.Subtopology(subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
-                      repartition_sink_topics=(f"{app}-repartition",), repartition_source_topics=(),
-                      copartition_groups=()),
-        t.Subtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
-                      state_changelog_topics=(info(f"{app}-store-changelog"),), repartition_sink_topics=(),
-                      repartition_source_topics=(info(f"{app}-repartition"),), copartition_groups=())))
+    topology = streams_changelog_topology(side, app, source)
     answer = side.call(
         HEARTBEAT, 1, group_id=app, member_id=uuid.uuid4().hex[:22], member_epoch=0, endpoint_information_epoch=0,
         instance_id=None, rack_id=None, rebalance_timeout=timedelta(seconds=30), topology=topology,

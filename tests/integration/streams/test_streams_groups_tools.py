@@ -36,6 +36,7 @@ from support.differential import (
     commit,
     offset_delete,
     set_kafka_group_config,
+    streams_changelog_topology,
     wait_for_coordinator,
     wait_knows_topic,
 )
@@ -75,22 +76,6 @@ def source(kafka44, kcoord) -> str:
 
 
 # ---------------------------------------------------------------- a raw streams member
-def topology(side: Coordinator, app: str, source: str):
-    """Subtopology 0 reads ``source`` and writes the repartition topic; subtopology 1 reads it
-    and keeps a store with a changelog."""
-    t = side.types(HEARTBEAT, 1)
-
-    def info(name: str):
-        return t.TopicInfo(name=name, partitions=0, replication_factor=0, topic_configs=())
-    return t.Topology(epoch=1, subtopologies=(
-        t.Subtopology(subtopology_id="0", source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
-                      repartition_sink_topics=(f"{app}-repartition",), repartition_source_topics=(),
-                      copartition_groups=()),
-        t.Subtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
-                      state_changelog_topics=(info(f"{app}-store-changelog"),), repartition_sink_topics=(),
-                      repartition_source_topics=(info(f"{app}-repartition"),), copartition_groups=())))
-
-
 class Member:
     """One streams member on StreamsGroupHeartbeat v1 that owns at once what it is given."""
 
@@ -146,7 +131,7 @@ def running_group(side: Coordinator, app: str, source: str, member_id: str) -> M
     wait_for_coordinator(side, app)
     set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0"})
     member = Member(side, app, member_id, "process-1")
-    joined = member.heartbeat(topology(side, app, source))
+    joined = member.heartbeat(streams_changelog_topology(side, app, source))
     assert int(joined.error_code) == 0, joined
     wait_until(lambda: (r := member.heartbeat()) and not r.status and member.active_count() == 2 * PARTITIONS,
                60, 0.2, f"{side.name}: the member runs its {2 * PARTITIONS} tasks")

@@ -20,10 +20,12 @@ from coordinator.gateway.list_offsets_hold import HoldablePending, merged, retry
 from coordinator.gateway.produce_check import OFFSET_FOR_LEADER_EPOCH
 from coordinator.gateway.routes import build_routes, route_key
 from coordinator.metrics import GATEWAY_FORWARDED_BYTES, GATEWAY_LIST_OFFSETS_HELD
-from coordinator.protocol.apis import LIST_OFFSETS, SASL_HANDSHAKE, request_class, response_class
-from coordinator.protocol.codec import decode_body, decode_response_frame, encode_response_frame
+from coordinator.protocol.apis import LIST_OFFSETS, SASL_HANDSHAKE, request_class
+from coordinator.protocol.codec import decode_body, decode_response_frame
 from coordinator.protocol.framing import decode_request_header
 from support.raw_client import encode_request, request_types
+
+from .test_tansu_list_offsets import list_answer
 
 ROUTES = build_routes({LIST_OFFSETS: (1, 11), SASL_HANDSHAKE: (0, 1)}, ())
 VERSIONS = tuple(range(1, 12))
@@ -48,20 +50,6 @@ def list_request(version: int, asks: dict[str, dict[int, int]], timeout_ms: int 
     if version >= 10:
         fields["timeout"] = timedelta(milliseconds=timeout_ms)
     return encode_request(LIST_OFFSETS, version, correlation_id, request_class(LIST_OFFSETS, version)(**fields))
-
-
-def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], correlation_id: int = 7,
-                throttle_ms: int = 0) -> bytes:
-    """answers: topic -> partition -> (error code, offset)."""
-    types: Any = __import__(response_class(LIST_OFFSETS, version).__module__, fromlist=["x"])
-    topics = tuple(types.ListOffsetsTopicResponse(name=name, partitions=tuple(
-        types.ListOffsetsPartitionResponse(partition_index=p, error_code=ErrorCode(e), timestamp=-1, offset=o)
-        for p, (e, o) in parts.items())) for name, parts in answers.items())
-    fields: dict[str, Any] = {"topics": topics}
-    if version >= 2:
-        fields["throttle_time"] = timedelta(milliseconds=throttle_ms)
-    return encode_response_frame(LIST_OFFSETS, version, correlation_id,
-                                 response_class(LIST_OFFSETS, version)(**fields))
 
 
 def throttle_ms(version: int, frame: bytes) -> int:

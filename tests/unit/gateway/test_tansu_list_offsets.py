@@ -42,7 +42,8 @@ def list_request(version: int, asks: dict[str, dict[int, int]], isolation_level:
     return encode_request(LIST_OFFSETS, version, correlation_id, request_class(LIST_OFFSETS, version)(**fields))
 
 
-def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], correlation_id: int = 7) -> bytes:
+def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], correlation_id: int = 7,
+                throttle_ms: int = 0) -> bytes:
     """answers: topic -> partition -> (error code, offset)."""
     types: Any = __import__(response_class(LIST_OFFSETS, version).__module__, fromlist=["x"])
     topics = tuple(types.ListOffsetsTopicResponse(name=name, partitions=tuple(
@@ -50,7 +51,7 @@ def list_answer(version: int, answers: dict[str, dict[int, tuple[int, int]]], co
         for p, (e, o) in parts.items())) for name, parts in answers.items())
     fields: dict[str, Any] = {"topics": topics}
     if version >= 2:
-        fields["throttle_time"] = timedelta(0)
+        fields["throttle_time"] = timedelta(milliseconds=throttle_ms)
     return encode_response_frame(LIST_OFFSETS, version, correlation_id,
                                  response_class(LIST_OFFSETS, version)(**fields))
 
