@@ -72,3 +72,37 @@ def test_a_target_computed_on_a_heartbeat_from_an_older_image_is_computed_again_
     owned = _reconcile(c, {"m1": r1.member_epoch, "m2": c.member("g", "m2").member_epoch})
     assert set().union(*owned.values()) == set(range(6)), owned
     assert sum(len(ps) for ps in owned.values()) == 6, owned
+
+
+def test_a_client_mode_group_whose_timer_meets_an_older_image_asks_again_once_it_catches_up():
+    """In client mode a member computes the target from a snapshot of the shard's image: the
+    timer first moves the group to the image's hash in a new epoch, then asks, so the
+    catch-up starts another epoch and another ask."""
+    from coordinator.protocol.private_apis import COMPUTE_ASSIGNMENT
+
+    from .test_client_assign import CsaContext
+
+    c = CsaContext(FOO, config=CoordinatorConfig(consumer_assignment_interval_ms=100))
+    for m in ("m1", "m2", "m3"):
+        assert c.csa("g", m, 0).error_code in (0, COMPUTE_ASSIGNMENT)
+    g = c.group("g")
+    assert g.assignment_epoch < g.group_epoch and g.client_assignor_index.listed
+    fresh_hash, epoch = g.metadata_hash, g.group_epoch
+
+    _moved_with_an_older_image(c)
+    c.advance(100)                   # the timer: the epoch moves to the older image's hash
+    g = c.group("g")
+    assert g.group_epoch == epoch + 1 and g.metadata_hash != fresh_hash
+    c.update_image(FOO)
+    assert c.csa("g", "m1", c.member("g", "m1").member_epoch).error_code in (0, COMPUTE_ASSIGNMENT)
+    g = c.group("g")
+    assert g.group_epoch == epoch + 2 and g.metadata_hash == fresh_hash
+
+
+def test_a_timer_whose_image_matches_the_hash_keeps_the_epoch():
+    c = ShardContext(FOO, config=CoordinatorConfig(consumer_assignment_interval_ms=100))
+    ok(c.heartbeat("g", "m1", 0, topics=["foo"]))
+    ok(c.heartbeat("g", "m2", 0, topics=["foo"]))
+    epoch = c.group("g").group_epoch
+    c.advance(100)
+    assert c.group("g").group_epoch == epoch == c.group("g").assignment_epoch

@@ -15,7 +15,7 @@ from ... import record_helpers as rh
 from ...errors import ApiError
 from ...group_types import Contribution
 from ...result import Result, ScheduleTimer, TimerOp
-from ...timers import TimerKind
+from ...timers import TimerKind, assignment_key
 from . import client_mode, regex_refresh
 from .assignment_pacing import assignment_timer
 from .group import ConsumerGroup, MemberState
@@ -49,9 +49,6 @@ def _on_assignment(shard: ConsumerView, key: tuple, payload: Any, now_ms: int) -
     group = shard.groups.get(key[1])
     if not isinstance(group, ConsumerGroup) or not group.members or group.assignment_epoch >= group.group_epoch:
         return Result()
-    asked = client_mode.on_assignment_timer(shard, group, now_ms)
-    if asked is not None:
-        return asked   # client mode: a member computes it (docs/design/client-assignors-spec.md)
     # The target is computed from this shard's image, which must be the one the group's
     # metadata hash describes. A shard that moved to another kcoord process may find an
     # image older than the hash (each process refreshes its own every
@@ -70,6 +67,13 @@ def _on_assignment(shard: ConsumerView, key: tuple, payload: Any, now_ms: int) -
         records.append(rh.group_epoch_record(group.group_id, epoch, image_hash))
         if group.has_partition_metadata_record:
             records.append(rh.partition_metadata_tombstone(group.group_id))
+        if client_mode.in_client_mode(group, None) is not None:
+            # a member computes it from a snapshot of this image: asked once the new epoch is
+            # replayed, by this timer again at once
+            return Result(records=records, timers=[ScheduleTimer(assignment_key(group.group_id), now_ms)])
+    asked = client_mode.on_assignment_timer(shard, group, now_ms)
+    if asked is not None:
+        return asked   # client mode: a member computes it (docs/design/client-assignors-spec.md)
     try:
         target_records, _ = compute_target_assignment(shard, group, epoch, None, now_ms)
     except ApiError as e:
