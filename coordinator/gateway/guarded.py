@@ -26,7 +26,7 @@ from .admin_policy import Policy
 from .badinput import BODY, HEADER
 from .forward import MergingPending, NoResponseExpected, Pending
 from .keyed_arrays import duplicate_key
-from .produce_check import UNDECIDED, RecordChecks, RepeatedKeys, record_checks
+from .produce_check import UNDECIDED, RecordChecks, Refused, record_checks
 from .routes import Route
 from .safeguards import Rules, Safeguards
 from .state_guard import METRIC_API, SIZED_APIS, UPDATE_FEATURES, Allowed, Close, Local, Split
@@ -80,7 +80,7 @@ class GuardStage:
         except HeaderError as e:
             client.reject(str(e), route, correlation_id, reason=HEADER)
             return
-        except RepeatedKeys as e:   # it parses: its topic names are what Kafka's parse cannot take
+        except Refused as e:   # it parses as far as read: its names or its size are what kcoord refuses
             client.reject(str(e), route, correlation_id, reason=BODY)
             return
         except BodyError as e:

@@ -12,11 +12,12 @@ Rules:
   enforced unless set: kcoord does not know a topic's own max.message.bytes, and a default
   lower than it would refuse what Kafka accepts. Unset, the frame bound applies
   (socket.request.max.bytes).
-- A walked Produce (up to max_decoded_request_bytes) is checked after the generic bounded
-  walk (protocol/checked.py), so every length read here fits the frame. A larger one is
-  not walked (state_guard.py says why): its batches are checked when it has at most
-  LARGE_PRODUCE_PARTITIONS partitions, each span held to the frame; a refusal then walks
-  it before it is decoded. Above the budget it is forwarded unchecked.
+- A Produce up to max_decoded_request_bytes is checked after the generic bounded walk
+  (protocol/checked.py), so every length read here fits the frame. A larger one is read
+  here first, each name and span held to the frame, within MAX_NAMED_PARTITIONS topics and
+  partitions (state_guard.py says why), and walked only after: over the bound, or not
+  fitting its frame, it is refused whole (TooLarge, BodyError: the connection is closed).
+  So no Produce goes up unwalked, nor with its records unchecked when the checks are on.
 - Produce's ``topic_data`` is a keyed array (``mapKey`` name up to v12, topic id from v13,
   which kcoord forwards in front of Kafka 4.1+, leader_endpoints.py): Kafka's network
   thread parses it into a hash table whose cost a repeated key, or keys whose Java hash
@@ -25,11 +26,9 @@ Rules:
   twice, and one of at least NAMES_LAID_OUT_FROM topics whose keys would crowd Kafka's
   table (keyed_arrays.crowded), by raising RepeatedKeys:
   the connection is closed, as for any body Kafka could not take. The names are read in
-  every Produce of more than one topic, with the record checks off too, and in a Produce
-  not walked (above max_decoded_request_bytes) past its records' budget, up to
-  MAX_NAMED_PARTITIONS topics and partitions: above that, or when its bytes do not parse,
-  such a Produce is refused by the same close. Forwarded unread, one of 100 MiB could hold
-  10**5 names of one hash code and hold a Kafka network thread for hours.
+  every Produce of more than one topic, with the record checks off too. Forwarded unread,
+  one of 100 MiB could hold 10**5 names of one hash code and hold a Kafka network thread
+  for hours.
 - Cost: a few integer reads per topic and partition, O(1) per batch, plus the CRC in C when
   on (bench/bench_produce_checks.py); the names: nothing for one topic, a set of name
   slices for more (bench/bench_keyed_arrays.py check).
@@ -49,10 +48,6 @@ from ..protocol.record_batch_check import check_partition_records
 from .keyed_arrays import crowded, java_string_hash, java_uuid_hash
 
 RULE_RECORDS = "produce_records"   # metric label value (kcoord_gateway_safeguard_refusals_total)
-# A Produce above max_decoded_request_bytes is not walked (state_guard.py says why); its
-# batches are still checked when it has at most this many partitions (big batches, the
-# usual reason for a big request), at a cost linear in them. Above it: forwarded unchecked.
-LARGE_PRODUCE_PARTITIONS = 1_000
 OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tansu 0.6
 # Produce's names are laid out as Kafka's table would seat them (keyed_arrays.crowded) from
 # this many topics: below it one crowd of one hash code costs Kafka at most 256**3/6 steps
@@ -60,14 +55,16 @@ OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tan
 # (bench/bench_keyed_arrays.py check). Produce has one keyed array, so crowds cannot add up
 # over many arrays as in the admin requests (keyed_arrays.SIMULATED_FROM).
 NAMES_LAID_OUT_FROM = 256
-# A Produce not walked beforehand has its names read to this many topics and partitions
-# (86 ms of the event loop for 100,000 partitions of two topics, 134 ms for 50,000 topics of
-# one each, measured on a loaded 2-core machine; the generic walk of a frame of
-# max_decoded_request_bytes may meet ~460,000 tiny partitions): a producer's request names
-# the partitions one broker leads, and no Kafka broker leads so many. Above it: refused.
+# A Produce above max_decoded_request_bytes is read here, then walked and checked, up to this
+# many topics and partitions: a producer's request names the partitions one broker leads, and
+# no Kafka broker leads so many. Above it: refused. At the bound, tiny batches, idle machine:
+# this read 40 ms (two topics) to 105 ms (50,000 topics), the walk 40 ms, the record checks
+# 145-165 ms (the read included); a walked frame of max_decoded_request_bytes may hold
+# ~520,000 empty partitions (walk 100 ms, checks 540 ms), so the bound keeps a larger frame
+# inside the same envelope (bench/bench_large_produce.py; docs/measurements/hostile-input.md).
 MAX_NAMED_PARTITIONS = 100_000
 # A name longer than this is refused by Kafka's generated reader ("had invalid length"); a
-# frame not walked is held to it here, as the generic walk holds a walked one.
+# frame not yet walked is held to it here, as the generic walk holds a walked one.
 MAX_NAME_LENGTH = 0x7FFF
 # Laying names out means hashing them in Python (~0.1 µs a byte): a Produce of at least
 # NAMES_LAID_OUT_FROM topics whose names take more than this is refused. Kafka's topic
@@ -107,32 +104,28 @@ def _skip_tags(frame: bytes, pos: int, end: int) -> int:
     return pos
 
 
-class RepeatedKeys(BodyError):
+class Refused(BodyError):
+    """A Produce that parses as far as it was read, refused whole and never forwarded: the
+    connection is closed, as Kafka closes one whose body it cannot take."""
+
+
+class RepeatedKeys(Refused):
     """A Produce naming one topic twice, or topics whose names would crowd Kafka's table
-    (keyed_arrays.py): refused whole, never forwarded."""
+    (keyed_arrays.py)."""
 
 
-class _Unchecked(Exception):
-    """A Produce not walked beforehand has more partitions than the budget, or does not fit
-    its frame: its records are forwarded unchecked (the upstream checks them), once its
-    names were read (check_names)."""
-
-
-class _OverBudget(_Unchecked):
-    """More topics and partitions than the budget."""
-
-
-class _PastFrame(_Unchecked):
-    """A record span or a name past the frame, or a name no Kafka reader takes."""
+class TooLarge(Refused):
+    """A Produce above max_decoded_request_bytes of more than MAX_NAMED_PARTITIONS topics and
+    partitions."""
 
 
 def record_spans(frame: bytes, offset: int, version: int,
                  budget: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     """(topic position, partition position, start, end) of each partition's records in a
     framed Produce body starting at ``offset``. Walked already, its lengths fit; with a
-    ``budget`` (a frame not walked) a record span past the frame, or more topics and
-    partitions than the budget, raise _Unchecked (a length read past the frame raises struct.error or
-    Malformed)."""
+    ``budget`` (a frame not walked yet) more topics and partitions than the budget raise
+    TooLarge, a name or record span past the frame, or a name no Kafka reader takes,
+    BodyError, and a length read past the frame struct.error or Malformed (_unfit says so)."""
     end = len(frame)
     seen = 0
     flexible = version >= FIRST_FLEXIBLE
@@ -151,7 +144,7 @@ def record_spans(frame: bytes, offset: int, version: int,
         if budget is not None:            # topics count too: one with no partition costs a step
             seen += 1
             if seen > budget:
-                raise _OverBudget(f"more than {budget:,} topics and partitions")
+                raise _too_large(end, version, budget)
         if version >= FIRST_TOPIC_ID:
             if keep is not None:
                 keep(frame[pos:pos + 16])
@@ -159,7 +152,7 @@ def record_spans(frame: bytes, offset: int, version: int,
         else:
             length, pos = prefix(pos, False)
             if budget is not None and not 0 <= length <= MAX_NAME_LENGTH:   # Kafka's reader refuses it too
-                raise _PastFrame(f"topic_data[{t}].name has invalid length {length}")
+                raise BodyError(f"Produce v{version}: topic_data[{t}].name has invalid length {length}")
             if keep is not None:
                 keep(frame[pos:pos + length])      # a walked name is never null (-1)
             pos += length
@@ -171,14 +164,17 @@ def record_spans(frame: bytes, offset: int, version: int,
             if budget is not None:
                 seen += 1
                 if seen > budget:
-                    raise _OverBudget(f"more than {budget:,} topics and partitions")
+                    raise _too_large(end, version, budget)
                 if pos > end:
-                    raise _PastFrame(f"topic_data[{t}].partition_data[{p}]'s records end past the frame")
+                    raise BodyError(f"Produce v{version}: topic_data[{t}].partition_data[{p}]'s records end "
+                                    f"past the frame")
             yield t, p, start, (start if length < 0 else pos)
             if flexible:
                 pos = _skip_tags(frame, pos, end)
         if flexible:
             pos = _skip_tags(frame, pos, end)
+    if budget is not None and pos > end:
+        raise BodyError(f"Produce v{version}: its topic_data ends past the frame")
     if names is not None:
         _check_names(names, version)
 
@@ -195,18 +191,25 @@ def _topic_count(frame: bytes, offset: int, flexible: bool) -> tuple[int, int]:
 
 def check_names(frame: bytes, offset: int, version: int, walked: bool) -> None:
     """Raise RepeatedKeys if a Produce of more than one topic names one twice or names that
-    would crowd Kafka's table; for a frame not ``walked`` also past MAX_NAMED_PARTITIONS topics
-    and partitions, or when it does not parse (a BodyError: the connection is closed)."""
+    would crowd Kafka's table; for a frame not ``walked`` yet also TooLarge past
+    MAX_NAMED_PARTITIONS topics and partitions, or BodyError when it does not fit its frame
+    (the connection is closed)."""
+    if walked and _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
+        return
     try:
-        if _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
-            return
         for _ in record_spans(frame, offset, version, None if walked else MAX_NAMED_PARTITIONS):
             pass
-    except _OverBudget as e:
-        raise RepeatedKeys(f"Produce v{version} of {len(frame) - 4:,} bytes: {e}: its topic names cannot be "
-                           f"read within kcoord's bound, and Kafka's parse of them cannot be bounded") from None
-    except (_PastFrame, Malformed, struct.error) as e:
-        raise BodyError(f"Produce v{version}: {e or 'a length past the end of the frame'}") from None
+    except (Malformed, struct.error) as e:      # only a frame not walked yet: a length past its end
+        raise _unfit(version, e) from None
+
+
+def _too_large(end: int, version: int, budget: int) -> TooLarge:
+    return TooLarge(f"Produce v{version} of {end - 4:,} bytes has more than {budget:,} topics and partitions: "
+                    f"above max_decoded_request_bytes kcoord reads no more, and no Kafka broker leads so many")
+
+
+def _unfit(version: int, e: Exception) -> BodyError:
+    return BodyError(f"Produce v{version}: {e or 'a length past the end of the frame'}")
 
 
 def _check_names(keys: list[bytes], version: int) -> None:
@@ -242,25 +245,21 @@ def _shown(name: bytes) -> str:
 
 
 def refused_partitions(frame: bytes, offset: int, version: int, checks: RecordChecks,
-                       budget: int | None = None) -> dict[tuple[int, int], tuple[int, str]] | None:
+                       walked: bool = True) -> dict[tuple[int, int], tuple[int, str]] | None:
     """(topic position, partition position) -> (Kafka error code, message) of each partition
-    whose records Kafka would refuse; None when all pass (the common case). With a
-    ``budget`` (a frame not walked, see LARGE_PRODUCE_PARTITIONS) None also when the frame
-    could not be checked within it."""
+    whose records Kafka would refuse; None when all pass (the common case). A frame not
+    ``walked`` yet is read within MAX_NAMED_PARTITIONS (record_spans)."""
     refused: dict[tuple[int, int], tuple[int, str]] | None = None
     view = memoryview(frame)
     max_bytes, crc = checks.max_message_bytes, checks.verify_crc
     try:
-        for t, p, start, stop in record_spans(frame, offset, version, budget):
+        for t, p, start, stop in record_spans(frame, offset, version, None if walked else MAX_NAMED_PARTITIONS):
             error = check_partition_records(view[start:stop] if stop > start else None,
                                             max_message_bytes=max_bytes, verify_crc=crc, api_version=version)
             if error is not None:
                 if refused is None:
                     refused = {}
                 refused[t, p] = error
-    except (_Unchecked, Malformed, struct.error):
-        if budget is None:
-            raise
-        check_names(frame, offset, version, walked=False)     # the names, whatever the records' budget
-        return None
+    except (Malformed, struct.error) as e:      # only a frame not walked yet: a length past its end
+        raise _unfit(version, e) from None
     return refused

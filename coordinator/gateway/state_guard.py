@@ -62,7 +62,6 @@ from .admin_limits import CAPPED_APIS, ClusterFacts, record_cap, shown
 from .admin_limits import RULE_RECORDS as RULE_ADMIN_RECORDS
 from .admin_policy import Policy, Verdict, judge, judge_configs
 from .produce_check import (
-    LARGE_PRODUCE_PARTITIONS,
     RULE_RECORDS,
     UNDECIDED,
     RecordChecks,
@@ -241,15 +240,13 @@ class StateTopicGuard:
         id bytes anywhere, or a refused batch, is decoded: a byte search in C costs next to
         nothing, and the decode is the rare path.
 
-        A larger Produce (max_decoded_request_bytes, kcoord's own setting) is not walked:
-        the walk runs on the event loop, linear in its topics and partitions, and one
-        socket.request.max.bytes frame of tiny partitions would stall every client for
-        seconds. It is forwarded after its acks are read, as Kafka's upstream parses it
-        itself; its batches are still checked within a budget of partitions
-        (produce_check.LARGE_PRODUCE_PARTITIONS), and it is walked only if one is refused.
-        If its bytes hold the state topic's name or id it could only be told apart by that
-        walk, so it closes the connection instead (a Produce above the bound needs a
-        max.request.size above Kafka producers' 1 MiB default, and the name in its bytes).
+        A larger Produce (above max_decoded_request_bytes, kcoord's own setting) is read
+        first within produce_check.MAX_NAMED_PARTITIONS topics and partitions, then walked:
+        the walk runs on the event loop, linear in them, and one socket.request.max.bytes
+        frame of tiny partitions would stall every client for seconds. Over the bound, or
+        not fitting its frame, it is refused whole (the connection is closed): nothing goes
+        up unwalked, where a body no Kafka reader takes has killed Tansu
+        (docs/measurements/hostile-input.md).
 
         Refusals are per partition, in Kafka's order: a state-topic partition gets
         INVALID_TOPIC_EXCEPTION (ReplicaManager refuses internal topics before it validates
@@ -272,21 +269,15 @@ class StateTopicGuard:
             raise BodyError(f"{cls.__name__} v{version}: {e}") from None
         bad = None
         if checks is not None:
-            bad = refused_partitions(frame, body_offset, version, checks,
-                                     None if walked else LARGE_PRODUCE_PARTITIONS)
-            if bad is not None and not walked:
-                walk()   # a refusal is answered per partition: the request is decoded, so walked first
-                walked = True
+            bad = refused_partitions(frame, body_offset, version, checks, walked)
         else:   # record checks off: names are still Kafka's parse cost (produce_check.py); one topic: 0.31 µs
             check_names(frame, body_offset, version, walked)
+        if not walked:
+            walk()      # read within the bound above: its topics and partitions are few enough
         id_bytes = self._topic_id_bytes() if version >= FIRST_TOPIC_ID else None
         named = self._name_bytes in frame or (id_bytes is not None and id_bytes in frame)
         if not named and bad is None:
             return acks, None
-        if not walked:
-            return acks, Close(f"Produce of {len(frame) - 4} bytes, above max_decoded_request_bytes="
-                               f"{self.max_walked_frame - 4}, holds the state topic's name or id: it cannot "
-                               f"be checked without a walk kcoord does not do at that size")
         request = decode_body(cls, frame, body_offset)
         topics = request.topic_data
         state = {i for i, t in enumerate(topics)

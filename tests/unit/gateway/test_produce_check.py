@@ -6,13 +6,16 @@ import sys
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
+from coordinator.gateway import produce_check
 from coordinator.gateway.produce_check import (
-    LARGE_PRODUCE_PARTITIONS,
     RecordChecks,
+    TooLarge,
     record_checks,
     record_spans,
     refused_partitions,
@@ -123,23 +126,34 @@ def test_without_checks_nothing_is_checked() -> None:
     assert StateTopicGuard(STATE, lambda: STATE_ID, lambda: True).produce(data, 9, offset) == (-1, None)
 
 
-def test_a_produce_above_the_walk_bound_is_checked_within_a_partition_budget() -> None:
+def test_a_produce_above_the_walk_bound_is_read_within_a_bound_then_walked_and_checked(monkeypatch: Any) -> None:
+    """Above max_decoded_request_bytes a Produce is read within MAX_NAMED_PARTITIONS topics and
+    partitions, then walked and checked as any other: over the bound, or not fitting its frame
+    (one topic too), it is refused whole; nothing goes up unwalked or with unchecked records."""
     small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
     data, offset = produce(9, [("a", [(0, batch()), (1, bad_crc())])])
     acks, decision = small.produce(data, 9, offset, CHECKS)
-    assert isinstance(decision, Split)      # checked, walked because refused, split
-    # Over the budget (topics count too), or not fitting its frame: forwarded unchecked.
-    many, offset = produce(9, [(f"t{i}", []) for i in range(LARGE_PRODUCE_PARTITIONS)] + [("a", [(0, bad_crc())])])
-    assert small.produce(many, 9, offset, CHECKS) == (-1, None)
-    assert refused_partitions(data[:-20], offset, 9, CHECKS, budget=LARGE_PRODUCE_PARTITIONS) is None
+    assert isinstance(decision, Split)      # checked, walked, split
+    monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 1_000)
+    many, offset = produce(9, [("t", [(p, batch()) for p in range(1_000)] + [(1_000, bad_crc())])])
+    with pytest.raises(TooLarge, match=r"Produce v9 of [\d,]+ bytes has more than 1,000 topics and partitions"):
+        small.produce(many, 9, offset, CHECKS)
+    with pytest.raises(TooLarge):
+        small.produce(many, 9, offset, None)                 # the record checks off too
+    good, offset = produce(9, [("t", [(p, batch()) for p in range(999)])])     # 1,000 with its topic
+    assert small.produce(good, 9, offset, CHECKS) == (-1, None)
+    with pytest.raises(BodyError, match=r"partition_data\[0\]'s records end past the frame"):
+        refused_partitions(data[:-120], offset, 9, CHECKS, walked=False)
+    broken = frame(good[4:-3])                                # the last batch cut short: the walk refuses it
+    for checks in (CHECKS, None):
+        with pytest.raises(BodyError):
+            small.produce(broken, 9, offset, checks)
 
 
 def test_an_unwalked_frame_cut_or_flipped_anywhere_raises_only_a_body_error() -> None:
-    """A Produce not walked beforehand is forwarded unchecked when its records cannot be checked
-    within the budget, but one of several topics has its names read (produce_check.check_names):
-    a cut or flipped one that no longer parses is a BodyError (the connection closed), or
-    RepeatedKeys when a flipped length makes two names one; never another exception. Topic ids
-    (v13) are not a crowd Kafka's table can suffer: never refused."""
+    """A Produce not walked beforehand is read within a bound before its walk: a cut or flipped
+    one that no longer parses is a BodyError (the connection closed; RepeatedKeys and TooLarge
+    are BodyErrors), never another exception."""
     import random
 
     rng = random.Random(7)
@@ -147,16 +161,18 @@ def test_an_unwalked_frame_cut_or_flipped_anywhere_raises_only_a_body_error() ->
         key = uuid.uuid4() if version >= 13 else "topic"
         data, offset = produce(version, [(key, [(0, batch()), (1, None)]), ("other" if version < 13 else uuid.uuid4(),
                                                                              [(2, bad_crc())])])
-        assert refused_partitions(data, offset, version, CHECKS, budget=LARGE_PRODUCE_PARTITIONS) is not None
+        assert refused_partitions(data, offset, version, CHECKS, walked=False) is not None
         variants = [data[:cut] for cut in range(offset, len(data))]
         for _ in range(300):
             flipped = bytearray(data)
             flipped[rng.randrange(offset, len(data))] = rng.randrange(256)
             variants.append(bytes(flipped))
-        refused = 0
+        small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
+        refused = []
         for variant in variants:
             try:
-                refused_partitions(variant, offset, version, CHECKS, budget=LARGE_PRODUCE_PARTITIONS)
+                small.produce(variant, version, offset, CHECKS)
             except BodyError:
-                refused += 1
-        assert refused > 0
+                refused.append(variant)
+        assert all(cut in refused for cut in variants[:len(data) - offset])    # every cut: none is whole
+        assert len(refused) > len(data) - offset

@@ -13,10 +13,10 @@ import pytest
 from coordinator.gateway import produce_check
 from coordinator.gateway.guarded import GuardStage
 from coordinator.gateway.produce_check import (
-    LARGE_PRODUCE_PARTITIONS,
     NAMES_LAID_OUT_FROM,
     RecordChecks,
     RepeatedKeys,
+    TooLarge,
     refused_partitions,
 )
 from coordinator.gateway.routes import build_routes, route_key
@@ -36,7 +36,7 @@ def test_a_topic_named_twice_is_refused(version: int) -> None:
         refused_partitions(data, offset, version, CHECKS)
     # a Produce not walked beforehand is checked within its budget too
     with pytest.raises(RepeatedKeys):
-        refused_partitions(data, offset, version, CHECKS, budget=1_000)
+        refused_partitions(data, offset, version, CHECKS, walked=False)
 
 
 def test_distinct_names_and_one_topic_pass() -> None:
@@ -88,22 +88,21 @@ def test_the_gateway_closes_instead_of_forwarding() -> None:
     assert client.forwarded == [good] and len(client.rejected) == 1
 
 
-def test_a_produce_past_its_records_budget_still_has_its_names_read(monkeypatch: Any) -> None:
-    """Above max_decoded_request_bytes a Produce's records are checked within a budget only,
-    but its names are what Kafka's parse suffers: read past the budget, to a bound above which
-    the Produce is refused (one of 100 MiB could name 10**5 topics of one hash code)."""
+def test_a_produce_above_the_walk_bound_has_its_names_read_too(monkeypatch: Any) -> None:
+    """Above max_decoded_request_bytes a Produce is read within MAX_NAMED_PARTITIONS before its
+    walk (one of 100 MiB could name 10**5 topics of one hash code): a repeated name is refused
+    as in a walked one, and past the bound the whole Produce is."""
     small = StateTopicGuard("__state", lambda: None, lambda: True, max_walked_frame=10)
-    names = [f"t{i}" for i in range(LARGE_PRODUCE_PARTITIONS)] + ["t7"]
+    names = [f"t{i}" for i in range(1_000)] + ["t7"]
     twice, offset = produce(9, [(name, [(0, batch())]) for name in names])
-    with pytest.raises(RepeatedKeys, match=r"topic_data\[1000\] repeats the name of topic_data\[7\]"):
-        small.produce(twice, 9, offset, CHECKS)
-    distinct, offset = produce(9, [(f"t{i}", [(0, batch())]) for i in range(LARGE_PRODUCE_PARTITIONS + 1)])
-    assert small.produce(distinct, 9, offset, CHECKS) == (-1, None)     # forwarded, records unchecked
+    for checks in (CHECKS, None):
+        with pytest.raises(RepeatedKeys, match=r"topic_data\[1000\] repeats the name of topic_data\[7\]"):
+            small.produce(twice, 9, offset, checks)
+    distinct, offset = produce(9, [(f"t{i}", [(0, batch())]) for i in range(1_001)])
+    assert small.produce(distinct, 9, offset, CHECKS) == (-1, None)
     monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 1_500)
-    with pytest.raises(RepeatedKeys, match="more than 1,500 topics and partitions: its topic names cannot be read"):
+    with pytest.raises(TooLarge, match="more than 1,500 topics and partitions: above max_decoded_request_bytes"):
         small.produce(distinct, 9, offset, CHECKS)
-    one_topic, offset = produce(9, [("t", [(p, batch()) for p in range(2_000)])])
-    assert small.produce(one_topic, 9, offset, CHECKS) == (-1, None)   # one name: nothing to crowd
 
 
 def test_with_the_record_checks_off_names_are_still_read() -> None:

@@ -173,20 +173,22 @@ def test_alter_configs_on_the_state_topic_is_allowed_and_noted() -> None:
     assert guard().admin(ALTER_CONFIGS, 2, request, data, offset) is None
 
 
-def test_a_produce_above_the_walk_bound_is_forwarded_unwalked_unless_it_holds_the_state_topic() -> None:
-    """Review item 1: the walk runs on the event loop, so a Produce above
-    max_decoded_request_bytes is not walked (a truncated body is left to upstream); one
-    whose bytes hold the state topic's name cannot be checked without it, so it closes."""
+def test_a_produce_above_the_walk_bound_is_walked_within_a_bound_and_guarded_as_any_other() -> None:
+    """The walk runs on the event loop, so a Produce above max_decoded_request_bytes is read
+    within produce_check.MAX_NAMED_PARTITIONS topics and partitions first, then walked: one cut
+    short is refused as a walked one is (nothing goes up unwalked), and one naming the state
+    topic is answered as a walked one is."""
     data, offset = produce(9, [("orders", [0, 1])])
     broken = frame(data[4:-3])                      # the last partition's records cut short
     small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=len(broken) - 1)
-    assert small.produce(broken, 9, offset) == (-1, None)
-    with pytest.raises(BodyError):
-        guard().produce(broken, 9, offset)          # walked at the default bound: refused
+    for g in (small, guard()):
+        with pytest.raises(BodyError):
+            g.produce(broken, 9, offset)
     named, named_offset = produce(9, [(STATE, [0])])
     small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=len(named) - 1)
+    assert small.produce(named, 9, named_offset) == guard().produce(named, 9, named_offset)
     acks, decision = small.produce(named, 9, named_offset)
-    assert isinstance(decision, Close) and "max_decoded_request_bytes" in decision.reason
+    assert isinstance(decision, Local)
 
 
 def test_the_state_topic_id_bytes_are_computed_once_per_id() -> None:
