@@ -15,8 +15,11 @@ Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness)
   ceil(tasks / members) let members that joined one by one keep
   7, 7, ... 4, 4 of 64 tasks over 10, and the next join then moved tasks between members that
   stayed (docs/measurements/streams-rebalance.md);
-- actives, tasks by subtopology then partition (Kafka: partition, then subtopology; kept for
-  the quiet hold's trickle, see `_assign_active`): the task's previous active owner if under
+- each member's previous tasks are its current assignment (`StreamsGroupMember.assignedTasks()`,
+  as Kafka 4.4's `TargetAssignmentBuilder` hands them), not its last target: a member that has
+  not revoked what a target took from it still holds it, one not yet given what a target gave
+  it holds nothing (membership.compute_target);
+- actives, tasks by partition then subtopology, as Kafka: the task's previous active owner if under
   the active quota; then, for those left, its "previous standby" candidates
   (`collectStandbyCandidates`, `STANDBY_CANDIDATE_ORDER`): the members that had it as a
   standby plus those that reported an offset for it (its state is on their disk, offsets.py),
@@ -59,7 +62,7 @@ log = logging.getLogger("kcoord.streams.assignor")
 @dataclass(frozen=True, slots=True)
 class MemberSpec:
     process_id: str
-    previous: Tasks      # the member's assignment so far (its target), for stickiness
+    previous: Tasks      # the member's current assignment (Kafka's assignedTasks), for stickiness
     # the member's last reported TaskOffsets (offsets.py): the tasks whose state it has on disk
     reported: Mapping[Task, int] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -187,11 +190,9 @@ def _assign_active(load: _Load, total: _Quota, tasks: list[Task], prev_active: d
         total.took(load.member[m])
 
     waiting = []
-    # Kafka walks these two passes by partition, then subtopology; kcoord by subtopology, then
-    # partition: the quiet hold's trickle hands a member the first tasks of its target in that
-    # order, which stay its own at the next join only if the assignor keeps them first
-    # (membership.py; docs/design/streams-groups.md, "The sticky assignor's placement")
-    for t in tasks:
+    # Kafka's `assignActive` walks these two passes by partition, then subtopology
+    # (docs/design/streams-groups.md, "The sticky assignor's placement")
+    for t in sorted(tasks, key=_by_partition):
         owner = prev_active.get(t)
         if owner is not None and load.member[owner] < quota.per_member:
             give(owner, t)

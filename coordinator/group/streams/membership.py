@@ -26,8 +26,9 @@ Rules:
   holds the target back; targets are computed at every join as without it, but until the hold
   ends (the same quiet period and bound) each member is handed at most k active tasks, the
   first ones of its target in task order (`trickle_cap`, reconciliation.py). The sticky
-  assignor walks tasks in that order and keeps a member's earlier target up to its share, so
-  while every member's share is at least k nothing handed out has to move; the rest of each
+  assignor starts from what members hold (Kafka's rule, `compute_target`) and keeps it up to
+  each member's share, so while every member's share is at least k nothing handed out has to
+  move; the rest of each
   target is held by nobody and goes to whoever joins. A capped member is told to come back
   when the hold may end, and gets the rest then. The hold ends sooner once the current target
   is over floor(tasks / k) members (two at least): the trickle is full (`filled`);
@@ -54,7 +55,6 @@ from ..result import CancelTimer, ScheduleTimer
 from . import records as rh
 from .assignor import MemberSpec, assign
 from .model import (
-    EMPTY_TASKS,
     MemberState,
     Soft,
     StreamsGroup,
@@ -247,10 +247,12 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     """Records 21 (members whose target changed) and 20, and the new target of every member.
     ``topology``: the group's, or the one a first join stores in this same heartbeat; ``soft``:
     the group's soft state, whose members' reported task offsets rank the assignor's standby
-    candidates (Kafka's `TargetAssignmentBuilder.withTaskOffsets`)."""
+    candidates (Kafka's `TargetAssignmentBuilder.withTaskOffsets`). Each member's previous
+    tasks are its current assignment, as Kafka 4.4 hands the assignor
+    `StreamsGroupMember.assignedTasks()` (not its target, as consumer groups do)."""
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
     reported = {} if soft is None else of_members(soft.task_offsets, members)
-    specs = {mid: MemberSpec(m.process_id, group.target.get(mid, EMPTY_TASKS), reported.get(mid, NONE))
+    specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE))
              for mid, m in members.items()}
     topology = topology or group.topology
     stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics) \

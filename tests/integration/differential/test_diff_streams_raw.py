@@ -541,9 +541,8 @@ def targets(side: Coordinator, app: str, members: int) -> Any:
 
 
 def reconciled(side: Coordinator, app: str, members: tuple[StreamsMember, ...]) -> None:
-    """Heartbeats until every member holds its target: Kafka's assignor starts from the
-    members' current assignments (`StreamsGroupMember.assignedTasks()`), kcoord's from their
-    targets, the same once reconciled."""
+    """Heartbeats until every member holds its target (the assignor then starts from those
+    assignments, `StreamsGroupMember.assignedTasks()`)."""
     def done() -> bool:
         for m in members:
             m.heartbeat()
@@ -588,5 +587,53 @@ def test_standby_placement_is_kafka_44s(three_sides, input_topic):
     standby = {m: t["standby_tasks"] for m, t in kafka["a third member"]["targets"].items()}
     assert active == {ids[0]: [("0", [0, 1])], ids[1]: [("0", [2])], ids[2]: [("0", [3])]}
     assert standby == {ids[0]: [("0", [2])], ids[1]: [("0", [1, 3])], ids[2]: [("0", [0])]}
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
+
+
+# ---------------------------------------------------------------- the sticky assignor's active order
+@pytest.fixture(scope="module")
+def second_input(kafka44, tansu, three_sides) -> str:
+    """A second input topic of INPUT_PARTITIONS partitions, on Kafka and on Tansu."""
+    name = f"streams-input-b-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka44.bootstrap, name, INPUT_PARTITIONS)
+    create_topic(tansu.bootstrap, name, INPUT_PARTITIONS)
+    for side in three_sides:
+        wait_knows_topic(side, name, INPUT_PARTITIONS)
+    return name
+
+
+def two_sources(side: Coordinator, first: str, second: str):
+    """Two stateless subtopologies reading one input topic each: eight tasks, no internal topic."""
+    t = side.types(HEARTBEAT, 1)
+    return t.Topology(epoch=1, subtopologies=tuple(t.Subtopology(
+        subtopology_id=sid, source_topics=(source,), source_topic_regex=(), state_changelog_topics=(),
+        repartition_sink_topics=(), repartition_source_topics=(), copartition_groups=())
+        for sid, source in (("0", first), ("1", second))))
+
+
+def active_order(t: Transcript, first: str, second: str, ids: list[str], suffix: str) -> Transcript:
+    """A runs the eight tasks alone; B joins. The active quota is 4: A keeps the first four of
+    its tasks in Kafka 4.4's order, by partition then subtopology, and B is given the rest."""
+    side = t.side
+    app = f"diff-order-{suffix}-{side.name}"
+    wait_for_coordinator(side, app)
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0"})
+    a, b = (StreamsMember(side, app, ids[i], ids[2 + i]) for i in range(2))
+    a.note(a.join(two_sources(side, first, second)))
+    wait_until(lambda: a.heartbeat() and a.active_count() == 2 * INPUT_PARTITIONS, 60, 0.2,
+               f"{side.name}: the first member runs the eight tasks")
+    b.note(b.join(two_sources(side, first, second)))
+    t.add("a second member", targets(side, app, 2))
+    for member in (a, b):
+        assert int(member.heartbeat(epoch=-1).error_code) == 0
+    return t
+
+
+def test_the_active_pass_walks_tasks_by_partition_as_kafka_44(three_sides, input_topic, second_input):
+    ids, suffix = member_ids(4), uuid.uuid4().hex[:6]
+    kafka, *kcoords = (active_order(Transcript(side), input_topic, second_input, ids, suffix) for side in three_sides)
+    active = {m: t["active_tasks"] for m, t in kafka["a second member"]["targets"].items()}
+    assert active == {ids[0]: [("0", [0, 1]), ("1", [0, 1])], ids[1]: [("0", [2, 3]), ("1", [2, 3])]}
     for kcoord in kcoords:
         assert_same(kafka, kcoord)
