@@ -256,6 +256,16 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.005)
 
 
+async def held_both() -> tuple[bytes, UpstreamLink, HoldablePending, FakeTransport, FakeClient]:
+    """A ListOffsets v9 of fresh topic c's partitions 0 and 1, both answered
+    NOT_LEADER_OR_FOLLOWER: held, its first retry sent. (request, link, slot, transport, client)"""
+    request = list_request(9, {"c": {0: -1, 1: -1}})
+    link, slot, transport, client = linked(9, request, fresh_of("c"))
+    link.data_received(list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}}))
+    await until(lambda: len(transport.writes) == 1, "the first retry")
+    return request, link, slot, transport, client
+
+
 def fresh_of(*names: str, partitions: int = 4) -> FreshTopics:
     fresh = FreshTopics()
     fresh.add((name, partitions) for name in names)
@@ -329,11 +339,7 @@ async def test_a_retry_that_does_not_decode_releases_the_original() -> None:
 async def test_the_bound_releases_the_answer_with_what_was_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hold, "MAX_HOLD_S", 0.1)
     gave_up = count("gave_up")
-    request = list_request(9, {"c": {0: -1, 1: -1}})
-    link, slot, transport, client = linked(9, request, fresh_of("c"))
-    original = list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}})
-    link.data_received(original)
-    await until(lambda: len(transport.writes) == 1, "the retry")
+    request, link, slot, transport, client = await held_both()
     monkeypatch.setattr(hold, "RETRY_INTERVAL_S", 60.0)     # no second retry before the bound
     link.data_received(list_answer(9, {"c": {0: (0, 3), 1: (NLOF, -1)}}))
     await until(lambda: slot.data is not None, "the release at the bound")
@@ -358,10 +364,7 @@ async def test_a_retry_upstream_at_the_bound_is_read_and_dropped(monkeypatch: py
 
 async def test_a_throttled_retry_ends_the_hold_and_the_client_gets_the_throttle() -> None:
     gave_up = count("gave_up")
-    request = list_request(9, {"c": {0: -1, 1: -1}})
-    link, slot, transport, client = linked(9, request, fresh_of("c"))
-    link.data_received(list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}}, throttle_ms=0))
-    await until(lambda: len(transport.writes) == 1, "the retry")
+    request, link, slot, transport, client = await held_both()
     (chain,) = link.holds
     link.data_received(list_answer(9, {"c": {0: (0, 3), 1: (NLOF, -1)}}, throttle_ms=250))
     assert slot.data is not None and count("gave_up") == gave_up + 1
@@ -417,11 +420,7 @@ async def test_a_sasl_frame_ends_every_hold_before_it_goes_up() -> None:
     SaslServerAuthenticator closes the connection on a ListOffsets between SaslHandshake and
     SaslAuthenticate, so no retry may follow the SASL frame on the link."""
     gave_up = count("gave_up")
-    request = list_request(9, {"c": {0: -1, 1: -1}})
-    link, slot, transport, client = linked(9, request, fresh_of("c"))
-    original = list_answer(9, {"c": {0: (NLOF, -1), 1: (NLOF, -1)}})
-    link.data_received(original)
-    await until(lambda: len(transport.writes) == 1, "the first retry")
+    request, link, slot, transport, client = await held_both()
     link.data_received(list_answer(9, {"c": {0: (0, 6), 1: (NLOF, -1)}}))     # the next retry is armed
     (chain,) = link.holds
     assert chain._next is not None
