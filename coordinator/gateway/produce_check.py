@@ -14,10 +14,11 @@ Rules:
   (socket.request.max.bytes).
 - A Produce up to max_decoded_request_bytes is checked after the generic bounded walk
   (protocol/checked.py), so every length read here fits the frame. A larger one is read
-  here first, each name and span held to the frame, within MAX_NAMED_PARTITIONS topics and
-  partitions (state_guard.py says why), and walked only after: over the bound, or not
-  fitting its frame, it is refused whole (TooLarge, BodyError: the connection is closed).
-  So no Produce goes up unwalked, nor with its records unchecked when the checks are on.
+  here first, each name and span held to the frame, within MAX_NAMED_PARTITIONS topics,
+  partitions and tagged fields (state_guard.py says why), and walked only after: over the
+  bound, or not fitting its frame, it is refused whole (TooLarge, BodyError: the connection
+  is closed). So no Produce goes up unwalked, nor with its records unchecked when the checks
+  are on.
 - Produce's ``topic_data`` is a keyed array (``mapKey`` name up to v12, topic id from v13,
   which kcoord forwards in front of Kafka 4.1+, leader_endpoints.py): Kafka's network
   thread parses it into a hash table whose cost a repeated key, or keys whose Java hash
@@ -56,12 +57,14 @@ OFFSET_FOR_LEADER_EPOCH = 23      # listed by every Kafka since 0.11, not by Tan
 # over many arrays as in the admin requests (keyed_arrays.SIMULATED_FROM).
 NAMES_LAID_OUT_FROM = 256
 # A Produce above max_decoded_request_bytes is read here, then walked and checked, up to this
-# many topics and partitions: a producer's request names the partitions one broker leads, and
-# no Kafka broker leads so many. Above it: refused. At the bound, tiny batches, idle machine:
+# many topics, partitions and tagged fields: a producer's request names the partitions one
+# broker leads, no Kafka broker leads so many, and no Kafka client sends unknown tagged
+# fields. Above it: refused. At the bound, tiny batches, idle machine:
 # this read 40 ms (two topics) to 105 ms (50,000 topics), the walk 40 ms, the record checks
 # 145-165 ms (the read included); a walked frame of max_decoded_request_bytes may hold
-# ~520,000 empty partitions (walk 100 ms, checks 540 ms), so the bound keeps a larger frame
-# inside the same envelope (bench/bench_large_produce.py; docs/measurements/hostile-input.md).
+# ~520,000 empty partitions (walk 100 ms, checks 540 ms) or 2 million tagged fields (1.4 s),
+# so the bound keeps a larger frame inside the same envelope (bench/bench_large_produce.py;
+# docs/measurements/hostile-input.md).
 MAX_NAMED_PARTITIONS = 100_000
 # A name longer than this is refused by Kafka's generated reader ("had invalid length"); a
 # frame not yet walked is held to it here, as the generic walk holds a walked one.
@@ -170,11 +173,19 @@ def record_spans(frame: bytes, offset: int, version: int,
                                     f"past the frame")
             yield t, p, start, (start if length < 0 else pos)
             if flexible:
+                if budget is not None:
+                    seen = _counted_tags(frame, pos, end, seen, budget, version)
                 pos = _skip_tags(frame, pos, end)
         if flexible:
+            if budget is not None:
+                seen = _counted_tags(frame, pos, end, seen, budget, version)
             pos = _skip_tags(frame, pos, end)
-    if budget is not None and pos > end:
-        raise BodyError(f"Produce v{version}: its topic_data ends past the frame")
+    if budget is not None:
+        if flexible:           # the request's own tagged fields, which the walk after this meets too
+            seen = _counted_tags(frame, pos, end, seen, budget, version)
+            pos = _skip_tags(frame, pos, end)
+        if pos > end:
+            raise BodyError(f"Produce v{version}: its topic_data ends past the frame")
     if names is not None:
         _check_names(names, version)
 
@@ -204,8 +215,19 @@ def check_names(frame: bytes, offset: int, version: int, walked: bool) -> None:
 
 
 def _too_large(end: int, version: int, budget: int) -> TooLarge:
-    return TooLarge(f"Produce v{version} of {end - 4:,} bytes has more than {budget:,} topics and partitions: "
-                    f"above max_decoded_request_bytes kcoord reads no more, and no Kafka broker leads so many")
+    return TooLarge(f"Produce v{version} of {end - 4:,} bytes has more than {budget:,} topics, partitions and "
+                    f"tagged fields: above max_decoded_request_bytes kcoord reads no more, and no Kafka broker "
+                    f"leads so many partitions (nor does any Kafka client send unknown tagged fields)")
+
+
+def _counted_tags(frame: bytes, pos: int, end: int, seen: int, budget: int, version: int) -> int:
+    """``seen`` plus the count of the tagged fields at ``pos``: each costs a step here and in
+    the walk, and 2 bytes each fit 50 million in a socket.request.max.bytes frame."""
+    count, _ = read_uvarint(frame, pos, end)
+    seen += count
+    if seen > budget:
+        raise _too_large(end, version, budget)
+    return seen
 
 
 def _unfit(version: int, e: Exception) -> BodyError:

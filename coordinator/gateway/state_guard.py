@@ -241,12 +241,15 @@ class StateTopicGuard:
         nothing, and the decode is the rare path.
 
         A larger Produce (above max_decoded_request_bytes, kcoord's own setting) is read
-        first within produce_check.MAX_NAMED_PARTITIONS topics and partitions, then walked:
-        the walk runs on the event loop, linear in them, and one socket.request.max.bytes
-        frame of tiny partitions would stall every client for seconds. Over the bound, or
-        not fitting its frame, it is refused whole (the connection is closed): nothing goes
-        up unwalked, where a body no Kafka reader takes has killed Tansu
-        (docs/measurements/hostile-input.md).
+        first within produce_check.MAX_NAMED_PARTITIONS topics, partitions and tagged
+        fields, then walked: the walk runs on the event loop, linear in them, and one
+        socket.request.max.bytes frame of tiny partitions would stall every client for
+        seconds. Over the bound, or not fitting its frame, it is refused whole (the
+        connection is closed): nothing goes up unwalked, where a body no Kafka reader takes
+        has killed Tansu (docs/measurements/hostile-input.md). It is never decoded (its
+        decode holds ~3 times the frame): one with a refused batch, or with the state
+        topic's name or id in its bytes, closes the connection (a Produce above the bound
+        needs a max.request.size above Kafka producers' 1 MiB default).
 
         Refusals are per partition, in Kafka's order: a state-topic partition gets
         INVALID_TOPIC_EXCEPTION (ReplicaManager refuses internal topics before it validates
@@ -278,6 +281,11 @@ class StateTopicGuard:
         named = self._name_bytes in frame or (id_bytes is not None and id_bytes in frame)
         if not named and bad is None:
             return acks, None
+        if not walked:     # a decode of up to socket.request.max.bytes holds ~3 times the frame
+            why = "a batch Kafka would refuse" if bad is not None else "the state topic's name or id in its bytes"
+            return acks, Close(f"Produce of {len(frame) - 4:,} bytes, above max_decoded_request_bytes="
+                               f"{self.max_walked_frame - 4:,}, has {why}: answering per partition would decode "
+                               f"it, which kcoord does not do at that size")
         request = decode_body(cls, frame, body_offset)
         topics = request.topic_data
         state = {i for i, t in enumerate(topics)

@@ -3,12 +3,14 @@
 A Produce with acks=0 gets no response at all from the broker, so the gateway must not
 wait for one (it would stall every later response on the connection). The whole body is
 bounds-checked by the generic walk (checked.py, records skipped by their length) before
-this is called, so this reads only the two fields it needs.
+this is called, except a Produce above max_decoded_request_bytes (gateway/state_guard.py), so
+this reads only the two fields it needs and holds the id to Kafka's 32,767 bytes.
 """
 from __future__ import annotations
 
 import struct
 
+from .checked import MAX_STRING_LENGTH
 from .framing import HeaderError, read_uvarint
 
 _INT16 = struct.Struct(">h")
@@ -28,7 +30,7 @@ def produce_acks(frame: bytes, body_offset: int, flexible: bool) -> tuple[str | 
             raise HeaderError("Produce body truncated before transactional_id")
         (length,) = _INT16.unpack_from(frame, pos)
         pos += 2
-    if length < -1:
+    if not -1 <= length <= MAX_STRING_LENGTH:    # Kafka's reader: "had invalid length"; bounds the decode
         raise HeaderError(f"Produce transactional_id length {length}")
     transactional_id = None
     if length >= 0:

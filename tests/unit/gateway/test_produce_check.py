@@ -133,10 +133,12 @@ def test_a_produce_above_the_walk_bound_is_read_within_a_bound_then_walked_and_c
     small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
     data, offset = produce(9, [("a", [(0, batch()), (1, bad_crc())])])
     acks, decision = small.produce(data, 9, offset, CHECKS)
-    assert isinstance(decision, Split)      # checked, walked, split
+    assert isinstance(decision, Close) and "a batch Kafka would refuse" in decision.reason   # not decoded
+    assert isinstance(StateTopicGuard(STATE, lambda: STATE_ID, lambda: True).produce(data, 9, offset, CHECKS)[1],
+                      Split)                # walked at once: answered per partition
     monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 1_000)
     many, offset = produce(9, [("t", [(p, batch()) for p in range(1_000)] + [(1_000, bad_crc())])])
-    with pytest.raises(TooLarge, match=r"Produce v9 of [\d,]+ bytes has more than 1,000 topics and partitions"):
+    with pytest.raises(TooLarge, match=r"Produce v9 of [\d,]+ bytes has more than 1,000 topics, partitions and tagged fields"):
         small.produce(many, 9, offset, CHECKS)
     with pytest.raises(TooLarge):
         small.produce(many, 9, offset, None)                 # the record checks off too
@@ -176,3 +178,47 @@ def test_an_unwalked_frame_cut_or_flipped_anywhere_raises_only_a_body_error() ->
                 refused.append(variant)
         assert all(cut in refused for cut in variants[:len(data) - offset])    # every cut: none is whole
         assert len(refused) > len(data) - offset
+
+
+def test_tagged_fields_count_against_the_bound_above_the_walk_bound(monkeypatch: Any) -> None:
+    """Tagged fields cost a step each here and in the walk after, and at 2 bytes each 50 million fit
+    in a socket.request.max.bytes frame: above the walk bound they count with topics and
+    partitions, the partitions', the topics' and the request's own; within the bound they pass."""
+    from coordinator.protocol.framing import write_uvarint
+    monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 50)
+    small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
+    data, offset = produce(9, [("a", [(0, batch())])])
+    assert data[-3:] == b"\x00\x00\x00"         # the partition's, the topic's and the request's tags
+    for at in (-3, -2, -1):
+        for count, refused in ((60, True), (40, False)):
+            tags = write_uvarint(count) + bytes(2 * count)        # tag 0, size 0, count times
+            body = data[4:len(data) + at] + tags + (data[len(data) + at + 1:] if at < -1 else b"")
+            tagged = frame(body)
+            for checks in (CHECKS, None):
+                if refused:
+                    with pytest.raises(TooLarge, match="more than 50 topics, partitions and tagged fields"):
+                        small.produce(tagged, 9, offset, checks)
+                else:
+                    try:
+                        small.produce(tagged, 9, offset, checks)
+                    except TooLarge:
+                        raise AssertionError(f"{count} tags at {at} are within the bound") from None
+                    except BodyError:
+                        pass                              # the walk may refuse repeated tags: not the bound
+
+
+def test_a_transactional_id_longer_than_kafka_reads_is_refused_before_it_is_decoded() -> None:
+    from coordinator.protocol.framing import HeaderError
+    from coordinator.protocol.produce import produce_acks
+    data, offset = produce(9, [("a", [(0, batch())])])
+    long_id = frame(data[4:offset] + write_compact_length(40_000) + b"x" * 40_000 + data[offset + 3:])
+    with pytest.raises(HeaderError, match="transactional_id length 40000"):
+        produce_acks(long_id, offset, True)
+    small = StateTopicGuard(STATE, lambda: STATE_ID, lambda: True, max_walked_frame=10)
+    with pytest.raises(BodyError):
+        small.produce(long_id, 9, offset, CHECKS)
+
+
+def write_compact_length(n: int) -> bytes:
+    from coordinator.protocol.framing import write_uvarint
+    return write_uvarint(n + 1)

@@ -101,7 +101,7 @@ def test_a_produce_above_the_walk_bound_has_its_names_read_too(monkeypatch: Any)
     distinct, offset = produce(9, [(f"t{i}", [(0, batch())]) for i in range(1_001)])
     assert small.produce(distinct, 9, offset, CHECKS) == (-1, None)
     monkeypatch.setattr(produce_check, "MAX_NAMED_PARTITIONS", 1_500)
-    with pytest.raises(TooLarge, match="more than 1,500 topics and partitions: above max_decoded_request_bytes"):
+    with pytest.raises(TooLarge, match="more than 1,500 topics, partitions and tagged fields: above max_decoded_request_bytes"):
         small.produce(distinct, 9, offset, CHECKS)
 
 
