@@ -19,18 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-try:
-    import atheris
-except ImportError:      # decode_one is also driven by tests/unit/connect/test_connect_wire.py
-    atheris = None
+from fuzz.instrumented import atheris, instrumented  # noqa: E402
 
-if atheris is not None:
-    with atheris.instrument_imports():
-        from coordinator.protocol.codec import BodyError, decode_body, encode_body
-        from coordinator.protocol.connect_messages import REQUESTS, RESPONSES
-        from records import connect_records as cr
-        from records._wire import FieldError
-else:
+# Without atheris decode_one is also driven by tests/unit/connect/test_connect_wire.py.
+with instrumented():
     from coordinator.protocol.codec import BodyError, decode_body, encode_body
     from coordinator.protocol.connect_messages import REQUESTS, RESPONSES
     from records import connect_records as cr

@@ -36,29 +36,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-try:
-    import atheris
-except ImportError:      # `one` is also driven by tests/unit/gateway/test_list_offsets_hold_fuzz.py
-    atheris = None
-
 from kio.schema.errors import ErrorCode  # noqa: E402
 
-if atheris is not None:
-    with atheris.instrument_imports():
-        from coordinator.gateway.forward import UpstreamLink  # noqa: E402
-        from coordinator.gateway.fresh_topics import FreshTopics  # noqa: E402
-        from coordinator.gateway.list_offsets_hold import HELD_ERRORS, HoldablePending  # noqa: E402
-        from coordinator.gateway.routes import build_routes, route_key  # noqa: E402
-        from coordinator.protocol.apis import LIST_OFFSETS, request_class, response_class  # noqa: E402
-        from coordinator.protocol.codec import (  # noqa: E402
-            BodyError,
-            decode_body,
-            decode_response_frame,
-            encode_body,
-            encode_response_frame,
-        )
-        from coordinator.protocol.framing import HeaderError, RequestHeader, decode_request_header, response_frame  # noqa: E402
-else:
+from fuzz.instrumented import atheris, instrumented  # noqa: E402
+
+# Without atheris `one` is also driven by tests/unit/gateway/test_list_offsets_hold_fuzz.py.
+with instrumented():
     from coordinator.gateway.forward import UpstreamLink  # noqa: E402
     from coordinator.gateway.fresh_topics import FreshTopics  # noqa: E402
     from coordinator.gateway.list_offsets_hold import HELD_ERRORS, HoldablePending  # noqa: E402

@@ -18,16 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-try:
-    import atheris
-except ImportError:      # decode_one is also driven by tests/unit/protocol/test_private_fuzz.py
-    atheris = None
+from fuzz.instrumented import atheris, instrumented  # noqa: E402
 
-if atheris is not None:
-    with atheris.instrument_imports():
-        from coordinator.protocol.codec import BodyError, decode_body, encode_body
-        from coordinator.protocol.private_messages import REQUESTS, RESPONSES
-else:
+# Without atheris decode_one is also driven by tests/unit/protocol/test_private_fuzz.py.
+with instrumented():
     from coordinator.protocol.codec import BodyError, decode_body, encode_body
     from coordinator.protocol.private_messages import REQUESTS, RESPONSES
 

@@ -34,21 +34,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-try:
-    import atheris
-except ImportError:      # `one` is also driven by tests/unit/gateway/test_produce_guard_fuzz.py
-    atheris = None
-
+from fuzz.instrumented import atheris, instrumented  # noqa: E402
 from records.batch import build_batch  # noqa: E402
 
-if atheris is not None:
-    with atheris.instrument_imports():
-        from coordinator.gateway import produce_check  # noqa: E402
-        from coordinator.gateway.state_guard import Close, Local, Split, StateTopicGuard  # noqa: E402
-        from coordinator.protocol.apis import PRODUCE, request_class, request_header_version  # noqa: E402
-        from coordinator.protocol.codec import BodyError, encode_body  # noqa: E402
-        from coordinator.protocol.framing import RequestHeader, frame  # noqa: E402
-else:
+# Without atheris `one` is also driven by tests/unit/gateway/test_produce_guard_fuzz.py.
+with instrumented():
     from coordinator.gateway import produce_check  # noqa: E402
     from coordinator.gateway.state_guard import Close, Local, Split, StateTopicGuard  # noqa: E402
     from coordinator.protocol.apis import PRODUCE, request_class, request_header_version  # noqa: E402

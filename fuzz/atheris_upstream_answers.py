@@ -48,11 +48,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-try:
-    import atheris
-except ImportError:      # run_provider is also driven by tests/unit/upstream/test_fuzz_upstream_answers.py
-    atheris = None
-
 from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.schema.produce.v9.response import (  # noqa: E402
     BatchIndexAndErrorMessage,
@@ -63,17 +58,14 @@ from kio.schema.produce.v9.response import (  # noqa: E402
 from kio.schema.types import TopicName  # noqa: E402
 from kio.static.primitive import i32, i32Timedelta, i64  # noqa: E402
 
-if atheris is not None:
-    with atheris.instrument_imports():
-        from coordinator.protocol.apis import request_class, response_class, response_header_version  # noqa: E402
-        from coordinator.protocol.codec import decode_body, encode_body  # noqa: E402
-        from coordinator.protocol.produce_answer import read_produce_v9  # noqa: E402
-        from coordinator.upstream.client import MAX_RESPONSE_BYTES, UpstreamClient, UpstreamError, _decode  # noqa: E402
-else:
-    from coordinator.protocol.apis import request_class, response_class, response_header_version
-    from coordinator.protocol.codec import decode_body, encode_body
-    from coordinator.protocol.produce_answer import read_produce_v9
-    from coordinator.upstream.client import MAX_RESPONSE_BYTES, UpstreamClient, UpstreamError, _decode
+from fuzz.instrumented import atheris, instrumented  # noqa: E402
+
+# Without atheris run_provider is also driven by tests/unit/upstream/test_fuzz_upstream_answers.py.
+with instrumented():
+    from coordinator.protocol.apis import request_class, response_class, response_header_version  # noqa: E402
+    from coordinator.protocol.codec import decode_body, encode_body  # noqa: E402
+    from coordinator.protocol.produce_answer import read_produce_v9  # noqa: E402
+    from coordinator.upstream.client import MAX_RESPONSE_BYTES, UpstreamClient, UpstreamError, _decode  # noqa: E402
 
 from fuzz.samples import sample  # noqa: E402
 from fuzz.structured import _FIXED, _get, _leaves, _marker_value, _set  # noqa: E402

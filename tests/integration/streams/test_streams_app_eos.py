@@ -32,18 +32,27 @@ from support.streams_deployment import Deployment, deploy, routes
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(240)]
 
 
-@pytest.fixture(scope="module", params=routes("kafka44-direct", "kafka44"))
-def dep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-        java_classes: Path) -> Iterator[Deployment]:
+def exactly_once(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     with deploy(request.param, request, tmp_path_factory, guarantee="exactly_once_v2") as deployment:
         yield deployment
 
 
-def test_exactly_once_v2_counts_survive_kill9_mid_flow(dep: Deployment) -> None:
+def running(dep: Deployment) -> None:
+    """Three instances, the first input counted exactly on a stable group."""
     dep.start(3)
     dep.produce()
     dep.wait_stable(90)
     dep.wait_counts()
+
+
+@pytest.fixture(scope="module", params=routes("kafka44-direct", "kafka44"))
+def dep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+        java_classes: Path) -> Iterator[Deployment]:
+    yield from exactly_once(request, tmp_path_factory)
+
+
+def test_exactly_once_v2_counts_survive_kill9_mid_flow(dep: Deployment) -> None:
+    running(dep)
     # The kill comes while input arrives, so the instances are mid-transaction when one dies.
     dep.produce(3000, chunk=50, halfway=dep.alive[0].kill)
     dep.wait_stable(dep.session_s + 40)
@@ -54,15 +63,11 @@ def test_exactly_once_v2_counts_survive_kill9_mid_flow(dep: Deployment) -> None:
 @pytest.fixture(scope="module", params=routes("tansu"))
 def tansu_dep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
               java_classes: Path) -> Iterator[Deployment]:
-    with deploy(request.param, request, tmp_path_factory, guarantee="exactly_once_v2") as deployment:
-        yield deployment
+    yield from exactly_once(request, tmp_path_factory)
 
 
 def test_exactly_once_v2_counts_exact_without_a_failure_on_tansu(tansu_dep: Deployment) -> None:
-    tansu_dep.start(3)
-    tansu_dep.produce()
-    tansu_dep.wait_stable(90)
-    tansu_dep.wait_counts()
+    running(tansu_dep)
     tansu_dep.produce(1000, chunk=50)        # more commits, each a transaction, on a stable group
     tansu_dep.wait_counts(90)
     assert active_overlaps(tansu_dep.apps) == []
