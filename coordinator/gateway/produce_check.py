@@ -118,16 +118,16 @@ class RepeatedKeys(Refused):
 
 
 class TooLarge(Refused):
-    """A Produce above max_decoded_request_bytes of more than MAX_NAMED_PARTITIONS topics and
-    partitions."""
+    """A Produce above max_decoded_request_bytes of more than MAX_NAMED_PARTITIONS topics,
+    partitions and tagged fields."""
 
 
 def record_spans(frame: bytes, offset: int, version: int,
                  budget: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     """(topic position, partition position, start, end) of each partition's records in a
     framed Produce body starting at ``offset``. Walked already, its lengths fit; with a
-    ``budget`` (a frame not walked yet) more topics and partitions than the budget raise
-    TooLarge, a name or record span past the frame, or a name no Kafka reader takes,
+    ``budget`` (a frame not walked yet) more topics, partitions and tagged fields than the
+    budget raise TooLarge, a name or record span past the frame, or a name no Kafka reader takes,
     BodyError, and a length read past the frame struct.error or Malformed (_unfit says so)."""
     end = len(frame)
     seen = 0
@@ -203,8 +203,8 @@ def _topic_count(frame: bytes, offset: int, flexible: bool) -> tuple[int, int]:
 def check_names(frame: bytes, offset: int, version: int, walked: bool) -> None:
     """Raise RepeatedKeys if a Produce of more than one topic names one twice or names that
     would crowd Kafka's table; for a frame not ``walked`` yet also TooLarge past
-    MAX_NAMED_PARTITIONS topics and partitions, or BodyError when it does not fit its frame
-    (the connection is closed)."""
+    MAX_NAMED_PARTITIONS topics, partitions and tagged fields, or BodyError when it does not
+    fit its frame (the connection is closed)."""
     if walked and _topic_count(frame, offset, version >= FIRST_FLEXIBLE)[0] <= 1:
         return
     try:
