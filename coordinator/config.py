@@ -92,6 +92,12 @@ class CoordinatorConfig:
     # while every member's share is at least this many), so instances start work while others
     # still join and nothing they were handed has to move (membership.py).
     streams_initial_rebalance_quiet_tasks: int = 0
+    # kcoord's extension, off by default: warm-up tasks. A stateful task moving to another
+    # instance stays active on its holder while the new owner restores it as a warm-up, and
+    # moves once that owner reports it within the group's `streams.acceptable.recovery.lag`;
+    # the group's `streams.num.warmup.replicas` (Kafka's default 2) bounds the warm-ups in
+    # flight. Kafka 4.4 assigns none (coordinator/group/streams/warmup.py).
+    streams_warmups_enabled: bool = False
 
     # Classic groups.
     group_min_session_timeout_ms: int = 6_000

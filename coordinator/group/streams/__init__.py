@@ -5,7 +5,8 @@ The map: model.py (the group, its members, tasks, settings), record_types.py and
 (records 17 and 19-23 in Kafka's format), replay.py, topology.py (the topology configured
 against the metadata image: statuses), assignor.py (the built-in sticky assignor),
 reconciliation.py (revoke before assign), heartbeat.py and responses.py (StreamsGroupHeartbeat),
-membership.py and timers.py (removal, target, pacing, timers), group_type.py (what the shared
+membership.py and timers.py (removal, target, pacing, timers), warmup.py (kcoord's warm-up
+tasks, off by default), group_type.py (what the shared
 APIs ask), contribution.py (what the core is handed). What Kafka 4.4 does that is not built
 yet: docs/design/streams-groups.md.
 

@@ -25,6 +25,8 @@ Rules:
 - the member's TaskOffsets / TaskEndOffsets are kept (offsets.py: each side replaced when
   sent, a duplicate task INVALID_REQUEST) after the member and topology checks and before the
   target is computed, as Kafka 4.4 does;
+- kcoord's warm-ups (warmup.py, off by default): members reconcile against the refined target,
+  and a report that makes a held-back move ready bumps the group epoch;
 - the heartbeat interval: Kafka's fixed one, or kcoord's adaptive one (membership.py), under
   which a member waiting for unreleased tasks gets the released ones together (release.py);
 - tasks are in the response when the member joins, when its tasks changed, or when what it
@@ -79,6 +81,7 @@ from .records import tasks_from, topology_from
 from .release import hold_back_cap
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
+from .warmup import enabled, refined, reported_caught_up
 
 log = logging.getLogger("kcoord.streams.heartbeat")
 
@@ -253,6 +256,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
     reported = after_heartbeat(soft.task_offsets.get(mid, EMPTY_OFFSETS), req, configured.task_counts)
     if reported is not None:
         store(soft.task_offsets, group.members, mid, reported)
+        # kcoord's warm-ups: a report that makes a held-back move ready starts the next target
+        bump = bump or (enabled(settings) and reported_caught_up(soft, group, updated.process_id, reported, settings))
     validated = topology.epoch if configured.is_ready() else -1
     bump = bump or configured.metadata_hash != group.metadata_hash
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
@@ -291,6 +296,9 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             held_until = when
             statuses.append((ASSIGNMENT_DELAYED,
                              f"Assignment delayed due to the configured {delay_cause(soft, settings, when)}."))
+    if enabled(settings):     # members reconcile against the refined target (warmup.py)
+        target, probe = refined(soft, gid, members, target_epoch, target, topology, settings, now_ms)
+        timers += probe
     trickle = trickle_cap(soft, settings, now_ms, configured.is_ready(), len(members) if target_epoch == group_epoch
                           else 0, sum((configured.task_counts or {}).values()))
     cap = None if trickle is None else trickle[0]

@@ -241,6 +241,13 @@ def can_compute(group: StreamsGroup, soft: Soft, settings: StreamsSettings, now_
     return ts + interval
 
 
+def stateful_subtopologies(topology: Topology | None) -> frozenset[str]:
+    """The subtopologies with state (a changelog): only their tasks get standbys or warm-ups."""
+    if topology is None:
+        return frozenset()
+    return frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics)
+
+
 def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
                    epoch: int, settings: StreamsSettings, now_ms: int,
                    topology: Topology | None = None, soft: Soft | None = None) -> tuple[list, dict[str, Tasks]]:
@@ -254,10 +261,7 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     reported = {} if soft is None else of_members(soft.task_offsets, members)
     specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE))
              for mid, m in members.items()}
-    topology = topology or group.topology
-    stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics) \
-        if topology is not None else frozenset()
-    target = assign(specs, tasks, settings.num_standby_replicas, stateful)
+    target = assign(specs, tasks, settings.num_standby_replicas, stateful_subtopologies(topology or group.topology))
     records = [rh.target_member(group.group_id, mid, t) for mid, t in sorted(target.items())
                if group.target.get(mid) != t]
     records.append(rh.target_metadata(group.group_id, epoch, now_ms))

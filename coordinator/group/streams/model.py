@@ -195,6 +195,9 @@ class Soft:
     # each member's last TaskOffsets / TaskEndOffsets (offsets.MemberOffsets; Kafka keeps them
     # in memory only, StreamsGroup.taskOffsets)
     task_offsets: dict[str, Any] = field(default_factory=dict)
+    # kcoord's warm-ups (warmup.Plan, off by default): the refined assignment of the current
+    # target, which members reconcile against (Kafka 4.4 keeps its refined one in memory too)
+    warmups: Any = None
 
 
 class StreamsGroup:
@@ -288,6 +291,10 @@ class StreamsSettings:
     # The group's own `streams.heartbeat.interval.ms` when set on the group, else 0: the floor of
     # kcoord's adaptive interval (coordinator/group/heartbeat_interval.py)
     heartbeat_floor_ms: int = 0
+    # kcoord's extension (serve-wide only), off by default: warm-up tasks (warmup.py), within
+    # the group's `streams.num.warmup.replicas` (Kafka's default 2 does not turn them on)
+    warmups_enabled: bool = False
+    num_warmup_replicas: int = 2
 
 
 # The per-group configuration keys (coordinator/group/configs/keys.py) of the settings.
@@ -298,12 +305,13 @@ GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
               "assignment_interval_ms": "streams.assignment.interval.ms",
               "acceptable_recovery_lag": "streams.acceptable.recovery.lag",
               "task_offset_interval_ms": "streams.task.offset.interval.ms",
-              "assignor_name": "streams.assignor.name"}
+              "assignor_name": "streams.assignor.name",
+              "num_warmup_replicas": "streams.num.warmup.replicas"}
 
 
 # The settings with no group key: only the coordinator's `streams_*` fields set them.
 SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms",
-              "initial_rebalance_quiet_tasks")
+              "initial_rebalance_quiet_tasks", "warmups_enabled")
 
 
 def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:

@@ -5,6 +5,7 @@ Rules (each handler re-checks what armed it, timers.py of the kernel):
 - rebalance: the member still holds tasks pending revocation at the epoch it had to leave
   them by; it is fenced;
 - assignment: the target the pacing held back is computed now, if the group still needs one;
+- warmup: kcoord's probe while warm-ups are held back (warmup.py): a group epoch bump, if due;
 - a loaded shard arms them again for its streams groups (`on_loaded`, Kafka's `onLoaded`).
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .membership import (
     soft_of,
 )
 from .model import MemberState, StreamsGroup
+from .warmup import on_probe
 
 
 def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
@@ -38,6 +40,8 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
         return Result()
     if what == "assignment":
         return _assignment(shard, group, now_ms)
+    if what == "warmup":
+        return on_probe(shard, group, now_ms)
     member = group.members.get(key[3])
     if member is None:
         return Result()

@@ -1,0 +1,217 @@
+"""kcoord's warm-up tasks: a stateful task moves to its new owner only once that owner has
+restored its state (KIP-441's idea, as Kafka trunk's `AssignmentRefinerImpl` plans it). Kafka
+4.4's coordinator calls a refine hook after each new target and reconciles members against
+what it returns, but its hook returns the target unchanged: no warm-ups. This is kcoord's
+extension, off by default (docs/design/streams-groups.md, "Warm-up tasks").
+
+Rules:
+- on only with the serve-wide `streams_warmups_enabled` and the group's
+  `streams.num.warmup.replicas` > 0 (Kafka's default 2 alone never turns it on); off, the
+  target is reconciled against as before, byte for byte;
+- the plan (`Plan`, soft state, one per target epoch and target) refines the assignor's
+  target; members reconcile against it instead (heartbeat.py). Records 20/21 and the
+  describe's TargetAssignment stay the assignor's; record 22 carries the warm-ups;
+- only tasks of stateful subtopologies are held back. A member is *caught up* on a task when
+  its own last report has both an offset and an end offset for it, each in [0, Long.MAX_VALUE),
+  and end - offset <= `streams.acceptable.recovery.lag` (the 4.4 client's "hot" warm-up
+  rule). An active task without a reported offset is running (the client drops running
+  actives from TaskOffsets), so caught up;
+- a task whose target owner O is not its active holder H moves at once when O's process is
+  H's, when a member of O's process is caught up on it, or when H is itself restoring it
+  (nothing warm to keep). Else it stays active on H (when H is gone, on the caught-up standby
+  with the least lag, if any; none: it moves) and O's process warms it: a standby or warm-up
+  a member of O's process already holds is kept (a standby costs no budget), else a warm-up
+  is put on O. `streams.num.warmup.replicas` is a group-wide budget of warm-ups, spent first
+  on the ones already running, then in task order; a move without one waits, parked on H;
+- a process never holds two copies of a task: the holder's process drops the task's other
+  copies; a task is active on one member only (the plan moves an active, never copies it);
+- reassessment (the probing rebalance): a heartbeat whose report makes a held-back move's
+  process caught up, and the `("streams", "warmup", group)` timer at
+  `streams.task.offset.interval.ms` after a plan with held-back moves, bump the group epoch
+  (record 17) when no bump is pending, so the paced target (membership.can_compute: one per
+  assignment interval) is computed and refined again;
+- at DEBUG (logger `kcoord.streams.membership`) each promotion is one line.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ..result import Result, ScheduleTimer
+from .membership import (
+    KIND,
+    assignment_timer,
+    can_compute,
+    group_epoch_record,
+    group_settings,
+    log,
+    soft_of,
+    stateful_subtopologies,
+)
+from .model import Soft, StreamsGroup, StreamsMember, StreamsSettings, Task, Tasks, Topology
+from .offsets import EMPTY as NO_OFFSETS
+from .offsets import MemberOffsets
+
+LONG_MAX = 2**63 - 1
+
+
+class Plan(NamedTuple):
+    """The refined assignment of one target: what members reconcile against, and the moves
+    held back (task -> the process of its target owner)."""
+    epoch: int
+    target: Mapping[str, Tasks]
+    assignment: dict[str, Tasks]
+    held: dict[Task, str]
+
+
+def enabled(settings: StreamsSettings) -> bool:
+    return settings.warmups_enabled and settings.num_warmup_replicas > 0
+
+
+def warmup_key(group_id: str) -> tuple:
+    return (KIND, "warmup", group_id)
+
+
+def caught_up(offsets: MemberOffsets, task: Task, lag: int) -> bool:
+    """The member's own last report says it restored ``task`` to within ``lag``."""
+    o, e = offsets.offsets.get(task), offsets.end_offsets.get(task)
+    return o is not None and e is not None and 0 <= o < LONG_MAX and 0 <= e < LONG_MAX and e - o <= lag
+
+
+def _active_holders(members: Mapping[str, StreamsMember]) -> dict[Task, str]:
+    holder: dict[Task, str] = {}
+    for mid in sorted(members):
+        m = members[mid]
+        for t in m.assigned.active | m.pending_revocation.active:
+            holder.setdefault(t, mid)
+    return holder
+
+
+class _Refiner:
+    """One refinement (the module's rules): the target's tasks, copied into mutable sets."""
+
+    def __init__(self, members: Mapping[str, StreamsMember], target: Mapping[str, Tasks],
+                 offsets: Mapping[str, MemberOffsets], lag: int) -> None:
+        self.members, self.offsets, self.lag = members, offsets, lag
+        self.out = {mid: [set(t.active), set(t.standby), set(t.warmup)] for mid, t in target.items()
+                    if mid in members}
+        self.by_process: dict[str, list[str]] = {}
+        for mid in sorted(members):
+            self.by_process.setdefault(members[mid].process_id, []).append(mid)
+        self.promoted: list[tuple[Task, str]] = []
+
+    def _up(self, mid: str, t: Task) -> bool:
+        return caught_up(self.offsets.get(mid, NO_OFFSETS), t, self.lag)
+
+    def _running(self, mid: str, t: Task) -> bool:
+        return t not in self.offsets.get(mid, NO_OFFSETS).offsets or self._up(mid, t)
+
+    def _copy(self, pid: str, t: Task) -> tuple[str, int] | None:
+        """A member of process ``pid`` holding ``t`` as a standby (1) or a warm-up (2)."""
+        for mid in self.by_process.get(pid, ()):
+            a = self.members[mid].assigned
+            if t in a.standby:
+                return mid, 1
+            if t in a.warmup:
+                return mid, 2
+        return None
+
+    def _keeper(self, holder: str | None, owner_pid: str, t: Task) -> str | None:
+        if holder is not None:
+            return holder if self._running(holder, t) else None
+        standbys = [(self.offsets[mid].end_offsets[t] - self.offsets[mid].offsets[t], mid)
+                    for mid, m in self.members.items()
+                    if t in m.assigned.standby and m.process_id != owner_pid and self._up(mid, t)]
+        return min(standbys)[1] if standbys else None
+
+    def _hold(self, t: Task, owner: str, keeper: str) -> None:
+        self.out[owner][0].discard(t)
+        for mid in self.by_process[self.members[keeper].process_id]:
+            tasks = self.out.setdefault(mid, [set(), set(), set()])
+            tasks[1].discard(t)
+            tasks[2].discard(t)
+        self.out[keeper][0].add(t)
+
+    def refine(self, target: Mapping[str, Tasks], stateful: frozenset[str], budget: int) -> dict[Task, str]:
+        holders = _active_holders(self.members)
+        held: dict[Task, str] = {}
+        wanted: list[tuple[int, Task, str]] = []
+        for owner in sorted(self.out):
+            pid = self.members[owner].process_id
+            for t in sorted(target[owner].active):
+                holder = holders.get(t)
+                if t[0] not in stateful or holder == owner:
+                    continue
+                if (holder is not None and self.members[holder].process_id == pid) or any(
+                        self._up(mid, t) for mid in self.by_process[pid]):
+                    if self._copy(pid, t) is not None:
+                        self.promoted.append((t, owner))
+                    continue
+                keeper = self._keeper(holder, pid, t)
+                if keeper is None:
+                    continue
+                self._hold(t, owner, keeper)
+                held[t] = pid
+                copy = self._copy(pid, t)
+                if copy is not None and copy[1] == 1:
+                    self.out.setdefault(copy[0], [set(), set(), set()])[1].add(t)
+                else:
+                    wanted.append((0 if copy is not None else 1, t, owner if copy is None else copy[0]))
+        for _, t, mid in sorted(wanted)[:budget]:
+            self.out.setdefault(mid, [set(), set(), set()])[2].add(t)
+        return held
+
+    def assignment(self) -> dict[str, Tasks]:
+        return {mid: Tasks(frozenset(a), frozenset(s), frozenset(w)) for mid, (a, s, w) in self.out.items()}
+
+
+def refine(members: Mapping[str, StreamsMember], target: Mapping[str, Tasks], offsets: Mapping[str, MemberOffsets],
+           stateful: frozenset[str], budget: int, lag: int) -> tuple[dict[str, Tasks], dict[Task, str], list]:
+    """(the refined assignment, the moves held back, the promotions: (task, owner))."""
+    r = _Refiner(members, target, offsets, lag)
+    held = r.refine(target, stateful, budget)
+    return r.assignment(), held, r.promoted
+
+
+def refined(soft: Soft, group_id: str, members: Mapping[str, StreamsMember], epoch: int, target: dict[str, Tasks],
+            topology: Topology | None, settings: StreamsSettings, now_ms: int) -> tuple[dict[str, Tasks], list]:
+    """What members reconcile against at target ``epoch`` (the plan, made once per target),
+    and the timers to arm: the probe, when a new plan holds moves back."""
+    plan = soft.warmups
+    if plan is not None and plan.epoch == epoch and plan.target == target:
+        return plan.assignment, []
+    assignment, held, promoted = refine(members, target, soft.task_offsets, stateful_subtopologies(topology),
+                                        settings.num_warmup_replicas, settings.acceptable_recovery_lag)
+    soft.warmups = Plan(epoch, target, assignment, held)
+    for t, owner in promoted:
+        log.debug("streams group %s at %d: target epoch %d promotes task %s_%d to member %s (caught up)",
+                  group_id, now_ms, epoch, t[0], t[1], owner)
+    if not held:
+        return assignment, []
+    return assignment, [ScheduleTimer(warmup_key(group_id), now_ms + settings.task_offset_interval_ms)]
+
+
+def reported_caught_up(soft: Soft, group: StreamsGroup, process_id: str, reported: MemberOffsets,
+                       settings: StreamsSettings) -> bool:
+    """Whether this report makes a move the current plan holds back ready (a bump is due)."""
+    plan = soft.warmups
+    if (plan is None or not plan.held or plan.epoch != group.target_assignment_epoch
+            or group.group_epoch > group.target_assignment_epoch):
+        return False
+    lag = settings.acceptable_recovery_lag
+    return any(plan.held.get(t) == process_id and caught_up(reported, t, lag) for t in reported.end_offsets)
+
+
+def on_probe(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
+    """The probe timer: while the current plan holds moves back, bump the group epoch so the
+    next target is computed (paced) and refined with the offsets reported since."""
+    settings = group_settings(shard, group.group_id)
+    soft = soft_of(shard, group.group_id)
+    plan = soft.warmups
+    if (not enabled(settings) or plan is None or not plan.held or not group.members
+            or plan.epoch != group.target_assignment_epoch or group.group_epoch > group.target_assignment_epoch):
+        return Result()
+    when = can_compute(group, soft, settings, now_ms)
+    return Result(records=[group_epoch_record(group, group.group_epoch + 1, group.metadata_hash,
+                                              group.validated_topology_epoch, settings)],
+                  timers=[assignment_timer(group.group_id, now_ms if when is None else when)])
