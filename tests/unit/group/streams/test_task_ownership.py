@@ -73,19 +73,24 @@ class Client:
 
 
 class World:
-    def __init__(self, seed: int, lose: float, offsets: bool = False) -> None:
+    def __init__(self, seed: int, lose: float, offsets: bool = False, warmups: bool = False) -> None:
         self.rnd = random.Random(seed)
         self.lose = lose
         # clients report TaskOffsets as the 4.4 client does (on a join and with their tasks):
         # the state on disk then ranks the assignor's candidates (offsets.py, assignor.py)
-        self.offsets = offsets
+        self.offsets = offsets or warmups
+        # kcoord's warm-ups (warmup.py): clients also report the end offsets of the tasks they
+        # restore (standbys and warm-ups), half of them within the lag, half never
+        self.warmups = warmups
+        extra = {"streams_warmups_enabled": True, "streams_acceptable_recovery_lag": 10} if warmups else {}
         self.d = Driver(READY, streams_session_timeout_ms=10 ** 9,
                         streams_num_standby_replicas=self.rnd.choice((0, 1)),
                         streams_initial_rebalance_delay_ms=self.rnd.choice((0, 3000)),
-                        streams_assignment_interval_ms=self.rnd.choice((0, 1000)))
+                        streams_assignment_interval_ms=self.rnd.choice((0, 1000)), **extra)
         self.clients: dict[str, Client] = {}
         self.next_id = 0
         self.log: list[str] = []
+        self.warmed = 0                # answers that handed out warm-ups
 
     def new_client(self) -> None:
         process = f"p{self.rnd.randrange(6)}"      # six processes: several members share one
@@ -105,6 +110,11 @@ class World:
             req = replace(req, task_offsets=tuple(
                 REQ.TaskOffset(subtopology_id=s, partition=p, offset=(7 * p + int(c.member[1:])) % 50)
                 for s, p in sorted(c.on_disk - c.held[0])))
+            if self.warmups:
+                n = int(c.member[1:])
+                req = replace(req, task_end_offsets=tuple(
+                    REQ.TaskOffset(subtopology_id=s, partition=p, offset=(7 * p + n) % 50 + (0 if (p + n) % 2 else 999))
+                    for s, p in sorted((c.held[1] | c.held[2]) & c.on_disk)))
         a = self.d.hb(req)
         lost = self.rnd.random() < lose
         self.log.append(f"hb {c.member} e={c.epoch} current={sorted(c.current[0])} held={sorted(c.held[0])} -> "
@@ -120,6 +130,7 @@ class World:
         c.epoch = a.member_epoch
         if a.active_tasks is not None:
             c.target = tuple(a.tasks(k) or set() for k in KINDS)
+            self.warmed += bool(c.target[2])
             self.start(c)
 
     @staticmethod
@@ -141,7 +152,7 @@ class World:
         else:
             c.held = tuple(set(t) for t in c.inflight)
             c.current, c.inflight = c.inflight, None
-            c.on_disk |= {t for t in c.held[0] | c.held[1] if t[0] == "0"}
+            c.on_disk |= {t for t in c.held[0] | c.held[1] | c.held[2] if t[0] == "0"}
         self.log.append(f"reconcile {c.member} held={sorted(c.held[0])} standby={sorted(c.held[1])}")
         if c.inflight is None:     # ACKNOWLEDGING: the new assignment is reported at once
             self.heartbeat(c, self.lose)
@@ -242,6 +253,16 @@ def test_no_task_is_ever_active_on_two_members_when_clients_report_their_state(s
     the rule that gives it only once released."""
     World(seed, lose=0, offsets=True).run()
     World(seed, lose=0.15, offsets=True).run(clients=False)      # lost answers: the coordinator's view
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_task_is_ever_active_on_two_members_with_warmups(seed: int):
+    """kcoord's warm-ups (warmup.py) keep a moving task on its holder while its new owner warms
+    it: still no task on two members, no process holding a task twice, every task active once."""
+    world = World(seed, lose=0, warmups=True)
+    world.run()
+    World(seed, lose=0.15, warmups=True).run(clients=False)
+    assert world.warmed, "no warm-up was ever handed out"
 
 
 @pytest.mark.parametrize("seed", range(15))
