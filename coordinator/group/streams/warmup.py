@@ -14,14 +14,15 @@ Rules:
 - only tasks of stateful subtopologies are held back. A member is *caught up* on a task when
   its own last report has both an offset and an end offset for it, each in [0, Long.MAX_VALUE),
   and end - offset <= `streams.acceptable.recovery.lag` (the 4.4 client's "hot" warm-up
-  rule). An active task without a reported offset is running (the client drops running
-  actives from TaskOffsets), so caught up;
+  rule). An active task is running (the client drops running actives from TaskOffsets), and
+  its holder keeps it even if its last report shows it restoring: a 4.4 client reports on its
+  interval, so a holder that has since finished looks restoring for up to
+  `streams.task.offset.interval.ms`, and it has restored more of it than a new owner;
 - a task whose target owner O is not its active holder H moves at once when O's process is
-  H's, when a member of O's process is caught up on it, or when H is itself restoring it
-  (nothing warm to keep). Else it stays active on H (when H is gone, on the caught-up standby
-  with the least lag, if any; none: it moves) and O's process warms it: a standby or warm-up
-  a member of O's process already holds is kept (a standby costs no budget), else a warm-up
-  is put on O. `streams.num.warmup.replicas` is a group-wide budget of warm-ups, spent first
+  H's or a member of O's process is caught up on it. Else it stays active on H (when H is
+  gone, on the caught-up standby with the least lag; none: it moves) and O's process warms
+  it: a standby or warm-up a member of O's process already holds is kept (a standby costs no
+  budget), else a warm-up is put on O. `streams.num.warmup.replicas` is a group-wide budget of warm-ups, spent first
   on the ones already running, then in task order; a move without one waits, parked on H;
 - a process never holds two copies of a task: the holder's process drops the task's other
   copies; a task is active on one member only (the plan moves an active, never copies it);
@@ -103,9 +104,6 @@ class _Refiner:
     def _up(self, mid: str, t: Task) -> bool:
         return caught_up(self.offsets.get(mid, NO_OFFSETS), t, self.lag)
 
-    def _running(self, mid: str, t: Task) -> bool:
-        return t not in self.offsets.get(mid, NO_OFFSETS).offsets or self._up(mid, t)
-
     def _copy(self, pid: str, t: Task) -> tuple[str, int] | None:
         """A member of process ``pid`` holding ``t`` as a standby (1) or a warm-up (2)."""
         for mid in self.by_process.get(pid, ()):
@@ -118,7 +116,7 @@ class _Refiner:
 
     def _keeper(self, holder: str | None, owner_pid: str, t: Task) -> str | None:
         if holder is not None:
-            return holder if self._running(holder, t) else None
+            return holder
         standbys = [(self.offsets[mid].end_offsets[t] - self.offsets[mid].offsets[t], mid)
                     for mid, m in self.members.items()
                     if t in m.assigned.standby and m.process_id != owner_pid and self._up(mid, t)]

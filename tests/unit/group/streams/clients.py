@@ -19,6 +19,14 @@ StreamsGroupHeartbeatRequestManager.java and StreamsMembershipManager.java):
   the last ones sent): the tasks of stateful subtopologies whose state it has on disk (every
   one it held, active or standby), minus its running active tasks (`TaskManager.
   maybeUpdateTaskOffsetSumSnapshot`); off by default;
+- ``restore_per_ms`` > 0 (off by default): each stateful task's changelog holds ``changelog``
+  records, and a client restores every task it holds that is not caught up (a standby, a
+  warm-up or a restoring active) at that many records per ms, from what it has on disk. It
+  reports by the 4.4 rules (docs/design/streams-groups.md, "What the 4.4 client sends"):
+  `TaskOffsets` = its tasks on disk minus its running actives, `TaskEndOffsets` = the tasks it
+  restores; both on a join, then when it reports its tasks, when the response's
+  `TaskOffsetIntervalMs` passed since it last sent them, or when a reconciled warm-up is hot
+  (within the response's `AcceptableRecoveryLag`), each map only if it changed;
 - ``open_ms_per_task``: a reconciliation that adds k active tasks takes k times as long more
   (the Streams client opens the tasks it was given before it acts on a newer target, so a
   member just handed many tasks is slow to release them: docs/measurements/
@@ -63,14 +71,23 @@ class Client:
     busy_ms: list = field(default_factory=list)
     on_disk: set = field(default_factory=set)          # stateful tasks it ever held
     offsets_sent: tuple | None = None
+    # the restore model (``restore_per_ms``): records restored per task on disk, as of
+    # `restored_at`; what the last response said; when the offsets were last sent
+    restored: dict = field(default_factory=dict)
+    restored_at: int = 0
+    task_offset_ms: int = -1
+    recovery_lag: int = -1
+    offsets_sent_at: int | None = None
+    ends_sent: tuple | None = None
 
 
 class Fleet:
     """Clients and the driver on one event queue, ordered by simulated time."""
 
     def __init__(self, d: Driver, topology, callback_ms: int = 0, open_ms_per_task: int = 0,
-                 report_offsets: bool = False) -> None:
+                 report_offsets: bool = False, restore_per_ms: int = 0, changelog: int = 0) -> None:
         self.d, self.topology, self.callback_ms = d, topology, callback_ms
+        self.restore_per_ms, self.changelog = restore_per_ms, changelog
         self.open_ms_per_task = open_ms_per_task
         self.report_offsets = report_offsets
         self.stateful = {s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics}
@@ -104,17 +121,46 @@ class Fleet:
         c.offsets_sent = sent
         return sent
 
+    def _restore(self, c: Client) -> tuple[dict, dict]:
+        """The restore model: (TaskOffsets, TaskEndOffsets) as the client has them now."""
+        now = self.d.now_ms
+        done = (now - c.restored_at) * self.restore_per_ms
+        c.restored_at = now
+        held = c.current[0] | c.current[1] | c.current[2]
+        for t in held & c.on_disk:
+            c.restored[t] = min(self.changelog, c.restored.get(t, 0) + done)
+        restoring = {t for t in held & c.on_disk if c.restored[t] < self.changelog or t not in c.current[0]}
+        offsets = {t: c.restored.get(t, 0) for t in c.on_disk if t not in c.current[0] or t in restoring}
+        return offsets, {t: self.changelog for t in restoring}
+
+    def _restore_report(self, c: Client, req, tasks_sent: bool):
+        offsets, ends = self._restore(c)
+        hot = any(t in offsets and ends.get(t, -1) - offsets[t] <= c.recovery_lag for t in c.current[2])
+        if not (c.epoch == 0 or tasks_sent or hot or (c.offsets_sent_at is not None and c.task_offset_ms >= 0
+                                                      and c.offsets_sent_at + c.task_offset_ms <= self.d.now_ms)):
+            return req
+        sent = tuple(REQ.TaskOffset(subtopology_id=s, partition=p, offset=o) for (s, p), o in sorted(offsets.items()))
+        sent_ends = tuple(REQ.TaskOffset(subtopology_id=s, partition=p, offset=o) for (s, p), o in sorted(ends.items()))
+        c.offsets_sent_at = self.d.now_ms
+        changed = {"task_offsets": None if sent == c.offsets_sent else sent,
+                   "task_end_offsets": None if sent_ends == c.ends_sent else sent_ends}
+        c.offsets_sent, c.ends_sent = sent, sent_ends
+        return replace(req, **changed)
+
     def _request(self, c: Client):
         if c.epoch == 0:
-            c.offsets_sent = None         # a join always sends them
-            return REQ.StreamsGroupHeartbeatRequest(
+            c.offsets_sent = c.ends_sent = None         # a join always sends them
+            req = REQ.StreamsGroupHeartbeatRequest(
                 group_id="app", member_id=c.member, member_epoch=0, endpoint_information_epoch=0,
                 rebalance_timeout=timedelta(minutes=5), topology=self.topology, active_tasks=(), standby_tasks=(),
                 warmup_tasks=(), process_id=c.process, client_tags=(), task_offsets=self._offsets(c),
                 task_end_offsets=None)
+            return self._restore_report(c, req, True) if self.restore_per_ms else req
         owned = None if c.last_sent == c.current else c.current
         c.last_sent = c.current
         req = beat(c.member, c.epoch, owned)
+        if self.restore_per_ms:
+            return self._restore_report(c, req, owned is not None)
         return req if owned is None else replace(req, task_offsets=self._offsets(c))
 
     def heartbeat(self, c: Client) -> None:
@@ -123,6 +169,8 @@ class Fleet:
         assert a.error_code == ErrorCode.none, a.error_message
         c.epoch = a.member_epoch
         c.interval_ms = int(a.heartbeat_interval.total_seconds() * 1000)
+        c.task_offset_ms = int(a.task_offset_interval.total_seconds() * 1000)
+        c.recovery_lag = a.acceptable_recovery_lag
         if a.active_tasks is not None:
             c.target = tuple(frozenset(a.tasks(k) or ()) for k in KINDS)
         self._track(c)
@@ -150,8 +198,10 @@ class Fleet:
         reconciled next."""
         assert c.reconciling is not None
         c.moved_in += len(c.reconciling[0] - c.current[0])
+        if self.restore_per_ms:
+            self._restore(c)          # what it restored under its previous assignment
         c.current, c.reconciling = c.reconciling, None
-        c.on_disk |= {t for t in c.current[0] | c.current[1] if t[0] in self.stateful}
+        c.on_disk |= {t for t in c.current[0] | c.current[1] | c.current[2] if t[0] in self.stateful}
         c.reconciliations += 1
         c.most_active = max(c.most_active, len(c.current[0]))
         for other in self.clients.values():

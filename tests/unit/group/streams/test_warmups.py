@@ -14,6 +14,7 @@ from coordinator.group.streams import heartbeat, warmup
 from coordinator.group.streams.model import MemberState
 
 from . import test_convergence
+from .clients import Fleet
 from .driver import REQ, Driver, beat, image, join, subtopology, topology
 from .test_describe_and_migration import _describe
 
@@ -257,3 +258,44 @@ def test_the_member_state_while_warming_is_stable():
     app, _ = _scaled_out()
     app.settle("a", "b")
     assert app.member("b").state is MemberState.STABLE and app.member("a").state is MemberState.STABLE
+
+
+# ---------------------------------------------------------------------- simulated 4.4 clients
+
+CHANGELOG = 5_000       # records per stateful task's changelog
+RATE = 1                # records restored per ms
+
+
+def test_simulated_clients_scale_out_moves_a_stateful_task_only_once_its_new_owner_restored_it():
+    """Simulated Streams 4.4 clients (clients.py) restoring at a simulated rate and reporting
+    their offsets by the 4.4 rules: the first instance restores and runs everything, a second
+    joins. Its stateful tasks run as warm-ups on it and stay active on the first until its own
+    report puts them within the lag; then one epoch bump moves them (both warm-ups restore at
+    the same rate), well before the probe timer, and no task is ever active twice (the fleet
+    checks it at every reconciliation)."""
+    d = Driver(IMG, **{**ON, "streams_task_offset_interval_ms": 60_000})
+    fleet = Fleet(d, TOP, callback_ms=20, restore_per_ms=RATE, changelog=CHANGELOG)
+    first = fleet.start("a", "pa")
+    fleet.run_until(lambda: fleet.stable(ALL) and all(first.restored.get(t) == CHANGELOG for t in STATEFUL))
+    joined_at = d.now_ms
+    second = fleet.start("b", "pb")
+    fleet.run_until(lambda: second.heartbeats > 0)
+    epoch = d.group().group_epoch
+    moving = d.group().target["b"].active & STATEFUL
+    started: dict = {}
+
+    def done() -> bool:      # notes when each moving task starts on the second, and its restore
+        for t in second.current[0] & moving - started.keys():
+            started[t] = (d.now_ms, second.restored.get(t, 0))
+        if d.group().group_epoch == epoch:     # until the bump, the first runs them
+            assert moving <= first.current[0] and moving <= second.current[2] | second.target[2]
+        return fleet.stable(ALL) and moving <= second.current[0]
+
+    fleet.run_until(done, limit_ms=30_000)
+    assert started.keys() == moving
+    for t, (when, restored) in started.items():
+        assert CHANGELOG - restored <= LAG, (t, restored)
+        assert when - joined_at >= (CHANGELOG - LAG) // RATE
+        assert t not in first.current[0]
+    assert min(when for when, _ in started.values()) - joined_at < INTERVAL   # not the probe
+    assert d.group().group_epoch == epoch + 1          # one bump moved both
