@@ -177,10 +177,13 @@ def refined(soft: Soft, group_id: str, members: Mapping[str, StreamsMember], epo
     and the timers to arm: the probe, when a new plan holds moves back."""
     plan = soft.warmups
     if plan is not None and plan.epoch == epoch and plan.target == target:
+        # a copy (the group's target changes in place on replay) holding the same values, so
+        # the next comparison is one identity check per member
+        soft.warmups = plan._replace(target=dict(target))
         return plan.assignment, []
     assignment, held, promoted = refine(members, target, soft.task_offsets, stateful_subtopologies(topology),
                                         settings.num_warmup_replicas, settings.acceptable_recovery_lag)
-    soft.warmups = Plan(epoch, target, assignment, held)
+    soft.warmups = Plan(epoch, dict(target), assignment, held)
     for t, owner in promoted:
         log.debug("streams group %s at %d: target epoch %d promotes task %s_%d to member %s (caught up)",
                   group_id, now_ms, epoch, t[0], t[1], owner)

@@ -5,13 +5,15 @@ warm-up, and moves once that owner's own report puts it within `streams.acceptab
 Off, nothing changes (test_convergence's sequences, the records byte for byte)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.streams import heartbeat, warmup
-from coordinator.group.streams.model import MemberState
+from coordinator.group.streams.model import MemberState, StreamsMember, Tasks
+from coordinator.group.streams.offsets import MemberOffsets
 
 from . import test_convergence
 from .clients import Fleet
@@ -266,7 +268,7 @@ CHANGELOG = 5_000       # records per stateful task's changelog
 RATE = 1                # records restored per ms
 
 
-def test_simulated_clients_scale_out_moves_a_stateful_task_only_once_its_new_owner_restored_it():
+def test_simulated_clients_scale_out_moves_a_stateful_task_only_once_its_new_owner_restored_it(caplog):
     """Simulated Streams 4.4 clients (clients.py) restoring at a simulated rate and reporting
     their offsets by the 4.4 rules: the first instance restores and runs everything, a second
     joins. Its stateful tasks run as warm-ups on it and stay active on the first until its own
@@ -291,7 +293,10 @@ def test_simulated_clients_scale_out_moves_a_stateful_task_only_once_its_new_own
             assert moving <= first.current[0] and moving <= second.current[2] | second.target[2]
         return fleet.stable(ALL) and moving <= second.current[0]
 
-    fleet.run_until(done, limit_ms=30_000)
+    with caplog.at_level(logging.DEBUG, logger="kcoord.streams.membership"):
+        fleet.run_until(done, limit_ms=30_000)
+    promotions = [r.getMessage() for r in caplog.records if "promotes task" in r.getMessage()]
+    assert len(promotions) == len(moving), promotions          # one DEBUG line per promotion
     assert started.keys() == moving
     for t, (when, restored) in started.items():
         assert CHANGELOG - restored <= LAG, (t, restored)
@@ -299,3 +304,53 @@ def test_simulated_clients_scale_out_moves_a_stateful_task_only_once_its_new_own
         assert t not in first.current[0]
     assert min(when for when, _ in started.values()) - joined_at < INTERVAL   # not the probe
     assert d.group().group_epoch == epoch + 1          # one bump moved both
+
+
+def test_the_warming_member_leaving_leaves_the_task_where_it_runs():
+    app, moving = _scaled_out()
+    app.settle("a", "b")
+    assert app.d.hb(beat("b", -1)).error_code == ErrorCode.none
+    app.settle("a")
+    assert app.member("a").assigned == Tasks(active=frozenset(ALL)) == app.d.group().target["a"]
+
+
+# ---------------------------------------------------------------------- the refinement alone
+
+T0, T1 = ("0", 0), ("0", 1)
+
+
+def _member(mid: str, process: str, active=(), standby=(), warm=()) -> StreamsMember:
+    return StreamsMember(mid, process_id=process, assigned=Tasks(frozenset(active), frozenset(standby),
+                                                                 frozenset(warm)))
+
+
+def _refine(members, target, offsets=None, budget=2):
+    by_id = {m.member_id: m for m in members}
+    return warmup.refine(by_id, target, offsets or {}, frozenset({"0"}), budget, LAG)
+
+
+def test_a_standby_on_the_new_owner_warms_it_without_budget():
+    members = [_member("h", "ph", active=[T0, T1]), _member("o", "po", standby=[T0])]
+    assignment, held, _ = _refine(members, {"h": Tasks(frozenset({T1})), "o": Tasks(frozenset({T0}))}, budget=0)
+    assert assignment["h"] == Tasks(frozenset({T0, T1}))
+    assert assignment["o"] == Tasks(standby=frozenset({T0}))
+    assert held == {T0: "po"}
+
+
+def test_with_the_holder_gone_the_caught_up_standby_keeps_the_task_active():
+    members = [_member("s", "ps", standby=[T0]), _member("z", "pz", standby=[T0]), _member("o", "po")]
+    offsets = {"s": MemberOffsets({T0: 950}, {T0: 1_000}), "z": MemberOffsets({T0: 990}, {T0: 1_000})}
+    target = {"s": Tasks(standby=frozenset({T0})), "z": Tasks(), "o": Tasks(frozenset({T0}))}
+    assignment, held, _ = _refine(members, target, offsets)
+    assert assignment["z"].active == {T0} and not assignment["z"].standby     # the least lag
+    assert assignment["s"] == Tasks(standby=frozenset({T0}))
+    assert assignment["o"] == Tasks(warmup=frozenset({T0}))
+    assert held == {T0: "po"}
+
+
+def test_a_caught_up_new_owner_takes_the_task_at_once_and_the_promotion_is_reported():
+    members = [_member("h", "ph", active=[T0]), _member("o", "po", warm=[T0])]
+    offsets = {"o": MemberOffsets({T0: 1_000}, {T0: 1_000})}
+    target = {"h": Tasks(), "o": Tasks(frozenset({T0}))}
+    assignment, held, promoted = _refine(members, target, offsets)
+    assert assignment == target and held == {} and promoted == [(T0, "o")]
