@@ -97,8 +97,11 @@ class _Refiner:
         self.out = {mid: [set(t.active), set(t.standby), set(t.warmup)] for mid, t in target.items()
                     if mid in members}
         self.by_process: dict[str, list[str]] = {}
+        self.standbys: dict[Task, list[str]] = {}       # who holds each task as a standby
         for mid in sorted(members):
             self.by_process.setdefault(members[mid].process_id, []).append(mid)
+            for t in members[mid].assigned.standby:
+                self.standbys.setdefault(t, []).append(mid)
         self.promoted: list[tuple[Task, str]] = []
 
     def _up(self, mid: str, t: Task) -> bool:
@@ -118,8 +121,8 @@ class _Refiner:
         if holder is not None:
             return holder
         standbys = [(self.offsets[mid].end_offsets[t] - self.offsets[mid].offsets[t], mid)
-                    for mid, m in self.members.items()
-                    if t in m.assigned.standby and m.process_id != owner_pid and self._up(mid, t)]
+                    for mid in self.standbys.get(t, ())
+                    if self.members[mid].process_id != owner_pid and self._up(mid, t)]
         return min(standbys)[1] if standbys else None
 
     def _hold(self, t: Task, owner: str, keeper: str) -> None:
