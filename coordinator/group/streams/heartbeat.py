@@ -81,7 +81,7 @@ from .records import tasks_from, topology_from
 from .release import hold_back_cap
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
 from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
-from .warmup import enabled, refined, reported_caught_up
+from .warmup import enabled, refined, reported_caught_up, turned_off
 
 log = logging.getLogger("kcoord.streams.heartbeat")
 
@@ -259,7 +259,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         # kcoord's warm-ups: a report that makes a held-back move ready starts the next target
         bump = bump or (enabled(settings) and reported_caught_up(soft, group, updated.process_id, reported, settings))
     validated = topology.epoch if configured.is_ready() else -1
-    bump = bump or configured.metadata_hash != group.metadata_hash
+    bump = bump or configured.metadata_hash != group.metadata_hash or turned_off(soft, group, settings)
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
     if bump or validated != group.validated_topology_epoch:
         records.append(group_epoch_record(group, group_epoch, configured.metadata_hash, validated, settings))

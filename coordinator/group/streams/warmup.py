@@ -31,6 +31,8 @@ Rules:
   `streams.task.offset.interval.ms` after a plan with held-back moves, bump the group epoch
   (record 17) when no bump is pending, so the paced target (membership.can_compute: one per
   assignment interval) is computed and refined again;
+- turned off under a plan (the group's `streams.num.warmup.replicas` set to 0), the plan is
+  dropped at the next heartbeat, which bumps the group epoch if it held moves back;
 - at DEBUG (logger `kcoord.streams.membership`) each promotion is one line.
 """
 from __future__ import annotations
@@ -204,6 +206,17 @@ def reported_caught_up(soft: Soft, group: StreamsGroup, process_id: str, reporte
         return False
     lag = settings.acceptable_recovery_lag
     return any(plan.held.get(t) == process_id and caught_up(reported, t, lag) for t in reported.end_offsets)
+
+
+def turned_off(soft: Soft, group: StreamsGroup, settings: StreamsSettings) -> bool:
+    """Warm-ups were turned off (the group's `streams.num.warmup.replicas` set to 0) under a
+    plan: drop it, and whether a bump is due (members reconciled to a plan holding moves back
+    would otherwise stay there until the next target)."""
+    plan = soft.warmups
+    if plan is None or enabled(settings):
+        return False
+    soft.warmups = None
+    return bool(plan.held) and plan.epoch == group.target_assignment_epoch == group.group_epoch
 
 
 def on_probe(shard: Any, group: StreamsGroup, now_ms: int) -> Result:

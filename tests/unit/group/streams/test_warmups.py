@@ -354,3 +354,14 @@ def test_a_caught_up_new_owner_takes_the_task_at_once_and_the_promotion_is_repor
     target = {"h": Tasks(), "o": Tasks(frozenset({T0}))}
     assignment, held, promoted = _refine(members, target, offsets)
     assert assignment == target and held == {} and promoted == [(T0, "o")]
+
+
+def test_turning_warmups_off_under_a_plan_hands_the_held_moves_over():
+    app, moving = _scaled_out()
+    app.settle("a", "b")
+    assert app.member("b").assigned.warmup
+    epoch = app.d.group().group_epoch
+    app.d.config.streams_num_warmup_replicas = 0      # as the group's streams.num.warmup.replicas=0
+    app.settle("a", "b")
+    assert app.d.group().group_epoch == epoch + 1
+    assert app.member("b").assigned == app.d.group().target["b"] and app.member("b").assigned.active == moving
