@@ -221,11 +221,15 @@ def member_of(describe: dict[str, Any], app: StreamsApp) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at_least_once") -> Iterator[Deployment]:
-    """Topics and group configs on the route's (shared) broker or kcoord; no instance yet."""
+def deploy(route: str, request: Any, tmp_path_factory: Any, guarantee: str = "at_least_once",
+           gateway: KcoordProcess | None = None) -> Iterator[Deployment]:
+    """Topics and group configs on the route's (shared) broker or kcoord; no instance yet.
+    ``gateway``: a kcoord of the module's own in front of the route's upstream, instead of the
+    shared one (a module that turns one of kcoord's extensions on)."""
     upstream_id, fixture, via_kcoord = ROUTES[route]
     upstream = request.getfixturevalue(fixture)
-    gateway = request.getfixturevalue("streams_gateways").in_front_of(upstream.bootstrap) if via_kcoord else None
+    if gateway is None and via_kcoord:
+        gateway = request.getfixturevalue("streams_gateways").in_front_of(upstream.bootstrap)
     name = unique_name(f"count-{route}")
     d = Deployment(route, gateway.bootstrap if gateway else upstream.bootstrap, upstream.bootstrap,
                    name, f"{name}-in", f"{name}-out", tmp_path_factory.mktemp("state"), guarantee,
