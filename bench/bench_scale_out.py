@@ -27,6 +27,13 @@ responses its port gave, in the same window) and the cores each part used. If CP
 operation per process stays flat from one to two processes, N processes on N cores of their
 own serve N times one's rate (``projected``: N x 1e6 / the per-process µs per op).
 
+``--core-quota F`` measures it instead: each kcoord process's core becomes a "device core" of
+F of a real one (its own cgroup, CFS bandwidth control: side_by_side/quota.py), so that N of
+them fit beside the broker and the load, which have the rest of the machine. With
+``--cpus 0-1,0-1`` nothing is pinned and only the quotas bound kcoord; the measured aggregate
+of ``two`` against ``one_ab`` is then kcoord's own scale-out. Each process's throttled share
+of the run is reported: a process at its quota is held back by it.
+
 Groups are spread over the instances: every group's coordinator is asked (FindCoordinator
 v4, batched) and its requests go to that instance's port. Workloads (side-by-side's):
 ``commit_closed``: durable OffsetCommit of ``--commit-partitions`` partitions, generation -1,
@@ -62,6 +69,7 @@ from loadgen import procs  # noqa: E402
 from loadgen.client import KafkaConnection  # noqa: E402
 from loadgen.profiling import Profile  # noqa: E402
 from side_by_side import load, pinning  # noqa: E402
+from side_by_side.quota import CpuQuota  # noqa: E402
 from side_by_side.report import median  # noqa: E402
 from vs_kafka import wire  # noqa: E402
 
@@ -78,8 +86,9 @@ class Setup:
     """One side: its ports (the instances'), its kcoord pids, and where everything runs."""
 
     def __init__(self, name: str, broker_pid: int, broker_port: int, instances: list[Any], a: set[int],
-                 b: set[int]) -> None:
+                 b: set[int], quota: tuple[CpuQuota, float] | None = None) -> None:
         self.name, self.broker_pid, self.instances = name, broker_pid, instances
+        self.quota = quota if instances else None
         self.ports = [p.port for p in instances] or [broker_port]
         both = a | b
         if name == "kafka1":
@@ -98,9 +107,15 @@ class Setup:
         pinning.pin_process(self.broker_pid, self.broker_cpus)
         for pid, cpus in zip(self.kcoord_pids, self.kcoord_cpus, strict=True):
             pinning.pin_process(pid, cpus)
+            if self.quota is not None:
+                self.quota[0].place(pid, self.quota[1])
+
+    def throttled_s(self) -> list[float]:
+        return [self.quota[0].throttled_s(pid) for pid in self.kcoord_pids] if self.quota else []
 
     def layout(self) -> str:
-        kc = ", ".join(f"kcoord {sorted(c)}" for c in self.kcoord_cpus)
+        each = f" at {self.quota[1]:g} of a core" if self.quota else ""
+        kc = ", ".join(f"kcoord {sorted(c)}{each}" for c in self.kcoord_cpus)
         return f"{kc + '; ' if kc else ''}broker {sorted(self.broker_cpus)}; load {sorted(self.load_cpus)}"
 
 
@@ -190,12 +205,18 @@ def measure(args: argparse.Namespace, setup: Setup, workload: str, targets: list
     conns, depth = ((args.commit_connections, 1) if workload == "commit_closed"
                     else (args.pipeline_connections, args.pipeline_depth))
     pinning.pin_process(os.getpid(), setup.load_cpus)
+    throttled, t0 = setup.throttled_s(), time.monotonic()
     r = load.run_targets(targets, offset, connections=conns, depth=depth,
                          server_pids=[setup.broker_pid, *setup.kcoord_pids], load_cpus=setup.load_cpus,
                          workers=args.workers, seconds=args.seconds, warmup=args.warmup)
     if r.errors:
         raise RuntimeError(f"error responses {r.errors} ({r.responses} responses)")
-    return figures(setup, r)
+    f = figures(setup, r)
+    if setup.quota:
+        # the share of the whole run (warm-up included) each process spent held back by its quota
+        took = time.monotonic() - t0
+        f["kcoord_throttled"] = [(b - a) / took for a, b in zip(throttled, setup.throttled_s(), strict=True)]
+    return f
 
 
 def show(f: dict[str, Any]) -> str:
@@ -204,7 +225,9 @@ def show(f: dict[str, Any]) -> str:
         each = ", ".join(f"{u or 0:,.0f}" for u in f["kcoord_us_per_op_each"])
         cores = ", ".join(f"{c:.2f}" for c in f["kcoord_cores"])
         waits = ", ".join(f"{c:.2f}" for c in f.get("kcoord_waiting", []))
-        kc = f"; kcoord {f['kcoord_us_per_op'] or 0:,.0f} us/op (each {each}; cores {cores}; waiting {waits})"
+        held = ", ".join(f"{c:.2f}" for c in f.get("kcoord_throttled", []))
+        kc = (f"; kcoord {f['kcoord_us_per_op'] or 0:,.0f} us/op (each {each}; cores {cores}; waiting {waits}"
+              f"{'; throttled ' + held if held else ''})")
     return (f"{f['rate']:,.0f}/s{kc}; broker {f['broker_us_per_op'] or 0:,.0f} us/op ({f['broker_cores']:.2f} "
             f"cores); load {f['generator_cores']:.2f} cores; p50 {f['p50_us'] or 0:,.0f} us, p99 "
             f"{f['p99_us'] or 0:,.0f} us")
@@ -274,23 +297,25 @@ def table(results: dict[str, Any]) -> str:
     lines = []
     for workload, per in figs.items():
         lines += [f"### {workload}", "", "| setup | CPUs | ops/s | server µs/op | kcoord µs/op (each process) | "
-                  "kcoord cores (each) | kcoord waiting for a CPU (each) | broker µs/op (cores) | load cores | "
-                  "p50 / p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "kcoord cores (each) | kcoord waiting for a CPU (each) | kcoord throttled by its quota (each) | "
+                  "broker µs/op (cores) | load cores | p50 / p99 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for name, runs in per.items():
             ok = [r for r in runs if r]
             if not ok:
-                lines.append(f"| {name} | {results['meta']['layouts'][name]} | failed | | | | | | | |")
+                lines.append(f"| {name} | {results['meta']['layouts'][name]} | failed | | | | | | | | |")
                 continue
             n_kc = len(ok[0].get("kcoord_cores", []))
             each = ", ".join(f"{_med(ok, 'kcoord_us_per_op_each', i) or 0:,.0f}" for i in range(n_kc))
             cores = ", ".join(f"{_med(ok, 'kcoord_cores', i):.2f}" for i in range(n_kc))
             waits = ", ".join(f"{_med(ok, 'kcoord_waiting', i) or 0:.2f}" for i in range(n_kc))
+            held = ", ".join(f"{_med(ok, 'kcoord_throttled', i) or 0:.2f}" for i in range(n_kc)
+                             if _med(ok, 'kcoord_throttled', i) is not None)
             kc = f"**{_med(ok, 'kcoord_us_per_op'):,.0f}** ({each})" if n_kc else "—"
             rates = [r["rate"] for r in ok]
             lines.append(
                 f"| {name} | {results['meta']['layouts'][name]} | **{median(rates):,.0f}** "
                 f"({min(rates):,.0f}–{max(rates):,.0f}) | {_med(ok, 'cpu_us_per_op') or 0:,.0f} | {kc} | "
-                f"{cores or '—'} | {waits or '—'} | "
+                f"{cores or '—'} | {waits or '—'} | {held or '—'} | "
                 f"{_med(ok, 'broker_us_per_op'):,.0f} ({_med(ok, 'broker_cores'):.2f}) | "
                 f"{_med(ok, 'generator_cores'):.2f} | {(_med(ok, 'p50_us') or 0) / 1000:,.1f} / "
                 f"{(_med(ok, 'p99_us') or 0) / 1000:,.1f} ms |")
@@ -361,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hb-partitions", type=int, default=100)
     ap.add_argument("--state-partitions", type=int, default=50)
     ap.add_argument("--fencing", default="epoch", help="the cluster instances' fencing setting")
+    ap.add_argument("--core-quota", type=float, default=0.0,
+                    help="each kcoord process's CPU quota in cores (a device core; 0: none)")
     ap.add_argument("--session-ms", type=int, default=10000, help="cluster.session.timeout.ms")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="after the runs, one py-spy profiled commit measurement per kcoord setup, stacks here")
@@ -387,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     kcoord_config = cluster_config(args.session_ms, fencing=args.fencing, fast=False)
     started: list[Any] = []
     setups: dict[str, Setup] = {}
+    quota = CpuQuota() if args.core_quota > 0 else None
     figs: dict[str, Any] = {}
     failures: list[str] = []
     try:
@@ -398,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                                             args.state_partitions, () if name == "plain" else kcoord_config,
                                             log_level="WARNING", clustered=name != "plain")
                 started += instances
-            setups[name] = Setup(name, kpid, kafka.port, instances, a_cpu, b_cpu)
+            setups[name] = Setup(name, kpid, kafka.port, instances, a_cpu, b_cpu,
+                                 (quota, args.core_quota) if quota else None)
         for s in setups.values():
             if s.instances:
                 wait_serving(s, vsk.COMMIT_TOPIC)
@@ -424,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
                     f = profile(args, s, "commit_closed", targets, wire.commit_error_offset(vsk.COMMIT_TOPIC))
                     log(f"  profiled {s.name} commit_closed (not recorded): {show(f)}")
     finally:
+        if quota is not None:
+            quota.close()
         stop_all(started)
         kafka.stop()
     import orjson
