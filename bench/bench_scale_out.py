@@ -32,7 +32,9 @@ F of a real one (its own cgroup, CFS bandwidth control: side_by_side/quota.py), 
 them fit beside the broker and the load, which have the rest of the machine. With
 ``--cpus 0-1,0-1`` nothing is pinned and only the quotas bound kcoord; the measured aggregate
 of ``two`` against ``one_ab`` is then kcoord's own scale-out. Each process's throttled share
-of the run is reported: a process at its quota is held back by it.
+of the run is reported: a process at its quota is held back by it. Kafka's coordinator lives
+in its broker, so there ``kafka1`` is the broker on one device core (F) and ``kafka2`` on two
+(2F), while the kcoord setups' broker has no quota.
 
 Groups are spread over the instances: every group's coordinator is asked (FindCoordinator
 v4, batched) and its requests go to that instance's port. Workloads (side-by-side's):
@@ -88,7 +90,10 @@ class Setup:
     def __init__(self, name: str, broker_pid: int, broker_port: int, instances: list[Any], a: set[int],
                  b: set[int], quota: tuple[CpuQuota, float] | None = None) -> None:
         self.name, self.broker_pid, self.instances = name, broker_pid, instances
-        self.quota = quota if instances else None
+        self.quota = quota
+        # Kafka's coordinator lives in the broker: on device cores, "kafka1" is the broker on
+        # one (F) and "kafka2" on two (2F); the kcoord setups' broker has no quota.
+        self.broker_cores = (None if quota is None or instances else quota[1] * (2 if name == "kafka2" else 1))
         self.ports = [p.port for p in instances] or [broker_port]
         both = a | b
         if name == "kafka1":
@@ -105,16 +110,24 @@ class Setup:
 
     def pin(self) -> None:
         pinning.pin_process(self.broker_pid, self.broker_cpus)
+        if self.quota is not None:
+            if self.broker_cores is None:
+                self.quota[0].release(self.broker_pid)
+            else:
+                self.quota[0].place(self.broker_pid, self.broker_cores)
         for pid, cpus in zip(self.kcoord_pids, self.kcoord_cpus, strict=True):
             pinning.pin_process(pid, cpus)
             if self.quota is not None:
                 self.quota[0].place(pid, self.quota[1])
 
     def throttled_s(self) -> list[float]:
-        return [self.quota[0].throttled_s(pid) for pid in self.kcoord_pids] if self.quota else []
+        return [self.quota[0].throttled_s(pid) for pid in self.kcoord_pids] if self.quota and self.instances else []
 
     def layout(self) -> str:
         each = f" at {self.quota[1]:g} of a core" if self.quota else ""
+        if self.broker_cores is not None:
+            return (f"broker {sorted(self.broker_cpus)} at {self.broker_cores:g} of a core; "
+                    f"load {sorted(self.load_cpus)}")
         kc = ", ".join(f"kcoord {sorted(c)}{each}" for c in self.kcoord_cpus)
         return f"{kc + '; ' if kc else ''}broker {sorted(self.broker_cpus)}; load {sorted(self.load_cpus)}"
 

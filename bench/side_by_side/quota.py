@@ -60,6 +60,11 @@ class CpuQuota:
         _write(group / "cgroup.procs", str(pid))
         return group
 
+    def release(self, pid: int) -> None:
+        """``pid`` back in the root group, without a quota (its group stays for ``close``)."""
+        if pid in self.groups:
+            _write(self.root / "cgroup.procs", str(pid))
+
     def throttled_s(self, pid: int) -> float:
         """How long the group of ``pid`` has been held back by its quota (cpu.stat)."""
         group = self.groups.get(pid)
