@@ -62,13 +62,18 @@ class Served:
     stop_broker: object = None
 
 
+# `--config KEY=VALUE` items given on the command line, after FUZZ_CONFIG: kcoord's extensions
+# that are off by default (warm-up tasks, zone-aware standbys) are fuzzed only when turned on.
+EXTRA_CONFIG: list[str] = []
+
+
 def serve_embedded(memory_max: str) -> Served:
     port = procs.free_ports(2)
     lines: list[str] = []
     args = [sys.executable, "-m", "coordinator.cli", "--log-level", "WARNING", "serve", "--listen", f"127.0.0.1:{port}",
             "--state-topic", f"__kcoord_bench_{port}", "--state-partitions", "4", "--embedded-memory-max", memory_max,
             "--embedded-log", str(Path(tempfile.gettempdir()) / f"bench-fuzz-tansu-{port}.log")]
-    for item in FUZZ_CONFIG:
+    for item in (*FUZZ_CONFIG, *EXTRA_CONFIG):
         args += ["--config", item]
     process, log_path = launch_serve(args, REPO, f"kcoord-bench-fuzz-{port}", lines, 60, env={"PYTHONPATH": str(REPO)})
     banner = next(line for line in lines if "embedded Tansu pid" in line)
@@ -83,7 +88,7 @@ def serve_kafka(work: Path) -> Served:
     from support.kafka_broker import KAFKA_44, start_kafka
     cluster = start_kafka(KAFKA_44, work, heap="512m")
     node = cluster.nodes[0]
-    kcoord = procs.Kcoord(cluster.bootstrap, config=FUZZ_CONFIG, state_partitions=4).start()
+    kcoord = procs.Kcoord(cluster.bootstrap, config=(*FUZZ_CONFIG, *EXTRA_CONFIG), state_partitions=4).start()
     watch = UpstreamWatch(f"Kafka {KAFKA_44} (-Xmx512m)", "127.0.0.1", int(cluster.bootstrap.rsplit(":", 1)[1]),
                           node.process.pid, rss_limit_mb=KAFKA_RSS_LIMIT_MB, timeout_s=10)
     return Served(kcoord.process, kcoord.log_path, kcoord.port, watch, stop_broker=cluster.stop)
@@ -179,7 +184,10 @@ def main() -> int:
                     help="instead: every fixed-width field of every request at each extreme, then --sweep-random "
                          "random structured frames, each alone")
     ap.add_argument("--sweep-random", type=int, default=20_000)
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="more kcoord settings (repeatable), e.g. streams_warmups_enabled=true")
     args = ap.parse_args()
+    EXTRA_CONFIG[:] = args.config
     if args.sweep:
         return run_sweep(args)
     failed = False
