@@ -2,7 +2,8 @@
 the rules of Kafka 4.4.0's own (read from its jar: docs/design/streams-groups.md, "The sticky
 assignor's placement, as Kafka 4.4.0 does it").
 
-Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness):
+Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness; kcoord's
+zone-aware standbys, off by default, are the last rule):
 - every task is active on exactly one member;
 - two quotas, each ceil(tasks / members) over the tasks and members not yet full, computed
   again for the others once a member reaches it (Kafka's `maybeUpdateActiveTasksPerMember`,
@@ -40,6 +41,14 @@ Rules (Kafka 4.4's built-in assignor has no warm-up tasks and no rack awareness)
   least loaded member, with no quota;
 - a standby is never placed on a process that holds the same task (active or standby);
   standbys that find no such process stay unassigned, with a warning, as in Kafka;
+- zone-aware standbys (kcoord's extension, only with tag keys configured: the serve-wide
+  `streams_rack_aware_assignment_tags`; client_tags.py states KIP-708's filter): for each
+  standby replica, the processes whose tags the filter bans are not candidates: the previous
+  active owner and the "previous standby" candidates are taken only if allowed, and the last
+  pass takes the least loaded allowed process without the task; only when no process is
+  allowed does the replica go to the least loaded process without the task, as without tags.
+  Actives are placed as without tags; without tag keys, or when no key has two values among
+  the processes, the placement is the rules above exactly;
 - deterministic: where Kafka's order is its hash maps' (members' order among equally ranked
   candidates, and which of equally loaded processes or members is the least loaded), kcoord
   takes the smaller member id; among processes of equal load, the one whose least loaded
@@ -54,6 +63,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
 
+from .client_tags import Banned, TagSpread
 from .model import NO_TASKS, Task, Tasks
 
 log = logging.getLogger("kcoord.streams.assignor")
@@ -65,6 +75,8 @@ class MemberSpec:
     previous: Tasks      # the member's current assignment (Kafka's assignedTasks), for stickiness
     # the member's last reported TaskOffsets (offsets.py): the tasks whose state it has on disk
     reported: Mapping[Task, int] = field(default_factory=lambda: MappingProxyType({}))
+    # the member's ClientTags, read only with zone-aware standbys on (client_tags.py)
+    client_tags: tuple[tuple[str, str], ...] = ()
 
 
 class _Load:
@@ -154,9 +166,10 @@ class _Quota:
 
 
 def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby: int,
-           stateful: frozenset[str] | None = None) -> dict[str, Tasks]:
+           stateful: frozenset[str] | None = None, tag_keys: Iterable[str] = ()) -> dict[str, Tasks]:
     """Each member's new target assignment; standbys only for the tasks of the ``stateful``
-    subtopologies (None: every task)."""
+    subtopologies (None: every task), spread over the values of the client tags ``tag_keys``
+    (kcoord's zone-aware standbys; none: Kafka 4.4's placement)."""
     all_tasks = sorted(tasks)
     if not members:
         return {}
@@ -168,7 +181,8 @@ def assign(members: Mapping[str, MemberSpec], tasks: Iterable[Task], num_standby
     prev_active = _previous_owners(members)
     prev_standby = _candidates(members)
     active = _assign_active(load, total, all_tasks, prev_active, prev_standby)
-    standby = _assign_standby(load, total, with_state, active, num_standby, prev_active, prev_standby)
+    spread = _spread(members, tag_keys) if num_standby > 0 else None
+    standby = _assign_standby(load, total, with_state, active, num_standby, prev_active, prev_standby, spread)
     return {m: Tasks(frozenset(active[m]), frozenset(standby[m]), NO_TASKS) for m in sorted(members)}
 
 
@@ -213,8 +227,19 @@ def _assign_active(load: _Load, total: _Quota, tasks: list[Task], prev_active: d
     return out
 
 
+def _spread(members: Mapping[str, MemberSpec], tag_keys: Iterable[str]) -> TagSpread | None:
+    """The processes' tags, or None where they cannot spread anything (no key configured, or
+    none with two values among the processes: the filter then never bans)."""
+    keys = tuple(tag_keys)
+    if not keys:
+        return None
+    spread = TagSpread(keys, {m: (s.process_id, s.client_tags) for m, s in members.items()})
+    return spread if any(n > 1 for n in spread.distinct.values()) else None
+
+
 def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[str, set[Task]], num_standby: int,
-                    prev_active: dict[Task, str], prev_standby: dict[Task, list[str]]) -> dict[str, set[Task]]:
+                    prev_active: dict[Task, str], prev_standby: dict[Task, list[str]],
+                    spread: TagSpread | None = None) -> dict[str, set[Task]]:
     out: dict[str, set[Task]] = {m: set() for m in load.member}
     if num_standby <= 0:
         return out
@@ -227,24 +252,35 @@ def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[
         total.took(load.member[m])
         holders[t].add(process_of[m])
 
-    left: list[tuple[Task, int]] = []
+    left: list[tuple[Task, int, Banned | None]] = []
     for t in sorted(tasks, key=_by_partition, reverse=True):
         placed = holders.setdefault(t, set())
+        banned: Banned | None = None
         for i in range(num_standby):
+            if spread is not None:
+                banned = spread.ban(placed, banned)
+            # with tags, a process they ban is no candidate, as one holding the task is not
+            bar = placed.__contains__ if spread is None or not banned else partial(_barred, spread, banned, placed)
             chosen = prev_active.get(t)
-            if chosen is None or process_of[chosen] in placed or load.member[chosen] >= total.per_member:
-                chosen = load.first_least_loaded(m for m in prev_standby.get(t, ()) if process_of[m] not in placed)
+            if chosen is None or bar(process_of[chosen]) or load.member[chosen] >= total.per_member:
+                chosen = load.first_least_loaded(m for m in prev_standby.get(t, ()) if not bar(process_of[m]))
                 if chosen is not None and load.member[chosen] >= total.per_member:
                     chosen = None
             if chosen is None:
-                left.append((t, num_standby - i))      # this replica and the task's next ones
+                left.append((t, num_standby - i, banned))      # this replica and the task's next ones
                 break
             give(chosen, t)
     unplaced = 0
-    for t, replicas in sorted(left, reverse=True):
+    for t, replicas, banned in sorted(left, key=_task_and_replicas, reverse=True):
         placed = holders[t]
         for i in range(replicas):
-            chosen = load.pop_least(partial(_elsewhere, placed))
+            chosen = None
+            if spread is not None:
+                banned = spread.ban(placed, banned)
+                if banned:      # else every process without the task is allowed: the rule below
+                    chosen = load.pop_least(partial(_allowed_elsewhere, spread, banned, placed))
+            if chosen is None:          # no process the tags allow: the rule without tags
+                chosen = load.pop_least(partial(_elsewhere, placed))
             if chosen is None:
                 unplaced += replicas - i
                 break
@@ -289,3 +325,15 @@ def _anywhere(_process_id: str) -> bool:
 
 def _elsewhere(held: set[str], process_id: str) -> bool:
     return process_id not in held
+
+
+def _barred(spread: TagSpread, banned: Banned, held: set[str], process_id: str) -> bool:
+    return process_id in held or not spread.allows(banned, process_id)
+
+
+def _allowed_elsewhere(spread: TagSpread, banned: Banned, held: set[str], process_id: str) -> bool:
+    return process_id not in held and spread.allows(banned, process_id)
+
+
+def _task_and_replicas(entry: tuple[Task, int, Banned | None]) -> tuple[Task, int]:
+    return entry[0], entry[1]

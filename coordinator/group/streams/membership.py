@@ -45,6 +45,7 @@ Rules:
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -98,11 +99,23 @@ def soft_of(shard: Any, group_id: str) -> Soft:
     return soft
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaggedSettings(StreamsSettings):
+    """The settings with kcoord's zone-aware standbys on (serve-wide only): the client-tag keys
+    the assignor spreads a task's standbys over (client_tags.py)."""
+    rack_aware_assignment_tags: tuple[str, ...] = ()
+
+
 def group_settings(shard: Any, group_id: str) -> StreamsSettings:
     """The group's settings: its per-group configuration (the configs contribution keeps the
     store on the shard; a shard built without it has none), over the coordinator's."""
     store = getattr(shard, "group_configs", None)
-    return settings_of(shard.config, None if store is None else store.overrides(group_id))
+    settings = settings_of(shard.config, None if store is None else store.overrides(group_id))
+    tags = getattr(shard.config, "streams_rack_aware_assignment_tags", ())
+    if tags:
+        return TaggedSettings(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)},
+                              rack_aware_assignment_tags=tuple(tags))
+    return settings
 
 
 def configured_for(soft: Soft, topology: Topology, image: MetadataImage) -> ConfiguredTopology:
@@ -259,9 +272,11 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     `StreamsGroupMember.assignedTasks()` (not its target, as consumer groups do)."""
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
     reported = {} if soft is None else of_members(soft.task_offsets, members)
-    specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE))
+    tag_keys = settings.rack_aware_assignment_tags if isinstance(settings, TaggedSettings) else ()
+    specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE), m.client_tags if tag_keys else ())
              for mid, m in members.items()}
-    target = assign(specs, tasks, settings.num_standby_replicas, stateful_subtopologies(topology or group.topology))
+    target = assign(specs, tasks, settings.num_standby_replicas, stateful_subtopologies(topology or group.topology),
+                    tag_keys)
     records = [rh.target_member(group.group_id, mid, t) for mid, t in sorted(target.items())
                if group.target.get(mid) != t]
     records.append(rh.target_metadata(group.group_id, epoch, now_ms))

@@ -73,7 +73,8 @@ class Client:
 
 
 class World:
-    def __init__(self, seed: int, lose: float, offsets: bool = False, warmups: bool = False) -> None:
+    def __init__(self, seed: int, lose: float, offsets: bool = False, warmups: bool = False,
+                 zones: bool = False) -> None:
         self.rnd = random.Random(seed)
         self.lose = lose
         # clients report TaskOffsets as the 4.4 client does (on a join and with their tasks):
@@ -83,10 +84,15 @@ class World:
         # restore (standbys and warm-ups), half of them within the lag, half never
         self.warmups = warmups
         extra = {"streams_warmups_enabled": True, "streams_acceptable_recovery_lag": 10} if warmups else {}
-        self.d = Driver(READY, streams_session_timeout_ms=10 ** 9,
-                        streams_num_standby_replicas=self.rnd.choice((0, 1)),
-                        streams_initial_rebalance_delay_ms=self.rnd.choice((0, 3000)),
-                        streams_assignment_interval_ms=self.rnd.choice((0, 1000)), **extra)
+        # kcoord's zone-aware standbys: each process in one of three zones (its client.tag.zone)
+        self.zones = zones
+        if zones:
+            extra |= {"streams_rack_aware_assignment_tags": ("zone",),
+                      "streams_num_standby_replicas": self.rnd.choice((1, 2))}
+        config = {"streams_session_timeout_ms": 10 ** 9, "streams_num_standby_replicas": self.rnd.choice((0, 1)),
+                  "streams_initial_rebalance_delay_ms": self.rnd.choice((0, 3000)),
+                  "streams_assignment_interval_ms": self.rnd.choice((0, 1000))}
+        self.d = Driver(READY, **(config | extra))
         self.clients: dict[str, Client] = {}
         self.next_id = 0
         self.log: list[str] = []
@@ -102,6 +108,8 @@ class World:
     def heartbeat(self, c: Client, lose: float) -> None:
         if c.epoch == 0:
             req = _join(c.member, c.process)
+            if self.zones:
+                req = replace(req, client_tags=(REQ.KeyValue(key="zone", value=f"z{int(c.process[1:]) % 3}"),))
         else:
             owned = None if c.last_sent == c.current else c.current
             c.last_sent = c.current
@@ -263,6 +271,24 @@ def test_no_task_is_ever_active_on_two_members_with_warmups(seed: int):
     world.run()
     World(seed, lose=0.15, warmups=True).run(clients=False)
     assert world.warmed, "no warm-up was ever handed out"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_no_task_is_ever_active_on_two_members_with_zone_aware_standbys(seed: int):
+    """kcoord's zone-aware standbys (client_tags.py) change where standbys go, never the rules:
+    no task on two members, no process holding a task twice, every task active once; and once
+    settled, a stateful task's copies are in distinct zones wherever the target had the zones."""
+    world = World(seed, lose=0, zones=True)
+    world.run()
+    World(seed, lose=0.15, zones=True).run(clients=False)
+    group = world.d.group()
+    zone = {m.member_id: int(m.process_id[1:]) % 3 for m in group.members.values()}
+    zones = len(set(zone.values()))
+    replicas = world.d.config.streams_num_standby_replicas
+    for t in sorted(ALL):
+        copies = [zone[m] for m, a in group.target.items() if t in a.active | a.standby]
+        if t[0] == "0" and zones > replicas:
+            assert len(copies) == 1 + replicas and len(set(copies)) == len(copies), (t, copies)
 
 
 @pytest.mark.parametrize("seed", range(15))

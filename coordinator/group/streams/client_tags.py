@@ -1,0 +1,70 @@
+"""Zone-aware standby placement: kcoord's extension, off by default (the serve-wide
+`streams_rack_aware_assignment_tags`, empty). Kafka 4.4's streams `sticky` assignor has no rack
+awareness; classic Kafka Streams has KIP-708's (`rack.aware.assignment.tags`, its
+`ClientTagAwareStandbyTaskAssignor`), whose filter this module applies to the sticky assignor's
+standby placement (assignor.py).
+
+Rules (KIP-708's, as its assignor does them):
+- a process's tags are its members' `ClientTags` for the configured keys (the members of one
+  process are the stream threads of one Streams client, and Kafka Streams 4.4 sends its
+  `client.tag.<key>` configs as every member's ClientTags: StreamThread.initStreamsRebalanceData
+  passes StreamsConfig.getClientTags() into StreamsRebalanceData); where they differ, the
+  smallest member id's;
+- for each standby replica of a task, the processes already holding the task (its active and
+  the standbys placed so far) ban, for each configured key they have a value for, every
+  process with that same value: but only while that key has more distinct values among the
+  group's processes than the task has holders (KIP-708: "if we have used more clients than
+  all the tag's unique values, we can't filter out clients located on that tag"). What is
+  banned stays banned for the task's later replicas, as KIP-708's assignor keeps adding to
+  its filtered clients;
+- a process without a value for a key is never banned by that key and bans nobody by it
+  (KIP-708 builds its filter from the values clients have: a client without the tag is in
+  none of its tag groups). So an instance that does not set the tag is a candidate
+  everywhere, and its copies do not count against any zone;
+- the filter only narrows the choice: when it leaves no candidate, the replica is placed by
+  the rule without tags (KIP-708 falls back to the least loaded clients), so exactly the
+  standbys that would be placed without tags are placed.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+Banned = dict[str, set[str]]     # tag key -> the values a task's next replica may not have
+
+
+class TagSpread:
+    """The configured keys' values of each process, and how many distinct values each key has."""
+
+    __slots__ = ("keys", "of", "distinct")
+
+    def __init__(self, keys: Iterable[str], members: Mapping[str, tuple[str, Iterable[tuple[str, str]]]]) -> None:
+        """``members``: member id -> (process id, its client tags)."""
+        self.keys = tuple(dict.fromkeys(keys))
+        wanted = set(self.keys)
+        self.of: dict[str, dict[str, str]] = {}
+        for _m, (pid, tags) in sorted(members.items(), reverse=True):
+            # the smallest member id of a process is seen last and wins
+            self.of[pid] = {k: v for k, v in tags if k in wanted}
+        values: dict[str, set[str]] = {k: set() for k in self.keys}
+        for held in self.of.values():
+            for k, v in held.items():
+                values[k].add(v)
+        self.distinct = {k: len(vs) for k, vs in values.items()}
+
+    def ban(self, holders: set[str], banned: Banned | None = None) -> Banned:
+        """``banned`` (a new table when None) with the values of the task's ``holders`` added,
+        for each key with more distinct values than there are holders."""
+        if banned is None:
+            banned = {}
+        count = len(holders)
+        for k in self.keys:
+            if self.distinct[k] > count:
+                values = {tags[k] for h in holders if k in (tags := self.of[h])}
+                if values:
+                    banned.setdefault(k, set()).update(values)
+        return banned
+
+    def allows(self, banned: Banned, process_id: str) -> bool:
+        """Whether the process may take the replica: none of its values is banned."""
+        tags = self.of[process_id]
+        return not any(k in tags and tags[k] in values for k, values in banned.items())
