@@ -148,6 +148,49 @@ class _Load:
         return found
 
 
+class _Cells:
+    """The least loaded process the tags allow, in O(cells log processes): the processes by
+    their tag cell (client_tags.TagSpread.cell), one heap of `_Load.process_key` per cell, kept
+    as `_Load` keeps its own (stale entries skipped). Filtering `_Load.pop_least` instead passes
+    every banned process less loaded than the allowed one, and a banned zone's processes are
+    often the least loaded (they were just refused the task's standby)."""
+
+    def __init__(self, load: _Load, spread: TagSpread) -> None:
+        self.load, self.spread = load, spread
+        members: dict[tuple[str | None, ...], list[str]] = {}
+        for pid in sorted(load.capacity):
+            members.setdefault(spread.cell(pid), []).append(pid)
+        self.first = {cell: pids[0] for cell, pids in members.items()}
+        self.cell_of = {pid: cell for cell, pids in members.items() for pid in pids}
+        self.heaps = {cell: [load.process_key(pid) for pid in pids] for cell, pids in members.items()}
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def moved(self, process_id: str) -> None:
+        heapq.heappush(self.heaps[self.cell_of[process_id]], self.load.process_key(process_id))
+
+    def pop_least(self, banned: Banned, held: set[str]) -> str | None:
+        """`_Load.pop_least` over the processes the tags allow that do not hold the task."""
+        load, best = self.load, None
+        for cell, heap in self.heaps.items():
+            if not self.spread.allows(banned, self.first[cell]):
+                continue
+            passed = []
+            while heap:
+                entry = heap[0]
+                if entry != load.process_key(entry[2]):
+                    heapq.heappop(heap)               # stale
+                elif entry[2] in held:
+                    passed.append(heapq.heappop(heap))
+                else:
+                    if best is None or entry < best:
+                        best = entry
+                    break
+            for entry in passed:
+                heapq.heappush(heap, entry)
+        return None if best is None else load._best(best[2])[1]
+
+
 class _Quota:
     """A quota (the module's rules): ceil(left tasks / members not full). Kafka lets the
     number of members not full reach 0 (quota 0); kept at 1 here, which refuses the same
@@ -246,11 +289,15 @@ def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[
     process_of = load.process_of
     holders: dict[Task, set[str]] = {t: {process_of[m]} for m, ts in active.items() for t in ts}
 
+    cells: _Cells | None = None      # the tags' heaps, for the last pass
+
     def give(m: str, t: Task) -> None:
         out[m].add(t)
         load.add(m)
         total.took(load.member[m])
         holders[t].add(process_of[m])
+        if cells is not None:
+            cells.moved(process_of[m])
 
     left: list[tuple[Task, int, Banned | None]] = []
     for t in sorted(tasks, key=_by_partition, reverse=True):
@@ -271,14 +318,16 @@ def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[
                 break
             give(chosen, t)
     unplaced = 0
+    if spread is not None and left:
+        cells = _Cells(load, spread)
     for t, replicas, banned in sorted(left, key=_task_and_replicas, reverse=True):
         placed = holders[t]
         for i in range(replicas):
             chosen = None
             if spread is not None:
                 banned = spread.ban(placed, banned)
-                if banned:      # else every process without the task is allowed: the rule below
-                    chosen = load.pop_least(partial(_allowed_elsewhere, spread, banned, placed))
+                if banned and cells is not None:    # else every process without the task is allowed
+                    chosen = cells.pop_least(banned, placed)
             if chosen is None:          # no process the tags allow: the rule without tags
                 chosen = load.pop_least(partial(_elsewhere, placed))
             if chosen is None:
@@ -329,10 +378,6 @@ def _elsewhere(held: set[str], process_id: str) -> bool:
 
 def _barred(spread: TagSpread, banned: Banned, held: set[str], process_id: str) -> bool:
     return process_id in held or not spread.allows(banned, process_id)
-
-
-def _allowed_elsewhere(spread: TagSpread, banned: Banned, held: set[str], process_id: str) -> bool:
-    return process_id not in held and spread.allows(banned, process_id)
 
 
 def _task_and_replicas(entry: tuple[Task, int, Banned | None]) -> tuple[Task, int]:

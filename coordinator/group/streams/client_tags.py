@@ -64,6 +64,12 @@ class TagSpread:
                     banned.setdefault(k, set()).update(values)
         return banned
 
+    def cell(self, process_id: str) -> tuple[str | None, ...]:
+        """The process's values of the keys (None: none): processes of one cell are banned
+        together."""
+        tags = self.of[process_id]
+        return tuple(tags.get(k) for k in self.keys)
+
     def allows(self, banned: Banned, process_id: str) -> bool:
         """Whether the process may take the replica: none of its values is banned."""
         tags = self.of[process_id]

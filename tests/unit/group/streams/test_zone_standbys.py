@@ -222,3 +222,26 @@ def test_off_by_default_the_settings_and_target_are_kafkas():
     target = d.group().target
     # Kafka's placement puts some task's copies on a and d, both in z1
     assert any(len({zone[m] for m, t in target.items() if ("0", p) in t.active | t.standby}) < 3 for p in range(6))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_last_pass_picks_by_cell_what_a_filtered_scan_of_every_process_picks(seed: int):
+    """`_Cells` (one heap per tag cell) finds the same process as `_Load.pop_least` filtered by
+    the tags, while loads move."""
+    from coordinator.group.streams.assignor import _Cells, _Load
+    rnd = random.Random(seed)
+    processes = {f"p{i}": tuple((k, rnd.choice("ab")) for k in ("zone", "rack") if rnd.random() < 0.8)
+                 for i in range(rnd.randrange(2, 12))}
+    members = {f"m{i}": MemberSpec(p, Tasks(frozenset(), frozenset()), client_tags=processes[p])
+               for i, p in enumerate(sorted(processes) + [rnd.choice(sorted(processes)) for _ in range(5)])}
+    spread = TagSpread(("zone", "rack"), {m: (s.process_id, s.client_tags) for m, s in members.items()})
+    load = _Load(members)
+    cells = _Cells(load, spread)
+    for _ in range(60):
+        held = set(rnd.sample(sorted(processes), rnd.randrange(1, 3)))
+        banned = spread.ban(held)
+        expected = load.pop_least(lambda pid, held=held, banned=banned: pid not in held and spread.allows(banned, pid))
+        assert cells.pop_least(banned, held) == expected
+        if expected is not None:
+            load.add(expected)
+            cells.moved(load.process_of[expected])
