@@ -245,3 +245,14 @@ def test_the_last_pass_picks_by_cell_what_a_filtered_scan_of_every_process_picks
         if expected is not None:
             load.add(expected)
             cells.moved(load.process_of[expected])
+
+
+def test_a_group_whose_instances_send_no_tags_writes_the_same_records_with_the_switch_on():
+    """test_convergence's start of ten instances with a standby each (their joins carry no
+    ClientTags): the records written are byte for byte those without the switch."""
+    from .test_convergence import CALLBACK_MS, STAGGER_MS, _started
+    plain = _started(10, STAGGER_MS, CALLBACK_MS, {"streams_num_standby_replicas": 1})[0]
+    switched = _started(10, STAGGER_MS, CALLBACK_MS, {"streams_num_standby_replicas": 1,
+                                                     "streams_rack_aware_assignment_tags": ZONE})[0]
+    assert any(t.standby for t in plain.group().target.values())
+    assert switched.log == plain.log
