@@ -45,7 +45,6 @@ Rules:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -99,23 +98,11 @@ def soft_of(shard: Any, group_id: str) -> Soft:
     return soft
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TaggedSettings(StreamsSettings):
-    """The settings with kcoord's zone-aware standbys on (serve-wide only): the client-tag keys
-    the assignor spreads a task's standbys over (client_tags.py)."""
-    rack_aware_assignment_tags: tuple[str, ...] = ()
-
-
 def group_settings(shard: Any, group_id: str) -> StreamsSettings:
     """The group's settings: its per-group configuration (the configs contribution keeps the
     store on the shard; a shard built without it has none), over the coordinator's."""
     store = getattr(shard, "group_configs", None)
-    settings = settings_of(shard.config, None if store is None else store.overrides(group_id))
-    tags = getattr(shard.config, "streams_rack_aware_assignment_tags", ())
-    if tags:
-        return TaggedSettings(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)},
-                              rack_aware_assignment_tags=tuple(tags))
-    return settings
+    return settings_of(shard.config, None if store is None else store.overrides(group_id))
 
 
 def configured_for(soft: Soft, topology: Topology, image: MetadataImage) -> ConfiguredTopology:
@@ -272,7 +259,7 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     `StreamsGroupMember.assignedTasks()` (not its target, as consumer groups do)."""
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
     reported = {} if soft is None else of_members(soft.task_offsets, members)
-    tag_keys = settings.rack_aware_assignment_tags if isinstance(settings, TaggedSettings) else ()
+    tag_keys = settings.rack_aware_assignment_tags
     specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE), m.client_tags if tag_keys else ())
              for mid, m in members.items()}
     target = assign(specs, tasks, settings.num_standby_replicas, stateful_subtopologies(topology or group.topology),

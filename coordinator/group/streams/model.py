@@ -295,6 +295,9 @@ class StreamsSettings:
     # the group's `streams.num.warmup.replicas` (Kafka's default 2 does not turn them on)
     warmups_enabled: bool = False
     num_warmup_replicas: int = 2
+    # kcoord's extension (serve-wide only), off when empty: the client-tag keys the assignor
+    # spreads each stateful task's standbys over (zone-aware standbys, client_tags.py)
+    rack_aware_assignment_tags: tuple[str, ...] = ()
 
 
 # The per-group configuration keys (coordinator/group/configs/keys.py) of the settings.
@@ -311,7 +314,7 @@ GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
 
 # The settings with no group key: only the coordinator's `streams_*` fields set them.
 SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms",
-              "initial_rebalance_quiet_tasks", "warmups_enabled")
+              "initial_rebalance_quiet_tasks", "warmups_enabled", "rack_aware_assignment_tags")
 
 
 def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:
