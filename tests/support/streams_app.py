@@ -50,12 +50,13 @@ class StreamsApp:
 
     def __init__(self, bootstrap: str, *, app_id: str, input: str, output: str, state_dir: str, name: str,
                  guarantee: str = "at_least_once", instance_id: str | None = None,
-                 app_server: str | None = None, protocol: str = "streams", batch_size: int | None = None) -> None:
+                 app_server: str | None = None, protocol: str = "streams", batch_size: int | None = None,
+                 zone: str | None = None) -> None:
         self._settings: dict[str, Any] = dict(
             bootstrap=bootstrap, app_id=app_id, input=input, output=output, state_dir=state_dir, name=name,
             guarantee=guarantee, instance_id=instance_id, app_server=app_server, protocol=protocol,
-            batch_size=batch_size)
-        self.name, self.app_server, self.instance_id = name, app_server, instance_id
+            batch_size=batch_size, zone=zone)
+        self.name, self.app_server, self.instance_id, self.zone = name, app_server, instance_id, zone
         args = ["--bootstrap", bootstrap, "--app-id", app_id, "--input", input, "--output", output,
                 "--state-dir", state_dir, "--name", name, "--guarantee", guarantee, "--protocol", protocol]
         if instance_id is not None:
@@ -64,6 +65,8 @@ class StreamsApp:
             args += ["--app-server", app_server]
         if batch_size is not None:
             args += ["--batch-size", str(batch_size)]
+        if zone is not None:
+            args += ["--zone", zone]      # client.tag.zone (zone-aware standbys)
         self.argv = libs_java_command("CountStreamsApp", args)
         self.process: subprocess.Popen | None = None
         self.killed_at: int | None = None

@@ -86,6 +86,20 @@ class Gateways:
             list(pool.map(lambda gateway: gateway.stop(), running))
 
 
+@contextlib.contextmanager
+def gateway_with(upstream: str, *settings: str) -> Iterator[KcoordProcess]:
+    """A kcoord of a module's own, KCOORD_CONFIG and ``settings``, in front of ``upstream``: a
+    module that turns one of kcoord's extensions on (the shared gateways keep Kafka's behaviour,
+    which the differential tests compare); fails if it died under the module."""
+    process = KcoordProcess(upstream=upstream, state_topic=unique_name("__kcoord_streams_ext"),
+                            config=(*KCOORD_CONFIG, *settings)).start()
+    try:
+        yield process
+        check_running(process)
+    finally:
+        process.stop()
+
+
 def check_running(gateway: KcoordProcess) -> None:
     assert gateway.running(), f"kcoord in front of {gateway.upstream} died; log:\n{gateway.log_text()[-4000:]}"
 
@@ -112,14 +126,17 @@ class Deployment:
     words: collections.Counter = field(default_factory=collections.Counter)
     batches: int = 0
 
-    def start(self, count: int, *, static: bool = False) -> list[StreamsApp]:
-        """``count`` new instances (static: group.instance.id = the instance's name), started at once."""
+    def start(self, count: int, *, static: bool = False, zones: tuple[str, ...] = ()) -> list[StreamsApp]:
+        """``count`` new instances (static: group.instance.id = the instance's name), started at once;
+        ``zones``: each one's client.tag.zone, in turn."""
         names = [f"i{len(self.apps) + i}" for i in range(count)]
         return self.launch([StreamsApp(self.bootstrap, app_id=self.app_id, input=self.input, output=self.output,
                                        state_dir=str(self.state_root / name), name=name, guarantee=self.guarantee,
                                        batch_size=self.batch_size,
                                        instance_id=name if static else None,
-                                       app_server=f"127.0.0.1:{ports.free_port()}") for name in names])
+                                       app_server=f"127.0.0.1:{ports.free_port()}",
+                                       zone=zones[i % len(zones)] if zones else None)
+                            for i, name in enumerate(names)])
 
     def launch(self, new: list[StreamsApp]) -> list[StreamsApp]:
         self.apps += new

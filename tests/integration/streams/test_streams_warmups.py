@@ -28,25 +28,18 @@ from typing import Any
 import pytest
 
 from support.kcoord import KcoordProcess
-from support.names import unique_name
 from support.streams_app import active_overlaps, held_intervals, set_group_configs
-from support.streams_deployment import KCOORD_CONFIG, STATEFUL, Deployment, check_running, deploy, member_of
+from support.streams_deployment import STATEFUL, Deployment, deploy, gateway_with, member_of
 from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(240)]
 
-WARMUPS_ON = (*KCOORD_CONFIG, "streams_warmups_enabled=true")
-
 
 @pytest.fixture(scope="module")
 def gateway(streams_kafka44: Any) -> Iterator[KcoordProcess]:
-    """kcoord with warm-ups on, in front of the streams modules' Kafka 4.4 (its own process:
-    the shared gateways keep Kafka's behaviour, which the differential tests compare)."""
-    process = KcoordProcess(upstream=streams_kafka44.bootstrap, state_topic=unique_name("__kcoord_warmups"),
-                            config=WARMUPS_ON).start()
-    yield process
-    check_running(process)
-    process.stop()
+    """kcoord with warm-ups on, in front of the streams modules' Kafka 4.4."""
+    with gateway_with(streams_kafka44.bootstrap, "streams_warmups_enabled=true") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,7 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  *   [--protocol streams|classic] [--guarantee at_least_once|exactly_once_v2] [--instance-id ID]
  *   [--app-server HOST:PORT] [--standbys N] [--commit-ms MS] [--poll-ms MS] [--name NAME]
  *   [--batch-size BYTES] (the producer's batch.size) [--subtopologies 2|3] (2 by default)
+ *   [--zone Z] (client.tag.zone: the instance's ClientTags, for zone-aware standbys)
  */
 public class CountStreamsApp {
     static final String STORE = "counts";
@@ -92,6 +93,9 @@ public class CountStreamsApp {
         }
         if (opts.containsKey("instance-id")) {
             p.put(StreamsConfig.consumerPrefix("group.instance.id"), opts.get("instance-id"));
+        }
+        if (opts.containsKey("zone")) {
+            p.put(StreamsConfig.clientTagPrefix("zone"), opts.get("zone"));
         }
         if (opts.containsKey("batch-size")) {
             // 0: one record per batch (Tansu's ListOffsets LATEST is the last batch's base
