@@ -210,7 +210,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         if member is None:
             raise unknown_member(gid, mid)
         if len(group.members) == 1:
-            soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = None
+            soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = soft.warmups = None
         endpoint_changed(soft, member, None)
         forget_due(soft, mid)
         return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),

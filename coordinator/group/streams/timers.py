@@ -52,7 +52,7 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
     endpoint_changed(soft, member, None)
     forget_due(soft, member.member_id)
     if len(group.members) == 1:
-        soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = None
+        soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = soft.warmups = None
     return Result(records=removal_records(group, member.member_id, group_settings(shard, group_id)),
                   timers=removal_timers(group_id, member.member_id))
 

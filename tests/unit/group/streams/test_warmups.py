@@ -181,7 +181,27 @@ def test_the_probe_timer_bumps_the_epoch_at_the_task_offset_interval():
     d.advance(1)
     assert d.group().group_epoch == epoch + 1 == d.group().target_assignment_epoch
     app.settle("a", "b")                             # nothing caught up: still held back, probed again
-    assert d.timers[key][0] == d.now_ms + INTERVAL
+    assert d.timers[key][0] == d.now_ms + 2 * INTERVAL          # the same moves held: the delay doubles
+
+
+def test_the_probe_backs_off_to_ten_minutes_while_the_same_moves_stay_held():
+    app, _ = _scaled_out()
+    app.settle("a", "b")
+    d = app.d
+    key = warmup.warmup_key("app")
+    delays = []
+    for _ in range(8):
+        due = d.timers[key][0]
+        delays.append(due - d.now_ms)
+        while d.now_ms < due:                       # the members heartbeat meanwhile
+            d.advance(min(5_000, due - d.now_ms))
+            app.settle("a", "b", rounds=1)
+    assert delays == [INTERVAL * 2**i for i in range(6)] + [warmup.PROBE_MAX_MS] * 2, delays
+    t = sorted(app.member("b").assigned.warmup)[0]
+    app.beat("b", offsets={t: 1_000}, ends={t: 1_000})     # a move caught up: bumped now, not at the probe
+    app.settle("a", "b")
+    assert t in app.member("b").assigned.active
+    assert d.timers[key][0] - d.now_ms == INTERVAL          # other moves held: the delay starts again
 
 
 def test_a_holder_leaving_while_its_task_warms_hands_it_to_the_new_owner():
@@ -324,9 +344,11 @@ def _member(mid: str, process: str, active=(), standby=(), warm=()) -> StreamsMe
                                                                  frozenset(warm)))
 
 
-def _refine(members, target, offsets=None, budget=2):
+def _refine(members, target, offsets=None, budget=2, moved=None):
+    """(assignment, held, promoted) of one refinement."""
     by_id = {m.member_id: m for m in members}
-    return warmup.refine(by_id, target, offsets or {}, frozenset({"0"}), budget, LAG)
+    r = warmup.refine(by_id, target, offsets or {}, frozenset({"0"}), budget, LAG, moved)
+    return r.assignment, r.held, r.promoted
 
 
 def test_a_standby_on_the_new_owner_warms_it_without_budget():
