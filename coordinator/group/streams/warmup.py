@@ -13,9 +13,9 @@ Rules:
   describe's TargetAssignment stay the assignor's; record 22 carries the warm-ups;
 - only tasks of stateful subtopologies are held back. A member is *caught up* on a task when
   its own last report has both an offset and an end offset for it, each in [0, Long.MAX_VALUE),
-  the offset not above the end, and end - offset <= `streams.acceptable.recovery.lag` (the
-  4.4 client's "hot" warm-up rule; an offset above the end is a changelog recreated under an
-  old state directory, or a lie). An active task is running (the client drops running actives from TaskOffsets), and
+  and end - offset <= `streams.acceptable.recovery.lag` (the 4.4 client's "hot" warm-up rule).
+  A caught-up 4.4 client reports an offset *above* its end offset (3 against 2 for a changelog
+  of three records, seen through kcoord), so a lag of 0 works. An active task is running (the client drops running actives from TaskOffsets), and
   its holder keeps it even if its last report shows it restoring: a 4.4 client reports on its
   interval, so a holder that has since finished looks restoring for up to
   `streams.task.offset.interval.ms`, and it has restored more of it than a new owner;
@@ -90,7 +90,7 @@ def warmup_key(group_id: str) -> tuple:
 def caught_up(offsets: MemberOffsets, task: Task, lag: int) -> bool:
     """The member's own last report says it restored ``task`` to within ``lag``."""
     o, e = offsets.offsets.get(task), offsets.end_offsets.get(task)
-    return o is not None and e is not None and 0 <= o <= e < LONG_MAX and e - o <= lag
+    return o is not None and e is not None and 0 <= o < LONG_MAX and 0 <= e < LONG_MAX and e - o <= lag
 
 
 def _active_holders(members: Mapping[str, StreamsMember]) -> dict[Task, str]:
