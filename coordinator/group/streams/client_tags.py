@@ -31,6 +31,13 @@ from collections.abc import Iterable, Mapping
 
 Banned = dict[str, set[str]]     # tag key -> the values a task's next replica may not have
 
+# Kafka Streams refuses more client tags ("At most 5 client tags can be specified using
+# client.tag. prefix.", StreamsConfig's MAX_RACK_AWARE_ASSIGNMENT_TAG_LIST_SIZE): a member
+# sending more is no Streams client, and its tags are not read (the member counts as untagged),
+# so a hostile member's thousands of tags cost the assignor nothing (record 19 keeps them all,
+# as Kafka does).
+MAX_CLIENT_TAGS = 5
+
 
 class TagSpread:
     """The configured keys' values of each process, and how many distinct values each key has."""
@@ -63,6 +70,10 @@ class TagSpread:
                 if values:
                     banned.setdefault(k, set()).update(values)
         return banned
+
+    def cells(self, process_ids: Iterable[str]) -> int:
+        """How many distinct cells the processes fall in."""
+        return len({self.cell(pid) for pid in process_ids})
 
     def cell(self, process_id: str) -> tuple[str | None, ...]:
         """The process's values of the keys (None: none): processes of one cell are banned

@@ -54,6 +54,7 @@ from ..image import MetadataImage
 from ..result import CancelTimer, ScheduleTimer
 from . import records as rh
 from .assignor import MemberSpec, assign
+from .client_tags import MAX_CLIENT_TAGS
 from .model import (
     MemberState,
     Soft,
@@ -260,7 +261,8 @@ def compute_target(group: StreamsGroup, members: dict[str, StreamsMember], confi
     tasks = configured.all_tasks() if configured is not None and configured.is_ready() else []
     reported = {} if soft is None else of_members(soft.task_offsets, members)
     tag_keys = settings.rack_aware_assignment_tags
-    specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE), m.client_tags if tag_keys else ())
+    specs = {mid: MemberSpec(m.process_id, m.assigned, reported.get(mid, NONE),
+                             m.client_tags if tag_keys and len(m.client_tags) <= MAX_CLIENT_TAGS else ())
              for mid, m in members.items()}
     target = assign(specs, tasks, settings.num_standby_replicas, stateful_subtopologies(topology or group.topology),
                     tag_keys)

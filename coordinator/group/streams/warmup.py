@@ -15,10 +15,11 @@ Rules:
   its own last report has both an offset and an end offset for it, each in [0, Long.MAX_VALUE),
   and end - offset <= `streams.acceptable.recovery.lag` (the 4.4 client's "hot" warm-up rule).
   A caught-up 4.4 client reports an offset *above* its end offset (3 against 2 for a changelog
-  of three records, seen through kcoord), so a lag of 0 works. An active task is running (the client drops running actives from TaskOffsets), and
-  its holder keeps it even if its last report shows it restoring: a 4.4 client reports on its
-  interval, so a holder that has since finished looks restoring for up to
-  `streams.task.offset.interval.ms`, and it has restored more of it than a new owner;
+  of three records, seen through kcoord), so a lag of 0 works. An active task is running (the
+  client drops running actives from TaskOffsets), and its holder keeps it even if its last
+  report shows it restoring: a 4.4 client reports on its interval, so a holder that has since
+  finished looks restoring for up to `streams.task.offset.interval.ms`, and it has restored
+  more of it than a new owner;
 - a task whose target owner O is not its active holder H moves at once when O's process is
   H's or a member of O's process is caught up on it. A move a plan let through stands: the
   next plan counts O's process as caught up on it for as long as the target sends it there
@@ -163,7 +164,9 @@ class _Refiner:
                 if holder is not None and self.members[holder].process_id == pid:
                     continue
                 if self._moving_to(pid, t) or any(self._up(mid, t) for mid in self.by_process[pid]):
-                    if holder is not None:
+                    if holder is not None or self._moving_to(pid, t):
+                        # kept while the holder may still be revoking it (a plan made then
+                        # sees no holder, and the one after must not hold it back again)
                         self.moved[t] = pid
                     if self._copy(pid, t) is not None and not self._moving_to(pid, t):
                         self.promoted.append((t, owner))

@@ -166,3 +166,26 @@ def test_a_report_one_above_its_end_offset_is_caught_up():
     app.beat("b", offsets={t: 1_001}, ends={t: 1_000})
     app.settle("a", "b")
     assert t in app.member("b").assigned.active
+
+
+def test_a_move_stands_through_a_plan_made_while_no_member_holds_the_task():
+    """Plan 1 lets T move from H to O; H has revoked it and O is not yet given it when plan 2
+    is made (no holder: it moves), and O's report has dropped T's end offset. Plan 3 must not
+    hold T back on a caught-up standby elsewhere."""
+    from coordinator.group.streams.model import StreamsMember, Tasks
+    from coordinator.group.streams.offsets import MemberOffsets
+    from coordinator.group.streams.warmup import refine
+    t, none = ("0", 0), frozenset()
+
+    def member(mid, pid, active=none, standby=none):
+        return StreamsMember(mid, member_epoch=1, process_id=pid, assigned=Tasks(frozenset(active), frozenset(standby)))
+    target = {"H": Tasks(), "O": Tasks(frozenset({t})), "S": Tasks(standby=frozenset({t}))}
+    up = MemberOffsets({t: 10}, {t: 10})
+    plan1 = refine({"H": member("H", "p1", active={t}), "O": member("O", "p2"), "S": member("S", "p3", standby={t})},
+                   target, {"O": up, "S": up}, frozenset({"0"}), 2, 0)
+    assert plan1.held == {} and plan1.moved == {t: "p2"}
+    members = {"H": member("H", "p1"), "O": member("O", "p2"), "S": member("S", "p3", standby={t})}
+    reports = {"O": MemberOffsets({t: 10}, {}), "S": up}
+    plan2 = refine(members, target, reports, frozenset({"0"}), 2, 0, plan1.moved)
+    plan3 = refine(members, target, reports, frozenset({"0"}), 2, 0, plan2.moved)
+    assert plan2.held == plan3.held == {} and plan3.assignment["O"].active == {t}

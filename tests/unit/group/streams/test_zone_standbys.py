@@ -5,6 +5,7 @@ placement is Kafka 4.4's exactly."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -256,3 +257,35 @@ def test_a_group_whose_instances_send_no_tags_writes_the_same_records_with_the_s
                                                      "streams_rack_aware_assignment_tags": ZONE})[0]
     assert any(t.standby for t in plain.group().target.values())
     assert switched.log == plain.log
+
+
+def test_more_cells_than_heaps_are_worth_give_the_same_targets(monkeypatch):
+    """Past MAX_CELLS tag cells (a host per process under `zone,host`) the last pass scans one
+    heap filtered by the tags instead of a heap per cell: the same targets."""
+    import coordinator.group.streams.assignor as assignor_module
+    specs = {f"m{i}": MemberSpec(f"p{i}", Tasks(frozenset(), frozenset()),
+                                 client_tags=(("host", f"h{i}"), ("zone", "abc"[i % 3])))
+             for i in range(assignor_module.MAX_CELLS + 6)}
+    tasks = [("0", p) for p in range(300)]
+    keys = ("zone", "host")
+    scanned = assign(specs, tasks, 2, STATEFUL, keys)
+    monkeypatch.setattr(assignor_module, "MAX_CELLS", 10**6)
+    assert assign(specs, tasks, 2, STATEFUL, keys) == scanned
+
+
+def test_a_member_sending_more_client_tags_than_kafka_streams_allows_counts_as_untagged():
+    """Kafka Streams refuses more than 5 client tags, so such a member is no Streams client:
+    its tags are not read, its target is the one it gets sending none (record 19 still keeps
+    them, as Kafka does)."""
+    def group(c_tags) -> Driver:
+        d = Driver(READY, streams_initial_rebalance_delay_ms=0, streams_assignment_interval_ms=0,
+                   streams_num_standby_replicas=2, streams_rack_aware_assignment_tags=ZONE)
+        for member, zone in (("a", "z1"), ("b", "z2"), ("c", "z3"), ("d", "z1")):
+            join = _join(member, "p" + member, zone)
+            d.hb(join if member != "c" else replace(join, client_tags=c_tags))
+        d.hb(beat("a", d.group().members["a"].member_epoch))
+        return d
+    six = tuple(REQ.KeyValue(key=k, value="z3") for k in ("zone", "k1", "k2", "k3", "k4", "k5"))
+    flooded, untagged, tagged = group(six), group(()), group(six[:1])
+    assert len(flooded.group().members["c"].client_tags) == 6
+    assert flooded.group().target == untagged.group().target != tagged.group().target
