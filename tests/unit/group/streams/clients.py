@@ -216,7 +216,9 @@ class Fleet:
             assert self.queue and self.queue[0][0] - start <= limit_ms, "no convergence"
             when, _, what, member, generation = heapq.heappop(self.queue)
             self.d.advance(max(0, when - self.d.now_ms))     # the coordinator's timers fire on the way
-            c = self.clients[member]
+            c = self.clients.get(member)
+            if c is None:                                     # it left or was killed: its events are void
+                continue
             if what == "reconciled":
                 self.reconciled(c)
             elif generation == c.generation:

@@ -12,7 +12,6 @@ they restore at a rate and report TaskOffsets / TaskEndOffsets by the 4.4 rules)
 """
 from __future__ import annotations
 
-import heapq
 import random
 
 import pytest
@@ -37,21 +36,6 @@ BASE = dict(streams_warmups_enabled=True, streams_initial_rebalance_delay_ms=0, 
 
 class Fleet2(Fleet):
     """The simulated clients, with leaves, and a convergence check against the assignor's target."""
-
-    def run_until(self, done, limit_ms=120_000):
-        start = self.d.now_ms
-        while not done():
-            assert self.queue and self.queue[0][0] - start <= limit_ms, "no convergence"
-            when, _, what, member, generation = heapq.heappop(self.queue)
-            self.d.advance(max(0, when - self.d.now_ms))
-            c = self.clients.get(member)
-            if c is None:
-                continue
-            if what == "reconciled":
-                self.reconciled(c)
-            elif generation == c.generation:
-                self.heartbeat(c)
-        return self.d.now_ms - start
 
     def leave(self, member: str) -> None:
         self.clients.pop(member)
