@@ -78,12 +78,25 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[CoordinatorConfig, dic
                 parsed = type(current)(value)
             except ValueError:
                 raise ValueError(f"--config {key.strip()}={value!r}: not a number") from None
+        elif name == "streams_rack_aware_assignment_tags":
+            parsed = _tag_keys(key.strip(), value)
         elif isinstance(current, tuple):
             parsed = tuple(v.strip() for v in value.split(",") if v.strip())
         else:
             parsed = value
         setattr(config, name, parsed)
     return config, resolve(security_items)
+
+
+def _tag_keys(name: str, value: str) -> tuple[str, ...]:
+    """The serve-wide client-tag keys, held to the group key's rules (keys.py `_list`)."""
+    from .group.configs.keys import KEYS, RACK_AWARE_TAGS, parse
+    from .group.errors import ApiError
+
+    try:
+        return tuple(parse(KEYS[RACK_AWARE_TAGS], value))
+    except ApiError as e:
+        raise ValueError(f"--config {name}={value!r}: {e.message}") from None
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

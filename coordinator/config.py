@@ -98,11 +98,12 @@ class CoordinatorConfig:
     # the group's `streams.num.warmup.replicas` (Kafka's default 2) bounds the warm-ups in
     # flight. Kafka 4.4 assigns none (coordinator/group/streams/warmup.py).
     streams_warmups_enabled: bool = False
-    # kcoord's extension, off (empty) by default: zone-aware standby placement, KIP-708's
-    # `rack.aware.assignment.tags` on the server side. The client-tag keys (each instance sets
+    # Kafka 4.4's `group.streams.rack.aware.assignment.tags`, the default of every group's
+    # `streams.rack.aware.assignment.tags` (empty): client-tag keys (each instance sets
     # `client.tag.<key>`, which Kafka Streams 4.4 sends in its StreamsGroupHeartbeat's
-    # ClientTags) whose values a task's standbys should differ in from its other copies'.
-    # Kafka 4.4's streams `sticky` assignor has no rack awareness
+    # ClientTags) a member must send, else MISSING_CLIENT_TAGS, as Kafka 4.4. And kcoord's
+    # extension, off while empty: zone-aware standby placement over these keys, KIP-708's
+    # filter; Kafka 4.4's streams `sticky` assignor ignores them
     # (coordinator/group/streams/client_tags.py; docs/user/streams-groups.md).
     streams_rack_aware_assignment_tags: tuple[str, ...] = ()
 

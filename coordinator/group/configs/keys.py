@@ -10,8 +10,9 @@ Rules of this module:
   (coordinator/config.py, the `group.consumer.*` settings); for the other types Kafka's
   broker defaults (`GroupCoordinatorConfig`, `ShareGroupConfig`).
 - `validate(configs, config)` is Kafka's `GroupConfig.validate`, on the whole set a change
-  leaves: unknown names, values that do not parse as their type or break the key's own
-  validator (Kafka's `ConfigException` messages), then the broker's min/max, then the
+  leaves: unknown names, duplicate client-tag keys, values that do not parse as their type or
+  break the key's own validator (Kafka's `ConfigException` messages; kcoord's own bound on the
+  client-tag keys, `_list`), then the broker's min/max, then the
   session timeout above the heartbeat interval per group type (the broker's value standing
   in for the one not set). It raises `ApiError(INVALID_CONFIG)` with Kafka's message.
 - Pure: no state, no clock.
@@ -51,6 +52,8 @@ STREAMS_MAX_STANDBY_REPLICAS = 2
 STREAMS_MAX_WARMUP_REPLICAS = 20
 STREAMS_MIN_TASK_OFFSET_INTERVAL_MS = 15_000     # group.streams.min.task.offset.interval.ms
 INT_MAX = 2**31 - 1
+RACK_AWARE_TAGS = "streams.rack.aware.assignment.tags"
+MAX_TAG_KEYS, MAX_TAG_KEY_LENGTH = 5, 20       # Kafka Streams' client tags (keys.py _list)
 # Kafka 4.4's `group.streams.assignors` (KIP-1357): the names a group may pick; the first is
 # the default of `streams.assignor.name`.
 STREAMS_ASSIGNORS = ("sticky",)
@@ -130,7 +133,8 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         synonym="group.streams.task.offset.interval.ms"),
     Key("streams.num.warmup.replicas", _I, _const(2), 0, _fixed((-(2**31), STREAMS_MAX_WARMUP_REPLICAS)),
         internal=True, synonym="group.streams.num.warmup.replicas"),
-    Key("streams.rack.aware.assignment.tags", _LIST, _const(()), synonym="group.streams.rack.aware.assignment.tags"),
+    Key("streams.rack.aware.assignment.tags", _LIST, lambda c: tuple(c.streams_rack_aware_assignment_tags),
+        synonym="group.streams.rack.aware.assignment.tags"),
     Key("streams.acceptable.recovery.lag", _L, _const(10_000), 0, internal=True,
         synonym="group.streams.acceptable.recovery.lag"),
     Key("streams.assignor.name", _S, _const(STREAMS_ASSIGNORS[0]), synonym="group.streams.assignors"),
@@ -191,13 +195,48 @@ def parse(key: Key, text: str) -> Any:
             raise _bad(key.name, text, "Expected value to be either true or false")
         return word == "true"
     if t is ConfigType.LIST:
-        return tuple(p.strip() for p in text.split(",")) if text.strip() else ()
+        return _list(key, text)
     value = text.strip()
     if key.choices and value not in key.choices:
         raise _bad(key.name, value, f"String must be one of: {', '.join(key.choices)}")
     if key.name == "share.auto.offset.reset":
         _share_reset(key, value)
     return value
+
+
+_JAVA_TRIM = "".join(map(chr, range(33)))           # String.trim(): every char <= ' '
+_JAVA_COMMA = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")   # "\\s*,\\s*", Java's \s
+
+
+def _split(text: str) -> tuple[str, ...]:
+    # Kafka's LIST: the trimmed text split on commas with the blanks around them, empty pieces
+    # kept (`split("\\s*,\\s*", -1)`), so "zone," is ["zone", ""]; Java's trim and \s, not
+    # Python's wider whitespace ("zone,\u00a0" is two keys there)
+    trimmed = text.strip(_JAVA_TRIM)
+    return tuple(_JAVA_COMMA.split(trimmed)) if trimmed else ()
+
+
+def _list(key: Key, text: str) -> tuple[str, ...]:
+    """Kafka 4.4's `ValidList.anyNonDuplicateValues(true, false)`, then kcoord's own bound on
+    the client-tag keys: Kafka Streams sends at most 5 client tags with keys of at most 20
+    characters (StreamsConfig's MAX_RACK_AWARE_ASSIGNMENT_TAG_LIST_SIZE and _KEY_LENGTH), so a
+    longer list could never be met and only costs every heartbeat its status and the assignor
+    its spread (50,000 keys: 389 KB of status per heartbeat). The bound is in the parse so a
+    stored value past it falls back to the default on a reload too (store.py)."""
+    values = _split(text)
+    if len(set(values)) != len(values):
+        raise invalid(f"Configuration '{key.name}' values must not be duplicated.")
+    if "" in values:
+        raise invalid(f"Configuration '{key.name}' values must not be empty.")
+    if key.name == RACK_AWARE_TAGS:
+        if len(values) > MAX_TAG_KEYS:
+            raise invalid(f"{key.name} names {len(values)} tag keys; at most {MAX_TAG_KEYS} can be met, as Kafka "
+                          f"Streams sends at most {MAX_TAG_KEYS} client tags (client.tag.<tagKey>).")
+        long = next((v for v in values if len(v) > MAX_TAG_KEY_LENGTH), None)
+        if long is not None:
+            raise invalid(f"{key.name} names the tag key '{long[:MAX_TAG_KEY_LENGTH]}...' of {len(long)} "
+                          f"characters; Kafka Streams' client tag keys have at most {MAX_TAG_KEY_LENGTH}.")
+    return values
 
 
 def _share_reset(key: Key, value: str) -> None:
@@ -218,6 +257,9 @@ def validate(configs: Mapping[str, str], config: CoordinatorConfig) -> dict[str,
     for name in configs:
         if name not in KEYS:
             raise invalid(f"Unknown group config name: {name}")
+    tags = _split(configs.get(RACK_AWARE_TAGS, ""))     # checked before the parse, as Kafka 4.4 does
+    if len(set(tags)) != len(tags):
+        raise invalid(f"{RACK_AWARE_TAGS} must not contain duplicate tag keys.")
     parsed = {name: parse(KEYS[name], text) for name, text in configs.items()}
     for name, value in parsed.items():
         bounds = KEYS[name].bounds
@@ -230,9 +272,6 @@ def validate(configs: Mapping[str, str], config: CoordinatorConfig) -> dict[str,
             if hi >= INT_MAX:
                 raise invalid(f"{name} must be greater than or equal to {lo}")
             raise invalid(f"{name} must be in the range {lo} to {hi} inclusive.")
-    tags = parsed.get("streams.rack.aware.assignment.tags", ())
-    if len(set(tags)) != len(tags):
-        raise invalid("streams.rack.aware.assignment.tags must not contain duplicate tag keys.")
     for session_key, heartbeat_key in SESSION_OVER_HEARTBEAT:
         if session_key in parsed or heartbeat_key in parsed:
             session = parsed.get(session_key, KEYS[session_key].default(config))

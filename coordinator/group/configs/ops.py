@@ -5,7 +5,8 @@ Rules of this module:
 - `read_group_configs` answers the keys set on each named group (every group here belongs to
   this shard); the defaults, the sources and the filtering by name are the service's.
 - `alter_group_configs` computes the group's new set as Kafka's controller does
-  (`ConfigurationControlManager`: SET, DELETE, APPEND and SUBTRACT for IncrementalAlterConfigs;
+  (`ConfigurationControlManager`: SET and DELETE for IncrementalAlterConfigs, APPEND and
+  SUBTRACT refused on every group key;
   the whole set replaced for the legacy AlterConfigs), validates the whole new set
   (keys.validate: Kafka's `GroupConfig.validate`), and writes one record holding it, or its
   tombstone once it is empty. validate_only writes nothing. A refusal is the response
@@ -24,7 +25,7 @@ from records.group_config_records import GroupConfigEntry, GroupConfigKey, Group
 
 from ..errors import ApiError
 from ..result import Result
-from .keys import KEYS, ConfigType, validate
+from .keys import validate
 from .store import GroupConfigStore
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3        # IncrementalAlterConfigs' ConfigOperation
@@ -80,19 +81,11 @@ def _changed(current: dict[str, str], req: AlterGroupConfigs) -> dict[str, str]:
         elif op == DELETE:
             new.pop(name, None)
         elif op in (APPEND, SUBTRACT):
-            key = KEYS.get(name)
-            if key is None:
-                raise ApiError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
-            if key.type is not ConfigType.LIST:
-                raise ApiError(ErrorCode.invalid_config,
-                               f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
-            items = [p.strip() for p in new.get(name, "").split(",") if p.strip()]
-            given = [p.strip() for p in (value or "").split(",") if p.strip()]
-            if op == APPEND:
-                items += [p for p in given if p not in items]
-            else:
-                items = [p for p in items if p not in given]
-            new[name] = ",".join(items)
+            # Kafka 4.4's controller splits no GROUP key (its config schema has no list type
+            # for groups), so it refuses both on every key, the list one and unknown names too
+            # (seen on the wire: test_diff_group_configs.py)
+            raise ApiError(ErrorCode.invalid_config,
+                           f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
         else:
             raise ApiError(ErrorCode.invalid_request, f"Unknown operation type {op} for {name}")
     return new

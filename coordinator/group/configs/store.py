@@ -51,7 +51,9 @@ class GroupConfigStore:
                 continue
             try:
                 value = parse(key, text)
-            except ApiError:
+            except ApiError as e:
+                log.warning("the group config %r for group %r is not used (%s): the default applies", name,
+                            group_id, e.message)
                 continue
             if key.bounds is not None:
                 lo, hi = key.bounds(self._config)

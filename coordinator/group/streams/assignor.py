@@ -41,8 +41,8 @@ zone-aware standbys, off by default, are the last rule):
   least loaded member, with no quota;
 - a standby is never placed on a process that holds the same task (active or standby);
   standbys that find no such process stay unassigned, with a warning, as in Kafka;
-- zone-aware standbys (kcoord's extension, only with tag keys configured: the serve-wide
-  `streams_rack_aware_assignment_tags`; client_tags.py states KIP-708's filter): for each
+- zone-aware standbys (kcoord's extension, only with tag keys configured: the group's
+  `streams.rack.aware.assignment.tags`; client_tags.py states KIP-708's filter): for each
   standby replica, the processes whose tags the filter bans are not candidates: the previous
   active owner and the "previous standby" candidates are taken only if allowed, and the last
   pass takes the least loaded allowed process without the task; only when no process is
@@ -307,13 +307,18 @@ def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[
         if cells is not None:
             cells.moved(process_of[m])
 
-    left: list[tuple[Task, int, Banned | None]] = []
+    left: list[tuple[Task, int, Banned | None, Banned]] = []
     for t in sorted(tasks, key=_by_partition, reverse=True):
         placed = holders.setdefault(t, set())
         banned: Banned | None = None
+        first: Banned = {}
         for i in range(num_standby):
             if spread is not None:
                 banned = spread.ban(placed, banned)
+                if i == 0:
+                    first = {k: set(v) for k, v in banned.items()}
+                else:
+                    banned = spread.settle(placed, banned, first)
             # with tags, a process they ban is no candidate, as one holding the task is not
             bar = placed.__contains__ if spread is None or not banned else partial(_barred, spread, banned, placed)
             chosen = prev_active.get(t)
@@ -322,18 +327,18 @@ def _assign_standby(load: _Load, total: _Quota, tasks: list[Task], active: dict[
                 if chosen is not None and load.member[chosen] >= total.per_member:
                     chosen = None
             if chosen is None:
-                left.append((t, num_standby - i, banned))      # this replica and the task's next ones
+                left.append((t, num_standby - i, banned, first))      # this replica and the task's next ones
                 break
             give(chosen, t)
     unplaced = 0
     if spread is not None and left and spread.cells(load.capacity) <= MAX_CELLS:
         cells = _Cells(load, spread)
-    for t, replicas, banned in sorted(left, key=_task_and_replicas, reverse=True):
+    for t, replicas, banned, first in sorted(left, key=_task_and_replicas, reverse=True):
         placed = holders[t]
         for i in range(replicas):
             chosen = None
             if spread is not None:
-                banned = spread.ban(placed, banned)
+                banned = spread.settle(placed, spread.ban(placed, banned), first)
                 if banned and cells is not None:    # else every process without the task is allowed
                     chosen = cells.pop_least(banned, placed)
                 elif banned:                        # more cells than a heap each is worth
@@ -400,5 +405,5 @@ def _allowed(spread: TagSpread, banned: Banned, held: set[str], process_id: str)
     return not _barred(spread, banned, held, process_id)
 
 
-def _task_and_replicas(entry: tuple[Task, int, Banned | None]) -> tuple[Task, int]:
+def _task_and_replicas(entry: tuple[Task, int, Banned | None, Banned]) -> tuple[Task, int]:
     return entry[0], entry[1]

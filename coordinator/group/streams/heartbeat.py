@@ -19,9 +19,11 @@ Rules:
   metadata hash of the topology's topics changes; the target follows, paced (membership.py);
 - statuses: the topology's configuration (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS,
   INCORRECTLY_PARTITIONED_TOPICS), STALE_TOPOLOGY, SHUTDOWN_APPLICATION once any member asked
-  for it (until the group is empty), ASSIGNMENT_DELAYED (listed first, Kafka's words "Assignment
-  delayed due to the configured initial rebalance delay.") while the target is held back
-  (kcoord's quiet hold, membership.py, says "initial rebalance quiet period");
+  for it (until the group is empty), MISSING_CLIENT_TAGS (v1 only) naming the group's
+  `streams.rack.aware.assignment.tags` keys the member did not send, ASSIGNMENT_DELAYED (listed
+  first, Kafka's words "Assignment delayed due to the configured initial rebalance delay.")
+  while the target is held back (kcoord's quiet hold, membership.py, says "initial rebalance
+  quiet period");
 - the member's TaskOffsets / TaskEndOffsets are kept (offsets.py: each side replaced when
   sent, a duplicate task INVALID_REQUEST) after the member and topology checks and before the
   target is computed, as Kafka 4.4 does;
@@ -51,6 +53,7 @@ from . import records as rh
 from .admission import check_capacity, check_instance, replaced_static_member
 from .endpoints import partitions_by_endpoint
 from .membership import (
+    assignment_configs,
     assignment_timer,
     can_compute,
     compute_target,
@@ -80,7 +83,7 @@ from .reconciliation import reconcile, within
 from .records import tasks_from, topology_from
 from .release import hold_back_cap
 from .responses import LEAVE_EPOCH, LEAVE_STATIC_EPOCH, error_response, response, response_schema, validate
-from .topology import ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
+from .topology import ASSIGNMENT_DELAYED, MISSING_CLIENT_TAGS, SHUTDOWN_APPLICATION, STALE_TOPOLOGY
 from .warmup import enabled, refined, reported_caught_up, turned_off
 
 log = logging.getLogger("kcoord.streams.heartbeat")
@@ -187,13 +190,21 @@ def _reconcile(gid: str, member: StreamsMember, updated: StreamsMember, members:
 
 
 def _statuses(configuration: tuple[int, str] | None, member: StreamsMember, topology: Topology,
-              shutdown_requester: str | None) -> list[tuple[int, str]]:
+              shutdown_requester: str | None, tag_keys: tuple[str, ...]) -> list[tuple[int, str]]:
     out = [] if configuration is None else [configuration]
     if member.topology_epoch < topology.epoch:
         out.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind the "
                                     f"group's topology epoch {topology.epoch}."))
     if shutdown_requester is not None:
         out.append((SHUTDOWN_APPLICATION, f"The application is requested to shutdown by member {shutdown_requester}."))
+    if not tag_keys:
+        return out
+    sent = {key for key, _ in member.client_tags}
+    missing = [key for key in tag_keys if key not in sent]
+    if missing:     # the list as Java prints one; responses.py drops it for a v0 member
+        out.append((MISSING_CLIENT_TAGS, f"Missing required client tags for rack-aware standby assignment: "
+                                         f"[{', '.join(missing)}]. Configure them via 'client.tag.<tagKey>' in "
+                                         "your Streams config."))
     return out
 
 
@@ -213,7 +224,7 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
             soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = soft.warmups = None
         endpoint_changed(soft, member, None)
         forget_due(soft, mid)
-        return Result(records=removal_records(group, mid, settings), timers=removal_timers(gid, mid),
+        return Result(records=removal_records(group, mid), timers=removal_timers(gid, mid),
                       response=response(ctx.api_version, member_id=mid, member_epoch=epoch, heartbeat_ms=0,
                                         task_offset_ms=0, recovery_lag=-1, statuses=[], tasks=None,
                                         endpoint_epoch=0))
@@ -259,10 +270,16 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
         # kcoord's warm-ups: a report that makes a held-back move ready starts the next target
         bump = bump or (enabled(settings) and reported_caught_up(soft, group, updated.process_id, reported, settings))
     validated = topology.epoch if configured.is_ready() else -1
-    bump = bump or configured.metadata_hash != group.metadata_hash or turned_off(soft, group, settings)
+    # called whether or not a bump is due already: a plan left under the switch turned off
+    # would stay counted by the warm-up gauges (coordinator/metrics.py) until the next heartbeat
+    off = turned_off(soft, group, settings)
+    configs = assignment_configs(settings)
+    # Kafka 4.4: a change of the group's standby replicas or client-tag keys starts a rebalance
+    bump = bump or configured.metadata_hash != group.metadata_hash or off or (
+        configs != group.last_assignment_configs and dict(configs) != dict(group.last_assignment_configs))
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
     if bump or validated != group.validated_topology_epoch:
-        records.append(group_epoch_record(group, group_epoch, configured.metadata_hash, validated, settings))
+        records.append(group_epoch_record(group, group_epoch, configured.metadata_hash, validated, configs))
     if joining and not group.members and settings.initial_rebalance_delay_ms > 0:
         soft.initial_delay_until_ms = now_ms + settings.initial_rebalance_delay_ms
     if joining:
@@ -312,7 +329,8 @@ def _heartbeat(shard: Any, ctx: Any, req: Any, now_ms: int) -> Result:
                        cap, uncapped if cap is None else None)
     endpoint_changed(soft, replaced if replaced is not None else None if joining else member, after)
     # Kafka 4.4 lists ASSIGNMENT_DELAYED first (its broker answered so)
-    statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester)
+    statuses = statuses + _statuses(configured.status, after, topology, soft.shutdown_requester,
+                                    settings.rack_aware_assignment_tags)
     send_tasks = joining or epoch == 0 or after.assigned != member.assigned or owned != after.assigned
     endpoints = None
     if req.endpoint_information_epoch != soft.endpoint_epoch and configured.is_ready():

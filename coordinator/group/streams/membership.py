@@ -115,19 +115,33 @@ def configured_for(soft: Soft, topology: Topology, image: MetadataImage) -> Conf
     return cached
 
 
-def group_epoch_record(group: StreamsGroup, epoch: int, hash_: int, validated: int, settings: StreamsSettings):
-    """Record 17 at `epoch`, keeping the 4.4 description epochs the group has."""
+def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:
+    """Kafka 4.4's assignment configs of a group (`streamsGroupAssignmentConfigs`, a TreeMap):
+    its standby replicas, and its client-tag keys when it has some. A heartbeat that finds them
+    changed from the group's last ones (record 17's LastAssignmentConfigs) bumps the group epoch
+    and records them ("Assignment configurations changed to {...}. Triggering rebalance.")."""
+    configs = [("num.standby.replicas", str(settings.num_standby_replicas))]
+    if settings.rack_aware_assignment_tags:
+        configs.append(("rack.aware.assignment.tags", ",".join(settings.rack_aware_assignment_tags)))
+    return tuple(configs)
+
+
+def group_epoch_record(group: StreamsGroup, epoch: int, hash_: int, validated: int,
+                       configs: tuple[tuple[str, str], ...] | None = None):
+    """Record 17 at `epoch`, keeping the 4.4 description epochs the group has. ``configs``: the
+    assignment configs a heartbeat records, else the group's last ones, as Kafka 4.4 keeps them
+    on every other path (a member's removal, a timer)."""
     return rh.group_metadata(group.group_id, epoch, hash_, validated,
-                             (("num.standby.replicas", str(settings.num_standby_replicas)),),
+                             group.last_assignment_configs if configs is None else configs,
                              group.stored_description_topology_epoch, group.failed_description_topology_epoch)
 
 
-def removal_records(group: StreamsGroup, member_id: str, settings: StreamsSettings) -> list:
+def removal_records(group: StreamsGroup, member_id: str) -> list:
     gid = group.group_id
     epoch = group.group_epoch + 1
     records = [rh.current_assignment_tombstone(gid, member_id), rh.target_member_tombstone(gid, member_id),
                rh.member_tombstone(gid, member_id),
-               group_epoch_record(group, epoch, group.metadata_hash, group.validated_topology_epoch, settings)]
+               group_epoch_record(group, epoch, group.metadata_hash, group.validated_topology_epoch)]
     if set(group.members) <= {member_id}:
         # KAFKA-20442 (Kafka 4.4): with the last member gone, the target is (epoch, 0), so the
         # empty group's assignment epoch follows its group epoch (as StreamsGroupDescribe shows).

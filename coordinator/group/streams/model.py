@@ -228,6 +228,13 @@ class StreamsGroup:
     def is_ready(self) -> bool:
         return self.topology is not None and self.validated_topology_epoch == self.topology.epoch
 
+    def warmup_tasks(self) -> int:
+        """The warm-up tasks the members hold, assigned or being revoked (kcoord's warm-ups,
+        coordinator/group/streams/warmup.py; 0 once members let go of them after the switch is
+        turned off): read at scrape time by coordinator/metrics.py, on another thread, so the
+        members are walked as a copy."""
+        return sum(len(m.assigned.warmup) + len(m.pending_revocation.warmup) for m in list(self.members.values()))
+
     def state(self) -> StreamsGroupState:
         if not self.members:
             return StreamsGroupState.EMPTY
@@ -235,7 +242,8 @@ class StreamsGroup:
             return StreamsGroupState.NOT_READY
         if self.group_epoch > self.target_assignment_epoch:
             return StreamsGroupState.ASSIGNING
-        if any(not m.is_reconciled_to(self.target_assignment_epoch) for m in self.members.values()):
+        # A copy: a scrape reads the state on prometheus_client's thread (coordinator/metrics.py).
+        if any(not m.is_reconciled_to(self.target_assignment_epoch) for m in list(self.members.values())):
             return StreamsGroupState.RECONCILING
         return StreamsGroupState.STABLE
 
@@ -295,8 +303,9 @@ class StreamsSettings:
     # the group's `streams.num.warmup.replicas` (Kafka's default 2 does not turn them on)
     warmups_enabled: bool = False
     num_warmup_replicas: int = 2
-    # kcoord's extension (serve-wide only), off when empty: the client-tag keys the assignor
-    # spreads each stateful task's standbys over (zone-aware standbys, client_tags.py)
+    # The client-tag keys every member must send (else MISSING_CLIENT_TAGS, as Kafka 4.4), and
+    # kcoord's extension, off when empty: the keys the assignor spreads each stateful task's
+    # standbys over (zone-aware standbys, client_tags.py; Kafka 4.4's `sticky` ignores them)
     rack_aware_assignment_tags: tuple[str, ...] = ()
 
 
@@ -309,12 +318,13 @@ GROUP_KEYS = {"session_timeout_ms": "streams.session.timeout.ms",
               "acceptable_recovery_lag": "streams.acceptable.recovery.lag",
               "task_offset_interval_ms": "streams.task.offset.interval.ms",
               "assignor_name": "streams.assignor.name",
-              "num_warmup_replicas": "streams.num.warmup.replicas"}
+              "num_warmup_replicas": "streams.num.warmup.replicas",
+              "rack_aware_assignment_tags": "streams.rack.aware.assignment.tags"}
 
 
 # The settings with no group key: only the coordinator's `streams_*` fields set them.
 SERVE_WIDE = ("max_size", "initial_rebalance_quiet_ms", "initial_rebalance_quiet_max_ms",
-              "initial_rebalance_quiet_tasks", "warmups_enabled", "rack_aware_assignment_tags")
+              "initial_rebalance_quiet_tasks", "warmups_enabled")
 
 
 def settings_of(config: Any, overrides: Mapping[str, Any] | None = None) -> StreamsSettings:

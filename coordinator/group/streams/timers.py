@@ -53,7 +53,7 @@ def on_timer(shard: Any, key: tuple, payload: Any, now_ms: int) -> Result:
     forget_due(soft, member.member_id)
     if len(group.members) == 1:
         soft.shutdown_requester = soft.initial_delay_until_ms = soft.quiet_hold = soft.warmups = None
-    return Result(records=removal_records(group, member.member_id, group_settings(shard, group_id)),
+    return Result(records=removal_records(group, member.member_id),
                   timers=removal_timers(group_id, member.member_id))
 
 
@@ -78,7 +78,7 @@ def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
         # test_target_image.py).
         epoch += 1
         validated = group.topology.epoch if configured.is_ready() else -1
-        records.append(group_epoch_record(group, epoch, configured.metadata_hash, validated, settings))
+        records.append(group_epoch_record(group, epoch, configured.metadata_hash, validated))
     target_records, target = compute_target(group, dict(group.members), configured, epoch, settings, now_ms,
                                             soft=soft)
     end_quiet_hold(soft, target, settings)

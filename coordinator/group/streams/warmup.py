@@ -42,7 +42,9 @@ Rules:
   10 min): a warm-up that never reports within the lag costs a bump every 10 min at most;
 - turned off under a plan (the group's `streams.num.warmup.replicas` set to 0), the plan is
   dropped at the next heartbeat, which bumps the group epoch if it held moves back;
-- at DEBUG (logger `kcoord.streams.membership`) each promotion is one line.
+- at DEBUG (logger `kcoord.streams.membership`) each promotion is one line; the current plans'
+  warm-ups and held-back moves are gauges read at scrape time (`StreamsGroup.warmup_tasks`,
+  `Plan.held_moves`, coordinator/metrics.py).
 """
 from __future__ import annotations
 
@@ -78,6 +80,16 @@ class Plan(NamedTuple):
     held: dict[Task, str]
     moved: dict[Task, str]
     probe_ms: int
+
+    def held_moves(self, members: Mapping[str, Any]) -> int:
+        """The moves the plan holds back to processes still in the group (one that left stays in
+        the plan until the next heartbeat). A plan of an older target still counts: its moves
+        stay held in the members' assignments until a heartbeat refines the new target (a probe
+        computes it without one). Read only, at scrape time, by coordinator/metrics.py's
+        GroupCollector, which may not import this layer and reads a plan through this method
+        alone; the dicts are walked as copies (coordinator/metrics_kafka.py, walk_retrying)."""
+        processes = {m.process_id for m in list(members.values())}
+        return sum(process in processes for process in list(self.held.values()))
 
 
 def enabled(settings: StreamsSettings) -> bool:
@@ -265,5 +277,5 @@ def on_probe(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
         return Result()
     when = can_compute(group, soft, settings, now_ms)
     return Result(records=[group_epoch_record(group, group.group_epoch + 1, group.metadata_hash,
-                                              group.validated_topology_epoch, settings)],
+                                              group.validated_topology_epoch)],
                   timers=[assignment_timer(group.group_id, now_ms if when is None else when)])

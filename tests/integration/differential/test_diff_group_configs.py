@@ -76,6 +76,12 @@ def test_describe_of_a_group_never_configured(sides, names) -> None:  # type: ig
     [("consumer.session.timeout.ms", 2, "1")],
     [("streams.assignor.name", SET, "balanced")],
     [("streams.rack.aware.assignment.tags", SET, "zone,zone")],
+    [("streams.rack.aware.assignment.tags", SET, "zone,")],
+    [("streams.rack.aware.assignment.tags", SET, " , zone")],
+    [("streams.rack.aware.assignment.tags", SET, "zone,,")],
+    [("streams.rack.aware.assignment.tags", 2, "zone")],
+    [("streams.rack.aware.assignment.tags", 3, "zone")],
+    [("consumer.no.such.key", 3, "x")],
     [("share.auto.offset.reset", SET, "sometime")],
     [("share.auto.offset.reset", SET, "by_duration:xyz")],
     [("share.auto.offset.reset", SET, "by_duration:-PT1H")],
@@ -145,3 +151,4 @@ def test_legacy_alter_configs_replaces_the_set(sides, names) -> None:  # type: i
     assert theirs["configs"]["consumer.assignment.interval.ms"][1] in (4, 5)
     bad = {"consumer.bogus": "1"}
     assert legacy_alter(kcoord, group, bad) == legacy_alter(kafka, group, bad)
+

@@ -14,6 +14,8 @@ a StreamsGroupHeartbeat to a consumer group (GROUP_ID_NOT_FOUND), API 93 without
 (UNSUPPORTED_VERSION); the offsets of streams members (offsets_across_rebalances: OffsetCommit
 v8-v10, TxnOffsetCommit and OffsetFetch at the member's epoch, newer and older ones, across a
 second and a third member's joins, KIP-1251's per-task assignment epochs); then the members leave.
+Then MISSING_CLIENT_TAGS, and the assignment configs' change (a rebalance at the next heartbeat)
+with the tag lists Kafka refuses.
 """
 from __future__ import annotations
 
@@ -99,12 +101,14 @@ class StreamsMember:
         self.epoch = 0
         self.tasks: dict[str, tuple] = {"active": (), "standby": (), "warmup": ()}
 
-    def join(self, top, version: int = 1, instance_id: str | None = None) -> Any:
+    def join(self, top, version: int = 1, instance_id: str | None = None, tags: dict[str, str] | None = None) -> Any:
+        kv = self.side.types(HEARTBEAT, version).KeyValue
         return self.side.call(
             HEARTBEAT, version, group_id=self.group, member_id=self.member_id, member_epoch=0,
             endpoint_information_epoch=0, instance_id=instance_id, rack_id=None,
             rebalance_timeout=timedelta(seconds=30), topology=top, active_tasks=(), standby_tasks=(),
-            warmup_tasks=(), process_id=self.process_id, user_endpoint=None, client_tags=(), task_offsets=None,
+            warmup_tasks=(), process_id=self.process_id, user_endpoint=None,
+            client_tags=tuple(kv(key=k, value=v) for k, v in (tags or {}).items()), task_offsets=None,
             task_end_offsets=None, shutdown_application=False)
 
     def heartbeat(self, epoch: int | None = None, instance_id: str | None = None, offsets: list | None = None,
@@ -194,14 +198,19 @@ def app_name(suffix: str, side: str) -> str:
                 == repartition_first(kafka))
 
 
+def undelayed(side: Coordinator, app: str, configs: dict[str, str] | None = None) -> None:
+    """The group's coordinator found, and the group set with no initial rebalance delay and no
+    assignment interval (and ``configs``): Kafka's defaults (3 s, 1 s) would only slow the run,
+    and a join inside the interval is answered ASSIGNMENT_DELAYED, by the clock."""
+    wait_for_coordinator(side, app)
+    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0",
+                                       **(configs or {})})
+
+
 def join_describe_refuse_leave(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
     side = t.side
     app = app_name(suffix, side.name)
-    wait_for_coordinator(side, app)
-    # Kafka's default initial rebalance delay (3 s) and assignment interval (1 s) would only
-    # slow the run (the second and third members' joins wait for the interval otherwise).
-    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0",
-                                       "streams.assignment.interval.ms": "0"})
+    undelayed(side, app)
     member = StreamsMember(side, app, ids[0], ids[1])
     joined = member.join(topology(side, app, source))
     member.note(joined)
@@ -561,9 +570,7 @@ def standby_placement(t: Transcript, source: str, ids: list[str], suffix: str) -
     1's on B, which is then at the total quota (3), so 0's goes to C, not to B its holder."""
     side = t.side
     app = f"diff-standby-{suffix}-{side.name}"
-    wait_for_coordinator(side, app)
-    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0",
-                                       "streams.num.standby.replicas": "1"})
+    undelayed(side, app, {"streams.num.standby.replicas": "1"})
     a, b, c = (StreamsMember(side, app, ids[i], ids[3 + i]) for i in range(3))
     a.note(a.join(one_store(side, app, source)))
     wait_until(lambda: a.heartbeat() and a.active_count() == INPUT_PARTITIONS, 60, 0.2,
@@ -617,8 +624,7 @@ def active_order(t: Transcript, first: str, second: str, ids: list[str], suffix:
     its tasks in Kafka 4.4's order, by partition then subtopology, and B is given the rest."""
     side = t.side
     app = f"diff-order-{suffix}-{side.name}"
-    wait_for_coordinator(side, app)
-    set_kafka_group_config(side, app, {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0"})
+    undelayed(side, app)
     a, b = (StreamsMember(side, app, ids[i], ids[2 + i]) for i in range(2))
     a.note(a.join(two_sources(side, first, second)))
     wait_until(lambda: a.heartbeat() and a.active_count() == 2 * INPUT_PARTITIONS, 60, 0.2,
@@ -635,5 +641,81 @@ def test_the_active_pass_walks_tasks_by_partition_as_kafka_44(three_sides, input
     kafka, *kcoords = (active_order(Transcript(side), input_topic, second_input, ids, suffix) for side in three_sides)
     active = {m: t["active_tasks"] for m, t in kafka["a second member"]["targets"].items()}
     assert active == {ids[0]: [("0", [0, 1]), ("1", [0, 1])], ids[1]: [("0", [2, 3]), ("1", [2, 3])]}
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
+
+
+# ---------------------------------------------------------------- the group's client-tag keys
+def missing_client_tags(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
+    """The group's `streams.rack.aware.assignment.tags` is "zone,rack": a v1 member that sends
+    only rack is told MISSING_CLIENT_TAGS naming zone, on its join and its next heartbeat; a v0
+    member that sends none is not; a v1 member that sends both is not."""
+    side = t.side
+    app = f"diff-tags-{suffix}-{side.name}"
+    undelayed(side, app, {"streams.rack.aware.assignment.tags": "zone,rack"})
+    a, b, c = (StreamsMember(side, app, ids[i], ids[3 + i]) for i in range(3))
+    joined = a.join(stateless(side, source), tags={"rack": "r1"})
+    a.note(joined)
+    t.add("v1 join without zone", view(joined, app)["status"])
+    t.add("its next heartbeat", view(a.heartbeat(), app)["status"])
+    t.add("v0 join without tags", view(b.join(stateless(side, source), version=0), app)["status"])
+    t.add("v1 join with both", view(c.join(stateless(side, source), tags={"zone": "z1", "rack": "r2"}), app)["status"])
+    for member in (a, b, c):
+        member.heartbeat(epoch=-1)
+    return t
+
+
+def test_missing_client_tags_answers_as_kafka_44(three_sides, input_topic):
+    ids, suffix = member_ids(6), uuid.uuid4().hex[:6]
+    kafka, *kcoords = (missing_client_tags(Transcript(side), input_topic, ids, suffix) for side in three_sides)
+    missing = [{"status_code": 6, "status_detail": "Missing required client tags for rack-aware standby "
+                "assignment: [zone]. Configure them via 'client.tag.<tagKey>' in your Streams config."}]
+    assert kafka["v1 join without zone"] == kafka["its next heartbeat"] == missing
+    assert kafka["v0 join without tags"] == kafka["v1 join with both"] == []
+    for kcoord in kcoords:
+        assert_same(kafka, kcoord)
+
+
+def alter_refusal(side: Coordinator, app: str, configs: dict[str, str]) -> Any:
+    """IncrementalAlterConfigs SET on the group, answered (error code, message)."""
+    t = side.types(44, 1)
+    resource = t.AlterConfigsResource(resource_type=32, resource_name=app, configs=tuple(
+        t.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()))
+    answer = side.call(44, 1, resources=(resource,), validate_only=False).responses[0]
+    return [int(answer.error_code), answer.error_message]
+
+
+def assignment_configs_change(t: Transcript, source: str, ids: list[str], suffix: str) -> Transcript:
+    """Kafka 4.4's assignment configs (record 17's LastAssignmentConfigs): a change of the
+    group's `streams.num.standby.replicas`, then of its `streams.rack.aware.assignment.tags`,
+    bumps the member's epoch at its next heartbeat; an unchanged heartbeat does not. Tag lists
+    Kafka refuses (an empty key, a repeated one) are refused in its words."""
+    side = t.side
+    app = f"diff-configs-{suffix}-{side.name}"
+    undelayed(side, app)
+    a = StreamsMember(side, app, ids[0], ids[1])
+    a.note(a.join(stateless(side, source)))
+    wait_until(lambda: a.heartbeat() and a.active_count() == INPUT_PARTITIONS, 60, 0.2,
+               f"{side.name}: the member runs the four tasks")
+    before = a.epoch
+    set_kafka_group_config(side, app, {"streams.num.standby.replicas": "1"})
+    t.add("epochs gained after a standby change", a.heartbeat().member_epoch - before)
+    set_kafka_group_config(side, app, {"streams.rack.aware.assignment.tags": "zone"})
+    tagged = a.heartbeat()
+    t.add("after a tag-key change", {"epochs gained": tagged.member_epoch - before,
+                                     "status": view(tagged, app)["status"]})
+    t.add("epochs gained, unchanged", a.heartbeat().member_epoch - before)
+    for bad in ("zone,", " , zone", "zone,zone", "zone,,"):
+        t.add(f"alter to {bad!r}", alter_refusal(side, app, {"streams.rack.aware.assignment.tags": bad}))
+    a.heartbeat(epoch=-1)
+    return t
+
+
+def test_assignment_configs_change_answers_as_kafka_44(three_sides, input_topic):
+    ids, suffix = member_ids(2), uuid.uuid4().hex[:6]
+    kafka, *kcoords = (assignment_configs_change(Transcript(side), input_topic, ids, suffix) for side in three_sides)
+    assert kafka["epochs gained after a standby change"] == 1
+    assert kafka["after a tag-key change"]["epochs gained"] == 2
+    assert kafka["epochs gained, unchanged"] == 2
     for kcoord in kcoords:
         assert_same(kafka, kcoord)

@@ -48,6 +48,20 @@ def refusal(configs: dict[str, str]) -> tuple[ErrorCode, str]:
      "read_uncommitted"),
     ({"streams.rack.aware.assignment.tags": "zone,zone"},
      "streams.rack.aware.assignment.tags must not contain duplicate tag keys."),
+    # Kafka 4.4 splits keeping empty pieces, checks duplicates first, then ValidList's rules
+    ({"streams.rack.aware.assignment.tags": "zone,"},
+     "Configuration 'streams.rack.aware.assignment.tags' values must not be empty."),
+    ({"streams.rack.aware.assignment.tags": " , zone"},
+     "Configuration 'streams.rack.aware.assignment.tags' values must not be empty."),
+    ({"streams.rack.aware.assignment.tags": "zone,,", "consumer.session.timeout.ms": "abc"},
+     "streams.rack.aware.assignment.tags must not contain duplicate tag keys."),
+    # kcoord's own bound: what Kafka Streams can send (5 client tags, keys of 20 characters)
+    ({"streams.rack.aware.assignment.tags": "a,b,c,d,e,f"},
+     "streams.rack.aware.assignment.tags names 6 tag keys; at most 5 can be met, as Kafka Streams sends at most "
+     "5 client tags (client.tag.<tagKey>)."),
+    ({"streams.rack.aware.assignment.tags": "zone," + "k" * 21},
+     "streams.rack.aware.assignment.tags names the tag key 'kkkkkkkkkkkkkkkkkkkk...' of 21 characters; Kafka "
+     "Streams' client tag keys have at most 20."),
     ({"errors.deadletterqueue.topic.name": "__dlq"},
      "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
 ])
@@ -90,11 +104,11 @@ def read(shard, *groups):
     return shard.read_group_configs(None, ReadGroupConfigs(tuple(groups)), 0).response
 
 
-def test_set_delete_append_subtract_and_reload():
+def test_set_delete_and_reload():
     ctx = ShardContext()
     assert alter(ctx, "g", ("consumer.session.timeout.ms", SET, "50000"),
-                 ("streams.rack.aware.assignment.tags", APPEND, "zone,rack")).response == (ErrorCode.none, None)
-    assert alter(ctx, "g", ("streams.rack.aware.assignment.tags", SUBTRACT, "zone")).response[0] == ErrorCode.none
+                 ("streams.rack.aware.assignment.tags", SET, "zone,rack")).response == (ErrorCode.none, None)
+    assert alter(ctx, "g", ("streams.rack.aware.assignment.tags", SET, "rack")).response[0] == ErrorCode.none
     assert read(ctx.shard, "g", "h") == {"g": {"consumer.session.timeout.ms": "50000",
                                                "streams.rack.aware.assignment.tags": "rack"}, "h": {}}
     assert read(ctx.reload(), "g")["g"] == read(ctx.shard, "g")["g"]
@@ -114,6 +128,15 @@ def test_refusals_write_nothing():
          (ErrorCode.invalid_request, "Error due to duplicate config keys")),
         (("g", ("consumer.session.timeout.ms", APPEND, "1")),
          (ErrorCode.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is not LIST.")),
+        # Kafka 4.4 splits no group key, the list one included, and checks this before the name
+        (("g", ("streams.rack.aware.assignment.tags", APPEND, "zone")),
+         (ErrorCode.invalid_config, "Can't APPEND to key streams.rack.aware.assignment.tags because its type is "
+                                    "not LIST.")),
+        (("g", ("streams.rack.aware.assignment.tags", SUBTRACT, "zone")),
+         (ErrorCode.invalid_config, "Can't SUBTRACT to key streams.rack.aware.assignment.tags because its type is "
+                                    "not LIST.")),
+        (("g", ("consumer.no.such.key", SUBTRACT, "x")),
+         (ErrorCode.invalid_config, "Can't SUBTRACT to key consumer.no.such.key because its type is not LIST.")),
         (("g", ("consumer.session.timeout.ms", SET, None)),
          (ErrorCode.invalid_request, "Null value not supported for : consumer.session.timeout.ms")),
         (("g", ("bogus", SET, "1")), (ErrorCode.invalid_config, "Unknown group config name: bogus")),
@@ -197,3 +220,32 @@ def test_a_stored_value_outside_todays_bounds_is_used_clamped():
         shard.replay(decode_record(key, value), offset)
     assert shard.group_configs.value("g", "consumer.session.timeout.ms", 45_000) == 50_000
     assert read(shard, "g")["g"] == {"consumer.session.timeout.ms": "60000"}   # describe shows what was set
+
+
+def test_a_stored_tag_list_past_kcoords_bound_falls_back_to_the_default(caplog):
+    """Replayed values skip validate: a list set by another writer (50,000 keys) is not used,
+    and the log says so."""
+    from coordinator.group.configs.store import GroupConfigStore
+    store = GroupConfigStore(CoordinatorConfig(streams_rack_aware_assignment_tags=("zone",)))
+    store.replace("g", {"streams.rack.aware.assignment.tags": ",".join(f"k{i}" for i in range(50_000)),
+                        "streams.num.standby.replicas": "1"})
+    assert "'streams.rack.aware.assignment.tags' for group 'g' is not used (" in caplog.text
+    assert "names 50000 tag keys" in caplog.text
+    assert store.value("g", "streams.rack.aware.assignment.tags", ("zone",)) == ("zone",)
+    assert store.value("g", "streams.num.standby.replicas", 0) == 1
+    assert validate({"streams.rack.aware.assignment.tags": " zone , rack "}, CONFIG) == {
+        "streams.rack.aware.assignment.tags": ("zone", "rack")}
+
+
+@pytest.mark.parametrize("text, keys", [
+    (" zone , rack ", ("zone", "rack")),
+    ("\x00zone\x1f", ("zone",)),            # String.trim() drops every char <= ' '
+    ("zone,\u00a0", ("zone", "\u00a0")),     # not Java whitespace: a key
+    ("zone,\x1cb", ("zone", "\x1cb")),       # Java's \s is [ \t\n\x0B\f\r]
+    ("\u00a0", ("\u00a0",)),
+    ("  ", ()),
+])
+def test_tag_lists_split_as_java_does(text, keys):
+    assert validate({"streams.rack.aware.assignment.tags": text}, CONFIG) == {
+        "streams.rack.aware.assignment.tags": keys}
+
