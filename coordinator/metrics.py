@@ -18,7 +18,7 @@ from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFam
 
 from records import TRAILING_BYTES
 
-from .metrics_kafka import KafkaNamesCollector, Sources
+from .metrics_kafka import KafkaNamesCollector, Sources, walk_retrying
 from .metrics_unlocked import UnlockedCounter, UnlockedHistogram
 
 
@@ -160,37 +160,68 @@ def set_shard_state(partition: int, state: str) -> None:
 
 
 class GroupCollector:
-    """Groups and members by type and state, computed at scrape time from the shards."""
+    """Groups and members by type and state, and the streams groups' warm-ups, computed at scrape
+    time from the shards."""
 
     def __init__(self, shards: Callable[[], Iterable], state_of: Callable[[Any], str]) -> None:
         self._shards = shards
         self._state_of = state_of
 
-    def collect(self):
-        groups = GaugeMetricFamily("kcoord_groups", "Groups by type and state", labels=["type", "state"])
-        members = GaugeMetricFamily("kcoord_group_members", "Members by group type", labels=["type"])
+    def _walk(self) -> tuple[dict[tuple[str, str], int], dict[str, int], Any, int, int]:
+        """The groups by (type, state), the members by type, a shard's heartbeat policy, and the
+        warm-ups placed and moves held: one walk of every shard's groups."""
         counts: dict[tuple[str, str], int] = {}
         member_counts: dict[str, int] = {}
         policy = None
+        warmups = held_moves = 0
         for shard in self._shards():
             policy = shard.heartbeat_policy     # the service gives every shard the process-wide count
-            for g in shard.groups.values():
+            # kcoord's warm-ups, read in this same walk: the warm-up tasks in the streams members'
+            # current assignments, and the moves the group's warm-up plan holds back
+            # (coordinator/group/streams/warmup.py's `Plan`, soft state the streams contribution
+            # keeps on the shard by group id; looked up, never created, as the group layer's
+            # soft_of would). Two passes over each streams group's members: a scrape stays linear
+            # in the groups and members, and the heartbeat path gains nothing. The dicts are
+            # walked as copies (metrics_kafka.walk_retrying says why).
+            soft_by_group = getattr(shard, "streams_soft", None) or {}
+            for g in list(shard.groups.values()):
                 kind = g.group_type
                 state = self._state_of(g)
                 counts[(kind, state)] = counts.get((kind, state), 0) + 1
                 member_counts[kind] = member_counts.get(kind, 0) + len(g.members)
+                if kind == "streams":
+                    warmups += g.warmup_tasks()
+                    soft = soft_by_group.get(g.group_id)
+                    plan = None if soft is None else soft.warmups
+                    if plan is not None:
+                        held_moves += plan.held_moves(g.members)
+        return counts, member_counts, policy, warmups, held_moves
+
+    def collect(self):
+        groups = GaugeMetricFamily("kcoord_groups", "Groups by type and state", labels=["type", "state"])
+        members = GaugeMetricFamily("kcoord_group_members", "Members by group type", labels=["type"])
+        counts, member_counts, policy, warmups, held_moves = walk_retrying(self._walk)
         for (kind, state), n in counts.items():
             groups.add_metric([kind, state], n)
         for kind, n in member_counts.items():
             members.add_metric([kind], n)
         yield groups
         yield members
+        # Exported at 0 when no group has warm-ups (the switch off, or every plan done), so a
+        # dashboard or alert finds the series.
+        yield GaugeMetricFamily("kcoord_streams_group_warmup_tasks", "Warm-up tasks in the streams members' "
+                                "current assignments (kcoord's warm-up tasks, off by default)",
+                                value=warmups)
+        yield GaugeMetricFamily("kcoord_streams_group_held_task_moves", "Stateful task moves the streams groups' "
+                                "current assignments hold back: the task kept off its new owner (on its holder, "
+                                "or a caught-up standby), with or without a warm-up, until the new owner is within "
+                                "streams.acceptable.recovery.lag", value=held_moves)
         # The interval KIP-848 members are told now, read here and not observed per heartbeat
         # (the hot path): coordinator/group/modern/consumer/heartbeat_policy.py says why.
         interval = GaugeMetricFamily("kcoord_heartbeat_interval_ms", "Heartbeat interval kcoord hands "
                                      "KIP-848 members now: stable (nothing to reconcile) and pending "
                                      "(reconciliation work)", labels=["kind"])
-        for kind, ms in (policy.handed_out_ms() if policy is not None else {}).items():
+        for kind, ms in (walk_retrying(policy.handed_out_ms) if policy is not None else {}).items():
             interval.add_metric([kind], ms)
         yield interval
         # Records loaded although bytes followed their key or value struct (Kafka ignores

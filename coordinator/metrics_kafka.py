@@ -33,9 +33,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client.core import UnknownMetricFamily
+
+T = TypeVar("T")
 
 KAFKA = "kafka_server_group_coordinator_metrics_"
 YAMMER = "kafka_coordinator_group_groupmetadatamanager_"
@@ -115,6 +117,30 @@ def _total(counter) -> float:
     return sum(s.value for family in counter.collect() for s in family.samples if s.name.endswith("_total"))
 
 
+# A scrape runs on prometheus_client's HTTP thread while the event loop changes the shards'
+# dicts (a group created or deleted, a member joining, a transactional offset written): a
+# Python loop over one of them that meets such a change raises "dictionary changed size during
+# iteration". So the walks loop over copies (``list(d.values())`` is one C call, which the loop's
+# thread cannot interleave), and a walk that still meets a change (a dict read inside a called
+# method) is taken again from the start, up to SCRAPE_WALK_ATTEMPTS times; any other error, and
+# the last attempt's, is raised.
+SCRAPE_WALK_ATTEMPTS = 5
+# CPython's messages: "dictionary changed size", "dictionary keys changed", "Set changed size",
+# "OrderedDict mutated" ... "during iteration".
+_CHANGED_UNDER_WALK = "during iteration"
+
+
+def walk_retrying(walk: Callable[[], T]) -> T:
+    """``walk()``, taken again when a dict or set changed under it (the rule above)."""
+    for _ in range(SCRAPE_WALK_ATTEMPTS - 1):
+        try:
+            return walk()
+        except RuntimeError as exc:
+            if _CHANGED_UNDER_WALK not in str(exc):
+                raise
+    return walk()
+
+
 @dataclass(frozen=True)
 class Sources:
     """What coordinator/metrics.py counts that the Kafka names are computed from (handed in,
@@ -150,19 +176,23 @@ class KafkaNamesCollector:
         yield from self._offset_commits(now)
         yield from self._event_times(now)
 
-    def _groups(self):
+    def _walk_groups(self) -> tuple[dict[str, dict[str, int]], int]:
         by_state: dict[str, dict[str, int]] = {kind: dict.fromkeys(states, 0) for kind, states in STATES.items()}
         offsets = 0
         for shard in self._shards():
-            for g in shard.groups.values():
+            for g in list(shard.groups.values()):
                 kind = g.group_type
                 states = by_state.get(kind)
                 if states is not None:
                     state = self._state_of(g)
                     states[state] = states.get(state, 0) + 1
-            for topics in shard.offsets.offsets.values():
-                for parts in topics.values():
+            for topics in list(shard.offsets.offsets.values()):
+                for parts in list(topics.values()):
                     offsets += len(parts)
+        return by_state, offsets
+
+    def _groups(self):
+        by_state, offsets = walk_retrying(self._walk_groups)
         total = _family(KAFKA + "group_count", "Groups by rebalance protocol (Kafka: group-count)", ["protocol"])
         for kind, states in by_state.items():
             total.add_metric([kind], sum(states.values()))
@@ -233,4 +263,5 @@ class KafkaNamesCollector:
                                   f"in {src.event_sample} sampled", percentile(values, pct))
 
 
-__all__ = ["KAFKA", "NOT_EXPORTED", "YAMMER", "KafkaNamesCollector", "Sources", "WindowedRate", "percentile"]
+__all__ = ["KAFKA", "NOT_EXPORTED", "SCRAPE_WALK_ATTEMPTS", "YAMMER", "KafkaNamesCollector", "Sources",
+           "WindowedRate", "percentile", "walk_retrying"]

@@ -110,10 +110,11 @@ class OffsetStore:
         """The commit time of the oldest pending offset (a hanging transaction holds the
         state partition's last stable offset: exported as an age metric)."""
         oldest = None
-        for groups in self.pending_transactional.values():
-            for topics in groups.values():
-                for parts in topics.values():
-                    for o in parts.values():
+        # read at scrape time on another thread (coordinator/runtime/txn_metrics.py): copies
+        for groups in list(self.pending_transactional.values()):
+            for topics in list(groups.values()):
+                for parts in list(topics.values()):
+                    for o in list(parts.values()):
                         if oldest is None or o.commit_timestamp < oldest:
                             oldest = o.commit_timestamp
         return oldest

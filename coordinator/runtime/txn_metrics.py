@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 
+from ..metrics_kafka import walk_retrying
+
 
 class TxnOffsetCollector:
     def __init__(self, shards: Callable[[], Iterable], clock_ms: Callable[[], int] | None = None) -> None:
@@ -29,18 +31,28 @@ class TxnOffsetCollector:
         oldest = GaugeMetricFamily("kcoord_pending_txn_oldest_age_seconds", "Age of the oldest pending "
                                    "transactional offset (0 when none)")
         now = self._clock_ms()
-        oldest_ms = None
-        for shard in self._shards():
-            store = shard.offsets
-            pending.add_metric([str(shard.partition)], store.pending_total())
-            producers.add_metric([str(shard.partition)], len(store.pending_transactional))
-            first = store.oldest_pending_commit_ms()
-            if first is not None and (oldest_ms is None or first < oldest_ms):
-                oldest_ms = first
+        # the walk of the pending offsets meets TxnOffsetCommits and markers of the event loop's
+        # thread: taken again if one changed a dict under it (metrics_kafka.walk_retrying)
+        rows, oldest_ms = walk_retrying(self._walk)
+        for partition, total, open_producers in rows:
+            pending.add_metric([partition], total)
+            producers.add_metric([partition], open_producers)
         oldest.add_metric([], max(0, now - oldest_ms) / 1000 if oldest_ms is not None else 0)
         yield pending
         yield producers
         yield oldest
+
+
+    def _walk(self) -> tuple[list[tuple[str, int, int]], int | None]:
+        rows: list[tuple[str, int, int]] = []
+        oldest_ms = None
+        for shard in self._shards():
+            store = shard.offsets
+            rows.append((str(shard.partition), store.pending_total(), len(store.pending_transactional)))
+            first = store.oldest_pending_commit_ms()
+            if first is not None and (oldest_ms is None or first < oldest_ms):
+                oldest_ms = first
+        return rows, oldest_ms
 
 
 def register_txn_collector(shards: Callable[[], Iterable]) -> TxnOffsetCollector:

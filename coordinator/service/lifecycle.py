@@ -59,7 +59,9 @@ class ShardLifecycle:
         now = time.monotonic()
         if now - self._members_counted_at > 0.5:
             self._members_counted_at = now
-            self._member_total = sum(len(g.members) for rt in self.runtimes for g in rt.shard.groups.values())
+            # Copies: a scrape reaches this on prometheus_client's thread (the heartbeat policy's
+            # handed_out_ms, coordinator/metrics.py), while the event loop changes the dicts.
+            self._member_total = sum(len(g.members) for rt in self.runtimes for g in list(rt.shard.groups.values()))
         return self._member_total
 
     def _lock(self) -> asyncio.Lock:
