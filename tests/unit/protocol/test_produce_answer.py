@@ -19,7 +19,6 @@ accepts only bodies the walk accepts, whole, and the reader's value is the gener
 from __future__ import annotations
 
 import random
-import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,6 +38,7 @@ from coordinator.protocol.codec import BodyError, decode_body, encode_body
 from coordinator.protocol.framing import SIZE
 from coordinator.protocol.produce_answer import common_shape, read_produce_v9
 from coordinator.upstream.client import _decode
+from support.allocation import allocation_peak
 
 CODES = list(ErrorCode)
 # A hostile byte's worst cases: the top of a one-byte varint, a varint's continuation, zero.
@@ -87,14 +87,9 @@ def _generic(body: bytes) -> tuple[str, Any]:
 def _fast(body: bytes) -> ProduceResponse | None:
     """The reader on ``body``, with its allocations traced: a count it did not check would
     show as an allocation past the bound."""
-    tracemalloc.start()
-    try:
-        shape = common_shape(body, 0)
-        value = read_produce_v9(body, 0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < ALLOCATION_BOUND + 200 * len(body), (peak, body.hex())
+    bound = ALLOCATION_BOUND + 200 * len(body)
+    (shape, value), peak = allocation_peak(lambda: (common_shape(body, 0), read_produce_v9(body, 0)), bound)
+    assert peak < bound, (peak, body.hex())
     if shape:
         try:
             assert struct_step(ProduceResponse)(body, 0, len(body)) == len(body), body.hex()

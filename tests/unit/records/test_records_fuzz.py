@@ -12,19 +12,24 @@ property with coverage guidance for longer.
 from __future__ import annotations
 
 import struct
-import tracemalloc
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_records_vectors import KEYS, VALUES
 
+from records import _wire, codec
 from records import (
-    DECODE_ERRORS, CoordinatorRecord, OffsetCommitKey, UnknownRecord, decode_key, decode_record,
+    DECODE_ERRORS,
+    CoordinatorRecord,
+    OffsetCommitKey,
+    UnknownRecord,
+    decode_key,
+    decode_record,
     decode_value,
 )
 from records.batch import CorruptBatchError, build_batch, iter_batches
 from records.codec import decode_offset_commit_fields, decode_offset_commit_key
-
-from test_records_vectors import KEYS, VALUES
+from support.allocation import allocation_peak
 
 # (key bytes, value bytes) pairs whose key and value types agree, so mutations start
 # from records that decode.
@@ -69,18 +74,26 @@ def _mutate(data: st.DataObject, b: bytes) -> bytes:
     return bytes(out)
 
 
+def _cold_caches() -> None:
+    """The decoders' caches emptied, so a rerun does the first run's work (allocation_peak)."""
+    codec._KEY_CACHE.clear()
+    _wire.UUID_CACHE.clear()
+    _wire.UUID_CACHE[bytes(16)] = _wire.ZERO_UUID
+
+
 def _decodes_or_refuses(key: bytes | None, value: bytes | None) -> CoordinatorRecord | UnknownRecord | None:
     """The record, or None where it was refused with a decode error naming where; bounded memory."""
-    tracemalloc.start()
-    try:
-        result = decode_record(key, value, topic="fuzz", partition=0, offset=1)
-    except DECODE_ERRORS as e:
+    def decode() -> object:
+        try:
+            return decode_record(key, value, topic="fuzz", partition=0, offset=1)
+        except DECODE_ERRORS as e:
+            return e
+
+    result, peak = allocation_peak(decode, MEMORY_BOUND, _cold_caches)
+    if isinstance(result, DECODE_ERRORS):
         # The error names what was wrong and where.
-        assert "fuzz" in str(e) or "version" in str(e), str(e)
+        assert "fuzz" in str(result) or "version" in str(result), str(result)
         result = None
-    finally:
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
     assert peak < MEMORY_BOUND, f"decode took {peak} bytes for a {len(value or b'')}-byte value"
     assert result is None or isinstance(result, (CoordinatorRecord, UnknownRecord))
     return result
@@ -175,16 +188,15 @@ def test_assignment_epochs_count_bomb_is_refused_before_allocation():
     epochs_tag = b"\x01" + b"\x00" + b"\x06" + b"\x80\x80\x80\x80\x08" + b"\x00"
     value = (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x00"
              + b"\x02" + topic + epochs_tag + b"\x01" + b"\x00")
-    tracemalloc.start()
-    try:
-        decode_value(8, value)
-    except DECODE_ERRORS as e:
-        assert e.field == "AssignedPartitions[0].AssignmentEpochs", str(e)
-    else:
-        raise AssertionError("decoded")
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+    def decode() -> object:
+        try:
+            return decode_value(8, value)
+        except DECODE_ERRORS as e:
+            return e
+
+    error, peak = allocation_peak(decode, MEMORY_BOUND, _cold_caches)
+    assert isinstance(error, DECODE_ERRORS), f"decoded: {error}"
+    assert error.field == "AssignedPartitions[0].AssignmentEpochs", str(error)
     assert peak < MEMORY_BOUND
 
 
