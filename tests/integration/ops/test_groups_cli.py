@@ -23,6 +23,7 @@ from support.admin import create_topic
 from support.kafka_broker import KafkaCluster
 from support.kafka_tools import consumer_groups
 from support.kcoord import KcoordProcess
+from support.kcoord_tool import run_tool
 from support.produce import produce_records
 from support.wait import wait_until
 
@@ -34,10 +35,11 @@ READ = 5
 
 
 def groups(bootstrap: str, *args: str) -> list | int:
-    run = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", *args, "--bootstrap-server", bootstrap,
-                          "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, f"kcoord groups {' '.join(args)} failed ({run.returncode}): {run.stderr}"
-    return json.loads(run.stdout)
+    """`kcoord groups ... --json`, in this process (support.kcoord_tool; the `--export` runs
+    below start the console script)."""
+    code, out, err = run_tool("groups", *args, "--bootstrap-server", bootstrap, "--json")
+    assert code == 0, f"kcoord groups {' '.join(args)} failed ({code}): {err}"
+    return json.loads(out)
 
 
 def scenario(bootstrap: str, topic: str, protocol: str) -> dict:

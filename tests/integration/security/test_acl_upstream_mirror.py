@@ -92,7 +92,9 @@ def _binding(row):
 # Kafka creates __consumer_offsets (50 partitions) on the first offsets write; under a CI
 # run's load (load average 40 on 2 cores) that took more than 30 s once, and more than
 # librdkafka's default request timeout (socket.timeout.ms, 60 s) once on three xdist
-# workers: librdkafka's own timeout is raised to the same bound as the wait.
+# workers: librdkafka's own timeouts are raised to the same bound as the wait, the admin
+# request's and the broker connection's (socket.timeout.ms: a landing-sized run here saw "Failed
+# while waiting for response from broker: Local: Timed out" on the first offsets write).
 ADMIN_TIMEOUT_S = 120
 
 
@@ -100,7 +102,7 @@ def _setup_broker(cluster) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(cluster.client_config())
+    admin = AdminClient({**cluster.client_config(), "socket.timeout.ms": ADMIN_TIMEOUT_S * 1000})
     bound = {"request_timeout": ADMIN_TIMEOUT_S}
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS], operation_timeout=ADMIN_TIMEOUT_S,
                                  **bound).values():
