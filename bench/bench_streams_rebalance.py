@@ -15,8 +15,8 @@ workload the streams-groups issue names) three subtopologies (0: input → repar
 1: count → output and a second repartition topic, 2: a count of the counts → output), with 2
 the tests' application (0 and 1 only); ``--partitions`` input partitions make subtopologies ×
 partitions tasks (each repartition topic, created by the coordinator or a classic group's
-leader, gets the input's partition count). No input is produced: the figures are the
-protocol's and the instances', not a restore's.
+leader, gets the input's partition count). No input is produced unless ``--input-rate`` says
+so: the figures are the protocol's and the instances', not a restore's.
 
 Rows, each side measured in alternating order (the side list forwards on even runs, backwards
 on odd runs), ``--runs`` times; the table gives medians and ranges:
@@ -38,6 +38,13 @@ on odd runs), ``--runs`` times; the table gives medians and ranges:
   active task, and the longest REBALANCING span of an instance that kept at least one of its
   active tasks through the join (Streams keeps processing retained tasks in most of it, so it
   bounds that instance's processing pause from above); measured until the group is stable again.
+  With ``--input-rate R`` (records/s; bench/rebalance/producer.py) records flow to every
+  input partition from the start's end (INPUT_CATCH_UP_S, then a steady window of
+  ``--input-steady-s``) until INPUT_AFTER_S after the join settled, and the instances print
+  their processing gaps over ``--gap-ms`` ("gap" lines): the row the streams-groups issue names,
+  the longest processing pause of an instance that kept tasks, is then the longest gap holding
+  one of its REBALANCING spans (streams_rebalance_lines.rebalance_pause_ns), beside the longest
+  gap of the same instances in the steady window (what sparse input alone costs).
   A join not stable within ``--timeout`` leaves its cells empty and the run failed (the start's
   figure stays), and every instance's lines are kept (events.jsonl in the work dir).
 Each side also counts the instants a task was active on two instances at once (active_overlaps
@@ -141,6 +148,7 @@ import streams_rebalance_lines as lines  # noqa: E402
 import streams_rebalance_probe as probe  # noqa: E402
 import streams_rebalance_steps as steps  # noqa: E402
 from confluent_kafka import KafkaException  # noqa: E402
+from rebalance.producer import PacedProducer  # noqa: E402
 from side_by_side import pinning  # noqa: E402
 
 from support import ports  # noqa: E402
@@ -331,6 +339,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
                          state_dir=str(work / name / f"i{i}"), name=f"{side.name}-i{i}",
                          app_server=f"127.0.0.1:{ports.free_port()}", protocol=side.protocol)
         app.argv += ["--subtopologies", str(a.subtopologies)]     # the application's own option
+        if a.input_rate:
+            app.argv += ["--gap-ms", str(a.gap_ms), "--commit-ms", str(a.commit_ms)]
         if side.name == "tansu-classic":
             app.argv = on_streams_43(app.argv)
         if a.instances_log and i < a.instances:
@@ -368,6 +378,16 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             diagnosis["steps"] = steps.group_steps(work / name, diagnosis["origin_wall"], start_s)
             for inst, got in sorted(diagnosis["steps"].items(), key=lambda kv: kv[1]["running"] or 0):
                 log(f"    {inst}: " + ", ".join(f"{k} {v}" for k, v in got.items() if k != "latency_ms"))
+        feed, steady_from = None, 0
+        if a.input_rate:    # the input flowing before, during and after the join (the docstring)
+            # to the cluster directly, not through a kcoord side's gateway: the input is the
+            # world's, not the application's, and costs both sides the same; values cycle over
+            # INPUT_VALUES strings, so the counts change and every subtopology processes
+            feed = PacedProducer(side.upstream, f"{name}-in", a.input_rate,
+                                 value=lambda seq: f"v{seq % INPUT_VALUES}".encode()).start()
+            time.sleep(INPUT_CATCH_UP_S)      # a fixed window: the first records, then steady
+            steady_from = time.monotonic_ns()
+            time.sleep(a.input_steady_s)
         before_join = time.monotonic_ns()
         joiner = instance(a.instances)
         if a.joiner_debug:
@@ -378,6 +398,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
                        f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         except WaitTimeout as exc:   # the start's figure stands; the join's are missing
+            if feed is not None:
+                feed.stop()
             keep_lines(apps, work / name / "events.jsonl", "the join never settled")
             overlaps = active_overlaps(apps)
             return {"start_s": start_s, "start_diagnosis": diagnosis, "cpu_s": diagnosis["cpu_s"],
@@ -390,6 +412,19 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         end = lines.settled_ns([x.events() for x in apps])
         keepers = [x for x in apps[:-1] if lines.kept_tasks(x.events(), before_join)]
         pause = max((lines.longest_rebalancing_ns(x.events(), before_join, end) for x in keepers), default=0)
+        processing: dict[str, Any] = {}
+        if feed is not None:
+            # the last keeper's pause may still be open at ``end``: its gap line is printed at
+            # its next record, which the flowing input brings within a few ms
+            time.sleep(INPUT_AFTER_S)
+            fed = feed.stop()
+            gaps = [lines.rebalance_pause_ns(x.events(), before_join, end) for x in keepers]
+            steady = [lines.longest_gap_ns(x.events(), steady_from, before_join) for x in keepers]
+            processing = {"processing_pause_s": max(gaps, default=0) / NS, "steady_gap_s": max(steady, default=0) / NS,
+                          "keepers_pauses_s": [round(g / NS, 4) for g in gaps], "input": fed}
+            if fed["failed"]:
+                raise RuntimeError(f"the input feed failed: {fed}")
+            keep_lines(apps, work / name / "input-events.jsonl", "the processing gaps")
         overlaps = active_overlaps(apps)
         if overlaps:      # the instances' lines, to explain it later
             keep_lines(apps, work / name / "events.jsonl", "task active twice")
@@ -398,7 +433,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         return {"start_s": start_s, "start_diagnosis": diagnosis, "cpu_s": diagnosis["cpu_s"],
                 "join_first_task_s": (joined - ready) / NS if joined else None,
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
-                "overlaps": len(overlaps), "overlap_examples": overlaps[:3]}
+                "overlaps": len(overlaps), "overlap_examples": overlaps[:3], **processing}
     finally:
         for p in probes.values():
             p.stop(0)
@@ -411,6 +446,12 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             shutil.rmtree(work / name / f"i{i}", ignore_errors=True)
 
 
+# ``--input-rate``: the feed's first records reach tasks that have read nothing yet (INPUT_CATCH_UP_S
+# is left out of every window); a keeper's pause still open when the group is stable again is
+# closed by its next record (INPUT_AFTER_S more of input).
+INPUT_CATCH_UP_S = 1.0
+INPUT_VALUES = 1000
+INPUT_AFTER_S = 1.0
 # the start's probes of the instances' JVMs are named with this prefix, the whole machine's
 # MACHINE_PROBE (the others: the side's servers)
 INSTANCE_PROBE = "instance "
@@ -667,6 +708,8 @@ def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace
     head = ["side", f"{a.instances} started at once: last start() → all RUNNING, stable",
             f"instance {a.instances + 1} joins: ready → its first task RUNNING",
             "… → group stable again", "longest REBALANCING of an instance that kept tasks",
+            *(("longest processing pause of an instance that kept tasks",
+               "longest processing gap of those instances before the join (steady input)") if a.input_rate else ()),
             "task active twice", "runs ok"]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for side, runs in figures.items():
@@ -677,7 +720,9 @@ def table(figures: dict[str, list[dict[str, Any] | None]], a: argparse.Namespace
         label = SIDES[side].format(quiet_ms=a.kcoord_quiet_ms, quiet_tasks=f", {QUIET_TASKS_KEY}={a.kcoord_quiet_tasks}"
                                    if a.kcoord_quiet_tasks else "")
         out.append("| " + " | ".join([label, col("start_s"), col("join_first_task_s"), col("join_stable_s"),
-                                      col("pause_s"), str(sum(r["overlaps"] for r in ok)),
+                                      col("pause_s"),
+                                      *((col("processing_pause_s"), col("steady_gap_s")) if a.input_rate else ()),
+                                      str(sum(r["overlaps"] for r in ok)),
                                       f"{sum(not r.get('join_error') for r in ok)} of {len(runs)}"]) + " |")
     return "\n".join(out)
 
@@ -713,6 +758,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "step by step; debug: its client and Streams loggers at DEBUG, as the joiner's with "
                         "--joiner-debug (ten JVMs logging slow the start, both sides alike: no row figure); "
                         "light: only the steps' own lines (INSTANCES_LIGHT_LOG4J)")
+    p.add_argument("--input-rate", type=float, default=0.0,
+                   help="records/s produced to the input (round-robin over its partitions) from the start's "
+                        "end until the join's: the keepers' processing pauses are measured (0: no input)")
+    p.add_argument("--input-steady-s", type=float, default=3.0,
+                   help="with --input-rate: the steady window before the join, whose longest gap is the baseline")
+    p.add_argument("--gap-ms", type=int, default=20,
+                   help="with --input-rate: the instances print processing gaps over this (StreamsEvents)")
+    p.add_argument("--commit-ms", type=int, default=30000,
+                   help="with --input-rate: the instances' commit.interval.ms (Streams' default for "
+                        "at-least-once, 30 s; the application's own 200 ms, the tests', commits each task "
+                        "five times a second and saturated the 2-core machine's ten JVMs)")
     p.add_argument("--json", type=Path, default=None, help="write every run's figures and start diagnosis here")
     p.add_argument("--pin", type=Pin.parse, default=None, metavar="SERVER:CLIENTS",
                    help="e.g. 0:1: brokers and kcoords on SERVER's CPUs, the Streams instances and this process on "
@@ -735,12 +791,14 @@ def pinned_text(meta: dict[str, Any]) -> str:
 
 
 def write_doc(path: Path, command: str, meta: dict[str, Any], text: str, failures: list[str]) -> None:
+    input_text = (f"{meta['input_rate']:g} records/s of input around the join" if meta.get("input_rate")
+                  else "no input produced")
     failed = "\n## Failed measurements\n\n" + "\n".join(f"- {f}" for f in failures) + "\n" if failures else ""
     path.write_text(f"""# Streams rebalances: Kafka 4.4's streams coordinator and kcoord
 
 Real Kafka Streams 4.4 instances (`group.protocol=streams`) of the counting application
 (tests/clients/java/streams/CountStreamsApp.java: {meta['subtopologies']} subtopologies, {meta['partitions']} input
-partitions, so {meta['subtopologies'] * meta['partitions']} tasks; no input produced), started together and then
+partitions, so {meta['subtopologies'] * meta['partitions']} tasks; {input_text}), started together and then
 joined by one more. How each figure is taken: the docstring of `bench/bench_streams_rebalance.py`.
 
     {command}
@@ -790,6 +848,7 @@ def main(argv: list[str] | None = None) -> int:
             stop()
     text = table(figures, a)
     meta = {"partitions": a.partitions, "instances": a.instances, "subtopologies": a.subtopologies,
+            "input_rate": a.input_rate,
             "kcoord_logs": KCOORD_LOGS, "work_dir": str(work),
             "pin": None if a.pin is None else {"server": sorted(a.pin.server), "clients": sorted(a.pin.clients)},
             "wall_minus_monotonic_ns": time.time_ns() - time.monotonic_ns(),

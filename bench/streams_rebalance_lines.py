@@ -1,7 +1,8 @@
 """The Streams rebalance benchmark's figures (bench/bench_streams_rebalance.py), read from the
 instances' own JSON lines (tests/clients/java/streams/CountStreamsApp.java): "ready" after
 KafkaStreams.start(), "state" transitions, "tasks" lines printed when a poll of the local
-threads sees the active/standby sets change. Every "t" is CLOCK_MONOTONIC ns, one clock for
+threads sees the active/standby sets change, and (``--gap-ms``) "gap" lines: a stream thread's
+processing pauses (migration/rehearse/java/streams/StreamsEvents.java). Every "t" is CLOCK_MONOTONIC ns, one clock for
 every process on the machine, so lines of different instances compare.
 
 Rules: pure functions of the event lists (dicts with "event" and "t"); no I/O, no clock.
@@ -71,6 +72,26 @@ def longest_rebalancing_ns(events: Sequence[Event], since_ns: int, until_ns: int
     spans = [min(until_ns if left is None else left, until_ns) - max(began, since_ns)
              for began, left in rebalancing_spans(events)]
     return max([0, *spans])
+
+
+def longest_gap_ns(events: Sequence[Event], since_ns: int, until_ns: int) -> int:
+    """The longest processing pause ("gap" line: from one record to the thread's next) that
+    overlaps [since_ns, until_ns], whole (a pause that began before ``since_ns`` counts in full:
+    it is one pause); 0 if none."""
+    return max([0, *(e["t"] - e["from"] for e in events
+                     if e["event"] == "gap" and e["from"] < until_ns and e["t"] > since_ns)])
+
+
+def rebalance_pause_ns(events: Sequence[Event], since_ns: int, until_ns: int) -> int:
+    """The instance's processing pause at its rebalance: the longest "gap" line that overlaps one
+    of its REBALANCING spans within [since_ns, until_ns] (a span still open ends at
+    ``until_ns``), whole. A thread between its revocation and its assignment callbacks processes
+    nothing, so the gap holding the span is the pause the rebalance cost, told apart from the
+    gaps of sparse input around it (longest_gap_ns); 0 without such a span or gap."""
+    spans = [(began, until_ns if left is None else left) for began, left in rebalancing_spans(events)
+             if began < until_ns and (left is None or left > since_ns)]
+    return max([0, *(e["t"] - e["from"] for e in events if e["event"] == "gap"
+                     for began, left in spans if e["from"] < left and e["t"] > began)])
 
 
 def rebalancing_spans(events: Sequence[Event]) -> list[tuple[int, int | None]]:

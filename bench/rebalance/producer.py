@@ -10,18 +10,23 @@ one partition for 10 ms, so each partition got a burst of ~20 records every ~220
 waited up to a Fetch long-poll for its first record, and the join rows measured where the
 next burst landed instead of the handoff (docs/measurements/side-by-side.md, "the tuned
 11th member, phase by phase").
+``value`` replaces those values (the Streams rebalance benchmark's input, whose counts must
+change: bench/bench_streams_rebalance.py ``--input-rate``).
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Producer
 
 
 class PacedProducer:
-    def __init__(self, bootstrap: str, topic: str, rate: float, tick: float = 0.01) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: float, tick: float = 0.01,
+                 value: Callable[[int], bytes] | None = None) -> None:
         self.topic = topic
+        self._value = value or (lambda seq: f"{seq}:{time.monotonic_ns()}".encode())
         self.rate = rate
         self.tick = tick
         self.sent = 0
@@ -47,7 +52,7 @@ class PacedProducer:
         while not self._stop.is_set():
             due = int((time.monotonic() - started) * self.rate)
             while self.sent < due:
-                value = f"{self.sent}:{time.monotonic_ns()}".encode()
+                value = self._value(self.sent)
                 try:
                     self._producer.produce(self.topic, value=value, on_delivery=self._on_delivery)
                 except BufferError:
@@ -56,10 +61,12 @@ class PacedProducer:
             self._producer.poll(0)
             self._stop.wait(self.tick)
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0) -> dict[str, int]:
+        """Stops, flushes, and says what was sent, delivered and failed."""
         self._stop.set()
         self._thread.join(timeout)
         self._producer.flush(timeout)
+        return {"sent": self.sent, "delivered": self.delivered, "failed": self.failed}
 
 
 def sent_ns(value: str | None) -> int | None:

@@ -51,3 +51,23 @@ def test_longest_rebalancing_is_clipped_to_the_window_and_an_open_span_ends_at_i
 def test_active_twice_names_each_doubled_task_once() -> None:
     assert lines.active_twice([{"0_0", "1_0"}, {"1_0"}, {"1_0", "0_1"}]) == ["1_0"]
     assert lines.active_twice([{"0_0"}, {"0_1"}]) == []
+
+
+def gap(began: int, ended: int) -> dict:
+    return {"event": "gap", "t": ended, "from": began, "thread": "t-1"}
+
+
+def test_longest_gap_counts_whole_pauses_that_overlap_the_window() -> None:
+    events = [*A, gap(40, 47), gap(95, 180), gap(300, 310)]
+    assert lines.longest_gap_ns(events, 50, 200) == 85      # began before the window: whole
+    assert lines.longest_gap_ns(events, 0, 60) == 7
+    assert lines.longest_gap_ns(events, 181, 299) == 0      # none overlaps
+    assert lines.longest_gap_ns(B, 0, 1000) == 0            # no gap lines at all
+
+
+def test_rebalance_pause_is_the_longest_gap_holding_a_rebalancing_span() -> None:
+    events = [*A, gap(60, 90), gap(95, 104), gap(105, 150), gap(300, 310)]
+    assert lines.rebalance_pause_ns(events, 50, 200) == 45      # holds [100, 140]; 30 lies outside it
+    assert lines.rebalance_pause_ns(events, 150, 200) == 0      # the span ended before the window
+    assert lines.rebalance_pause_ns([*A[:5], gap(120, 260)], 50, 200) == 140    # an open span
+    assert lines.rebalance_pause_ns([*B, gap(40, 50)], 0, 100) == 0             # no span

@@ -41,9 +41,32 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  *   is running, and a new task appears only once all of the thread's tasks are restored: these
  *   lines say what the instance runs once stable, not when a task changed hands (the
  *   "active" lines do).
+ * - "gap" lines (off unless the application sets gapNs): a stream thread processed a record
+ *   more than gapNs after its previous one (any ActiveLife of the thread, so any task of any
+ *   subtopology); "from" is that previous record's time, "t" this one's, "thread" the thread.
+ *   With input flowing to every task, they are the thread's processing pauses: a rebalance
+ *   benchmark reads an instance's longest pause from them (bench/bench_streams_rebalance.py).
  */
 final class StreamsEvents {
     private StreamsEvents() {
+    }
+
+    /** The processing gap worth a "gap" line, ns; 0: none printed (the rules above). */
+    static volatile long gapNs;
+    private static final ThreadLocal<long[]> LAST_RECORD = ThreadLocal.withInitial(() -> new long[1]);
+
+    /** A record processed on this thread now: a "gap" line if the previous one was over gapNs ago. */
+    static void processed() {
+        long threshold = gapNs;
+        if (threshold <= 0) {
+            return;
+        }
+        long now = System.nanoTime();
+        long[] last = LAST_RECORD.get();
+        if (last[0] != 0 && now - last[0] > threshold) {
+            say("gap", "\"from\":" + last[0] + ",\"thread\":" + q(Thread.currentThread().getName()));
+        }
+        last[0] = now;
     }
 
     /** "--name value" pairs, without the dashes. */
@@ -146,6 +169,7 @@ final class StreamsEvents {
 
         @Override
         public void process(FixedKeyRecord<K, V> record) {
+            processed();
             context.forward(record);
         }
 

@@ -65,6 +65,7 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  *   [--app-server HOST:PORT] [--standbys N] [--commit-ms MS] [--poll-ms MS] [--name NAME]
  *   [--batch-size BYTES] (the producer's batch.size) [--subtopologies 2|3] (2 by default)
  *   [--zone Z] (client.tag.zone: the instance's ClientTags, for zone-aware standbys)
+ *   [--gap-ms MS] ("gap" lines for processing pauses over MS: StreamsEvents' rules)
  */
 public class CountStreamsApp {
     static final String STORE = "counts";
@@ -107,6 +108,10 @@ public class CountStreamsApp {
             p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), "10000");
         }
 
+        if (opts.containsKey("gap-ms")) {
+            StreamsEvents.gapNs = TimeUnit.MILLISECONDS.toNanos(Long.parseLong(opts.get("gap-ms")));
+        }
+
         StreamsBuilder builder = new StreamsBuilder();
         KStream<String, Long> counted = builder.<String, String>stream(opts.get("input"))
             .processValues(StreamsEvents.ActiveLife<String, String>::new)
@@ -120,7 +125,8 @@ public class CountStreamsApp {
             // re-keyed by their value and counted again ("how many values have this count"),
             // through a second repartition topic and changelog; written to --output too.
             counted.selectKey((value, count) -> String.valueOf(count))
-                .groupByKey(Grouped.as("by-count"))
+                // the counts are Longs: the repartition needs their serde, not the default String one
+                .groupByKey(Grouped.<String, Long>as("by-count").withValueSerde(Serdes.Long()))
                 .count(Materialized.as(FREQUENCIES))
                 .toStream()
                 .processValues(StreamsEvents.ActiveLife<String, Long>::new)
