@@ -45,6 +45,7 @@ Rules:
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -119,10 +120,16 @@ def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]
     """Kafka 4.4's assignment configs of a group (`streamsGroupAssignmentConfigs`, a TreeMap):
     its standby replicas, and its client-tag keys when it has some. A heartbeat that finds them
     changed from the group's last ones (record 17's LastAssignmentConfigs) bumps the group epoch
-    and records them ("Assignment configurations changed to {...}. Triggering rebalance.")."""
-    configs = [("num.standby.replicas", str(settings.num_standby_replicas))]
-    if settings.rack_aware_assignment_tags:
-        configs.append(("rack.aware.assignment.tags", ",".join(settings.rack_aware_assignment_tags)))
+    and records them ("Assignment configurations changed to {...}. Triggering rebalance.").
+    Called on every heartbeat: the pairs are built once per distinct value (_configs)."""
+    return _configs(settings.num_standby_replicas, settings.rack_aware_assignment_tags)
+
+
+@functools.lru_cache(maxsize=256)       # few distinct values: the groups' standby counts and tag keys
+def _configs(num_standby_replicas: int, tags: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    configs = [("num.standby.replicas", str(num_standby_replicas))]
+    if tags:
+        configs.append(("rack.aware.assignment.tags", ",".join(tags)))
     return tuple(configs)
 
 
