@@ -136,8 +136,9 @@ def _configs(num_standby_replicas: int, tags: tuple[str, ...]) -> tuple[tuple[st
 def group_epoch_record(group: StreamsGroup, epoch: int, hash_: int, validated: int,
                        configs: tuple[tuple[str, str], ...] | None = None):
     """Record 17 at `epoch`, keeping the 4.4 description epochs the group has. ``configs``: the
-    assignment configs a heartbeat records, else the group's last ones, as Kafka 4.4 keeps them
-    on every other path (a member's removal, a timer)."""
+    assignment configs a heartbeat (or kcoord's assignment timer, whose target uses them)
+    records, else the group's last ones, as Kafka 4.4 keeps them on every other path (a member's
+    removal, a session timer, a warm-up probe)."""
     return rh.group_metadata(group.group_id, epoch, hash_, validated,
                              group.last_assignment_configs if configs is None else configs,
                              group.stored_description_topology_epoch, group.failed_description_topology_epoch)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..result import Result, ScheduleTimer
 from .membership import (
+    assignment_configs,
     assignment_timer,
     can_compute,
     compute_target,
@@ -78,7 +79,10 @@ def _assignment(shard: Any, group: StreamsGroup, now_ms: int) -> Result:
         # test_target_image.py).
         epoch += 1
         validated = group.topology.epoch if configured.is_ready() else -1
-        records.append(group_epoch_record(group, epoch, configured.metadata_hash, validated))
+        # the target below is computed with the current settings: the epoch records their configs,
+        # so the next heartbeat does not bump again for the same target
+        records.append(group_epoch_record(group, epoch, configured.metadata_hash, validated,
+                                          assignment_configs(settings)))
     target_records, target = compute_target(group, dict(group.members), configured, epoch, settings, now_ms,
                                             soft=soft)
     end_quiet_hold(soft, target, settings)

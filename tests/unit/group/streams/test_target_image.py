@@ -54,3 +54,24 @@ def test_a_timer_whose_image_matches_the_hash_keeps_the_epoch():
     epoch = d.group().group_epoch
     d.advance(100)
     assert d.group().group_epoch == epoch == d.group().target_assignment_epoch
+
+
+def test_a_timer_that_starts_an_epoch_records_the_assignment_configs_its_target_used():
+    """The timer's target is computed with the group's current settings, so the epoch it starts
+    records their assignment configs: a standby count changed since the last heartbeat does not
+    make the next heartbeat start another epoch for the same target."""
+    d = Driver(image(input=6), streams_initial_rebalance_delay_ms=0, streams_assignment_interval_ms=1_000)
+    app = App(d)
+    app.join("m1", "p1", STATELESS)
+    app.settle(2)
+    app.join("m2", "p2", STATELESS)           # its target waits for the assignment timer
+    assert d.group().last_assignment_configs == (("num.standby.replicas", "0"),)
+    d.shard.group_configs.replace("app", {"streams.num.standby.replicas": "1"})
+    d.shard.image = image(input=3)            # the timer's image differs from the hash: it starts an epoch
+    epoch = d.group().group_epoch
+    d.advance(1_000)
+    group = d.group()
+    assert group.group_epoch == group.target_assignment_epoch == epoch + 1
+    assert group.last_assignment_configs == (("num.standby.replicas", "1"),)
+    app.settle(2)                             # heartbeats under the same configs and image: no new epoch
+    assert d.group().group_epoch == epoch + 1
