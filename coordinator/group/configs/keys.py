@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from ...config import CoordinatorConfig
 from ..errors import ApiError
+from ..streams.client_tags import MAX_CLIENT_TAGS
 
 
 class ConfigType(IntEnum):
@@ -53,7 +54,8 @@ STREAMS_MAX_WARMUP_REPLICAS = 20
 STREAMS_MIN_TASK_OFFSET_INTERVAL_MS = 15_000     # group.streams.min.task.offset.interval.ms
 INT_MAX = 2**31 - 1
 RACK_AWARE_TAGS = "streams.rack.aware.assignment.tags"
-MAX_TAG_KEYS, MAX_TAG_KEY_LENGTH = 5, 20       # Kafka Streams' client tags (keys.py _list)
+MAX_TAG_KEYS = MAX_CLIENT_TAGS                 # Kafka Streams' client tags (_list)
+MAX_TAG_KEY_LENGTH = 20
 # Kafka 4.4's `group.streams.assignors` (KIP-1357): the names a group may pick; the first is
 # the default of `streams.assignor.name`.
 STREAMS_ASSIGNORS = ("sticky",)

@@ -122,7 +122,7 @@ class ModernGroup(Generic[M]):
             return ConsumerGroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return ConsumerGroupState.ASSIGNING
-        for m in list(self.members.values()):    # a copy: a scrape reads it on another thread
+        for m in self.members.values():
             if not m.is_reconciled_to(self.assignment_epoch):
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE

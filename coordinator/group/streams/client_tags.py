@@ -84,7 +84,10 @@ class TagSpread:
         module docstring)."""
         for k in self.keys:
             if k in banned and len({tags[k] for h in holders if k in (tags := self.of[h])}) == self.distinct[k]:
-                banned[k] = set(first.get(k, ()))
+                if k in first:
+                    banned[k] = set(first[k])
+                else:           # the active has no value for it: the key bans nothing
+                    del banned[k]
         return banned
 
     def cells(self, process_ids: Iterable[str]) -> int:

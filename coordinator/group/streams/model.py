@@ -242,8 +242,7 @@ class StreamsGroup:
             return StreamsGroupState.NOT_READY
         if self.group_epoch > self.target_assignment_epoch:
             return StreamsGroupState.ASSIGNING
-        # A copy: a scrape reads the state on prometheus_client's thread (coordinator/metrics.py).
-        if any(not m.is_reconciled_to(self.target_assignment_epoch) for m in list(self.members.values())):
+        if any(not m.is_reconciled_to(self.target_assignment_epoch) for m in self.members.values()):
             return StreamsGroupState.RECONCILING
         return StreamsGroupState.STABLE
 

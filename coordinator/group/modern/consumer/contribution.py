@@ -136,7 +136,7 @@ def attach(shard: Any) -> None:
     """The heartbeat interval policy, counting every member of the shard's groups (the
     service replaces the count with its process-wide one)."""
     shard.heartbeat_policy = HeartbeatIntervalPolicy(
-        shard.config, lambda: sum(len(g.members) for g in list(shard.groups.values())),
+        shard.config, lambda: sum(len(g.members) for g in shard.groups.values()),
         functools.partial(group_overrides, shard))     # a partial: no frame of its own per heartbeat
 
 
