@@ -354,6 +354,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
         return stable(apps, tasks, side.protocol)
     probes = {n: probe.Probe(pid, port).start() for n, (pid, port) in side.watched.items()}
     probes[MACHINE_PROBE] = probe.Probe(0).start()      # the whole machine, from before the JVMs start
+    feed: PacedProducer | None = None
     try:
         bench_cpu = os.times()
         launch(apps, a.pin)
@@ -378,7 +379,7 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             diagnosis["steps"] = steps.group_steps(work / name, diagnosis["origin_wall"], start_s)
             for inst, got in sorted(diagnosis["steps"].items(), key=lambda kv: kv[1]["running"] or 0):
                 log(f"    {inst}: " + ", ".join(f"{k} {v}" for k, v in got.items() if k != "latency_ms"))
-        feed, steady_from = None, 0
+        steady_from = 0
         if a.input_rate:    # the input flowing before, during and after the join (the docstring)
             # to the cluster directly, not through a kcoord side's gateway: the input is the
             # world's, not the application's, and costs both sides the same; values cycle over
@@ -398,8 +399,6 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
             wait_until(settled, a.timeout, 0.5, lambda: f"{side.name}: joiner stable "
                        f"({[(x.name, x.state(), len(x.tasks()[0])) for x in apps]})")
         except WaitTimeout as exc:   # the start's figure stands; the join's are missing
-            if feed is not None:
-                feed.stop()
             keep_lines(apps, work / name / "events.jsonl", "the join never settled")
             overlaps = active_overlaps(apps)
             return {"start_s": start_s, "start_diagnosis": diagnosis, "cpu_s": diagnosis["cpu_s"],
@@ -435,6 +434,8 @@ def measure(side: Side, a: argparse.Namespace, work: Path, run: int) -> dict[str
                 "join_stable_s": (end - ready) / NS, "pause_s": pause / NS, "keepers": len(keepers),
                 "overlaps": len(overlaps), "overlap_examples": overlaps[:3], **processing}
     finally:
+        if feed is not None:    # stopped here too on any failure: a feed left running loads every later run
+            feed.stop()
         for p in probes.values():
             p.stop(0)
         for x in apps:

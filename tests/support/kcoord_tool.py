@@ -17,6 +17,9 @@ def run_tool(*argv: str) -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        args = build_parser().parse_args(list(argv))
-        code = int(args.func(args) or 0)
+        try:
+            args = build_parser().parse_args(list(argv))
+            code = int(args.func(args) or 0)
+        except SystemExit as e:     # argparse's refusal or --help, as the console script exits
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     return code, out.getvalue(), err.getvalue()
