@@ -37,12 +37,11 @@ from migration.rehearse.streams_analysis import Span, overlaps, task_spans
 
 from . import processes
 from .admin import admin_client
+from .differential import Coordinator, set_kafka_group_config
 from .java import libs_java_command
-from .raw_client import call_with, request_types
 from .wait import wait_until
 
 Event = dict[str, Any]
-GROUP_RESOURCE, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS, SET = 32, 44, 32, 0
 
 
 class StreamsApp:
@@ -200,27 +199,11 @@ def active_overlaps(apps: Iterable[StreamsApp]) -> list[str]:
 
 
 def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    """IncrementalAlterConfigs v1 SET on the GROUP resource; fails on any error."""
-    mod = request_types(INCREMENTAL_ALTER_CONFIGS, 1)
-    answers = call_with(bootstrap, INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=(
-        mod.AlterConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
-            mod.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in configs.items())),)).responses
-    assert [(int(a.error_code), a.error_message) for a in answers] == [(0, None)], \
-        f"group configs {configs} of {group} at {bootstrap}: {answers}"
-    # Kafka answers once its controller has the change; the group coordinator's broker uses it
-    # when its metadata image catches up, and a heartbeat before that still gets the old
-    # values (a static member's session timer then ran on the old 6 s while it restarted)
-    wait_until(lambda: described_group_configs(bootstrap, group, tuple(configs)) == configs, 15,
-               message=f"{bootstrap} describes the group configs {configs} of {group}")
-
-
-def described_group_configs(bootstrap: str, group: str, keys: tuple[str, ...]) -> dict[str, str | None]:
-    """DescribeConfigs v4 of ``keys`` on the GROUP resource, as the broker at ``bootstrap`` sees them."""
-    mod = request_types(DESCRIBE_CONFIGS, 4)
-    results = call_with(bootstrap, DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
-                        resources=(mod.DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group,
-                                                               configuration_keys=keys),)).results
-    return {c.name: c.value for r in results for c in r.configs if c.name in keys}
+    """IncrementalAlterConfigs SET on the GROUP resource at ``bootstrap``, then a bounded wait
+    until it describes them (differential.set_kafka_group_config: Kafka's broker applies a
+    change after its controller answers, and a static member's session timer ran on the old
+    6 s while it restarted); fails on any error."""
+    set_kafka_group_config(Coordinator("group APIs", bootstrap), group, configs)
 
 
 def counts_on(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0,
