@@ -18,12 +18,20 @@ def _traced(call: Callable[[], T], reset: Callable[[], object] | None) -> tuple[
     # A long switch interval keeps the other threads off the GIL for the call's microseconds.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(10.0)
-    tracemalloc.start()
+    # Already tracing (PYTHONTRACEMALLOC, or a caller's own): the peak is taken from here, over
+    # what was traced before, and tracing is left on for its owner.
+    owned = not tracemalloc.is_tracing()
+    if owned:
+        tracemalloc.start()
+    else:
+        tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
     try:
         result = call()
-        peak = tracemalloc.get_traced_memory()[1]
+        peak = tracemalloc.get_traced_memory()[1] - before
     finally:
-        tracemalloc.stop()
+        if owned:
+            tracemalloc.stop()
         sys.setswitchinterval(interval)
     return result, peak
 
